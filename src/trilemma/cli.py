@@ -1,0 +1,135 @@
+"""The `trilemma` command: a thin layer over the Python API (trilemma.api)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from trilemma.errors import InputError, TrilemmaError
+from trilemma.units import parse_bandwidth, parse_count, parse_usd
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
+
+
+def _int(text: Optional[str], field: str) -> Optional[int]:
+    if text is None:
+        return None
+    v = parse_count(text, field)
+    if v != int(v):
+        raise InputError(field, text, "a positive whole number")
+    return int(v)
+
+
+def _print_json(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+@app.command()
+def estimate(
+    model: str = typer.Option("llama2-7b", "--model", "-m", help="preset name, path to a Hugging Face config.json, or a size such as 3B"),
+    gpu: str = typer.Option("a100-80gb", "--gpu", "-g", help="hardware preset, e.g. a100-80gb, h100-sxm"),
+    gpus: str = typer.Option("2048", "--gpus", "-n", help="number of devices"),
+    tokens: Optional[str] = typer.Option(None, "--tokens", "-t", help="training tokens, e.g. 2T (default: the model's published count)"),
+    seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens (default: the model's published one)"),
+    global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per optimizer step, e.g. 4M (exact: fails if no layout divides it)"),
+    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp32, tf32 or fp8"),
+    tp: Optional[str] = typer.Option(None, "--tp", help="tensor parallel degree"),
+    pp: Optional[str] = typer.Option(None, "--pp", help="pipeline parallel degree"),
+    cp: Optional[str] = typer.Option(None, "--cp", help="context parallel degree"),
+    ep: Optional[str] = typer.Option(None, "--ep", help="expert parallel degree (MoE)"),
+    vp: Optional[str] = typer.Option(None, "--vp", help="virtual pipeline stages per device (interleaved 1F1B)"),
+    zero: Optional[str] = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP)"),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective or full"),
+    micro_batch: Optional[str] = typer.Option(None, "--micro-batch", help="sequences per micro-batch"),
+    price: Optional[str] = typer.Option(None, "--price", help="USD per GPU-hour (default: the preset's reference price)"),
+    gpus_per_node: Optional[str] = typer.Option(None, "--gpus-per-node", help="devices per scale-up node"),
+    intra_node_bw: Optional[str] = typer.Option(None, "--intra-node-bw", help="per device, per direction, e.g. 450GB/s"),
+    inter_node_bw: Optional[str] = typer.Option(None, "--inter-node-bw", help="per device, per direction, e.g. 400Gb/s"),
+    pue: Optional[float] = typer.Option(None, "--pue", help="datacentre PUE (default 1.1)"),
+    region: Optional[str] = typer.Option(None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"),
+    goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1 (default 0.9)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan."""
+    from trilemma.api import estimate as run_estimate, make_plan, resolve_model
+    from trilemma.specs import Precision
+
+    try:
+        prec = Precision(precision.lower())
+    except ValueError:
+        raise InputError("precision", precision, "bf16, fp16, fp32, tf32 or fp8") from None
+    if goodput is not None and not 0 < goodput <= 1:
+        raise InputError("goodput", goodput, "a fraction in (0, 1]")
+    if pue is not None and not 1 <= pue <= 3:
+        raise InputError("pue", pue, "a number between 1 and 3")
+    if zero is not None and zero not in ("0", "1", "2", "3"):
+        raise InputError("zero", zero, "0, 1, 2 or 3")
+    if recompute is not None and recompute not in ("none", "selective", "full"):
+        raise InputError("recompute", recompute, "none, selective or full")
+    layout = {"tp": _int(tp, "tp"), "pp": _int(pp, "pp"), "cp": _int(cp, "cp"), "ep": _int(ep, "ep"),
+              "vp": _int(vp, "vp"), "zero": None if zero is None else int(zero), "recompute": recompute,
+              "micro_batch": _int(micro_batch, "micro-batch")}
+    cluster = {
+        "gpus_per_node": _int(gpus_per_node, "gpus-per-node"),
+        "intra_node_bw_bytes_per_s": None if intra_node_bw is None else parse_bandwidth(intra_node_bw, "intra-node-bw"),
+        "inter_node_bw_bytes_per_s": None if inter_node_bw is None else parse_bandwidth(inter_node_bw, "inter-node-bw"),
+        "price_usd_per_hour": None if price is None else parse_usd(price, "price"),
+        "pue": pue, "region": region,
+    }
+    n = _int(gpus, "gpus")
+    m, _ = resolve_model(model)
+    plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _int(seq, "seq"),
+                     None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
+                     **({} if goodput is None else {"goodput": goodput}))
+    est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan)
+    if as_json:
+        _print_json(est.to_dict())
+    else:
+        from trilemma.report.table import print_estimate
+        print_estimate(est)
+
+
+@app.command()
+def presets(
+    kind: str = typer.Argument("all", help="models, hardware or all"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """List the model and hardware presets (with sources)."""
+    from trilemma.report.table import presets_document, print_presets
+
+    if kind not in ("models", "hardware", "all"):
+        raise InputError("kind", kind, "models, hardware or all")
+    if as_json:
+        _print_json(presets_document(kind))
+    else:
+        print_presets(kind)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request."""
+    try:
+        app(args=argv, standalone_mode=False)
+        return 0
+    except TrilemmaError as exc:
+        sys.stderr.write(f"trilemma: error: {exc}\n")
+        return exc.exit_code
+    except Exception as exc:  # typer vendors click: match its exceptions by shape, not by import
+        name = type(exc).__name__
+        if name == "Exit" or (name != "Abort" and not hasattr(exc, "format_message")):
+            if name == "Exit":
+                return int(getattr(exc, "exit_code", 0))
+            raise
+        if name == "Abort":
+            sys.stderr.write("trilemma: aborted\n")
+            return 130
+        msg = " ".join(str(exc.format_message()).split())  # one line
+        sys.stderr.write(f"trilemma: error: {msg}\n")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Errors that reach the user as one line and exit status 2 (bad input) or 1 (infeasible)."""
+
+from __future__ import annotations
+
+
+class TrilemmaError(Exception):
+    """Base class: every error trilemma raises on purpose."""
+
+    exit_code = 2
+
+
+class InputError(TrilemmaError, ValueError):
+    """A value the user gave is not allowed: names the field, the value and what is allowed."""
+
+    def __init__(self, field: str, value: object, allowed: str) -> None:
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}: {value!r} is not allowed; expected {allowed}")
+
+
+class UnknownPresetError(InputError):
+    """A preset name that does not exist; suggests the closest names."""
+
+    def __init__(self, kind: str, name: str, suggestions: list[str]) -> None:
+        field = kind.rstrip("s")
+        hint = ("did you mean " + ", ".join(suggestions) + "? ") if suggestions else ""
+        allowed = f"a known {field} preset ({hint}`trilemma presets {kind}` lists them)"
+        super().__init__(field, name, allowed)
+        self.args = (f"{field}: unknown preset {name!r}; {hint}`trilemma presets {kind}` lists them",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class LayoutError(TrilemmaError):
+    """A parallel layout or batch that cannot work, with the reason and what would."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class InfeasibleError(TrilemmaError):
+    """The request is valid but no plan meets it (exit status 1)."""
+
+    exit_code = 1

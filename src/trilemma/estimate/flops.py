@@ -1,0 +1,90 @@
+"""FLOPs per token of training. Two conventions, each its own named function.
+
+Model FLOPs (used for MFU) — the PaLM convention (Chowdhery et al. 2022, arXiv 2204.02311,
+App. B): 6 × (matmul parameters a token passes through, LM head included even when tied,
+embedding lookup excluded) + 12 · L · s · d_attn for attention scores and weighted values,
+*without* discounting the causal mask. Forward = 2 FLOP per multiply-accumulate; backward = 2×
+forward (weight and input gradients).
+
+Kaplan et al. 2020 (arXiv 2001.08361, §2.1) count the context term once per direction
+(6 · L · s · d_attn); Hoffmann et al. 2022 approximate C = 6·N·D. Both are offered by name.
+
+Hardware FLOPs add what recomputation executes again (Korthikanti et al. 2022, arXiv
+2205.05198 §5): full recompute one more forward of every layer; selective recompute one more
+forward of the attention core only. Narayanan et al. 2021 (arXiv 2104.04473) eq. (3) is the
+hardware count with full recompute for GPT shapes: 96·B·s·L·d²·(1 + s/(6d) + V/(16·L·d)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trilemma.estimate.params import ParamCounts, attention_matmul_params, param_counts
+from trilemma.specs import ModelSpec, Recompute
+
+ArrayLike = float | np.ndarray
+
+
+def attention_core_flop_fwd(m: ModelSpec, seq: ArrayLike) -> ArrayLike:
+    """Forward FLOPs per token of QK^T and (softmax)·V over all layers: 2 matmuls × 2·s·d_attn."""
+    return 4.0 * m.n_layers * seq * m.d_attn
+
+
+def matmul_flop_fwd(m: ModelSpec, pc: ParamCounts | None = None) -> float:
+    """Forward FLOPs per token of all weight matmuls (2 per multiply-accumulate)."""
+    return 2.0 * (pc or param_counts(m)).matmul_active
+
+
+def model_flop_per_token(m: ModelSpec, seq: ArrayLike, pc: ParamCounts | None = None) -> ArrayLike:
+    """Training model FLOPs per token, PaLM convention: 6·N_matmul + 12·L·s·d_attn (no causal discount)."""
+    return 3.0 * (matmul_flop_fwd(m, pc) + attention_core_flop_fwd(m, seq))
+
+
+def kaplan_flop_per_token(m: ModelSpec, seq: ArrayLike, pc: ParamCounts | None = None) -> ArrayLike:
+    """Training FLOPs per token, Kaplan 2020 §2.1: 6·N_matmul + 6·L·s·d_attn."""
+    return 3.0 * matmul_flop_fwd(m, pc) + 0.5 * 3.0 * attention_core_flop_fwd(m, seq)
+
+
+def six_n_flop_per_token(m: ModelSpec, pc: ParamCounts | None = None) -> float:
+    """C/D = 6·N with N the active parameters (Hoffmann 2022 §3, the FLOP budget of scaling laws)."""
+    return 6.0 * (pc or param_counts(m)).active
+
+
+def recompute_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray | Recompute | int,
+                             pc: ParamCounts | None = None) -> ArrayLike:
+    """Extra forward FLOPs per token that recomputation executes (0 / attention core / whole layers).
+
+    ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full; see RECOMPUTE_CODES).
+    """
+    pc = pc or param_counts(m)
+    code = np.asarray(recompute_code(recompute))
+    attn = attention_core_flop_fwd(m, seq)
+    head_and_pooler = 2.0 * (m.vocab_size * m.d_model + (m.d_model**2 if m.pooler else 0))
+    layers = matmul_flop_fwd(m, pc) - head_and_pooler + attn  # every layer's forward, not the head
+    return np.where(code == 2, layers, np.where(code == 1, attn, 0.0))
+
+
+def hardware_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray | Recompute | int,
+                            pc: ParamCounts | None = None) -> ArrayLike:
+    """Model FLOPs plus recomputation (the HFU convention; Megatron-LM's reported TFLOP/s)."""
+    return model_flop_per_token(m, seq, pc) + recompute_flop_per_token(m, seq, recompute, pc)
+
+
+def narayanan_flop_per_iteration(batch: float, seq: float, n_layers: int, d_model: int, vocab: int) -> float:
+    """Narayanan et al. 2021 eq. (3): FLOPs per iteration with full recompute, GPT shape (f = 4d, MHA)."""
+    return 96.0 * batch * seq * n_layers * d_model**2 * (
+        1 + seq / (6 * d_model) + vocab / (16 * n_layers * d_model))
+
+
+RECOMPUTE_CODES = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
+
+
+def recompute_code(r: np.ndarray | Recompute | str | int) -> np.ndarray | int:
+    if isinstance(r, (Recompute, str)):
+        return RECOMPUTE_CODES[Recompute(r)]
+    return r
+
+
+__all__ = ["attention_core_flop_fwd", "attention_matmul_params", "hardware_flop_per_token",
+           "kaplan_flop_per_token", "matmul_flop_fwd", "model_flop_per_token",
+           "narayanan_flop_per_iteration", "recompute_flop_per_token", "six_n_flop_per_token"]

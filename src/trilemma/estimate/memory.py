@@ -1,0 +1,179 @@
+"""Memory per device as an inventory: model states, activations, logits, overheads.
+
+Model states follow ZeRO (Rajbhandari et al. 2020, arXiv 1910.02054 §3, §5): weights, gradients
+and optimizer state (fp32 master + Adam moments), sharded over TP × PP first, then over the
+data-parallel group by ZeRO stage (1: optimizer, 2: + gradients, 3 / FSDP: + weights).
+
+Activations follow Korthikanti et al. 2022 (arXiv 2205.05198) §4, Table 2, rewritten as an
+inventory of the tensors a layer saves for backward so that it generalises to GQA, gated MLPs,
+no dropout, MoE and flash attention. For a GPT layer with dropout, fp16 and no parallelism the
+inventory sums to the paper's s·b·h·(34 + 5·a·s/h) bytes (checked in tests/test_memory.py).
+Pipelines (1F1B) keep up to pp micro-batches in flight on the first stage (§4.2.3).
+
+Every function broadcasts over layout arrays (one row per candidate layout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.params import ParamCounts
+from trilemma.specs import FfnType, ModelSpec, Optimizer, TrainingPlan
+from trilemma.specs.enums import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class MemoryArrays:
+    """Bytes per device for each layout row, on the stage that needs the most."""
+
+    weights: np.ndarray
+    gradients: np.ndarray
+    optimizer: np.ndarray
+    activations: np.ndarray
+    other: np.ndarray  # logits + framework overhead + fragmentation
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.other
+
+
+def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_bytes: float,
+                               flash: bool, moe_layer: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes one layer saves for backward for one micro-batch, without and with the rows' recompute.
+
+    Returns (no-recompute bytes, bytes under the row's recompute mode). Tensor inventory
+    (Korthikanti 2022 §4.1; e = activation bytes, s the local sequence s/cp, b micro-batch,
+    r = 1/tp when sequence-parallel else 1 for the tensors TP does not split):
+      attention:  norm input e·sbd·r; QKV input e·sbd·r; Q e·sb·d_attn/tp; K, V e·sb·d_kv/tp each;
+                  without flash: softmax output e·h·s·S·b/tp (+ dropout mask h·s·S·b/tp and dropout
+                  output e·h·s·S·b/tp); with flash: log-sum-exp 4·sb·h/tp (FlashAttention-2 saves
+                  only O and LSE); output-projection input e·sb·d_attn/tp; dropout mask sbd·r.
+      MLP:        norm input e·sbd·r (not for a parallel block); MLP input e·sbd·r;
+                  hidden tensors (2 for GELU/ReLU: pre- and post-activation; 3 for gated: gate, up,
+                  product) e·sb·f/tp each; dropout mask sbd·r.
+      MoE:        router input + top_k copies of dispatched tokens e·sbd, top_k × expert hidden
+                  tensors, router logits 4·sb·E; plus shared experts as dense MLPs.
+    """
+    tp, cp, mb = L.tp, L.cp, L.mb
+    s = seq / cp  # local sequence length under context parallelism
+    S = seq  # keys attended to (CP gathers K, V)
+    e = act_bytes
+    drop = 1.0 if m.dropout else 0.0
+    r = np.where(L.sp > 0, 1.0 / tp, 1.0)
+    sbd = s * mb * m.d_model
+    sb = s * mb
+
+    shared_norm = m.norms_per_layer == 1
+    attn_keep = (e * sbd * r * (1 if shared_norm else 2)  # norm input (+ norm output into QKV)
+                 + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
+                 + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
+                 + drop * sbd * r)  # attention-output dropout mask (1 byte)
+    if flash:
+        scores = 4.0 * sb * m.n_heads / tp  # log-sum-exp, fp32
+    else:
+        scores = (e + drop * (1 + e)) * m.n_heads * s * S * mb / tp
+    if shared_norm:
+        mlp_in = e * sbd * r * 0  # the shared norm output is already counted
+    elif m.parallel_block:
+        mlp_in = e * sbd * r  # second norm's output (its input is the layer input, counted)
+    else:
+        mlp_in = 2 * e * sbd * r  # norm input + MLP input
+    k_f = 3 if m.ffn_type in (FfnType.SWIGLU, FfnType.GEGLU) else 2
+    if moe_layer:
+        routed = m.top_k * (e * sbd / tp + k_f * e * sb * m.expert_ffn / tp)
+        shared = m.n_shared_experts * k_f * e * sb * m.expert_ffn / tp
+        mlp = mlp_in + routed + shared + 4.0 * sb * m.n_experts + drop * sbd * r
+    else:
+        mlp = mlp_in + k_f * e * sb * m.ffn_dim / tp + drop * sbd * r
+
+    full = attn_keep + scores + mlp
+    kept = np.where(L.rc == 2, e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
+                    np.where(L.rc == 1, attn_keep + (scores if flash else 0.0) + mlp,
+                             full))
+    return full, kept
+
+
+def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
+                      first: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, gradients, optimizer, local parameters) bytes per device on the first or last stage."""
+    tp, pp, dp, cp, ep = L.tp, L.pp, L.dp, L.cp, L.ep
+    layers = m.n_layers / pp
+    dense_frac = m.n_dense_layers / m.n_layers
+    moe_frac = m.n_moe_layers / m.n_layers
+    nonexpert = layers * (dense_frac * pc.per_dense_layer + moe_frac * pc.per_moe_layer_shared) / tp
+    expert = layers * moe_frac * m.n_experts * pc.per_expert / (tp * ep)
+    # embeddings on the first stage, final norm + LM head on the last (a tied table is copied to
+    # the last stage when pp > 1, as Megatron does); with pp = 1 one stage holds both.
+    tied_copy = m.vocab_size * m.d_model if m.tied_embeddings else 0
+    ends = np.where(pp == 1, pc.first_stage_extra + pc.last_stage_extra,
+                    pc.first_stage_extra if first else pc.last_stage_extra + tied_copy) / tp
+    nonexpert = nonexpert + ends
+    local = nonexpert + expert
+
+    d = plan.dtypes
+    train = plan.trainable_fraction
+    w_b, fz_b, g_b = d.bytes_of("weight"), d.bytes_of("frozen_weight"), d.bytes_of("grad")
+    n_moments = 2 if plan.optimizer == Optimizer.ADAMW else 1
+    o_b = d.bytes_of("master") + n_moments * d.bytes_of("optimizer_state")
+    shard_ne = dp * cp  # FSDP/ZeRO shard over the data (and context) parallel ranks
+    shard_ex = np.maximum(dp * cp // ep, 1)
+
+    def sharded(bytes_per_param: float, stage_min: int) -> np.ndarray:
+        on = L.zero >= stage_min
+        return (nonexpert * bytes_per_param / np.where(on, shard_ne, 1)
+                + expert * bytes_per_param / np.where(on, shard_ex, 1))
+
+    weights = sharded(train * w_b + (1 - train) * fz_b, 3)
+    # ZeRO-3 gathers whole layers before use: about two layers unsharded at a time (prefetch)
+    layer_local = (dense_frac * pc.per_dense_layer + moe_frac * (
+        pc.per_moe_layer_shared + m.n_experts * pc.per_expert / ep)) / tp
+    # (nothing is gathered when the shard group is a single rank)
+    weights = weights + np.where(L.zero >= 3, 2 * layer_local * w_b * (1 - 1 / shard_ne), 0.0)
+    grads = train * sharded(g_b, 2)
+    optim = train * sharded(o_b, 1)
+    return weights, grads, optim, local
+
+
+def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
+                      seq: float, n_micro: np.ndarray, consts: dict) -> MemoryArrays:
+    """Peak bytes per device: the larger of the first pipeline stage and the last."""
+    e = DTYPE_BYTES[plan.dtypes.activation]
+    flash = plan.flash_attention
+    full_d, kept_d = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=False)
+    if m.is_moe:
+        full_m, kept_m = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=True)
+    else:
+        full_m, kept_m = full_d, kept_d
+    fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
+    per_layer_kept = fd * kept_d + fm * kept_m
+    per_layer_full = np.maximum(full_d, full_m)
+    layers = m.n_layers / L.pp
+
+    # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
+    # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).
+    inflight_first = np.minimum(L.pp, n_micro) * np.where(L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0)
+    # while recomputing, one layer's full activations are live again
+    transient = np.where(L.rc == 2, per_layer_full, 0.0)
+    act_first = layers * per_layer_kept * inflight_first + transient
+    act_last = layers * per_layer_kept + transient
+
+    # logits on the last stage: s·b·V/tp elements (vocab-parallel), fp32 value + fp32 gradient
+    s_loc = seq / L.cp
+    logits = s_loc * L.mb * m.vocab_size / L.tp * consts["logits_bytes_per_element"]
+
+    w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True)
+    w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False)
+    total_first = w1 + g1 + o1 + act_first
+    total_last = w2 + g2 + o2 + act_last + logits
+    single = L.pp == 1
+    # with pp = 1 there is one stage: the in-flight count is 1 and logits live alongside
+    use_first = (~single) & (total_first >= total_last)
+    pick = lambda a, b: np.where(use_first, a, b)  # noqa: E731
+    weights, grads, optim, act = pick(w1, w2), pick(g1, g2), pick(o1, o2), pick(act_first, act_last)
+    logit_part = np.where(use_first, 0.0, logits)
+    base = weights + grads + optim + act + logit_part
+    other = logit_part + consts["framework_overhead_bytes"] + consts["fragmentation"] * base
+    return MemoryArrays(weights=weights, gradients=grads, optimizer=optim, activations=act, other=other)

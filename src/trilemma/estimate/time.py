@@ -1,0 +1,164 @@
+"""Step time: per-GEMM roofline compute + exposed communication + pipeline bubble.
+
+- Each major matmul costs max(FLOPs / (peak × eff(M, N, K)), bytes / HBM bandwidth), with an
+  efficiency that falls for small or skinny shapes (Calculon, Isaev et al. SC'23 §4, models
+  GEMM efficiency as a function of operation size). Backward costs 2× forward (dgrad + wgrad).
+- Attention core at a FlashAttention efficiency; a causal mask lets FlashAttention skip half the
+  score blocks (Dao 2023 §3.1), so executed FLOPs are halved for causal models with flash.
+- Element-wise kernels are memory-bound: bytes moved / HBM bandwidth.
+- Communication per collective by the α–β ring model (comm.py): TP all-reduces (or SP
+  reduce-scatter + all-gather, same volume) 2 forward + 2 backward per layer (Narayanan 2021
+  §3.3 / Korthikanti 2022 §3); PP sends per micro-batch; DP gradient all-reduce or ZeRO
+  reduce-scatter + all-gather once per step, ZeRO-3 gathers per micro-batch; MoE all-to-all
+  2 forward + 2 backward per MoE layer; CP ring exchange of K and V.
+- 1F1B pipeline: (m + (p − 1)/v) stage-times per step (Narayanan 2021 §2.2, interleaved /v).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trilemma.estimate.comm import all_gather_s, all_reduce_s, all_to_all_s, group_link, p2p_s, reduce_scatter_s
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.memory import activation_bytes_per_layer, model_state_bytes
+from trilemma.estimate.params import ParamCounts
+from trilemma.specs import ClusterSpec, ModelSpec, Optimizer, Precision, TrainingPlan
+from trilemma.specs.enums import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class TimeArrays:
+    """Seconds per optimizer step for each layout row, and its parts."""
+
+    step_s: np.ndarray
+    compute_s: np.ndarray  # pipeline-busy compute (all micro-batches, excluding bubble)
+    tp_comm_s: np.ndarray  # exposed tensor/context/expert-parallel communication inside the pipeline
+    pp_comm_s: np.ndarray  # point-to-point sends between stages
+    bubble_s: np.ndarray
+    dp_comm_s: np.ndarray  # exposed data-parallel / ZeRO communication
+    optimizer_s: np.ndarray
+
+
+def gemm_efficiency(M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float, half: float) -> np.ndarray:
+    """Achievable fraction of peak for an (M×K)·(K×N) matmul: eff_max · Π x/(x + half)."""
+    return eff_max * (M / (M + half)) * (N / (N + half)) * (K / (K + half))
+
+
+def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:
+    """Roofline time of one forward GEMM (seconds)."""
+    flop = 2.0 * M * N * K
+    eff = gemm_efficiency(M, N, K, c["gemm_max"], c["gemm_half_dim"])
+    mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
+    return np.maximum(flop / (peak * eff), mem)
+
+
+def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, L: LayoutArrays,
+              seq: float, batch: np.ndarray, consts: dict) -> TimeArrays:
+    """Seconds per optimizer step of ``batch`` sequences of ``seq`` tokens, per layout row."""
+    c = {**consts["efficiency"], **consts["latency"]}
+    hw = cluster.hardware
+    peak = hw.peak(plan.precision)
+    attn_peak = hw.peak(Precision.BF16) if plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s else peak
+    bw = hw.hbm_bw_bytes_per_s
+    e = DTYPE_BYTES[plan.dtypes.activation]
+    tp, pp, dp, cp, ep, vp, mb = L.tp, L.pp, L.dp, L.cp, L.ep, L.vp, L.mb
+    n_micro = batch / (dp * mb)
+    T = mb * seq / cp  # tokens per device per micro-batch
+    d = m.d_model
+    node = cluster.node_size
+    link = c["link"]
+    intra, inter = cluster.intra_bw * link, cluster.inter_bw * link
+    a_in, a_out = c["intra_node_s"], c["inter_node_s"]
+
+    # ---- forward compute of one layer, one micro-batch
+    qkv = gemm_s(T, (m.d_attn + 2 * m.d_kv) / tp, d, peak, bw, e, c)
+    out = gemm_s(T, d, m.d_attn / tp, peak, bw, e, c)
+    rel = gemm_s(T, m.d_attn / tp, d, peak, bw, e, c) if m.position.value == "relative" else 0.0
+    k_up = m.ffn_matrices - 1
+
+    def mlp(tokens, f):
+        return k_up * gemm_s(tokens, f / tp, d, peak, bw, e, c) + gemm_s(tokens, d, f / tp, peak, bw, e, c)
+
+    dense_mlp = mlp(T, m.ffn_dim)
+    if m.is_moe:
+        local_experts = m.n_experts / ep
+        tok_per_expert = T * m.top_k * ep / m.n_experts
+        moe_mlp = (local_experts * mlp(tok_per_expert, m.expert_ffn)
+                   + m.n_shared_experts * mlp(T, m.expert_ffn)
+                   + gemm_s(T, m.n_experts, d, peak, bw, e, c))
+    else:
+        moe_mlp = dense_mlp
+
+    causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
+    attn_flop = 4.0 * T * seq * m.d_attn / tp * causal_skip
+    attn_fwd = attn_flop / (attn_peak * c["attention"])
+    if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
+        attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
+    attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
+
+    full_d, _ = activation_bytes_per_layer(m, seq, L, e, True)
+    elem_fwd = c["elementwise_traffic"] * full_d / (bw * c["hbm"])
+
+    fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
+    gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
+    layer_fwd = gemm_fwd + attn_fwd + elem_fwd
+    layer_bwd = 2 * gemm_fwd + attn_bwd + 2 * elem_fwd
+    layer_rc = np.where(L.rc == 2, layer_fwd, np.where(L.rc == 1, attn_fwd, 0.0))
+
+    # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
+    tp_bw, tp_a = group_link(1, tp, node, intra, inter, a_in, a_out)
+    tp_ar = all_reduce_s(e * T * d, tp, tp_bw, tp_a)
+    n_tp = 4 + np.where(L.rc == 2, 2, 0)  # 2 fwd + 2 bwd (+2 when the forward is recomputed)
+    tp_layer = n_tp * tp_ar * (1 - c["tp_overlap"])
+    cp_bw, cp_a = group_link(tp, cp, node, intra, inter, a_in, a_out)
+    kv_bytes = e * mb * seq * 2 * m.d_kv / tp
+    cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, cp, cp_bw, cp_a) - (attn_fwd + attn_bwd))
+    if m.is_moe:
+        ep_bw, ep_a = group_link(tp * cp, ep, node, intra, inter, a_in, a_out)
+        tok_bytes = e * T * m.top_k * d / np.where(L.sp > 0, tp, 1)
+        ep_layer = fm * 4 * all_to_all_s(tok_bytes, ep, ep_bw, ep_a)
+    else:
+        ep_layer = 0.0
+
+    # ---- LM head and loss on the last stage
+    head = 3 * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c) + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"])
+
+    layers = m.n_layers / pp
+    compute_mb = layers * (layer_fwd + layer_bwd + layer_rc) + head
+    comm_mb = layers * (tp_layer + cp_layer + ep_layer)
+    pp_bw, pp_a = group_link(tp * cp * dp, pp, node, intra, inter, a_in, a_out)
+    act_msg = e * T * d / np.where(L.sp > 0, tp, 1)
+    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, pp_bw, pp_a), 0.0)
+    stage_mb = compute_mb + comm_mb + p2p_mb
+
+    bubble = (pp - 1) / vp * stage_mb
+
+    # ---- data parallel: gradients (and ZeRO gathers) over dp·cp ranks, stride tp
+    dp_bw, dp_a = group_link(tp, dp * cp, node, intra, inter, a_in, a_out)
+    n_dp = dp * cp
+    _, _, _, local_params = model_state_bytes(m, pc, plan, L, first=False)
+    train = plan.trainable_fraction
+    g_bytes = local_params * train * plan.dtypes.bytes_of("grad")
+    w_bytes = local_params * plan.dtypes.bytes_of("weight")
+    ar = all_reduce_s(g_bytes, n_dp, dp_bw, dp_a)
+    rs_ag = reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a) + all_gather_s(w_bytes * train, n_dp, dp_bw, dp_a)
+    hide_last = c["dp_overlap"] * layers * layer_bwd
+    dp_once = np.where(L.zero == 0, ar, rs_ag)
+    exposed_once = np.maximum(0.0, dp_once - hide_last)
+    z3_mb = 2 * all_gather_s(w_bytes, n_dp, dp_bw, dp_a) + reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a)
+    exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
+    dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)
+
+    # ---- optimizer step: memory-bound read/write of the local (sharded) states
+    n_mom = 2 if plan.optimizer == Optimizer.ADAMW else 1
+    per_param = (2 * plan.dtypes.bytes_of("master") + 2 * n_mom * plan.dtypes.bytes_of("optimizer_state")
+                 + plan.dtypes.bytes_of("grad") + plan.dtypes.bytes_of("weight"))
+    opt_params = local_params * train / np.where(L.zero >= 1, n_dp, 1)
+    optimizer = opt_params * per_param / (bw * c["hbm"])
+
+    compute = n_micro * compute_mb
+    step = n_micro * stage_mb + bubble + dp_exposed + optimizer
+    return TimeArrays(step_s=step, compute_s=compute, tp_comm_s=n_micro * comm_mb, pp_comm_s=n_micro * p2p_mb,
+                      bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=optimizer)

@@ -1,0 +1,512 @@
+"""Models from a Hugging Face ``config.json`` on disk: no network, no ``transformers`` import.
+
+``model_from_hf_config(path)`` reads the file, picks the family from ``model_type`` (or, when that
+key is absent, from ``architectures``) and maps the family's keys onto a :class:`ModelSpec`.
+
+A key the file leaves out takes the default of that family's Hugging Face config class, read from
+``transformers/models/<family>/configuration_<family>.py``, so a file that relies on a default gives
+the model ``from_pretrained`` would build. Keys the config class renames (``attribute_map``, e.g.
+GPT-2's ``hidden_size`` → ``n_embd``, Falcon's old ``n_head_kv``) are read under both names. Per
+family, the defaults that matter most:
+
+========== ================================================================================
+llama      RMSNorm, SwiGLU, rotary; untied; ``attention_bias`` (q, k, v, o) and ``mlp_bias``
+           default false; ``num_key_value_heads`` defaults to ``num_attention_heads``.
+mistral    as llama but no bias keys (never biases); ``num_key_value_heads`` defaults to 8.
+mixtral    as mistral; every layer MoE: ``num_local_experts`` (8), ``num_experts_per_tok`` (2).
+qwen2      as llama; q, k, v biased, o_proj not; ``num_key_value_heads`` defaults to 32.
+qwen2_moe  as qwen2; routed experts of ``moe_intermediate_size``, one shared expert of
+           ``shared_expert_intermediate_size`` (counted as that many routed-expert widths).
+gemma      RMSNorm, GeGLU, rotary, ``head_dim`` 256; tied.
+gpt2       LayerNorm, GELU, learned positions (``n_positions`` rows); tied; all biases;
+           ``n_inner`` null → 4·``n_embd``.
+gpt_neox   LayerNorm, GELU, rotary; untied; biases (``attention_bias`` true, MLP always);
+           ``use_parallel_residual`` (true) → parallel attention/MLP block.
+bert       BertModel: post-LN encoder, learned + token-type embeddings, embedding LayerNorm,
+           pooler, no LM head; absolute positions only.
+opt        LayerNorm, ReLU, learned positions with 2 extra rows (OPT's offset); tied.
+falcon     LayerNorm, GELU, rotary or ALiBi; tied; one LayerNorm per parallel block (7B) or
+           two (``new_decoder_architecture``, 40B/180B); multi-query or grouped KV heads.
+========== ================================================================================
+
+What a ModelSpec cannot hold is refused with an :class:`InputError` rather than guessed (OPT's
+``word_embed_proj_dim`` ≠ hidden size, BERT's relative position embeddings, Qwen2-MoE
+``mlp_only_layers`` other than a leading run), with one exception: Qwen2-MoE's
+``shared_expert_gate`` (a d×1 weight per MoE layer, ``hidden_size`` parameters) has no ModelSpec
+field and is left out of the count — 49,152 parameters (0.0003 %) for Qwen1.5-MoE-A2.7B.
+
+``seq_len`` stays None: ``max_position_embeddings`` is the longest context the model accepts, not a
+training default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from trilemma.errors import InputError
+from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "model_from_hf_config"]
+
+_MISSING = object()
+
+#: activations of a two-matrix MLP; trilemma counts the same tensors for any pointwise function,
+#: so only ReLU (OPT) keeps its own FfnType and the rest are filed as GELU
+_RELU_ACTS = {"relu", "relu6", "leaky_relu", "relu2"}
+_OTHER_ACTS = {"gelu", "gelu_new", "gelu_fast", "gelu_python", "gelu_accurate", "gelu_pytorch_tanh",
+               "gelu_10", "quick_gelu", "silu", "swish", "tanh", "mish"}
+
+
+class _Config:
+    """Typed reads from a parsed config.json; a bad value raises InputError naming its key."""
+
+    def __init__(self, data: dict[str, Any], cls: str) -> None:
+        self.data = data
+        self.cls = cls  # the Hugging Face config class whose defaults apply, for messages
+
+    def _get(self, keys: str | tuple[str, ...]) -> tuple[str, Any]:
+        keys = (keys,) if isinstance(keys, str) else keys
+        for key in keys:
+            if key in self.data:
+                return key, self.data[key]
+        return keys[0], _MISSING
+
+    def integer(self, keys: str | tuple[str, ...], default: int | None, *, minimum: int = 1,
+            nullable: bool = False) -> Any:
+        """An integer ≥ minimum; absent (or null where the HF default is None) → default."""
+        key, value = self._get(keys)
+        if value is _MISSING or (value is None and nullable):
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InputError(f"config.json {key}", value,
+                             f"an integer ≥ {minimum}" + (" or null" if nullable else ""))
+        return value
+
+    def flag(self, keys: str | tuple[str, ...], default: bool) -> bool:
+        key, value = self._get(keys)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, bool):
+            raise InputError(f"config.json {key}", value, "true or false")
+        return value
+
+    def text(self, keys: str | tuple[str, ...], default: str) -> str:
+        key, value = self._get(keys)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, str):
+            raise InputError(f"config.json {key}", value, "a string")
+        return value
+
+    def prob(self, keys: str | tuple[str, ...], default: float) -> float:
+        """A dropout probability in [0, 1]."""
+        key, value = self._get(keys)
+        if value is _MISSING or value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise InputError(f"config.json {key}", value, "a probability between 0 and 1")
+        return float(value)
+
+    def int_list(self, key: str, default: list[int]) -> list[int]:
+        _, value = self._get(key)
+        if value is _MISSING or value is None:
+            return default
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int)
+                                              for v in value):
+            raise InputError(f"config.json {key}", value, "a list of layer indices (integers)")
+        return value
+
+
+# ---------------------------------------------------------------- shared pieces
+def _heads(c: _Config, hidden: int, heads: int, kv: int | None, head_dim: int | None,
+           heads_key: str = "num_attention_heads", kv_key: str = "num_key_value_heads") -> dict:
+    """Attention head fields, with the divisibility the config class checks named by HF key."""
+    kv = kv or heads
+    if heads % kv:
+        raise InputError(f"config.json {kv_key}", kv, f"a divisor of {heads_key} ({heads})")
+    if head_dim is None and hidden % heads:
+        raise InputError(f"config.json {heads_key}", heads,
+                         f"a divisor of hidden_size ({hidden}), or give head_dim")
+    if head_dim == hidden // heads and hidden % heads == 0:
+        head_dim = None  # the default; keep the spec minimal
+    return {"n_heads": heads, "n_kv_heads": kv if kv != heads else None, "head_dim": head_dim}
+
+
+def _gated_ffn(c: _Config, keys: str | tuple[str, ...], default: str) -> FfnType:
+    act = c.text(keys, default)
+    if act in ("silu", "swish"):
+        return FfnType.SWIGLU
+    if act.startswith("gelu"):
+        return FfnType.GEGLU
+    key = keys if isinstance(keys, str) else next((k for k in keys if k in c.data), keys[0])
+    raise InputError(f"config.json {key}", act,
+                     "silu or swish (SwiGLU) or a gelu variant (GeGLU) for this gated MLP")
+
+
+def _plain_ffn(c: _Config, keys: str | tuple[str, ...], default: str) -> FfnType:
+    act = c.text(keys, default)
+    if act in _RELU_ACTS:
+        return FfnType.RELU
+    if act in _OTHER_ACTS or act.startswith("gelu"):
+        return FfnType.GELU
+    key = keys if isinstance(keys, str) else next((k for k in keys if k in c.data), keys[0])
+    raise InputError(f"config.json {key}", act,
+                     "an activation Hugging Face knows: " + ", ".join(sorted(_RELU_ACTS | _OTHER_ACTS)))
+
+
+def _rotary_decoder(c: _Config, *, vocab: int, hidden: int, inter: int, layers: int, heads: int,
+                    kv: int | None, head_dim: int | None = 0, tie: bool, act: str,
+                    act_keys: str | tuple[str, ...] = "hidden_act", qkv_bias: bool, out_bias: bool,
+                    mlp_bias: bool) -> dict:
+    """The Llama-shaped decoder (RMSNorm, gated MLP, rotary) shared by most modern families.
+
+    ``head_dim=0`` means the class has no head_dim key (it is hidden_size / heads); None means
+    the key exists with default None.
+    """
+    hidden = c.integer("hidden_size", hidden)
+    heads = c.integer("num_attention_heads", heads)
+    kv = c.integer("num_key_value_heads", kv, nullable=True)
+    hd = c.integer("head_dim", None, nullable=True) if head_dim in (0, None) else c.integer("head_dim", head_dim)
+    return {
+        "n_layers": c.integer("num_hidden_layers", layers),
+        "d_model": hidden,
+        **_heads(c, hidden, heads, kv, hd),
+        "ffn_dim": c.integer("intermediate_size", inter),
+        "ffn_type": _gated_ffn(c, act_keys, act),
+        "vocab_size": c.integer("vocab_size", vocab),
+        "tied_embeddings": c.flag("tie_word_embeddings", tie),
+        "position": PositionType.ROTARY,
+        "norm": NormType.RMSNORM,
+        "qkv_bias": qkv_bias, "out_bias": out_bias, "mlp_bias": mlp_bias,
+        "dropout": c.prob("attention_dropout", 0.0) > 0,
+    }
+
+
+# ---------------------------------------------------------------- families
+def _llama(c: _Config) -> dict:
+    # LlamaConfig: vocab 32000, hidden 4096, intermediate 11008, 32 layers, 32 heads, kv None,
+    # silu, tie false, attention_bias false (q, k, v and o_proj), mlp_bias false, head_dim None
+    bias = c.flag("attention_bias", False)
+    return _rotary_decoder(c, vocab=32000, hidden=4096, inter=11008, layers=32, heads=32, kv=None,
+                           head_dim=None, tie=False, act="silu", qkv_bias=bias, out_bias=bias,
+                           mlp_bias=c.flag("mlp_bias", False))
+
+
+def _mistral(c: _Config) -> dict:
+    # MistralConfig: vocab 32000, hidden 4096, intermediate 14336, 32 layers, 32 heads, kv 8,
+    # silu, tie false; no bias anywhere
+    return _rotary_decoder(c, vocab=32000, hidden=4096, inter=14336, layers=32, heads=32, kv=8,
+                           head_dim=None, tie=False, act="silu", qkv_bias=False, out_bias=False,
+                           mlp_bias=False)
+
+
+def _mixtral(c: _Config) -> dict:
+    # MixtralConfig: as Mistral, plus num_local_experts 8 (alias num_experts), num_experts_per_tok 2
+    fields = _mistral(c)
+    experts = c.integer(("num_local_experts", "num_experts"), 8)
+    top_k = c.integer("num_experts_per_tok", 2)
+    if top_k > experts:
+        raise InputError("config.json num_experts_per_tok", top_k,
+                         f"between 1 and num_local_experts ({experts})")
+    return {**fields, "n_experts": experts, "top_k": top_k}
+
+
+def _qwen2(c: _Config) -> dict:
+    # Qwen2Config: vocab 151936, hidden 4096, intermediate 22016, 32 layers, 32 heads, kv 32,
+    # silu, tie false; q/k/v projections biased, o_proj and MLP not
+    return _rotary_decoder(c, vocab=151936, hidden=4096, inter=22016, layers=32, heads=32, kv=32,
+                           head_dim=None, tie=False, act="silu", qkv_bias=True, out_bias=False,
+                           mlp_bias=False)
+
+
+def _qwen2_moe(c: _Config) -> dict:
+    # Qwen2MoeConfig: vocab 151936, hidden 2048, intermediate 5632 (dense layers), 24 layers,
+    # 16 heads, kv 16, tie false, qkv_bias true, decoder_sparse_step 1, moe_intermediate_size 1408,
+    # shared_expert_intermediate_size 5632, num_experts 60, num_experts_per_tok 4, mlp_only_layers []
+    fields = _rotary_decoder(c, vocab=151936, hidden=2048, inter=5632, layers=24, heads=16, kv=16,
+                             head_dim=None, tie=False, act="silu",
+                             qkv_bias=c.flag("qkv_bias", True), out_bias=False, mlp_bias=False)
+    layers = fields["n_layers"]
+    experts = c.integer("num_experts", 60, minimum=0)
+    step = c.integer("decoder_sparse_step", 1)
+    dense_only = c.int_list("mlp_only_layers", [])
+    if experts == 0 or step > layers:
+        return fields  # no layer is sparse: a dense model
+    top_k = c.integer("num_experts_per_tok", 4)
+    if top_k > experts:
+        raise InputError("config.json num_experts_per_tok", top_k,
+                         f"between 1 and num_experts ({experts})")
+    first_dense = step - 1  # Qwen2-MoE: layer i is sparse when (i + 1) % step == 0
+    if dense_only:
+        if step != 1 or sorted(dense_only) != list(range(len(dense_only))) or len(dense_only) >= layers:
+            raise InputError("config.json mlp_only_layers", dense_only,
+                             "[] or a leading run [0, 1, …, k-1] shorter than num_hidden_layers "
+                             "with decoder_sparse_step 1 (other patterns have no ModelSpec form)")
+        first_dense = len(dense_only)
+    moe_ffn = c.integer("moe_intermediate_size", 1408)
+    shared = c.integer("shared_expert_intermediate_size", 5632, minimum=0)
+    if shared % moe_ffn:
+        raise InputError("config.json shared_expert_intermediate_size", shared,
+                         f"a multiple of moe_intermediate_size ({moe_ffn}), so the shared expert "
+                         "is a whole number of routed-expert widths")
+    return {**fields, "n_experts": experts, "top_k": top_k, "n_shared_experts": shared // moe_ffn,
+            "expert_ffn_dim": moe_ffn, "moe_every": step, "first_dense_layers": first_dense}
+
+
+def _gemma(c: _Config) -> dict:
+    # GemmaConfig: vocab 256000, hidden 3072, intermediate 24576, 28 layers, 16 heads, kv 16,
+    # head_dim 256, gelu_pytorch_tanh (older files: hidden_activation), tie true, attention_bias false
+    bias = c.flag("attention_bias", False)
+    return _rotary_decoder(c, vocab=256000, hidden=3072, inter=24576, layers=28, heads=16, kv=16,
+                           head_dim=256, tie=True, act="gelu_pytorch_tanh",
+                           act_keys=("hidden_activation", "hidden_act"), qkv_bias=bias,
+                           out_bias=bias, mlp_bias=False)
+
+
+def _gpt2(c: _Config) -> dict:
+    # GPT2Config: vocab 50257, n_positions 1024, n_embd 768, n_layer 12, n_head 12, n_inner None
+    # (→ 4·n_embd), gelu_new, dropouts 0.1; tie_word_embeddings from PretrainedConfig (true)
+    hidden = c.integer(("n_embd", "hidden_size"), 768)
+    heads = c.integer(("n_head", "num_attention_heads"), 12)
+    inner = c.integer("n_inner", None, nullable=True)
+    drop = max(c.prob("resid_pdrop", 0.1), c.prob("embd_pdrop", 0.1), c.prob("attn_pdrop", 0.1))
+    return {
+        "n_layers": c.integer(("n_layer", "num_hidden_layers"), 12),
+        "d_model": hidden,
+        **_heads(c, hidden, heads, None, None, heads_key="n_head"),
+        "ffn_dim": inner or 4 * hidden,
+        "ffn_type": _plain_ffn(c, "activation_function", "gelu_new"),
+        "vocab_size": c.integer("vocab_size", 50257),
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "position": PositionType.LEARNED,
+        "max_positions": c.integer(("n_positions", "max_position_embeddings"), 1024),
+        "norm": NormType.LAYERNORM,
+        "dropout": drop > 0,
+    }
+
+
+def _gpt_neox(c: _Config) -> dict:
+    # GPTNeoXConfig: vocab 50432, hidden 6144, 44 layers, 64 heads, intermediate 24576, gelu,
+    # tie false, use_parallel_residual true, attention_bias true (qkv and dense), MLP always biased
+    hidden = c.integer("hidden_size", 6144)
+    heads = c.integer("num_attention_heads", 64)
+    bias = c.flag("attention_bias", True)
+    drop = max(c.prob("hidden_dropout", 0.0), c.prob("attention_dropout", 0.0))
+    return {
+        "n_layers": c.integer("num_hidden_layers", 44),
+        "d_model": hidden,
+        **_heads(c, hidden, heads, None, None),
+        "ffn_dim": c.integer("intermediate_size", 24576),
+        "ffn_type": _plain_ffn(c, "hidden_act", "gelu"),
+        "vocab_size": c.integer("vocab_size", 50432),
+        "tied_embeddings": c.flag("tie_word_embeddings", False),
+        "position": PositionType.ROTARY,
+        "norm": NormType.LAYERNORM,
+        "qkv_bias": bias, "out_bias": bias, "mlp_bias": True,
+        "parallel_block": c.flag("use_parallel_residual", True),
+        "dropout": drop > 0,
+    }
+
+
+def _bert(c: _Config) -> dict:
+    # BertConfig: vocab 30522, hidden 768, 12 layers, 12 heads, intermediate 3072, gelu,
+    # max_position_embeddings 512, type_vocab_size 2, dropouts 0.1, position_embedding_type absolute
+    kind = c.text("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise InputError("config.json position_embedding_type", kind,
+                         "absolute (relative_key embeddings have no ModelSpec form)")
+    hidden = c.integer("hidden_size", 768)
+    heads = c.integer("num_attention_heads", 12)
+    drop = max(c.prob("hidden_dropout_prob", 0.1), c.prob("attention_probs_dropout_prob", 0.1))
+    return {
+        "causal": False,
+        "n_layers": c.integer("num_hidden_layers", 12),
+        "d_model": hidden,
+        **_heads(c, hidden, heads, None, None),
+        "ffn_dim": c.integer("intermediate_size", 3072),
+        "ffn_type": _plain_ffn(c, "hidden_act", "gelu"),
+        "vocab_size": c.integer("vocab_size", 30522),
+        "tied_embeddings": True,  # BertModel has no LM head; an MLM head would reuse the table
+        "position": PositionType.LEARNED,
+        "max_positions": c.integer("max_position_embeddings", 512),
+        "type_vocab_size": c.integer("type_vocab_size", 2, minimum=0),
+        "norm": NormType.LAYERNORM,
+        "embedding_norm": True,
+        "final_norm": False,  # post-LN: each layer ends in its own LayerNorm
+        "pooler": True,
+        "dropout": drop > 0,
+    }
+
+
+def _opt(c: _Config) -> dict:
+    # OPTConfig: vocab 50272, max_position_embeddings 2048, 12 layers, 12 heads, ffn_dim 3072,
+    # relu, d_model 768 (alias hidden_size), do_layer_norm_before true, word_embed_proj_dim None
+    # (→ d_model), enable_bias true, layer_norm_elementwise_affine true, dropout 0.1; tied
+    hidden = c.integer(("hidden_size", "d_model"), 768)
+    heads = c.integer("num_attention_heads", 12)
+    proj = c.integer("word_embed_proj_dim", None, nullable=True)
+    if proj is not None and proj != hidden:
+        raise InputError("config.json word_embed_proj_dim", proj,
+                         f"null or hidden_size ({hidden}): the project_in/project_out matrices "
+                         "have no ModelSpec form")
+    if not c.flag("layer_norm_elementwise_affine", True):
+        raise InputError("config.json layer_norm_elementwise_affine", False,
+                         "true (LayerNorms without weights have no ModelSpec form)")
+    bias = c.flag("enable_bias", True)
+    pre_ln = c.flag("do_layer_norm_before", True)
+    drop = max(c.prob("dropout", 0.1), c.prob("attention_dropout", 0.0))
+    return {
+        "n_layers": c.integer("num_hidden_layers", 12),
+        "d_model": hidden,
+        **_heads(c, hidden, heads, None, None),
+        "ffn_dim": c.integer("ffn_dim", 3072),
+        "ffn_type": _plain_ffn(c, "activation_function", "relu"),
+        "vocab_size": c.integer("vocab_size", 50272),
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "position": PositionType.LEARNED,
+        # OPTLearnedPositionalEmbedding keeps 2 rows ahead of position 0
+        "max_positions": c.integer("max_position_embeddings", 2048) + 2,
+        "norm": NormType.LAYERNORM,
+        "final_norm": pre_ln and not c.flag("_remove_final_layer_norm", False),
+        "qkv_bias": bias, "out_bias": bias, "mlp_bias": bias,
+        "dropout": drop > 0,
+    }
+
+
+def _falcon(c: _Config, new_arch_default: bool = False) -> dict:
+    # FalconConfig: vocab 65024, hidden 4544 (old key n_embed), 32 layers (n_layer), 71 heads
+    # (n_head), num_kv_heads None (old n_head_kv), alibi false, new_decoder_architecture false,
+    # multi_query true, parallel_attn true, bias false, ffn_hidden_size None (→ 4·hidden),
+    # activation gelu, num_ln_in_parallel_attn None (→ 2 with the new architecture); tied
+    hidden = c.integer(("hidden_size", "n_embed"), 4544)
+    heads = c.integer(("num_attention_heads", "n_head"), 71)
+    kv_key = "num_kv_heads" if "num_kv_heads" in c.data or "n_head_kv" not in c.data else "n_head_kv"
+    kv_cfg = c.integer(("num_kv_heads", "n_head_kv"), None, nullable=True)
+    new_arch = c.flag("new_decoder_architecture", new_arch_default)
+    multi_query = c.flag("multi_query", True)
+    parallel = c.flag("parallel_attn", True)
+    if new_arch:
+        kv = kv_cfg or heads
+    else:
+        kv = 1 if multi_query else heads  # the old decoder ignores num_kv_heads
+    n_ln = c.integer("num_ln_in_parallel_attn", None, nullable=True)
+    if n_ln is None and new_arch:
+        n_ln = 2
+    if n_ln not in (None, 1, 2):
+        raise InputError("config.json num_ln_in_parallel_attn", n_ln, "1, 2 or null")
+    bias = c.flag("bias", False)
+    drop = max(c.prob("hidden_dropout", 0.0), c.prob("attention_dropout", 0.0))
+    ffn = c.integer("ffn_hidden_size", None, nullable=True)
+    return {
+        "n_layers": c.integer(("num_hidden_layers", "n_layer"), 32),
+        "d_model": hidden,
+        **_heads(c, hidden, heads, kv, None, heads_key="num_attention_heads", kv_key=kv_key),
+        "ffn_dim": ffn or 4 * hidden,
+        "ffn_type": _plain_ffn(c, "activation", "gelu"),
+        "vocab_size": c.integer("vocab_size", 65024),
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "position": PositionType.ALIBI if c.flag("alibi", False) else PositionType.ROTARY,
+        "norm": NormType.LAYERNORM,
+        # sequential block: input + post-attention LayerNorm; parallel block: ln_attn + ln_mlp when
+        # num_ln_in_parallel_attn is 2, else a single input LayerNorm shared by both branches
+        "norms_per_layer": 2 if (not parallel or n_ln == 2) else 1,
+        "parallel_block": new_arch or parallel,
+        "qkv_bias": bias, "out_bias": bias, "mlp_bias": bias,
+        "dropout": drop > 0,
+    }
+
+
+_FAMILIES: dict[str, tuple[str, Callable[[_Config], dict]]] = {
+    "llama": ("LlamaConfig", _llama),
+    "mistral": ("MistralConfig", _mistral),
+    "mixtral": ("MixtralConfig", _mixtral),
+    "qwen2": ("Qwen2Config", _qwen2),
+    "qwen2_moe": ("Qwen2MoeConfig", _qwen2_moe),
+    "gemma": ("GemmaConfig", _gemma),
+    "gpt2": ("GPT2Config", _gpt2),
+    "gpt_neox": ("GPTNeoXConfig", _gpt_neox),
+    "bert": ("BertConfig", _bert),
+    "opt": ("OPTConfig", _opt),
+    "falcon": ("FalconConfig", _falcon),
+    # Falcon's first Hub configs, before the port into transformers: 7B ("RefinedWebModel") and
+    # 40B ("RefinedWeb", always the new decoder architecture)
+    "RefinedWebModel": ("FalconConfig", _falcon),
+    "RefinedWeb": ("FalconConfig", lambda c: _falcon(c, new_arch_default=True)),
+}
+
+#: model_type values model_from_hf_config understands
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(k for k in _FAMILIES if k.islower()))
+
+# class names in ``architectures`` → model_type, used only when model_type is absent
+_ARCH_RE = re.compile(r"^(Llama|Mistral|Mixtral|Qwen2Moe|Qwen2|Gemma|GPT2|GPTNeoX|Bert|OPT|Falcon|RW)"
+                      r"(For[A-Za-z]+|LMHeadModel|DoubleHeadsModel|Model)$")
+_ARCH_TYPES = {"Llama": "llama", "Mistral": "mistral", "Mixtral": "mixtral", "Qwen2Moe": "qwen2_moe",
+               "Qwen2": "qwen2", "Gemma": "gemma", "GPT2": "gpt2", "GPTNeoX": "gpt_neox",
+               "Bert": "bert", "OPT": "opt", "Falcon": "falcon", "RW": "RefinedWebModel"}
+
+
+def _model_type(data: dict[str, Any]) -> str:
+    allowed = "one of " + ", ".join(SUPPORTED_MODEL_TYPES)
+    if "model_type" in data:
+        mt = data["model_type"]
+        if not isinstance(mt, str) or mt not in _FAMILIES:
+            raise InputError("config.json model_type", mt, allowed)
+        return mt
+    archs = data.get("architectures")
+    if isinstance(archs, list):
+        for arch in archs:
+            m = _ARCH_RE.match(arch) if isinstance(arch, str) else None
+            if m:
+                return _ARCH_TYPES[m.group(1)]
+    raise InputError("config.json model_type", "(missing)",
+                     allowed + " (or an architectures entry such as LlamaForCausalLM)")
+
+
+def _name(data: dict[str, Any], path: Path) -> str:
+    hub = data.get("_name_or_path")
+    if isinstance(hub, str) and hub.strip() and not hub.startswith(("/", ".", "~")) and ":" not in hub:
+        return hub.strip()
+    return path.resolve().parent.name or "hf-model"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise InputError("config.json", str(path),
+                         "an existing file: a Hugging Face config.json or the folder holding one")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError("config.json", str(path), f"a readable UTF-8 file ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError("config.json", str(path),
+                         f"valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise InputError("config.json", type(data).__name__, "a JSON object of config keys")
+    return data
+
+
+def model_from_hf_config(path: str | Path) -> ModelSpec:
+    """The ModelSpec of a Hugging Face ``config.json`` (or of the folder that holds one).
+
+    Raises InputError naming the key, the value and what is allowed when the file is missing or
+    not JSON, the family is unknown, a value has the wrong type, or the shape is one ModelSpec
+    cannot hold.
+    """
+    path = Path(path).expanduser()
+    data = _read(path)
+    file = path / "config.json" if path.is_dir() else path
+    model_type = _model_type(data)
+    cls, build = _FAMILIES[model_type]
+    fields = build(_Config(data, cls))
+    name = _name(data, file)
+    family = "falcon" if model_type.startswith("RefinedWeb") else model_type
+    return ModelSpec.build(prefix=f"config.json ({name})", name=name, family=family,
+                           source=f"Hugging Face config.json ({cls} defaults for absent keys): {file}",
+                           **fields)

@@ -1,0 +1,103 @@
+"""Presets are data: TOML files in this folder, one table per entry, each with its ``source``.
+
+- ``models/*.toml``: ModelSpec fields (``[gpt2-124m]`` ...), one file per family.
+- ``hardware.toml``: HardwareSpec fields; ``peak_flop_per_s`` is a sub-table by precision.
+- ``regions.toml``: grid carbon intensity (kg CO2 per kWh) by region.
+- ``constants.toml``: the planner's stated defaults and efficiency constants with their origin.
+
+Loading is lazy and cached; nothing is read at import.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from functools import cache
+from importlib import resources
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from trilemma.errors import UnknownPresetError
+from trilemma.specs import HardwareSpec, ModelSpec
+
+_ROOT = resources.files(__package__)
+
+
+def _read_toml(rel: str) -> dict[str, Any]:
+    return tomllib.loads(_ROOT.joinpath(rel).read_text(encoding="utf-8"))
+
+
+@cache
+def model_presets() -> dict[str, ModelSpec]:
+    """All model presets by canonical name, in file order."""
+    out: dict[str, ModelSpec] = {}
+    for f in sorted(_ROOT.joinpath("models").iterdir(), key=lambda p: p.name):
+        if not f.name.endswith(".toml"):
+            continue
+        for name, fields in tomllib.loads(f.read_text(encoding="utf-8")).items():
+            fields = dict(fields)
+            fields.setdefault("name", name)
+            fields["aliases"] = tuple(fields.get("aliases", ()))
+            out[name] = ModelSpec.build(prefix=f"preset {name}", **fields)
+    return out
+
+
+@cache
+def hardware_presets() -> dict[str, HardwareSpec]:
+    """All hardware presets by canonical name."""
+    out: dict[str, HardwareSpec] = {}
+    for name, fields in _read_toml("hardware.toml").items():
+        fields = dict(fields)
+        fields.setdefault("name", name)
+        fields["aliases"] = tuple(fields.get("aliases", ()))
+        out[name] = HardwareSpec.build(prefix=f"preset {name}", **fields)
+    return out
+
+
+@cache
+def regions() -> dict[str, dict[str, Any]]:
+    """Grid carbon intensity presets: name → {kg_co2_per_kwh, source}."""
+    return _read_toml("regions.toml")
+
+
+@cache
+def constants() -> dict[str, Any]:
+    """Stated defaults and fitted efficiency constants (each with its origin in the file)."""
+    return _read_toml("constants.toml")
+
+
+def _index(presets: dict[str, Any]) -> dict[str, str]:
+    idx: dict[str, str] = {}
+    for name, spec in presets.items():
+        idx[name.lower()] = name
+        for a in spec.aliases:
+            idx[a.lower()] = name
+    return idx
+
+
+def _lookup(kind: str, name: str, presets: dict[str, Any]) -> Any:
+    idx = _index(presets)
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    if key in idx:
+        return presets[idx[key]]
+    close = difflib.get_close_matches(key, list(idx), n=8, cutoff=0.5)
+    names = list(dict.fromkeys(idx[c] for c in close))[:3]  # canonical names, no repeats
+    raise UnknownPresetError(kind, name, names)
+
+
+def get_model(name: str) -> ModelSpec:
+    """A model preset by name or alias (case-insensitive); suggests close names when unknown."""
+    return _lookup("models", name, model_presets())
+
+
+def get_hardware(name: str) -> HardwareSpec:
+    """A hardware preset by name or alias (case-insensitive)."""
+    return _lookup("hardware", name, hardware_presets())
+
+
+def is_model_preset(name: str) -> bool:
+    return name.strip().lower().replace("_", "-") in _index(model_presets())

@@ -1,0 +1,121 @@
+"""Human output: rich tables with sensible units (days, GiB, TFLOP/s, $)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from trilemma.estimate.params import param_counts
+from trilemma.units import (DAY, fmt_bytes, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
+                            fmt_usd)
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def print_estimate(est: Any) -> None:
+    """Tables for one Estimate: plan, layout, memory, time, cost; then warnings."""
+    c = _console()
+    m, cl, lay, mem, t, co = est.model, est.cluster, est.layout, est.memory, est.time, est.cost
+    p = est.params
+    hw = cl.hardware
+    peak = hw.peak(est.plan.precision)
+
+    head = Table(title=f"trilemma estimate — {m.name} on {cl.n_gpus}× {hw.name}", show_header=False, box=None)
+    head.add_column(style="bold")
+    head.add_column()
+    moe = f" ({fmt_count(p['active'])} active)" if m.is_moe else ""
+    head.add_row("model", f"{m.name}: {p['total']:,} parameters{moe} — {est.model_resolution}")
+    head.add_row("shape", f"{m.n_layers} layers, d={m.d_model}, {m.n_heads} heads ({m.kv_heads} kv), "
+                          f"ffn {m.ffn_dim} {m.ffn_type}, vocab {m.vocab_size}")
+    st = est.stages
+    batch = ", ".join(f"{fmt_count(s.tokens)} tokens at seq {s.seq_len} × {s.global_batch_sequences} seqs "
+                      f"({fmt_count(s.global_batch_tokens)} tokens/step)" for s in st)
+    head.add_row("training", f"{batch}, {est.plan.precision}")
+    head.add_row("hardware", f"{cl.n_gpus}× {hw.name}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
+                             f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device")
+    head.add_row("layout", f"TP {lay.tp} · PP {lay.pp}{f' (v={lay.vp})' if lay.vp > 1 else ''} · DP {lay.dp}"
+                           f"{f' · CP {lay.cp}' if lay.cp > 1 else ''}{f' · EP {lay.ep}' if lay.ep > 1 else ''}"
+                           f"{' · SP' if lay.sp and lay.tp > 1 else ''} · ZeRO-{lay.zero} · recompute {lay.recompute} · "
+                           f"micro-batch {lay.micro_batch} — "
+                           + ("fastest of %d candidates that fits" % est.candidates_evaluated
+                              if est.layout_chosen == "auto" else "given"))
+    c.print(head)
+
+    mt = Table(title="memory per GPU", show_lines=False)
+    mt.add_column("part")
+    mt.add_column("size", justify="right")
+    for name, v in (("weights", mem.weights), ("gradients", mem.gradients), ("optimizer", mem.optimizer),
+                    ("activations", mem.activations), ("other (logits, overhead)", mem.other)):
+        mt.add_row(name, fmt_bytes(v))
+    verdict = "[green]fits[/green]" if mem.fits else "[red]OOM[/red]"
+    mt.add_row("[bold]total[/bold]", f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}")
+    c.print(mt)
+
+    tt = Table(title="speed")
+    tt.add_column("")
+    tt.add_column("", justify="right")
+    tt.add_row("step time", f"{fmt_duration(t.step_s)}  (compute {fmt_duration(t.compute_s)}, TP/EP comm "
+                            f"{fmt_duration(t.tp_comm_s)}, PP {fmt_duration(t.pp_comm_s)}, bubble "
+                            f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)})")
+    tt.add_row("throughput", f"{fmt_count(t.tokens_per_s)} tokens/s, {fmt_count(t.tokens_per_s / cl.n_gpus)} per GPU")
+    tt.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}  ({fmt_flop_rate(t.mfu * peak)} per GPU)")
+    tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, PaLM convention)")
+    tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold] ({t.total_s / DAY:.1f} days at goodput {t.goodput:.0%}; {t.steps:,.0f} steps)")
+    tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}")
+    c.print(tt)
+
+    ct = Table(title="cost")
+    ct.add_column("")
+    ct.add_column("", justify="right")
+    ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold] at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
+    ct.add_row("energy", f"{co.energy_kwh / 1e3:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
+    ct.add_row("CO2", f"{co.co2_kg / 1e3:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
+    c.print(ct)
+    for w in est.warnings:
+        c.print(f"[yellow]note:[/yellow] {w}")
+
+
+def presets_document(kind: str) -> dict[str, Any]:
+    from trilemma.api import SCHEMA
+    from trilemma.presets import hardware_presets, model_presets
+
+    doc: dict[str, Any] = {"schema": SCHEMA.replace("estimate", "presets"), "warnings": []}
+    if kind in ("models", "all"):
+        doc["models"] = [{**m.model_dump(mode="json"), "params_total": param_counts(m).total,
+                          "params_active": param_counts(m).active} for m in model_presets().values()]
+    if kind in ("hardware", "all"):
+        doc["hardware"] = [h.model_dump(mode="json") for h in hardware_presets().values()]
+    return doc
+
+
+def print_presets(kind: str) -> None:
+    from trilemma.presets import hardware_presets, model_presets
+
+    c = _console()
+    if kind in ("models", "all"):
+        t = Table(title="model presets")
+        for col in ("name", "params", "active", "layers", "d_model", "heads/kv", "ffn", "vocab", "seq", "batch", "tokens"):
+            t.add_column(col, justify="left" if col == "name" else "right")
+        for m in model_presets().values():
+            pc = param_counts(m)
+            t.add_row(m.name, f"{pc.total:,}", fmt_count(pc.active) if m.is_moe else "", str(m.n_layers), str(m.d_model),
+                      f"{m.n_heads}/{m.kv_heads}", f"{m.ffn_dim} {m.ffn_type}", str(m.vocab_size),
+                      str(m.seq_len or ""), fmt_count(m.global_batch_tokens) if m.global_batch_tokens else "",
+                      fmt_count(m.tokens) if m.tokens else "")
+        c.print(t)
+    if kind in ("hardware", "all"):
+        t = Table(title="hardware presets (dense peaks)")
+        for col in ("name", "bf16", "fp8", "memory", "HBM bw", "intra/dev", "inter/dev", "per node", "W", "$/h"):
+            t.add_column(col, justify="left" if col == "name" else "right")
+        for h in hardware_presets().values():
+            pk = h.peak_flop_per_s
+            t.add_row(h.name, fmt_flop_rate(pk["bf16"]) if "bf16" in pk else "—",
+                      fmt_flop_rate(pk["fp8"]) if "fp8" in pk else "—", fmt_bytes(h.hbm_bytes),
+                      fmt_rate(h.hbm_bw_bytes_per_s), fmt_rate(h.intra_node_bw_bytes_per_s),
+                      fmt_rate(h.inter_node_bw_bytes_per_s), str(h.devices_per_node), f"{h.board_power_w:.0f}",
+                      f"{h.price_usd_per_hour:.2f}")
+        c.print(t)

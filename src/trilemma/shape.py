@@ -1,0 +1,230 @@
+"""A model shape from a parameter target: ``model_for_params(3e9)`` → a Llama-style ModelSpec.
+
+The rule (every choice is a published model's, so the shapes look like ones people train):
+
+* **Block** — Llama (Touvron et al. 2023, arXiv 2302.13971 §2.2; Llama 2, arXiv 2307.09288):
+  pre-norm RMSNorm, SwiGLU MLP, rotary positions, no biases, untied input and output embeddings.
+* **Heads** — head_dim 64 while d_model < 2048, 128 from 2048 up (GPT-3, Brown et al. 2020
+  Table 2.1, uses 128 from 6.7B; Llama 2 uses 128 throughout); d_model a multiple of head_dim,
+  n_heads = d_model / head_dim.
+* **MLP width** — Llama's ``FeedForward``: 8/3·d_model rounded up to a multiple of 256
+  (4096 → 11008, as in Llama-2-7B).
+* **KV heads** — grouped-query attention with 8 KV heads for models of 30B parameters and up,
+  as Llama 2 does for its 34B and 70B (Llama 2 §2.2; Ainslie et al. 2023); full multi-head below.
+* **Depth against width** — d_model / n_layers between 64 and 128. Kaplan et al. 2020 (arXiv
+  2001.08361 §3.1, Fig. 5) find the loss at a fixed parameter count moves only a few percent as
+  this aspect ratio ranges over more than an order of magnitude; 64 … 128 is the range the
+  GPT-3 family spans at its ends (125M: 768/12 = 64; 175B: 12288/96 = 128) and holds Llama-2-7B
+  (4096/32 = 128) and Llama-2-70B (8192/80 = 102).
+* **Choosing one** — every shape the rules above allow is filed in a bin 2 % wide by its exact
+  parameter count; each bin is represented by its shape whose aspect ratio is nearest the
+  band's geometric middle, √(64·128) ≈ 90.5 (ties: the count nearer the bin's middle, then the
+  narrower model). The answer is the representative whose count is nearest the target (on a
+  log scale; an exact tie goes to the smaller). The representatives do not depend on the target,
+  so a larger target never gives a smaller model, and consecutive bins keep the count within
+  about 2 % of the target from about 50M (vocabulary 32000) to 10T.
+
+Counts are those of :func:`trilemma.estimate.params.param_counts`, which the search reproduces in
+closed form for this one block (and which the tests check against it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from trilemma.errors import InputError
+from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
+
+__all__ = ["MAX_TARGET", "model_for_params", "ASPECT_RANGE"]
+
+#: d_model / n_layers allowed (Kaplan 2020 Fig. 5; GPT-3 125M … 175B)
+ASPECT_RANGE = (64.0, 128.0)
+_ASPECT_MID = math.sqrt(ASPECT_RANGE[0] * ASPECT_RANGE[1])
+#: grouped-query attention (8 KV heads) from this many parameters (Llama 2: 34B and 70B)
+GQA_FROM = 30e9
+GQA_KV_HEADS = 8
+#: largest target accepted (10T parameters; the largest published dense models are < 2T)
+MAX_TARGET = 1e13
+_BIN = math.log(1.02)  # bin width on a natural-log scale: 2 %
+_MIN_D, _SMALL_HEAD_UNTIL, _MAX_D = 256, 2048, 65536
+_MIN_LAYERS = 2
+_TOLERANCE = 0.05  # a target the nearest shape misses by more than this is refused
+
+
+@dataclass(frozen=True, order=True)
+class _Shape:
+    d_model: int
+    n_layers: int
+    gqa: bool
+
+    @property
+    def head_dim(self) -> int:
+        return 64 if self.d_model < _SMALL_HEAD_UNTIL else 128
+
+    @property
+    def aspect(self) -> float:
+        return self.d_model / self.n_layers
+
+
+def _ffn(d: int) -> int:
+    """Llama's MLP width: int(2·4d/3) rounded up to a multiple of 256."""
+    hidden = int(2 * 4 * d / 3)
+    return 256 * -(-hidden // 256)
+
+
+def _widths() -> list[int]:
+    small = range(_MIN_D, _SMALL_HEAD_UNTIL, 64)
+    return [*small, *range(_SMALL_HEAD_UNTIL, _MAX_D + 1, 128)]
+
+
+def _per_layer(d: int, gqa: bool) -> int:
+    """Parameters in one layer: Q, O (d×d), K, V (d×d_kv), SwiGLU (3·d·f), two RMSNorms (2d)."""
+    head_dim = 64 if d < _SMALL_HEAD_UNTIL else 128
+    d_kv = GQA_KV_HEADS * head_dim if gqa else d
+    return 2 * d * d + 2 * d * d_kv + 3 * d * _ffn(d) + 2 * d
+
+
+def _outside(d: int, vocab: int) -> int:
+    """Token embedding, untied LM head, final RMSNorm."""
+    return 2 * vocab * d + d
+
+
+def _count(s: _Shape, vocab: int) -> int:
+    return _outside(s.d_model, vocab) + s.n_layers * _per_layer(s.d_model, s.gqa)
+
+
+def _bin(count: int) -> int:
+    return math.floor(math.log(count) / _BIN)
+
+
+def _layer_range(d: int, gqa: bool, vocab: int) -> tuple[int, int]:
+    """Layers allowed at width d: aspect ratio in range, ≥ 2, and on the right side of GQA_FROM."""
+    lo = max(_MIN_LAYERS, math.ceil(d / ASPECT_RANGE[1]))
+    hi = math.floor(d / ASPECT_RANGE[0])
+    a, b = _outside(d, vocab), _per_layer(d, gqa)
+    first_big = max(0, math.ceil((GQA_FROM - a) / b))  # fewest layers with count ≥ GQA_FROM
+    if gqa:
+        lo = max(lo, first_big)
+    else:
+        hi = min(hi, first_big - 1)
+    return lo, hi
+
+
+def _layers_in_bin(d: int, gqa: bool, vocab: int, k: int) -> tuple[int, int]:
+    """The run of layer counts whose model at width d falls in bin k (may be empty: lo > hi)."""
+    a, b = _outside(d, vocab), _per_layer(d, gqa)
+    lo = max(0, math.ceil((math.exp(k * _BIN) - a) / b))
+    hi = max(-1, math.ceil((math.exp((k + 1) * _BIN) - a) / b))
+    # floating point at the edges: settle each end with the same _bin() the filing uses
+    while lo > 0 and _bin(a + (lo - 1) * b) >= k:
+        lo -= 1
+    while _bin(a + lo * b) < k:
+        lo += 1
+    while hi >= lo and _bin(a + hi * b) > k:
+        hi -= 1
+    while _bin(a + (hi + 1) * b) <= k:
+        hi += 1
+    return lo, hi
+
+
+@lru_cache(maxsize=4096)
+def _representative(k: int, vocab: int) -> _Shape | None:
+    """The shape standing for bin k: aspect nearest the middle, then count nearest the bin's."""
+    mid_count = math.exp((k + 0.5) * _BIN)
+    best: tuple[float, float, int] | None = None
+    choice: _Shape | None = None
+    for d in _widths():
+        if _outside(d, vocab) >= math.exp((k + 1) * _BIN):
+            break  # wider models only get bigger
+        for gqa in (False, True):
+            if gqa and (d // (64 if d < _SMALL_HEAD_UNTIL else 128)) % GQA_KV_HEADS:
+                continue
+            lo, hi = _layer_range(d, gqa, vocab)
+            b_lo, b_hi = _layers_in_bin(d, gqa, vocab, k)
+            lo, hi = max(lo, b_lo), min(hi, b_hi)
+            if lo > hi:
+                continue
+            ideal = d / _ASPECT_MID
+            for layers in {min(max(math.floor(ideal), lo), hi), min(max(math.ceil(ideal), lo), hi)}:
+                s = _Shape(d, layers, gqa)
+                key = (abs(math.log(s.aspect / _ASPECT_MID)),
+                       abs(math.log(_count(s, vocab) / mid_count)), d)
+                if best is None or key < best:
+                    best, choice = key, s
+    return choice
+
+
+def _smallest_bin(vocab: int) -> int:
+    smallest = min(_count(_Shape(d, max(_MIN_LAYERS, math.ceil(d / ASPECT_RANGE[1])), False), vocab)
+                   for d in _widths()[:8])
+    return _bin(smallest)
+
+
+def _nearest(target: float, vocab: int) -> _Shape | None:
+    """The bin representative whose count is nearest the target (log scale; ties → smaller)."""
+    k = math.floor(math.log(target) / _BIN)
+    floor_bin = _smallest_bin(vocab)
+    found: list[_Shape] = []
+    own = _representative(k, vocab) if k >= floor_bin else None
+    if own:
+        found.append(own)
+    for step in (-1, 1):  # the nearest non-empty bin on each side
+        j = k + step
+        while floor_bin <= j <= k + 200:
+            rep = _representative(j, vocab)
+            if rep:
+                found.append(rep)
+                break
+            j += step
+    if not found:
+        return None
+    return min(found, key=lambda s: (abs(math.log(_count(s, vocab) / target)), _count(s, vocab)))
+
+
+def _label(n: float) -> str:
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.3g}"
+
+
+def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
+    """A Llama-style ModelSpec whose total parameter count is near ``target`` (rule: module doc).
+
+    Within 5 % (in practice about 2 %) from ~50M to 10T parameters with a 32000-token vocabulary;
+    a target no shape of the rule comes within 5 % of (too small for the vocabulary's embedding
+    tables) raises InputError, as do target ≤ 0, target > 1e13 and a vocab_size below 1.
+    """
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target) \
+            or target <= 0:
+        raise InputError("target", target, "a positive number of parameters, e.g. 7e9")
+    if target > MAX_TARGET:
+        raise InputError("target", target, f"at most {MAX_TARGET:.0e} parameters")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise InputError("vocab_size", vocab_size, "a positive integer, e.g. 32000")
+    shape = _nearest(float(target), vocab_size)
+    total = _count(shape, vocab_size) if shape else 0
+    if shape is None or abs(total / target - 1) > _TOLERANCE:
+        smallest = _representative(_smallest_bin(vocab_size), vocab_size) or _nearest(1e9, vocab_size)
+        floor = _count(smallest, vocab_size) if smallest else 0
+        raise InputError("target", target,
+                         f"a size this shape rule can build within 5 % with vocab_size {vocab_size}: "
+                         f"at least about {_label(floor)} parameters")
+    d, layers, head_dim = shape.d_model, shape.n_layers, shape.head_dim
+    heads = d // head_dim
+    kv = GQA_KV_HEADS if shape.gqa else None
+    return ModelSpec.build(
+        prefix="model_for_params",
+        name=f"auto-{_label(target)} (L={layers}, d={d})",
+        family="auto",
+        n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv,
+        ffn_dim=_ffn(d), ffn_type=FfnType.SWIGLU, vocab_size=vocab_size, tied_embeddings=False,
+        position=PositionType.ROTARY, norm=NormType.RMSNORM,
+        qkv_bias=False, out_bias=False, mlp_bias=False,
+        source=(f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, ffn 8/3·d to 256, "
+                f"d/L in [64, 128] nearest 90.5 (Kaplan 2020 Fig. 5), "
+                f"{'GQA 8 KV heads' if kv else 'MHA'} (GQA from 30B, Llama 2); "
+                f"target {target:.4g}, count {total:,}"),
+    )

@@ -1,0 +1,9 @@
+"""Validated, frozen inputs: model, hardware/cluster, training plan, parallel layout."""
+
+from trilemma.specs.enums import FfnType, NormType, Optimizer, PositionType, Precision, Recompute
+from trilemma.specs.hardware import ClusterSpec, HardwareSpec
+from trilemma.specs.model import ModelSpec
+from trilemma.specs.plan import DtypeSpec, Layout, Stage, TrainingPlan
+
+__all__ = ["ClusterSpec", "DtypeSpec", "FfnType", "HardwareSpec", "Layout", "ModelSpec", "NormType",
+           "Optimizer", "PositionType", "Precision", "Recompute", "Stage", "TrainingPlan"]

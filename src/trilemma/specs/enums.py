@@ -1,0 +1,61 @@
+"""Closed choices. Every one is a StrEnum so JSON and the CLI see plain lowercase strings."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class StrEnum(str, Enum):
+    """``enum.StrEnum`` for Python 3.10 too."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Precision(StrEnum):
+    """Compute precision of the matmuls (selects the hardware's peak FLOP/s)."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+
+
+class Recompute(StrEnum):
+    """Activation recomputation (Korthikanti et al. 2022, arXiv 2205.05198 §4-5)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"  # recompute attention core (QK^T, softmax, dropout, ·V) only
+    FULL = "full"  # store each layer's input, recompute the whole layer forward in backward
+
+
+class FfnType(StrEnum):
+    GELU = "gelu"  # 2 matrices: d×f, f×d
+    RELU = "relu"  # 2 matrices (OPT)
+    SWIGLU = "swiglu"  # 3 matrices: gate, up (d×f) and down (f×d) — Shazeer 2020
+    GEGLU = "geglu"  # 3 matrices
+
+
+class NormType(StrEnum):
+    LAYERNORM = "layernorm"  # weight + bias: 2d parameters
+    RMSNORM = "rmsnorm"  # weight only: d parameters
+
+
+class PositionType(StrEnum):
+    LEARNED = "learned"  # max_positions × d table (GPT-2/3, BERT, OPT)
+    ROTARY = "rotary"  # no parameters (Su et al. 2021)
+    ALIBI = "alibi"  # no parameters (Press et al. 2022)
+    RELATIVE = "relative"  # Transformer-XL relative encoding: a d×d_attn projection + 2 biases per layer (Gopher, Chinchilla)
+    NONE = "none"
+
+
+class Optimizer(StrEnum):
+    ADAMW = "adamw"  # two fp32 moments per trainable parameter
+    SGD = "sgd"  # one fp32 momentum buffer
+
+
+#: bytes per element of each dtype name used in the memory inventory
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "nf4": 0.5,
+}

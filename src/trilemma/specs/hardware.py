@@ -1,0 +1,75 @@
+"""HardwareSpec (one accelerator, from its datasheet) and ClusterSpec (how many, how connected)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from trilemma.errors import InputError
+from trilemma.specs.base import Spec
+from trilemma.specs.enums import Precision
+
+
+class HardwareSpec(Spec):
+    """One accelerator. Rates are dense (never the 2:4-sparsity figure), per device, SI units."""
+
+    name: str
+    vendor: str = ""
+    peak_flop_per_s: dict[Precision, float] = Field(description="dense peak FLOP/s per precision")
+    hbm_bytes: float = Field(gt=0, description="device memory capacity, bytes")
+    hbm_bw_bytes_per_s: float = Field(gt=0, description="device memory bandwidth, bytes/s")
+    intra_node_bw_bytes_per_s: float = Field(gt=0, description="scale-up link (NVLink, ICI, Infinity Fabric) per device, per direction, bytes/s")
+    inter_node_bw_bytes_per_s: float = Field(gt=0, description="scale-out network (InfiniBand, RoCE, DCN) per device, per direction, bytes/s")
+    devices_per_node: int = Field(gt=0, description="devices sharing the scale-up domain")
+    board_power_w: float = Field(gt=0, description="board power (TDP/TBP), watts")
+    price_usd_per_hour: float = Field(gt=0, description="reference price per device-hour, USD")
+    price_date: str = ""
+    price_source: str = ""
+    source: str = ""
+    notes: str = ""
+    aliases: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> "HardwareSpec":
+        for p, v in self.peak_flop_per_s.items():
+            if not v > 0:
+                raise ValueError(f"peak_flop_per_s.{p}={v}: a positive FLOP/s")
+        return self
+
+    def peak(self, precision: Precision | str) -> float:
+        """Dense peak FLOP/s at ``precision``; a clear error if the chip lacks it."""
+        p = Precision(precision)
+        if p not in self.peak_flop_per_s:
+            have = ", ".join(sorted(str(k) for k in self.peak_flop_per_s))
+            raise InputError("precision", str(p), f"one this device ({self.name}) supports: {have}")
+        return self.peak_flop_per_s[p]
+
+
+class ClusterSpec(Spec):
+    """A number of identical devices and the links between them (overrides the preset's)."""
+
+    hardware: HardwareSpec
+    n_gpus: int = Field(gt=0)
+    gpus_per_node: int | None = Field(None, gt=0)
+    intra_node_bw_bytes_per_s: float | None = Field(None, gt=0)
+    inter_node_bw_bytes_per_s: float | None = Field(None, gt=0)
+    price_usd_per_hour: float | None = Field(None, ge=0, description="per device-hour, overrides the preset")
+    pue: float = Field(1.1, ge=1.0, le=3.0, description="datacentre power usage effectiveness")
+    power_fraction: float = Field(1.0, gt=0.0, le=1.5, description="average draw as a fraction of board power")
+    host_power_fraction: float = Field(0.0, ge=0.0, le=2.0, description="host (CPU, NIC, fans) power as a fraction of device power")
+    grid_kg_co2_per_kwh: float = Field(0.385, ge=0.0, le=2.0, description="grid carbon intensity")
+
+    @property
+    def node_size(self) -> int:
+        return self.gpus_per_node or self.hardware.devices_per_node
+
+    @property
+    def intra_bw(self) -> float:
+        return self.intra_node_bw_bytes_per_s or self.hardware.intra_node_bw_bytes_per_s
+
+    @property
+    def inter_bw(self) -> float:
+        return self.inter_node_bw_bytes_per_s or self.hardware.inter_node_bw_bytes_per_s
+
+    @property
+    def price(self) -> float:
+        return self.hardware.price_usd_per_hour if self.price_usd_per_hour is None else self.price_usd_per_hour

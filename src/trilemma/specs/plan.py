@@ -1,0 +1,90 @@
+"""Training plan (what to train on: stages of tokens / sequence / batch, precision, dtypes)
+and parallel layout (how the work is split over devices)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from trilemma.specs.base import Spec
+from trilemma.specs.enums import DTYPE_BYTES, Optimizer, Precision, Recompute
+
+
+class Stage(Spec):
+    """One phase of training at a fixed sequence length and global batch."""
+
+    tokens: float = Field(gt=0, description="tokens trained in this stage")
+    seq_len: int = Field(gt=0, description="tokens per sequence")
+    global_batch_tokens: float = Field(gt=0, description="target tokens per optimizer step")
+    explicit_batch: bool = Field(False, description="the user gave the batch: do not round it, fail if it cannot work")
+
+
+class DtypeSpec(Spec):
+    """Storage of model states, in bytes per parameter (Rajbhandari et al. 2020, ZeRO §3).
+
+    Mixed-precision Adam: 2 (bf16 weights) + 2 (grads) + 12 (fp32 master, m, v) = 16 bytes;
+    Megatron accumulates gradients in fp32: 2 + 4 + 12 = 18 bytes (our default).
+    Frozen (non-trainable) parameters carry only ``frozen_weight`` bytes (e.g. 0.5 for 4-bit).
+    """
+
+    weight: str = "bf16"
+    grad: str = "fp32"
+    master: str | None = Field("fp32", description="fp32 master copy; None when weights are fp32")
+    optimizer_state: str = "fp32"
+    frozen_weight: str = "bf16"
+    activation: str = "bf16"
+
+    @model_validator(mode="after")
+    def _check(self) -> "DtypeSpec":
+        for f in ("weight", "grad", "optimizer_state", "frozen_weight", "activation"):
+            if getattr(self, f) not in DTYPE_BYTES:
+                raise ValueError(f"{f}={getattr(self, f)}: one of {', '.join(DTYPE_BYTES)}")
+        if self.master is not None and self.master not in DTYPE_BYTES:
+            raise ValueError(f"master={self.master}: one of {', '.join(DTYPE_BYTES)}")
+        return self
+
+    @classmethod
+    def for_precision(cls, precision: Precision, grad: str = "fp32") -> "DtypeSpec":
+        """Default storage for a compute precision (fp8 keeps bf16 weights: Micikevicius 2022)."""
+        if precision in (Precision.FP32, Precision.TF32):
+            return cls(weight="fp32", grad="fp32", master=None, activation="fp32", frozen_weight="fp32")
+        half = "fp16" if precision == Precision.FP16 else "bf16"
+        return cls(weight=half, grad=grad, master="fp32", activation=half, frozen_weight=half)
+
+    def bytes_of(self, field: str) -> float:
+        v = getattr(self, field)
+        return 0.0 if v is None else DTYPE_BYTES[v]
+
+
+class TrainingPlan(Spec):
+    """What is trained: one or more stages, at one precision, with one optimizer."""
+
+    stages: tuple[Stage, ...] = Field(min_length=1)
+    precision: Precision = Precision.BF16
+    dtypes: DtypeSpec = DtypeSpec()
+    optimizer: Optimizer = Optimizer.ADAMW
+    trainable_fraction: float = Field(1.0, ge=0.0, le=1.0, description="share of parameters that train (LoRA, frozen bases later)")
+    flash_attention: bool = True
+    goodput: float = Field(0.9, gt=0.0, le=1.0, description="useful share of wall-clock time (restarts, checkpoints, evals)")
+
+    @property
+    def total_tokens(self) -> float:
+        return sum(s.tokens for s in self.stages)
+
+
+class Layout(Spec):
+    """A parallel layout. GPUs = tp × cp × pp × dp; EP is carved out of DP (Megatron-Core)."""
+
+    tp: int = Field(1, ge=1, description="tensor parallel degree")
+    pp: int = Field(1, ge=1, description="pipeline parallel degree")
+    dp: int = Field(1, ge=1, description="data parallel degree")
+    cp: int = Field(1, ge=1, description="context parallel degree")
+    ep: int = Field(1, ge=1, description="expert parallel degree (MoE); divides dp")
+    vp: int = Field(1, ge=1, description="virtual pipeline stages per device (interleaved 1F1B)")
+    sp: bool = Field(True, description="sequence parallelism with TP (Korthikanti 2022)")
+    zero: int = Field(1, ge=0, le=3, description="ZeRO stage over DP (3 = FSDP full shard)")
+    recompute: Recompute = Recompute.NONE
+    micro_batch: int = Field(1, ge=1, description="sequences per micro-batch")
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp

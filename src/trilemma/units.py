@@ -1,0 +1,178 @@
+"""Quantities at the edges: parsing user input into SI base units, formatting them back.
+
+This is the only module that knows scale factors. Inside trilemma everything is SI:
+seconds, bytes, FLOP, FLOP/s, bytes/s, joules, watts, dollars, tokens. Counts are base 1000
+(``7B`` = 7e9); bytes follow IEC for binary prefixes (``GiB`` = 2**30) and SI for decimal ones
+(``GB`` = 1e9); bits are written with a lowercase ``b`` (``800Gb/s`` = 1e11 bytes/s).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from trilemma.errors import InputError
+
+#: decimal (SI) prefixes for counts, bytes and rates
+SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+#: binary (IEC) prefixes for bytes
+IEC = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+SECOND = 1.0
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+WEEK = 7 * DAY
+YEAR = 365.25 * DAY
+KWH = 3.6e6  # joules per kilowatt-hour
+GIB = 2.0**30
+GB = 1e9
+TERA = 1e12
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+
+
+def _bad(field: str, text: object, allowed: str) -> InputError:
+    return InputError(field, text, allowed)
+
+
+def parse_count(text: str | float | int, field: str = "count") -> float:
+    """Parse a count such as ``7B``, ``2T``, ``1.5e12``, ``350M``, ``4,000,000`` → float.
+
+    ``B`` means billion (1e9) here, as in model and token counts. Rejects zero and negatives.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip().replace(",", "").replace("_", "")
+        m = re.fullmatch(_NUM + r"\s*([kKMGBTPE]?)", s)
+        if not m:
+            raise _bad(field, text, "a positive number with an optional suffix k, M, B/G, T, P (e.g. 7B, 2T)")
+        value = float(m.group(1)) * SI[m.group(2)]
+    if not math.isfinite(value) or value <= 0:
+        raise _bad(field, text, "a positive, finite number")
+    return value
+
+
+def parse_bytes(text: str | float | int, field: str = "bytes") -> float:
+    """Parse a size such as ``80GiB``, ``80GB``, ``1.5e9``, ``512MiB`` → bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip().replace(",", "").replace(" ", "")
+        m = re.fullmatch(_NUM + r"([kKMGTP]i?)?(B)?", s)
+        if not m:
+            raise _bad(field, text, "a size such as 80GiB, 80GB or 85899345920")
+        prefix = m.group(2) or ""
+        scale = IEC[prefix] if prefix.endswith("i") else SI[prefix]
+        value = float(m.group(1)) * scale
+    if not math.isfinite(value) or value <= 0:
+        raise _bad(field, text, "a positive, finite size")
+    return value
+
+
+def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
+    """Parse a bandwidth such as ``150GB/s``, ``800Gb/s``, ``400Gbps``, ``2.5e10`` → bytes/s.
+
+    An uppercase ``B`` is bytes, a lowercase ``b`` (or ``bps``) is bits. A bare number is bytes/s.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip().replace(",", "").replace(" ", "")
+        m = re.fullmatch(_NUM + r"(?:([kKMGTP]i?)(B/s|b/s|bps|Bps)|(B/s|b/s|bps|Bps))?", s)
+        if not m:
+            raise _bad(field, text, "a bandwidth such as 150GB/s, 800Gb/s or 1.5e11 (bytes/s)")
+        prefix = m.group(2) or ""
+        unit = m.group(3) or m.group(4) or "B/s"
+        scale = IEC[prefix] if prefix.endswith("i") else SI[prefix]
+        value = float(m.group(1)) * scale * (0.125 if unit in ("b/s", "bps") else 1.0)
+    if not math.isfinite(value) or value <= 0:
+        raise _bad(field, text, "a positive, finite bandwidth")
+    return value
+
+
+_DURATION = {"s": SECOND, "sec": SECOND, "min": MINUTE, "m": MINUTE, "h": HOUR, "hr": HOUR,
+             "d": DAY, "day": DAY, "days": DAY, "w": WEEK, "wk": WEEK, "y": YEAR, "yr": YEAR}
+
+
+def parse_duration(text: str | float | int, field: str = "duration") -> float:
+    """Parse a duration such as ``30d``, ``12h``, ``90min``, ``2w`` → seconds (bare number = s)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip().replace(" ", "")
+        m = re.fullmatch(_NUM + r"([a-z]*)", s)
+        if not m or m.group(2) not in {"", *_DURATION}:
+            raise _bad(field, text, "a duration such as 30d, 12h, 90min or 3600 (seconds)")
+        value = float(m.group(1)) * _DURATION.get(m.group(2), SECOND)
+    if not math.isfinite(value) or value <= 0:
+        raise _bad(field, text, "a positive duration")
+    return value
+
+
+def parse_usd(text: str | float | int, field: str = "usd") -> float:
+    """Parse money such as ``$1.5M``, ``2.10``, ``250k`` → dollars."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip().replace(",", "").lstrip("$").replace("USD", "").strip()
+        m = re.fullmatch(_NUM + r"([kKMB]?)", s)
+        if not m:
+            raise _bad(field, text, "an amount of dollars such as 2.10, $250k or $1.5M")
+        value = float(m.group(1)) * SI[m.group(2)]
+    if not math.isfinite(value) or value < 0:
+        raise _bad(field, text, "a non-negative amount of dollars")
+    return value
+
+
+# ---------------------------------------------------------------- formatting (human output)
+
+def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:
+    for scale, suffix in steps:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g}{suffix}"
+    scale, suffix = steps[-1]
+    return f"{value / scale:.{digits}g}{suffix}"
+
+
+def fmt_count(n: float, digits: int = 4) -> str:
+    """7.0e9 → '7B' style (base 1000)."""
+    return _scaled(n, [(1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], digits)
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes in IEC units (GiB), as GPU memory is quoted by allocators and nvidia-smi."""
+    return _scaled(b, [(2.0**40, " TiB"), (2.0**30, " GiB"), (2.0**20, " MiB"), (2.0**10, " KiB"), (1.0, " B")])
+
+
+def fmt_flop(f: float) -> str:
+    return _scaled(f, [(1e24, "e24"), (1e21, "e21"), (1e18, "e18"), (1.0, "")]) + " FLOP"
+
+
+def fmt_flop_rate(f: float) -> str:
+    return _scaled(f, [(1e15, " PFLOP/s"), (1e12, " TFLOP/s"), (1e9, " GFLOP/s"), (1.0, " FLOP/s")])
+
+
+def fmt_rate(bps: float) -> str:
+    return _scaled(bps, [(1e12, " TB/s"), (1e9, " GB/s"), (1e6, " MB/s"), (1.0, " B/s")])
+
+
+def fmt_duration(s: float) -> str:
+    if s >= 2 * DAY:
+        return f"{s / DAY:.1f} days"
+    if s >= 2 * HOUR:
+        return f"{s / HOUR:.1f} h"
+    if s >= 2 * MINUTE:
+        return f"{s / MINUTE:.1f} min"
+    if s >= 1:
+        return f"{s:.2f} s"
+    return f"{s * 1e3:.1f} ms"
+
+
+def fmt_usd(x: float) -> str:
+    if x >= 1e6:
+        return f"${x / 1e6:.2f}M"
+    if x >= 1e4:
+        return f"${x / 1e3:.0f}k"
+    return f"${x:,.2f}"
