@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,7 +16,6 @@ import numpy as np
 from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.cost import household_years
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
-from trilemma.estimate.flops import hardware_flop_per_token, model_flop_per_token
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, batch_sequences, candidate_layouts, reason_text
 from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
 from trilemma.specs import (ClusterSpec, DtypeSpec, HardwareSpec, Layout, ModelSpec, Precision, Recompute, Stage,
@@ -204,7 +202,7 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
         seq = seq_len or model.seq_len or 2048
         if tokens is None:
             if model.tokens is None:
-                raise InputError("tokens", None, "a token count such as 2T (this model has no published default)")
+                raise InputError("tokens", None, f"a token count such as --tokens 2T ({model.name} has no published default)")
             tokens = model.tokens
         explicit = global_batch_tokens is not None
         gbt = global_batch_tokens if explicit else (model.global_batch_tokens or 512 * seq)
@@ -271,6 +269,16 @@ def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layou
     return _result(m, how, cl, pl, ev, i, "given" if pinned else "auto")
 
 
+def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout) -> Estimate:
+    """All corners of one fully given layout, even when it does not fit (``memory.fits`` is then
+    False); raises LayoutError only when the layout is illegal for reasons other than memory."""
+    ev = evaluate(m, cl, pl, LayoutArrays.from_layouts([layout]))
+    bits = int(ev.reasons[0]) & ~R_OOM
+    if bits:
+        raise LayoutError(f"layout: {_lay(layout)} cannot run: " + "; ".join(reason_text(bits)))
+    return _result(m, "given", cl, pl, ev, 0, "given")
+
+
 def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
     tp, pp, cp = pinned.get("tp", 1), pinned.get("pp", 1), pinned.get("cp", 1)
     return (f"layout: tp={tp} × cp={cp} × pp={pp} does not divide {cl.n_gpus} GPUs "
@@ -278,27 +286,35 @@ def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
 
 
 def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation, pinned: dict) -> str:
-    # the candidate with the fewest problems stands for "why"
     bits = ev.reasons
-    nbits = np.array([bin(int(b)).count("1") for b in bits])
-    j = int(np.argmin(nbits + (bits & R_OOM > 0) * 0.5))
-    lay = ev.layouts.row(j)
-    why = "; ".join(reason_text(int(bits[j])))
-    what = f"tp={lay.tp} pp={lay.pp} dp={lay.dp} zero={lay.zero} recompute={lay.recompute} micro_batch={lay.micro_batch}"
-    if bits[j] & R_OOM:
-        why += f" (needs {ev.per_gpu_bytes[j] / 2**30:.1f} GiB per GPU, {cl.hardware.name} has {cl.hardware.hbm_bytes / 2**30:.0f} GiB)"
-    msg = f"layout: no {'given ' if pinned else ''}layout works for {m.name} on {cl.n_gpus}× {cl.hardware.name}: closest is {what}: {why}"
+    only_oom = bits == R_OOM
+    gib = 2.0**30
+    where = f"{m.name} on {cl.n_gpus}× {cl.hardware.name}"
+    if only_oom.any():  # legal layouts exist, none fits: show the leanest
+        j = int(np.argmin(np.where(only_oom, ev.per_gpu_bytes, np.inf)))
+        lay = ev.layouts.row(j)
+        msg = (f"memory: no {'given ' if pinned else ''}layout of {where} fits: the leanest, {_lay(lay)}, needs "
+               f"{ev.per_gpu_bytes[j] / gib:.1f} GiB per GPU and {cl.hardware.name} has {cl.hardware.hbm_bytes / gib:.0f} GiB")
+    else:  # the candidate with the fewest problems stands for "why"
+        nbits = np.array([bin(int(b)).count("1") for b in bits])
+        j = int(np.argmin(nbits))
+        lay = ev.layouts.row(j)
+        msg = (f"layout: no {'given ' if pinned else ''}layout of {where} is legal; closest is {_lay(lay)}: "
+               + "; ".join(reason_text(int(bits[j]))))
     if pinned:
         try:
             alt = estimate_plan(m, cl, pl, None)
-            a = alt.layout
-            msg += (f". What would work: tp={a.tp} pp={a.pp} dp={a.dp} zero={a.zero} recompute={a.recompute} "
-                    f"micro_batch={a.micro_batch} ({alt.memory.per_gpu_bytes / 2**30:.1f} GiB per GPU)")
+            msg += f". What would work: {_lay(alt.layout)} ({alt.memory.per_gpu_bytes / gib:.1f} GiB per GPU)"
         except LayoutError:
-            msg += ". No layout fits on this cluster: use more GPUs, a larger-memory device or a smaller model"
+            msg += ". No layout works on this cluster: use more GPUs, a larger-memory device or a smaller model"
     else:
-        msg += ". Use more GPUs, a larger-memory device, a smaller micro-batch or sequence, or a smaller model"
+        msg += ". Use more GPUs, a larger-memory device, a shorter sequence or a smaller model"
     return msg
+
+
+def _lay(a: Layout) -> str:
+    return (f"tp={a.tp} pp={a.pp} dp={a.dp}" + (f" cp={a.cp}" if a.cp > 1 else "") + (f" ep={a.ep}" if a.ep > 1 else "")
+            + (f" vp={a.vp}" if a.vp > 1 else "") + f" zero={a.zero} recompute={a.recompute} micro_batch={a.micro_batch}")
 
 
 def _f(a: Any, i: int) -> float:
@@ -358,5 +374,5 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
                     warnings=tuple(warnings))
 
 
-__all__ = ["Estimate", "estimate", "estimate_plan", "make_cluster", "make_plan", "resolve_model",
-           "hardware_flop_per_token", "model_flop_per_token", "LayoutArrays", "math"]
+__all__ = ["Estimate", "estimate", "estimate_plan", "evaluate_layout", "make_cluster", "make_plan",
+           "resolve_model", "resolve_hardware"]

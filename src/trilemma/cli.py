@@ -15,12 +15,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
 
 
+_MAX_INT = 2**31 - 1  # GPUs, sequence length, parallel degrees: beyond this the int64 layout arithmetic overflows
+
+
 def _int(text: Optional[str], field: str) -> Optional[int]:
     if text is None:
         return None
     v = parse_count(text, field)
-    if v != int(v):
-        raise InputError(field, text, "a positive whole number")
+    if v != int(v) or v > _MAX_INT:
+        raise InputError(field, text, f"a positive whole number (at most {_MAX_INT:,})")
     return int(v)
 
 
@@ -52,6 +55,7 @@ def estimate(
     pue: Optional[float] = typer.Option(None, "--pue", help="datacentre PUE (default 1.1)"),
     region: Optional[str] = typer.Option(None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"),
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1 (default 0.9)"),
+    flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
     """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan."""
@@ -84,7 +88,7 @@ def estimate(
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _int(seq, "seq"),
                      None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
-                     **({} if goodput is None else {"goodput": goodput}))
+                     flash_attention=flash, **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan)
     if as_json:
         _print_json(est.to_dict())
@@ -127,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write("trilemma: aborted\n")
             return 130
         msg = " ".join(str(exc.format_message()).split())  # one line
+        if name == "NoArgsIsHelpError":  # the help is already on stdout; its message is empty
+            msg = "missing command: estimate or presets (see trilemma --help)"
         sys.stderr.write(f"trilemma: error: {msg}\n")
         return 2
 

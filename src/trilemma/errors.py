@@ -14,7 +14,10 @@ class InputError(TrilemmaError, ValueError):
 
     def __init__(self, field: str, value: object, allowed: str) -> None:
         self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: {value!r} is not allowed; expected {allowed}")
+        if value is None:
+            super().__init__(f"{field}: missing; expected {allowed}")
+        else:
+            super().__init__(f"{field}: {value!r} is not allowed; expected {allowed}")
 
 
 class UnknownPresetError(InputError):

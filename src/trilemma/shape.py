@@ -5,8 +5,10 @@ The rule (every choice is a published model's, so the shapes look like ones peop
 * **Block** — Llama (Touvron et al. 2023, arXiv 2302.13971 §2.2; Llama 2, arXiv 2307.09288):
   pre-norm RMSNorm, SwiGLU MLP, rotary positions, no biases, untied input and output embeddings.
 * **Heads** — head_dim 64 while d_model < 2048, 128 from 2048 up (GPT-3, Brown et al. 2020
-  Table 2.1, uses 128 from 6.7B; Llama 2 uses 128 throughout); d_model a multiple of head_dim,
-  n_heads = d_model / head_dim.
+  Table 2.1, uses 128 from 6.7B; Llama 2 uses 128 throughout); n_heads = d_model / head_dim.
+  d_model is a multiple of 64 below 2048, of 512 (n_heads a multiple of 4) from 2048 and of
+  1024 (n_heads a multiple of 8) from 4096, so tensor parallelism of 4 or 8 divides the heads
+  of the models that need it (Llama-2-7B's 4096 = 32 × 128 is on the grid).
 * **MLP width** — Llama's ``FeedForward``: 8/3·d_model rounded up to a multiple of 256
   (4096 → 11008, as in Llama-2-7B).
 * **KV heads** — grouped-query attention with 8 KV heads for models of 30B parameters and up,
@@ -21,8 +23,9 @@ The rule (every choice is a published model's, so the shapes look like ones peop
   band's geometric middle, √(64·128) ≈ 90.5 (ties: the count nearer the bin's middle, then the
   narrower model). The answer is the representative whose count is nearest the target (on a
   log scale; an exact tie goes to the smaller). The representatives do not depend on the target,
-  so a larger target never gives a smaller model, and consecutive bins keep the count within
-  about 2 % of the target from about 50M (vocabulary 32000) to 10T.
+  so a larger target never gives a smaller model. With a 32000-token vocabulary the count is
+  within 3.2 % of the target from 50M to 10T, and within about 2 % from 1B up (below 1B some
+  bins hold no shape).
 
 Counts are those of :func:`trilemma.estimate.params.param_counts`, which the search reproduces in
 closed form for this one block (and which the tests check against it).
@@ -48,7 +51,7 @@ GQA_KV_HEADS = 8
 #: largest target accepted (10T parameters; the largest published dense models are < 2T)
 MAX_TARGET = 1e13
 _BIN = math.log(1.02)  # bin width on a natural-log scale: 2 %
-_MIN_D, _SMALL_HEAD_UNTIL, _MAX_D = 256, 2048, 65536
+_MIN_D, _SMALL_HEAD_UNTIL, _TP8_FROM, _MAX_D = 256, 2048, 4096, 65536
 _MIN_LAYERS = 2
 _TOLERANCE = 0.05  # a target the nearest shape misses by more than this is refused
 
@@ -74,9 +77,12 @@ def _ffn(d: int) -> int:
     return 256 * -(-hidden // 256)
 
 
-def _widths() -> list[int]:
-    small = range(_MIN_D, _SMALL_HEAD_UNTIL, 64)
-    return [*small, *range(_SMALL_HEAD_UNTIL, _MAX_D + 1, 128)]
+@lru_cache(maxsize=1)
+def _widths() -> tuple[int, ...]:
+    """d_model values: multiples of 64 below 2048; then n_heads (of 128) a multiple of 4, and of 8
+    from 4096 up, so tensor parallelism of 4 or 8 divides the heads of every model that needs it."""
+    return (*range(_MIN_D, _SMALL_HEAD_UNTIL, 64), *range(_SMALL_HEAD_UNTIL, _TP8_FROM, 512),
+            *range(_TP8_FROM, _MAX_D + 1, 1024))
 
 
 def _per_layer(d: int, gqa: bool) -> int:
@@ -170,14 +176,15 @@ def _nearest(target: float, vocab: int) -> _Shape | None:
     own = _representative(k, vocab) if k >= floor_bin else None
     if own:
         found.append(own)
-    for step in (-1, 1):  # the nearest non-empty bin on each side
-        j = k + step
-        while floor_bin <= j <= k + 200:
-            rep = _representative(j, vocab)
-            if rep:
-                found.append(rep)
-                break
-            j += step
+    for j in range(k - 1, floor_bin - 1, -1):  # the nearest non-empty bin below
+        if rep := _representative(j, vocab):
+            found.append(rep)
+            break
+    start = max(k + 1, floor_bin)
+    for j in range(start, start + 200):  # and above (200 bins: a factor of 52)
+        if rep := _representative(j, vocab):
+            found.append(rep)
+            break
     if not found:
         return None
     return min(found, key=lambda s: (abs(math.log(_count(s, vocab) / target)), _count(s, vocab)))
@@ -193,9 +200,10 @@ def _label(n: float) -> str:
 def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
     """A Llama-style ModelSpec whose total parameter count is near ``target`` (rule: module doc).
 
-    Within 5 % (in practice about 2 %) from ~50M to 10T parameters with a 32000-token vocabulary;
-    a target no shape of the rule comes within 5 % of (too small for the vocabulary's embedding
-    tables) raises InputError, as do target ≤ 0, target > 1e13 and a vocab_size below 1.
+    Within 5 % (in practice 3.2 %, and about 2 % from 1B up) from 50M to 10T parameters with a
+    32000-token vocabulary. A target no shape of the rule comes within 5 % of (one too small for
+    the vocabulary's embedding tables) raises InputError, as do target ≤ 0, target > 1e13 and a
+    vocab_size below 1.
     """
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target) \
             or target <= 0:
@@ -207,11 +215,11 @@ def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
     shape = _nearest(float(target), vocab_size)
     total = _count(shape, vocab_size) if shape else 0
     if shape is None or abs(total / target - 1) > _TOLERANCE:
-        smallest = _representative(_smallest_bin(vocab_size), vocab_size) or _nearest(1e9, vocab_size)
-        floor = _count(smallest, vocab_size) if smallest else 0
+        nearest = f"the nearest has {total:,} ({total / target - 1:+.0%})" if shape else "none fits"
         raise InputError("target", target,
-                         f"a size this shape rule can build within 5 % with vocab_size {vocab_size}: "
-                         f"at least about {_label(floor)} parameters")
+                         f"a size within 5 % of a shape this rule builds with vocab_size "
+                         f"{vocab_size} ({nearest}; small models are mostly their two "
+                         f"{vocab_size}×d_model embedding tables)")
     d, layers, head_dim = shape.d_model, shape.n_layers, shape.head_dim
     heads = d // head_dim
     kv = GQA_KV_HEADS if shape.gqa else None

@@ -29,11 +29,27 @@ GIB = 2.0**30
 GB = 1e9
 TERA = 1e12
 
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+_NUM = r"((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+#: thousands separators: only whole groups of three ("4,000,000"), so "1,5" is not read as 15
+_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?![0-9,])")
 
 
 def _bad(field: str, text: object, allowed: str) -> InputError:
     return InputError(field, text, allowed)
+
+
+def _ungroup(s: str) -> str | None:
+    """Drop thousands separators; None when commas are not whole groups of three digits."""
+    if "," not in s:
+        return s
+    m = _GROUPED.match(s)
+    if not m or "," in s[m.end():]:
+        return None
+    return s.replace(",", "")
+
+
+def _iec_or_si(prefix: str) -> float:
+    return IEC[prefix[0].upper() + "i"] if prefix.endswith("i") else SI[prefix]
 
 
 def parse_count(text: str | float | int, field: str = "count") -> float:
@@ -44,8 +60,8 @@ def parse_count(text: str | float | int, field: str = "count") -> float:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
-        s = str(text).strip().replace(",", "").replace("_", "")
-        m = re.fullmatch(_NUM + r"\s*([kKMGBTPE]?)", s)
+        s = _ungroup(str(text).strip().replace("_", ""))
+        m = s is not None and re.fullmatch(_NUM + r"\s*([kKMGBTPE]?)", s)
         if not m:
             raise _bad(field, text, "a positive number with an optional suffix k, M, B/G, T, P (e.g. 7B, 2T)")
         value = float(m.group(1)) * SI[m.group(2)]
@@ -59,13 +75,11 @@ def parse_bytes(text: str | float | int, field: str = "bytes") -> float:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
-        s = str(text).strip().replace(",", "").replace(" ", "")
-        m = re.fullmatch(_NUM + r"([kKMGTP]i?)?(B)?", s)
+        s = _ungroup(str(text).strip().replace(" ", ""))
+        m = s is not None and re.fullmatch(_NUM + r"([kKMGTP]i?)?(B)?", s)
         if not m:
             raise _bad(field, text, "a size such as 80GiB, 80GB or 85899345920")
-        prefix = m.group(2) or ""
-        scale = IEC[prefix] if prefix.endswith("i") else SI[prefix]
-        value = float(m.group(1)) * scale
+        value = float(m.group(1)) * _iec_or_si(m.group(2) or "")
     if not math.isfinite(value) or value <= 0:
         raise _bad(field, text, "a positive, finite size")
     return value
@@ -79,13 +93,12 @@ def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
-        s = str(text).strip().replace(",", "").replace(" ", "")
-        m = re.fullmatch(_NUM + r"(?:([kKMGTP]i?)(B/s|b/s|bps|Bps)|(B/s|b/s|bps|Bps))?", s)
+        s = _ungroup(str(text).strip().replace(" ", ""))
+        m = s is not None and re.fullmatch(_NUM + r"(?:([kKMGTP]i?)(B/s|b/s|bps|Bps)|(B/s|b/s|bps|Bps))?", s)
         if not m:
             raise _bad(field, text, "a bandwidth such as 150GB/s, 800Gb/s or 1.5e11 (bytes/s)")
-        prefix = m.group(2) or ""
         unit = m.group(3) or m.group(4) or "B/s"
-        scale = IEC[prefix] if prefix.endswith("i") else SI[prefix]
+        scale = _iec_or_si(m.group(2) or "")
         value = float(m.group(1)) * scale * (0.125 if unit in ("b/s", "bps") else 1.0)
     if not math.isfinite(value) or value <= 0:
         raise _bad(field, text, "a positive, finite bandwidth")
@@ -116,8 +129,8 @@ def parse_usd(text: str | float | int, field: str = "usd") -> float:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
-        s = str(text).strip().replace(",", "").lstrip("$").replace("USD", "").strip()
-        m = re.fullmatch(_NUM + r"([kKMB]?)", s)
+        s = _ungroup(str(text).strip().lstrip("$").replace("USD", "").strip())
+        m = s is not None and re.fullmatch(_NUM + r"([kKMB]?)", s)
         if not m:
             raise _bad(field, text, "an amount of dollars such as 2.10, $250k or $1.5M")
         value = float(m.group(1)) * SI[m.group(2)]

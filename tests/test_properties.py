@@ -1,0 +1,118 @@
+"""Properties that must hold for any plan (Hypothesis).
+
+- More sharding never raises per-device memory (ZeRO stage, TP, DP under ZeRO, recompute).
+- Time is linear in tokens; cost = GPU-hours × price; energy ∝ GPU-hours.
+- The vectorised evaluation of many layouts equals the scalar evaluation of each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trilemma.api import estimate, make_cluster, make_plan
+from trilemma.estimate.evaluate import evaluate
+from trilemma.estimate.layouts import LayoutArrays, candidate_layouts
+from trilemma.estimate.memory import memory_per_device
+from trilemma.estimate.params import param_counts
+from trilemma.presets import constants, get_model
+from trilemma.specs import Layout
+
+MODELS = ["gpt2-124m", "gpt3-1.3b", "llama2-7b", "llama2-70b", "mixtral-8x7b", "bert-base", "pythia-1b",
+          "llama3-8b", "falcon-40b"]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _mem(name: str, seq: int, layouts: list[Layout], n_micro: float = 16.0) -> np.ndarray:
+    m = get_model(name)
+    plan = make_plan(m, 1e9, seq, seq * 512)
+    L = LayoutArrays.from_layouts(layouts)
+    return memory_per_device(m, param_counts(m), plan, L, seq, np.full(len(L), n_micro), constants()["memory"]).total
+
+
+layout_st = st.fixed_dictionaries({
+    "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2, 4]), "dp": st.sampled_from([1, 2, 8, 64]),
+    "zero": st.integers(0, 3), "recompute": st.sampled_from(["none", "selective", "full"]),
+    "micro_batch": st.sampled_from([1, 2, 4]), "sp": st.booleans(),
+})
+
+
+@SETTINGS
+@given(name=st.sampled_from(MODELS), seq=st.sampled_from([512, 2048, 8192]), lay=layout_st)
+def test_higher_zero_stage_never_raises_memory(name, seq, lay):
+    lays = [Layout(**{**lay, "zero": z}) for z in range(4)]
+    mem = _mem(name, seq, lays)
+    assert np.all(np.diff(mem) <= 1e-6 * mem[:-1])
+
+
+@SETTINGS
+@given(name=st.sampled_from(MODELS), seq=st.sampled_from([512, 2048, 8192]), lay=layout_st)
+def test_more_recompute_never_raises_memory(name, seq, lay):
+    lays = [Layout(**{**lay, "recompute": r}) for r in ("none", "selective", "full")]
+    mem = _mem(name, seq, lays)
+    assert mem[1] <= mem[0] * (1 + 1e-9) and mem[2] <= mem[1] * (1 + 1e-9)
+
+
+@SETTINGS
+@given(name=st.sampled_from(MODELS), seq=st.sampled_from([512, 2048, 8192]), lay=layout_st)
+def test_doubling_tensor_parallelism_never_raises_memory(name, seq, lay):
+    a = Layout(**lay)
+    b = Layout(**{**lay, "tp": lay["tp"] * 2})
+    mem = _mem(name, seq, [a, b])
+    assert mem[1] <= mem[0] * (1 + 1e-9)
+
+
+@SETTINGS
+@given(name=st.sampled_from(MODELS), seq=st.sampled_from([512, 2048]), lay=layout_st)
+def test_doubling_data_parallelism_never_raises_memory(name, seq, lay):
+    a = Layout(**lay)
+    b = Layout(**{**lay, "dp": lay["dp"] * 2})
+    mem = _mem(name, seq, [a, b])
+    assert mem[1] <= mem[0] * (1 + 1e-9)
+    if lay["zero"] >= 1 and lay["dp"] >= 1:
+        assert mem[1] < mem[0]  # ZeRO shards something over DP: strictly less
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(["gpt2-124m", "llama2-7b", "mixtral-8x7b"]), tokens=st.floats(1e9, 1e13),
+       k=st.floats(1.5, 50), gpus=st.sampled_from([16, 64, 512]))
+def test_time_is_linear_in_tokens_and_cost_is_hours_times_price(name, tokens, k, gpus):
+    a = estimate(name, "h100-sxm", gpus, tokens, seq_len=2048)
+    b = estimate(name, "h100-sxm", gpus, tokens * k, seq_len=2048, layout=a.layout)
+    assert b.time.total_s == pytest.approx(k * a.time.total_s, rel=1e-9)
+    for e in (a, b):
+        assert e.cost.usd == pytest.approx(e.time.gpu_hours * e.cluster.price, rel=1e-12)
+        assert e.time.gpu_hours == pytest.approx(gpus * e.time.total_s / 3600, rel=1e-12)
+        assert e.cost.energy_kwh == pytest.approx(
+            e.time.gpu_hours * e.cluster.hardware.board_power_w / 1000 * e.cluster.pue * e.cluster.power_fraction,
+            rel=1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(name=st.sampled_from(["gpt2-355m", "llama2-7b", "mixtral-8x7b", "bert-large"]),
+       gpus=st.sampled_from([8, 16, 128]), seq=st.sampled_from([512, 2048, 4096]), seed=st.integers(0, 2**31))
+def test_vectorised_and_scalar_evaluation_agree(name, gpus, seq, seed):
+    m = get_model(name)
+    cl = make_cluster("a100-80gb", gpus)
+    plan = make_plan(m, 1e10, seq, seq * 256)
+    cands = candidate_layouts(m, gpus, 8, None, seq)
+    rows = np.random.default_rng(seed).choice(len(cands), size=min(12, len(cands)), replace=False)
+    ev = evaluate(m, cl, plan, cands)
+    for i in rows:
+        one = evaluate(m, cl, plan, LayoutArrays.from_layouts([cands.row(int(i))]))
+        assert one.reasons[0] == ev.reasons[i]
+        assert one.per_gpu_bytes[0] == pytest.approx(ev.per_gpu_bytes[i], rel=1e-12)
+        assert one.total_s[0] == pytest.approx(ev.total_s[i], rel=1e-12)
+        assert one.mfu[0] == pytest.approx(ev.mfu[i], rel=1e-12)
+
+
+def test_no_nan_anywhere_in_a_full_candidate_sweep():
+    m = get_model("mixtral-8x7b")
+    cl = make_cluster("h100-sxm", 256)
+    plan = make_plan(m, 1e12, 4096, 4096 * 1024)
+    ev = evaluate(m, cl, plan, candidate_layouts(m, 256, 8, None, 4096))
+    for arr in (ev.total_s, ev.per_gpu_bytes, ev.mfu, ev.cost.usd):
+        assert np.all(np.isfinite(arr))
+        assert np.all(np.asarray(arr) > 0)
