@@ -55,7 +55,8 @@ def test_published_counts(folder: str, total: int) -> None:
 
 
 def test_folder_path_is_accepted() -> None:
-    assert model_from_hf_config(DATA / "gpt2") == model_from_hf_config(DATA / "gpt2" / "config.json")
+    folder = DATA / "gpt2"
+    assert model_from_hf_config(folder) == model_from_hf_config(folder / "config.json")
     assert model_from_hf_config(str(DATA / "gpt2")).name == "gpt2"
 
 

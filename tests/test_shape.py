@@ -39,7 +39,8 @@ def test_shape_follows_the_rule(target: float) -> None:
         assert m.n_heads % 8 == 0  # tensor parallelism of 8 divides the heads
     total = param_counts(m).total
     assert m.n_kv_heads == (8 if total >= 30e9 else None)  # GQA from 30B (Llama 2)
-    assert (m.ffn_type, m.norm, m.position) == (FfnType.SWIGLU, NormType.RMSNORM, PositionType.ROTARY)
+    assert m.ffn_type == FfnType.SWIGLU
+    assert (m.norm, m.position) == (NormType.RMSNORM, PositionType.ROTARY)
     assert not (m.tied_embeddings or m.qkv_bias or m.out_bias or m.mlp_bias)
     assert m.causal and m.seq_len is None
 
@@ -52,7 +53,8 @@ def test_larger_target_never_fewer_params(a: float, b: float) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.floats(min_value=math.log10(5e7), max_value=12.0), st.floats(min_value=1e-9, max_value=0.05))
+@given(st.floats(min_value=math.log10(5e7), max_value=12.0),
+       st.floats(min_value=1e-9, max_value=0.05))
 def test_monotone_for_close_targets(x: float, rel: float) -> None:
     # pairs a hair apart, where a per-target tolerance rule would most easily step backwards
     target = 10.0 ** x

@@ -63,9 +63,8 @@ _OTHER_ACTS = {"gelu", "gelu_new", "gelu_fast", "gelu_python", "gelu_accurate", 
 class _Config:
     """Typed reads from a parsed config.json; a bad value raises InputError naming its key."""
 
-    def __init__(self, data: dict[str, Any], cls: str) -> None:
+    def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
-        self.cls = cls  # the Hugging Face config class whose defaults apply, for messages
 
     def _get(self, keys: str | tuple[str, ...]) -> tuple[str, Any]:
         keys = (keys,) if isinstance(keys, str) else keys
@@ -154,22 +153,23 @@ def _plain_ffn(c: _Config, keys: str | tuple[str, ...], default: str) -> FfnType
         return FfnType.GELU
     key = keys if isinstance(keys, str) else next((k for k in keys if k in c.data), keys[0])
     raise InputError(f"config.json {key}", act,
-                     "an activation Hugging Face knows: " + ", ".join(sorted(_RELU_ACTS | _OTHER_ACTS)))
+                     "an activation Hugging Face knows: "
+                     + ", ".join(sorted(_RELU_ACTS | _OTHER_ACTS)))
 
 
 def _rotary_decoder(c: _Config, *, vocab: int, hidden: int, inter: int, layers: int, heads: int,
-                    kv: int | None, head_dim: int | None = 0, tie: bool, act: str,
+                    kv: int | None, head_dim: int | None = None, tie: bool, act: str,
                     act_keys: str | tuple[str, ...] = "hidden_act", qkv_bias: bool, out_bias: bool,
                     mlp_bias: bool) -> dict:
     """The Llama-shaped decoder (RMSNorm, gated MLP, rotary) shared by most modern families.
 
-    ``head_dim=0`` means the class has no head_dim key (it is hidden_size / heads); None means
-    the key exists with default None.
+    ``head_dim`` is the class default (None: hidden_size / num_attention_heads); a head_dim key
+    in the file is honoured for every family, as the current modeling code does.
     """
     hidden = c.integer("hidden_size", hidden)
     heads = c.integer("num_attention_heads", heads)
     kv = c.integer("num_key_value_heads", kv, nullable=True)
-    hd = c.integer("head_dim", None, nullable=True) if head_dim in (0, None) else c.integer("head_dim", head_dim)
+    hd = c.integer("head_dim", head_dim, nullable=True)
     return {
         "n_layers": c.integer("num_hidden_layers", layers),
         "d_model": hidden,
@@ -225,7 +225,8 @@ def _qwen2(c: _Config) -> dict:
 def _qwen2_moe(c: _Config) -> dict:
     # Qwen2MoeConfig: vocab 151936, hidden 2048, intermediate 5632 (dense layers), 24 layers,
     # 16 heads, kv 16, tie false, qkv_bias true, decoder_sparse_step 1, moe_intermediate_size 1408,
-    # shared_expert_intermediate_size 5632, num_experts 60, num_experts_per_tok 4, mlp_only_layers []
+    # shared_expert_intermediate_size 5632, num_experts 60, num_experts_per_tok 4,
+    # mlp_only_layers []
     fields = _rotary_decoder(c, vocab=151936, hidden=2048, inter=5632, layers=24, heads=16, kv=16,
                              head_dim=None, tie=False, act="silu",
                              qkv_bias=c.flag("qkv_bias", True), out_bias=False, mlp_bias=False)
@@ -241,7 +242,8 @@ def _qwen2_moe(c: _Config) -> dict:
                          f"between 1 and num_experts ({experts})")
     first_dense = step - 1  # Qwen2-MoE: layer i is sparse when (i + 1) % step == 0
     if dense_only:
-        if step != 1 or sorted(dense_only) != list(range(len(dense_only))) or len(dense_only) >= layers:
+        leading = sorted(dense_only) == list(range(len(dense_only)))
+        if step != 1 or not leading or len(dense_only) >= layers:
             raise InputError("config.json mlp_only_layers", dense_only,
                              "[] or a leading run [0, 1, …, k-1] shorter than num_hidden_layers "
                              "with decoder_sparse_step 1 (other patterns have no ModelSpec form)")
@@ -258,7 +260,8 @@ def _qwen2_moe(c: _Config) -> dict:
 
 def _gemma(c: _Config) -> dict:
     # GemmaConfig: vocab 256000, hidden 3072, intermediate 24576, 28 layers, 16 heads, kv 16,
-    # head_dim 256, gelu_pytorch_tanh (older files: hidden_activation), tie true, attention_bias false
+    # head_dim 256, gelu_pytorch_tanh (older files: hidden_activation), tie true,
+    # attention_bias false
     bias = c.flag("attention_bias", False)
     return _rotary_decoder(c, vocab=256000, hidden=3072, inter=24576, layers=28, heads=16, kv=16,
                            head_dim=256, tie=True, act="gelu_pytorch_tanh",
@@ -383,7 +386,8 @@ def _falcon(c: _Config, new_arch_default: bool = False) -> dict:
     # activation gelu, num_ln_in_parallel_attn None (→ 2 with the new architecture); tied
     hidden = c.integer(("hidden_size", "n_embed"), 4544)
     heads = c.integer(("num_attention_heads", "n_head"), 71)
-    kv_key = "num_kv_heads" if "num_kv_heads" in c.data or "n_head_kv" not in c.data else "n_head_kv"
+    old_kv = "n_head_kv" in c.data and "num_kv_heads" not in c.data
+    kv_key = "n_head_kv" if old_kv else "num_kv_heads"
     kv_cfg = c.integer(("num_kv_heads", "n_head_kv"), None, nullable=True)
     new_arch = c.flag("new_decoder_architecture", new_arch_default)
     multi_query = c.flag("multi_query", True)
@@ -441,11 +445,12 @@ _FAMILIES: dict[str, tuple[str, Callable[[_Config], dict]]] = {
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(k for k in _FAMILIES if k.islower()))
 
 # class names in ``architectures`` → model_type, used only when model_type is absent
-_ARCH_RE = re.compile(r"^(Llama|Mistral|Mixtral|Qwen2Moe|Qwen2|Gemma|GPT2|GPTNeoX|Bert|OPT|Falcon|RW)"
+_ARCH_TYPES = {"Llama": "llama", "Mistral": "mistral", "Mixtral": "mixtral",
+               "Qwen2Moe": "qwen2_moe", "Qwen2": "qwen2", "Gemma": "gemma", "GPT2": "gpt2",
+               "GPTNeoX": "gpt_neox", "Bert": "bert", "OPT": "opt", "Falcon": "falcon",
+               "RW": "RefinedWebModel"}
+_ARCH_RE = re.compile("^(" + "|".join(_ARCH_TYPES) + ")"
                       r"(For[A-Za-z]+|LMHeadModel|DoubleHeadsModel|Model)$")
-_ARCH_TYPES = {"Llama": "llama", "Mistral": "mistral", "Mixtral": "mixtral", "Qwen2Moe": "qwen2_moe",
-               "Qwen2": "qwen2", "Gemma": "gemma", "GPT2": "gpt2", "GPTNeoX": "gpt_neox",
-               "Bert": "bert", "OPT": "opt", "Falcon": "falcon", "RW": "RefinedWebModel"}
 
 
 def _model_type(data: dict[str, Any]) -> str:
@@ -467,7 +472,8 @@ def _model_type(data: dict[str, Any]) -> str:
 
 def _name(data: dict[str, Any], path: Path) -> str:
     hub = data.get("_name_or_path")
-    if isinstance(hub, str) and hub.strip() and not hub.startswith(("/", ".", "~")) and ":" not in hub:
+    local = isinstance(hub, str) and (hub.startswith(("/", ".", "~")) or ":" in hub)
+    if isinstance(hub, str) and hub.strip() and not local:
         return hub.strip()
     return path.resolve().parent.name or "hf-model"
 
@@ -504,9 +510,10 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     file = path / "config.json" if path.is_dir() else path
     model_type = _model_type(data)
     cls, build = _FAMILIES[model_type]
-    fields = build(_Config(data, cls))
+    fields = build(_Config(data))
     name = _name(data, file)
     family = "falcon" if model_type.startswith("RefinedWeb") else model_type
     return ModelSpec.build(prefix=f"config.json ({name})", name=name, family=family,
-                           source=f"Hugging Face config.json ({cls} defaults for absent keys): {file}",
+                           source=f"Hugging Face config.json ({cls} defaults for absent keys): "
+                                  f"{file}",
                            **fields)

@@ -106,7 +106,7 @@ def _bin(count: int) -> int:
 
 
 def _layer_range(d: int, gqa: bool, vocab: int) -> tuple[int, int]:
-    """Layers allowed at width d: aspect ratio in range, ≥ 2, and on the right side of GQA_FROM."""
+    """Layers allowed at width d: aspect ratio in range, ≥ 2, on the right side of GQA_FROM."""
     lo = max(_MIN_LAYERS, math.ceil(d / ASPECT_RANGE[1]))
     hi = math.floor(d / ASPECT_RANGE[0])
     a, b = _outside(d, vocab), _per_layer(d, gqa)
@@ -205,8 +205,8 @@ def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
     the vocabulary's embedding tables) raises InputError, as do target ≤ 0, target > 1e13 and a
     vocab_size below 1.
     """
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target) \
-            or target <= 0:
+    number = isinstance(target, (int, float)) and not isinstance(target, bool)
+    if not number or not math.isfinite(target) or target <= 0:
         raise InputError("target", target, "a positive number of parameters, e.g. 7e9")
     if target > MAX_TARGET:
         raise InputError("target", target, f"at most {MAX_TARGET:.0e} parameters")
@@ -231,7 +231,8 @@ def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
         ffn_dim=_ffn(d), ffn_type=FfnType.SWIGLU, vocab_size=vocab_size, tied_embeddings=False,
         position=PositionType.ROTARY, norm=NormType.RMSNORM,
         qkv_bias=False, out_bias=False, mlp_bias=False,
-        source=(f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, ffn 8/3·d to 256, "
+        source=(f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, "
+                f"ffn 8/3·d to 256, "
                 f"d/L in [64, 128] nearest 90.5 (Kaplan 2020 Fig. 5), "
                 f"{'GQA 8 KV heads' if kv else 'MHA'} (GQA from 30B, Llama 2); "
                 f"target {target:.4g}, count {total:,}"),
