@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     add("(a) estimate(), automatic layout search", len(cands), lambda: api.estimate(MODEL, GPU, N_GPUS, TOKENS))
     add("(a') estimate_plan() on prebuilt specs, search", len(cands), lambda: api.estimate_plan(m, cl, pl))
     add("(b0) candidate_layouts() enumeration", len(cands),
-        lambda: candidate_layouts(m, cl.n_gpus, cl.node_size, None, 4096))
+        lambda: candidate_layouts(m, cl.n_gpus, cl.node_size, None, max(s.seq_len for s in pl.stages)))
     add("(b) evaluate() over candidate_layouts", len(cands), lambda: evaluate(m, cl, pl, cands))
     add("(b') evaluate() + best_row over candidates", len(cands), lambda: best_row(evaluate(m, cl, pl, cands)))
     add(f"(b'') evaluate() over candidates tiled to {len(big):,}", len(big), lambda: evaluate(m, cl, pl, big))

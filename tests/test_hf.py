@@ -60,13 +60,12 @@ def test_folder_path_is_accepted() -> None:
     assert model_from_hf_config(str(DATA / "gpt2")).name == "gpt2"
 
 
-def test_qwen15_moe_counts_all_but_the_shared_expert_gate() -> None:
-    # Qwen/Qwen1.5-MoE-A2.7B: 14,315,784,192 (KerasNLP preset qwen1.5_moe_2.7b_en "params").
-    # ModelSpec has no field for shared_expert_gate (Linear(d, 1) per MoE
-    # layer), so the count is 24 × 2048 short; everything else is exact.
+def test_qwen15_moe_count_is_exact() -> None:
+    # Qwen/Qwen1.5-MoE-A2.7B: 14,315,784,192 (KerasNLP preset qwen1.5_moe_2.7b_en "params"),
+    # shared_expert_gate (Linear(d, 1) per MoE layer) included.
     model = model_from_hf_config(DATA / "qwen1.5-moe-a2.7b")
     counts = param_counts(model)
-    assert counts.total == 14_315_784_192 - 24 * 2048
+    assert counts.total == 14_315_784_192
     assert (model.n_experts, model.top_k, model.n_shared_experts) == (60, 4, 4)
     assert model.expert_ffn == 1408 and model.n_moe_layers == 24
     assert model.qkv_bias and not model.out_bias

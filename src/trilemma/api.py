@@ -281,6 +281,9 @@ def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Lay
 
 def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
     tp, pp, cp = pinned.get("tp", 1), pinned.get("pp", 1), pinned.get("cp", 1)
+    if "dp" in pinned and cl.n_gpus % (tp * pp * cp) == 0:
+        return (f"layout: tp={tp} × cp={cp} × pp={pp} × dp={pinned['dp']} = {tp * cp * pp * pinned['dp']} "
+                f"is not the {cl.n_gpus} GPUs (tp × cp × pp × dp must equal the GPU count)")
     return (f"layout: tp={tp} × cp={cp} × pp={pp} does not divide {cl.n_gpus} GPUs "
             f"(tp × cp × pp × dp must equal the GPU count)")
 

@@ -31,9 +31,8 @@ falcon     LayerNorm, GELU, rotary or ALiBi; tied; one LayerNorm per parallel bl
 
 What a ModelSpec cannot hold is refused with an :class:`InputError` rather than guessed (OPT's
 ``word_embed_proj_dim`` ≠ hidden size, BERT's relative position embeddings, Qwen2-MoE
-``mlp_only_layers`` other than a leading run), with one exception: Qwen2-MoE's
-``shared_expert_gate`` (a d×1 weight per MoE layer, ``hidden_size`` parameters) has no ModelSpec
-field and is left out of the count — 49,152 parameters (0.0003 %) for Qwen1.5-MoE-A2.7B.
+``mlp_only_layers`` other than a leading run). Qwen2-MoE's ``shared_expert_gate`` (a d×1 weight
+per MoE layer) is ModelSpec's ``shared_expert_gate``.
 
 ``seq_len`` stays None: ``max_position_embeddings`` is the longest context the model accepts, not a
 training default.
@@ -255,7 +254,8 @@ def _qwen2_moe(c: _Config) -> dict:
                          f"a multiple of moe_intermediate_size ({moe_ffn}), so the shared expert "
                          "is a whole number of routed-expert widths")
     return {**fields, "n_experts": experts, "top_k": top_k, "n_shared_experts": shared // moe_ffn,
-            "expert_ffn_dim": moe_ffn, "moe_every": step, "first_dense_layers": first_dense}
+            "expert_ffn_dim": moe_ffn, "moe_every": step, "first_dense_layers": first_dense,
+            "shared_expert_gate": shared > 0}
 
 
 def _gemma(c: _Config) -> dict:

@@ -131,8 +131,9 @@ def candidate_layouts(m: ModelSpec, n_gpus: int, gpus_per_node: int, fixed: dict
         keep = dp == int(fixed["dp"])
         flat = {k: v[keep] for k, v in flat.items()}
         dp = dp[keep]
-    # drop duplicate virtual-stage rows for pp = 1, and sp is meaningless without tp
-    keep = (flat["pp"] > 1) | (flat["vp"] == 1)
+    # drop duplicate virtual-stage rows for pp = 1 (unless the user pinned vp: then legal_mask says
+    # why it cannot work); sp is meaningless without tp
+    keep = (flat["pp"] > 1) | (flat["vp"] == 1) | ("vp" in fixed)
     flat = {k: v[keep] for k, v in flat.items()}
     dp = dp[keep]
     flat["sp"] = np.where(flat["tp"] > 1, flat["sp"], 0)

@@ -68,7 +68,8 @@ def param_counts(m: ModelSpec) -> ParamCounts:
 
     per_expert = mlp_params(m, m.expert_ffn) if m.is_moe else 0
     router = d * m.n_experts  # gate: d × n_experts, no bias (Mixtral, Switch)
-    moe_shared = attn + norms + router + m.n_shared_experts * per_expert if m.is_moe else 0
+    gate = d if m.shared_expert_gate else 0  # Qwen2-MoE: Linear(d, 1) scaling the shared experts
+    moe_shared = attn + norms + router + gate + m.n_shared_experts * per_expert if m.is_moe else 0
     n_moe, n_dense = m.n_moe_layers, m.n_dense_layers
 
     tok = V * d  # token embedding table

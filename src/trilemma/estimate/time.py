@@ -142,11 +142,15 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     train = plan.trainable_fraction
     g_bytes = local_params * train * plan.dtypes.bytes_of("grad")
     w_bytes = local_params * plan.dtypes.bytes_of("weight")
-    ar = all_reduce_s(g_bytes, n_dp, dp_bw, dp_a)
-    rs_ag = reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a) + all_gather_s(w_bytes * train, n_dp, dp_bw, dp_a)
-    hide_last = c["dp_overlap"] * layers * layer_bwd
-    dp_once = np.where(L.zero == 0, ar, rs_ag)
-    exposed_once = np.maximum(0.0, dp_once - hide_last)
+    # ZeRO-0: gradient all-reduce hidden behind the last micro-batch's backward (bucketing);
+    # ZeRO-1/2 (distributed optimizer): reduce-scatter behind the backward, parameter all-gather
+    # behind the next step's first forward (Megatron-Core overlap_param_gather).
+    hide_bwd = c["dp_overlap"] * layers * layer_bwd
+    hide_fwd = c["dp_overlap"] * layers * layer_fwd
+    ar = np.maximum(0.0, all_reduce_s(g_bytes, n_dp, dp_bw, dp_a) - hide_bwd)
+    rs_ag = (np.maximum(0.0, reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a) - hide_bwd)
+             + np.maximum(0.0, all_gather_s(w_bytes * train, n_dp, dp_bw, dp_a) - hide_fwd))
+    exposed_once = np.where(L.zero == 0, ar, rs_ag)
     z3_mb = 2 * all_gather_s(w_bytes, n_dp, dp_bw, dp_a) + reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a)
     exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
     dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)

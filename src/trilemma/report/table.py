@@ -13,7 +13,9 @@ from trilemma.units import (DAY, fmt_bytes, fmt_count, fmt_duration, fmt_flop, f
 
 
 def _console() -> Console:
-    return Console(highlight=False)
+    # rich assumes 80 columns when stdout is not a terminal: tables piped to grep would truncate
+    probe = Console()
+    return Console(highlight=False, width=None if probe.is_terminal else 200)
 
 
 def print_estimate(est: Any) -> None:

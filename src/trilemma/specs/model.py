@@ -48,6 +48,7 @@ class ModelSpec(Spec):
     n_experts: int = Field(0, ge=0, description="routed experts per MoE layer; 0 = dense")
     top_k: int = Field(0, ge=0, description="experts each token is routed to")
     n_shared_experts: int = Field(0, ge=0)
+    shared_expert_gate: bool = Field(False, description="a d×1 sigmoid gate on the shared experts (Qwen2-MoE)")
     expert_ffn_dim: int | None = Field(None, gt=0, description="default ffn_dim")
     moe_every: int = Field(1, ge=1, description="every k-th layer is MoE")
     first_dense_layers: int = Field(0, ge=0)

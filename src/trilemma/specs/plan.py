@@ -17,6 +17,14 @@ class Stage(Spec):
     global_batch_tokens: float = Field(gt=0, description="target tokens per optimizer step")
     explicit_batch: bool = Field(False, description="the user gave the batch: do not round it, fail if it cannot work")
 
+    @model_validator(mode="after")
+    def _check(self) -> "Stage":
+        if self.global_batch_tokens > self.tokens:
+            raise ValueError(f"global_batch_tokens={self.global_batch_tokens:.6g}: at most the stage's tokens ({self.tokens:.6g})")
+        if self.global_batch_tokens < self.seq_len and self.explicit_batch:
+            raise ValueError(f"global_batch_tokens={self.global_batch_tokens:.6g}: at least one sequence ({self.seq_len} tokens)")
+        return self
+
 
 class DtypeSpec(Spec):
     """Storage of model states, in bytes per parameter (Rajbhandari et al. 2020, ZeRO §3).
