@@ -16,7 +16,7 @@ import numpy as np
 from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.cost import household_years
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
-from trilemma.estimate.layouts import R_OOM, LayoutArrays, batch_sequences, candidate_layouts, reason_text
+from trilemma.estimate.layouts import R_DP_TOO_LARGE, R_OOM, LayoutArrays, batch_sequences, candidate_layouts, reason_text
 from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
 from trilemma.specs import (ClusterSpec, DtypeSpec, HardwareSpec, Layout, ModelSpec, Precision, Recompute, Stage,
                             TrainingPlan)
@@ -310,8 +310,10 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
             msg += f". What would work: {_lay(alt.layout)} ({alt.memory.per_gpu_bytes / gib:.1f} GiB per GPU)"
         except LayoutError:
             msg += ". No layout works on this cluster: use more GPUs, a larger-memory device or a smaller model"
-    else:
+    elif only_oom.any():
         msg += ". Use more GPUs, a larger-memory device, a shorter sequence or a smaller model"
+    elif (bits & R_DP_TOO_LARGE).all():
+        msg += ". Use fewer GPUs or a larger global batch"
     return msg
 
 

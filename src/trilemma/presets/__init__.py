@@ -14,7 +14,7 @@ import difflib
 import sys
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,6 +23,9 @@ else:  # pragma: no cover
 
 from trilemma.errors import UnknownPresetError
 from trilemma.specs import HardwareSpec, ModelSpec
+from trilemma.specs.base import Spec
+
+S = TypeVar("S", bound=Spec)
 
 _ROOT = resources.files(__package__)
 
@@ -31,31 +34,30 @@ def _read_toml(rel: str) -> dict[str, Any]:
     return tomllib.loads(_ROOT.joinpath(rel).read_text(encoding="utf-8"))
 
 
+def _entries(table: dict[str, Any], cls: type[S]) -> dict[str, S]:
+    """Validate each ``[name]`` table of a preset file into a spec (name and aliases filled in)."""
+    out: dict[str, S] = {}
+    for name, fields in table.items():
+        fields = {**fields, "aliases": tuple(fields.get("aliases", ()))}
+        fields.setdefault("name", name)
+        out[name] = cls.build(prefix=f"preset {name}", **fields)
+    return out
+
+
 @cache
 def model_presets() -> dict[str, ModelSpec]:
-    """All model presets by canonical name, in file order."""
+    """All model presets by canonical name, files in name order."""
     out: dict[str, ModelSpec] = {}
     for f in sorted(_ROOT.joinpath("models").iterdir(), key=lambda p: p.name):
-        if not f.name.endswith(".toml"):
-            continue
-        for name, fields in tomllib.loads(f.read_text(encoding="utf-8")).items():
-            fields = dict(fields)
-            fields.setdefault("name", name)
-            fields["aliases"] = tuple(fields.get("aliases", ()))
-            out[name] = ModelSpec.build(prefix=f"preset {name}", **fields)
+        if f.name.endswith(".toml"):
+            out.update(_entries(tomllib.loads(f.read_text(encoding="utf-8")), ModelSpec))
     return out
 
 
 @cache
 def hardware_presets() -> dict[str, HardwareSpec]:
     """All hardware presets by canonical name."""
-    out: dict[str, HardwareSpec] = {}
-    for name, fields in _read_toml("hardware.toml").items():
-        fields = dict(fields)
-        fields.setdefault("name", name)
-        fields["aliases"] = tuple(fields.get("aliases", ()))
-        out[name] = HardwareSpec.build(prefix=f"preset {name}", **fields)
-    return out
+    return _entries(_read_toml("hardware.toml"), HardwareSpec)
 
 
 @cache

@@ -12,8 +12,8 @@ from trilemma.specs.enums import DTYPE_BYTES, Optimizer, Precision, Recompute
 class Stage(Spec):
     """One phase of training at a fixed sequence length and global batch."""
 
-    tokens: float = Field(gt=0, description="tokens trained in this stage")
-    seq_len: int = Field(gt=0, description="tokens per sequence")
+    tokens: float = Field(gt=0, le=1e18, description="tokens trained in this stage")
+    seq_len: int = Field(gt=0, le=2**24, description="tokens per sequence")
     global_batch_tokens: float = Field(gt=0, description="target tokens per optimizer step")
     explicit_batch: bool = Field(False, description="the user gave the batch: do not round it, fail if it cannot work")
 
