@@ -48,6 +48,7 @@ def estimate(
     zero: Optional[str] = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP)"),
     recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective or full"),
     micro_batch: Optional[str] = typer.Option(None, "--micro-batch", help="sequences per micro-batch"),
+    sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="sequence parallelism with TP (default on)"),
     price: Optional[str] = typer.Option(None, "--price", help="USD per GPU-hour (default: the preset's reference price)"),
     gpus_per_node: Optional[str] = typer.Option(None, "--gpus-per-node", help="devices per scale-up node"),
     intra_node_bw: Optional[str] = typer.Option(None, "--intra-node-bw", help="per device, per direction, e.g. 450GB/s"),
@@ -76,7 +77,7 @@ def estimate(
         raise InputError("recompute", recompute, "none, selective or full")
     layout = {"tp": _int(tp, "tp"), "pp": _int(pp, "pp"), "cp": _int(cp, "cp"), "ep": _int(ep, "ep"),
               "vp": _int(vp, "vp"), "zero": None if zero is None else int(zero), "recompute": recompute,
-              "micro_batch": _int(micro_batch, "micro-batch")}
+              "micro_batch": _int(micro_batch, "micro-batch"), "sp": sp}
     cluster = {
         "gpus_per_node": _int(gpus_per_node, "gpus-per-node"),
         "intra_node_bw_bytes_per_s": None if intra_node_bw is None else parse_bandwidth(intra_node_bw, "intra-node-bw"),

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trilemma.estimate.params import param_counts
-from trilemma.units import (DAY, fmt_bytes, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
+from trilemma.units import (fmt_bytes, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
                             fmt_usd)
 
 
@@ -57,22 +57,22 @@ def print_estimate(est: Any) -> None:
     mt.add_row("[bold]total[/bold]", f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}")
     c.print(mt)
 
-    tt = Table(title="speed")
-    tt.add_column("")
-    tt.add_column("", justify="right")
+    tt = Table(title="speed", show_header=False)
+    tt.add_column(style="bold")
+    tt.add_column()
     tt.add_row("step time", f"{fmt_duration(t.step_s)}  (compute {fmt_duration(t.compute_s)}, TP/EP comm "
                             f"{fmt_duration(t.tp_comm_s)}, PP {fmt_duration(t.pp_comm_s)}, bubble "
                             f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)})")
     tt.add_row("throughput", f"{fmt_count(t.tokens_per_s)} tokens/s, {fmt_count(t.tokens_per_s / cl.n_gpus)} per GPU")
     tt.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}  ({fmt_flop_rate(t.mfu * peak)} per GPU)")
     tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, PaLM convention)")
-    tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold] ({t.total_s / DAY:.1f} days at goodput {t.goodput:.0%}; {t.steps:,.0f} steps)")
+    tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold] (goodput {t.goodput:.0%}; {t.steps:,.0f} steps)")
     tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}")
     c.print(tt)
 
-    ct = Table(title="cost")
-    ct.add_column("")
-    ct.add_column("", justify="right")
+    ct = Table(title="cost", show_header=False)
+    ct.add_column(style="bold")
+    ct.add_column()
     ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold] at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
     ct.add_row("energy", f"{co.energy_kwh / 1e3:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
     ct.add_row("CO2", f"{co.co2_kg / 1e3:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
