@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.cost import household_years
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
 from trilemma.estimate.layouts import R_DP_TOO_LARGE, R_OOM, LayoutArrays, batch_sequences, candidate_layouts, reason_text
-from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
+from trilemma.presets import calibration, constants, get_hardware, get_model, is_model_preset, regions
 from trilemma.specs import (ClusterSpec, DtypeSpec, HardwareSpec, Layout, ModelSpec, Precision, Recompute, Stage,
                             TrainingPlan)
 from trilemma.units import parse_count
@@ -100,8 +101,12 @@ class TimeBreakdown:
     steps: float
     busy_s: float  # Σ steps × step time
     total_s: float  # busy / goodput
+    total_s_low: float  # 80% band from the leave-one-source-out backtest (trilemma validate)
+    total_s_high: float
     goodput: float
     gpu_hours: float
+    gpu_hours_low: float
+    gpu_hours_high: float
     compute_s: float  # per step
     tp_comm_s: float
     pp_comm_s: float
@@ -113,6 +118,8 @@ class TimeBreakdown:
 @dataclass(frozen=True)
 class CostBreakdown:
     usd: float
+    usd_low: float  # same band as time
+    usd_high: float
     price_usd_per_gpu_hour: float
     price_date: str
     price_source: str
@@ -322,6 +329,15 @@ def _lay(a: Layout) -> str:
             + (f" vp={a.vp}" if a.vp > 1 else "") + f" zero={a.zero} recompute={a.recompute} micro_batch={a.micro_batch}")
 
 
+def band_factors() -> tuple[float, float]:
+    """Multipliers (low, high) for an 80% interval on time and cost: from the leave-one-source-out
+    residuals r = log(predicted / reported) of the last calibration, low = exp(−q90), high = exp(−q10)."""
+    b = calibration().get("bands", {})
+    if not b:
+        return 1.0, 1.0
+    return math.exp(-b["time_log_q90"]), math.exp(-b["time_log_q10"])
+
+
 def _f(a: Any, i: int) -> float:
     return float(np.asarray(a)[i]) if np.ndim(a) else float(a)
 
@@ -342,14 +358,17 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
                              per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes)
     t = sa.time
     batch_tokens = _f(sa.batch_seqs, i) * st.seq_len
+    lo, hi = band_factors()
+    total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
                          hfu=_f(ev.hfu, i), steps=sum(_f(s.steps, i) for s in ev.stages), busy_s=_f(ev.busy_s, i),
-                         total_s=_f(ev.total_s, i), goodput=pl.goodput, gpu_hours=_f(ev.cost.gpu_hours, i),
+                         total_s=total, total_s_low=total * lo, total_s_high=total * hi, goodput=pl.goodput,
+                         gpu_hours=hours, gpu_hours_low=hours * lo, gpu_hours_high=hours * hi,
                          compute_s=_f(t.compute_s, i), tp_comm_s=_f(t.tp_comm_s, i), pp_comm_s=_f(t.pp_comm_s, i),
                          bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i))
     energy_j = _f(ev.cost.energy_j, i)
     hw = cl.hardware
-    cost = CostBreakdown(usd=_f(ev.cost.usd, i), price_usd_per_gpu_hour=cl.price,
+    cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,
                          price_date=hw.price_date if cl.price_usd_per_hour is None else "user",
                          price_source=hw.price_source if cl.price_usd_per_hour is None else "user",
                          energy_kwh=energy_j / 3.6e6, co2_kg=_f(ev.cost.co2_kg, i),

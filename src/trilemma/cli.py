@@ -99,6 +99,29 @@ def estimate(
 
 
 @app.command()
+def validate(
+    kind: Optional[str] = typer.Option(None, "--kind", help="runs, throughput or memory (default: all)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+    csv_path: Optional[str] = typer.Option(None, "--csv", help="also write one line per row to this CSV file"),
+    live_loso: bool = typer.Option(False, "--loso", help="recompute leave-one-source-out now (about a minute) "
+                                                          "instead of reading the last calibration's"),
+) -> None:
+    """Backtest the planner against the published runs, throughput and memory figures it ships with."""
+    from trilemma.report.validate import print_validate, write_csv
+    from trilemma.validate.run import run_validate
+
+    if kind is not None and kind not in ("runs", "throughput", "memory"):
+        raise InputError("kind", kind, "runs, throughput or memory")
+    doc = run_validate(kind, live_loso=live_loso)
+    if csv_path:
+        write_csv(doc, csv_path)
+    if as_json:
+        _print_json(doc)
+    else:
+        print_validate(doc)
+
+
+@app.command()
 def presets(
     kind: str = typer.Argument("all", help="models, hardware or all"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),

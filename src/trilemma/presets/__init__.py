@@ -68,8 +68,25 @@ def regions() -> dict[str, dict[str, Any]]:
 
 @cache
 def constants() -> dict[str, Any]:
-    """Stated defaults and fitted efficiency constants (each with its origin in the file)."""
+    """Stated defaults (constants.toml) overlaid with the fitted ones (calibrated.toml, written by
+    ``python scripts/calibrate.py``). Callers must not mutate the result."""
+    base = _read_toml("constants.toml")
+    for section, values in calibration().get("constants", {}).items():
+        base.setdefault(section, {}).update(values)
+    return base
+
+
+@cache
+def uncalibrated_constants() -> dict[str, Any]:
+    """constants.toml alone: the starting point of a fit."""
     return _read_toml("constants.toml")
+
+
+@cache
+def calibration() -> dict[str, Any]:
+    """The last calibration: fitted constants, rows used, residuals, bands ({} if never run)."""
+    f = _ROOT.joinpath("calibrated.toml")
+    return tomllib.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
 
 
 def _index(presets: dict[str, Any]) -> dict[str, str]:

@@ -1,0 +1,73 @@
+"""Human and CSV output of `trilemma validate`."""
+
+from __future__ import annotations
+
+import csv
+import math
+from typing import Any
+
+from rich.table import Table
+
+from trilemma.errors import InputError
+from trilemma.report.table import _console
+
+_UNIT = {"gpu_hours": (1.0, "GPU-h"), "days": (1.0, "days"), "tokens_per_s_per_gpu": (1.0, "tok/s/GPU"),
+         "model_tflops_per_gpu": (1.0, "model TFLOP/s"), "hardware_tflops_per_gpu": (1.0, "hw TFLOP/s"),
+         "mfu": (100.0, "% MFU"), "hfu": (100.0, "% HFU"), "step_s": (1.0, "s/step"),
+         "peak_memory_bytes": (2.0**-30, "GiB")}
+
+
+def _v(x: float | None, metric: str) -> str:
+    if x is None:
+        return "—"
+    scale, _ = _UNIT[metric]
+    v = x * scale
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def _ratio(r: float | None) -> str:
+    if r is None:
+        return "—"
+    style = "green" if abs(math.log(r)) <= math.log(1.1) else ("yellow" if abs(math.log(r)) <= math.log(1.25) else "red")
+    return f"[{style}]{r:.2f}[/{style}]"
+
+
+def print_validate(doc: dict[str, Any]) -> None:
+    c = _console()
+    t = Table(title="trilemma validate — predicted vs published, one line per row")
+    for col in ("kind", "row", "model", "GPUs", "hardware", "metric", "predicted", "reported", "ratio", "LOSO ratio", "note"):
+        t.add_column(col, justify="right" if col in ("row", "GPUs", "predicted", "reported", "ratio", "LOSO ratio") else "left")
+    for r in doc["rows"]:
+        t.add_row(r["kind"], str(r["row"]), r["model"][:40], str(r["n_gpus"]), r["hardware"], _UNIT[r["metric"]][1],
+                  _v(r["predicted"], r["metric"]), _v(r["reported"], r["metric"]), _ratio(r["ratio"]),
+                  _ratio(r["loso_ratio"]), r["note"])
+    c.print(t)
+    s = Table(title="summary: |log(predicted/reported)| as %")
+    for col in ("kind", "fit", "rows", "median", "worst", "≤10%", "≤25%", "skipped"):
+        s.add_column(col, justify="left" if col in ("kind", "fit") else "right")
+    for kind, parts in doc["summary"].items():
+        for which, st in (("in-sample", parts["in_sample"]), ("leave-one-source-out", parts["leave_one_source_out"])):
+            if not st.get("n"):
+                s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]))
+                continue
+            s.add_row(kind, which, str(st["n"]), f"{st['median_error']:.1%}", f"{st['worst_error']:.0%}",
+                      f"{st['within_10pct']:.0%}", f"{st['within_25pct']:.0%}", str(parts["skipped"]))
+    c.print(s)
+    if doc["skipped"]:
+        c.print(f"{len(doc['skipped'])} rows skipped (see --json for reasons)")
+    cal = doc.get("calibration") or {}
+    if cal.get("date"):
+        c.print(f"constants fitted {cal['date']} by `{cal['command']}`; LOSO = calibrated without the row's source")
+
+
+def write_csv(doc: dict[str, Any], path: str) -> None:
+    cols = ["kind", "row", "model", "metric", "predicted", "reported", "ratio", "loso_predicted", "loso_ratio",
+            "n_gpus", "hardware", "fits", "group", "note", "source"]
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+            w.writeheader()
+            for r in doc["rows"]:
+                w.writerow(r)
+    except OSError as exc:
+        raise InputError("csv", path, f"a writable file path ({exc.strerror})") from None

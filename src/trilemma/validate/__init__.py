@@ -1,0 +1,55 @@
+"""Backtest against published figures: map rows to plans, calibrate constants, report errors.
+
+- ``cases``: each row of ``trilemma/data/{runs,throughput,memory}.csv`` → a :class:`Case` (a plan
+  with a reported figure to compare with) or a :class:`Skipped` with the reason.
+- ``fit``: predictions for cases, the reproducible fit of the efficiency constants, and the
+  leave-one-source-out (LOSO) cross-validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from trilemma.specs import HardwareSpec, ModelSpec, TrainingPlan
+
+Kind = Literal["runs", "throughput", "memory"]
+#: what a case compares: predicted vs reported, in SI units
+Metric = Literal[
+    "gpu_hours",  # whole run, device-hours (includes goodput losses)
+    "days",  # whole run wall-clock, days
+    "tokens_per_s_per_gpu",  # training throughput per device
+    "model_tflops_per_gpu",  # achieved model FLOP/s per device / 1e12 (PaLM convention)
+    "hardware_tflops_per_gpu",  # achieved hardware FLOP/s per device / 1e12 (with recomputation)
+    "mfu",  # model FLOPs utilisation, 0-1
+    "hfu",  # hardware FLOPs utilisation, 0-1
+    "step_s",  # seconds per optimizer step
+    "peak_memory_bytes",  # peak device memory, bytes
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One published figure mapped to a plan trilemma can evaluate."""
+
+    kind: Kind
+    row: int  # 0-based data row index in the CSV
+    label: str  # the row's model name
+    source: str  # the row's source text
+    group: str  # first arXiv id or URL in the source (leave-one-source-out unit)
+    model: ModelSpec
+    hardware: HardwareSpec
+    n_gpus: int
+    plan: TrainingPlan
+    layout: dict  # axes the row fixes (tp, pp, dp, cp, vp, zero, recompute, micro_batch, sp); others searched
+    metric: Metric
+    reported: float
+    assumptions: tuple[str, ...] = field(default=())  # what the mapping had to assume
+
+
+@dataclass(frozen=True)
+class Skipped:
+    kind: Kind
+    row: int
+    label: str
+    reason: str

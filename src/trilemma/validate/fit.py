@@ -1,0 +1,245 @@
+"""Predict each published case, fit the efficiency constants, cross-validate by source.
+
+The fit (reproduce with ``python scripts/calibrate.py``):
+1. Time: the per-GEMM efficiency ceiling and half-size and the attention efficiency minimise a
+   robust (soft-L1) sum of squared log(predicted / reported) over the throughput cases
+   (scipy.optimize.least_squares); layouts the rows do not fix are searched once with the
+   current constants, then held fixed, and the fit runs twice so that search and fit agree.
+2. Goodput: whole-run GPU-hours (and days) include restarts, evaluation and idle time. With the
+   time constants fixed, goodput = exp(median log(predicted busy / reported)), bounded to [0.3, 1].
+3. Memory: framework overhead (bytes) and fragmentation (fraction) by bounded linear least
+   squares on relative memory residuals.
+Leave-one-source-out (LOSO) repeats the fit without each source group and predicts that group's
+rows: the honest estimate of error on a cluster the constants never saw.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from scipy.optimize import least_squares, lsq_linear
+
+from trilemma.api import make_cluster
+from trilemma.estimate.evaluate import Evaluation, evaluate
+from trilemma.estimate.layouts import R_OOM, LayoutArrays, candidate_layouts
+from trilemma.presets import constants as default_constants
+from trilemma.specs import Layout
+from trilemma.units import DAY, HOUR
+from trilemma.validate import Case
+
+#: (section, key, lower, upper) of the fitted time constants
+TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
+    ("efficiency", "gemm_max", 0.2, 0.98),
+    ("efficiency", "gemm_half_dim", 1.0, 4096.0),
+    ("efficiency", "attention", 0.05, 0.95),
+)
+TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s"}
+RUN_METRICS = {"gpu_hours", "days"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    case: Case
+    predicted: float | None  # None when the case could not be evaluated
+    layout: Layout | None
+    fits: bool
+    note: str = ""
+
+    @property
+    def log_ratio(self) -> float | None:
+        if self.predicted is None or not self.predicted > 0:
+            return None
+        return math.log(self.predicted / self.case.reported)
+
+
+# ------------------------------------------------------------------ prediction
+
+def with_params(consts: dict, values: dict[tuple[str, str], float]) -> dict:
+    out = copy.deepcopy(consts)
+    for (sec, key), v in values.items():
+        out[sec][key] = v
+    return out
+
+
+def resolve_layout(case: Case, consts: dict) -> tuple[Layout | None, bool, str]:
+    """The case's layout: the axes the row fixes, the rest searched (fastest legal, preferring
+    layouts that fit). Returns (layout, fits, note)."""
+    cl = make_cluster(case.hardware, case.n_gpus)
+    pinned = {k: v for k, v in case.layout.items() if v is not None}
+    if "sp" in pinned:
+        pinned["sp"] = int(bool(pinned["sp"]))
+    max_seq = max(s.seq_len for s in case.plan.stages)
+    cands = candidate_layouts(case.model, case.n_gpus, cl.node_size, pinned, max_seq)
+    if len(cands) == 0:
+        return None, False, "no candidate layout for the row's degrees"
+    ev = evaluate(case.model, cl, case.plan, cands, consts)
+    legal = (ev.reasons & ~R_OOM) == 0
+    if not legal.any():
+        return None, False, "no legal layout for the row's configuration"
+    fits = legal & (ev.reasons == 0)
+    pool = fits if fits.any() else legal
+    i = int(np.argmin(np.where(pool, ev.total_s, np.inf)))
+    return cands.row(i), bool(fits.any()), "" if fits.any() else "predicted out of memory"
+
+
+def metric_value(case: Case, ev: Evaluation, goodput: float) -> float:
+    """The case's metric from a one-row evaluation, in the units of Case.reported."""
+    n = case.n_gpus
+    peak = case.hardware.peak(case.plan.precision)
+    busy = float(ev.busy_s[0])
+    m = case.metric
+    if m == "gpu_hours":
+        return n * busy / goodput / HOUR
+    if m == "days":
+        return busy / goodput / DAY
+    if m == "tokens_per_s_per_gpu":
+        return float(ev.tokens_per_s[0]) / n
+    if m == "model_tflops_per_gpu":
+        return float(ev.mfu[0]) * peak / 1e12
+    if m == "hardware_tflops_per_gpu":
+        return float(ev.hfu[0]) * peak / 1e12
+    if m == "mfu":
+        return float(ev.mfu[0])
+    if m == "hfu":
+        return float(ev.hfu[0])
+    if m == "step_s":
+        return float(ev.stages[0].time.step_s[0])
+    if m == "peak_memory_bytes":
+        return float(ev.per_gpu_bytes[0])
+    raise ValueError(f"unknown metric {m}")
+
+
+def predict(cases: Iterable[Case], consts: dict, layouts: dict[tuple[str, int], tuple] | None = None) -> list[Prediction]:
+    """Predict every case with ``consts``; ``layouts`` (kind, row) → (Layout, fits, note) skips the search."""
+    out = []
+    goodput = consts["run"]["goodput"]
+    for c in cases:
+        key = (c.kind, c.row)
+        lay, fits, note = layouts[key] if layouts and key in layouts else resolve_layout(c, consts)
+        if lay is None:
+            out.append(Prediction(c, None, None, False, note))
+            continue
+        cl = make_cluster(c.hardware, c.n_gpus)
+        ev = evaluate(c.model, cl, c.plan, LayoutArrays.from_layouts([lay]), consts)
+        fits = bool(ev.reasons[0] == 0)
+        out.append(Prediction(c, metric_value(c, ev, goodput), lay, fits,
+                              note or ("" if fits else "predicted out of memory")))
+    return out
+
+
+# ------------------------------------------------------------------ fitting
+
+def _log_residuals(preds: list[Prediction]) -> np.ndarray:
+    return np.array([p.log_ratio for p in preds if p.log_ratio is not None])
+
+
+def fit_time(cases: list[Case], consts: dict, passes: int = 2) -> dict:
+    """Fit TIME_PARAMS on throughput cases; returns updated constants."""
+    tcases = [c for c in cases if c.metric in TIME_METRICS]
+    if not tcases:
+        return consts
+    for _ in range(passes):
+        layouts = {(c.kind, c.row): resolve_layout(c, consts) for c in tcases}
+        usable = [c for c in tcases if layouts[(c.kind, c.row)][0] is not None]
+        keys = [(s, k) for s, k, _, _ in TIME_PARAMS]
+        lo = np.array([lo for _, _, lo, _ in TIME_PARAMS])
+        hi = np.array([hi for _, _, _, hi in TIME_PARAMS])
+        x0 = np.clip(np.array([consts[s][k] for s, k in keys]), lo * 1.001, hi * 0.999)
+
+        def resid(x: np.ndarray) -> np.ndarray:
+            cc = with_params(consts, dict(zip(keys, x)))
+            r = _log_residuals(predict(usable, cc, layouts))
+            return r
+
+        sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale="jac",
+                            diff_step=1e-3, max_nfev=200)
+        consts = with_params(consts, dict(zip(keys, sol.x)))
+    return consts
+
+
+def fit_goodput(cases: list[Case], consts: dict) -> dict:
+    """Goodput from whole-run cases, with the time constants fixed."""
+    rcases = [c for c in cases if c.metric in RUN_METRICS]
+    if not rcases:
+        return consts
+    busy_consts = with_params(consts, {("run", "goodput"): 1.0})
+    r = _log_residuals(predict(rcases, busy_consts))  # log(busy-only prediction / reported)
+    if len(r) == 0:
+        return consts
+    goodput = float(np.clip(math.exp(float(np.median(r))), 0.3, 1.0))
+    return with_params(consts, {("run", "goodput"): goodput})
+
+
+def fit_memory(cases: list[Case], consts: dict) -> dict:
+    """Framework overhead (bytes) and fragmentation (fraction) from memory cases."""
+    mcases = [c for c in cases if c.metric == "peak_memory_bytes"]
+    if len(mcases) < 2:
+        return consts
+    bare = with_params(consts, {("memory", "framework_overhead_bytes"): 0.0, ("memory", "fragmentation"): 0.0})
+    preds = predict(mcases, bare)
+    rows, rhs = [], []
+    for p in preds:
+        if p.predicted is None:
+            continue
+        rep = p.case.reported
+        # total = base·(1 + frag) + overhead  →  relative residual linear in (frag, overhead)
+        rows.append([p.predicted / rep, 1.0 / rep])
+        rhs.append(1.0 - p.predicted / rep)
+    A, b = np.array(rows), np.array(rhs)
+    scale = np.array([1.0, 2.0**30])  # solve for overhead in GiB for conditioning
+    sol = lsq_linear(A * scale, b, bounds=([0.0, 0.0], [0.5, 8.0]))
+    frag, overhead = sol.x * scale
+    return with_params(consts, {("memory", "fragmentation"): float(frag),
+                                ("memory", "framework_overhead_bytes"): float(overhead)})
+
+
+def calibrate(cases: list[Case], consts: dict | None = None) -> dict:
+    """All fits in order: time constants, then goodput, then memory overheads."""
+    consts = copy.deepcopy(consts or default_constants())
+    consts = fit_time(cases, consts)
+    consts = fit_goodput(cases, consts)
+    consts = fit_memory(cases, consts)
+    return consts
+
+
+def loso(cases: list[Case], consts: dict | None = None,
+         progress: Callable[[str], None] | None = None) -> list[Prediction]:
+    """Leave one source group out: calibrate without it, predict its cases."""
+    base = copy.deepcopy(consts or default_constants())
+    full = calibrate(cases, base)
+    out: list[Prediction] = []
+    for g in sorted({c.group for c in cases}):
+        if progress:
+            progress(g)
+        held = [c for c in cases if c.group == g]
+        train = [c for c in cases if c.group != g]
+        cc = copy.deepcopy(full)
+        if any(c.metric in TIME_METRICS for c in held):
+            cc = fit_time(train, base)
+        if any(c.metric in RUN_METRICS for c in held):
+            cc = fit_goodput(train, cc)
+        if any(c.metric == "peak_memory_bytes" for c in held):
+            cc = fit_memory(train, cc)
+        out.extend(predict(held, cc))
+    return out
+
+
+# ------------------------------------------------------------------ summaries
+
+def summarise(preds: list[Prediction]) -> dict[str, Any]:
+    """Median and worst |log ratio| (as %), share within 10% and 25%."""
+    r = np.abs(_log_residuals(preds))
+    if len(r) == 0:
+        return {"n": 0}
+    pct = lambda x: float(math.exp(x) - 1)  # noqa: E731
+    return {"n": int(len(r)), "median_error": pct(float(np.median(r))), "worst_error": pct(float(r.max())),
+            "within_10pct": float(np.mean(r <= math.log(1.1))), "within_25pct": float(np.mean(r <= math.log(1.25))),
+            "not_evaluated": sum(1 for p in preds if p.log_ratio is None)}
+
+
+def kind_of(p: Prediction) -> str:
+    return p.case.kind

@@ -1,0 +1,146 @@
+"""The backtest as one call (used by `trilemma validate`) and the calibration writer (used by
+``scripts/calibrate.py``)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from importlib import resources
+from typing import Any, Callable
+
+import numpy as np
+
+from trilemma.presets import calibration, constants, uncalibrated_constants
+from trilemma.validate import Skipped
+from trilemma.validate.cases import load_cases
+from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
+                                   summarise)
+
+KINDS = ("runs", "throughput", "memory")
+BAND_QUANTILES = (0.1, 0.9)  # an 80% interval
+
+
+def row_dict(p: Prediction, loso_pred: float | None = None) -> dict[str, Any]:
+    c = p.case
+    d = {"kind": c.kind, "row": c.row, "model": c.label, "metric": c.metric, "reported": c.reported,
+         "predicted": p.predicted, "ratio": None if p.predicted is None else p.predicted / c.reported,
+         "loso_predicted": loso_pred,
+         "loso_ratio": None if loso_pred is None else loso_pred / c.reported,
+         "n_gpus": c.n_gpus, "hardware": c.hardware.name,
+         "layout": None if p.layout is None else p.layout.model_dump(mode="json"),
+         "fits": p.fits, "group": c.group, "note": p.note, "assumptions": list(c.assumptions), "source": c.source}
+    return d
+
+
+def stored_loso() -> dict[tuple[str, int], float]:
+    """LOSO predictions saved by the last calibration, by (kind, row)."""
+    return {(r["kind"], int(r["row"])): float(r["loso_predicted"]) for r in calibration().get("rows", [])
+            if r.get("loso_predicted") is not None}
+
+
+def run_validate(kind: str | None = None, live_loso: bool = False,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Predict every case with the shipped constants; LOSO from the calibration (or recomputed)."""
+    cases, skipped = load_cases(None)
+    consts = constants()
+    preds = predict([c for c in cases if kind in (None, c.kind)], consts)
+    if live_loso:
+        lp = {(p.case.kind, p.case.row): p.predicted for p in loso(cases, uncalibrated_constants(), progress)}
+    else:
+        lp = stored_loso()
+    rows = [row_dict(p, lp.get((p.case.kind, p.case.row))) for p in preds]
+    summary = {}
+    for k in KINDS:
+        if kind not in (None, k):
+            continue
+        mine = [p for p in preds if p.case.kind == k]
+        lo = [Prediction(p.case, lp.get((p.case.kind, p.case.row)), p.layout, p.fits) for p in mine]
+        summary[k] = {"in_sample": summarise(mine), "leave_one_source_out": summarise(lo),
+                      "skipped": sum(1 for s in skipped if s.kind == k)}
+    return {"schema": "trilemma.validate/1", "summary": summary, "rows": rows,
+            "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
+                        for s in skipped if kind in (None, s.kind)],
+            "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},
+            "warnings": []}
+
+
+# ------------------------------------------------------------------ calibration file
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(type(v))
+
+
+def calibrate_and_write(path: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Fit on all cases, cross-validate by source, write calibrated.toml; returns what was written."""
+    cases, skipped = load_cases(None)
+    start = uncalibrated_constants()
+    fitted = calibrate(cases, start)
+    ins = predict(cases, fitted)
+    lo = loso(cases, start, progress)
+    lo_by = {(p.case.kind, p.case.row): p for p in lo}
+    # bands from LOSO residuals of time-like cases: reported ≈ predicted / exp(r)
+    r = np.array([p.log_ratio for p in lo if p.log_ratio is not None
+                  and p.case.metric in TIME_METRICS | RUN_METRICS])
+    q_lo, q_hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES) if len(r) else (0.0, 0.0)
+    changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
+    changed = {s: v for s, v in changed.items() if v}
+    summary = {}
+    for k in KINDS:
+        summary[k] = {"in_sample": summarise([p for p in ins if p.case.kind == k]),
+                      "leave_one_source_out": summarise([p for p in lo if p.case.kind == k])}
+    lines = [
+        "# Written by `python scripts/calibrate.py` — do not edit by hand. The fit is described in",
+        "# src/trilemma/validate/fit.py; the data are src/trilemma/data/*.csv (published figures).",
+        "[meta]",
+        f"date = {_toml_value(_dt.date.today().isoformat())}",
+        'command = "python scripts/calibrate.py"',
+        f"fitted = {_toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.goodput', 'memory.framework_overhead_bytes', 'memory.fragmentation'])}",
+        f"cases = {_toml_value(len(cases))}",
+        f"skipped = {_toml_value(len(skipped))}",
+        f"groups = {_toml_value(sorted({c.group for c in cases}))}",
+        "",
+        "[bands]",
+        "# 80% interval on time, GPU-hours and dollars from leave-one-source-out log residuals",
+        "# r = log(predicted / reported): low = point · exp(−q90), high = point · exp(−q10)",
+        f"quantiles = {_toml_value(list(BAND_QUANTILES))}",
+        f"time_log_q10 = {_toml_value(q_lo)}",
+        f"time_log_q90 = {_toml_value(q_hi)}",
+        f"n = {_toml_value(len(r))}",
+        "",
+    ]
+    for s, vals in changed.items():
+        lines.append(f"[constants.{s}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in vals.items()]
+        lines.append("")
+    for k, v in summary.items():
+        for which, stats in v.items():
+            lines.append(f"[summary.{k}.{which}]")
+            lines += [f"{sk} = {_toml_value(sv)}" for sk, sv in stats.items()]
+            lines.append("")
+    for p in ins:
+        lp = lo_by.get((p.case.kind, p.case.row))
+        lines += ["[[rows]]", f"kind = {_toml_value(p.case.kind)}", f"row = {p.case.row}",
+                  f"model = {_toml_value(p.case.label)}", f"metric = {_toml_value(p.case.metric)}",
+                  f"group = {_toml_value(p.case.group)}", f"reported = {_toml_value(p.case.reported)}"]
+        if p.predicted is not None:
+            lines.append(f"predicted = {_toml_value(p.predicted)}")
+            lines.append(f"log_ratio = {_toml_value(math.log(p.predicted / p.case.reported))}")
+        if lp is not None and lp.predicted is not None:
+            lines.append(f"loso_predicted = {_toml_value(lp.predicted)}")
+        lines.append("")
+    text = "\n".join(lines)
+    target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(text)
+    return {"constants": changed, "summary": summary, "bands": (q_lo, q_hi), "path": target,
+            "skipped": [s for s in skipped if isinstance(s, Skipped)]}
