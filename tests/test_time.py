@@ -13,23 +13,42 @@ import numpy as np
 import pytest
 
 from trilemma.api import estimate
-from trilemma.estimate.comm import all_gather_s, all_reduce_s, all_to_all_s, group_link
+from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s
 from trilemma.estimate.time import gemm_efficiency
 
 
-def test_ring_collectives_by_hand():
-    M, n, bw, a = 1e9, 8, 100e9, 1e-5
-    assert all_reduce_s(M, n, bw, a) == pytest.approx(2 * 7 * (a + M / (8 * bw)))
-    assert all_gather_s(M, n, bw, a) == pytest.approx(7 * (a + M / (8 * bw)))
-    assert all_to_all_s(M, n, bw, a) == pytest.approx(7 * (a + M / (8 * bw)))
-    assert all_reduce_s(M, 1, bw, a) == 0.0
-    # bandwidth term tends to 2·M/β for large n (the "bus bandwidth" convention)
-    assert all_reduce_s(M, 10**6, bw, 0.0) == pytest.approx(2 * M / bw, rel=1e-5)
+F = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, intra_alpha=1e-5, inter_alpha=2e-5)
 
 
-def test_groups_inside_a_node_use_the_scale_up_link():
-    bw, alpha = group_link(np.array([1, 1, 8, 2]), np.array([8, 16, 2, 4]), 8, 300e9, 25e9, 5e-6, 1e-5)
-    assert list(bw) == [300e9, 25e9, 25e9, 300e9]
+def test_ring_collectives_inside_a_node_by_hand():
+    M, a = 1e9, 1e-5
+    assert all_reduce_s(M, 1, 8, F) == pytest.approx(2 * 7 * (a + M / (8 * 300e9)))
+    assert all_gather_s(M, 1, 8, F) == pytest.approx(7 * (a + M / (8 * 300e9)))
+    assert all_to_all_s(M, 1, 8, F) == pytest.approx(M * 7 / 8 / 300e9 + 7 * a)
+    assert all_reduce_s(M, 1, 1, F) == 0.0
+
+
+def test_hierarchical_all_reduce_across_nodes_by_hand():
+    """64 ranks, stride 1: 8 per node on 8 nodes. Intra ring over 8, then inter ring over 8 on M/8."""
+    M = 8e9
+    intra = 2 * 7 * (1e-5 + M / (8 * 300e9))
+    inter = 2 * 7 * (2e-5 + (M / 8) / (8 * 25e9))
+    assert all_reduce_s(M, 1, 64, F) == pytest.approx(intra + inter)
+    # stride 8 (tp = 8): one rank per node, the whole message crosses each rank's own card
+    assert all_reduce_s(M, 8, 8, F) == pytest.approx(2 * 7 * (2e-5 + M / (8 * 25e9)))
+    # large groups: the inter-node phase tends to 2·(M/r)/β_inter (NCCL bus bandwidth ≈ node NICs)
+    big = all_reduce_s(M, 1, 8 * 10**5, Fabric(8, 300e9, 25e9, 0.0, 0.0))
+    assert big == pytest.approx(2 * 7 / 8 * M / 300e9 + 2 * (M / 8) / 25e9, rel=1e-4)
+
+
+def test_same_gradient_traffic_whether_tp_or_dp_holds_the_node():
+    """tp = 8 shards the gradients 8 ways and puts one DP rank per node; tp = 1 puts 8 DP ranks
+    per node on the full gradients: the inter-node phase costs the same."""
+    M = 16e9
+    nodes = 32
+    inter_tp8 = all_reduce_s(M / 8, 8, nodes, F)
+    inter_tp1 = all_reduce_s(M, 1, 8 * nodes, F) - all_reduce_s(M, 1, 8, F)
+    assert inter_tp8 == pytest.approx(inter_tp1, rel=1e-6)
 
 
 def test_gemm_efficiency_grows_with_every_dimension_and_stays_below_max():

@@ -6,7 +6,7 @@
 - Attention core at a FlashAttention efficiency; a causal mask lets FlashAttention skip half the
   score blocks (Dao 2023 §3.1), so executed FLOPs are halved for causal models with flash.
 - Element-wise kernels are memory-bound: bytes moved / HBM bandwidth.
-- Communication per collective by the α–β ring model (comm.py): TP all-reduces (or SP
+- Communication per collective by the hierarchical α–β model (comm.py): TP all-reduces (or SP
   reduce-scatter + all-gather, same volume) 2 forward + 2 backward per layer (Narayanan 2021
   §3.3 / Korthikanti 2022 §3); PP sends per micro-batch; DP gradient all-reduce or ZeRO
   reduce-scatter + all-gather once per step, ZeRO-3 gathers per micro-batch; MoE all-to-all
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trilemma.estimate.comm import all_gather_s, all_reduce_s, all_to_all_s, group_link, p2p_s, reduce_scatter_s
+from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import activation_bytes_per_layer, model_state_bytes
 from trilemma.estimate.params import ParamCounts
@@ -46,10 +46,18 @@ def gemm_efficiency(M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float,
     return eff_max * (M / (M + half)) * (N / (N + half)) * (K / (K + half))
 
 
+def balance_factor(peak: float, hbm_bw: float, c: dict) -> float:
+    """How much of the efficiency ceiling a chip keeps, from its balance of compute to memory
+    bandwidth (FLOP per byte): (ref / (peak / bw))^γ. Chips (or precisions) whose peak outgrows
+    their bandwidth are harder to keep fed — the "memory wall" (Gholami et al. 2024, IEEE Micro,
+    arXiv 2403.14123); γ is fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B)."""
+    return float((c["ref_flop_per_byte"] / (peak / hbm_bw)) ** c["balance_exponent"])
+
+
 def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:
     """Roofline time of one forward GEMM (seconds)."""
     flop = 2.0 * M * N * K
-    eff = gemm_efficiency(M, N, K, c["gemm_max"], c["gemm_half_dim"])
+    eff = gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c), c["gemm_half_dim"])
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
 
@@ -68,9 +76,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     T = mb * seq / cp  # tokens per device per micro-batch
     d = m.d_model
     node = cluster.node_size
-    link = c["link"]
-    intra, inter = cluster.intra_bw * link, cluster.inter_bw * link
-    a_in, a_out = c["intra_node_s"], c["inter_node_s"]
+    fab = Fabric(node_size=node, intra_bw=cluster.intra_bw * c["link"], inter_bw=cluster.inter_bw * c["link"],
+                 intra_alpha=c["intra_node_s"], inter_alpha=c["inter_node_s"])
 
     # ---- forward compute of one layer, one micro-batch
     qkv = gemm_s(T, (m.d_attn + 2 * m.d_kv) / tp, d, peak, bw, e, c)
@@ -93,7 +100,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
     attn_flop = 4.0 * T * seq * m.d_attn / tp * causal_skip
-    attn_fwd = attn_flop / (attn_peak * c["attention"])
+    attn_fwd = attn_flop / (attn_peak * c["attention"] * balance_factor(attn_peak, bw, c))
     if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
         attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
@@ -108,17 +115,14 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     layer_rc = np.where(L.rc == 2, layer_fwd, np.where(L.rc == 1, attn_fwd, 0.0))
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
-    tp_bw, tp_a = group_link(1, tp, node, intra, inter, a_in, a_out)
-    tp_ar = all_reduce_s(e * T * d, tp, tp_bw, tp_a)
+    tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
     n_tp = 4 + np.where(L.rc == 2, 2, 0)  # 2 fwd + 2 bwd (+2 when the forward is recomputed)
     tp_layer = n_tp * tp_ar * (1 - c["tp_overlap"])
-    cp_bw, cp_a = group_link(tp, cp, node, intra, inter, a_in, a_out)
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
-    cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, cp, cp_bw, cp_a) - (attn_fwd + attn_bwd))
+    cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))
     if m.is_moe:
-        ep_bw, ep_a = group_link(tp * cp, ep, node, intra, inter, a_in, a_out)
         tok_bytes = e * T * m.top_k * d / np.where(L.sp > 0, tp, 1)
-        ep_layer = fm * 4 * all_to_all_s(tok_bytes, ep, ep_bw, ep_a)
+        ep_layer = fm * 4 * all_to_all_s(tok_bytes, tp * cp, ep, fab)
     else:
         ep_layer = 0.0
 
@@ -128,15 +132,13 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     layers = m.n_layers / pp
     compute_mb = layers * (layer_fwd + layer_bwd + layer_rc) + head
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
-    pp_bw, pp_a = group_link(tp * cp * dp, pp, node, intra, inter, a_in, a_out)
     act_msg = e * T * d / np.where(L.sp > 0, tp, 1)
-    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, pp_bw, pp_a), 0.0)
+    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)
     stage_mb = compute_mb + comm_mb + p2p_mb
 
     bubble = (pp - 1) / vp * stage_mb
 
     # ---- data parallel: gradients (and ZeRO gathers) over dp·cp ranks, stride tp
-    dp_bw, dp_a = group_link(tp, dp * cp, node, intra, inter, a_in, a_out)
     n_dp = dp * cp
     _, _, _, local_params = model_state_bytes(m, pc, plan, L, first=False)
     train = plan.trainable_fraction
@@ -147,11 +149,11 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # behind the next step's first forward (Megatron-Core overlap_param_gather).
     hide_bwd = c["dp_overlap"] * layers * layer_bwd
     hide_fwd = c["dp_overlap"] * layers * layer_fwd
-    ar = np.maximum(0.0, all_reduce_s(g_bytes, n_dp, dp_bw, dp_a) - hide_bwd)
-    rs_ag = (np.maximum(0.0, reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a) - hide_bwd)
-             + np.maximum(0.0, all_gather_s(w_bytes * train, n_dp, dp_bw, dp_a) - hide_fwd))
+    ar = np.maximum(0.0, all_reduce_s(g_bytes, tp, n_dp, fab) - hide_bwd)
+    rs_ag = (np.maximum(0.0, reduce_scatter_s(g_bytes, tp, n_dp, fab) - hide_bwd)
+             + np.maximum(0.0, all_gather_s(w_bytes * train, tp, n_dp, fab) - hide_fwd))
     exposed_once = np.where(L.zero == 0, ar, rs_ag)
-    z3_mb = 2 * all_gather_s(w_bytes, n_dp, dp_bw, dp_a) + reduce_scatter_s(g_bytes, n_dp, dp_bw, dp_a)
+    z3_mb = 2 * all_gather_s(w_bytes, tp, n_dp, fab) + reduce_scatter_s(g_bytes, tp, n_dp, fab)
     exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
     dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)
 

@@ -66,14 +66,18 @@ def print_estimate(est: Any) -> None:
     tt.add_row("throughput", f"{fmt_count(t.tokens_per_s)} tokens/s, {fmt_count(t.tokens_per_s / cl.n_gpus)} per GPU")
     tt.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}  ({fmt_flop_rate(t.mfu * peak)} per GPU)")
     tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, PaLM convention)")
-    tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold] (goodput {t.goodput:.0%}; {t.steps:,.0f} steps)")
-    tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}")
+    band = t.total_s_high > t.total_s_low
+    tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold]"
+               + (f" (80% band {fmt_duration(t.total_s_low)} – {fmt_duration(t.total_s_high)})" if band else "")
+               + f"; goodput {t.goodput:.0%}; {t.steps:,.0f} steps")
+    tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}" + (f" ({t.gpu_hours_low:,.0f} – {t.gpu_hours_high:,.0f})" if band else ""))
     c.print(tt)
 
     ct = Table(title="cost", show_header=False)
     ct.add_column(style="bold")
     ct.add_column()
-    ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold] at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
+    ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold]" + (f" ({fmt_usd(co.usd_low)} – {fmt_usd(co.usd_high)})" if band else "")
+               + f" at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
     ct.add_row("energy", f"{co.energy_kwh / 1e3:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
     ct.add_row("CO2", f"{co.co2_kg / 1e3:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
     c.print(ct)

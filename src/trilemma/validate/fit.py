@@ -36,6 +36,8 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "gemm_max", 0.2, 0.98),
     ("efficiency", "gemm_half_dim", 1.0, 4096.0),
     ("efficiency", "attention", 0.05, 0.95),
+    ("efficiency", "balance_exponent", 0.0, 1.5),
+    ("efficiency", "dp_overlap", 0.0, 1.0),
 )
 TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s"}
 RUN_METRICS = {"gpu_hours", "days"}
