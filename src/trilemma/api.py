@@ -388,12 +388,12 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
         warnings.append(f"tensor parallelism ({lay.tp}) spans nodes of {cl.node_size} devices: slow inter-node all-reduces")
     if cl.price_usd_per_hour is None and hw.price_date:
         warnings.append(f"price ${cl.price:.2f}/GPU-hour is the {hw.name} reference of {hw.price_date}; set --price for yours")
-    mfpt = ev.model_flop / pl.total_tokens
+    mfpt = float(ev.model_flop) / pl.total_tokens
     hfpt = _f(ev.hardware_flop, i) / pl.total_tokens
     del mem
     return Estimate(model=m, model_resolution=how, cluster=cl, plan=pl, layout=lay, layout_chosen=chosen,
                     params=pc.to_dict(), model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
-                    total_model_flop=ev.model_flop, total_hardware_flop=_f(ev.hardware_flop, i), memory=memory,
+                    total_model_flop=float(ev.model_flop), total_hardware_flop=_f(ev.hardware_flop, i), memory=memory,
                     time=time, cost=cost, stages=stages, candidates_evaluated=len(ev.layouts),
                     warnings=tuple(warnings))
 

@@ -7,6 +7,7 @@ This is the single place where the estimators are combined; `estimate`, the solv
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -34,7 +35,8 @@ class StageArrays:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """All corners for every layout row; per-stage detail in ``stages``."""
+    """All corners for every layout row; per-stage detail in ``stages``. Derived figures (MFU,
+    cost, …) are computed on first access, so the solver pays only for what it reads."""
 
     layouts: LayoutArrays
     params: ParamCounts
@@ -42,32 +44,58 @@ class Evaluation:
     reasons: np.ndarray  # OR over stages
     per_gpu_bytes: np.ndarray  # max over stages
     busy_s: np.ndarray  # Σ steps × step time (no goodput)
-    total_s: np.ndarray  # busy / goodput
-    model_flop: float  # total model FLOPs of the plan (PaLM convention)
+    model_flop: np.ndarray  # total model FLOPs of the plan (PaLM convention); 0-d for one model
     hardware_flop: np.ndarray  # total with recomputation, per row
-    mfu: np.ndarray
-    hfu: np.ndarray
-    tokens_per_s: np.ndarray  # while training (excludes goodput losses)
-    cost: CostArrays
+    tokens: float
+    goodput: float
+    peak_flop_per_s: float
+    n_gpus: np.ndarray | int
+    cluster: ClusterSpec
 
     @property
     def ok(self) -> np.ndarray:
         return self.reasons == 0
 
+    @cached_property
+    def total_s(self) -> np.ndarray:
+        """Wall-clock seconds: busy / goodput."""
+        return self.busy_s / self.goodput
+
+    @cached_property
+    def tokens_per_s(self) -> np.ndarray:
+        """While training (excludes goodput losses), whole cluster."""
+        return self.tokens / self.busy_s
+
+    @cached_property
+    def mfu(self) -> np.ndarray:
+        return self.model_flop / self.busy_s / (self.n_gpus * self.peak_flop_per_s)
+
+    @cached_property
+    def hfu(self) -> np.ndarray:
+        return self.hardware_flop / self.busy_s / (self.n_gpus * self.peak_flop_per_s)
+
+    @cached_property
+    def cost(self) -> CostArrays:
+        cl = self.cluster
+        return run_cost(self.n_gpus, self.total_s, cl.price, cl.hardware.board_power_w, cl.power_fraction,
+                        cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh)
+
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
-             consts: dict | None = None) -> Evaluation:
+             consts: dict | None = None, n_gpus: np.ndarray | None = None) -> Evaluation:
+    """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
+    array fields (trilemma.solve.space.ShapeGrid); ``n_gpus`` an array of device counts that
+    broadcasts with the layouts (default: the cluster's)."""
     consts = consts or constants()
     pc = param_counts(model)
-    peak = cluster.hardware.peak(plan.precision)
     capacity = cluster.hardware.hbm_bytes
-    n = cluster.n_gpus
+    n = cluster.n_gpus if n_gpus is None else n_gpus
     stages = []
-    reasons = np.zeros(len(layouts), dtype=np.int64)
-    per_gpu = np.zeros(len(layouts))
-    busy = np.zeros(len(layouts))
-    model_flop = 0.0
-    hw_flop = np.zeros(len(layouts))
+    reasons: np.ndarray | int = 0
+    per_gpu: np.ndarray | float = 0.0
+    busy: np.ndarray | float = 0.0
+    model_flop: np.ndarray | float = 0.0
+    hw_flop: np.ndarray | float = 0.0
     for st in plan.stages:
         batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"])
         safe_batch = np.maximum(batch, layouts.dp * layouts.mb)
@@ -77,21 +105,15 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         r = r | np.where(mem.total > capacity, R_OOM, 0)
         steps = st.tokens / (safe_batch * st.seq_len)
         stages.append(StageArrays(batch_seqs=safe_batch, n_micro=n_micro, steps=steps, memory=mem, time=t, reasons=r))
-        reasons |= r
+        reasons = reasons | r
         per_gpu = np.maximum(per_gpu, mem.total)
         busy = busy + steps * t.step_s
-        model_flop += st.tokens * float(model_flop_per_token(model, st.seq_len, pc))
+        model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
         hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.rc, pc)
-    total = busy / plan.goodput
-    tokens = plan.total_tokens
-    tokens_per_s = tokens / busy
-    mfu = model_flop / busy / (n * peak)
-    hfu = hw_flop / busy / (n * peak)
-    cost = run_cost(n, total, cluster.price, cluster.hardware.board_power_w, cluster.power_fraction,
-                    cluster.host_power_fraction, cluster.pue, cluster.grid_kg_co2_per_kwh)
-    return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=reasons, per_gpu_bytes=per_gpu,
-                      busy_s=busy, total_s=total, model_flop=model_flop, hardware_flop=hw_flop, mfu=mfu, hfu=hfu,
-                      tokens_per_s=tokens_per_s, cost=cost)
+    return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
+                      per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
+                      hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput=plan.goodput,
+                      peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster)
 
 
 def best_row(ev: Evaluation) -> int | None:

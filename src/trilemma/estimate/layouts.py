@@ -59,7 +59,13 @@ class LayoutArrays:
     mb: np.ndarray
 
     def __len__(self) -> int:
-        return int(self.tp.shape[0])
+        return int(np.prod(self.shape))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Broadcast shape of the fields: (n,) for a list of layouts; a grid when the solver gives
+        each axis its own dimension, so every quantity is computed at its natural size."""
+        return np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)))
 
     @property
     def n_gpus(self) -> np.ndarray:
@@ -145,7 +151,7 @@ def batch_sequences(stage: Stage) -> int:
     return max(1, int(round(stage.global_batch_tokens / stage.seq_len)))
 
 
-def legal_mask(m: ModelSpec, L: LayoutArrays, stage: Stage, n_gpus: int,
+def legal_mask(m: ModelSpec, L: LayoutArrays, stage: Stage, n_gpus: int | np.ndarray,
                batch_tolerance: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
     """(global batch in sequences per row after rounding, reason bits per row; 0 = legal).
 
@@ -155,13 +161,14 @@ def legal_mask(m: ModelSpec, L: LayoutArrays, stage: Stage, n_gpus: int,
     """
     target = batch_sequences(stage)
     unit = L.dp * L.mb
+    full = np.broadcast_shapes(L.shape, np.shape(m.n_layers), np.shape(n_gpus))
     if stage.explicit_batch:
-        batch = np.full(len(L), target, dtype=np.int64)
+        batch = np.full(full, target, dtype=np.int64)
         bad_batch = (target % unit) != 0
     else:
         batch = np.maximum(unit, np.rint(target / unit).astype(np.int64) * unit)
-        bad_batch = np.zeros(len(L), dtype=bool)
-    r = np.zeros(len(L), dtype=np.int64)
+        bad_batch = np.zeros(full, dtype=bool)
+    r = np.zeros(full, dtype=np.int64)
     r |= np.where(L.n_gpus != n_gpus, R_GPUS, 0)
     kv = m.kv_heads
     heads_ok = (m.n_heads % L.tp == 0) & ((kv % L.tp == 0) | (L.tp % kv == 0)) & (m.ffn_dim % L.tp == 0)

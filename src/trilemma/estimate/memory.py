@@ -16,6 +16,7 @@ Every function broadcasts over layout arrays (one row per candidate layout).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -27,17 +28,48 @@ from trilemma.specs.enums import DTYPE_BYTES
 
 @dataclass(frozen=True)
 class MemoryArrays:
-    """Bytes per device for each layout row, on the stage that needs the most."""
+    """Bytes per device for each layout row, on the stage that needs the most.
 
-    weights: np.ndarray
-    gradients: np.ndarray
-    optimizer: np.ndarray
-    activations: np.ndarray
-    other: np.ndarray  # logits + framework overhead + fragmentation
+    Holds both ends of the pipeline; ``total`` is cheap (what the solver needs) and the
+    breakdown is picked from the larger stage only when asked for."""
+
+    first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # weights, grads, optimizer, activations
+    last: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    logits: np.ndarray  # on the last stage
+    pp: np.ndarray
+    overhead_bytes: float
+    fragmentation: float
+
+    @cached_property
+    def _bases(self) -> tuple[np.ndarray, np.ndarray]:
+        return sum(self.first), sum(self.last) + self.logits
+
+    @cached_property
+    def total(self) -> np.ndarray:
+        b1, b2 = self._bases
+        # with pp = 1 there is one stage (the last): in-flight count 1, logits alongside
+        base = np.where(self.pp == 1, b2, np.maximum(b1, b2))
+        return base * (1 + self.fragmentation) + self.overhead_bytes
+
+    @cached_property
+    def _use_first(self) -> np.ndarray:
+        b1, b2 = self._bases
+        return (self.pp > 1) & (b1 >= b2)
+
+    def _pick(self, k: int) -> np.ndarray:
+        return np.where(self._use_first, self.first[k], self.last[k])
+
+    weights = property(lambda self: self._pick(0))
+    gradients = property(lambda self: self._pick(1))
+    optimizer = property(lambda self: self._pick(2))
+    activations = property(lambda self: self._pick(3))
 
     @property
-    def total(self) -> np.ndarray:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.other
+    def other(self) -> np.ndarray:
+        """Logits (last stage) + framework overhead + fragmentation of everything."""
+        logit_part = np.where(self._use_first, 0.0, self.logits)
+        base = self.weights + self.gradients + self.optimizer + self.activations + logit_part
+        return logit_part + self.overhead_bytes + self.fragmentation * base
 
 
 def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_bytes: float,
@@ -166,14 +198,5 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
 
     w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True)
     w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False)
-    total_first = w1 + g1 + o1 + act_first
-    total_last = w2 + g2 + o2 + act_last + logits
-    single = L.pp == 1
-    # with pp = 1 there is one stage: the in-flight count is 1 and logits live alongside
-    use_first = (~single) & (total_first >= total_last)
-    pick = lambda a, b: np.where(use_first, a, b)  # noqa: E731
-    weights, grads, optim, act = pick(w1, w2), pick(g1, g2), pick(o1, o2), pick(act_first, act_last)
-    logit_part = np.where(use_first, 0.0, logits)
-    base = weights + grads + optim + act + logit_part
-    other = logit_part + consts["framework_overhead_bytes"] + consts["fragmentation"] * base
-    return MemoryArrays(weights=weights, gradients=grads, optimizer=optim, activations=act, other=other)
+    return MemoryArrays(first=(w1, g1, o1, act_first), last=(w2, g2, o2, act_last), logits=logits, pp=L.pp,
+                        overhead_bytes=consts["framework_overhead_bytes"], fragmentation=consts["fragmentation"])

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -30,15 +31,23 @@ from trilemma.specs.enums import DTYPE_BYTES
 
 @dataclass(frozen=True)
 class TimeArrays:
-    """Seconds per optimizer step for each layout row, and its parts."""
+    """Seconds per optimizer step for each layout row, from its parts (derived on access)."""
 
-    step_s: np.ndarray
-    compute_s: np.ndarray  # pipeline-busy compute (all micro-batches, excluding bubble)
-    tp_comm_s: np.ndarray  # exposed tensor/context/expert-parallel communication inside the pipeline
-    pp_comm_s: np.ndarray  # point-to-point sends between stages
+    n_micro: np.ndarray  # micro-batches per pipeline per step
+    compute_mb: np.ndarray  # one micro-batch through the slowest stage: compute
+    comm_mb: np.ndarray  # … exposed tensor/context/expert-parallel communication
+    p2p_mb: np.ndarray  # … point-to-point sends between stages
     bubble_s: np.ndarray
-    dp_comm_s: np.ndarray  # exposed data-parallel / ZeRO communication
+    dp_comm_s: np.ndarray  # exposed data-parallel / ZeRO communication per step
     optimizer_s: np.ndarray
+
+    @cached_property
+    def step_s(self) -> np.ndarray:
+        return self.n_micro * (self.compute_mb + self.comm_mb + self.p2p_mb) + self.bubble_s + self.dp_comm_s + self.optimizer_s
+
+    compute_s = property(lambda self: self.n_micro * self.compute_mb)  # pipeline-busy compute, no bubble
+    tp_comm_s = property(lambda self: self.n_micro * self.comm_mb)
+    pp_comm_s = property(lambda self: self.n_micro * self.p2p_mb)
 
 
 def gemm_efficiency(M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float, half: float) -> np.ndarray:
@@ -164,7 +173,5 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     opt_params = local_params * train / np.where(L.zero >= 1, n_dp, 1)
     optimizer = opt_params * per_param / (bw * c["hbm"])
 
-    compute = n_micro * compute_mb
-    step = n_micro * stage_mb + bubble + dp_exposed + optimizer
-    return TimeArrays(step_s=step, compute_s=compute, tp_comm_s=n_micro * comm_mb, pp_comm_s=n_micro * p2p_mb,
-                      bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=optimizer)
+    return TimeArrays(n_micro=n_micro, compute_mb=compute_mb, comm_mb=comm_mb, p2p_mb=p2p_mb, bubble_s=bubble,
+                      dp_comm_s=dp_exposed, optimizer_s=optimizer)

@@ -1,0 +1,118 @@
+"""The solver's candidate space as broadcastable numpy axes.
+
+Each decision variable gets its own array dimension — model shape, GPU count, then the layout
+axes (tp, pp, vp, zero, recompute, micro-batch) — so the estimators in ``trilemma.estimate``
+compute every quantity at its natural size (a GEMM time depends on shape, tp and micro-batch,
+not on the GPU count) and only the final sums touch the whole grid. The grid does not depend on
+the pins: pins only filter and rank what it yields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from trilemma.estimate.layouts import RECOMPUTE_CODES, LayoutArrays
+from trilemma.specs import ModelSpec, Recompute
+
+# the numeric ModelSpec fields a shape grid varies; every other field comes from the template
+VARYING = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab_size")
+
+#: layout axes searched by the solver (a trimmed version of estimate's: the solver multiplies
+#: them by model shapes, GPU types and counts, so it keeps what wins in practice)
+LAYOUT_AXES: dict[str, tuple[int, ...]] = {
+    "tp": (1, 2, 4, 8),
+    "pp": (1, 2, 4, 8, 16),
+    "vp": (1, 2),
+    "zero": (1, 3),
+    "rc": (RECOMPUTE_CODES[Recompute.NONE], RECOMPUTE_CODES[Recompute.SELECTIVE], RECOMPUTE_CODES[Recompute.FULL]),
+    "mb": (1, 2, 4, 8),
+}
+
+
+@dataclass(frozen=True)
+class ShapeGrid:
+    """Dense model shapes as arrays (one per shape, laid along ``axis``) that quack like a
+    ModelSpec for the estimators: numeric fields vary, categorical ones come from ``template``."""
+
+    template: ModelSpec
+    n_layers: np.ndarray
+    d_model: np.ndarray
+    n_heads: np.ndarray
+    n_kv_heads: np.ndarray
+    head_dim: np.ndarray
+    ffn_dim: np.ndarray
+    vocab_size: np.ndarray
+    names: tuple[str, ...]
+
+    @classmethod
+    def from_models(cls, models: list[ModelSpec], ndim: int, axis: int = 0) -> "ShapeGrid":
+        """Stack dense models of one family (same categorical fields) along ``axis`` of ``ndim``."""
+        t = models[0]
+        for m in models:
+            if m.is_moe:
+                raise ValueError("a shape grid holds dense models only")
+        shape = [1] * ndim
+        shape[axis] = len(models)
+        col = {f: np.array([getattr(m, f) or 0 for m in models], dtype=np.int64).reshape(shape) for f in VARYING}
+        col["n_kv_heads"] = np.array([m.kv_heads for m in models], dtype=np.int64).reshape(shape)
+        col["head_dim"] = np.array([m.d_head for m in models], dtype=np.int64).reshape(shape)
+        return cls(template=t, names=tuple(m.name for m in models), **col)
+
+    def __getattr__(self, name: str) -> Any:  # categorical fields: the template's
+        return getattr(self.template, name)
+
+    def __len__(self) -> int:
+        return int(self.n_layers.size)
+
+    def model(self, i: int) -> ModelSpec:
+        """The i-th shape as a real ModelSpec."""
+        vals = {f: int(getattr(self, f).ravel()[i]) for f in VARYING}
+        return self.template.replace(name=self.names[i], **vals)
+
+    # the derived dimensions ModelSpec provides, as arrays
+    kv_heads = property(lambda self: self.n_kv_heads)
+    d_head = property(lambda self: self.head_dim)
+    d_attn = property(lambda self: self.n_heads * self.head_dim)
+    d_kv = property(lambda self: self.n_kv_heads * self.head_dim)
+    is_moe = property(lambda self: False)
+    n_moe_layers = property(lambda self: 0)
+    n_dense_layers = property(lambda self: self.n_layers)
+    expert_ffn = property(lambda self: self.ffn_dim)
+    ffn_matrices = property(lambda self: self.template.ffn_matrices)
+
+
+def layout_grid(ndim_before: int, axes: dict[str, tuple[int, ...]] | None = None, pinned: dict | None = None) -> LayoutArrays:
+    """Layout axes as broadcastable arrays after ``ndim_before`` leading (shape, count) dims.
+    dp is left as a placeholder: the caller derives it from the GPU count."""
+    ax = dict(axes or LAYOUT_AXES)
+    for k, v in (pinned or {}).items():
+        key = {"recompute": "rc", "micro_batch": "mb"}.get(k, k)
+        if v is None or key not in ax:
+            continue
+        ax[key] = (RECOMPUTE_CODES[Recompute(v)] if key == "rc" else int(v),)
+    names = list(ax)
+    nd = ndim_before + len(names)
+    arrays = {}
+    for j, k in enumerate(names):
+        shape = [1] * nd
+        shape[ndim_before + j] = len(ax[k])
+        arrays[k] = np.asarray(ax[k], dtype=np.int64).reshape(shape)
+    one = np.ones([1] * nd, dtype=np.int64)
+    sp = np.where(arrays["tp"] > 1, 1, 0)
+    return LayoutArrays(tp=arrays["tp"], pp=arrays["pp"], dp=one, cp=one, ep=one, vp=arrays["vp"], sp=sp,
+                        zero=arrays["zero"], rc=arrays["rc"], mb=arrays["mb"])
+
+
+def with_dp(L: LayoutArrays, n_gpus: np.ndarray) -> LayoutArrays:
+    """dp = GPUs / (tp · cp · pp) (floor; legal_mask flags the rows where it does not divide)."""
+    return replace(L, dp=np.maximum(n_gpus // (L.tp * L.cp * L.pp), 1))
+
+
+def grid_size(L: LayoutArrays, *others: np.ndarray) -> int:
+    return int(np.prod(np.broadcast_shapes(L.shape, *(np.shape(o) for o in others))))
+
+
+__all__ = ["LAYOUT_AXES", "ShapeGrid", "grid_size", "layout_grid", "with_dp", "fields"]
