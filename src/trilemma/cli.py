@@ -99,6 +99,78 @@ def estimate(
 
 
 @app.command()
+def solve(
+    scenario: Optional[str] = typer.Argument(None, help="a scenario TOML file (flags override it)"),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="wall-clock limit, e.g. 30d"),
+    budget: Optional[str] = typer.Option(None, "--budget", help="dollars ($2M), GPU-hours (100k GPUh) or energy (500MWh)"),
+    target_loss: Optional[float] = typer.Option(None, "--target-loss", help="loss to reach (nats/token, the law's data)"),
+    minimize: Optional[str] = typer.Option(None, "--minimize", help="time, cost, loss or energy (default: the unpinned corner)"),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="fix the model (preset, config.json or size)"),
+    params: Optional[str] = typer.Option(None, "--params", help="model sizes to search, e.g. 1B..70B"),
+    tokens: Optional[str] = typer.Option(None, "--tokens", help="fix the training tokens"),
+    unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available (repetition is priced in)"),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type(s), comma-separated (default: the whole catalogue)"),
+    max_gpus: Optional[str] = typer.Option(None, "--max-gpus", help="most GPUs to use (default 16384)"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="precision(s), comma-separated (default bf16)"),
+    seq: Optional[str] = typer.Option(None, "--seq", help="sequence length (default 4096)"),
+    global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per step (default 4M)"),
+    law: Optional[str] = typer.Option(None, "--law", help="scaling law name or a fitted law file"),
+    price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD_PER_HOUR (repeatable) or one price for all"),
+    frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier."""
+    from trilemma.report.solve import print_solve, plot_frontier, write_frontier
+    from trilemma.solve import solve as run_solve
+    from trilemma.solve.scenario import merge_scenario
+
+    args = merge_scenario(scenario, dict(
+        deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
+        tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
+        global_batch=global_batch, law=law, price=price, frontier=frontier_csv, plot=plot))
+    result = run_solve(
+        deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
+        model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
+        gpu=args["gpu"], max_gpus=_int(args["max_gpus"], "max-gpus") if args["max_gpus"] is not None else None,
+        precision=args["precision"], seq_len=_int(args["seq"], "seq") if args["seq"] is not None else None,
+        global_batch_tokens=None if args["global_batch"] is None else parse_count(args["global_batch"], "global-batch"),
+        law=args["law"], prices=_prices(args["price"], args["gpu"]))
+    if args["frontier"]:
+        write_frontier(result, args["frontier"])
+    if args["plot"]:
+        plot_frontier(result, args["plot"])
+    if as_json:
+        _print_json(result.to_dict())
+    else:
+        print_solve(result)
+
+
+def _prices(price: object, gpu: object) -> dict[str, float] | None:
+    """--price a100-80gb=1.5 (repeatable), or one bare price for every GPU searched."""
+    from trilemma.api import resolve_hardware
+    from trilemma.presets import hardware_presets
+
+    if not price:
+        return None
+    items = [price] if isinstance(price, (str, int, float)) else list(price)
+    if isinstance(price, dict):
+        items = [f"{k}={v}" for k, v in price.items()]
+    out: dict[str, float] = {}
+    for item in items:
+        text = str(item)
+        if "=" in text:
+            name, _, value = text.partition("=")
+            out[resolve_hardware(name.strip()).name] = parse_usd(value, "price")
+        else:
+            value = parse_usd(text, "price")
+            names = [g.strip() for g in gpu.split(",")] if isinstance(gpu, str) else (list(gpu) if gpu else list(hardware_presets()))
+            for n in names:
+                out[resolve_hardware(n).name] = value
+    return out
+
+
+@app.command()
 def validate(
     kind: Optional[str] = typer.Option(None, "--kind", help="runs, throughput or memory (default: all)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),

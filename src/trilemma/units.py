@@ -139,6 +139,30 @@ def parse_usd(text: str | float | int, field: str = "usd") -> float:
     return value
 
 
+def parse_budget(text: str | float | int, field: str = "budget") -> tuple[str, float]:
+    """A budget in dollars (``$2M``, ``2e6``), GPU-hours (``100k GPUh``, ``50000 GPU-hours``) or
+    energy (``500MWh``, ``2GWh``, ``800kWh``) → (unit, value) with unit usd, gpu_hours or kwh."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return "usd", parse_usd(text, field)
+    s = str(text).strip().replace(",", "").replace(" ", "")
+    m = re.fullmatch(_NUM + r"([kKMGTB]?)(gpu-?h(?:ours?)?|gpuh|[kMG]?wh)", s, flags=re.IGNORECASE)
+    if m:
+        unit = m.group(3).lower()
+        value = float(m.group(1)) * SI[m.group(2).upper() if m.group(2) in "km" else m.group(2)]
+        if unit.startswith("gpu"):
+            kind = "gpu_hours"
+        else:
+            kind = "kwh"
+            value *= {"kwh": 1.0, "mwh": 1e3, "gwh": 1e6, "wh": 1e-3}[unit]
+        if not math.isfinite(value) or value <= 0:
+            raise _bad(field, text, "a positive budget")
+        return kind, value
+    try:
+        return "usd", parse_usd(text, field)
+    except InputError:
+        raise _bad(field, text, "dollars ($2M, 250k), GPU-hours (100k GPUh) or energy (500MWh)") from None
+
+
 # ---------------------------------------------------------------- formatting (human output)
 
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:

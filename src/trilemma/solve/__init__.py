@@ -1,0 +1,216 @@
+"""`trilemma solve`: pin two corners of (time, cost, loss), optimise the third, show the frontier.
+
+    >>> from trilemma.solve import solve
+    >>> r = solve(deadline="30d", budget="$2M")
+    >>> r.optimum.to_dict()["time"]["total_s"], r.optimum_loss["mean"]
+
+Stage 1 (search.py) finds the fastest layout that fits for every (model shape, GPU type,
+precision, GPU count) — exhaustive and vectorised; stage 2 (optimize.py) handles tokens in
+closed form and applies the pins.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trilemma.errors import InfeasibleError, InputError
+from trilemma.presets import constants, hardware_presets
+from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, candidate, choose_tokens, default_objective,
+                                     explain_infeasible, frontier, rates, runners_up)
+from trilemma.solve.search import ConfigTable, search_configs
+from trilemma.specs import HardwareSpec, ModelSpec, Precision
+from trilemma.units import parse_budget, parse_count, parse_duration
+
+SCHEMA = "trilemma.solve/1"
+DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
+SIZES_PER_DECADE = 4
+DEFAULT_MAX_GPUS = 16384
+DEFAULT_SEQ = 4096
+DEFAULT_BATCH_TOKENS = 4 * 2**20  # Llama 2's 4M-token batch (Touvron et al. 2023 §2.2)
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    optimum: Any  # trilemma.api.Estimate of the optimum, re-evaluated through estimate
+    optimum_loss: dict[str, Any]
+    runners_up: tuple[tuple[str, Any, dict[str, Any]], ...]  # (why, Estimate, loss block)
+    pins: Pins
+    frontier: Frontier | None
+    table: ConfigTable
+    candidates: int
+    seconds: float
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        def plan(e: Any, loss: dict[str, Any], why: str | None = None) -> dict[str, Any]:
+            d = e.to_dict()
+            d["loss"] = loss
+            if why:
+                d = {"differs_in": why, **d}
+            d.pop("schema", None)
+            d.pop("warnings", None)
+            return d
+
+        doc: dict[str, Any] = {"optimum": plan(self.optimum, self.optimum_loss)}
+        doc["schema"] = SCHEMA
+        doc["runners_up"] = [plan(e, loss, why) for why, e, loss in self.runners_up]
+        doc["pins"] = self.pins.as_dict()
+        if self.frontier is not None:
+            f = self.frontier
+            doc["frontier"] = {"points": int(f.time_s.size), "feasible": int(f.feasible.sum()),
+                               "time_s": [float(f.time_s.min()), float(f.time_s.max())] if f.time_s.size else [],
+                               "usd": [float(f.usd.min()), float(f.usd.max())] if f.usd.size else [],
+                               "loss": [float(f.loss.min()), float(f.loss.max())] if f.loss.size else []}
+        doc["search"] = {"candidates": self.candidates, "configurations": len(self.table), "seconds": self.seconds}
+        doc["warnings"] = list(self.warnings) + list(self.optimum.warnings)
+        return doc
+
+
+def _law_fn(law: Any, unique_tokens: float | None, precision: str):
+    from trilemma.quality.predict import loss_mean
+
+    def fn(n_tot: np.ndarray, n_non: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        return np.asarray(loss_mean(law, n_tot, n_non, tokens, unique_tokens=unique_tokens, precision=precision))
+
+    return fn
+
+
+def _models(model: str | ModelSpec | None, params: str | tuple[float, float] | None) -> list[ModelSpec]:
+    from trilemma.api import resolve_model
+    from trilemma.shape import model_for_params
+
+    if model is not None:
+        return [resolve_model(model)[0]]
+    lo, hi = DEFAULT_PARAMS
+    if params is not None:
+        if isinstance(params, str):
+            parts = params.replace("...", "..").split("..")
+            if len(parts) == 1:
+                lo = hi = parse_count(parts[0], "params")
+            elif len(parts) == 2:
+                lo, hi = parse_count(parts[0], "params"), parse_count(parts[1], "params")
+            else:
+                raise InputError("params", params, "a size (7B) or a range such as 1B..70B")
+        else:
+            lo, hi = params
+        if lo > hi:
+            raise InputError("params", params, "a range low..high with low ≤ high")
+    n = max(1, int(round(math.log10(hi / lo) * SIZES_PER_DECADE)) + 1)
+    sizes = np.geomspace(lo, hi, n)
+    out: dict[tuple, ModelSpec] = {}
+    for s in sizes:
+        m = model_for_params(float(s))
+        out.setdefault((m.n_layers, m.d_model, m.ffn_dim), m)
+    return list(out.values())
+
+
+def _gpus(gpu: str | list[str] | None) -> list[HardwareSpec]:
+    from trilemma.api import resolve_hardware
+
+    if gpu is None:
+        return [h for name, h in hardware_presets().items() if name != "local"]
+    names = gpu.split(",") if isinstance(gpu, str) else list(gpu)
+    return [resolve_hardware(n.strip()) for n in names if n.strip()]
+
+
+def _precisions(precision: str | list[str] | None) -> list[Precision]:
+    names = ["bf16"] if precision is None else (precision.split(",") if isinstance(precision, str) else list(precision))
+    out = []
+    for n in names:
+        try:
+            out.append(Precision(n.strip().lower()))
+        except ValueError:
+            raise InputError("precision", n, "bf16, fp16, fp32, tf32 or fp8 (a comma-separated list)") from None
+    return out
+
+
+def make_pins(deadline: str | float | None = None, budget: str | float | None = None,
+              target_loss: float | None = None, minimize: str | None = None) -> Pins:
+    usd = gpuh = kwh = None
+    if budget is not None:
+        kind, value = parse_budget(budget, "budget")
+        usd, gpuh, kwh = (value if kind == k else None for k in ("usd", "gpu_hours", "kwh"))
+    dl = None if deadline is None else parse_duration(deadline, "deadline")
+    if target_loss is not None and not (isinstance(target_loss, (int, float)) and math.isfinite(target_loss) and target_loss > 0):
+        raise InputError("target-loss", target_loss, "a positive loss in the law's unit (nats/token)")
+    p = Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss)
+    obj = minimize or default_objective(p)
+    if obj not in ("time", "cost", "loss", "energy"):
+        if not obj:
+            raise InputError("minimize", None, "time, cost, loss or energy (pin two of --deadline, --budget and "
+                             "--target-loss, or say what to minimise)")
+        raise InputError("minimize", obj, "time, cost, loss or energy")
+    return Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss,
+                minimize=obj)
+
+
+def solve(*, deadline: str | float | None = None, budget: str | float | None = None, target_loss: float | None = None,
+          minimize: str | None = None, model: str | ModelSpec | None = None, params: str | None = None,
+          tokens: str | float | None = None, unique_tokens: str | float | None = None,
+          gpu: str | list[str] | None = None, max_gpus: int | None = None, precision: str | list[str] | None = None,
+          seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
+          prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True) -> SolveResult:
+    """Pin corners, search everything the arguments allow, return the optimum and its context."""
+    from trilemma.api import estimate_plan, make_cluster, make_plan
+    from trilemma.quality.laws import get_law
+    from trilemma.quality.predict import loss_block
+
+    t0 = _time.perf_counter()
+    pins = make_pins(deadline, budget, target_loss, minimize)
+    fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
+    uniq = None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens")
+    the_law = get_law(law)
+    law_E = float(the_law.constants.get("E", 0.0) or 0.0)
+    if pins.target_loss is not None and pins.target_loss <= law_E:
+        raise InfeasibleError(f"target loss {pins.target_loss} is at or below the law's irreducible loss "
+                              f"E = {law_E:.3f} ({getattr(the_law, 'name', law)}): no plan reaches it")
+    models = _models(model, params)
+    gpus = _gpus(gpu)
+    precs = _precisions(precision)
+    max_n = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
+    if max_n < 1:
+        raise InputError("max-gpus", max_gpus, "a positive whole number")
+    counts = sorted({2**k for k in range(0, int(math.log2(max_n)) + 1)} | {max_n})
+    seq = seq_len or DEFAULT_SEQ
+    batch = global_batch_tokens or DEFAULT_BATCH_TOKENS
+    table = search_configs(models, gpus, precs, counts, seq, batch, layout)
+    e = constants()["energy"]
+    goodput = constants()["run"]["goodput"]
+    c = rates(table, goodput, prices or {}, e)
+    loss_fn = _law_fn(the_law, uniq, "bf16")
+    ch = choose_tokens(c, pins, loss_fn, fixed_tokens)
+    best = best_index(ch, pins.minimize)
+    if best is None:
+        raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
+    picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
+
+    def realise(cand: Candidate):
+        i = cand.row
+        m = table.models[table.model_idx[i]]
+        hw = table.gpus[table.gpu_idx[i]]
+        prec = table.precisions[table.prec_idx[i]]
+        cl = make_cluster(hw, int(table.n_gpus[i]),
+                          **({"price_usd_per_hour": prices[hw.name]} if prices and hw.name in prices else {}))
+        plan = make_plan(m, cand.tokens, seq, batch, prec)
+        plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
+        est = estimate_plan(m, cl, plan, table.layout(i), "solver")
+        return est, loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
+
+    opt, opt_loss = realise(picks[0])
+    ups = tuple((p.why, *realise(p)) for p in picks[1:])
+    front = frontier(table, c, pins, loss_fn, fixed_tokens) if want_frontier else None
+    warnings = []
+    if model is None and table.model_idx[best] in (0, len(models) - 1):
+        warnings.append("the optimum sits at the edge of the model sizes searched: widen --params")
+    if table.n_gpus[best] == max(counts):
+        warnings.append(f"the optimum uses the most GPUs allowed ({max(counts)}): raise --max-gpus to go further")
+    return SolveResult(optimum=opt, optimum_loss=opt_loss, runners_up=ups, pins=pins, frontier=front, table=table,
+                       candidates=table.candidates, seconds=_time.perf_counter() - t0, warnings=tuple(warnings))
+
+
+__all__ = ["SolveResult", "make_pins", "solve"]

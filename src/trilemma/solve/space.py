@@ -9,7 +9,7 @@ the pins: pins only filter and rank what it yields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -84,15 +84,20 @@ class ShapeGrid:
     ffn_matrices = property(lambda self: self.template.ffn_matrices)
 
 
-def layout_grid(ndim_before: int, axes: dict[str, tuple[int, ...]] | None = None, pinned: dict | None = None) -> LayoutArrays:
-    """Layout axes as broadcastable arrays after ``ndim_before`` leading (shape, count) dims.
-    dp is left as a placeholder: the caller derives it from the GPU count."""
+def resolve_axes(axes: dict[str, tuple[int, ...]] | None = None, pinned: dict | None = None) -> dict[str, tuple[int, ...]]:
+    """The layout axes with pinned ones (tp, pp, vp, zero, recompute, micro_batch, ep) reduced to one value."""
     ax = dict(axes or LAYOUT_AXES)
     for k, v in (pinned or {}).items():
         key = {"recompute": "rc", "micro_batch": "mb"}.get(k, k)
         if v is None or key not in ax:
             continue
         ax[key] = (RECOMPUTE_CODES[Recompute(v)] if key == "rc" else int(v),)
+    return ax
+
+
+def layout_grid(ndim_before: int, ax: dict[str, tuple[int, ...]]) -> LayoutArrays:
+    """Layout axes as broadcastable arrays after ``ndim_before`` leading (shape, count) dims.
+    dp is left as a placeholder: the caller derives it from the GPU count."""
     names = list(ax)
     nd = ndim_before + len(names)
     arrays = {}
@@ -102,7 +107,7 @@ def layout_grid(ndim_before: int, axes: dict[str, tuple[int, ...]] | None = None
         arrays[k] = np.asarray(ax[k], dtype=np.int64).reshape(shape)
     one = np.ones([1] * nd, dtype=np.int64)
     sp = np.where(arrays["tp"] > 1, 1, 0)
-    return LayoutArrays(tp=arrays["tp"], pp=arrays["pp"], dp=one, cp=one, ep=one, vp=arrays["vp"], sp=sp,
+    return LayoutArrays(tp=arrays["tp"], pp=arrays["pp"], dp=one, cp=one, ep=arrays.get("ep", one), vp=arrays["vp"], sp=sp,
                         zero=arrays["zero"], rc=arrays["rc"], mb=arrays["mb"])
 
 
@@ -115,4 +120,4 @@ def grid_size(L: LayoutArrays, *others: np.ndarray) -> int:
     return int(np.prod(np.broadcast_shapes(L.shape, *(np.shape(o) for o in others))))
 
 
-__all__ = ["LAYOUT_AXES", "ShapeGrid", "grid_size", "layout_grid", "with_dp", "fields"]
+__all__ = ["LAYOUT_AXES", "ShapeGrid", "grid_size", "layout_grid", "resolve_axes", "with_dp"]

@@ -1,0 +1,122 @@
+"""Output of `trilemma solve`: tables, the frontier CSV, the frontier plot (matplotlib, lazily)."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+from rich.table import Table
+
+from trilemma.errors import InputError
+from trilemma.report.table import _console
+from trilemma.units import fmt_bytes, fmt_count, fmt_duration, fmt_usd
+
+
+def _row(e: Any, loss: dict[str, Any]) -> list[str]:
+    lay = e.layout
+    return [e.model.name, fmt_count(e.params["total"]), f"{e.cluster.n_gpus}× {e.cluster.hardware.name}",
+            str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
+            f"{loss['mean']:.3f} ({loss['low']:.3f}–{loss['high']:.3f})", f"{e.time.mfu:.0%}",
+            f"TP{lay.tp} PP{lay.pp} DP{lay.dp} Z{lay.zero} {lay.recompute} mb{lay.micro_batch}",
+            fmt_bytes(e.memory.per_gpu_bytes)]
+
+
+def print_solve(r: Any) -> None:
+    c = _console()
+    p = r.pins
+    pinned = []
+    if p.deadline_s is not None:
+        pinned.append(f"deadline {fmt_duration(p.deadline_s)}")
+    if p.budget_usd is not None:
+        pinned.append(f"budget {fmt_usd(p.budget_usd)}")
+    if p.budget_gpu_hours is not None:
+        pinned.append(f"budget {p.budget_gpu_hours:,.0f} GPU-hours")
+    if p.budget_kwh is not None:
+        pinned.append(f"budget {p.budget_kwh / 1e3:,.0f} MWh")
+    if p.target_loss is not None:
+        pinned.append(f"target loss {p.target_loss}")
+    t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")
+    for col in ("", "model", "params", "GPUs", "precision", "tokens", "time", "cost", "loss (80%)", "MFU", "layout",
+                "memory/GPU"):
+        t.add_column(col)
+    t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss))
+    for why, e, loss in r.runners_up:
+        t.add_row(why, *_row(e, loss))
+    c.print(t)
+    o = r.optimum
+    c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / 1e3:,.1f} MWh, "
+            f"{o.cost.co2_kg / 1e3:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
+            f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
+    c.print(f"loss: {r.optimum_loss.get('law')}: " + " ".join(r.optimum_loss.get("notes", [])[:1]))
+    if r.frontier is not None:
+        f = r.frontier
+        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over (time, cost, loss), {int(f.feasible.sum())} within "
+                f"the pins (--frontier out.csv, --plot out.png)")
+    c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
+    for w in (*r.warnings, *o.warnings):
+        c.print(f"[yellow]note:[/yellow] {w}")
+
+
+def _frontier_rows(r: Any) -> list[dict[str, Any]]:
+    f, tab = r.frontier, r.table
+    rows = []
+    for k in range(f.time_s.size):
+        i = int(f.config[k])
+        rows.append({"model": tab.models[tab.model_idx[i]].name, "gpu": tab.gpus[tab.gpu_idx[i]].name,
+                     "n_gpus": int(tab.n_gpus[i]), "precision": str(tab.precisions[tab.prec_idx[i]]),
+                     "tokens": float(f.tokens[k]), "time_s": float(f.time_s[k]), "usd": float(f.usd[k]),
+                     "loss": float(f.loss[k]), "feasible": bool(f.feasible[k])})
+    return rows
+
+
+def write_frontier(r: Any, path: str) -> None:
+    rows = _frontier_rows(r)
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=["model", "gpu", "n_gpus", "precision", "tokens", "time_s", "usd", "loss",
+                                               "feasible"])
+            w.writeheader()
+            w.writerows(rows)
+    except OSError as exc:
+        raise InputError("frontier", path, f"a writable file path ({exc.strerror})") from None
+
+
+def plot_frontier(r: Any, path: str) -> None:
+    """Three 2-D projections of the frontier, the optimum marked, the pins drawn."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plot", path, "matplotlib installed (pip install 'trilemma[plot]')") from None
+    f, p = r.frontier, r.pins
+    o = r.optimum
+    pts = {"time (days)": f.time_s / 86400, "cost ($M)": f.usd / 1e6, "loss": f.loss}
+    opt = {"time (days)": o.time.total_s / 86400, "cost ($M)": o.cost.usd / 1e6, "loss": r.optimum_loss["mean"]}
+    pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / 86400,
+            "cost ($M)": None if p.budget_usd is None else p.budget_usd / 1e6, "loss": p.target_loss}
+    pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, (x, y) in zip(axes, pairs):
+        ax.scatter(pts[x][~f.feasible], pts[y][~f.feasible], s=6, c="0.7", label="frontier")
+        ax.scatter(pts[x][f.feasible], pts[y][f.feasible], s=8, c="tab:blue", label="within the pins")
+        ax.scatter([opt[x]], [opt[y]], s=120, marker="*", c="tab:red", label="optimum", zorder=5)
+        if pins[x] is not None:
+            ax.axvline(pins[x], ls="--", c="k", lw=1)
+        if pins[y] is not None:
+            ax.axhline(pins[y], ls="--", c="k", lw=1)
+        ax.set_xscale("log")
+        if y != "loss":
+            ax.set_yscale("log")
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+    axes[0].legend(loc="best", fontsize=8)
+    fig.suptitle("trilemma solve: Pareto frontier over time, cost and loss")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as exc:
+        raise InputError("plot", path, f"a writable file path ({exc.strerror})") from None
+    finally:
+        plt.close(fig)

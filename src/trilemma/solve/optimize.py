@@ -1,0 +1,309 @@
+"""Stage 2 of the solver: tokens in closed form, pins as masks, the optimum, runners-up that
+differ in kind, the Pareto frontier, and an explanation when nothing is feasible.
+
+For every configuration (model, GPU type, precision, count, best layout) from stage 1, time,
+GPU-hours, dollars and energy are linear in tokens D, and the loss is the law's L(N, D):
+- a deadline T or a budget caps D (D ≤ T / seconds-per-token, D ≤ B / dollars-per-token, …);
+- a target loss L* asks for the D that reaches it (the law inverted numerically, vectorised);
+so each configuration's corners follow without another search.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trilemma.errors import InfeasibleError, InputError
+from trilemma.solve.search import ConfigTable, params_of
+from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
+
+CORNERS = ("time", "cost", "loss", "energy")
+D_MIN, D_MAX = 1e6, 1e16  # tokens: the range the inverse search and caps work in
+
+
+@dataclass(frozen=True)
+class Pins:
+    """Pinned corners (None = free) and the objective."""
+
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    budget_gpu_hours: float | None = None
+    budget_kwh: float | None = None
+    target_loss: float | None = None
+    minimize: str = "loss"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"deadline_s": self.deadline_s, "budget_usd": self.budget_usd, "budget_gpu_hours": self.budget_gpu_hours,
+                "budget_kwh": self.budget_kwh, "target_loss": self.target_loss, "minimize": self.minimize}
+
+
+def default_objective(p: Pins) -> str:
+    """The free corner: loss when time and money are pinned, and so on."""
+    time_pinned = p.deadline_s is not None
+    money_pinned = any(x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh))
+    loss_pinned = p.target_loss is not None
+    free = [c for c, pinned in (("loss", loss_pinned), ("time", time_pinned), ("cost", money_pinned)) if not pinned]
+    return free[0] if len(free) == 1 else ("cost" if not free else "")
+
+
+@dataclass(frozen=True)
+class Corners:
+    """Per-configuration rates and, for a chosen D, the corners (arrays over configurations)."""
+
+    s_per_token: np.ndarray  # wall-clock seconds per token (goodput applied)
+    usd_per_token: np.ndarray
+    gpu_hours_per_token: np.ndarray
+    kwh_per_token: np.ndarray
+    n_total: np.ndarray
+    n_non_embedding: np.ndarray
+
+
+def rates(table: ConfigTable, goodput: float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
+    g = table.gpu_idx
+    price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
+    watts = np.array([h.board_power_w for h in table.gpus])[g] * energy["power_fraction"] * (
+        1 + energy["host_power_fraction"]) * energy["pue"]
+    spt = 1.0 / (table.tokens_per_s * goodput)
+    n = table.n_gpus.astype(float)
+    tot, non = params_of(table)
+    return Corners(s_per_token=spt, usd_per_token=spt * n * price / HOUR, gpu_hours_per_token=spt * n / HOUR,
+                   kwh_per_token=spt * n * watts / KWH, n_total=tot, n_non_embedding=non)
+
+
+def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float) -> np.ndarray:
+    """Smallest D with loss(N, D) ≤ target (bisection in log D, vectorised); inf if unreachable."""
+    lo = np.full(n_tot.shape, math.log(D_MIN))
+    hi = np.full(n_tot.shape, math.log(D_MAX))
+    reach = loss_fn(n_tot, n_non, np.exp(hi)) <= target
+    for _ in range(48):
+        mid = 0.5 * (lo + hi)
+        ok = loss_fn(n_tot, n_non, np.exp(mid)) <= target
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    return np.where(reach, np.exp(hi), np.inf)
+
+
+def cap_tokens(c: Corners, p: Pins) -> np.ndarray:
+    """The most tokens each configuration can train within the time and money pins."""
+    cap = np.full(c.s_per_token.shape, np.inf)
+    for limit, per in ((p.deadline_s, c.s_per_token), (p.budget_usd, c.usd_per_token),
+                       (p.budget_gpu_hours, c.gpu_hours_per_token), (p.budget_kwh, c.kwh_per_token)):
+        if limit is not None:
+            cap = np.minimum(cap, limit / per)
+    return cap
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Chosen tokens and the corners they give, per configuration."""
+
+    tokens: np.ndarray
+    time_s: np.ndarray
+    usd: np.ndarray
+    gpu_hours: np.ndarray
+    kwh: np.ndarray
+    loss: np.ndarray
+    feasible: np.ndarray
+
+    def metric(self, name: str) -> np.ndarray:
+        return {"time": self.time_s, "cost": self.usd, "loss": self.loss, "energy": self.kwh}[name]
+
+
+def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> Choice:
+    cap = cap_tokens(c, p)
+    if fixed_tokens is not None:
+        D = np.full(cap.shape, float(fixed_tokens))
+    elif p.minimize == "loss":
+        D = np.minimum(cap, D_MAX)
+    else:
+        if p.target_loss is None:
+            raise InputError("minimize", p.minimize, "a target loss (--target-loss) or fixed --tokens to go with it: "
+                             "without one the cheapest or fastest plan trains nothing")
+        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss)
+    D = np.where(np.isfinite(D), D, np.nan)
+    loss = loss_fn(c.n_total, c.n_non_embedding, np.nan_to_num(D, nan=D_MIN))
+    feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= D_MIN)
+    if p.target_loss is not None:
+        feasible &= loss <= p.target_loss * (1 + 1e-9)
+    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token, gpu_hours=D * c.gpu_hours_per_token,
+                  kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
+
+
+def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> int | None:
+    ok = ch.feasible if mask is None else ch.feasible & mask
+    if not ok.any():
+        return None
+    primary = np.where(ok, ch.metric(objective), np.inf)
+    second = ch.usd if objective != "cost" else ch.time_s
+    top = primary.min()
+    near = ok & (primary <= top * (1 + 1e-6) + 1e-12)
+    return int(np.argmin(np.where(near, second, np.inf)))
+
+
+def runners_up(table: ConfigTable, ch: Choice, objective: str, best: int) -> list[tuple[str, int]]:
+    """The best plans that differ in kind from the optimum: GPU type, model size, precision,
+    and a much smaller or larger GPU count."""
+    out: list[tuple[str, int]] = []
+    kinds = [
+        ("another GPU type", table.gpu_idx != table.gpu_idx[best]),
+        ("another model size", table.model_idx != table.model_idx[best]),
+        ("another precision", table.prec_idx != table.prec_idx[best]),
+        ("fewer GPUs", table.n_gpus * 4 <= table.n_gpus[best]),
+        ("more GPUs", table.n_gpus >= table.n_gpus[best] * 4),
+    ]
+    seen = {best}
+    for why, mask in kinds:
+        i = best_index(ch, objective, mask)
+        if i is not None and i not in seen:
+            out.append((why, i))
+            seen.add(i)
+    return out
+
+
+# ------------------------------------------------------------------ frontier
+
+def pareto_mask(points: np.ndarray) -> np.ndarray:
+    """Rows of ``points`` (n × k, every column minimised) that no other row dominates; of equal
+    rows the first is kept. Exact: after a lexicographic sort a dominator always comes first, so
+    each block is tested against the survivors before it and against its own earlier rows."""
+    n = len(points)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort(points.T[::-1])
+    P = points[order]
+    keep = np.zeros(n, dtype=bool)
+    survivors = np.empty((0, points.shape[1]))
+    block = 1024
+    for s in range(0, n, block):
+        B = P[s:s + block]
+        dom = np.zeros(len(B), dtype=bool)
+        for t in range(0, len(survivors), 4096):
+            S = survivors[t:t + 4096]
+            le = (S[None, :, :] <= B[:, None, :]).all(axis=2)
+            lt = (S[None, :, :] < B[:, None, :]).any(axis=2)
+            dom |= (le & lt).any(axis=1)
+        le = (B[None, :, :] <= B[:, None, :]).all(axis=2)  # le[j, i]: row i ≤ row j everywhere
+        lt = (B[None, :, :] < B[:, None, :]).any(axis=2)
+        earlier = np.tri(len(B), k=-1, dtype=bool)  # i < j
+        dom |= ((le & lt) | (le & ~lt & earlier)).any(axis=1)
+        keep[s:s + block] = ~dom
+        survivors = np.vstack([survivors, B[~dom]])
+    out = np.zeros(n, dtype=bool)
+    out[order[keep]] = True
+    return out
+
+
+@dataclass(frozen=True)
+class Frontier:
+    config: np.ndarray  # row of the config table
+    tokens: np.ndarray
+    time_s: np.ndarray
+    usd: np.ndarray
+    loss: np.ndarray
+    feasible: np.ndarray  # meets the pins
+
+
+def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: float | None,
+             per_config: int = 16) -> Frontier:
+    """The Pareto set over (time, cost, loss) of every configuration at tokens-per-parameter from
+    1 to 1000 (log grid), or at the fixed token count."""
+    R = len(table)
+    if fixed_tokens is not None:
+        D = np.full((R, 1), float(fixed_tokens))
+    else:
+        tpp = np.geomspace(1.0, 1000.0, per_config)
+        D = np.clip(c.n_total[:, None] * tpp[None, :], D_MIN, D_MAX)
+    cfg = np.broadcast_to(np.arange(R)[:, None], D.shape).ravel()
+    D = D.ravel()
+    t = D * c.s_per_token[cfg]
+    usd = D * c.usd_per_token[cfg]
+    loss = loss_fn(c.n_total[cfg], c.n_non_embedding[cfg], D)
+    # exact pre-reduction: points with equal loss (same model and D) compete in (time, cost) only
+    keep = np.zeros(D.size, dtype=bool)
+    key = np.round(loss, 12)
+    order = np.lexsort((usd, t, key))
+    best_cost = np.inf
+    prev = None
+    for i in order:  # one pass: within a loss value, sorted by time, keep strictly cheaper ones
+        if key[i] != prev:
+            prev, best_cost = key[i], np.inf
+        if usd[i] < best_cost:
+            keep[i] = True
+            best_cost = usd[i]
+    idx = np.nonzero(keep)[0]
+    pts = np.stack([t[idx], usd[idx], loss[idx]], axis=1)
+    m = pareto_mask(pts)
+    idx = idx[m]
+    cap = cap_tokens(c, p)[cfg[idx]]
+    feas = D[idx] <= cap * (1 + 1e-9)
+    if p.target_loss is not None:
+        feas &= loss[idx] <= p.target_loss
+    return Frontier(config=cfg[idx], tokens=D[idx], time_s=t[idx], usd=usd[idx], loss=loss[idx], feasible=feas)
+
+
+# ------------------------------------------------------------------ infeasibility
+
+def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: float) -> str:
+    """Why nothing meets the pins, and how far each pinned corner must move."""
+    if len(table) == 0:
+        return "no configuration fits in memory: allow more GPUs, larger-memory GPUs or smaller models"
+    parts = []
+    if p.target_loss is not None:
+        if p.target_loss <= law_E:
+            return (f"target loss {p.target_loss} is at or below the law's irreducible loss E = {law_E:.3f}: "
+                    "no model or amount of data reaches it")
+        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss)
+        reach = np.isfinite(D)
+        if not reach.any():
+            best = float(np.min(loss_fn(c.n_total, c.n_non_embedding, np.full(c.n_total.shape, D_MAX))))
+            return (f"target loss {p.target_loss} is out of reach of the models searched (best {best:.3f} with "
+                    f"{fmt_count(D_MAX)} tokens): allow larger models (--params)")
+        t = np.where(reach, D * c.s_per_token, np.inf)
+        usd = np.where(reach, D * c.usd_per_token, np.inf)
+        if p.deadline_s is not None:
+            within = t <= p.deadline_s
+            fastest = int(np.argmin(t))
+            parts.append(f"loss {p.target_loss} needs at least {fmt_duration(t[fastest])} "
+                         f"(at {fmt_usd(usd[fastest])})" if not within.any() else
+                         f"within {fmt_duration(p.deadline_s)} it costs at least {fmt_usd(usd[within].min())}")
+        if p.budget_usd is not None:
+            within = usd <= p.budget_usd
+            cheapest = int(np.argmin(usd))
+            parts.append(f"loss {p.target_loss} needs at least {fmt_usd(usd[cheapest])} "
+                         f"(taking {fmt_duration(t[cheapest])})" if not within.any() else
+                         f"within {fmt_usd(p.budget_usd)} it takes at least {fmt_duration(t[within].min())}")
+        cap = cap_tokens(c, p)
+        best_loss = loss_fn(c.n_total, c.n_non_embedding, np.clip(cap, D_MIN, D_MAX))
+        j = int(np.argmin(best_loss))
+        parts.append(f"the pinned time and money reach loss {best_loss[j]:.3f} at best")
+    else:
+        parts.append("the pins leave no plan: raise the budget or the deadline")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan picked from the table: its row, tokens and corners."""
+
+    row: int
+    why: str
+    tokens: float
+    time_s: float
+    usd: float
+    gpu_hours: float
+    kwh: float
+    loss: float
+    extra: dict = field(default_factory=dict)
+
+
+def candidate(ch: Choice, i: int, why: str) -> Candidate:
+    return Candidate(row=i, why=why, tokens=float(ch.tokens[i]), time_s=float(ch.time_s[i]), usd=float(ch.usd[i]),
+                     gpu_hours=float(ch.gpu_hours[i]), kwh=float(ch.kwh[i]), loss=float(ch.loss[i]))
+
+
+__all__ = ["Candidate", "Choice", "Corners", "Frontier", "Pins", "best_index", "candidate", "choose_tokens",
+           "default_objective", "explain_infeasible", "frontier", "pareto_mask", "rates", "runners_up",
+           "tokens_for_loss", "DAY", "InfeasibleError"]

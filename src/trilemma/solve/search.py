@@ -1,0 +1,126 @@
+"""Stage 1 of the solver: the fastest layout that fits, for every (model shape, GPU type,
+precision, GPU count). It does not depend on tokens (time and cost are linear in them), so it is
+computed once, exhaustively, with the same vectorised estimators `estimate` uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trilemma.api import make_cluster, make_plan
+from trilemma.estimate.evaluate import evaluate
+from trilemma.estimate.layouts import RECOMPUTE_CODES
+from trilemma.estimate.params import param_counts
+from trilemma.presets import constants
+from trilemma.solve.space import LAYOUT_AXES, ShapeGrid, layout_grid, resolve_axes, with_dp
+from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision
+
+CHUNK = 8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
+_RC = {v: k for k, v in RECOMPUTE_CODES.items()}
+
+
+@dataclass(frozen=True)
+class ConfigTable:
+    """One row per (model, GPU type, precision, GPU count) that can run, with its best layout."""
+
+    models: tuple[ModelSpec, ...]
+    gpus: tuple[HardwareSpec, ...]
+    precisions: tuple[Precision, ...]
+    axes: dict[str, tuple[int, ...]]
+    model_idx: np.ndarray
+    gpu_idx: np.ndarray
+    prec_idx: np.ndarray
+    n_gpus: np.ndarray
+    tokens_per_s: np.ndarray  # whole cluster, while training (goodput applied later)
+    per_gpu_bytes: np.ndarray
+    layout_idx: np.ndarray  # flat index into the layout axes
+    candidates: int  # layouts × shapes × counts × GPU types × precisions evaluated
+
+    def __len__(self) -> int:
+        return int(self.model_idx.size)
+
+    def layout(self, i: int) -> Layout:
+        names = list(self.axes)
+        idx = np.unravel_index(int(self.layout_idx[i]), [len(self.axes[k]) for k in names])
+        v = {k: self.axes[k][j] for k, j in zip(names, idx)}
+        n = int(self.n_gpus[i])
+        tp, pp = v["tp"], v["pp"]
+        return Layout(tp=tp, pp=pp, dp=n // (tp * pp), vp=v["vp"], zero=v["zero"], recompute=_RC[v["rc"]],
+                      micro_batch=v["mb"], sp=tp > 1, ep=v.get("ep", 1))
+
+
+def _precisions_for(hw: HardwareSpec, wanted: list[Precision]) -> list[Precision]:
+    """The asked precisions the chip has; a 16-bit request falls back to the chip's other 16-bit type."""
+    out = []
+    for p in wanted:
+        if p in hw.peak_flop_per_s:
+            out.append(p)
+        elif p in (Precision.BF16, Precision.FP16):
+            alt = Precision.FP16 if p == Precision.BF16 else Precision.BF16
+            if alt in hw.peak_flop_per_s:
+                out.append(alt)
+    return list(dict.fromkeys(out))
+
+
+def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions: list[Precision],
+                   counts: list[int], seq_len: int, global_batch_tokens: float,
+                   pinned: dict | None = None, consts: dict | None = None) -> ConfigTable:
+    """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped."""
+    consts = consts or constants()
+    axes = dict(LAYOUT_AXES)
+    if any(m.is_moe for m in models):
+        axes["ep"] = (1, 2, 4, 8)
+    axes = resolve_axes(axes, pinned)
+    moe = "ep" in axes
+    counts_arr = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
+    C = counts_arr.reshape([1, -1] + [1] * len(axes))
+    L = with_dp(layout_grid(2, axes), C)
+    rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "thr", "mem", "lay")}
+    total = 0
+    tokens = 1e12
+    wanted = list(precisions)
+    precisions = list(precisions)  # grows when a chip falls back to its other 16-bit type
+    for gi, hw in enumerate(gpus):
+        for p in _precisions_for(hw, wanted):
+            if p not in precisions:
+                precisions.append(p)
+            pi = precisions.index(p)
+            cl = make_cluster(hw, 1)
+            for start in range(0, len(models), CHUNK if not moe else 1):
+                chunk = models[start:start + (CHUNK if not moe else 1)]
+                model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
+                plan = make_plan(chunk[0], tokens, seq_len, global_batch_tokens, p)
+                plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
+                ev = evaluate(model, cl, plan, L, consts, n_gpus=C)
+                full = np.broadcast_shapes(ev.reasons.shape, ev.busy_s.shape, ev.per_gpu_bytes.shape, L.shape,
+                                           (len(chunk), len(counts_arr)) + (1,) * len(axes))
+                total += int(np.prod(full))
+                ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
+                thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
+                mem = np.broadcast_to(ev.per_gpu_bytes, full).reshape(full[0], full[1], -1)
+                score = np.where(ok, thr, -np.inf)
+                best = np.argmax(score, axis=2)
+                s_i, c_i = np.nonzero(np.take_along_axis(ok, best[..., None], axis=2)[..., 0])
+                for s, c in zip(s_i, c_i):
+                    b = best[s, c]
+                    rows["m"].append(start + s)
+                    rows["g"].append(gi)
+                    rows["p"].append(pi)
+                    rows["n"].append(counts_arr[c])
+                    rows["thr"].append(thr[s, c, b])
+                    rows["mem"].append(mem[s, c, b])
+                    rows["lay"].append(b)
+    arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
+    return ConfigTable(models=tuple(models), gpus=tuple(gpus), precisions=tuple(precisions), axes=axes,
+                       model_idx=arr("m", np.int64), gpu_idx=arr("g", np.int64), prec_idx=arr("p", np.int64),
+                       n_gpus=arr("n", np.int64), tokens_per_s=arr("thr"), per_gpu_bytes=arr("mem"),
+                       layout_idx=arr("lay", np.int64), candidates=total)
+
+
+def params_of(table: ConfigTable) -> tuple[np.ndarray, np.ndarray]:
+    """(total, non-embedding) parameter counts per row."""
+    pcs = [param_counts(m) for m in table.models]
+    tot = np.array([p.total for p in pcs], dtype=float)
+    non = np.array([p.non_embedding for p in pcs], dtype=float)
+    return tot[table.model_idx], non[table.model_idx]

@@ -1,0 +1,162 @@
+"""The solver: agreement with brute force, the frontier, monotone pins, re-evaluation, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trilemma.api import evaluate_layout, make_cluster, make_plan
+from trilemma.cli import main
+from trilemma.errors import InfeasibleError
+from trilemma.estimate.evaluate import evaluate
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.presets import get_hardware
+from trilemma.shape import model_for_params
+from trilemma.solve import solve
+from trilemma.solve.search import search_configs
+from trilemma.solve.space import LAYOUT_AXES
+from trilemma.specs import Layout, Precision, Recompute
+
+SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
+
+
+def _all_layouts(n: int) -> list[Layout]:
+    rc = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
+    out = []
+    for tp in LAYOUT_AXES["tp"]:
+        for pp in LAYOUT_AXES["pp"]:
+            if n % (tp * pp):
+                continue
+            for vp in LAYOUT_AXES["vp"]:
+                for z in LAYOUT_AXES["zero"]:
+                    for r in LAYOUT_AXES["rc"]:
+                        for mb in LAYOUT_AXES["mb"]:
+                            out.append(Layout(tp=tp, pp=pp, dp=n // (tp * pp), vp=vp, zero=z, recompute=rc[r],
+                                              micro_batch=mb, sp=tp > 1))
+    return out
+
+
+def test_vectorised_search_agrees_with_brute_force():
+    models = [model_for_params(1.5e8), model_for_params(1.3e9)]
+    gpus = [get_hardware("a100-40gb"), get_hardware("h100-sxm")]
+    counts = [8, 64]
+    seq, batch = 2048, 2**20
+    table = search_configs(models, gpus, [Precision.BF16], counts, seq, batch)
+    for mi, m in enumerate(models):
+        for gi, hw in enumerate(gpus):
+            for n in counts:
+                plan = make_plan(m, 1e12, seq, batch, "bf16")
+                plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
+                cl = make_cluster(hw, n)
+                lays = _all_layouts(n)
+                ev = evaluate(m, cl, plan, LayoutArrays.from_layouts(lays))
+                ok = ev.reasons == 0
+                rows = np.nonzero((table.model_idx == mi) & (table.gpu_idx == gi) & (table.n_gpus == n))[0]
+                if not ok.any():
+                    assert rows.size == 0
+                    continue
+                assert rows.size == 1
+                brute = float(np.max(np.where(ok, ev.tokens_per_s, -np.inf)))
+                assert table.tokens_per_s[rows[0]] == pytest.approx(brute, rel=1e-9)
+                # and the layout it names gives that throughput through the scalar API
+                e = evaluate_layout(m, cl, plan, table.layout(int(rows[0])))
+                assert e.time.tokens_per_s == pytest.approx(brute, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def base():
+    return solve(deadline="30d", budget="$2M", **SMALL)
+
+
+def test_optimum_meets_the_pins_and_reevaluates_to_the_same_corners(base):
+    o = base.optimum
+    assert o.time.total_s <= 30 * 86400 * (1 + 1e-9)
+    assert o.cost.usd <= 2e6 * (1 + 1e-9)
+    assert o.memory.fits
+    # the corners the solver computed in closed form equal estimate's for the same plan
+    f = base.frontier
+    assert f is not None and f.time_s.size > 0
+    d = base.to_dict()
+    assert list(d)[0] == "optimum"
+    assert d["optimum"]["loss"]["low"] <= d["optimum"]["loss"]["mean"] <= d["optimum"]["loss"]["high"]
+
+
+def test_solver_corners_equal_estimate(base):
+    from trilemma.solve.optimize import Pins, choose_tokens, rates
+    from trilemma.presets import constants
+
+    tab = base.table
+    c = rates(tab, constants()["run"]["goodput"], {}, constants()["energy"])
+    o = base.optimum
+    i = [k for k in range(len(tab)) if tab.models[tab.model_idx[k]].name == o.model.name
+         and tab.gpus[tab.gpu_idx[k]].name == o.cluster.hardware.name and tab.n_gpus[k] == o.cluster.n_gpus
+         and tab.precisions[tab.prec_idx[k]] == o.plan.precision][0]
+    D = o.plan.total_tokens
+    assert D * c.s_per_token[i] == pytest.approx(o.time.total_s, rel=1e-9)
+    assert D * c.usd_per_token[i] == pytest.approx(o.cost.usd, rel=1e-9)
+    assert isinstance(Pins(), Pins) and choose_tokens is not None
+
+
+def test_frontier_has_no_dominated_plan(base):
+    f = base.frontier
+    P = np.stack([f.time_s, f.usd, f.loss], axis=1)
+    for k in range(len(P)):
+        dominated = (P <= P[k]).all(axis=1) & (P < P[k]).any(axis=1)
+        assert not dominated.any()
+
+
+def test_loosening_a_pin_never_makes_the_optimum_worse(base):
+    loss0 = base.optimum_loss["mean"]
+    assert solve(deadline="45d", budget="$2M", **SMALL).optimum_loss["mean"] <= loss0 + 1e-12
+    assert solve(deadline="30d", budget="$3M", **SMALL).optimum_loss["mean"] <= loss0 + 1e-12
+    target = base.optimum_loss["mean"] + 0.05
+    cheap = solve(deadline="30d", target_loss=target, **SMALL).optimum.cost.usd
+    assert solve(deadline="60d", target_loss=target, **SMALL).optimum.cost.usd <= cheap * (1 + 1e-12)
+    assert solve(deadline="30d", target_loss=target + 0.05, **SMALL).optimum.cost.usd <= cheap * (1 + 1e-12)
+
+
+def test_target_below_irreducible_loss_is_infeasible_naming_E(capsys):
+    with pytest.raises(InfeasibleError) as exc:
+        solve(deadline="30d", target_loss=0.5, **SMALL)
+    assert "E =" in str(exc.value)
+    assert main(["solve", "--deadline", "30d", "--target-loss", "0.5", "--gpu", "a100-80gb"]) == 1
+
+
+def test_out_of_reach_target_explains_how_far_the_pins_must_move():
+    with pytest.raises(InfeasibleError) as exc:
+        solve(deadline="1d", budget="$1k", target_loss=2.2, gpu="a100-80gb", params="100M..1B", max_gpus=8,
+              minimize="cost")
+    msg = str(exc.value)
+    assert "needs" in msg or "reach" in msg
+
+
+def test_cli_json_and_bad_input(tmp_path, capsys):
+    out = tmp_path / "f.csv"
+    rc = main(["solve", "--deadline", "30d", "--budget", "$2M", "--gpu", "a100-80gb", "--params", "100M..3B",
+               "--max-gpus", "64", "--json", "--frontier", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0 and cap.err == ""
+    d = json.loads(cap.out)
+    assert list(d)[0] == "optimum" and d["schema"].startswith("trilemma.solve")
+    assert out.read_text().count("\n") == d["frontier"]["points"] + 1
+    for bad in (["--deadline", "30x", "--budget", "$2M"], ["--deadline", "30d", "--budget", "lots"],
+                ["--deadline", "30d", "--budget", "$2M", "--gpu", "a100-80"],
+                ["--deadline", "30d", "--budget", "$2M", "--minimize", "happiness"]):
+        assert main(["solve", *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_scenario_file_and_flags_override(tmp_path, capsys):
+    sc = tmp_path / "s.toml"
+    sc.write_text('deadline = "30d"\nbudget = "$2M"\ngpu = ["a100-80gb"]\nparams = "100M..3B"\nmax-gpus = 64\n')
+    assert main(["solve", str(sc), "--json"]) == 0
+    d1 = json.loads(capsys.readouterr().out)
+    assert d1["pins"]["deadline_s"] == 30 * 86400
+    assert main(["solve", str(sc), "--deadline", "10d", "--json"]) == 0
+    d2 = json.loads(capsys.readouterr().out)
+    assert d2["pins"]["deadline_s"] == 10 * 86400
+    sc.write_text("colour = 'red'\n")
+    assert main(["solve", str(sc)]) == 2
