@@ -135,11 +135,17 @@ def _layers_in_bin(d: int, gqa: bool, vocab: int, k: int) -> tuple[int, int]:
     return lo, hi
 
 
+def _pipeline_step(layers: float) -> int:
+    """Deep models get a layer count that pipeline stages divide: a multiple of 8 from about 48
+    layers, of 4 from 16 (published models do the same: 32, 40, 80, 96, 126 → 128 stages of 1…)."""
+    return 8 if layers >= 48 else (4 if layers >= 16 else 1)
+
+
 @lru_cache(maxsize=4096)
 def _representative(k: int, vocab: int) -> _Shape | None:
     """The shape standing for bin k: aspect nearest the middle, then count nearest the bin's."""
     mid_count = math.exp((k + 0.5) * _BIN)
-    best: tuple[float, float, int] | None = None
+    best: tuple[bool, float, float, int] | None = None
     choice: _Shape | None = None
     for d in _widths():
         if _outside(d, vocab) >= math.exp((k + 1) * _BIN):
@@ -153,9 +159,12 @@ def _representative(k: int, vocab: int) -> _Shape | None:
             if lo > hi:
                 continue
             ideal = d / _ASPECT_MID
-            for layers in {min(max(math.floor(ideal), lo), hi), min(max(math.ceil(ideal), lo), hi)}:
+            step = _pipeline_step(ideal)
+            near = {min(max(math.floor(ideal), lo), hi), min(max(math.ceil(ideal), lo), hi)}
+            near |= {x for x in (step * math.floor(ideal / step), step * math.ceil(ideal / step)) if lo <= x <= hi}
+            for layers in near:
                 s = _Shape(d, layers, gqa)
-                key = (abs(math.log(s.aspect / _ASPECT_MID)),
+                key = (layers % step != 0, abs(math.log(s.aspect / _ASPECT_MID)),
                        abs(math.log(_count(s, vocab) / mid_count)), d)
                 if best is None or key < best:
                     best, choice = key, s
