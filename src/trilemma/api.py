@@ -163,6 +163,7 @@ class Estimate:
     stages: tuple[StageResult, ...]
     candidates_evaluated: int
     warnings: tuple[str, ...] = field(default=())
+    loss: dict[str, Any] | None = None  # trilemma.quality.predict.loss_block
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (stable keys, SI units, fractions 0-1)."""
@@ -195,6 +196,7 @@ class Estimate:
                                      "other": self.memory.other}},
             "time": asdict(self.time),
             "cost": asdict(self.cost),
+            **({"loss": self.loss} if self.loss is not None else {}),
             "warnings": list(self.warnings),
         }
 
@@ -234,16 +236,29 @@ def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> Cl
 def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, tokens: float | None = None,
              *, seq_len: int | None = None, global_batch_tokens: float | None = None,
              precision: Precision | str = Precision.BF16, layout: Layout | dict | None = None,
-             cluster: dict | None = None, plan: TrainingPlan | None = None) -> Estimate:
+             cluster: dict | None = None, plan: TrainingPlan | None = None, law: str | None = None,
+             unique_tokens: float | None = None) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
-    searched and the fastest legal layout that fits in memory is returned."""
+    searched and the fastest legal layout that fits in memory is returned. The loss corner comes
+    from ``law`` (default: trilemma.quality.laws.DEFAULT_LAW), with repetition over ``unique_tokens``."""
     if not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
     pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
-    return estimate_plan(m, cl, pl, layout, how)
+    return with_loss(estimate_plan(m, cl, pl, layout, how), law, unique_tokens)
+
+
+def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:
+    """The estimate with its quality corner: predicted loss with a band (trilemma.quality)."""
+    from dataclasses import replace
+
+    from trilemma.quality.predict import loss_block
+
+    block = loss_block(est.model, est.plan.total_tokens, law=law, unique_tokens=unique_tokens,
+                       precision=str(est.plan.precision))
+    return replace(est, loss=block, warnings=est.warnings + tuple(block.get("warnings", ())))
 
 
 def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout | dict | None = None,
@@ -399,4 +414,4 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
 
 
 __all__ = ["Estimate", "estimate", "estimate_plan", "evaluate_layout", "make_cluster", "make_plan",
-           "resolve_model", "resolve_hardware"]
+           "resolve_model", "resolve_hardware", "with_loss"]

@@ -57,6 +57,8 @@ def estimate(
     region: Optional[str] = typer.Option(None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"),
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1 (default 0.9)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
+    law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
+    unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
     """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan."""
@@ -90,7 +92,8 @@ def estimate(
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _int(seq, "seq"),
                      None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
                      flash_attention=flash, **({} if goodput is None else {"goodput": goodput}))
-    est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan)
+    est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
+                       unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if as_json:
         _print_json(est.to_dict())
     else:
@@ -209,6 +212,12 @@ def presets(
         print_presets(kind)
 
 
+from trilemma.cli_quality import fit, optimal  # noqa: E402  (thin command functions; heavy imports inside)
+
+app.command("fit")(fit)
+app.command("optimal")(optimal)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request."""
     try:
@@ -228,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         msg = " ".join(str(exc.format_message()).split())  # one line
         if name == "NoArgsIsHelpError":  # the help is already on stdout; its message is empty
-            msg = "missing command: estimate or presets (see trilemma --help)"
+            msg = "missing command: estimate, solve, optimal, fit, validate, probe or presets (see trilemma --help)"
         sys.stderr.write(f"trilemma: error: {msg}\n")
         return 2
 

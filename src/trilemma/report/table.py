@@ -81,6 +81,10 @@ def print_estimate(est: Any) -> None:
     ct.add_row("energy", f"{co.energy_kwh / 1e3:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
     ct.add_row("CO2", f"{co.co2_kg / 1e3:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
     c.print(ct)
+    if est.loss is not None:
+        from trilemma.quality.predict import format_loss_line
+
+        c.print(f"[bold]quality[/bold]  {format_loss_line(est.loss)}")
     for w in est.warnings:
         c.print(f"[yellow]note:[/yellow] {w}")
 

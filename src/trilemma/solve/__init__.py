@@ -71,10 +71,10 @@ class SolveResult:
         return doc
 
 
-def _law_fn(law: Any, unique_tokens: float | None, precision: str):
+def _law_fn(law: Any, unique_tokens: float | None):
     from trilemma.quality.predict import loss_mean
 
-    def fn(n_tot: np.ndarray, n_non: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    def fn(n_tot: np.ndarray, n_non: np.ndarray, tokens: np.ndarray, precision: np.ndarray) -> np.ndarray:
         return np.asarray(loss_mean(law, n_tot, n_non, tokens, unique_tokens=unique_tokens, precision=precision))
 
     return fn
@@ -182,7 +182,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     e = constants()["energy"]
     goodput = constants()["run"]["goodput"]
     c = rates(table, goodput, prices or {}, e)
-    loss_fn = _law_fn(the_law, uniq, "bf16")
+    loss_fn = _law_fn(the_law, uniq)
     ch = choose_tokens(c, pins, loss_fn, fixed_tokens)
     best = best_index(ch, pins.minimize)
     if best is None:

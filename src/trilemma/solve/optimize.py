@@ -59,6 +59,7 @@ class Corners:
     kwh_per_token: np.ndarray
     n_total: np.ndarray
     n_non_embedding: np.ndarray
+    precision: np.ndarray  # per configuration: lower precision costs quality through the law
 
 
 def rates(table: ConfigTable, goodput: float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
@@ -69,18 +70,19 @@ def rates(table: ConfigTable, goodput: float, prices: dict[str, float], energy: 
     spt = 1.0 / (table.tokens_per_s * goodput)
     n = table.n_gpus.astype(float)
     tot, non = params_of(table)
+    prec = np.array([str(p) for p in table.precisions])[table.prec_idx]
     return Corners(s_per_token=spt, usd_per_token=spt * n * price / HOUR, gpu_hours_per_token=spt * n / HOUR,
-                   kwh_per_token=spt * n * watts / KWH, n_total=tot, n_non_embedding=non)
+                   kwh_per_token=spt * n * watts / KWH, n_total=tot, n_non_embedding=non, precision=prec)
 
 
-def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float) -> np.ndarray:
+def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float, prec: np.ndarray) -> np.ndarray:
     """Smallest D with loss(N, D) ≤ target (bisection in log D, vectorised); inf if unreachable."""
     lo = np.full(n_tot.shape, math.log(D_MIN))
     hi = np.full(n_tot.shape, math.log(D_MAX))
-    reach = loss_fn(n_tot, n_non, np.exp(hi)) <= target
+    reach = loss_fn(n_tot, n_non, np.exp(hi), prec) <= target
     for _ in range(48):
         mid = 0.5 * (lo + hi)
-        ok = loss_fn(n_tot, n_non, np.exp(mid)) <= target
+        ok = loss_fn(n_tot, n_non, np.exp(mid), prec) <= target
         hi = np.where(ok, mid, hi)
         lo = np.where(ok, lo, mid)
     return np.where(reach, np.exp(hi), np.inf)
@@ -122,9 +124,9 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
         if p.target_loss is None:
             raise InputError("minimize", p.minimize, "a target loss (--target-loss) or fixed --tokens to go with it: "
                              "without one the cheapest or fastest plan trains nothing")
-        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss)
+        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
     D = np.where(np.isfinite(D), D, np.nan)
-    loss = loss_fn(c.n_total, c.n_non_embedding, np.nan_to_num(D, nan=D_MIN))
+    loss = loss_fn(c.n_total, c.n_non_embedding, np.nan_to_num(D, nan=D_MIN), c.precision)
     feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= D_MIN)
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
@@ -220,7 +222,7 @@ def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: flo
     D = D.ravel()
     t = D * c.s_per_token[cfg]
     usd = D * c.usd_per_token[cfg]
-    loss = loss_fn(c.n_total[cfg], c.n_non_embedding[cfg], D)
+    loss = loss_fn(c.n_total[cfg], c.n_non_embedding[cfg], D, c.precision[cfg])
     # exact pre-reduction: points with equal loss (same model and D) compete in (time, cost) only
     keep = np.zeros(D.size, dtype=bool)
     key = np.round(loss, 12)
@@ -255,10 +257,10 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
         if p.target_loss <= law_E:
             return (f"target loss {p.target_loss} is at or below the law's irreducible loss E = {law_E:.3f}: "
                     "no model or amount of data reaches it")
-        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss)
+        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
         reach = np.isfinite(D)
         if not reach.any():
-            best = float(np.min(loss_fn(c.n_total, c.n_non_embedding, np.full(c.n_total.shape, D_MAX))))
+            best = float(np.min(loss_fn(c.n_total, c.n_non_embedding, np.full(c.n_total.shape, D_MAX), c.precision)))
             return (f"target loss {p.target_loss} is out of reach of the models searched (best {best:.3f} with "
                     f"{fmt_count(D_MAX)} tokens): allow larger models (--params)")
         t = np.where(reach, D * c.s_per_token, np.inf)
@@ -276,7 +278,7 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
                          f"(taking {fmt_duration(t[cheapest])})" if not within.any() else
                          f"within {fmt_usd(p.budget_usd)} it takes at least {fmt_duration(t[within].min())}")
         cap = cap_tokens(c, p)
-        best_loss = loss_fn(c.n_total, c.n_non_embedding, np.clip(cap, D_MIN, D_MAX))
+        best_loss = loss_fn(c.n_total, c.n_non_embedding, np.clip(cap, D_MIN, D_MAX), c.precision)
         j = int(np.argmin(best_loss))
         parts.append(f"the pinned time and money reach loss {best_loss[j]:.3f} at best")
     else:

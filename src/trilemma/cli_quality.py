@@ -1,0 +1,172 @@
+"""`trilemma fit` and `trilemma optimal`: plain typer command functions, registered by ``trilemma.cli``.
+
+    app.command("fit")(fit)
+    app.command("optimal")(optimal)
+
+Each is a few lines over ``trilemma.quality``; bad input raises InputError (exit 2), an unreachable target
+InfeasibleError (exit 1). ``--json`` prints exactly one document with a ``schema`` and a ``warnings`` list.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import typer
+
+from trilemma.errors import InfeasibleError, InputError
+from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, LOSS_UNITS
+
+FIT_SCHEMA = "trilemma.fit/1"
+OPTIMAL_SCHEMA = "trilemma.optimal/1"
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _count(text: Optional[str], field: str) -> Optional[float]:
+    from trilemma.units import parse_count
+
+    if text is None:
+        return None
+    v = parse_count(text, field)
+    if not v > 0:
+        raise InputError(field, text, "a positive number, e.g. 1e23 or 2T")
+    return float(v)
+
+
+def fit(
+    runs: str = typer.Argument(..., help="CSV or JSONL file, one run per row: parameters N, tokens D, final loss"),
+    n_col: Optional[str] = typer.Option(None, "--n-col", help="column holding N (default: N, any case)"),
+    d_col: Optional[str] = typer.Option(None, "--d-col", help="column holding D, training tokens (default: D)"),
+    loss_col: Optional[str] = typer.Option(None, "--loss-col", help="column holding the final loss (default: loss)"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="law file to write (default: RUNS with suffix .law.toml)"),
+    name: Optional[str] = typer.Option(None, "--name", help="name of the fitted law (default: the RUNS file stem)"),
+    n_counts: str = typer.Option("total", "--n-counts", help="what N counts: total (with embeddings) or non-embedding"),
+    loss_unit: str = typer.Option("nats/token", "--loss-unit", help="nats/token or bits/byte"),
+    data: Optional[str] = typer.Option(None, "--data", help="dataset the runs were trained/evaluated on (recorded)"),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="tokenizer of the runs (recorded)"),
+    n_boot: int = typer.Option(200, "--bootstrap", help="bootstrap refits for the intervals (0: none)"),
+    level: float = typer.Option(0.8, "--ci", help="interval level, e.g. 0.8 (10th-90th percentiles) or 0.95"),
+    seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
+    starts: int = typer.Option(64, "--starts", help="L-BFGS starts from the best points of Hoffmann's grid (0: all 4500)"),
+    holdout: float = typer.Option(0.2, "--holdout", help="share of the largest model sizes held out for the leave-out check"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="draw loss vs N and vs D with the fit to this image (needs matplotlib)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """Fit L = E + A/N^alpha + B/D^beta to your runs (Hoffmann 2022 procedure) with bootstrap intervals."""
+    from trilemma.quality.fit import fit_runs, plot_fit, read_runs
+    from trilemma.quality.laws import write_law
+
+    counts = n_counts.strip().lower().replace("-", "_")
+    if counts not in ("total", "non_embedding"):
+        raise InputError("n-counts", n_counts, "total or non-embedding")
+    if loss_unit not in LOSS_UNITS:
+        raise InputError("loss-unit", loss_unit, " or ".join(LOSS_UNITS))
+    if not 0 <= n_boot <= 100_000:
+        raise InputError("bootstrap", n_boot, "a whole number from 0 to 100000")
+    if not 0 < level < 1:
+        raise InputError("ci", level, "a level between 0 and 1, e.g. 0.8")
+    if not 0 <= holdout <= 0.5:
+        raise InputError("holdout", holdout, "a share between 0 and 0.5")
+    if starts < 0:
+        raise InputError("starts", starts, "0 (every grid point) or a positive number of starts")
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:
+        raise InputError("plot", plot, "matplotlib installed (pip install 'trilemma[plot]')")
+    table = read_runs(runs, n_col, d_col, loss_col)
+    out_path = Path(out) if out else Path(runs).with_suffix(".law.toml")
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        report = fit_runs(table, name=name or Path(runs).stem, n_counts=counts, loss_unit=loss_unit,
+                          data=data or "unknown data (say with --data)",
+                          tokenizer=tokenizer or "unknown tokenizer (say with --tokenizer)",
+                          n_boot=n_boot, level=level, seed=seed, starts=starts, holdout=holdout)
+        write_law(report.law, out_path)
+        plot_path = str(plot_fit(report, plot)) if plot else None
+    doc = report.to_dict(FIT_SCHEMA)
+    doc["law_path"], doc["plot_path"] = str(out_path), plot_path
+    if as_json:
+        _print_json(doc)
+    else:
+        from trilemma.report.quality import print_fit
+        print_fit(doc)
+
+
+def _laws(spec: str) -> list[Any]:
+    from trilemma.quality.laws import get_law, law_names
+
+    text = spec.strip()
+    if text.lower() == "all":
+        return [get_law(n) for n in law_names()]
+    if "," in text and not Path(text).exists():
+        return [get_law(p) for p in text.split(",") if p.strip()]
+    return [get_law(text)]
+
+
+def optimal(
+    flops: Optional[str] = typer.Option(None, "--flops", "-c", help="training FLOP budget, e.g. 1e23 (C = 6·N·D)"),
+    law: str = typer.Option(DEFAULT_LAW, "--law", help="scaling law: a name, a law file from `trilemma fit`, a "
+                                                      "comma-separated list, or 'all' (default besiroglu2024: the "
+                                                      "Chinchilla refit consistent with ~20 tokens/parameter)"),
+    inference_tokens: Optional[str] = typer.Option(None, "--inference-tokens", help="lifetime inference tokens: "
+                                                   "also give the model minimising training + inference FLOPs "
+                                                   "(Sardana 2023) for the same loss"),
+    target_loss: Optional[float] = typer.Option(None, "--loss", help="target loss instead of the compute-optimal "
+                                                                     "loss at --flops (the law's unit)"),
+    unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique tokens available; more "
+                                                "epochs are discounted (Muennighoff 2023)"),
+    precision: str = typer.Option("bf16", "--precision", help="training precision (bf16/fp16/fp32: no penalty; fp8, int4: Kumar 2024 form)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """Compute-optimal N, D and loss for a FLOP budget under a scaling law (and the inference-aware model)."""
+    from trilemma.quality.optimal import FLOP_CONVENTION, compute_optimal, inference_optimal
+    from trilemma.quality.predict import precision_bits
+
+    c = _count(flops, "flops")
+    d_inf = None if inference_tokens is None else _count(inference_tokens, "inference-tokens")
+    u = _count(unique_tokens, "unique-tokens")
+    if c is None and target_loss is None:
+        raise InputError("flops", None, "a FLOP budget (--flops 1e23) or a target loss (--loss 2.0)")
+    if target_loss is not None and not target_loss > 0:
+        raise InputError("loss", target_loss, "a positive loss in the law's unit")
+    precision_bits(precision)  # validate before any work
+    laws = _laws(law)
+    results, warnings = [], []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        for lw in laws:
+            r: dict[str, Any] = {"law": lw.name if lw.path is None else lw.path, "title": lw.title,
+                                 "n_counts": lw.n_counts, "loss_unit": lw.loss_unit, "compute_optimal": None,
+                                 "inference_optimal": None, "error": None}
+            try:
+                alloc = compute_optimal(lw, c, unique_tokens=u, precision=precision) if c is not None else None
+                if alloc is not None:
+                    r["compute_optimal"] = alloc.to_dict()
+                    warnings += [f"{r['law']}: {w}" for w in alloc.warnings]
+                if d_inf is not None or target_loss is not None:
+                    target = target_loss if target_loss is not None else alloc.loss["mean"]  # type: ignore[union-attr]
+                    inf = inference_optimal(lw, target, d_inf or 0.0, unique_tokens=u, precision=precision)
+                    r["inference_optimal"] = inf.to_dict()
+                    warnings += [f"{r['law']}: {w}" for w in inf.warnings]
+            except InfeasibleError as exc:
+                if len(laws) == 1:
+                    raise
+                r["error"] = str(exc)
+                warnings.append(f"{r['law']}: {exc}")
+            results.append(r)
+    if all(r["error"] for r in results):
+        raise InfeasibleError("; ".join(f"{r['law']}: {r['error']}" for r in results))
+    doc = {
+        "schema": OPTIMAL_SCHEMA, "flops": c, "flop_convention": FLOP_CONVENTION, "target_loss": target_loss,
+        "inference_tokens": d_inf, "unique_tokens": u, "precision": precision,
+        "default_law": DEFAULT_LAW, "default_law_reason": DEFAULT_LAW_REASON,
+        "results": results, "warnings": warnings,
+    }
+    if as_json:
+        _print_json(doc)
+    else:
+        from trilemma.report.quality import print_optimal
+        print_optimal(doc)

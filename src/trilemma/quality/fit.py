@@ -1,0 +1,618 @@
+"""Fit L = E + A/N^α + B/D^β to a table of runs: the Hoffmann 2022 procedure, done right.
+
+Procedure (Hoffmann et al. 2022, arXiv 2203.15556, §3.3 Eq. 3 and App. D.2 Eq. 11):
+
+    minimise over θ = (a, b, e, α, β)   Σ_runs Huber_δ( LSE(a − α·ln N, b − β·ln D, e) − ln L ),   δ = 1e-3
+    A, B, E = e^a, e^b, e^e
+
+with L-BFGS from the grid α, β ∈ {0, 0.5, …, 2}, e ∈ {−1, −0.5, …, 1}, a, b ∈ {0, 5, …, 25}, keeping the
+best local minimum. Two corrections from Besiroglu et al. 2024 (arXiv 2404.10102, §2 and their code):
+the Huber loss is *summed* over runs (Hoffmann's averaged objective let the optimiser stop early) and
+convergence is checked (gradient norm). For speed the whole grid is scored and L-BFGS starts from the
+best ``starts`` grid points (``starts=0``: every grid point, as Hoffmann did); internally ln N and ln D
+are centred (a' = a − α·mean ln N), a linear change of variables that leaves the minimiser unchanged but
+makes L-BFGS converge in far fewer steps.
+
+Uncertainty: bootstrap over runs (resample with replacement, refit from the point estimate), as
+Besiroglu et al. (4000 resamples) and Hoffmann Table 2 (10th/90th percentiles). Leave-out check: fit
+on all but the largest model sizes and report the error on those. L-BFGS is written out below (numpy
+only); matplotlib is imported inside ``plot_fit`` only.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from trilemma.errors import InputError
+from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, Uncertainty
+
+DELTA = 1e-3  # Hoffmann 2022 App. D.2: Huber δ = 1e-3
+#: Hoffmann 2022 App. D.2 initialisation grid
+GRID_ALPHA = GRID_BETA = (0.0, 0.5, 1.0, 1.5, 2.0)
+GRID_E = (-1.0, -0.5, 0.0, 0.5, 1.0)
+GRID_A = GRID_B = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
+MIN_RUNS, MIN_SIZES = 5, 3
+SIZE_GROUPING = 0.02  # runs whose N differ by < 2% are one model size (digitised points scatter)
+PARAMS = ("E", "A", "B", "alpha", "beta")
+
+
+# ------------------------------------------------------------------ reading runs
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A table of runs: parameters N, tokens D, final loss; all positive."""
+
+    n: np.ndarray
+    d: np.ndarray
+    loss: np.ndarray
+    source: str = "runs"
+    columns: tuple[str, str, str] = ("N", "D", "loss")
+
+    def __len__(self) -> int:
+        return len(self.n)
+
+    def subset(self, idx: np.ndarray) -> Runs:
+        return Runs(self.n[idx], self.d[idx], self.loss[idx], self.source, self.columns)
+
+
+def size_groups(n: np.ndarray) -> np.ndarray:
+    """Index of the model size each run belongs to (sizes within 2% are one), in increasing N."""
+    order = np.argsort(n)
+    group = np.empty(len(n), dtype=int)
+    g, last = -1, -math.inf
+    for i in order:
+        if n[i] > last * (1 + SIZE_GROUPING):
+            g += 1
+            last = n[i]
+        group[i] = g
+    return group
+
+
+def n_sizes(n: np.ndarray) -> int:
+    return int(size_groups(n).max()) + 1 if len(n) else 0
+
+
+def _pick(columns: Sequence[str], wanted: str | None, default: str, flag: str, path: str) -> str:
+    target = (wanted or default).strip().lower()
+    for c in columns:
+        if c.strip().lower() == target:
+            return c
+    have = ", ".join(columns) if columns else "none"
+    raise InputError("runs", path, f"a column named {wanted or default!r} (any case; map another with {flag}); "
+                                   f"columns found: {have}")
+
+
+def _number(v: Any, field_: str, row: int, path: str, count: bool) -> float:
+    from trilemma.units import parse_count
+
+    if isinstance(v, bool) or v is None or (isinstance(v, str) and not v.strip()):
+        raise InputError("runs", path, f"a value of {field_} in every run (row {row} has none)")
+    try:
+        f = float(v)
+    except (ValueError, TypeError):
+        try:
+            f = parse_count(v, field_) if count else math.nan  # "1.2B", "7e9"
+        except InputError:
+            f = math.nan
+        if math.isnan(f):
+            raise InputError("runs", path, f"numbers in column {field_} (row {row} has {v!r})") from None
+    if not math.isfinite(f) or f <= 0:
+        raise InputError("runs", path, f"positive values of {field_} (row {row} has {v!r})")
+    return float(f)
+
+
+def read_runs(path: str | Path, n_col: str | None = None, d_col: str | None = None,
+              loss_col: str | None = None) -> Runs:
+    """Runs from a CSV (header row) or JSONL (one object per line) file; N and D may be written 1.2e9 or 1.2B."""
+    p = Path(path)
+    where = str(path)
+    if not p.is_file():
+        raise InputError("runs", where, "an existing CSV or JSONL file with columns N, D, loss")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError("runs", where, f"a readable UTF-8 text file ({exc})") from None
+    rows: list[dict[str, Any]]
+    is_jsonl = p.suffix.lower() in (".jsonl", ".ndjson", ".json") or text.lstrip().startswith("{")
+    if is_jsonl:
+        rows = []
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError("runs", where, f"one JSON object per line (line {i}: {exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InputError("runs", where, f"one JSON object per line (line {i} is not an object)")
+            rows.append(obj)
+        columns: list[str] = list(dict.fromkeys(k for r in rows for k in r))
+    else:
+        reader = csv.DictReader(text.splitlines())
+        columns = [c for c in (reader.fieldnames or []) if c is not None]
+        rows = list(reader)
+    cn = _pick(columns, n_col, "N", "--n-col", where)
+    cd = _pick(columns, d_col, "D", "--d-col", where)
+    cl = _pick(columns, loss_col, "loss", "--loss-col", where)
+    n = np.array([_number(r.get(cn), cn, i, where, True) for i, r in enumerate(rows, 1)], dtype=float)
+    d = np.array([_number(r.get(cd), cd, i, where, True) for i, r in enumerate(rows, 1)], dtype=float)
+    loss = np.array([_number(r.get(cl), cl, i, where, False) for i, r in enumerate(rows, 1)], dtype=float)
+    runs = Runs(n, d, loss, where, (cn, cd, cl))
+    check_enough(runs)
+    return runs
+
+
+def check_enough(runs: Runs) -> None:
+    k = n_sizes(runs.n)
+    if len(runs) < MIN_RUNS or k < MIN_SIZES:
+        raise InputError("runs", runs.source, f"at least {MIN_RUNS} runs and {MIN_SIZES} distinct model sizes "
+                                              f"(found {len(runs)} runs, {k} sizes)")
+
+
+# ------------------------------------------------------------------ the objective
+
+
+class _Objective:
+    """Σ Huber_δ(LSE(a' − α·x, b' − β·y, e) − ln L) and its gradient; x, y centred ln N, ln D.
+
+    With ``d_term=False`` (every run has the same D) θ = (a', e, α): the data term is not identifiable
+    and is absorbed into E.
+    """
+
+    def __init__(self, n: np.ndarray, d: np.ndarray, loss: np.ndarray, delta: float, d_term: bool) -> None:
+        self.x0, self.y0 = float(np.log(n).mean()), float(np.log(d).mean())
+        self.x, self.y, self.l = np.log(n) - self.x0, np.log(d) - self.y0, np.log(loss)
+        self.delta, self.d_term = delta, d_term
+
+    # θ in Hoffmann's coordinates (a, b, e, α, β) <-> internal centred coordinates
+    def to_internal(self, th: np.ndarray) -> np.ndarray:
+        th = np.asarray(th, dtype=float)
+        a, b, e, al, be = th[..., 0], th[..., 1], th[..., 2], th[..., 3], th[..., 4]
+        if self.d_term:
+            return np.stack([a - al * self.x0, b - be * self.y0, e, al, be], axis=-1)
+        return np.stack([a - al * self.x0, e, al], axis=-1)
+
+    def to_hoffmann(self, t: np.ndarray) -> np.ndarray:
+        if self.d_term:
+            ac, bc, e, al, be = t
+            return np.array([ac + al * self.x0, bc + be * self.y0, e, al, be])
+        ac, e, al = t
+        return np.array([ac + al * self.x0, -np.inf, e, al, 0.0])
+
+    def residuals(self, t: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        """r (n,), softmax weights of the terms, and their sum-normaliser; t may be (k,) or (m, k)."""
+        t = np.asarray(t, dtype=float)
+        col = (lambda j: t[..., j, None]) if t.ndim > 1 else (lambda j: t[j])
+        if self.d_term:
+            terms = [col(0) - col(3) * self.x, col(1) - col(4) * self.y, col(2) + 0 * self.x]
+        else:
+            terms = [col(0) - col(2) * self.x, col(1) + 0 * self.x]
+        m = np.maximum.reduce(terms)
+        w = [np.exp(tt - m) for tt in terms]
+        s = np.add.reduce(w)
+        r = m + np.log(s) - self.l
+        return r, w, s
+
+    def huber(self, r: np.ndarray) -> np.ndarray:
+        ar = np.abs(r)
+        return np.where(ar <= self.delta, 0.5 * r * r, self.delta * (ar - 0.5 * self.delta)).sum(axis=-1)
+
+    def __call__(self, t: np.ndarray) -> tuple[float, np.ndarray]:
+        r, w, s = self.residuals(t)
+        g = np.clip(r, -self.delta, self.delta) / s
+        if self.d_term:
+            g1, g2 = g * w[0], g * w[1]
+            grad = np.array([g1.sum(), g2.sum(), (g * w[2]).sum(), -(g1 @ self.x), -(g2 @ self.y)])
+        else:
+            g1 = g * w[0]
+            grad = np.array([g1.sum(), (g * w[1]).sum(), -(g1 @ self.x)])
+        return float(self.huber(r)), grad
+
+
+def hoffmann_grid() -> np.ndarray:
+    """The 4500 starting points (a, b, e, α, β) of Hoffmann 2022 App. D.2."""
+    return np.array([(a, b, e, al, be) for a, b, e, al, be in
+                     itertools.product(GRID_A, GRID_B, GRID_E, GRID_ALPHA, GRID_BETA)], dtype=float)
+
+
+@dataclass(frozen=True)
+class PointFit:
+    """The best local minimum of the Huber objective, and whether the optimiser really converged."""
+
+    constants: dict[str, float]  # E, A, B, alpha, beta (B = beta = 0 when the runs share one D)
+    theta: np.ndarray  # Hoffmann's (a, b, e, α, β), b = -inf without a data term
+    objective: float
+    grad_max: float
+    converged: bool
+    iterations: int
+    starts: int
+    starts_at_best: int  # how many starts reached the best objective (a robustness indicator)
+    d_term: bool
+    message: str
+
+
+@dataclass
+class _Result:
+    x: np.ndarray
+    fun: float
+    jac: np.ndarray
+    nit: int
+    nfev: int
+    message: str
+
+
+def lbfgs(fun: Any, x0: np.ndarray, *, memory: int = 10, maxiter: int = 1000, gtol: float = 1e-12,
+          ftol: float = 1e-15) -> _Result:
+    """Minimise ``fun(x) -> (f, grad)`` by L-BFGS (Nocedal & Wright 2006, Alg. 7.4-7.5) with Armijo backtracking.
+
+    Written here rather than scipy's L-BFGS-B, whose BLAS threads spin under CPU contention and made a
+    5-parameter fit 100x slower on a busy machine; the problem is small, so plain numpy is as fast.
+    Stops when the largest gradient component is ≤ gtol or one step lowers f by ≤ ftol·max(|f|, 1)
+    (scipy's factr rule); ``fit_point`` then checks the gradient itself.
+    """
+    x = np.array(x0, dtype=float)
+    f, g = fun(x)
+    s_hist: list[np.ndarray] = []
+    y_hist: list[np.ndarray] = []
+    nfev, it, msg = 1, 0, "maximum iterations reached"
+    while it < maxiter:
+        it += 1
+        if not np.abs(g).max() > gtol:
+            msg = "gradient below tolerance"
+            break
+        # two-loop recursion: p = -H·g
+        q = g.copy()
+        coeffs = []
+        for s, y in zip(reversed(s_hist), reversed(y_hist)):
+            rho = 1.0 / (y @ s)
+            a = rho * (s @ q)
+            q -= a * y
+            coeffs.append((rho, a))
+        if s_hist:
+            q *= (s_hist[-1] @ y_hist[-1]) / (y_hist[-1] @ y_hist[-1])
+        for (s, y), (rho, a) in zip(zip(s_hist, y_hist), reversed(coeffs)):
+            q += s * (a - rho * (y @ q))
+        p = -q
+        gp = float(g @ p)
+        if not gp < 0:  # not a descent direction: restart from steepest descent
+            s_hist.clear()
+            y_hist.clear()
+            p, gp = -g, float(-(g @ g))
+        t = 1.0
+        while True:
+            x_new = x + t * p
+            f_new, g_new = fun(x_new)
+            nfev += 1
+            if np.isfinite(f_new) and f_new <= f + 1e-4 * t * gp:
+                break
+            t *= 0.5
+            if t < 1e-20:
+                return _Result(x, f, g, it, nfev, "line search failed")
+        s, y = x_new - x, g_new - g
+        sy, yy = float(s @ y), float(y @ y)
+        if sy > 1e-12 * np.sqrt(float(s @ s) * yy) and yy > 0:  # curvature condition: keep the pair
+            s_hist.append(s)
+            y_hist.append(y)
+            if len(s_hist) > memory:
+                s_hist.pop(0)
+                y_hist.pop(0)
+        drop = f - f_new
+        x, f, g = x_new, float(f_new), g_new
+        if drop <= ftol * max(abs(f), abs(f + drop), 1.0):
+            msg = "relative reduction of f below tolerance"
+            break
+    return _Result(x, float(f), g, it, nfev, msg)
+
+
+def _minimise(obj: _Objective, t0: np.ndarray) -> _Result:
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        return lbfgs(obj, t0)
+
+
+def _grad_tol(obj: _Objective) -> float:
+    # the gradient is a sum over runs of clip(r, ±δ)·(weights·ln N ...): its scale is δ·n
+    return 1e-6 * obj.delta * max(len(obj.l), 1)
+
+
+def _constants(th: np.ndarray) -> dict[str, float]:
+    a, b, e, al, be = (float(v) for v in th)
+    return {"E": math.exp(e), "A": math.exp(a), "B": 0.0 if b == -np.inf else math.exp(b), "alpha": al, "beta": be}
+
+
+def fit_point(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, delta: float = DELTA, starts: int = 64,
+              init: np.ndarray | None = None) -> PointFit:
+    """Hoffmann's fit: score the grid, L-BFGS from the best ``starts`` points (0 = all), keep the best."""
+    n, d, loss = (np.asarray(v, dtype=float) for v in (n, d, loss))
+    d_term = bool(np.ptp(np.log(d)) > 1e-9)
+    obj = _Objective(n, d, loss, delta, d_term)
+    if init is not None:
+        t0s = obj.to_internal(np.asarray(init, dtype=float)[None, :])
+    else:
+        grid = obj.to_internal(hoffmann_grid())
+        if not d_term:
+            grid = np.unique(grid, axis=0)
+        if starts and starts < len(grid):
+            scores = np.concatenate([obj.huber(obj.residuals(chunk)[0]) for chunk in np.array_split(grid, max(1, len(grid) // 256))])
+            t0s = grid[np.argsort(scores, kind="stable")[:starts]]
+        else:
+            t0s = grid
+    results = [_minimise(obj, t0) for t0 in t0s]
+    funs = np.array([r.fun if np.isfinite(r.fun) else np.inf for r in results])
+    best = results[int(np.argmin(funs))]
+    f_best = float(best.fun)
+    at_best = int(np.sum(funs <= f_best + max(1e-9 * abs(f_best), 1e-15)))
+    grad_max = float(np.abs(obj(best.x)[1]).max())
+    th = obj.to_hoffmann(best.x)
+    return PointFit(constants=_constants(th), theta=th, objective=f_best, grad_max=grad_max,
+                    converged=bool(grad_max <= _grad_tol(obj)), iterations=int(best.nit), starts=len(t0s),
+                    starts_at_best=at_best, d_term=d_term, message=str(best.message))
+
+
+def predict(constants: dict[str, float], n: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """E + A/N^α + B/D^β (Hoffmann 2022 Eq. 2)."""
+    c = constants
+    return c["E"] + c["A"] / np.asarray(n, float) ** c["alpha"] + c["B"] / np.asarray(d, float) ** c["beta"]
+
+
+def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *, n_boot: int = 200,
+              seed: int = 0, delta: float = DELTA) -> np.ndarray:
+    """Refits on runs resampled with replacement, each started from the point estimate: rows (E, A, B, α, β).
+
+    A resample with fewer than 3 model sizes is drawn again; one whose refit does not converge from the
+    point estimate is retried from the best grid starts.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    m = len(n)
+    tries = 0
+    while len(out) < n_boot and tries < 5 * n_boot:
+        tries += 1
+        idx = rng.integers(0, m, m)
+        if n_sizes(n[idx]) < MIN_SIZES:
+            continue
+        init = point.theta if point.d_term else np.where(np.isfinite(point.theta), point.theta, 0.0)
+        f = fit_point(n[idx], d[idx], loss[idx], delta=delta, init=init)
+        if not f.converged or f.d_term != point.d_term:
+            f = fit_point(n[idx], d[idx], loss[idx], delta=delta, starts=8)
+        out.append([f.constants[k] for k in PARAMS])
+    return np.array(out, dtype=float).reshape(-1, len(PARAMS))
+
+
+def goodness(constants: dict[str, float], n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> dict[str, float]:
+    """How well the law describes the runs it was fitted on."""
+    pred = predict(constants, n, d)
+    res = loss - pred
+    rel = res / loss
+    ss_tot = float(((loss - loss.mean()) ** 2).sum())
+    return {
+        "runs": len(n), "sizes": n_sizes(n),
+        "rmse_log_loss": float(np.sqrt(np.mean((np.log(pred) - np.log(loss)) ** 2))),
+        "mae_loss": float(np.mean(np.abs(res))),
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+        "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "r2_loss": float(1 - (res ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan"),
+    }
+
+
+def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float = 0.2, delta: float = DELTA,
+              starts: int = 32) -> dict[str, Any] | None:
+    """Fit on all but the largest model sizes (the top ``fraction`` of sizes, at least one); predict those.
+
+    Returns None when what is left would be too few runs to fit.
+    """
+    g = size_groups(n)
+    k = int(g.max()) + 1
+    n_out = max(1, round(fraction * k))
+    held = g >= k - n_out
+    if (~held).sum() < MIN_RUNS or k - n_out < MIN_SIZES:
+        return None
+    f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts)
+    pred = predict(f.constants, n[held], d[held])
+    rel = (pred - loss[held]) / loss[held]
+    rows = [{"N": float(a), "D": float(b), "loss": float(c), "predicted": float(p), "rel_error": float(e)}
+            for a, b, c, p, e in zip(n[held], d[held], loss[held], pred, rel)]
+    rows.sort(key=lambda r: (r["N"], r["D"]))
+    return {
+        "held_out_sizes": n_out, "fit_runs": int((~held).sum()), "held_out_runs": int(held.sum()),
+        "fit_max_N": float(n[~held].max()), "held_out_min_N": float(n[held].min()),
+        "constants": f.constants, "converged": f.converged,
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "mean_rel_error": float(np.mean(rel)), "rows": rows,
+    }
+
+
+# ------------------------------------------------------------------ the whole fit
+
+
+@dataclass(frozen=True)
+class FitReport:
+    law: Law
+    point: PointFit
+    samples: np.ndarray  # bootstrap rows (E, A, B, alpha, beta)
+    level: float
+    ci: dict[str, list[float]]
+    gof: dict[str, float]
+    leave_out: dict[str, Any] | None
+    runs: Runs
+    warnings: tuple[str, ...] = ()
+    law_path: str | None = None
+    plot_path: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, schema: str = "trilemma.fit/1") -> dict[str, Any]:
+        """The law first (linear constants), then its intervals, then the checks."""
+        c = self.point.constants
+        a = c["beta"] / (c["alpha"] + c["beta"]) if c["alpha"] + c["beta"] > 0 else float("nan")
+        pred = predict(c, self.runs.n, self.runs.d)
+        return {
+            "law": {"form": "chinchilla", **{k: c[k] for k in PARAMS}},
+            "ci": {"level": self.level, "method": f"bootstrap over runs, {len(self.samples)} refits, "
+                                                  f"{(1 - self.level) / 2:.0%}/{(1 + self.level) / 2:.0%} percentiles",
+                   **self.ci},
+            "schema": schema,
+            "law_path": self.law_path,
+            "plot_path": self.plot_path,
+            "formula": "L = E + A/N^alpha + B/D^beta",
+            "n_counts": self.law.n_counts, "loss_unit": self.law.loss_unit, "data": self.law.data,
+            "tokenizer": self.law.tokenizer,
+            "compute_optimal": {"a": a, "b": 1 - a, "note": "N* ∝ C^a, D* ∝ C^b with C = 6·N·D (Hoffmann 2022 Eq. 4)"},
+            "goodness_of_fit": self.gof,
+            "convergence": {"converged": self.point.converged, "objective": self.point.objective,
+                            "grad_max": self.point.grad_max, "iterations": self.point.iterations,
+                            "starts": self.point.starts, "starts_at_best": self.point.starts_at_best,
+                            "delta": DELTA, "objective_form": "sum over runs of Huber_delta(LSE - ln L)"},
+            "leave_out": self.leave_out,
+            "runs": [{"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
+                     for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)],
+            "warnings": list(self.warnings),
+        }
+
+
+def _ci(samples: np.ndarray, level: float) -> dict[str, list[float]]:
+    if len(samples) == 0:
+        return {}
+    q = [(1 - level) / 2, (1 + level) / 2]
+    out = {k: [float(v) for v in np.quantile(samples[:, j], q)] for j, k in enumerate(PARAMS)}
+    al, be = samples[:, 3], samples[:, 4]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = be / (al + be)
+    a = a[np.isfinite(a)]
+    if a.size:
+        out["a"] = [float(v) for v in np.quantile(a, q)]
+    return out
+
+
+def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: str = "total", loss_unit: str = "nats/token",
+             data: str = "unknown data (say with --data)", tokenizer: str = "unknown tokenizer (say with --tokenizer)",
+             n_boot: int = 200, level: float = DEFAULT_LEVEL, seed: int = 0, starts: int = 64,
+             holdout: float = 0.2, delta: float = DELTA) -> FitReport:
+    """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
+    check_enough(runs)
+    n, d, loss = runs.n, runs.d, runs.loss
+    warnings: list[str] = []
+    point = fit_point(n, d, loss, delta=delta, starts=starts)
+    c = point.constants
+    if c["alpha"] <= 0 or (point.d_term and c["beta"] <= 0):
+        raise InputError("runs", runs.source, "runs in which loss falls with N and with D "
+                                              f"(the best fit has alpha = {c['alpha']:.3g}, beta = {c['beta']:.3g})")
+    if not point.converged:
+        warnings.append(f"the optimiser did not converge (largest gradient {point.grad_max:.2e}, {point.message}); "
+                        "treat the constants with care")
+    if not point.d_term:
+        warnings.append(f"every run has the same D ({d[0]:.4g} tokens): the data term cannot be separated from E; "
+                        "fitted L = E + A/N^alpha with B = beta = 0, valid at that D only")
+    elif len(np.unique(np.round(np.log(d), 3))) < 3:
+        warnings.append("fewer than 3 distinct token counts: B and beta are weakly determined")
+    if c["E"] < 1e-3 * loss.min():
+        warnings.append("the fitted E is ~0: the runs do not show an irreducible loss; extrapolations are unreliable")
+    samples = bootstrap(n, d, loss, point, n_boot=n_boot, seed=seed, delta=delta) if n_boot > 0 else np.empty((0, 5))
+    if n_boot > 0 and len(samples) < n_boot:
+        warnings.append(f"only {len(samples)} of {n_boot} bootstrap resamples had {MIN_SIZES}+ model sizes")
+    lo = leave_out(n, d, loss, fraction=holdout, delta=delta) if holdout > 0 else None
+    if holdout > 0 and lo is None:
+        warnings.append("leave-out check skipped: without the largest sizes too few runs remain to fit")
+    gof = goodness(c, n, d, loss)
+    ci = _ci(samples, level)
+    unc = None
+    if len(samples):
+        unc = Uncertainty("samples", PARAMS, level, f"bootstrap over runs ({len(samples)} refits, seed {seed})",
+                          samples=samples)
+    fit_info = {
+        "runs_file": runs.source, "columns": list(runs.columns), "runs": len(n), "sizes": gof["sizes"],
+        "procedure": "Hoffmann 2022 App. D.2: Huber delta=1e-3 on log loss, summed; L-BFGS from the best "
+                     f"{point.starts} of the 4500-point grid; bootstrap {len(samples)} refits",
+        "converged": point.converged, "objective": point.objective,
+        "rmse_log_loss": gof["rmse_log_loss"], "mean_abs_rel_error": gof["mean_abs_rel_error"],
+    }
+    if lo is not None:
+        fit_info["leave_out_mean_abs_rel_error"] = lo["mean_abs_rel_error"]
+        fit_info["leave_out_max_abs_rel_error"] = lo["max_abs_rel_error"]
+    notes = []
+    if not point.d_term:
+        notes.append(f"fitted at a single D = {d[0]:.4g} tokens: the law ignores D (B = beta = 0)")
+    law = Law(
+        name=name, form=Form.CHINCHILLA, constants=MappingProxyType(dict(c)), n_counts=n_counts,
+        loss_unit=loss_unit, data=data, tokenizer=tokenizer,
+        source=f"trilemma fit on {runs.source} ({len(n)} runs)", title=f"fitted on {Path(runs.source).name}",
+        notes=tuple(notes), uncertainty=unc,
+        fit_range=MappingProxyType({"N_min": float(n.min()), "N_max": float(n.max()),
+                                    "D_min": float(d.min()), "D_max": float(d.max())}),
+        fit_report=MappingProxyType(fit_info),
+    )
+    return FitReport(law=law, point=point, samples=samples, level=level, ci=ci, gof=gof, leave_out=lo, runs=runs,
+                     warnings=tuple(warnings))
+
+
+# ------------------------------------------------------------------ plot
+
+
+def plot_fit(report: FitReport, path: str | Path) -> Path:
+    """Loss vs N and loss vs D with the fitted law (matplotlib, imported here only)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plot", str(path), "matplotlib installed (pip install 'trilemma[plot]')") from None
+    runs, c = report.runs, report.point.constants
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
+    cmap = plt.get_cmap("viridis")
+    ratio = runs.d / runs.n
+
+    def shade(v: np.ndarray | float, lo: float, hi: float) -> Any:
+        return cmap((np.log10(v) - lo) / max(hi - lo, 1e-9))
+
+    # loss vs N, coloured by tokens/parameter; the fit at constant tokens/parameter D = r·N
+    ax = axes[0]
+    rlo, rhi = np.log10(ratio.min()), np.log10(ratio.max())
+    ax.scatter(runs.n, runs.loss, c=shade(ratio, rlo, rhi), s=18, edgecolors="none")
+    grid = np.logspace(np.log10(runs.n.min()) - 0.1, np.log10(runs.n.max()) + 0.3, 200)
+    for r in np.unique(np.quantile(ratio, [0.0, 0.5, 1.0])):
+        ax.plot(grid, predict(c, grid, r * grid), color=shade(r, rlo, rhi), lw=1.4, label=f"fit at D/N = {r:.3g}")
+    ax.set_xlabel("parameters N")
+    # loss vs D, coloured by N; the fit at (up to five of) the model sizes
+    ax = axes[1]
+    nlo, nhi = np.log10(runs.n.min()), np.log10(runs.n.max())
+    ax.scatter(runs.d, runs.loss, c=shade(runs.n, nlo, nhi), s=18, edgecolors="none")
+    grid = np.logspace(np.log10(runs.d.min()) - 0.1, np.log10(runs.d.max()) + 0.3, 200)
+    g = size_groups(runs.n)
+    picks = np.unique(np.linspace(0, g.max(), min(5, g.max() + 1)).round().astype(int))
+    for k in picks:
+        nk = float(np.median(runs.n[g == k]))
+        ax.plot(grid, predict(c, nk, grid), color=shade(nk, nlo, nhi), lw=1.4, label=f"fit at N = {nk:.3g}")
+    ax.set_xlabel("tokens D")
+    for ax in axes[:2]:
+        ax.set_xscale("log")
+        ax.set_ylabel(f"final loss ({report.law.loss_unit})")
+        ax.legend(fontsize=8)
+    # observed vs predicted
+    ax = axes[2]
+    pred = predict(c, runs.n, runs.d)
+    ax.scatter(pred, runs.loss, c=shade(runs.n, nlo, nhi), s=18, edgecolors="none")
+    lims = [min(pred.min(), runs.loss.min()), max(pred.max(), runs.loss.max())]
+    ax.plot(lims, lims, color="grey", lw=1, ls="--")
+    ax.set_xlabel("predicted loss")
+    ax.set_ylabel("observed loss")
+    ax.set_title("colour: N (centre, right), D/N (left)", fontsize=8)
+    c_txt = f"E={c['E']:.3f}  A={c['A']:.4g}  B={c['B']:.4g}  alpha={c['alpha']:.3f}  beta={c['beta']:.3f}"
+    fig.suptitle(f"{report.law.name}: L = E + A/N^alpha + B/D^beta   ({c_txt})", fontsize=9)
+    p = Path(path)
+    try:
+        fig.savefig(p, dpi=120)
+    except OSError as exc:
+        raise InputError("plot", str(path), f"a writable image path ({exc.strerror})") from None
+    finally:
+        plt.close(fig)
+    return p

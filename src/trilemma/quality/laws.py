@@ -1,0 +1,486 @@
+"""Scaling laws as data: published fits shipped in ``presets/laws/*.toml`` and laws fitted by ``trilemma fit``.
+
+A law is a functional form, its constants, and what they mean: which parameters N counts (with or
+without embeddings), the loss unit, the data and tokenizer it was fitted on (absolute loss is specific
+to them), its source, and its parameter uncertainty (a covariance or samples), from which every
+prediction gets a band.
+
+Forms (the formulas live in ``trilemma.quality.predict``):
+
+- ``chinchilla``: L = E + A/N^α + B/D^β (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2).
+- ``kaplan``: L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D, N non-embedding (Kaplan et al. 2020, arXiv 2001.08361,
+  Eq. 1.5 / 4.1). No irreducible term.
+- ``muennighoff``: the chinchilla form on effective parameters N' and effective data D' given the unique
+  tokens U (Muennighoff et al. 2023, arXiv 2305.16264; huggingface/datablations README "Parametric Fit").
+
+Nothing is read at import; loading is cached.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from trilemma.errors import InputError
+from trilemma.specs.enums import StrEnum
+
+SCHEMA = "trilemma.law/1"
+
+#: The law used when none is named.
+DEFAULT_LAW = "besiroglu2024"
+DEFAULT_LAW_REASON = (
+    "Besiroglu et al. 2024 (arXiv 2404.10102) refit Chinchilla's Approach 3 on the runs of Hoffmann et al. "
+    "Fig. 4 with the optimiser run to convergence; it is the only published Approach-3 fit consistent with "
+    "the ~20 tokens/parameter of Hoffmann's Approaches 1-2 and of Chinchilla itself (70B on 1.4T tokens), "
+    "and it comes with bootstrap uncertainty. Hoffmann's own constants imply 59-93 tokens/parameter at "
+    "Gopher's budget (reference/scaling_laws.md §2)."
+)
+
+#: Band level used when a law's uncertainty does not state one (Hoffmann 2022 Table 2 uses 10th/90th percentiles).
+DEFAULT_LEVEL = 0.8
+#: Draws from a covariance for a band; fixed seed so that a prediction is reproducible.
+N_DRAWS = 400
+DRAW_SEED = 20240416
+
+LOSS_UNITS = ("nats/token", "bits/byte")
+N_COUNTS = ("total", "non_embedding")
+
+
+class Form(StrEnum):
+    CHINCHILLA = "chinchilla"
+    KAPLAN = "kaplan"
+    MUENNIGHOFF = "muennighoff"
+
+
+#: Constants each form needs (names as in the TOML files).
+FORM_CONSTANTS: dict[Form, tuple[str, ...]] = {
+    Form.CHINCHILLA: ("E", "A", "B", "alpha", "beta"),
+    Form.KAPLAN: ("alpha_N", "alpha_D", "N_c", "D_c"),
+    Form.MUENNIGHOFF: ("E", "A", "B", "alpha", "beta"),
+}
+FORM_TEXT: dict[Form, str] = {
+    Form.CHINCHILLA: "L = E + A/N^alpha + B/D^beta",
+    Form.KAPLAN: "L = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D",
+    Form.MUENNIGHOFF: "L = E + A/N'^alpha + B/D'^beta (N', D': effective parameters and data given unique tokens)",
+}
+#: Parameters a covariance may be given in: log-space for the scale constants (Hoffmann's own parameterisation).
+LOG_PARAMS = {"ln_A": "A", "ln_B": "B", "ln_E": "E", "ln_N_c": "N_c", "ln_D_c": "D_c"}
+
+
+def _bad_law(where: str, why: str) -> InputError:
+    return InputError("law", where, why)
+
+
+@dataclass(frozen=True, eq=False)
+class Uncertainty:
+    """Parameter uncertainty of a law, turned into constant samples by ``Law.samples``.
+
+    kind ``covariance``: a multivariate normal over ``params`` (log-space names allowed, e.g. ``ln_A``),
+    centred on the law's constants; ``samples``: rows of constants (e.g. bootstrap refits);
+    ``range``: alternative published constant sets; the band is the min-max over them and the point.
+    """
+
+    kind: str
+    params: tuple[str, ...]
+    level: float | None
+    source: str
+    covariance: np.ndarray | None = None
+    samples: np.ndarray | None = None
+    borrowed_from: str | None = None  # a law whose covariance stands in (stated in the interval text)
+
+    @property
+    def interval(self) -> str:
+        """How the band is made, in words (shown next to every loss)."""
+        if self.kind == "range":
+            return f"range over published constant sets ({self.source})"
+        lvl = f"{(self.level or DEFAULT_LEVEL):.0%}"
+        if self.kind == "covariance":
+            what = (f"the covariance of {self.borrowed_from} used as a stand-in (this law published none)"
+                    if self.borrowed_from else "the law's parameter covariance")
+            return f"{lvl}: percentiles of the loss over {N_DRAWS} parameter draws from {what}"
+        n = 0 if self.samples is None else len(self.samples)
+        return f"{lvl}: percentiles of the loss over {n} bootstrap refits"
+
+
+@dataclass(frozen=True, eq=False)
+class Law:
+    """A scaling law and what its numbers mean. Build with ``get_law`` or ``law_from_dict``."""
+
+    name: str
+    form: Form
+    constants: Mapping[str, float]
+    n_counts: str  # "total" (Hoffmann: all parameters incl. embeddings) or "non_embedding" (Kaplan)
+    loss_unit: str  # "nats/token" or "bits/byte"
+    data: str
+    tokenizer: str
+    source: str
+    title: str = ""
+    notes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    uncertainty: Uncertainty | None = None
+    repetition: Mapping[str, float] | None = None  # R_D_star, R_N_star, useful_epochs (Muennighoff 2023)
+    precision: Mapping[str, float] | None = None  # overrides of the Kumar 2024 constants
+    fit_range: Mapping[str, float] | None = None  # N_min, N_max, D_min, D_max of the runs it was fitted on
+    fit_report: Mapping[str, Any] | None = None  # what `trilemma fit` measured (kept for provenance)
+    path: str | None = None  # file it was read from, when not a shipped preset
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def form_text(self) -> str:
+        return FORM_TEXT[self.form]
+
+    @property
+    def n_counts_text(self) -> str:
+        return "all parameters, embeddings included" if self.n_counts == "total" else "non-embedding parameters"
+
+    @property
+    def specificity_note(self) -> str:
+        return (f"absolute loss is specific to the law's data and tokenizer ({self.data}; {self.tokenizer}; "
+                f"{self.loss_unit}): compare trends, not values, across datasets or tokenizers")
+
+    @cached_property
+    def samples(self) -> dict[str, np.ndarray]:
+        """Constant sets expressing the law's uncertainty: name → array (S,). Empty dict if none."""
+        u = self.uncertainty
+        if u is None:
+            return {}
+        if u.kind == "covariance":
+            assert u.covariance is not None
+            mean = np.array([_param_value(self.constants, p) for p in u.params])
+            rng = np.random.default_rng(DRAW_SEED)
+            draws = rng.multivariate_normal(mean, u.covariance, size=N_DRAWS, method="cholesky")
+            out = {k: np.full(N_DRAWS, float(v)) for k, v in self.constants.items()}
+            for j, p in enumerate(u.params):
+                if p in LOG_PARAMS:
+                    out[LOG_PARAMS[p]] = np.exp(draws[:, j])
+                else:
+                    out[p] = draws[:, j]
+            return out
+        assert u.samples is not None
+        out = {k: np.full(len(u.samples), float(v)) for k, v in self.constants.items()}
+        for j, p in enumerate(u.params):
+            out[p] = np.asarray(u.samples[:, j], dtype=float)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The law for JSON output: name, form, constants and what they mean."""
+        return {
+            "name": self.name, "title": self.title, "form": str(self.form), "formula": self.form_text,
+            "constants": dict(self.constants), "n_counts": self.n_counts, "loss_unit": self.loss_unit,
+            "data": self.data, "tokenizer": self.tokenizer, "source": self.source,
+            "interval": self.uncertainty.interval if self.uncertainty else None,
+            "path": self.path,
+        }
+
+
+def _param_value(constants: Mapping[str, float], p: str) -> float:
+    if p in LOG_PARAMS:
+        return math.log(constants[LOG_PARAMS[p]])
+    return float(constants[p])
+
+
+# ------------------------------------------------------------------ reading
+
+
+def _str(d: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
+    v = d.get(key, default)
+    if not isinstance(v, str) or not v.strip():
+        raise _bad_law(where, f"a law table with a non-empty string `{key}`")
+    return v
+
+
+def _num_table(d: Any, where: str, what: str) -> dict[str, float]:
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise _bad_law(where, f"`{what}` to be a table of numbers")
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise _bad_law(where, f"`{what}.{k}` to be a finite number, not {v!r}")
+        out[k] = float(v)
+    return out
+
+
+def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None,
+                  lookup: Mapping[str, Law] | None = None) -> Law:
+    """Validate one law table (a shipped preset or a user's file) into a Law."""
+    name = _str(doc, "name", where)
+    try:
+        form = Form(str(doc.get("form", "")).lower())
+    except ValueError:
+        raise _bad_law(where, "`form` = " + ", ".join(f'"{f}"' for f in Form)) from None
+    constants = _num_table(doc.get("constants"), where, "constants")
+    missing = [k for k in FORM_CONSTANTS[form] if k not in constants]
+    if missing:
+        raise _bad_law(where, f"constants {', '.join(FORM_CONSTANTS[form])} for form {form} (missing {', '.join(missing)})")
+    # B = beta = 0 is allowed: a fit on runs that all share one D cannot separate the data term from E
+    positive = FORM_CONSTANTS[form] if form is Form.KAPLAN else ("A", "alpha")
+    for k in FORM_CONSTANTS[form]:
+        if constants[k] < 0 or (k in positive and constants[k] == 0):
+            raise _bad_law(where, f"`constants.{k}` to be {'positive' if k in positive else 'non-negative'}, "
+                                  f"not {constants[k]}")
+    n_counts = str(doc.get("n_counts", "")).lower().replace("-", "_")
+    if n_counts not in N_COUNTS:
+        raise _bad_law(where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"')
+    loss_unit = str(doc.get("loss_unit", ""))
+    if loss_unit not in LOSS_UNITS:
+        raise _bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"')
+    unc = _uncertainty(doc.get("uncertainty"), constants, where, lookup)
+    rng = _num_table(doc.get("range"), where, "range") or None
+    rep = _num_table(doc.get("repetition"), where, "repetition") or None
+    prec = _num_table(doc.get("precision"), where, "precision") or None
+    if form is Form.MUENNIGHOFF and not (rep and {"R_D_star", "R_N_star"} <= set(rep)):
+        raise _bad_law(where, "a [repetition] table with R_D_star and R_N_star for form muennighoff")
+    known = {"schema", "name", "title", "form", "constants", "n_counts", "loss_unit", "data", "tokenizer",
+             "source", "notes", "aliases", "uncertainty", "range", "repetition", "precision", "fit", "formula"}
+    return Law(
+        name=name, form=form, constants=MappingProxyType(constants), n_counts=n_counts, loss_unit=loss_unit,
+        data=_str(doc, "data", where), tokenizer=_str(doc, "tokenizer", where), source=_str(doc, "source", where),
+        title=str(doc.get("title", "")), notes=tuple(str(x) for x in doc.get("notes", ())),
+        aliases=tuple(str(x) for x in doc.get("aliases", ())), uncertainty=unc,
+        repetition=None if rep is None else MappingProxyType(rep),
+        precision=None if prec is None else MappingProxyType(prec),
+        fit_range=None if rng is None else MappingProxyType(rng),
+        fit_report=doc.get("fit"), path=path,
+        extra=MappingProxyType({k: v for k, v in doc.items() if k not in known}),
+    )
+
+
+def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
+                 lookup: Mapping[str, Law] | None) -> Uncertainty | None:
+    if u is None:
+        return None
+    if not isinstance(u, dict):
+        raise _bad_law(where, "`uncertainty` to be a table")
+    kind = str(u.get("kind", ""))
+    level = u.get("level", DEFAULT_LEVEL if kind != "range" else None)
+    if level is not None and not (isinstance(level, (int, float)) and 0 < level < 1):
+        raise _bad_law(where, "`uncertainty.level` in (0, 1)")
+    source = str(u.get("source", ""))
+    if kind == "covariance" and "borrow" in u:
+        other = (lookup or {}).get(str(u["borrow"]))
+        if other is None or other.uncertainty is None or other.uncertainty.kind != "covariance":
+            raise _bad_law(where, f"`uncertainty.borrow` to name a shipped law with a covariance, not {u['borrow']!r}")
+        ou = other.uncertainty
+        return Uncertainty("covariance", ou.params, float(level), source or ou.source, covariance=ou.covariance,
+                           borrowed_from=other.name)
+    params = tuple(str(p) for p in u.get("params", ()))
+    names = set(constants) | set(LOG_PARAMS)
+    if not params or any(p not in names or (p in LOG_PARAMS and LOG_PARAMS[p] not in constants) for p in params):
+        raise _bad_law(where, "`uncertainty.params` naming the law's constants (or ln_A, ln_B, ln_E)")
+    k = len(params)
+    if kind == "covariance":
+        cov = np.asarray(u.get("covariance", []), dtype=float)
+        if cov.shape != (k, k) or not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12):
+            raise _bad_law(where, f"`uncertainty.covariance` to be a symmetric {k}×{k} matrix")
+        if np.linalg.eigvalsh(cov).min() < -1e-12 * max(1.0, float(np.abs(cov).max())):
+            raise _bad_law(where, "`uncertainty.covariance` to be positive semi-definite")
+        return Uncertainty("covariance", params, float(level), source, covariance=cov)
+    if kind in ("samples", "range"):
+        s = np.asarray(u.get("samples", []), dtype=float)
+        if s.ndim != 2 or s.shape[1] != k or len(s) < 1 or not np.isfinite(s).all():
+            raise _bad_law(where, f"`uncertainty.samples` to be rows of {k} numbers ({', '.join(params)})")
+        if any(p in LOG_PARAMS for p in params):
+            raise _bad_law(where, "`uncertainty.samples` in linear constants (E, A, B, alpha, beta)")
+        return Uncertainty(kind, params, None if kind == "range" else float(level), source, samples=s)
+    raise _bad_law(where, '`uncertainty.kind` = "covariance", "samples" or "range"')
+
+
+_ROOT = resources.files("trilemma") / "presets"
+
+
+@cache
+def _shipped() -> dict[str, Law]:
+    """All laws in presets/laws/*.toml by canonical name (covariances first so others can borrow them)."""
+    docs = []
+    for f in sorted(_ROOT.joinpath("laws").iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".toml"):
+            docs.append((f.name, tomllib.loads(f.read_text(encoding="utf-8"))))
+    docs.sort(key=lambda nd: "borrow" in nd[1].get("uncertainty", {}))
+    out: dict[str, Law] = {}
+    for fname, doc in docs:
+        law = law_from_dict(doc, f"presets/laws/{fname}", lookup=out)
+        out[law.name] = law
+    return out
+
+
+def law_names() -> list[str]:
+    """Canonical names of the shipped laws, the default first."""
+    names = sorted(_shipped())
+    return [DEFAULT_LAW] + [n for n in names if n != DEFAULT_LAW]
+
+
+def shipped_laws() -> dict[str, Law]:
+    return dict(_shipped())
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith(".toml") or "/" in text or "\\" in text or Path(text).is_file()
+
+
+def read_law_file(path: str | Path) -> Law:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("law", str(path), "an existing law TOML file (written by `trilemma fit`) or a law name ("
+                         + ", ".join(law_names()) + ")")
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError("law", str(path), f"a valid TOML file ({' '.join(str(exc).split())})") from None
+    return law_from_dict(doc, str(path), path=str(p), lookup=_shipped())
+
+
+def get_law(name_or_path: str | Law | None = None) -> Law:
+    """A shipped law by name or alias (case-insensitive), or a law TOML file; None → the default law."""
+    if isinstance(name_or_path, Law):
+        return name_or_path
+    text = (name_or_path or DEFAULT_LAW).strip()
+    laws = _shipped()
+    idx: dict[str, str] = {}
+    for n, law in laws.items():
+        idx[n.lower()] = n
+        for a in law.aliases:
+            idx[a.lower()] = n
+    key = text.lower().replace("_", "-").replace(" ", "-")
+    if key in idx:
+        return laws[idx[key]]
+    if _looks_like_path(text):
+        return read_law_file(text)
+    close = list(dict.fromkeys(idx[c] for c in difflib.get_close_matches(key, list(idx), n=6, cutoff=0.5)))[:3]
+    hint = ("did you mean " + ", ".join(close) + "? ") if close else ""
+    raise InputError("law", text, f"{hint}a law name ({', '.join(law_names())}) or a path to a law TOML file")
+
+
+# ------------------------------------------------------------------ precision and repetition constants
+
+
+@cache
+def _precision_presets() -> dict[str, Any]:
+    return tomllib.loads(_ROOT.joinpath("precision.toml").read_text(encoding="utf-8"))
+
+
+def precision_constants(law: Law) -> dict[str, Any]:
+    """Kumar et al. 2024 constants (presets/precision.toml), overridden by the law file's [precision] table.
+
+    ``status`` says whether the values are the assumed defaults or the user's own.
+    """
+    base = dict(_precision_presets()["kumar2024"])
+    if law.precision:
+        base.update(law.precision)
+        base["status"] = f"from the law file {law.path or law.name}"
+    return base
+
+
+def repetition_constants(law: Law) -> dict[str, Any]:
+    """R_D*, R_N* and the useful-epochs threshold: the law's own, else Muennighoff 2023's (stated in notes)."""
+    if law.repetition:
+        return {**law.repetition, "from": law.name}
+    mu = _shipped()["muennighoff2023"]
+    assert mu.repetition is not None
+    return {**mu.repetition, "from": mu.name}
+
+
+# ------------------------------------------------------------------ writing (trilemma fit)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return repr(f)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple, np.ndarray)):
+        items = [_toml_value(x) for x in v]
+        if any(isinstance(x, (list, tuple, np.ndarray)) for x in v):
+            return "[\n  " + ",\n  ".join(items) + ",\n]"
+        return "[" + ", ".join(items) + "]"
+    if v is None:
+        raise ValueError("TOML has no null")
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def toml_dumps(doc: Mapping[str, Any], _prefix: str = "") -> str:
+    """A small TOML writer for law files: scalars, strings, (nested) arrays and tables; None is skipped."""
+    lines: list[str] = []
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    for k, v in doc.items():
+        if v is None:
+            continue
+        key = k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+        if isinstance(v, Mapping):
+            tables.append((key, v))
+        else:
+            lines.append(f"{key} = {_toml_value(v)}")
+    out = "\n".join(lines)
+    for key, t in tables:
+        name = f"{_prefix}{key}"
+        body = toml_dumps(t, name + ".")
+        out += ("\n\n" if out else "") + f"[{name}]\n" + body
+    return out
+
+
+def law_to_dict(law: Law) -> dict[str, Any]:
+    """The TOML document of a law (what ``read_law_file`` reads back)."""
+    unc = None
+    if law.uncertainty is not None:
+        u = law.uncertainty
+        unc = {"kind": u.kind, "level": u.level, "params": list(u.params), "source": u.source}
+        if u.covariance is not None:
+            unc["covariance"] = [list(map(float, row)) for row in u.covariance]
+        if u.samples is not None:
+            unc["samples"] = [list(map(float, row)) for row in u.samples]
+    return {
+        "schema": SCHEMA, "name": law.name, "title": law.title, "form": str(law.form),
+        "formula": law.form_text, "n_counts": law.n_counts, "loss_unit": law.loss_unit, "data": law.data,
+        "tokenizer": law.tokenizer, "source": law.source, "notes": list(law.notes) or None,
+        "aliases": list(law.aliases) or None,
+        "constants": dict(law.constants),
+        "range": dict(law.fit_range) if law.fit_range else None,
+        "repetition": dict(law.repetition) if law.repetition else None,
+        "precision": dict(law.precision) if law.precision else None,
+        "fit": dict(law.fit_report) if law.fit_report else None,
+        "uncertainty": unc,
+    }
+
+
+def write_law(law: Law, path: str | Path) -> Path:
+    """Write a law TOML file that ``--law PATH`` accepts; returns the path."""
+    p = Path(path)
+    text = ("# A scaling law written by `trilemma fit`; use it with --law " + str(p) + "\n"
+            + toml_dumps(law_to_dict(law)) + "\n")
+    try:
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError("out", str(path), f"a writable file path ({exc.strerror})") from None
+    return p
+
+
+def laws_document() -> dict[str, Any]:
+    """The shipped laws for listing (e.g. a `trilemma presets laws`): the default, why, and each law."""
+    return {"default": DEFAULT_LAW, "default_reason": DEFAULT_LAW_REASON,
+            "laws": [_shipped()[n].describe() | {"aliases": list(_shipped()[n].aliases)} for n in law_names()]}

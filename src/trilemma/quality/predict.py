@@ -1,0 +1,304 @@
+"""Final pre-training loss under a scaling law, with repeated data, low-precision training and a band.
+
+One formula, one place:
+
+- chinchilla form (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2): L = E + A/N^α + B/D^β.
+- kaplan form (Kaplan et al. 2020, arXiv 2001.08361, Eq. 1.5 / 4.1): L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D.
+- repeated data (Muennighoff et al. 2023, arXiv 2305.16264; huggingface/datablations README "Parametric
+  Fit"): with U unique tokens seen, R_D = max(D/U − 1, 0), D' = U + U·R_D*·(1 − e^(−R_D/R_D*));
+  U_N = min(N, D_to_N(U)) with D_to_N(U) = (U·G)^(β/α)·G and G = (αA/(βB))^(1/(α+β)),
+  R_N = max(N/U_N − 1, 0), N' = U_N + U_N·R_N*·(1 − e^(−R_N/R_N*)).
+- low-precision training (Kumar et al. 2024, arXiv 2411.04330, Eq. 3-4): N_eff = N·Π_x(1 − e^(−P_x/γ_x)),
+  x ∈ {weights, activations, KV cache}; taken relative to 16-bit training (the published laws were fitted
+  on bf16 runs, so bf16/fp16/fp32 carry no penalty). The γ's are NOT Kumar's fitted values (not
+  retrievable); see ``presets/precision.toml`` and the note every low-precision prediction carries.
+
+``loss_mean`` is the vectorised point estimate the solver calls on millions of candidates;
+``predict_loss`` is one plan with its band, notes and warnings; ``loss_block`` is the JSON block of
+``trilemma estimate``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from trilemma.errors import InputError
+from trilemma.quality.laws import (
+    DEFAULT_LEVEL,
+    Form,
+    Law,
+    get_law,
+    precision_constants,
+    repetition_constants,
+)
+
+ArrayLike = Any
+
+#: Kumar 2024: the published laws were fitted on 16-bit training; at or above this, no penalty.
+_BITS = {"fp32": 32.0, "tf32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0}
+_BITS_RE = re.compile(r"^(?:int|fp|uint|e\dm\d-?)?(\d+(?:\.\d+)?)(?:-?bits?)?$")
+
+
+def precision_bits(precision: Any) -> float:
+    """Bits of a training precision: bf16/fp16 → 16, fp8 → 8, int4 → 4, '6bit' → 6."""
+    p = str(precision).strip().lower()
+    if p in _BITS:
+        return _BITS[p]
+    m = _BITS_RE.match(p)
+    if m and 1 <= float(m.group(1)) <= 64:
+        return float(m.group(1))
+    raise InputError("precision", precision, "bf16, fp16, fp32, tf32, fp8, or a bit width such as int4 or 6bit")
+
+
+def precision_factor(law: Law, precision: Any = "bf16") -> float:
+    """N_eff / N for training at ``precision`` relative to 16-bit training (Kumar 2024 Eq. 3-4)."""
+    bits = precision_bits(precision)
+    k = precision_constants(law)
+    ref = float(k["reference_bits"])
+    if bits >= ref:
+        return 1.0
+    gammas = [float(k["gamma_w"]), float(k["gamma_a"]), float(k["gamma_kv"])]
+    num = np.prod([1.0 - np.exp(-bits / g) for g in gammas])
+    den = np.prod([1.0 - np.exp(-ref / g) for g in gammas])
+    return float(num / den)
+
+
+def effective_data(tokens: ArrayLike, unique_tokens: ArrayLike, r_d_star: float) -> np.ndarray:
+    """Muennighoff 2023 D': U_D + U_D·R_D*·(1 − e^(−R_D/R_D*)), U_D = min(U, D). D' ≤ D; D' → D as U → ∞."""
+    d = np.asarray(tokens, dtype=float)
+    u = np.minimum(np.asarray(unique_tokens, dtype=float), d)
+    r_d = np.maximum(d / u - 1.0, 0.0)
+    return u + u * r_d_star * -np.expm1(-r_d / r_d_star)
+
+
+def _g(c: Mapping[str, Any]) -> Any:
+    # Hoffmann 2022 Eq. 4: G = (αA/(βB))^(1/(α+β))
+    return (c["alpha"] * c["A"] / (c["beta"] * c["B"])) ** (1.0 / (c["alpha"] + c["beta"]))
+
+
+def effective_params(params: ArrayLike, unique_seen: ArrayLike, r_n_star: float, c: Mapping[str, Any]) -> np.ndarray:
+    """Muennighoff 2023 N': parameters beyond the compute-optimal size for U unique tokens decay in value."""
+    n = np.asarray(params, dtype=float)
+    g = _g(c)
+    n_for_u = (np.asarray(unique_seen, dtype=float) * g) ** (c["beta"] / c["alpha"]) * g  # D_to_N(U)
+    u_n = np.minimum(n, n_for_u)
+    r_n = np.maximum(n / u_n - 1.0, 0.0)
+    return u_n + u_n * r_n_star * -np.expm1(-r_n / r_n_star)
+
+
+def _params_for(law: Law, params_total: ArrayLike, params_non_embedding: ArrayLike) -> np.ndarray:
+    return np.asarray(params_non_embedding if law.n_counts == "non_embedding" else params_total, dtype=float)
+
+
+def _effective(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, unique_tokens: ArrayLike | None,
+               kfac: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(N used by the law, D used by the law) after repetition and precision."""
+    repeat = law.form is Form.MUENNIGHOFF or unique_tokens is not None
+    if not repeat:
+        return n * kfac, d
+    rep = repetition_constants(law)
+    u = d if unique_tokens is None else np.minimum(np.asarray(unique_tokens, dtype=float), d)
+    d_eff = effective_data(d, u, rep["R_D_star"])
+    if law.form is Form.KAPLAN or not law.constants["B"] > 0 or not law.constants["beta"] > 0:
+        # N' needs the chinchilla-form G = (αA/(βB))^(1/(α+β)): Kaplan's form has none, nor a fit without a D term
+        return n * kfac, d_eff
+    return effective_params(n, u, rep["R_N_star"], c) * kfac, d_eff
+
+
+def _form_loss(law: Law, c: Mapping[str, Any], n_eff: np.ndarray, d_eff: np.ndarray) -> np.ndarray:
+    if law.form is Form.KAPLAN:
+        # Kaplan 2020 Eq. 1.5: L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D
+        return ((c["N_c"] / n_eff) ** (c["alpha_N"] / c["alpha_D"]) + c["D_c"] / d_eff) ** c["alpha_D"]
+    # Hoffmann 2022 Eq. 2 (Muennighoff 2023 on N', D')
+    return c["E"] + c["A"] / n_eff ** c["alpha"] + c["B"] / d_eff ** c["beta"]
+
+
+def _loss(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, unique_tokens: ArrayLike | None,
+          kfac: Any) -> np.ndarray:
+    n_eff, d_eff = _effective(law, c, n, d, unique_tokens, kfac)
+    return _form_loss(law, c, n_eff, d_eff)
+
+
+def loss_mean(law: Law | str | None, params_total: ArrayLike, params_non_embedding: ArrayLike, tokens: ArrayLike,
+              unique_tokens: ArrayLike | None = None, precision: Any = "bf16") -> np.ndarray:
+    """Point loss at the law's constants, numpy-vectorised over array inputs (broadcast together).
+
+    The law picks which parameter count it uses (``law.n_counts``). ``precision`` may be one value or an
+    array of them. No validation: the solver's fast path.
+    """
+    law = get_law(law)
+    n = _params_for(law, params_total, params_non_embedding)
+    d = np.asarray(tokens, dtype=float)
+    if isinstance(precision, (str, bytes)) or np.ndim(precision) == 0:
+        kfac: Any = precision_factor(law, precision)
+    else:  # an array of precisions (the solver's candidates): one factor per distinct value
+        p = np.asarray(precision).astype(str)
+        values, inverse = np.unique(p, return_inverse=True)
+        kfac = np.array([precision_factor(law, v) for v in values])[inverse].reshape(p.shape)
+    return _loss(law, law.constants, n, d, unique_tokens, kfac)
+
+
+def loss_samples(law: Law, params_total: float, params_non_embedding: float, tokens: float,
+                 unique_tokens: float | None = None, precision: Any = "bf16") -> np.ndarray:
+    """Loss under each of the law's uncertainty samples (S,); empty when the law has none."""
+    s = law.samples
+    if not s:
+        return np.empty(0)
+    n = _params_for(law, params_total, params_non_embedding)
+    return _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
+
+
+def band(law: Law, point: float, samples: np.ndarray) -> tuple[float, float]:
+    """(low, high) of the law's band around ``point`` from per-sample values."""
+    if samples.size == 0:
+        return point, point
+    u = law.uncertainty
+    assert u is not None
+    if u.kind == "range":
+        return float(min(point, samples.min())), float(max(point, samples.max()))
+    lvl = u.level or DEFAULT_LEVEL
+    lo, hi = np.quantile(samples, [(1 - lvl) / 2, (1 + lvl) / 2])
+    return float(min(lo, point)), float(max(hi, point))
+
+
+@dataclass(frozen=True)
+class LossPrediction:
+    """Predicted final training loss for one plan, with its band and what it means."""
+
+    mean: float  # the law's point estimate (its constants), in loss_unit
+    low: float
+    high: float
+    interval: str  # how the band was made, e.g. "80%: percentiles of the loss over 400 parameter draws ..."
+    level: float | None  # 0.8 for an 80% band; None for a min-max range
+    law: str
+    law_source: str
+    form: str
+    n_counts: str  # which parameters the law counts: "total" or "non_embedding"
+    params_used: float  # N given to the law (its convention)
+    loss_unit: str
+    data: str
+    tokenizer: str
+    tokens: float
+    unique_tokens: float | None
+    epochs: float | None  # tokens / unique tokens
+    effective_tokens: float  # D' (Muennighoff 2023); = tokens without repetition
+    effective_params: float  # N' × precision factor (Muennighoff 2023, Kumar 2024); = N at 16 bits, no repetition
+    precision: str
+    precision_factor: float  # N_eff / N from training precision (1 for bf16/fp16/fp32)
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["notes"], d["warnings"] = list(self.notes), list(self.warnings)
+        return d
+
+
+def _fmt(x: float) -> str:
+    from trilemma.units import fmt_count
+    return fmt_count(x)
+
+
+def _check_positive(field: str, v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InputError(field, v, "a positive number") from None
+    if not np.isfinite(f) or f <= 0:
+        raise InputError(field, v, "a positive number")
+    return f
+
+
+def predict_loss(law: Law | str | None, params_total: float, params_non_embedding: float, tokens: float,
+                 unique_tokens: float | None = None, precision: Any = "bf16") -> LossPrediction:
+    """Loss for one plan: point, band from the law's parameter uncertainty, notes and warnings."""
+    law = get_law(law)
+    n_tot = _check_positive("params", params_total)
+    n_ne = _check_positive("params (non-embedding)", params_non_embedding)
+    d = _check_positive("tokens", tokens)
+    u = None if unique_tokens is None else _check_positive("unique-tokens", unique_tokens)
+    kfac = precision_factor(law, precision)
+    n = float(_params_for(law, n_tot, n_ne))
+    mean = float(_loss(law, law.constants, np.asarray(n), np.asarray(d), u, kfac))
+    lo, hi = band(law, mean, loss_samples(law, n_tot, n_ne, d, u, precision))
+    n_eff, d_eff = _effective(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)
+
+    notes = [law.specificity_note, f"N = {_fmt(n)} counts {law.n_counts_text}, as {law.name} does"]
+    warnings: list[str] = []
+    if law.uncertainty is None:
+        warnings.append(f"law {law.name} carries no parameter uncertainty: the band is a single point")
+    if law.fit_range:
+        r = law.fit_range
+        if "N_max" in r and n > r["N_max"] * 1.5:
+            notes.append(f"N is {n / r['N_max']:.1f}x the largest run {law.name} was fitted on ({_fmt(r['N_max'])}): "
+                         "an extrapolation")
+        if "D_max" in r and d > r["D_max"] * 1.5:
+            notes.append(f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({_fmt(r['D_max'])}): "
+                         "an extrapolation")
+    if kfac != 1.0:
+        k = precision_constants(law)
+        notes.append(f"training precision {precision}: effective parameters x{kfac:.3f} in the form of Kumar et al. 2024 "
+                     f"(arXiv 2411.04330 Eq. 3-4) with gamma_w/a/kv = {k['gamma_w']}/{k['gamma_a']}/{k['gamma_kv']}: "
+                     f"{k['status']}")
+    epochs = None
+    if law.form is Form.MUENNIGHOFF and u is None:
+        notes.append("no --unique-tokens given: every token is taken as unique (one epoch)")
+    if u is not None:
+        rep = repetition_constants(law)
+        epochs = d / u
+        if law.form is not Form.MUENNIGHOFF:
+            notes.append(f"repeated data: Muennighoff 2023 effective data{'' if law.form is Form.KAPLAN else ' and parameters'}"
+                         f" with R_D* = {rep['R_D_star']:.2f}, R_N* = {rep['R_N_star']:.2f} from {rep['from']} "
+                         f"(fitted on C4 with its own base law), applied to {law.name}")
+        if law.form is Form.KAPLAN:
+            notes.append("Kaplan's form has no compute-optimal size G, so Muennighoff's excess-parameter decay (N') is not applied")
+        useful = float(rep.get("useful_epochs", 4.0))
+        if epochs > useful:
+            at_useful = float(_loss(law, law.constants, np.asarray(n), np.asarray(useful * u), u, kfac))
+            marginal = float(np.exp(-max(epochs - 1.0, 0.0) / rep["R_D_star"]))
+            warnings.append(
+                f"{epochs:.1f} epochs over {_fmt(u)} unique tokens: effective data D' = {_fmt(float(d_eff))} "
+                f"({float(d_eff) / d:.0%} of {_fmt(d)} tokens); a further epoch is worth {marginal:.0%} of fresh data. "
+                f"Muennighoff 2023: beyond ~{useful:g} epochs repetition adds little — predicted loss {mean:.4f}; "
+                f"stopping at {useful:g} epochs ({_fmt(useful * u)} tokens, {useful / epochs:.0%} of the training compute) "
+                f"would give {at_useful:.4f} ({at_useful - mean:+.4f})")
+    return LossPrediction(
+        mean=mean, low=lo, high=hi,
+        interval=law.uncertainty.interval if law.uncertainty else "none (the law has no uncertainty)",
+        level=None if law.uncertainty is None else law.uncertainty.level,
+        law=law.name if law.path is None else law.path, law_source=law.source, form=str(law.form),
+        n_counts=law.n_counts, params_used=n, loss_unit=law.loss_unit, data=law.data, tokenizer=law.tokenizer,
+        tokens=d, unique_tokens=u, epochs=epochs, effective_tokens=float(d_eff), effective_params=float(n_eff),
+        precision=str(precision), precision_factor=kfac, notes=tuple(notes), warnings=tuple(warnings),
+    )
+
+
+def loss_block(model_spec: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,
+               precision: Any = "bf16") -> dict[str, Any]:
+    """The ``loss`` block of ``trilemma estimate --json``: mean, low, high, interval, law, n_counts, ... .
+
+    ``model_spec`` is a ModelSpec; its parameter counts come from ``trilemma.estimate.params``.
+    """
+    from trilemma.estimate.params import param_counts
+
+    p = param_counts(model_spec)
+    pred = predict_loss(law, p.total, p.non_embedding, tokens, unique_tokens, precision)
+    doc = pred.to_dict()
+    if p.active != p.total:
+        doc["notes"].append(
+            f"mixture-of-experts: the laws were fitted on dense models; N = {'total' if pred.n_counts == 'total' else 'non-embedding'} "
+            f"parameters ({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic")
+    return doc
+
+
+def format_loss_line(block: Mapping[str, Any]) -> str:
+    """One line for the human table of ``trilemma estimate``: value, band, law, and the caveat."""
+    lvl = block.get("level")
+    band_txt = (f"{lvl:.0%} band" if lvl else "range") + f" {block['low']:.3f} – {block['high']:.3f}"
+    return (f"{block['mean']:.3f} {block['loss_unit']} ({band_txt}) — {block['law']}, N = {block['n_counts'].replace('_', '-')} "
+            f"params; absolute loss is specific to {block['data']} / {block['tokenizer']}")
