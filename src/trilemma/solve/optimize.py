@@ -265,18 +265,23 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
                     f"{fmt_count(D_MAX)} tokens): allow larger models (--params)")
         t = np.where(reach, D * c.s_per_token, np.inf)
         usd = np.where(reach, D * c.usd_per_token, np.inf)
-        if p.deadline_s is not None:
+        goal = f"loss {p.target_loss}"
+        if p.deadline_s is not None:  # hold the deadline, move the money
             within = t <= p.deadline_s
-            fastest = int(np.argmin(t))
-            parts.append(f"loss {p.target_loss} needs at least {fmt_duration(t[fastest])} "
-                         f"(at {fmt_usd(usd[fastest])})" if not within.any() else
-                         f"within {fmt_duration(p.deadline_s)} it costs at least {fmt_usd(usd[within].min())}")
-        if p.budget_usd is not None:
+            if within.any():
+                parts.append(f"{goal} needs {fmt_usd(usd[within].min())} at {fmt_duration(p.deadline_s)}")
+            else:
+                k = int(np.argmin(t))
+                parts.append(f"{goal} cannot be reached in {fmt_duration(p.deadline_s)} at any cost "
+                             f"(fastest: {fmt_duration(t[k])} for {fmt_usd(usd[k])})")
+        if p.budget_usd is not None:  # hold the money, move the deadline
             within = usd <= p.budget_usd
-            cheapest = int(np.argmin(usd))
-            parts.append(f"loss {p.target_loss} needs at least {fmt_usd(usd[cheapest])} "
-                         f"(taking {fmt_duration(t[cheapest])})" if not within.any() else
-                         f"within {fmt_usd(p.budget_usd)} it takes at least {fmt_duration(t[within].min())}")
+            if within.any():
+                parts.append(f"or {fmt_duration(t[within].min())} at {fmt_usd(p.budget_usd)}")
+            else:
+                k = int(np.argmin(usd))
+                parts.append(f"{goal} cannot be reached for {fmt_usd(p.budget_usd)} at any speed "
+                             f"(cheapest: {fmt_usd(usd[k])} over {fmt_duration(t[k])})")
         cap = cap_tokens(c, p)
         best_loss = loss_fn(c.n_total, c.n_non_embedding, np.clip(cap, D_MIN, D_MAX), c.precision)
         j = int(np.argmin(best_loss))
