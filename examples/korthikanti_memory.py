@@ -9,6 +9,7 @@ no flash attention, as in the paper).
 from __future__ import annotations
 
 from trilemma.api import evaluate_layout, make_cluster, make_plan, resolve_model
+from trilemma.presets import constants
 from trilemma.specs import Layout
 
 GIB = 2.0**30
@@ -36,7 +37,9 @@ def main() -> None:
         print(f"{name:<22} {mem.weights / GIB:8.2f} {mem.gradients / GIB:8.2f} {mem.optimizer / GIB:8.2f} "
               f"{mem.activations / GIB:8.2f} {mem.other / GIB:8.2f} {mem.per_gpu_bytes / GIB:8.2f} | "
               f"{paper / GIB:10.2f} {mem.activations / paper:10.3f}" + ("" if mem.fits else "  OOM"))
-    print("GiB per GPU on the stage that needs most. other = logits + 1.5 GiB framework overhead + 5% fragmentation;\n"
+    c = constants()["memory"]
+    print(f"GiB per GPU on the stage that needs most. other = logits (last stage) + {c['framework_overhead_bytes'] / GIB:.2f} "
+          f"GiB framework overhead + {c['fragmentation']:.1%} fragmentation (calibrated);\n"
           "full recompute adds one live layer's activations during its backward (the paper's formula omits it).")
 
 
