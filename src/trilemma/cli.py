@@ -217,6 +217,10 @@ from trilemma.cli_quality import fit, optimal  # noqa: E402  (thin command funct
 app.command("fit")(fit)
 app.command("optimal")(optimal)
 
+from trilemma.cli_probe import probe  # noqa: E402  (torch is imported only when the probe runs)
+
+app.command("probe")(probe)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request."""

@@ -11,9 +11,12 @@ Loading is lazy and cached; nothing is read at import.
 from __future__ import annotations
 
 import difflib
+import json
+import os
 import sys
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
@@ -21,7 +24,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from trilemma.errors import UnknownPresetError
+from trilemma.errors import InputError, UnknownPresetError
 from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
 
@@ -114,9 +117,54 @@ def get_model(name: str) -> ModelSpec:
 
 
 def get_hardware(name: str) -> HardwareSpec:
-    """A hardware preset by name or alias (case-insensitive)."""
-    return _lookup("hardware", name, hardware_presets())
+    """A hardware preset by name or alias (case-insensitive); then the user's own profiles
+    (``local``, written by ``trilemma probe``). A packaged preset wins a name clash."""
+    try:
+        return _lookup("hardware", name, hardware_presets())
+    except UnknownPresetError:
+        user = user_hardware_presets()
+        if not user:
+            raise
+        return _lookup("hardware", name, all_hardware_presets())
 
 
 def is_model_preset(name: str) -> bool:
     return name.strip().lower().replace("_", "-") in _index(model_presets())
+
+
+# ------------------------------------------------------------------ the user's hardware profiles
+# `trilemma probe` measures this machine and saves it as a hardware profile (``local``) in the
+# user's config directory, one JSON file per profile: {"schema", "hardware": HardwareSpec fields,
+# "measured": ...}. They are read on every lookup (not cached: the probe may write one while
+# this process runs) and only when a name is not a packaged preset.
+
+USER_PROFILE_SCHEMA = "trilemma.hardware-profile/1"
+
+
+def user_config_dir() -> Path:
+    """$TRILEMMA_CONFIG_DIR, else $XDG_CONFIG_HOME/trilemma, else ~/.config/trilemma."""
+    if os.environ.get("TRILEMMA_CONFIG_DIR"):
+        return Path(os.environ["TRILEMMA_CONFIG_DIR"]).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base).expanduser() / "trilemma"
+
+
+def user_hardware_presets() -> dict[str, HardwareSpec]:
+    """The user's measured hardware profiles (``<config>/hardware/*.json``) by name."""
+    folder = user_config_dir() / "hardware"
+    out: dict[str, HardwareSpec] = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            fields = json.loads(f.read_text(encoding="utf-8"))["hardware"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise InputError("hardware profile", str(f), f"a {USER_PROFILE_SCHEMA} JSON file "
+                             "(rerun `trilemma probe --remeasure` to rewrite it)") from None
+        fields = {**fields, "aliases": tuple(fields.get("aliases", ()))}
+        out[fields.get("name", f.stem)] = HardwareSpec.build(prefix=f"hardware profile {f}", **fields)
+    return out
+
+
+def all_hardware_presets() -> dict[str, HardwareSpec]:
+    """Packaged presets, then the user's profiles whose names do not clash (for listings)."""
+    packaged = hardware_presets()
+    return {**packaged, **{k: v for k, v in user_hardware_presets().items() if k not in packaged}}

@@ -1,0 +1,247 @@
+"""Microbenchmarks of this machine: matmul FLOP/s against size per precision, memory bandwidth,
+and the loopback link that gloo uses between processes on one host.
+
+- Matmul: square n×n·n×n products, 2n³ FLOP each; for each n the best of a few timed chunks
+  (the peak is what the machine can do, not what a noisy neighbour left it). The peak of a
+  precision is the best rate over sizes; the whole curve is kept (small GEMMs are slower).
+- Memory bandwidth: a copy of a buffer far larger than the last-level cache (CPU: 128 MiB;
+  GPU: 1 GiB), counted as read + write bytes (STREAM "copy" convention, McCalpin 1995).
+- Link: one TCP stream over 127.0.0.1 (what gloo does between processes of one host); on a
+  GPU, the host-to-device copy rate.
+
+Results are cached per machine fingerprint (device, CPU model, cores, torch version, threads)
+in ``<config dir>/probe/machine.json``; ``--remeasure`` measures again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import threading
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from trilemma.presets import user_config_dir
+from trilemma.probe.profile import MachineMeasurement, MatmulCurve
+
+__all__ = ["MachineMeasurement", "MatmulCurve", "cpu_model", "dtype_of", "machine", "usable_cores"]
+
+SCHEMA = "trilemma.machine/1"
+CPU_SIZES = (128, 256, 512, 1024, 2048)
+GPU_SIZES = (512, 1024, 2048, 4096, 8192)
+_CHUNK_S = 0.08  # one timed chunk of repeated matmuls
+_CHUNKS = 3  # best of this many chunks per size
+_SIZE_BUDGET_S = 1.5  # a size whose single product takes longer than this ends the curve
+
+
+def dtype_of(precision: str) -> torch.dtype:
+    return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def ram_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        return 8.0 * 2**30
+
+
+# ------------------------------------------------------------------ measurements
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_curve(device: str, precision: str, sizes: tuple[int, ...]) -> MatmulCurve:
+    """FLOP/s of n×n matmuls at each size (best of a few chunks)."""
+    dt = dtype_of(precision)
+    tf32 = precision == "tf32"
+    old = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    done, rates = [], []
+    try:
+        for n in sizes:
+            a = torch.randn(n, n, device=device).to(dt)
+            b = torch.randn(n, n, device=device).to(dt)
+            t0 = time.perf_counter()
+            a @ b  # warm-up: thread pool, kernel selection
+            _sync(device)
+            once = time.perf_counter() - t0
+            best = 0.0
+            for _ in range(_CHUNKS):
+                calls, t0 = 0, time.perf_counter()
+                while True:
+                    a @ b
+                    calls += 1
+                    if calls % 4 == 0 or device == "cpu":
+                        _sync(device)
+                        el = time.perf_counter() - t0
+                        if el >= _CHUNK_S:
+                            break
+                best = max(best, 2.0 * n**3 * calls / el)
+            done.append(n)
+            rates.append(best)
+            if once > _SIZE_BUDGET_S:  # e.g. bf16 emulated on a CPU without a native path
+                break
+    finally:
+        if device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = old
+    return MatmulCurve(precision, tuple(done), tuple(rates))
+
+
+def memory_bandwidth(device: str) -> float:
+    """Copy bandwidth, read + write bytes per second (best of 5)."""
+    n = (2**30 if device == "cuda" else 128 * 2**20) // 4
+    src = torch.ones(n, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    _sync(device)
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        _sync(device)
+        best = max(best, 2 * 4 * n / (time.perf_counter() - t0))
+    del src, dst
+    return best
+
+
+def loopback_bandwidth(nbytes: int = 64 * 2**20) -> float:
+    """One TCP stream over 127.0.0.1, bytes per second (gloo's transport between local ranks)."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    chunk = bytes(2**20)
+
+    def send() -> None:
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            for _ in range(nbytes // len(chunk)):
+                c.sendall(chunk)
+
+    t = threading.Thread(target=send, daemon=True)
+    t0 = time.perf_counter()
+    t.start()
+    conn, _ = srv.accept()
+    buf = bytearray(2**20)
+    got = 0
+    with conn:
+        while got < nbytes:
+            k = conn.recv_into(buf)
+            if not k:
+                break
+            got += k
+    el = time.perf_counter() - t0
+    t.join()
+    srv.close()
+    return got / el
+
+
+def host_to_device_bandwidth() -> float:  # pragma: no cover - GPU only
+    x = torch.empty(256 * 2**20, dtype=torch.uint8).pin_memory()
+    y = torch.empty_like(x, device="cuda")
+    y.copy_(x, non_blocking=True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(4):
+        y.copy_(x, non_blocking=True)
+    torch.cuda.synchronize()
+    return 4 * x.numel() / (time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ cache
+
+def _cache_path() -> Path:
+    return user_config_dir() / "probe" / "machine.json"
+
+
+def _key(device: str, name: str, cores: int, threads: int) -> str:
+    return f"{device}|{name}|cores={cores}|threads={threads}|torch={torch.__version__}"
+
+
+def _read_cache() -> dict:
+    try:
+        doc = json.loads(_cache_path().read_text(encoding="utf-8"))
+        return doc if doc.get("schema") == SCHEMA else {"schema": SCHEMA, "entries": {}}
+    except (OSError, ValueError):
+        return {"schema": SCHEMA, "entries": {}}
+
+
+def _write_cache(doc: dict) -> None:
+    p = _cache_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    tmp.replace(p)
+
+
+def device_name(device: str) -> str:
+    return torch.cuda.get_device_name() if device == "cuda" else cpu_model()
+
+
+def machine(device: str, precisions: tuple[str, ...], threads: int | None = None,
+            remeasure: bool = False) -> MachineMeasurement:
+    """This machine's measurement for ``precisions`` at ``threads`` CPU threads, from the cache
+    when the fingerprint matches (precisions missing from the cache are measured and added)."""
+    cores = usable_cores()
+    threads = threads or (cores if device == "cpu" else 1)
+    name = device_name(device)
+    key = _key(device, name, cores, threads)
+    doc = _read_cache()
+    old = None if remeasure else doc["entries"].get(key)
+    meas = MachineMeasurement.from_dict(old) if old else None
+    missing = [p for p in precisions if meas is None or p not in meas.matmul]
+    if meas is not None and not missing:
+        return replace(meas, from_cache=True, seconds=0.0)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    try:
+        sizes = GPU_SIZES if device == "cuda" else CPU_SIZES
+        curves = dict(meas.matmul) if meas else {}
+        for p in missing:
+            curves[p] = matmul_curve(device, p, sizes)
+        if meas is None:
+            if device == "cuda":  # pragma: no cover - GPU only
+                mem = float(torch.cuda.get_device_properties(0).total_memory)
+                link, kind = host_to_device_bandwidth(), "host-to-device copy (PCIe/C2C)"
+            else:
+                mem = ram_bytes()
+                link, kind = loopback_bandwidth(), "TCP over 127.0.0.1 (gloo between local processes)"
+            meas = MachineMeasurement(device=device, device_name=name, cores=cores, threads=threads,
+                                      torch_version=torch.__version__, memory_bytes=mem,
+                                      memory_bw_bytes_per_s=memory_bandwidth(device),
+                                      link_bw_bytes_per_s=link, link_kind=kind)
+        meas = replace(meas, matmul=curves, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       from_cache=False)
+    finally:
+        torch.set_num_threads(before)
+    meas = replace(meas, seconds=time.perf_counter() - t0)
+    doc["entries"][key] = {**meas.to_dict(), "from_cache": False}
+    _write_cache(doc)
+    return meas

@@ -1,0 +1,147 @@
+"""This machine as a hardware profile: the measured figures (no torch here) and the ``local``
+HardwareSpec built from them, saved in the user's config directory so that
+``trilemma estimate --gpu local`` and ``trilemma presets hardware`` see it.
+
+What is measured and what is a stated estimate (each is written into the profile's ``source``
+and ``notes``):
+
+- measured: dense matmul peak per precision (best rate over sizes; the whole curve is kept
+  under ``measured``), memory bandwidth (copy, read + write), the link between local processes
+  (CPU: one TCP stream over loopback, which gloo uses; GPU: host-to-device copy), memory
+  capacity (RAM on a CPU, device memory on a GPU);
+- stated: board power (CPU: 10 W per core; a known GPU: its datasheet), price (a placeholder:
+  a machine you own has no list price), one device per node.
+
+No constant of the planner is fitted here: the profile holds what the machine does, and the
+probe's comparison then tests the planner against measured training steps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from trilemma.errors import UnknownPresetError
+from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
+from trilemma.specs import HardwareSpec
+
+__all__ = ["MachineMeasurement", "MatmulCurve", "datasheet_match", "local_hardware", "profile_path",
+           "save_local_profile"]
+
+CPU_WATTS_PER_CORE = 10.0  # stated estimate for a server core under load, uncore and memory included
+CPU_PRICE_PER_CORE_HOUR = 0.02  # placeholder, USD (cloud vCPUs rent for roughly 0.02-0.05 per hour)
+GPU_FALLBACK_WATTS = 300.0
+GPU_FALLBACK_PRICE = 1.0
+
+
+@dataclass(frozen=True)
+class MatmulCurve:
+    precision: str
+    sizes: tuple[int, ...]
+    flop_per_s: tuple[float, ...]
+
+    @property
+    def peak(self) -> float:
+        return max(self.flop_per_s)
+
+
+@dataclass(frozen=True)
+class MachineMeasurement:
+    device: str  # "cpu" or "cuda"
+    device_name: str
+    cores: int
+    threads: int  # CPU threads the measurement used (a process's share under --nproc)
+    torch_version: str
+    memory_bytes: float  # RAM (CPU) or device memory (GPU)
+    memory_bw_bytes_per_s: float
+    link_bw_bytes_per_s: float
+    link_kind: str
+    matmul: dict[str, MatmulCurve] = field(default_factory=dict)
+    measured_at: str = ""
+    seconds: float = 0.0  # time spent measuring (this call; 0 from the cache)
+    from_cache: bool = False
+
+    def peak(self, precision: str) -> float:
+        return self.matmul[precision].peak
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["matmul"] = {k: {"sizes": list(v.sizes), "flop_per_s": list(v.flop_per_s), "peak": v.peak}
+                       for k, v in self.matmul.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> MachineMeasurement:
+        mm = {k: MatmulCurve(k, tuple(v["sizes"]), tuple(v["flop_per_s"])) for k, v in d.get("matmul", {}).items()}
+        return cls(**{**{k: v for k, v in d.items() if k != "matmul"}, "matmul": mm})
+
+
+def datasheet_match(device_name: str) -> HardwareSpec | None:
+    """The packaged preset of a GPU from its driver name ("NVIDIA H100 80GB HBM3" -> h100-sxm):
+    the longest leading run of the name's words that names a preset or an alias."""
+    words = device_name.lower().replace("nvidia", " ").replace("amd", " ").replace("instinct", " ").split()
+    words = [w for w in "-".join(words).split("-") if w]
+    for n in range(len(words), 0, -1):
+        try:
+            hw = get_hardware("-".join(words[:n]))
+        except UnknownPresetError:
+            continue
+        return hw if hw.name in hardware_presets() else None
+    return None
+
+
+def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1) -> HardwareSpec:
+    """A HardwareSpec from measurements. ``share`` > 1 describes one of ``share`` processes that
+    split this machine (measured at that process's thread count) for the planner's DP prediction."""
+    peaks = {p: c.peak for p, c in sorted(meas.matmul.items())}
+    curves = "; ".join(f"{p}: " + ", ".join(f"{n}³ {r / 1e9:.0f}" for n, r in zip(c.sizes, c.flop_per_s))
+                       for p, c in sorted(meas.matmul.items()))
+    measured = (f"measured by `trilemma probe` on {meas.measured_at} (torch {meas.torch_version}, "
+                f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "
+                f"(best over sizes), copy bandwidth (read + write), link = {meas.link_kind}")
+    if meas.device == "cuda":  # pragma: no cover - GPU only
+        sheet = datasheet_match(meas.device_name)
+        watts = sheet.board_power_w if sheet else GPU_FALLBACK_WATTS
+        price = sheet.price_usd_per_hour if sheet else GPU_FALLBACK_PRICE
+        intra = sheet.intra_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
+        inter = sheet.inter_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
+        stated = (f"board power, price and links from the {sheet.name} preset (datasheet)" if sheet else
+                  f"board power {GPU_FALLBACK_WATTS:.0f} W and links (host-to-device copy) are stated estimates")
+        vendor = "NVIDIA" if "nvidia" in meas.device_name.lower() else "GPU"
+        price_source = (f"placeholder: the {sheet.name} reference price" if sheet else
+                        "placeholder: a machine you own has no list price; set --price")
+    else:
+        cores = max(1, meas.threads)  # a measurement at t threads describes t cores
+        watts = CPU_WATTS_PER_CORE * cores
+        price = CPU_PRICE_PER_CORE_HOUR * cores
+        intra = inter = meas.link_bw_bytes_per_s
+        stated = (f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
+                  "bandwidth is the measured loopback TCP rate (gloo between processes of one host)")
+        vendor = "CPU"
+        price_source = (f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
+                        "assumed, about a cloud vCPU); set --price")
+    part = (f" — one of {share} processes sharing it" if share > 1 else "") + (
+        f", {meas.threads} of its cores" if meas.device == "cpu" and meas.threads != meas.cores else "")
+    return HardwareSpec.build(
+        prefix="local hardware profile", name=name, vendor=vendor,
+        peak_flop_per_s=peaks, hbm_bytes=meas.memory_bytes / share, hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
+        intra_node_bw_bytes_per_s=intra, inter_node_bw_bytes_per_s=inter, devices_per_node=1,
+        board_power_w=watts, price_usd_per_hour=price, price_date="", price_source=price_source,
+        source=measured, notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
+                               f"{curves}. {stated}.")
+
+
+def profile_path(name: str = "local") -> Path:
+    return user_config_dir() / "hardware" / f"{name}.json"
+
+
+def save_local_profile(hw: HardwareSpec, meas: MachineMeasurement) -> Path:
+    """Write ``<config dir>/hardware/<name>.json`` (atomically)."""
+    p = profile_path(hw.name)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schema": USER_PROFILE_SCHEMA, "hardware": hw.model_dump(mode="json"), "measured": meas.to_dict()}
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    tmp.replace(p)
+    return p

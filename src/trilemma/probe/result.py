@@ -1,0 +1,197 @@
+"""The probe's typed result and its versioned JSONL records (no torch here).
+
+``ProbeResult.to_dict()`` is the ``--json`` document and one line of ``--out records.jsonl``;
+``ProbeResult.from_dict`` reads either back (``read_records``). SI units, fractions 0-1. The
+comparison comes first among the figures, so the first key containing "ratio" in the document
+is ``comparison.step_time.ratio`` (predicted / measured step time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trilemma.specs import Layout, ModelSpec
+
+__all__ = [
+    "SCHEMA",
+    "Comparison",
+    "Measured",
+    "Predicted",
+    "ProbeResult",
+    "Scaling",
+    "StepStats",
+    "append_record",
+    "read_records",
+]
+
+SCHEMA = "trilemma.probe/1"
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Steady-state step times (warm-up steps excluded), seconds."""
+
+    n: int
+    median_s: float
+    mean_s: float
+    p10_s: float
+    p90_s: float
+    min_s: float
+    max_s: float
+    spread: float  # (p90 - p10) / median
+
+    @classmethod
+    def of(cls, times: list[float]) -> StepStats | None:
+        if not times:
+            return None
+        s = sorted(times)
+
+        def q(f: float) -> float:  # linear interpolation between order statistics
+            x = f * (len(s) - 1)
+            lo = int(x)
+            hi = min(lo + 1, len(s) - 1)
+            return s[lo] + (s[hi] - s[lo]) * (x - lo)
+
+        med = q(0.5)
+        return cls(n=len(s), median_s=med, mean_s=sum(s) / len(s), p10_s=q(0.1), p90_s=q(0.9), min_s=s[0],
+                   max_s=s[-1], spread=(q(0.9) - q(0.1)) / med if med > 0 else 0.0)
+
+
+@dataclass(frozen=True)
+class Measured:
+    step_time: StepStats | None
+    tokens_per_s: float | None  # whole job (all processes)
+    model_flop_per_token: float  # PaLM convention (trilemma.estimate.flops.model_flop_per_token)
+    hardware_flop_per_token: float  # + recomputation
+    model_flop_per_s: float | None  # per process
+    mfu: float | None  # against the measured matmul peak at this precision and thread count
+    hfu: float | None
+    peak_flop_per_s: float  # the measured peak used for mfu
+    mfu_datasheet: float | None  # against the datasheet peak of a known GPU
+    datasheet: str | None
+    memory_bytes: float | None  # per process: peak RSS (CPU) / device memory in use (GPU)
+    memory_training_bytes: float | None  # above the runtime baseline (CPU) / CUDA allocator peak (GPU)
+    memory_baseline_bytes: float | None
+    memory_kind: str
+    loss_first: float | None
+    loss_last: float | None
+    train_loss: float | None  # mean of the last five steps
+    eval_loss: float | None  # held-out split
+    params: int  # sum(p.numel()) of the real model
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What ``trilemma.api.evaluate_layout`` says for the same model, layout and machine profile."""
+
+    hardware: str
+    step_time_s: float
+    tokens_per_s: float
+    memory_bytes: float  # per device, framework overhead included
+    memory_training_bytes: float  # without the planner's framework overhead constant
+    framework_overhead_bytes: float
+    mfu: float
+    compute_s: float
+    dp_comm_s: float
+    optimizer_s: float
+    memory_breakdown: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    predicted: float
+    measured: float
+    ratio: float  # predicted / measured
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """--nproc N against one process with the same threads per process (and against the machine)."""
+
+    nproc: int
+    threads_per_process: int
+    tokens_per_s: float
+    one_process_tokens_per_s: float
+    efficiency: float  # tokens/s(N) / (N × tokens/s(1)), same threads per process
+    predicted_efficiency: float
+    whole_machine_tokens_per_s: float | None  # one process with every core (the run without --nproc)
+    speedup_vs_whole_machine: float | None
+    predicted_speedup_vs_whole_machine: float | None
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    model: ModelSpec
+    model_resolution: str
+    params_planner: int
+    layout: Layout
+    run: dict[str, Any]
+    comparison: dict[str, Comparison]
+    measured: Measured
+    predicted: Predicted | None
+    scaling: Scaling | None
+    machine: dict[str, Any]
+    environment: dict[str, Any]
+    data: dict[str, Any]
+    step_s: tuple[float, ...]
+    losses: tuple[float, ...]
+    warnings: tuple[str, ...] = ()
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.model
+        return {
+            "schema": self.schema,
+            "model": {"name": m.name, "resolved_from": self.model_resolution, "params_planner": self.params_planner,
+                      "params_measured": self.measured.params, "spec": m.model_dump(mode="json")},
+            "run": dict(self.run),
+            "layout": self.layout.model_dump(mode="json"),
+            "comparison": {k: asdict(v) for k, v in self.comparison.items()},
+            "measured": asdict(self.measured),
+            "predicted": None if self.predicted is None else asdict(self.predicted),
+            "scaling": None if self.scaling is None else asdict(self.scaling),
+            "machine": dict(self.machine),
+            "environment": dict(self.environment),
+            "data": dict(self.data),
+            "steps": {"step_s": list(self.step_s), "loss": list(self.losses)},
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProbeResult:
+        if not str(d.get("schema", "")).startswith("trilemma.probe/"):
+            raise ValueError(f"not a probe record: schema {d.get('schema')!r}")
+        meas = dict(d["measured"])
+        meas["step_time"] = None if meas["step_time"] is None else StepStats(**meas["step_time"])
+        return cls(model=ModelSpec.model_validate(d["model"]["spec"]), model_resolution=d["model"]["resolved_from"],
+                   params_planner=d["model"]["params_planner"], layout=Layout.model_validate(d["layout"]),
+                   run=d["run"], comparison={k: Comparison(**v) for k, v in d["comparison"].items()},
+                   measured=Measured(**meas),
+                   predicted=None if d["predicted"] is None else Predicted(**d["predicted"]),
+                   scaling=None if d["scaling"] is None else Scaling(**d["scaling"]),
+                   machine=d["machine"], environment=d["environment"], data=d["data"],
+                   step_s=tuple(d["steps"]["step_s"]), losses=tuple(d["steps"]["loss"]),
+                   warnings=tuple(d["warnings"]), schema=d["schema"])
+
+
+def append_record(path: str | Path, result: ProbeResult) -> Path:
+    """Append one JSON line (the full document) to a records file."""
+    p = Path(path).expanduser()
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(result.to_dict(), default=str) + "\n")
+    return p
+
+
+def read_records(path: str | Path) -> list[ProbeResult]:
+    """Every probe record of a JSONL file, in order."""
+    out = []
+    with Path(path).expanduser().open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                out.append(ProbeResult.from_dict(json.loads(line)))
+    return out

@@ -1,0 +1,282 @@
+"""The timed training loop: the same code runs alone in this process or as one torchrun rank.
+
+One optimizer step = ``grad_accum`` micro-batches of ``micro_batch`` sequences, forward and
+backward (DDP all-reduces on the last micro-batch only), then AdamW. The clock runs around the
+whole step, batch sampling included; on a GPU the step ends with a device synchronisation. The
+first ``warmup`` steps (allocator, kernel choice, thread pools, compilation) are timed but left
+out of the statistics.
+
+Peak memory: on a GPU the caching allocator's peak (``max_memory_allocated``) and what the
+device has in use at the end (``mem_get_info``, which includes the CUDA context); on a CPU the
+process's peak resident set (VmHWM), reset just before the model is built (Linux
+``/proc/self/clear_refs``), next to the resident set at that moment (the runtime baseline).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trilemma.errors import InputError
+from trilemma.probe.data import Batches, load_corpus
+from trilemma.probe.model import build_model
+from trilemma.specs import ModelSpec
+
+__all__ = ["Job", "run_training"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything one training process needs (JSON-friendly: it travels to torchrun workers)."""
+
+    spec: dict
+    device: str  # "cpu" or "cuda"
+    precision: str  # fp32, bf16, fp16 (autocast)
+    seq: int
+    micro_batch: int
+    grad_accum: int
+    steps: int
+    warmup: int
+    recompute: str = "none"
+    compile: bool = False
+    fsdp: bool = False
+    threads: int = 0  # CPU threads per process; 0 = torch's default
+    data: tuple[str, ...] | None = None
+    seed: int = 0
+    lr: float = 1e-3
+    eval_batches: int = 8
+    progress: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Job:
+        d = dict(d)
+        if d.get("data") is not None:
+            d["data"] = tuple(d["data"])
+        return cls(**d)
+
+
+# ------------------------------------------------------------------ memory readings (CPU)
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (VmHWM) of this process; False where it cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _trim() -> None:
+    """Give freed heap memory back to the OS (glibc ``malloc_trim``), so that memory an earlier
+    run in this process freed but kept resident does not hide in the baseline."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        pass
+
+
+def _rss() -> tuple[float, float]:
+    """(current, peak) resident bytes of this process."""
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        return float(fields["VmRSS"].split()[0]) * 1024, float(fields["VmHWM"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):  # pragma: no cover - not Linux
+        import resource
+        peak = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        return peak, peak
+
+
+def _is_oom(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return (type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text
+            or "can't allocate memory" in text or "cannot allocate memory" in text)
+
+
+# ------------------------------------------------------------------ the loop
+
+class _Progress:
+    """A rich progress bar on stderr (only when asked: the caller checks for a terminal)."""
+
+    def __init__(self, enabled: bool, total: int, tokens_per_step: int) -> None:
+        self.bar = None
+        self.tokens = tokens_per_step
+        if enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(TextColumn("probe"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[tps]} tokens/s  loss {task.fields[loss]}"),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("steps", total=total, tps="…", loss="…")
+            self.bar.start()
+
+    def update(self, dt: float, loss: float) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, tps=f"{self.tokens / dt:,.0f}", loss=f"{loss:.3f}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _wrap(model: torch.nn.Module, job: Job, spec: ModelSpec, world: int, local_rank: int) -> torch.nn.Module:
+    if world == 1:
+        return model
+    if job.fsdp:
+        try:
+            from torch.distributed.fsdp import fully_shard  # FSDP2, torch >= 2.6
+        except ImportError:  # pragma: no cover - older torch
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            return FSDP(model, device_id=local_rank if job.device == "cuda" else None, use_orig_params=True)
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    # the pooler is counted but not in the loss, and MoE experts may see no token in a step
+    return DDP(model, device_ids=[local_rank] if job.device == "cuda" else None,
+               find_unused_parameters=spec.pooler or spec.is_moe)
+
+
+def run_training(job: Job) -> dict[str, Any]:
+    """Train ``job.steps`` steps and return the raw figures of this process (rank 0 speaks for all
+    where ranks agree; memory is the maximum over ranks)."""
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized()
+    rank = dist.get_rank() if distributed else 0
+    world = dist.get_world_size() if distributed else 1
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if job.device == "cuda" else torch.device("cpu")
+    if job.device == "cuda":
+        torch.cuda.set_device(device)
+    if job.threads and job.device == "cpu":
+        torch.set_num_threads(job.threads)
+    spec = ModelSpec.model_validate(job.spec)
+    corpus = load_corpus(list(job.data) if job.data else None)
+    mask_id = spec.vocab_size - 1  # encoders: the last id stands for [MASK] (bytes use 0-255)
+    train_b = Batches(corpus.train, job.seq, job.micro_batch, job.seed + 1000 * rank, spec.causal, mask_id, job.device)
+    eval_b = Batches(corpus.eval, job.seq, job.micro_batch, 10_000 + job.seed + rank, spec.causal, mask_id, job.device)
+
+    # memory baseline: the runtime (interpreter, torch, corpus) before the model exists
+    if job.device == "cpu":
+        gc.collect()
+        _trim()
+    rss_reset = _reset_peak_rss() if job.device == "cpu" else False
+    base_rss, _ = _rss()
+    if job.device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+    torch.manual_seed(job.seed)  # same initial weights on every rank
+    model = build_model(spec, device, recompute=job.recompute == "full")
+    n_params = sum(p.numel() for p in model.parameters())
+    model = _wrap(model, job, spec, world, local_rank)
+    if job.compile:
+        model = torch.compile(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=job.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    amp = (contextlib.nullcontext() if job.precision == "fp32" else
+           torch.autocast(job.device, dtype=torch.bfloat16 if job.precision == "bf16" else torch.float16))
+    scaler = torch.amp.GradScaler("cuda") if (job.precision == "fp16" and job.device == "cuda") else None
+    ddp_sync = getattr(model, "no_sync", None)
+
+    step_s: list[float] = []
+    losses: list[float] = []
+    interrupted = False
+    tokens_per_step = job.seq * job.micro_batch * job.grad_accum * world
+    bar = _Progress(job.progress and rank == 0, job.steps, tokens_per_step)
+    model.train()
+    try:
+        for _ in range(job.steps):
+            t0 = time.perf_counter()
+            total = torch.zeros((), device=device)
+            for micro in range(job.grad_accum):
+                x, y = train_b.next()
+                last = micro == job.grad_accum - 1
+                ctx = ddp_sync() if (ddp_sync is not None and not last) else contextlib.nullcontext()
+                with ctx:
+                    with amp:
+                        logits = model(x)  # (B, S, V)
+                    loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1),
+                                           ignore_index=-100) / job.grad_accum
+                    (scaler.scale(loss) if scaler else loss).backward()
+                total += loss.detach()
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+            value = total.item()  # waits for the device: the step is done
+            dt = time.perf_counter() - t0
+            step_s.append(dt)
+            losses.append(value)
+            bar.update(dt, value)
+            if not math.isfinite(value):
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    except (RuntimeError, MemoryError) as exc:
+        if _is_oom(exc):
+            raise InputError("memory", f"{spec.name}, micro-batch {job.micro_batch}, seq {job.seq}",
+                             "a configuration that fits this device: a smaller --micro-batch, --seq or model, "
+                             f"or --recompute full ({str(exc).splitlines()[0][:160]})") from None
+        raise
+    finally:
+        bar.close()
+
+    if job.device == "cuda":
+        torch.cuda.synchronize(device)
+        peak_alloc = float(torch.cuda.max_memory_allocated(device))
+        peak_reserved = float(torch.cuda.max_memory_reserved(device))
+        free, total_mem = torch.cuda.mem_get_info(device)
+        mem = {"kind": "cuda allocator peak (training) and device memory in use (with the CUDA context)",
+               "peak_bytes": float(total_mem - free), "training_bytes": peak_alloc,
+               "reserved_bytes": peak_reserved, "baseline_bytes": 0.0}
+    else:
+        _, peak = _rss()
+        mem = {"kind": "peak resident set of the process (VmHWM)" + ("" if rss_reset else ", lifetime"),
+               "peak_bytes": peak, "training_bytes": max(peak - base_rss, 0.0), "reserved_bytes": None,
+               "baseline_bytes": base_rss}
+
+    eval_loss = None
+    if not interrupted and job.eval_batches > 0 and step_s:
+        model.eval()
+        with torch.no_grad(), amp:
+            acc = torch.zeros((), device=device)
+            for _ in range(job.eval_batches):
+                x, y = eval_b.next()
+                logits = model(x)
+                acc += F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+        if distributed:
+            dist.all_reduce(acc)
+            acc /= world
+        eval_loss = float(acc.item()) / job.eval_batches
+
+    if distributed and not interrupted:
+        peaks = [None] * world
+        dist.all_gather_object(peaks, mem)
+        mem = max(peaks, key=lambda m: m["peak_bytes"])
+    return {"rank": rank, "world": world, "threads": torch.get_num_threads(), "params_measured": n_params,
+            "step_s": step_s, "losses": losses, "eval_loss": eval_loss, "interrupted": interrupted,
+            "memory": mem, "corpus": corpus.describe()}
