@@ -244,8 +244,9 @@ def test_nproc_2_scaling_beside_prediction():
 def test_fsdp_two_processes():
     from trilemma.probe import run_probe
 
-    r = run_probe(**{**TINY, "threads": None}, steps=4, warmup=1, nproc=2, fsdp=True)
+    r = run_probe(**{**TINY, "threads": None}, steps=4, warmup=1, nproc=2, fsdp=True, grad_accum=2)
     assert r.layout.zero == 3 and r.measured.step_time is not None
+    assert r.run["parallelism"] == "FSDP (fully sharded) over gloo" and r.predicted.dp_comm_s >= 0
 
 
 # ------------------------------------------------------------------ the planner never imports torch

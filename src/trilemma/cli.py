@@ -221,6 +221,10 @@ from trilemma.cli_probe import probe  # noqa: E402  (torch is imported only when
 
 app.command("probe")(probe)
 
+from trilemma.cli_ladder import ladder  # noqa: E402
+
+app.command("ladder")(ladder)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request."""

@@ -198,7 +198,8 @@ def run_training(job: Job) -> dict[str, Any]:
     amp = (contextlib.nullcontext() if job.precision == "fp32" else
            torch.autocast(job.device, dtype=torch.bfloat16 if job.precision == "bf16" else torch.float16))
     scaler = torch.amp.GradScaler("cuda") if (job.precision == "fp16" and job.device == "cuda") else None
-    ddp_sync = getattr(model, "no_sync", None)
+    no_sync = getattr(model, "no_sync", None)  # DDP: skip the all-reduce on all but the last micro-batch
+    fsdp_sync = getattr(model, "set_requires_gradient_sync", None)  # FSDP2: the same, as a switch
 
     step_s: list[float] = []
     losses: list[float] = []
@@ -213,7 +214,9 @@ def run_training(job: Job) -> dict[str, Any]:
             for micro in range(job.grad_accum):
                 x, y = train_b.next()
                 last = micro == job.grad_accum - 1
-                ctx = ddp_sync() if (ddp_sync is not None and not last) else contextlib.nullcontext()
+                if fsdp_sync is not None and job.grad_accum > 1:
+                    fsdp_sync(last)
+                ctx = no_sync() if (no_sync is not None and not last) else contextlib.nullcontext()
                 with ctx:
                     with amp:
                         logits = model(x)  # (B, S, V)

@@ -91,19 +91,19 @@ def print_estimate(est: Any) -> None:
 
 def presets_document(kind: str) -> dict[str, Any]:
     from trilemma.api import SCHEMA
-    from trilemma.presets import hardware_presets, model_presets
+    from trilemma.presets import all_hardware_presets, model_presets
 
     doc: dict[str, Any] = {"schema": SCHEMA.replace("estimate", "presets"), "warnings": []}
     if kind in ("models", "all"):
         doc["models"] = [{**m.model_dump(mode="json"), "params_total": param_counts(m).total,
                           "params_active": param_counts(m).active} for m in model_presets().values()]
     if kind in ("hardware", "all"):
-        doc["hardware"] = [h.model_dump(mode="json") for h in hardware_presets().values()]
+        doc["hardware"] = [h.model_dump(mode="json") for h in all_hardware_presets().values()]
     return doc
 
 
 def print_presets(kind: str) -> None:
-    from trilemma.presets import hardware_presets, model_presets
+    from trilemma.presets import all_hardware_presets, model_presets
 
     c = _console()
     if kind in ("models", "all"):
@@ -121,7 +121,7 @@ def print_presets(kind: str) -> None:
         t = Table(title="hardware presets (dense peaks)")
         for col in ("name", "bf16", "fp8", "memory", "HBM bw", "intra/dev", "inter/dev", "per node", "W", "$/h"):
             t.add_column(col, justify="left" if col == "name" else "right")
-        for h in hardware_presets().values():
+        for h in all_hardware_presets().values():
             pk = h.peak_flop_per_s
             t.add_row(h.name, fmt_flop_rate(pk["bf16"]) if "bf16" in pk else "—",
                       fmt_flop_rate(pk["fp8"]) if "fp8" in pk else "—", fmt_bytes(h.hbm_bytes),

@@ -1,0 +1,421 @@
+"""The ladder's plan: which models, how many tokens, which hyperparameters, how long (no torch here).
+
+Models — Llama-style decoders (Touvron et al. 2023: pre-norm RMSNorm, SwiGLU MLP of 8/3·d, rotary
+positions, no biases) with tied embeddings, reading bytes (vocabulary 256, the probe's tokenizer),
+built by ``trilemma.probe.model.build_model``. The Llama block rather than GPT-2's: at these sizes
+and budgets a GPT-2 block (learned positions) sat on the bigram plateau (~2.35 nats/byte) for most
+of a short run, and the Llama block did not (55k parameters, 5 tokens/parameter: 1.98 against 2.35
+nats/byte; see lr_sweep.md). One shape rule: heads of width 16 (at least 2, at most 8: heads = the
+divisor of d nearest d/16, clipped) and d_model / layers = 32, at least 2 layers. Head width 16
+rather than 32: a 2-layer d_model 64 model with 4 heads reached 1.406 nats/byte where 2 heads reached
+1.461 (1M tokens; lr_sweep.md), so at these widths the number of heads, not parameters, limited it. Kaplan et al. 2020 (arXiv 2001.08361 §3.1, Fig. 5)
+find the loss at fixed size moves only a few percent over a wide range of aspect ratios, so one
+fixed ratio keeps the ladder a one-parameter family. Widths are multiples of 8.
+
+N counts non-embedding parameters (``param_counts(spec).non_embedding``: the token table left out),
+as Kaplan 2020 §3.1 / Fig. 6 do: at these sizes the 256×d token table is up to a third of all
+parameters, and counting it bends the power law. The law file
+says so (``n_counts = "non_embedding"``), so ``estimate`` and ``solve`` count the same way.
+
+Each run is trained "done right" (``trilemma.ladder.train``), with rules fixed before any run:
+
+- tokens D = tokens-per-parameter × N, rounded to whole optimizer steps;
+- batch: BATCH_SEQS sequences of SEQ bytes (512 tokens) for every run: these runs are limited by
+  optimizer steps, and on the sweep a 512-token batch beat 1024 and 2048 by 0.06-0.2 nats/byte at
+  the same tokens (lr_sweep.md), for ~1.4× the time per token on a CPU;
+- learning rate: LR_RULE below, a power law in N fitted once on a sweep of the fit-sized models
+  (the sweep, its data and the fit are in ``lr_sweep.md`` beside this file); no run of a held-out
+  size took part in it;
+- schedule: linear warm-up over the first N tokens (one token per parameter: Porian et al. 2024,
+  arXiv 2406.19146 §3.3; at least MIN_WARMUP_STEPS steps, at most a quarter of the run), then a
+  cosine decay to LR_FINAL_RATIO of the peak, ending exactly at the run's own last step
+  (Hoffmann et al. 2022 §3.1 and App. B: the cosine cycle matched to each run's token budget,
+  decaying 10×). On the sweep, a 5%-of-steps warm-up cost the 5-tokens-per-parameter runs up to
+  0.3 nats/byte at the higher learning rates, and warm-up over N tokens removed it;
+- AdamW (β 0.9, 0.95; weight decay 0.1 on matrices, the tied embedding included, none on norm
+  gains, as nanoGPT), gradient clipping at 1.0, fp32;
+- evaluation on a fixed held-out split: the same EVAL_TOKENS bytes (fixed, evenly spaced windows of
+  the probe's held-out documents) for every run.
+
+Time: each run's predicted time is the planner's own (``trilemma.api.evaluate_layout``) with the
+``local`` hardware profile shared out over the workers (a worker is given 1/workers of the measured
+peak FLOP/s and memory bandwidth); the ladder's predicted wall time is the longest-first schedule of
+those predictions over the workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from trilemma.errors import InputError
+from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
+
+__all__ = [
+    "DEFAULT",
+    "TINY",
+    "WIDTHS",
+    "GridChoice",
+    "LadderPlan",
+    "RunSpec",
+    "Shape",
+    "lr_for",
+    "make_plan",
+    "shape_for_params",
+    "shape_for_width",
+]
+
+SEQ = 128  # bytes per sequence, every run
+BATCH_SEQS = 4  # sequences per optimizer step, every run (512 tokens)
+VOCAB = 256  # bytes
+ASPECT = 32  # d_model / layers
+HEAD_WIDTH = 16
+MAX_HEADS = 8
+MIN_LAYERS = 2
+#: LR_RULE: peak learning rate = LR_C · (N / 1e5)^(-LR_P), N non-embedding (see lr_sweep.md)
+LR_C = 3.5e-3
+LR_P = 0.75
+LR_FINAL_RATIO = 0.1  # cosine to 10% of the peak (Hoffmann 2022 App. B)
+WARMUP_TOKENS_PER_PARAM = 1.0  # warm-up lasts N tokens (Porian et al. 2024)
+MIN_WARMUP_STEPS = 5
+WEIGHT_DECAY = 0.1
+GRAD_CLIP = 1.0
+BETAS = (0.9, 0.95)
+EVAL_TOKENS = 131072  # 1024 windows of SEQ bytes
+#: the width ladder the default grids and --minutes climb (each rung ≈ 2× the parameters of the last)
+WIDTHS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+MAX_HELD_OUT_RATIO = 4.0  # the held-out model is at most this many times the largest fitted size
+STARTUP_S = 5.0  # importing torch, reading the corpus (predicted-time overhead of the whole ladder)
+
+
+def lr_for(n_non_embedding: float) -> float:
+    """Peak learning rate by size: LR_C · (N / 1e5)^(-LR_P) (the rule fitted in lr_sweep.md)."""
+    return LR_C * (n_non_embedding / 1e5) ** (-LR_P)
+
+
+# ------------------------------------------------------------------ shapes
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    layers: int
+    d_model: int
+    heads: int
+
+    def spec(self, seq: int = SEQ) -> ModelSpec:
+        d = self.d_model
+        return ModelSpec(name=f"ladder-{self.layers}x{d}", family="ladder", n_layers=self.layers, d_model=d,
+                         n_heads=self.heads, ffn_dim=8 * -(-8 * d // 24), ffn_type=FfnType.SWIGLU, vocab_size=VOCAB,
+                         tied_embeddings=True, position=PositionType.ROTARY, max_positions=seq, norm=NormType.RMSNORM,
+                         qkv_bias=False, out_bias=False, mlp_bias=False, seq_len=seq,
+                         source="trilemma ladder shape rule: Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), "
+                                "tied embeddings, d_model/layers = 32, head width 16 (at most 8 heads), bytes")
+
+    @property
+    def name(self) -> str:
+        return f"{self.layers}x{self.d_model}"
+
+
+def _divisor_near(n: int, target: float) -> int:
+    return min((d for d in range(2, n + 1) if n % d == 0), key=lambda d: (abs(math.log(d / target)), -d))
+
+
+def shape_for_width(d_model: int) -> Shape:
+    """The rule's shape of a given width (multiple of 8, at least 16)."""
+    if d_model < 16 or d_model % 8:
+        raise InputError("width", d_model, "a multiple of 8, at least 16")
+    return Shape(layers=max(MIN_LAYERS, round(d_model / ASPECT)), d_model=d_model,
+                 heads=_divisor_near(d_model, min(float(MAX_HEADS), max(2.0, d_model / HEAD_WIDTH))))
+
+
+@lru_cache(maxsize=4096)
+def _counts(shape: Shape, seq: int = SEQ) -> tuple[int, int, float]:
+    """(non-embedding params, total params, model FLOP per token) of a shape."""
+    from trilemma.estimate.flops import model_flop_per_token
+    from trilemma.estimate.params import param_counts
+
+    spec = shape.spec(seq)
+    pc = param_counts(spec)
+    return int(pc.non_embedding), int(pc.total), float(model_flop_per_token(spec, seq))
+
+
+def params_of(shape: Shape) -> int:
+    return _counts(shape)[0]
+
+
+def shape_for_params(n: float) -> Shape:
+    """The shape (width a multiple of 8, 16..1024) whose non-embedding count is nearest ``n`` (log scale)."""
+    if not (isinstance(n, (int, float)) and math.isfinite(n) and n > 0):
+        raise InputError("sizes", n, "positive parameter counts, e.g. 25k,50k,100k,300k")
+    best = min((shape_for_width(d) for d in range(16, 1025, 8)), key=lambda s: abs(math.log(params_of(s) / n)))
+    if abs(math.log(params_of(best) / n)) > math.log(1.25):
+        raise InputError("sizes", f"{n:.4g}", f"sizes the shape rule can build within 25% "
+                                              f"({params_of(shape_for_width(16)):,} to {params_of(shape_for_width(1024)):,} "
+                                              "non-embedding parameters)")
+    return best
+
+
+# ------------------------------------------------------------------ runs
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run, fully determined (its ``key`` names it in the results file)."""
+
+    role: str  # "fit" or "held_out"
+    shape: Shape
+    tokens_per_param: float
+    steps: int
+    seq: int = SEQ
+    batch_seqs: int = BATCH_SEQS
+    lr: float = 0.0
+    lr_final_ratio: float = LR_FINAL_RATIO
+    warmup_steps: int = MIN_WARMUP_STEPS
+    weight_decay: float = WEIGHT_DECAY
+    grad_clip: float = GRAD_CLIP
+    beta2: float = BETAS[1]
+    seed: int = 0
+    eval_tokens: int = EVAL_TOKENS
+    data_fingerprint: str = ""  # sha256 of the corpus text (train and eval split), set by the runner
+
+    @property
+    def n(self) -> int:
+        """Non-embedding parameters (the law's N)."""
+        return params_of(self.shape)
+
+    @property
+    def params_total(self) -> int:
+        return _counts(self.shape, self.seq)[1]
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.seq * self.batch_seqs
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.tokens_per_step
+
+    @property
+    def model_flop_per_token(self) -> float:
+        return _counts(self.shape, self.seq)[2]
+
+    @property
+    def flop(self) -> float:
+        """Model FLOPs of training (PaLM convention: trilemma.estimate.flops.model_flop_per_token)."""
+        return self.tokens * self.model_flop_per_token
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two runs the same run: everything that changes the result (not the role)."""
+        d = asdict(self)
+        d.pop("role")
+        d["shape"] = asdict(self.shape)
+        d["model"] = "llama-style bytes"
+        d["optimizer"] = {"name": "AdamW", "beta1": BETAS[0], "schedule": "linear warm-up, cosine"}
+        return d
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        return f"{self.shape.name} N={self.n / 1e3:.0f}k D/N={self.tokens_per_param:g}"
+
+
+def make_run(role: str, shape: Shape, ratio: float, *, seed: int = 0, eval_tokens: int = EVAL_TOKENS,
+             data_fingerprint: str = "") -> RunSpec:
+    """A run from the rules: tokens, steps, learning rate, warm-up."""
+    n = params_of(shape)
+    steps = max(1, round(ratio * n / (SEQ * BATCH_SEQS)))
+    warm = max(MIN_WARMUP_STEPS, round(WARMUP_TOKENS_PER_PARAM * n / (SEQ * BATCH_SEQS)))
+    warm = min(warm, max(1, steps // 4))
+    return RunSpec(role=role, shape=shape, tokens_per_param=float(ratio), steps=steps, lr=round(lr_for(n), 6),
+                   warmup_steps=warm, seed=seed, eval_tokens=eval_tokens, data_fingerprint=data_fingerprint)
+
+
+# ------------------------------------------------------------------ grids
+
+
+@dataclass(frozen=True)
+class GridChoice:
+    """Sizes (widths) × tokens-per-parameter to fit on, and the held-out width and ratio."""
+
+    fit_widths: tuple[int, ...]
+    ratios: tuple[float, ...]
+    held_out_width: int
+    held_out_ratio: float
+    eval_tokens: int = EVAL_TOKENS
+    name: str = "custom"
+
+
+#: the default ladder: 3 sizes (≈25k, 56k, 101k non-embedding parameters) × 3 token budgets (5, 10, 20
+#: tokens per parameter) to fit on, and a held-out model of ≈3.3× the largest (332k) at 10 tokens per
+#: parameter; about 8 minutes of training on this project's 2-core machine (the planner's prediction
+#: is shown before it starts)
+DEFAULT = GridChoice(fit_widths=(32, 48, 64), ratios=(5.0, 10.0, 20.0), held_out_width=96,
+                     held_out_ratio=10.0, name="default")
+#: `--tiny`: 10 trainings in well under 2 minutes (≈7k, 14k, 25k parameters × 3 budgets; held out ≈56k)
+TINY = GridChoice(fit_widths=(16, 24, 32), ratios=(5.0, 10.0, 20.0), held_out_width=48, held_out_ratio=10.0,
+                  eval_tokens=32768, name="tiny")
+
+
+def rung(k: int, ratios: tuple[float, ...] = DEFAULT.ratios, held_out_ratio: float = DEFAULT.held_out_ratio) -> GridChoice:
+    """The k-th grid of the width ladder: fit on WIDTHS[k:k+3], hold out WIDTHS[k+3]."""
+    return GridChoice(fit_widths=WIDTHS[k:k + 3], ratios=ratios, held_out_width=WIDTHS[k + 3],
+                      held_out_ratio=held_out_ratio, name=f"rung {k} (widths {WIDTHS[k]}-{WIDTHS[k + 3]})")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    run: RunSpec
+    predicted_s: float | None  # the planner's time for this run on a worker's share of `local`
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    grid: GridChoice
+    runs: tuple[PlannedRun, ...]
+    workers: int
+    threads: int
+    hardware: str | None  # the profile the predictions come from, in words; None: unavailable
+    predicted_wall_s: float | None
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def fit_runs(self) -> tuple[RunSpec, ...]:
+        return tuple(p.run for p in self.runs if p.run.role == "fit")
+
+    @property
+    def held_out(self) -> RunSpec:
+        return next(p.run for p in self.runs if p.run.role == "held_out")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "grid": asdict(self.grid), "workers": self.workers, "threads_per_worker": self.threads,
+            "hardware": self.hardware, "predicted_wall_s": self.predicted_wall_s,
+            "rules": rules(),
+            "runs": [{"key": p.run.key, "role": p.run.role, "shape": p.run.shape.name, "N": p.run.n,
+                      "params_total": p.run.params_total, "D": p.run.tokens, "tokens_per_param": p.run.tokens_per_param,
+                      "steps": p.run.steps, "lr": p.run.lr, "warmup_steps": p.run.warmup_steps,
+                      "flop": p.run.flop, "predicted_s": p.predicted_s} for p in self.runs],
+            "warnings": list(self.warnings),
+        }
+
+
+def rules() -> dict[str, Any]:
+    """The hyperparameter rules, in words and numbers (written into the plan and the law file)."""
+    return {
+        "model": f"Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), tied embeddings, bytes (vocab {VOCAB}); "
+                 f"layers = max({MIN_LAYERS}, d_model/{ASPECT}), heads = divisor of d_model nearest d_model/{HEAD_WIDTH} (2 to {MAX_HEADS})",
+        "N": "non-embedding parameters (Kaplan 2020 §3.1)",
+        "seq": SEQ, "batch_seqs": BATCH_SEQS, "tokens_per_step": SEQ * BATCH_SEQS,
+        "lr": f"{LR_C:g} · (N/1e5)^-{LR_P:g}", "lr_final_ratio": LR_FINAL_RATIO,
+        "warmup": f"linear over N tokens (at least {MIN_WARMUP_STEPS} steps, at most 1/4 of the run); then cosine to "
+                  f"{LR_FINAL_RATIO:g} × peak at the run's last step",
+        "optimizer": f"AdamW betas {BETAS}, weight decay {WEIGHT_DECAY:g} (matrices), clip {GRAD_CLIP:g}, fp32",
+        "eval": "fixed evenly spaced windows of the held-out documents (every 20th file), same for every run",
+    }
+
+
+# ------------------------------------------------------------------ time
+
+
+def worker_hardware(hw: Any, workers: int) -> Any:
+    """A worker's share of a machine profile: 1/workers of its peak FLOP/s and memory bandwidth."""
+    if workers == 1:
+        return hw
+    return hw.replace(name=f"{hw.name}/{workers}", peak_flop_per_s={p: v / workers for p, v in hw.peak_flop_per_s.items()},
+                      hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s / workers, hbm_bytes=hw.hbm_bytes / workers,
+                      board_power_w=hw.board_power_w / workers, price_usd_per_hour=hw.price_usd_per_hour / workers)
+
+
+def predict_run_s(run: RunSpec, hw: Any) -> float:
+    """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss)."""
+    from trilemma.api import evaluate_layout, make_cluster, make_plan
+    from trilemma.specs import DtypeSpec, Layout, Recompute
+
+    spec = run.shape.spec(run.seq)
+    gbt = float(run.tokens_per_step)
+    dtypes = DtypeSpec(weight="fp32", grad="fp32", master=None, optimizer_state="fp32", frozen_weight="fp32",
+                       activation="fp32")
+    plan = make_plan(spec, tokens=float(run.tokens), seq_len=run.seq, global_batch_tokens=gbt, precision="fp32",
+                     flash_attention=True, dtypes=dtypes, goodput=1.0)
+    layout = Layout(tp=1, pp=1, dp=1, zero=0, recompute=Recompute("none"), micro_batch=run.batch_seqs)
+    est = evaluate_layout(spec, make_cluster(hw, 1, gpus_per_node=1), plan, layout)
+    return float(est.time.step_s) * run.steps
+
+
+def schedule_s(times: list[float], workers: int) -> float:
+    """Longest-first list scheduling of independent runs over ``workers`` (the ladder's order)."""
+    loads = [0.0] * max(1, workers)
+    for t in sorted(times, reverse=True):
+        i = loads.index(min(loads))
+        loads[i] += t
+    return max(loads)
+
+
+def make_plan(grid: GridChoice, *, hw: Any | None, workers: int, threads: int, seed: int = 0,
+              data_fingerprint: str = "") -> LadderPlan:
+    """Every run of ``grid`` with the rules' hyperparameters and the planner's predicted times."""
+    fit_shapes = [shape_for_width(w) for w in grid.fit_widths]
+    held = shape_for_width(grid.held_out_width)
+    check_grid(grid, fit_shapes, held)
+    runs = [make_run("fit", s, r, seed=seed, eval_tokens=grid.eval_tokens, data_fingerprint=data_fingerprint)
+            for s in fit_shapes for r in grid.ratios]
+    runs.append(make_run("held_out", held, grid.held_out_ratio, seed=seed, eval_tokens=grid.eval_tokens,
+                         data_fingerprint=data_fingerprint))
+    warnings: list[str] = []
+    share = None if hw is None else worker_hardware(hw, workers)
+    planned = tuple(PlannedRun(r, None if share is None else predict_run_s(r, share)) for r in runs)
+    wall = None if share is None else STARTUP_S + schedule_s([p.predicted_s for p in planned], workers)
+    where = None if hw is None else (f"{hw.name}" + (f", 1/{workers} of it per worker" if workers > 1 else ""))
+    return LadderPlan(grid=grid, runs=planned, workers=workers, threads=threads, hardware=where,
+                      predicted_wall_s=wall, warnings=tuple(warnings))
+
+
+def check_grid(grid: GridChoice, fit_shapes: list[Shape], held: Shape) -> None:
+    from trilemma.quality.fit import MIN_RUNS, MIN_SIZES
+
+    sizes = sorted({params_of(s) for s in fit_shapes})
+    if len(sizes) < MIN_SIZES or len(sizes) * len(grid.ratios) < MIN_RUNS:
+        raise InputError("sizes", ",".join(f"{s:,}" for s in sizes),
+                         f"at least {MIN_SIZES} distinct model sizes below the held-out one and {MIN_RUNS} runs to fit "
+                         f"(the largest size is held out); have {len(sizes)} sizes × {len(grid.ratios)} ratios")
+    for r in (*grid.ratios, grid.held_out_ratio):
+        if not (isinstance(r, (int, float)) and math.isfinite(r) and 0.5 <= r <= 1000):
+            raise InputError("tokens-per-param", r, "ratios between 0.5 and 1000 tokens per parameter")
+    if not min(grid.ratios) <= grid.held_out_ratio <= max(grid.ratios):
+        raise InputError("holdout-tokens-per-param", grid.held_out_ratio,
+                         f"a ratio the grid covers ({min(grid.ratios):g} to {max(grid.ratios):g})")
+    n_h = params_of(held)
+    if n_h <= sizes[-1]:
+        raise InputError("sizes", f"{n_h:,}", "a held-out model larger than every fitted one")
+    if n_h > MAX_HELD_OUT_RATIO * sizes[-1] * 1.0001:
+        raise InputError("sizes", f"{n_h:,}", f"a held-out size at most {MAX_HELD_OUT_RATIO:g}× the largest fitted "
+                                              f"size ({sizes[-1]:,}): add an intermediate size")
+
+
+def grid_for_minutes(minutes: float, *, hw: Any, workers: int, ratios: tuple[float, ...] | None = None,
+                     held_out_ratio: float | None = None) -> GridChoice:
+    """The largest rung of the width ladder whose predicted wall time fits ``minutes``."""
+    ratios = ratios or DEFAULT.ratios
+    ho = held_out_ratio if held_out_ratio is not None else (
+        DEFAULT.held_out_ratio if min(ratios) <= DEFAULT.held_out_ratio <= max(ratios) else sorted(ratios)[len(ratios) // 2])
+    best, first = None, None
+    for k in range(len(WIDTHS) - 3):
+        g = rung(k, tuple(ratios), ho)
+        plan = make_plan(g, hw=hw, workers=workers, threads=1)
+        first = first if first is not None else plan.predicted_wall_s
+        if plan.predicted_wall_s is not None and plan.predicted_wall_s <= minutes * 60:
+            best = replace(g, eval_tokens=TINY.eval_tokens if k == 0 else EVAL_TOKENS)
+        else:
+            break
+    if best is None:
+        raise InputError("minutes", f"{minutes:g}", f"at least {math.ceil((first or 0) / 60)} minutes: the smallest ladder "
+                                                   f"is predicted to take {first or 0:.0f} s here (or fewer --tokens-per-param)")
+    return best

@@ -1,0 +1,142 @@
+"""The ladder's results file: versioned JSONL, one finished training run per line, nothing else.
+
+Writing (``append_record``): the whole record is serialised to one line first, then written with a
+single ``write()`` on a descriptor opened with ``O_APPEND``, under an exclusive ``fcntl.flock`` on
+that descriptor. O_APPEND makes the kernel place each write at the current end of file, so two
+processes never overwrite each other; the lock keeps two writers from interleaving the "end with a
+newline?" check with each other's writes, and makes readers that take the shared lock see whole
+lines. A write that the kernel cuts short (disk full) is undone by truncating back to the length
+before it, so the file only ever grows by whole, newline-terminated records. If the file does not
+end in a newline (a foreign writer crashed mid-line), the record is written after one, so that the
+damaged line stays a single line, reported when read.
+
+Reading (``read_records``): every line is parsed on its own; an empty line is ignored, and a line
+that is not JSON, not an object, or not a ladder record of a schema this version reads is skipped
+with a warning naming its line number. Nothing in the file is ever fatal.
+
+The record itself (built by ``trilemma.ladder.train``) follows the probe's record style
+(``trilemma.probe.result``): a ``schema``, then ``model``, ``run``, ``measured``, ``predicted``,
+``environment``, ``data`` blocks, in SI units. It also carries top-level ``N``, ``D`` and ``loss``
+so that ``trilemma fit DIR/runs.jsonl`` reads the file as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:  # POSIX; elsewhere O_APPEND alone keeps whole-record writes apart
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["SCHEMA", "RecordsRead", "append_record", "encode_record", "read_records"]
+
+SCHEMA = "trilemma.ladder/1"
+_READABLE = ("trilemma.ladder/1",)
+_REQUIRED = ("key", "role", "N", "D", "loss")
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """One line of UTF-8 JSON ending in a newline; refuses what would not read back as a record."""
+    if record.get("schema") != SCHEMA:
+        raise ValueError(f"not a ladder record: schema {record.get('schema')!r}")
+    missing = [k for k in _REQUIRED if k not in record]
+    if missing:
+        raise ValueError(f"ladder record without {', '.join(missing)}")
+    # allow_nan=False: NaN is not JSON; a diverged run records its loss as null, never NaN
+    line = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str)
+    assert "\n" not in line  # json.dumps escapes newlines inside strings
+    return (line + "\n").encode("utf-8")
+
+
+def append_record(path: str | Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as exactly one line: O_APPEND, one write(), under an exclusive flock."""
+    data = encode_record(record)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # keep a torn foreign line on its own line
+            written = os.write(fd, data)
+            if written != len(data):
+                os.ftruncate(fd, size)  # never leave half a record behind
+                raise OSError(f"{p}: short write ({written} of {len(data)} bytes); the record was not kept")
+            os.fsync(fd)
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class RecordsRead:
+    """What a results file holds: the readable records in file order, and why other lines were skipped."""
+
+    records: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...]
+    lines: int
+
+
+def _why_not(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    schema = obj.get("schema")
+    if schema not in _READABLE:
+        return f"not a ladder record (schema {schema!r}; this version reads {', '.join(_READABLE)})"
+    missing = [k for k in _REQUIRED if k not in obj]
+    if missing:
+        return f"a ladder record without {', '.join(missing)}"
+    for k in ("N", "D"):
+        v = obj[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            return f"a ladder record whose {k} is not a positive number"
+    return None
+
+
+def read_records(path: str | Path) -> RecordsRead:
+    """Every readable record of ``path`` (none if it does not exist); bad lines become warnings."""
+    p = Path(path)
+    if not p.is_file():
+        return RecordsRead((), (), 0)
+    with p.open("rb") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)  # never read a record half-written
+        try:
+            raw = fh.read()
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    records, warnings = [], []
+    lines = raw.split(b"\n")
+    torn = lines[-1] != b""  # the last line has no newline: cut short
+    n = 0
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        n += 1
+        if torn and i == len(lines):
+            warnings.append(f"{p}:{i}: skipped an unfinished last line (no newline; {len(line)} bytes)")
+            continue
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+            warnings.append(f"{p}:{i}: skipped a line that is not JSON ({why})")
+            continue
+        why = _why_not(obj)
+        if why:
+            warnings.append(f"{p}:{i}: skipped {why}")
+            continue
+        records.append(obj)
+    return RecordsRead(tuple(records), tuple(warnings), n)

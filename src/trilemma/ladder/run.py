@@ -1,0 +1,413 @@
+"""``run_ladder``: plan the grid, train what is not done yet, fit, predict the held-out run, check.
+
+1. Plan (``trilemma.ladder.plan``): the default grid, ``--tiny``, explicit ``sizes`` × ``tokens_per_param``
+   (the largest size is held out), or the largest rung of the width ladder that the planner predicts
+   fits in ``minutes``; each run's predicted time from the ``local`` hardware profile (measured now,
+   the way the probe does, if there is none yet).
+2. Resume: runs whose key is already in ``DIR/runs.jsonl`` are not trained again; unreadable lines
+   there are reported and skipped.
+3. Train (``trilemma.ladder.train``): in this process one after the other (``workers=1``: the fit runs,
+   then the held-out run after the prediction is made), or on ``workers`` processes, longest first,
+   the held-out run among them (its result is not read until the prediction is made).
+4. Fit on the fit runs only (``trilemma.ladder.fit``), predict the held-out run with the law's band,
+   write ``DIR/law.toml``, compare with the measured loss. The error is a figure, never a failure.
+5. Report each run's measured time, energy and dollars (price per machine-hour overridable) and loss;
+   ``DIR/ladder.json`` holds the whole result; ``plot`` draws it (``trilemma.ladder.plot``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trilemma.errors import InputError, TrilemmaError
+from trilemma.ladder.plan import (
+    DEFAULT,
+    TINY,
+    GridChoice,
+    LadderPlan,
+    PlannedRun,
+    grid_for_minutes,
+    make_plan,
+    params_of,
+    shape_for_params,
+)
+from trilemma.ladder.records import read_records
+from trilemma.ladder.result import HeldOut, LadderResult, RunRow
+
+__all__ = ["LadderInterrupted", "run_ladder"]
+
+log = logging.getLogger(__name__)
+
+CPU_WATTS_PER_CORE = 10.0  # the probe's stated estimate (trilemma.probe.profile), used when there is no profile
+CPU_PRICE_PER_CORE_HOUR = 0.02  # the probe's placeholder price, ditto
+
+
+class LadderInterrupted(TrilemmaError):
+    """Ctrl-C: the runs that finished are in runs.jsonl; the same command resumes (exit status 130)."""
+
+    exit_code = 130
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def local_profile(measure: bool = True) -> tuple[Any, str | None]:
+    """The ``local`` hardware profile; measured now (the probe's microbenchmarks) when missing and
+    torch is installed; else (None, why predictions are unavailable)."""
+    from trilemma.errors import UnknownPresetError
+    from trilemma.presets import get_hardware
+
+    try:
+        hw = get_hardware("local")
+    except UnknownPresetError:
+        hw = None
+    if hw is not None:
+        if hw.vendor != "CPU":
+            return None, (f"the `local` profile describes a {hw.vendor} device and the ladder trains on the CPU: "
+                          "predicted times are unavailable")
+        return hw, None
+    if not measure:
+        return None, "no `local` hardware profile yet (run `trilemma probe`): predicted times are unavailable"
+    try:
+        from trilemma.probe import bench
+        from trilemma.probe.profile import local_hardware, save_local_profile
+    except ImportError:
+        return None, "no `local` hardware profile and no torch to measure one: predicted times are unavailable"
+    meas = bench.machine("cpu", ("fp32",), threads=bench.usable_cores())
+    hw = local_hardware(meas)
+    path = save_local_profile(hw, meas)
+    return hw, f"no `local` hardware profile yet: measured this machine ({meas.seconds:.0f} s) and saved it to {path}"
+
+
+def _ratios(values: list[float] | tuple[float, ...] | None) -> tuple[float, ...] | None:
+    if values is None:
+        return None
+    out = tuple(sorted({float(v) for v in values}))
+    if not out:
+        raise InputError("tokens-per-param", values, "one or more ratios, e.g. 5,10,20,40")
+    return out
+
+
+def choose_grid(*, sizes: list[float] | None, tokens_per_param: list[float] | None, holdout_ratio: float | None,
+                minutes: float | None, tiny: bool, hw: Any, workers: int) -> GridChoice:
+    ratios = _ratios(tokens_per_param)
+    if tiny and (sizes or minutes):
+        raise InputError("tiny", "--tiny", "alone: --tiny is a fixed grid (no --sizes or --minutes with it)")
+    if minutes is not None and not (minutes > 0):
+        raise InputError("minutes", minutes, "a positive number of minutes")
+    if tiny:
+        base = TINY
+    elif sizes:
+        shapes = sorted({shape_for_params(float(s)) for s in sizes}, key=params_of)
+        if len(shapes) < len(sizes):
+            raise InputError("sizes", ",".join(f"{s:g}" for s in sizes), "distinct sizes (two map to the same shape)")
+        if len(shapes) < 4:
+            raise InputError("sizes", ",".join(f"{s:g}" for s in sizes),
+                             "at least 4 sizes: 3 to fit on and the largest, held out")
+        base = GridChoice(fit_widths=tuple(s.d_model for s in shapes[:-1]), ratios=ratios or DEFAULT.ratios,
+                          held_out_width=shapes[-1].d_model, held_out_ratio=DEFAULT.held_out_ratio, name="sizes given")
+    elif minutes is not None:
+        if hw is None:
+            raise InputError("minutes", minutes, "a `local` hardware profile to predict times with (run `trilemma probe`)")
+        base = grid_for_minutes(minutes, hw=hw, workers=workers, ratios=ratios, held_out_ratio=holdout_ratio)
+    else:
+        base = DEFAULT
+    r = ratios or base.ratios
+    ho = holdout_ratio if holdout_ratio is not None else (
+        base.held_out_ratio if min(r) <= base.held_out_ratio <= max(r) else sorted(r)[len(r) // 2])
+    return GridChoice(fit_widths=base.fit_widths, ratios=r, held_out_width=base.held_out_width, held_out_ratio=ho,
+                      eval_tokens=base.eval_tokens, name=base.name)
+
+
+# ------------------------------------------------------------------ progress (a terminal only)
+
+
+class _Progress:
+    def __init__(self, enabled: bool, total_runs: int) -> None:
+        self.bar = None
+        if enabled and total_runs:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
+                                console=Console(stderr=True), transient=True)
+            self.runs = self.bar.add_task("ladder runs", total=total_runs, info="")
+            self.steps = None
+            self.bar.start()
+
+    def start_run(self, label: str, steps: int) -> None:
+        if self.bar is not None:
+            if self.steps is not None:
+                self.bar.remove_task(self.steps)
+            self.steps = self.bar.add_task(f"  {label}", total=steps, info="")
+
+    def step(self, k: int, loss: float) -> None:
+        if self.bar is not None and self.steps is not None and (k % 10 == 0):
+            self.bar.update(self.steps, completed=k, info=f"loss {loss:.3f}")
+
+    def run_done(self, label: str, loss: float | None) -> None:
+        if self.bar is not None:
+            self.bar.update(self.runs, advance=1, info=f"last: {label} loss {loss if loss is None else round(loss, 4)}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# ------------------------------------------------------------------ the ladder
+
+
+def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: list[float] | None = None,
+               tokens_per_param: list[float] | None = None, holdout_tokens_per_param: float | None = None,
+               minutes: float | None = None, tiny: bool = False, workers: int | None = None,
+               threads: int | None = None, price: float | None = None, plot: str | Path | None = None,
+               seed: int = 0, n_boot: int = 200, dry_run: bool = False, progress: bool = False,
+               on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None = None) -> LadderResult:
+    """Run the ladder into directory ``out`` (resuming what ``out/runs.jsonl`` already holds).
+
+    ``workers``: parallel training processes (default: one per core; ``tiny``: one, in this process).
+    ``threads``: torch threads per worker (default: the cores shared out over the workers, at most one
+    per worker for ``tiny``). ``price``: USD per machine-hour (default: the ``local`` profile's).
+    ``on_plan(plan, info)`` is called once the plan is made, before any training.
+    Raises InputError (exit 2) for bad input and LadderInterrupted (exit 130) on Ctrl-C.
+    """
+    t_start = time.perf_counter()
+    cores = _cores()
+    for name, v in (("workers", workers), ("threads", threads), ("seed", seed), ("bootstrap", n_boot)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("seed", "bootstrap") else 1)):
+            raise InputError(name, v, "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"))
+    if workers is not None and workers > cores:
+        raise InputError("workers", workers, f"at most {cores}: this machine has {cores} cores")
+    if price is not None and not (isinstance(price, (int, float)) and price >= 0):
+        raise InputError("price", price, "a non-negative price in USD per machine-hour")
+    if plot is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise InputError("plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')")
+    out_dir = Path(out).expanduser()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("out", str(out), f"a directory that can be created ({exc.strerror})") from None
+    if not out_dir.is_dir():
+        raise InputError("out", str(out), "a directory")
+    runs_path = out_dir / "runs.jsonl"
+    data_t = tuple([data] if isinstance(data, str) else data) if data else None
+
+    n_workers = workers or (1 if tiny else cores)
+    n_threads = threads or (1 if tiny else max(1, cores // n_workers))
+    warnings: list[str] = []
+    notes: list[str] = []
+    if n_workers * n_threads > cores:
+        warnings.append(f"{n_workers} workers × {n_threads} threads oversubscribe {cores} cores")
+
+    hw, hw_note = local_profile(measure=True)
+    if hw_note:
+        (notes if hw is not None else warnings).append(hw_note)
+    grid = choose_grid(sizes=sizes, tokens_per_param=tokens_per_param, holdout_ratio=holdout_tokens_per_param,
+                       minutes=minutes, tiny=tiny, hw=hw, workers=n_workers)
+    from trilemma.ladder.train import corpus_view
+
+    view = corpus_view(data_t)
+    plan = make_plan(grid, hw=hw, workers=n_workers, threads=n_threads, seed=seed, data_fingerprint=view.fingerprint)
+    n_workers = min(n_workers, len(plan.runs))
+    if minutes is not None and plan.predicted_wall_s is not None and plan.predicted_wall_s > minutes * 60:
+        warnings.append(f"the planner predicts {plan.predicted_wall_s / 60:.1f} minutes for this grid, more than "
+                        f"--minutes {minutes:g}")
+    price_h = price if price is not None else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
+    machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
+    share = n_threads / cores
+
+    got = read_records(runs_path)
+    warnings.extend(got.warnings)
+    by_key: dict[str, dict[str, Any]] = {}
+    planned_keys = {p.run.key for p in plan.runs}
+    foreign = 0
+    for r in got.records:
+        if r["key"] not in planned_keys:
+            foreign += 1
+        elif r["key"] in by_key:
+            warnings.append(f"{runs_path}: run {r['key']} appears more than once; the first record is used")
+        else:
+            by_key[r["key"]] = r
+    if foreign:
+        notes.append(f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used")
+    resumed = set(by_key)
+    todo = [p for p in plan.runs if p.run.key not in by_key]
+    info = {"runs_path": str(runs_path), "resumed": len(resumed), "to_train": len(todo), "cores": cores,
+            "workers": n_workers, "threads": n_threads, "warnings": list(warnings), "notes": list(notes),
+            "done_keys": set(resumed)}
+    if on_plan is not None:
+        on_plan(plan, info)
+
+    bar = _Progress(progress and not dry_run, len(todo))
+    hardware_words = plan.hardware
+
+    def task(p: PlannedRun) -> dict[str, Any]:
+        from trilemma.ladder.train import run_to_dict
+
+        return {"run": run_to_dict(p.run), "predicted_s": p.predicted_s, "hardware": hardware_words,
+                "power_w": machine_w * share, "out": str(runs_path), "data": list(data_t) if data_t else None}
+
+    def train_here(p: PlannedRun) -> None:
+        from trilemma.ladder.records import append_record
+        from trilemma.ladder.train import build_record, train
+
+        bar.start_run(p.run.label, p.run.steps)
+        raw = train(p.run, view, threads=n_threads, on_step=bar.step)
+        rec = build_record(p.run, raw, view, predicted_s=p.predicted_s, hardware=hardware_words,
+                           power_w=machine_w * share, worker=0)
+        append_record(runs_path, rec)
+        by_key[p.run.key] = rec
+        bar.run_done(p.run.label, rec["loss"])
+
+    fit_report = prediction = None
+    try:
+        if not dry_run and todo:
+            fit_todo = [p for p in todo if p.run.role == "fit"]
+            if n_workers == 1:
+                for p in sorted(fit_todo, key=lambda q: q.run.flop):
+                    train_here(p)
+            else:
+                from trilemma.ladder.pool import run_pool
+
+                order = sorted(todo, key=lambda q: -(q.predicted_s if q.predicted_s is not None else q.run.flop / 1e10))
+
+                def done(rec: dict[str, Any]) -> None:
+                    by_key[rec["key"]] = rec
+                    bar.run_done(f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}", rec["loss"])
+
+                run_pool([task(p) for p in order], workers=n_workers, threads=n_threads, on_done=done)
+        fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, view, out_dir, n_boot, seed)
+        warnings.extend(fit_warnings)
+        if not dry_run and n_workers == 1:
+            for p in [q for q in todo if q.run.role == "held_out"]:
+                train_here(p)
+    except KeyboardInterrupt:
+        bar.close()
+        done_now = len([k for k in by_key if k not in resumed])
+        raise LadderInterrupted(
+            f"interrupted: {len(by_key)} of {len(plan.runs)} runs are in {runs_path} ({done_now} finished in this call); "
+            "run the same command again to resume") from None
+    finally:
+        bar.close()
+
+    return _result(plan, by_key, resumed, fit_report, prediction, view, out_dir, runs_path, price_h, machine_w, share,
+                   hw, cores, plot, warnings, notes, time.perf_counter() - t_start, dry_run)
+
+
+def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_path: Path, view: Any, out_dir: Path,
+                     n_boot: int, seed: int) -> tuple[Any, Any, list[str]]:
+    from trilemma.ladder.fit import fit_ladder, predict_held_out, write_ladder_law
+
+    warnings: list[str] = []
+    fit_recs = [by_key[r.key] for r in plan.fit_runs if r.key in by_key]
+    usable = [r for r in fit_recs if isinstance(r.get("loss"), (int, float)) and r["loss"] > 0]
+    if len(usable) < len(fit_recs):
+        warnings.append(f"{len(fit_recs) - len(usable)} fit run(s) diverged (no finite loss): left out of the fit")
+    if len(fit_recs) < len(plan.fit_runs):
+        return None, None, warnings
+    try:
+        report = fit_ladder(usable, source=str(runs_path), data=view.corpus.source, n_boot=n_boot, seed=seed)
+    except InputError as exc:
+        warnings.append(f"the law could not be fitted: {exc}")
+        return None, None, warnings
+    warnings.extend(f"fit: {w}" for w in report.warnings)
+    write_ladder_law(report, out_dir / "law.toml")
+    return report, predict_held_out(report, plan.held_out), warnings
+
+
+def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[str], report: Any, prediction: Any,
+            view: Any, out_dir: Path, runs_path: Path, price_h: float, machine_w: float, share: float, hw: Any,
+            cores: int, plot: str | Path | None, warnings: list[str], notes: list[str], wall_s: float,
+            dry_run: bool) -> LadderResult:
+    from trilemma.quality.fit import predict as law_predict
+
+    rows = []
+    for p in plan.runs:
+        r, rec = p.run, by_key.get(p.run.key)
+        law_loss = None
+        if report is not None:
+            law_loss = float(law_predict(report.point.constants, r.n, r.tokens))
+        base = {"key": r.key, "role": r.role, "shape": r.shape.name, "n": r.n, "params_total": r.params_total,
+                "tokens": r.tokens, "tokens_per_param": r.tokens_per_param, "steps": r.steps, "lr": r.lr, "flop": r.flop,
+                "predicted_s": p.predicted_s, "law_loss": law_loss}
+        if rec is None:
+            rows.append(RunRow(status="pending", **base))
+            continue
+        m = rec["measured"]
+        rec_share = (rec["environment"].get("threads") or 1) / cores
+        rows.append(RunRow(status="resumed" if r.key in resumed else "done", loss=rec["loss"],
+                           train_loss=m.get("train_loss"), train_s=m.get("train_s"), wall_s=m.get("wall_s"),
+                           tokens_per_s=m.get("tokens_per_s"), energy_j=m.get("energy_j"),
+                           cost_usd=None if m.get("wall_s") is None else m["wall_s"] / 3600 * price_h * rec_share,
+                           **base))
+    held = None
+    if prediction is not None:
+        h = plan.held_out
+        rec = by_key.get(h.key)
+        measured = rec["loss"] if rec is not None else None
+        err = None if measured is None else (prediction.mean - measured) / measured
+        largest = max(r.n for r in plan.fit_runs)
+        held = HeldOut(key=h.key, shape=h.shape.name, n=h.n, tokens=h.tokens, tokens_per_param=h.tokens_per_param,
+                       n_over_largest_fitted=h.n / largest, predicted=prediction.mean, low=prediction.low,
+                       high=prediction.high, interval=prediction.interval, measured=measured, error=err,
+                       within_band=None if measured is None else bool(prediction.low <= measured <= prediction.high))
+    done_rows = [r for r in rows if r.wall_s is not None]
+    totals = {"runs": len(rows), "finished": len(done_rows), "resumed": sum(r.status == "resumed" for r in rows),
+              "trained_now": sum(r.status == "done" for r in rows),
+              "train_s": sum(r.train_s or 0.0 for r in done_rows), "wall_s_runs": sum(r.wall_s or 0.0 for r in done_rows),
+              "energy_j": sum(r.energy_j or 0.0 for r in done_rows), "cost_usd": sum(r.cost_usd or 0.0 for r in done_rows),
+              "flop": sum(r.flop for r in done_rows), "wall_s": wall_s,
+              "predicted_wall_s": plan.predicted_wall_s}
+    complete = held is not None and held.measured is not None
+    files: dict[str, str | None] = {"runs": str(runs_path), "law": str(out_dir / "law.toml") if report is not None else None,
+                                    "result": str(out_dir / "ladder.json"), "plot": None}
+    if not complete and not dry_run:
+        warnings.append("the ladder is not complete: " + ("the law could not be fitted" if report is None else
+                                                          "the held-out run has not finished"))
+    machine = {"cores": cores, "workers": plan.workers, "threads_per_worker": plan.threads,
+               "hardware_profile": None if hw is None else hw.name,
+               "power_w": machine_w, "power_source": (hw.notes.split(". ")[-1] if hw is not None else
+                                                      f"stated estimate, {CPU_WATTS_PER_CORE:.0f} W per core"),
+               "price_usd_per_hour": price_h}
+    notes = notes + [
+        ("loss = mean cross-entropy in nats per byte on fixed windows of the corpus's held-out files; absolute values "
+         "are specific to this corpus and the byte tokenizer"),
+        ("time, energy and dollars are measured wall time × the share of the machine a run had "
+         f"({plan.threads} of {cores} cores); energy uses the profile's stated power, dollars the price per machine-hour"),
+    ]
+    result = LadderResult(out_dir=str(out_dir), files=files, plan=plan.to_dict(), runs=tuple(rows),
+                          fit=None if report is None else report.to_dict("trilemma.fit/1"), held_out=held,
+                          totals=totals, machine=machine, data=view.describe(), price_usd_per_hour=price_h,
+                          complete=complete, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
+    if plot is not None and report is not None:
+        from trilemma.ladder.plot import plot_ladder
+
+        files["plot"] = str(plot_ladder(result, report, plot))
+    if not dry_run:
+        doc = result.to_dict()
+        tmp = out_dir / "ladder.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+        tmp.replace(out_dir / "ladder.json")
+    else:
+        files["result"] = None
+    return result
