@@ -38,7 +38,7 @@ def chinchilla_points() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def main(n_boot: int = 4000, seed: int = 0) -> None:
     n, d, loss = chinchilla_points()
     point = fit_point(n, d, loss)
-    s = bootstrap(n, d, loss, point, n_boot=n_boot, seed=seed)
+    s, _ = bootstrap(n, d, loss, point, n_boot=n_boot, seed=seed)
     theta = np.column_stack([np.log(s[:, 1]), np.log(s[:, 2]), np.log(s[:, 0]), s[:, 3], s[:, 4]])
     cov = np.cov(theta, rowvar=False)
     print(f"# point fit: {point.constants}, converged={point.converged}", file=sys.stderr)

@@ -92,10 +92,27 @@ def test_bootstrap_interval_coverage():
     for seed in seeds:
         r = synthetic(seed)
         p = fit_point(r.n, r.d, r.loss)
-        s = bootstrap(r.n, r.d, r.loss, p, n_boot=100, seed=seed)
+        s, _ = bootstrap(r.n, r.d, r.loss, p, n_boot=100, seed=seed)
         lo, hi = np.quantile(s, [0.025, 0.975], axis=0)
         hits += [lo[j] <= TRUTH[k] <= hi[j] for j, k in enumerate(("E", "A", "B", "alpha", "beta"))]
     assert (hits / len(seeds) >= 0.85).all(), hits
+
+
+def test_degenerate_resamples_are_left_out_and_the_band_stays_finite():
+    """A ladder-sized grid (3 sizes x 2 budgets) whose N term is barely there: some bootstrap resamples
+    refit with ln A running off to ~1e3, which once overflowed math.exp and ended the fit (or left NaN
+    constants that made every percentile NaN). They must be left out and counted; the band must be finite
+    and hold the point."""
+    rng = np.random.default_rng(24)
+    n, d = np.repeat([1e4, 2e4, 4e4], 2), np.tile([1e5, 4e5], 3)
+    loss = (1.5 + 0.02 * (n / 1e4) ** -0.1 + 5 * d ** -0.3) * np.exp(rng.normal(0, 0.01, len(n)))
+    p = fit_point(n, d, loss)
+    s, degenerate = bootstrap(n, d, loss, p, n_boot=50, seed=24)
+    assert degenerate >= 1 and len(s) == 50 and np.isfinite(s).all()
+    rep = fit_runs(Runs(n, d, loss, source="synthetic", columns=("N", "D", "loss")), n_boot=50, seed=24, holdout=0)
+    assert any("left out" in w for w in rep.warnings)
+    pred = predict_loss(rep.law, 8e4, 8e4, 4e5)
+    assert np.isfinite([pred.low, pred.mean, pred.high]).all() and pred.low <= pred.mean <= pred.high
 
 
 def test_single_d_runs_fit_the_n_term_only():
@@ -137,7 +154,7 @@ def test_reproduces_besiroglu_refit(chinchilla_fit):
 
 def test_besiroglu_bootstrap_intervals(chinchilla_fit):
     n, d, loss, p = chinchilla_fit
-    s = bootstrap(n, d, loss, p, n_boot=200, seed=1)
+    s, _ = bootstrap(n, d, loss, p, n_boot=200, seed=1)
     lo, hi = np.quantile(s, [0.025, 0.975], axis=0)
     published = {"E": (1.769, 1.871), "A": (285.2, 743.6), "B": (1042.4, 5810.3), "alpha": (0.317, 0.373),
                  "beta": (0.331, 0.415)}

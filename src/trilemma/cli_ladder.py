@@ -40,14 +40,14 @@ def ladder(
     data: Optional[List[str]] = typer.Option(None, "--data", help="text files, a folder, or JSONL with a `text` "
                                              "field (repeatable); default: the Python standard library's source"),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="model sizes, non-embedding parameters, e.g. "
-                                        "25k,56k,100k,330k; the largest is held out (at most 4x the next)"),
+                                        "14k,25k,40k,83k,200k; the largest is held out (at most 4x the next)"),
     tokens_per_param: Optional[str] = typer.Option(None, "--tokens-per-param", help="token budgets of the fit runs "
                                                    "as tokens per parameter (default 5,10,20,40)"),
     holdout_ratio: Optional[float] = typer.Option(None, "--holdout-tokens-per-param", help="tokens per parameter of "
-                                                  "the held-out run (default 20; within the grid's range)"),
+                                                  "the held-out run (default 10; within the grid's range)"),
     minutes: Optional[float] = typer.Option(None, "--minutes", help="size the grid to fit this many minutes "
                                             "(the planner's prediction from the `local` profile)"),
-    tiny: bool = typer.Option(False, "--tiny", help="a 7-run ladder of tiny models in one process (CI: under 2 minutes)"),
+    tiny: bool = typer.Option(False, "--tiny", help="a 10-run ladder of tiny models in one process (CI: under 2 minutes)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="runs in parallel processes (default: one per "
                                           "core; --tiny: 1, in this process)"),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads per worker (default: the cores "
@@ -95,6 +95,12 @@ def _s(x: Optional[float]) -> str:
     return f"{x:.0f} s" if x >= 10 else f"{x:.1f} s"
 
 
+def _usd(x: float) -> str:
+    from trilemma.units import fmt_usd
+
+    return f"${x:.2g}" if 0 < x < 0.01 else fmt_usd(x)  # a small run costs a fraction of a cent
+
+
 def _k(n: float) -> str:
     from trilemma.units import fmt_count
 
@@ -129,8 +135,6 @@ def print_plan(plan: Any, info: dict[str, Any]) -> None:
 def print_ladder(result: Any) -> None:
     from rich.table import Table
 
-    from trilemma.units import fmt_usd
-
     c = _console()
     t = Table(title="trilemma ladder — measured on this machine")
     for col in ("role", "model", "N", "D", "D/N", "loss", "law", "time", "predicted", "energy", "cost", "status"):
@@ -139,11 +143,11 @@ def print_ladder(result: Any) -> None:
         t.add_row(r.role.replace("_", "-"), r.shape, _k(r.n), _k(r.tokens), f"{r.tokens_per_param:g}",
                   "—" if r.loss is None else f"{r.loss:.4f}", "—" if r.law_loss is None else f"{r.law_loss:.4f}",
                   _s(r.wall_s), _s(r.predicted_s), "—" if r.energy_j is None else f"{r.energy_j / 3600:.3g} Wh",
-                  "—" if r.cost_usd is None else fmt_usd(r.cost_usd), r.status)
+                  "—" if r.cost_usd is None else _usd(r.cost_usd), r.status)
     c.print(t)
     tot = result.totals
     c.print(f"{tot['finished']} of {tot['runs']} runs finished ({tot['trained_now']} now, {tot['resumed']} resumed); "
-            f"runs {tot['wall_s_runs'] / 60:.1f} min, {tot['energy_j'] / 3600:.3g} Wh, {fmt_usd(tot['cost_usd'])} at "
+            f"runs {tot['wall_s_runs'] / 60:.1f} min, {tot['energy_j'] / 3600:.3g} Wh, {_usd(tot['cost_usd'])} at "
             f"${result.price_usd_per_hour:g}/machine-hour; this call {tot['wall_s'] / 60:.1f} min")
     if result.fit is not None:
         law, ci = result.fit["law"], result.fit["ci"]

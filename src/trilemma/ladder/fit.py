@@ -36,55 +36,13 @@ def fit_ladder(records: list[dict[str, Any]], *, source: str, data: str, name: s
     kw = {"name": name, "n_counts": "non_embedding", "loss_unit": "nats/token", "data": data, "tokenizer": TOKENIZER,
           "seed": seed, "holdout": 0.0}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        try:
-            report = fit_runs(runs, n_boot=n_boot, **kw)
-        except OverflowError:
-            # trilemma.quality.fit.bootstrap lets one degenerate resample (a refit whose ln A runs off to
-            # ~1e3) overflow math.exp and end the whole fit; refit the point and bootstrap here, the same
-            # way (resample runs, refit from the point estimate, else from the best grid starts), leaving
-            # such resamples out and saying how many
-            report = fit_runs(runs, n_boot=0, **kw)
-            report = _with_bootstrap(report, n_boot, seed)
+        report = fit_runs(runs, n_boot=n_boot, **kw)
     law = replace(report.law, title=f"fitted by trilemma ladder on {data}",
                   source=f"trilemma ladder: {len(n)} fit runs in {source}",
                   notes=report.law.notes + (
                       "N counts non-embedding parameters; the loss is nats per byte on the corpus's held-out files",
                       "hyperparameter rules of the runs: " + "; ".join(f"{k}: {v}" for k, v in rules().items())))
     return replace(report, law=law)
-
-
-def _with_bootstrap(report: FitReport, n_boot: int, seed: int) -> FitReport:
-    """``report`` with bootstrap samples drawn as ``trilemma.quality.fit.bootstrap`` draws them, skipping
-    resamples whose refit overflows."""
-    from trilemma.quality.fit import MIN_SIZES, PARAMS, _ci, fit_point, n_sizes
-    from trilemma.quality.laws import Uncertainty
-
-    if n_boot <= 0:
-        return report
-    n, d, loss = report.runs.n, report.runs.d, report.runs.loss
-    point = report.point
-    rng = np.random.default_rng(seed)
-    out, skipped, tries = [], 0, 0
-    while len(out) < n_boot and tries < 5 * n_boot:
-        tries += 1
-        idx = rng.integers(0, len(n), len(n))
-        if n_sizes(n[idx]) < MIN_SIZES:
-            continue
-        try:
-            f = fit_point(n[idx], d[idx], loss[idx], init=point.theta)
-            if not f.converged or f.d_term != point.d_term:
-                f = fit_point(n[idx], d[idx], loss[idx], starts=8)
-        except (OverflowError, FloatingPointError):
-            skipped += 1
-            continue
-        out.append([f.constants[k] for k in PARAMS])
-    samples = np.array(out, dtype=float).reshape(-1, len(PARAMS))
-    unc = Uncertainty("samples", PARAMS, report.level, f"bootstrap over runs ({len(samples)} refits, seed {seed})",
-                      samples=samples) if len(samples) else None
-    warn = (f"{skipped} bootstrap resample(s) left out: their refit overflowed (a degenerate resample); "
-            f"the intervals use the other {len(samples)}")
-    return replace(report, samples=samples, ci=_ci(samples, report.level), law=replace(report.law, uncertainty=unc),
-                   warnings=report.warnings + ((warn,) if skipped else ()))
 
 
 def predict_held_out(report: FitReport, run: Any) -> LossPrediction:

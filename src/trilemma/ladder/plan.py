@@ -6,11 +6,14 @@ built by ``trilemma.probe.model.build_model``. The Llama block rather than GPT-2
 and budgets a GPT-2 block (learned positions) sat on the bigram plateau (~2.35 nats/byte) for most
 of a short run, and the Llama block did not (55k parameters, 5 tokens/parameter: 1.98 against 2.35
 nats/byte; see lr_sweep.md). One shape rule: heads of width 16 (at least 2, at most 8: heads = the
-divisor of d nearest d/16, clipped) and d_model / layers = 32, at least 2 layers. Head width 16
+divisor of d nearest d/16, clipped) and d_model / layers = 16, at least 2 layers. Head width 16
 rather than 32: a 2-layer d_model 64 model with 4 heads reached 1.406 nats/byte where 2 heads reached
 1.461 (1M tokens; lr_sweep.md), so at these widths the number of heads, not parameters, limited it. Kaplan et al. 2020 (arXiv 2001.08361 §3.1, Fig. 5)
-find the loss at fixed size moves only a few percent over a wide range of aspect ratios, so one
-fixed ratio keeps the ladder a one-parameter family. Widths are multiples of 8.
+find the loss at fixed size moves only a few percent over a wide range of aspect ratios (so did the
+sweep: lr_sweep.md §6), so one fixed ratio keeps the ladder a one-parameter family, in which depth
+grows with width through the fit sizes and on to the held-out size. (A first version used
+d_model/layers = 32: every fit size had 2 layers and the held-out model 3, so the check crossed a
+change of family; see lr_sweep.md, last section.) Widths are multiples of 8.
 
 N counts non-embedding parameters (``param_counts(spec).non_embedding``: the token table left out),
 as Kaplan 2020 §3.1 / Fig. 6 do: at these sizes the 256×d token table is up to a third of all
@@ -72,7 +75,7 @@ __all__ = [
 SEQ = 128  # bytes per sequence, every run
 BATCH_SEQS = 4  # sequences per optimizer step, every run (512 tokens)
 VOCAB = 256  # bytes
-ASPECT = 32  # d_model / layers
+ASPECT = 16  # d_model / layers
 HEAD_WIDTH = 16
 MAX_HEADS = 8
 MIN_LAYERS = 2
@@ -86,8 +89,10 @@ WEIGHT_DECAY = 0.1
 GRAD_CLIP = 1.0
 BETAS = (0.9, 0.95)
 EVAL_TOKENS = 131072  # 1024 windows of SEQ bytes
-#: the width ladder the default grids and --minutes climb (each rung ≈ 2× the parameters of the last)
-WIDTHS = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+#: the width ladder the default grid and --minutes climb: rung k fits on WIDTHS[k:k+4] and holds out
+#: WIDTHS[k+4] (1.7× to 3.4× the largest fitted size)
+WIDTHS = (16, 24, 32, 40, 48, 64, 80, 96, 128, 192, 256, 384, 512)
+FIT_SIZES = 4
 MAX_HELD_OUT_RATIO = 4.0  # the held-out model is at most this many times the largest fitted size
 STARTUP_S = 5.0  # importing torch, reading the corpus (predicted-time overhead of the whole ladder)
 
@@ -113,7 +118,7 @@ class Shape:
                          tied_embeddings=True, position=PositionType.ROTARY, max_positions=seq, norm=NormType.RMSNORM,
                          qkv_bias=False, out_bias=False, mlp_bias=False, seq_len=seq,
                          source="trilemma ladder shape rule: Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), "
-                                "tied embeddings, d_model/layers = 32, head width 16 (at most 8 heads), bytes")
+                                "tied embeddings, d_model/layers = 16, head width 16 (at most 8 heads), bytes")
 
     @property
     def name(self) -> str:
@@ -253,21 +258,21 @@ class GridChoice:
     name: str = "custom"
 
 
-#: the default ladder: 3 sizes (≈25k, 56k, 101k non-embedding parameters) × 3 token budgets (5, 10, 20
-#: tokens per parameter) to fit on, and a held-out model of ≈3.3× the largest (332k) at 10 tokens per
-#: parameter; about 8 minutes of training on this project's 2-core machine (the planner's prediction
-#: is shown before it starts)
-DEFAULT = GridChoice(fit_widths=(32, 48, 64), ratios=(5.0, 10.0, 20.0), held_out_width=96,
+#: the default ladder (rung 1): 4 sizes (≈14k, 25k, 40k, 83k non-embedding parameters) × 4 token budgets
+#: (5, 10, 20, 40 tokens per parameter) to fit on, and a held-out model of ≈2.4× the largest (201k) at 10
+#: tokens per parameter; 3.2 to 6.8 minutes measured on this project's 2-core machine, depending on how busy it was
+#: (the planner's prediction is shown before it starts)
+DEFAULT = GridChoice(fit_widths=(24, 32, 40, 48), ratios=(5.0, 10.0, 20.0, 40.0), held_out_width=64,
                      held_out_ratio=10.0, name="default")
-#: `--tiny`: 10 trainings in well under 2 minutes (≈7k, 14k, 25k parameters × 3 budgets; held out ≈56k)
+#: `--tiny`: 10 trainings in about a minute (≈7k, 14k, 25k parameters × 3 budgets; held out ≈83k)
 TINY = GridChoice(fit_widths=(16, 24, 32), ratios=(5.0, 10.0, 20.0), held_out_width=48, held_out_ratio=10.0,
                   eval_tokens=32768, name="tiny")
 
 
 def rung(k: int, ratios: tuple[float, ...] = DEFAULT.ratios, held_out_ratio: float = DEFAULT.held_out_ratio) -> GridChoice:
-    """The k-th grid of the width ladder: fit on WIDTHS[k:k+3], hold out WIDTHS[k+3]."""
-    return GridChoice(fit_widths=WIDTHS[k:k + 3], ratios=ratios, held_out_width=WIDTHS[k + 3],
-                      held_out_ratio=held_out_ratio, name=f"rung {k} (widths {WIDTHS[k]}-{WIDTHS[k + 3]})")
+    """The k-th grid of the width ladder: fit on WIDTHS[k:k+4], hold out WIDTHS[k+4]."""
+    return GridChoice(fit_widths=WIDTHS[k:k + FIT_SIZES], ratios=ratios, held_out_width=WIDTHS[k + FIT_SIZES],
+                      held_out_ratio=held_out_ratio, name=f"rung {k} (widths {WIDTHS[k]}-{WIDTHS[k + FIT_SIZES]})")
 
 
 @dataclass(frozen=True)
@@ -407,7 +412,7 @@ def grid_for_minutes(minutes: float, *, hw: Any, workers: int, ratios: tuple[flo
     ho = held_out_ratio if held_out_ratio is not None else (
         DEFAULT.held_out_ratio if min(ratios) <= DEFAULT.held_out_ratio <= max(ratios) else sorted(ratios)[len(ratios) // 2])
     best, first = None, None
-    for k in range(len(WIDTHS) - 3):
+    for k in range(len(WIDTHS) - FIT_SIZES):
         g = rung(k, tuple(ratios), ho)
         plan = make_plan(g, hw=hw, workers=workers, threads=1)
         first = first if first is not None else plan.predicted_wall_s

@@ -3,7 +3,8 @@
 Compute on the x axis is C = 6·N·D with N the law's parameters (non-embedding), the convention in
 which the law's compute-optimal allocation is stated (Hoffmann 2022 Eq. 4 with C ≈ 6ND). Each fit
 size is a colour: its runs as points and the law's curve L(N, C/6N) through them; the frontier is the
-lower envelope min over N of L(N, C/6N), found numerically on a fine grid of N. The held-out run is a
+lower envelope min over N of L(N, C/6N), found numerically on a fine grid of N from a quarter of the
+smallest size to four times the largest (the law is not extrapolated further than the held-out check). The held-out run is a
 star (measured) beside the prediction with its band (an error bar). matplotlib is imported here only.
 """
 
@@ -53,8 +54,9 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
         if pts:
             ax.scatter([6.0 * r.n * r.tokens for r in pts], [r.loss for r in pts], color=colour, s=28, zorder=3,
                        edgecolors="black", linewidths=0.4)
-    f_loss, _ = frontier(c, c_grid, sizes[0] / 30, sizes[-1] * 30)
-    ax.plot(c_grid, f_loss, color="black", lw=2.0, alpha=0.6, label="compute-optimal frontier (fitted law)")
+    f_loss, _ = frontier(c, c_grid, sizes[0] / 4, sizes[-1] * 4)
+    ax.plot(c_grid, f_loss, color="black", lw=2.0, alpha=0.6,
+            label="compute-optimal frontier (fitted law, N within 4x of the ladder's sizes)")
     ho = result.held_out
     if ho is not None:
         x = 6.0 * ho.n * ho.tokens
@@ -67,7 +69,6 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
         r = held_rows[0]
         ax.scatter([6.0 * r.n * r.tokens], [r.loss], marker="*", s=180, color="red", zorder=5, label="held-out measured")
     ax.set_xscale("log")
-    ax.set_yscale("log")
     ax.set_xlabel("training compute C = 6·N·D (FLOP; N non-embedding parameters)")
     ax.set_ylabel("eval loss (nats/byte, fixed held-out split)")
     ax.set_title(f"trilemma ladder: L = {c['E']:.3f} + {c['A']:.3g}/N^{c['alpha']:.3f} + {c['B']:.3g}/D^{c['beta']:.3f}",

@@ -296,7 +296,8 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
                     bar.run_done(f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}", rec["loss"])
 
                 run_pool([task(p) for p in order], workers=n_workers, threads=n_threads, on_done=done)
-        fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, view, out_dir, n_boot, seed)
+        fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, view, out_dir, n_boot, seed,
+                                                                write=not dry_run)
         warnings.extend(fit_warnings)
         if not dry_run and n_workers == 1:
             for p in [q for q in todo if q.run.role == "held_out"]:
@@ -315,7 +316,7 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
 
 
 def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_path: Path, view: Any, out_dir: Path,
-                     n_boot: int, seed: int) -> tuple[Any, Any, list[str]]:
+                     n_boot: int, seed: int, write: bool = True) -> tuple[Any, Any, list[str]]:
     from trilemma.ladder.fit import fit_ladder, predict_held_out, write_ladder_law
 
     warnings: list[str] = []
@@ -331,7 +332,8 @@ def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_p
         warnings.append(f"the law could not be fitted: {exc}")
         return None, None, warnings
     warnings.extend(f"fit: {w}" for w in report.warnings)
-    write_ladder_law(report, out_dir / "law.toml")
+    if write:
+        write_ladder_law(report, out_dir / "law.toml")
     return report, predict_held_out(report, plan.held_out), warnings
 
 
@@ -379,7 +381,8 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
               "flop": sum(r.flop for r in done_rows), "wall_s": wall_s,
               "predicted_wall_s": plan.predicted_wall_s}
     complete = held is not None and held.measured is not None
-    files: dict[str, str | None] = {"runs": str(runs_path), "law": str(out_dir / "law.toml") if report is not None else None,
+    files: dict[str, str | None] = {"runs": str(runs_path),
+                                    "law": str(out_dir / "law.toml") if report is not None and not dry_run else None,
                                     "result": str(out_dir / "ladder.json"), "plot": None}
     if not complete and not dry_run:
         warnings.append("the ladder is not complete: " + ("the law could not be fitted" if report is None else
@@ -399,7 +402,7 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
                           fit=None if report is None else report.to_dict("trilemma.fit/1"), held_out=held,
                           totals=totals, machine=machine, data=view.describe(), price_usd_per_hour=price_h,
                           complete=complete, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
-    if plot is not None and report is not None:
+    if plot is not None and report is not None and not dry_run:
         from trilemma.ladder.plot import plot_ladder
 
         files["plot"] = str(plot_ladder(result, report, plot))

@@ -366,27 +366,39 @@ def predict(constants: dict[str, float], n: np.ndarray, d: np.ndarray) -> np.nda
 
 
 def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *, n_boot: int = 200,
-              seed: int = 0, delta: float = DELTA) -> np.ndarray:
-    """Refits on runs resampled with replacement, each started from the point estimate: rows (E, A, B, α, β).
+              seed: int = 0, delta: float = DELTA) -> tuple[np.ndarray, int]:
+    """Refits on runs resampled with replacement, each started from the point estimate.
 
-    A resample with fewer than 3 model sizes is drawn again; one whose refit does not converge from the
-    point estimate is retried from the best grid starts.
+    Returns (rows (E, A, B, α, β), how many degenerate refits were left out). A resample with fewer than
+    3 model sizes is drawn again; one whose refit does not converge from the point estimate is retried
+    from the best grid starts. A refit that still runs off (ln A beyond what a float holds, or a
+    non-finite constant) says nothing about the law's spread and would make every percentile NaN: it is
+    left out and counted.
     """
     rng = np.random.default_rng(seed)
     out = []
     m = len(n)
-    tries = 0
+    tries = degenerate = 0
     while len(out) < n_boot and tries < 5 * n_boot:
         tries += 1
         idx = rng.integers(0, m, m)
         if n_sizes(n[idx]) < MIN_SIZES:
             continue
         init = point.theta if point.d_term else np.where(np.isfinite(point.theta), point.theta, 0.0)
-        f = fit_point(n[idx], d[idx], loss[idx], delta=delta, init=init)
-        if not f.converged or f.d_term != point.d_term:
-            f = fit_point(n[idx], d[idx], loss[idx], delta=delta, starts=8)
-        out.append([f.constants[k] for k in PARAMS])
-    return np.array(out, dtype=float).reshape(-1, len(PARAMS))
+        try:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+                f = fit_point(n[idx], d[idx], loss[idx], delta=delta, init=init)
+                if not f.converged or f.d_term != point.d_term:
+                    f = fit_point(n[idx], d[idx], loss[idx], delta=delta, starts=8)
+        except OverflowError:
+            degenerate += 1
+            continue
+        row = [f.constants[k] for k in PARAMS]
+        if not np.isfinite(row).all():
+            degenerate += 1
+            continue
+        out.append(row)
+    return np.array(out, dtype=float).reshape(-1, len(PARAMS)), degenerate
 
 
 def goodness(constants: dict[str, float], n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> dict[str, float]:
@@ -516,9 +528,14 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: str = "total", loss_
         warnings.append("fewer than 3 distinct token counts: B and beta are weakly determined")
     if c["E"] < 1e-3 * loss.min():
         warnings.append("the fitted E is ~0: the runs do not show an irreducible loss; extrapolations are unreliable")
-    samples = bootstrap(n, d, loss, point, n_boot=n_boot, seed=seed, delta=delta) if n_boot > 0 else np.empty((0, 5))
+    samples, degenerate = (bootstrap(n, d, loss, point, n_boot=n_boot, seed=seed, delta=delta) if n_boot > 0
+                           else (np.empty((0, 5)), 0))
+    if degenerate:
+        warnings.append(f"{degenerate} bootstrap refit(s) ran off to non-finite constants (degenerate resamples) "
+                        f"and were left out; the intervals use the other {len(samples)}")
     if n_boot > 0 and len(samples) < n_boot:
-        warnings.append(f"only {len(samples)} of {n_boot} bootstrap resamples had {MIN_SIZES}+ model sizes")
+        warnings.append(f"only {len(samples)} of {n_boot} bootstrap resamples gave a usable refit "
+                        f"({MIN_SIZES}+ model sizes, finite constants)")
     lo = leave_out(n, d, loss, fraction=holdout, delta=delta) if holdout > 0 else None
     if holdout > 0 and lo is None:
         warnings.append("leave-out check skipped: without the largest sizes too few runs remain to fit")

@@ -150,11 +150,18 @@ def loss_samples(law: Law, params_total: float, params_non_embedding: float, tok
     if not s:
         return np.empty(0)
     n = _params_for(law, params_total, params_non_embedding)
-    return _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        # an extreme (finite) bootstrap refit can overflow here; band() leaves such samples out
+        return _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
 
 
 def band(law: Law, point: float, samples: np.ndarray) -> tuple[float, float]:
-    """(low, high) of the law's band around ``point`` from per-sample values."""
+    """(low, high) of the law's band around ``point`` from per-sample values.
+
+    Non-finite per-sample values (a degenerate refit whose loss overflows) are left out: a percentile
+    over them would be NaN.
+    """
+    samples = samples[np.isfinite(samples)]
     if samples.size == 0:
         return point, point
     u = law.uncertainty
