@@ -107,3 +107,58 @@ def test_slower_inter_node_link_never_speeds_up_a_multi_node_run():
     fast = estimate("llama2-7b", "a100-80gb", 64, 1e11, seq_len=4096, cluster={"inter_node_bw_bytes_per_s": 50e9})
     slow = estimate("llama2-7b", "a100-80gb", 64, 1e11, seq_len=4096, cluster={"inter_node_bw_bytes_per_s": 5e9})
     assert slow.time.total_s >= fast.time.total_s
+
+
+# ------------------------------------------------------------------ a device's own efficiency constants
+
+def _cpu_like(**efficiency: float) -> "HardwareSpec":
+    """A 2-core CPU as `trilemma probe` measures one: ~200 GFLOP/s fp32 against ~34 GB/s, i.e. ~6 FLOP
+    per byte where the calibration's GPUs have 100-300."""
+    from trilemma.specs import HardwareSpec
+
+    return HardwareSpec.build(name="cpu-like", peak_flop_per_s={"fp32": 2.0e11}, hbm_bytes=24e9, hbm_bw_bytes_per_s=3.4e10,
+                              intra_node_bw_bytes_per_s=3.8e9, inter_node_bw_bytes_per_s=3.8e9, devices_per_node=1,
+                              board_power_w=20, price_usd_per_hour=0.04, efficiency=efficiency)
+
+
+def _cpu_est(hw):
+    return estimate("gpt2-124m", hw, 1, tokens=1e6, seq_len=256, global_batch_tokens=2048, precision="fp32")
+
+
+def test_bandwidth_rich_chip_never_runs_above_peak():
+    """The balance power law gives a 6 FLOP/B chip (153/6)^0.53 ≈ 5.6x the A100's ceiling; uncapped that
+    predicted 155% MFU for the probe's model on this project's CPU. No kernel beats its peak."""
+    mfu = _cpu_est(_cpu_like()).time.mfu
+    assert 0 < mfu <= 1.0
+
+
+def test_device_constants_replace_the_calibrated_ones():
+    """With its own constants a device is held to them: perfect GEMMs (no size penalty, an asymptote above
+    the best measured rate) beat poor ones (half the ceiling and a 200 half-dimension: at d = 768 each
+    GEMM runs at most 0.5·0.79³ ≈ 25% of peak, so MFU more than halves), and still cannot beat peak."""
+    poor = _cpu_est(_cpu_like(gemm_max=0.5, gemm_half_dim=200.0, balance_exponent=0.0)).time
+    perfect = _cpu_est(_cpu_like(gemm_max=1.5, gemm_half_dim=0.0, balance_exponent=0.0)).time
+    assert perfect.step_s < poor.step_s and 0.5 * perfect.mfu > poor.mfu and perfect.mfu <= 1.0
+
+
+@pytest.mark.parametrize("bad", [{"gemm_speed": 1.0}, {"gemm_max": 2.5}, {"gemm_max": 0.0}, {"gemm_half_dim": -1.0}])
+def test_bad_device_constants_are_input_errors(bad):
+    from trilemma.errors import InputError
+
+    with pytest.raises(InputError, match="efficiency"):
+        _cpu_like(**bad)
+
+
+def test_gemm_constants_recover_a_measured_curve():
+    """The probe's fit of rate(n)/peak = g·(n/(n+h))³ on a curve made by that form (g 0.95, h 20, peak
+    taken as the best rate, as the probe does) returns the form's h and reproduces every point."""
+    from trilemma.probe.profile import MatmulCurve, gemm_constants
+
+    sizes = (128, 256, 512, 1024, 2048)
+    rate = [1e11 * 0.95 * (n / (n + 20.0)) ** 3 for n in sizes]
+    c = gemm_constants(MatmulCurve("fp32", sizes, tuple(rate)))
+    peak = max(rate)
+    assert c["gemm_half_dim"] == pytest.approx(20.0, rel=1e-3) and c["balance_exponent"] == 0.0
+    assert c["gemm_max"] == pytest.approx(0.95 * 1e11 / peak, rel=1e-3)  # > 1: the curve still rises at 2048
+    fitted = [c["gemm_max"] * (n / (n + c["gemm_half_dim"])) ** 3 for n in sizes]
+    assert fitted == pytest.approx([r / peak for r in rate], rel=1e-3)

@@ -66,7 +66,9 @@ def balance_factor(peak: float, hbm_bw: float, c: dict) -> float:
 def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:
     """Roofline time of one forward GEMM (seconds)."""
     flop = 2.0 * M * N * K
-    eff = gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c), c["gemm_half_dim"])
+    # never above 1: no kernel beats the peak it is measured against, and the balance power law would
+    # grant a bandwidth-rich chip (a CPU: ~6 FLOP/B against the calibration GPUs' 100-300) more than that
+    eff = np.minimum(1.0, gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c), c["gemm_half_dim"]))
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
 
@@ -74,8 +76,8 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
 def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, L: LayoutArrays,
               seq: float, batch: np.ndarray, consts: dict) -> TimeArrays:
     """Seconds per optimizer step of ``batch`` sequences of ``seq`` tokens, per layout row."""
-    c = {**consts["efficiency"], **consts["latency"]}
     hw = cluster.hardware
+    c = {**consts["efficiency"], **consts["latency"], **hw.efficiency}  # a device's measured constants win
     peak = hw.peak(plan.precision)
     attn_peak = hw.peak(Precision.BF16) if plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s else peak
     bw = hw.hbm_bw_bytes_per_s
@@ -109,7 +111,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
     attn_flop = 4.0 * T * seq * m.d_attn / tp * causal_skip
-    attn_fwd = attn_flop / (attn_peak * c["attention"] * balance_factor(attn_peak, bw, c))
+    attn_fwd = attn_flop / (attn_peak * min(1.0, c["attention"] * balance_factor(attn_peak, bw, c)))  # ≤ peak, as above
     if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
         attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2

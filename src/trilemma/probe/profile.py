@@ -12,8 +12,14 @@ and ``notes``):
 - stated: board power (CPU: 10 W per core; a known GPU: its datasheet), price (a placeholder:
   a machine you own has no list price), one device per node.
 
-No constant of the planner is fitted here: the profile holds what the machine does, and the
-probe's comparison then tests the planner against measured training steps.
+No constant of the planner is fitted on training runs here: the profile holds what the machine
+does, and the probe's comparison then tests the planner against measured training steps. One
+thing is derived from the matmul curve, on a CPU only: the GEMM efficiency shape
+(``gemm_efficiency``'s ceiling and half-dimension, fitted to the measured rate by size; see
+``gemm_constants``). The calibrated constants come from datacentre GPUs with 100-300 FLOP per
+byte of memory bandwidth; a CPU has ~5, where the calibrated balance power law would claim more
+than 100% of peak and the GPU-shaped half-dimension (~200) would make a 256-wide matmul slow,
+neither of which the measured curve shows.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from trilemma.errors import UnknownPresetError
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
@@ -100,6 +108,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
     measured = (f"measured by `trilemma probe` on {meas.measured_at} (torch {meas.torch_version}, "
                 f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "
                 f"(best over sizes), copy bandwidth (read + write), link = {meas.link_kind}")
+    efficiency: dict[str, float] = {}  # a GPU keeps the calibrated constants (fitted on GPUs)
     if meas.device == "cuda":  # pragma: no cover - GPU only
         sheet = datasheet_match(meas.device_name)
         watts = sheet.board_power_w if sheet else GPU_FALLBACK_WATTS
@@ -119,6 +128,11 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         stated = (f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
                   "bandwidth is the measured loopback TCP rate (gloo between processes of one host)")
         vendor = "CPU"
+        own = ("fp32" if "fp32" in meas.matmul else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None))
+        if own is not None and len(meas.matmul[own].sizes) >= 2:
+            efficiency = gemm_constants(meas.matmul[own])
+            stated += (f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
+                       f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak")
         price_source = (f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
                         "assumed, about a cloud vCPU); set --price")
     part = (f" — one of {share} processes sharing it" if share > 1 else "") + (
@@ -127,9 +141,29 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         prefix="local hardware profile", name=name, vendor=vendor,
         peak_flop_per_s=peaks, hbm_bytes=meas.memory_bytes / share, hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
         intra_node_bw_bytes_per_s=intra, inter_node_bw_bytes_per_s=inter, devices_per_node=1,
-        board_power_w=watts, price_usd_per_hour=price, price_date="", price_source=price_source,
+        board_power_w=watts, price_usd_per_hour=price, price_date="", price_source=price_source, efficiency=efficiency,
         source=measured, notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
                                f"{curves}. {stated}.")
+
+
+def gemm_constants(curve: MatmulCurve) -> dict[str, float]:
+    """This device's GEMM efficiency constants from its measured square-matmul curve: the least-squares
+    fit, in log rate, of rate(n) / peak = gemm_max · (n / (n + gemm_half_dim))³ — the planner's own
+    form (``trilemma.estimate.time.gemm_efficiency`` at M = N = K = n) — with balance_exponent 0 (the
+    ceiling is this chip's own, so no scaling by its balance). Needs at least 2 sizes."""
+    from scipy.optimize import least_squares
+
+    n = np.asarray(curve.sizes, dtype=float)
+    eff = np.asarray(curve.flop_per_s, dtype=float) / curve.peak
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        g, h = x
+        return np.log(g) + 3 * np.log(n / (n + h)) - np.log(eff)
+
+    # gemm_max may exceed 1: peak is the best measured rate, which a still-rising curve has not reached;
+    # the planner caps each GEMM's efficiency at 1 of that peak
+    fit = least_squares(resid, x0=[1.0, float(n.min()) / 4], bounds=([1e-3, 0.0], [2.0, 1e5]))
+    return {"gemm_max": float(fit.x[0]), "gemm_half_dim": float(fit.x[1]), "balance_exponent": 0.0}
 
 
 def profile_path(name: str = "local") -> Path:

@@ -9,6 +9,10 @@ from trilemma.specs.base import Spec
 from trilemma.specs.enums import Precision
 
 
+#: efficiency constants a device may carry as its own (keys of constants.toml [efficiency])
+DEVICE_EFFICIENCY_KEYS = ("gemm_max", "gemm_half_dim", "balance_exponent")
+
+
 class HardwareSpec(Spec):
     """One accelerator. Rates are dense (never the 2:4-sparsity figure), per device, SI units."""
 
@@ -27,12 +31,22 @@ class HardwareSpec(Spec):
     source: str = ""
     notes: str = ""
     aliases: tuple[str, ...] = ()
+    efficiency: dict[str, float] = Field(
+        default_factory=dict,
+        description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
+                    "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it")
 
     @model_validator(mode="after")
     def _check(self) -> "HardwareSpec":
         for p, v in self.peak_flop_per_s.items():
             if not v > 0:
                 raise ValueError(f"peak_flop_per_s.{p}={v}: a positive FLOP/s")
+        for k, v in self.efficiency.items():
+            if k not in DEVICE_EFFICIENCY_KEYS:
+                raise ValueError(f"efficiency.{k}={v}: one of {', '.join(DEVICE_EFFICIENCY_KEYS)}")
+            if not (v >= 0 and v < float("inf")) or (k == "gemm_max" and not 0 < v <= 2):
+                raise ValueError(f"efficiency.{k}={v}: a finite number >= 0 (gemm_max in (0, 2]: the asymptote "
+                                 "of a measured curve, relative to its best measured rate)")
         return self
 
     def peak(self, precision: Precision | str) -> float:
