@@ -18,6 +18,7 @@ from trilemma.errors import InputError
 from trilemma.estimate.params import param_counts
 from trilemma.presets import get_hardware, hardware_presets, model_presets
 from trilemma.probe.model import build_model
+from trilemma.probe.profile import MachineMeasurement
 from trilemma.specs import ModelSpec
 
 # one thread per process: on a shared 2-core machine, two OpenMP threads that wait on a busy core
@@ -173,6 +174,22 @@ def test_local_profile_is_a_hardware_preset(cli_run, config_dir):
     assert (config_dir / "hardware" / "local.json").is_file()
     est = estimate("gpt2-124m", "local", 1, tokens=1e6, seq_len=256, global_batch_tokens=2048, precision="fp32")
     assert est.time.step_s > 0
+
+
+def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_run, config_dir):
+    """A CPU profile holds its own GEMM efficiency (fitted to its measured curve); a profile written
+    before that existed is rewritten from the cached measurement on the next probe."""
+    from trilemma.probe.profile import gemm_constants, local_hardware, profile_path
+    from trilemma.probe.run import _stale_profile
+
+    doc = json.loads(profile_path().read_text())
+    hw = local_hardware(MachineMeasurement.from_dict(doc["measured"]))
+    assert hw.efficiency == gemm_constants(MachineMeasurement.from_dict(doc["measured"]).matmul["fp32"])
+    assert doc["hardware"]["efficiency"] == hw.efficiency and not _stale_profile(hw)
+    old = {**doc, "hardware": {k: v for k, v in doc["hardware"].items() if k != "efficiency"}}
+    profile_path().write_text(json.dumps(old))
+    assert _stale_profile(hw)
+    profile_path().write_text(json.dumps(doc))
 
 
 # ------------------------------------------------------------------ impossible requests: exit status 2

@@ -344,7 +344,7 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
     precs = tuple(dict.fromkeys(("fp32", precision)))
     meas = bench.machine(device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure)
     hw_local = local_hardware(meas)
-    if not meas.from_cache or not profile_path().is_file():
+    if not meas.from_cache or _stale_profile(hw_local):
         save_local_profile(hw_local, meas)
     shared = device == "cpu" and (nproc > 1 or per_proc_threads != cores)
     sliced = bench.machine(device, precs, threads=per_proc_threads, remeasure=remeasure) if shared else meas
@@ -463,3 +463,15 @@ def _median_step(raw: dict, warmup: int) -> float:
     if stats is None:
         raise TrilemmaError("probe: the one-process baseline finished no step after its warm-up")
     return stats.median_s
+
+
+def _stale_profile(hw: Any) -> bool:
+    """The saved `local` profile is missing, unreadable, or lacks what this version derives from the same
+    measurement (a CPU's own GEMM efficiency, added after the first profiles were written)."""
+    from trilemma.probe.profile import profile_path
+
+    try:
+        saved = json.loads(profile_path().read_text(encoding="utf-8"))["hardware"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    return saved.get("efficiency", {}) != hw.efficiency
