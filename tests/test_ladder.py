@@ -144,8 +144,10 @@ def test_shape_rule_and_sizes():
     assert (s.layers, s.d_model, s.heads) == (6, 96, 6)
     assert lp.shape_for_width(32).layers == 2 and lp.shape_for_width(1024).heads == 8
     assert lp.shape_for_params(lp.params_of(s)) == s
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"nearest: 6,736 \(2x16\)"):
         lp.shape_for_params(10)
+    with pytest.raises(InputError, match=r"'10,000'.*nearest: 6,736 \(2x16\) and 13,944 \(2x24\)"):
+        lp.shape_for_params(1e4)  # between two rungs, 25% from neither
     with pytest.raises(InputError):  # held out more than 4x the largest fitted size
         lp.make_plan(lp.GridChoice((16, 24, 32), (5.0, 20.0), 64, 10.0), hw=None, workers=1, threads=1)
     with pytest.raises(InputError):  # held-out ratio outside the grid
@@ -288,8 +290,8 @@ def test_bad_input(tmp_path, fake):
     fake()
     with pytest.raises(InputError):
         run_ladder(tmp_path / "x", tiny=True, sizes=[1e4, 2e4, 4e4, 8e4])
-    with pytest.raises(InputError):
-        run_ladder(tmp_path / "x", sizes=[1e4, 2e4, 4e4])  # 3 sizes: nothing left to fit after holding one out
+    with pytest.raises(InputError, match="sizes"):  # 3 sizes: 2 left to fit after holding one out
+        run_ladder(tmp_path / "x", sizes=[lp.params_of(lp.shape_for_width(w)) for w in (24, 32, 40)])
     with pytest.raises(InputError):
         run_ladder(tmp_path / "x", workers=99)
     with pytest.raises(InputError):

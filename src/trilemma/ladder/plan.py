@@ -156,11 +156,15 @@ def shape_for_params(n: float) -> Shape:
     """The shape (width a multiple of 8, 16..1024) whose non-embedding count is nearest ``n`` (log scale)."""
     if not (isinstance(n, (int, float)) and math.isfinite(n) and n > 0):
         raise InputError("sizes", n, "positive parameter counts, e.g. 25k,50k,100k,300k")
-    best = min((shape_for_width(d) for d in range(16, 1025, 8)), key=lambda s: abs(math.log(params_of(s) / n)))
+    shapes = [shape_for_width(d) for d in range(16, 1025, 8)]
+    best = min(shapes, key=lambda s: abs(math.log(params_of(s) / n)))
     if abs(math.log(params_of(best) / n)) > math.log(1.25):
-        raise InputError("sizes", f"{n:.4g}", f"sizes the shape rule can build within 25% "
-                                              f"({params_of(shape_for_width(16)):,} to {params_of(shape_for_width(1024)):,} "
-                                              "non-embedding parameters)")
+        below = [s for s in shapes if params_of(s) <= n]
+        above = [s for s in shapes if params_of(s) > n]
+        near = " and ".join(f"{params_of(s):,} ({s.name})" for s in (below[-1:] + above[:1]))
+        raise InputError("sizes", f"{n:,.0f}", f"a size the shape rule builds, within 25% (the nearest: {near}; "
+                                                f"{params_of(shapes[0]):,} to {params_of(shapes[-1]):,} non-embedding "
+                                                "parameters in all)")
     return best
 
 
