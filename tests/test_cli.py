@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trilemma.cli import main
+from clitools import run
 
 BASE = ["estimate", "--model", "llama2-13b", "--gpu", "a100-80gb", "--gpus", "2048", "--tokens", "2T",
         "--seq", "4096", "--json"]
@@ -44,13 +44,6 @@ def _wide_terminal(monkeypatch):
 def run_subprocess(*args: str, columns: str = WIDE) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": columns, "PYTHONWARNINGS": "default"}
     return subprocess.run([*_console_script(), *args], capture_output=True, text=True, timeout=120, env=env)
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()  # drop anything earlier
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_json(text: str) -> dict:

@@ -20,14 +20,12 @@ from importlib import resources
 
 import numpy as np
 import pytest
-import typer
 
-from trilemma import cli
-from trilemma.cli_quality import fit as fit_cmd
-from trilemma.cli_quality import optimal as optimal_cmd
 from trilemma.errors import InputError
 from trilemma.quality import get_law, predict_loss
 from trilemma.quality.fit import Runs, bootstrap, fit_point, fit_runs, leave_out, predict, read_runs
+
+from clitools import run
 
 TRUTH = {"E": 1.8, "A": 400.0, "B": 1500.0, "alpha": 0.34, "beta": 0.36}
 
@@ -261,21 +259,6 @@ def test_bad_runs_are_input_errors(tmp_path, rows, header, needle):
 # ------------------------------------------------------------------ the fit command
 
 
-@pytest.fixture
-def quality_app(monkeypatch):
-    app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
-    app.command("fit")(fit_cmd)
-    app.command("optimal")(optimal_cmd)
-    monkeypatch.setattr(cli, "app", app)
-    monkeypatch.setenv("COLUMNS", "250")
-    return app
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -17,13 +17,9 @@ import sys
 
 import numpy as np
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trilemma import cli
-from trilemma.cli_quality import fit as fit_cmd
-from trilemma.cli_quality import optimal as optimal_cmd
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.quality import (
     DEFAULT_LAW,
@@ -42,6 +38,8 @@ from trilemma.quality.predict import (
     format_loss_line,
     precision_factor,
 )
+
+from clitools import run
 
 LAWS = law_names()
 CHINCHILLA_FLOPS = 5.76e23  # Gopher's budget; Chinchilla = 70B on 1.4T tokens (Hoffmann 2022 §4)
@@ -270,7 +268,7 @@ def test_precision_constants_overridable_in_a_law_file(tmp_path):
     doc = law_to_dict(get_law("besiroglu2024"))
     doc["name"] = "mine"
     doc["precision"] = {"gamma_w": 1.0, "gamma_a": 1.0, "gamma_kv": 1.0}
-    from trilemma.quality.laws import toml_dumps
+    from trilemma.tomlw import toml_dumps
 
     p = tmp_path / "mine.toml"
     p.write_text(toml_dumps(doc))
@@ -409,22 +407,6 @@ def test_planner_does_not_import_scipy_or_matplotlib():
 # ------------------------------------------------------------------ the optimal command
 
 
-@pytest.fixture
-def quality_app(monkeypatch):
-    """The real `trilemma.cli.main` with fit/optimal registered on a test-local app (as cli.py will)."""
-    app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
-    app.command("fit")(fit_cmd)
-    app.command("optimal")(optimal_cmd)
-    monkeypatch.setattr(cli, "app", app)
-    monkeypatch.setenv("COLUMNS", "250")
-    return app
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_optimal_json(quality_app, capsys):

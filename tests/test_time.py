@@ -15,6 +15,7 @@ import pytest
 from trilemma.api import estimate
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s
 from trilemma.estimate.time import gemm_efficiency
+from trilemma.specs import HardwareSpec
 
 
 F = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, intra_alpha=1e-5, inter_alpha=2e-5)
@@ -111,11 +112,9 @@ def test_slower_inter_node_link_never_speeds_up_a_multi_node_run():
 
 # ------------------------------------------------------------------ a device's own efficiency constants
 
-def _cpu_like(**efficiency: float) -> "HardwareSpec":
+def _cpu_like(**efficiency: float) -> HardwareSpec:
     """A 2-core CPU as `trilemma probe` measures one: ~200 GFLOP/s fp32 against ~34 GB/s, i.e. ~6 FLOP
     per byte where the calibration's GPUs have 100-300."""
-    from trilemma.specs import HardwareSpec
-
     return HardwareSpec.build(name="cpu-like", peak_flop_per_s={"fp32": 2.0e11}, hbm_bytes=24e9, hbm_bw_bytes_per_s=3.4e10,
                               intra_node_bw_bytes_per_s=3.8e9, inter_node_bw_bytes_per_s=3.8e9, devices_per_node=1,
                               board_power_w=20, price_usd_per_hour=0.04, efficiency=efficiency)

@@ -363,8 +363,7 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
     pc = ev.params
     # the stage with most tokens stands for the run in the top-level time/memory figures
     main = max(range(len(pl.stages)), key=lambda k: pl.stages[k].tokens)
-    st, sa = pl.stages[main], ev.stages[main]
-    mem = sa.memory
+    sa = ev.stages[main]
     # memory: report the stage that needs the most
     k_mem = int(np.argmax([_f(s.memory.total, i) for s in ev.stages]))
     mm = ev.stages[k_mem].memory
@@ -372,7 +371,6 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
                              activations=_f(mm.activations, i), other=_f(mm.other, i),
                              per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes)
     t = sa.time
-    batch_tokens = _f(sa.batch_seqs, i) * st.seq_len
     lo, hi = band_factors()
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
@@ -405,7 +403,6 @@ def _result(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evalu
         warnings.append(f"price ${cl.price:.2f}/GPU-hour is the {hw.name} reference of {hw.price_date}; set --price for yours")
     mfpt = float(ev.model_flop) / pl.total_tokens
     hfpt = _f(ev.hardware_flop, i) / pl.total_tokens
-    del mem
     return Estimate(model=m, model_resolution=how, cluster=cl, plan=pl, layout=lay, layout_chosen=chosen,
                     params=pc.to_dict(), model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
                     total_model_flop=float(ev.model_flop), total_hardware_flop=_f(ev.hardware_flop, i), memory=memory,

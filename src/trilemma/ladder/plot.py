@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.errors import InputError
 from trilemma.quality.fit import predict as law_predict
+from trilemma.report.figure import pyplot, save_figure
 
 __all__ = ["plot_ladder"]
 
@@ -30,13 +30,7 @@ def frontier(c: dict[str, float], compute: np.ndarray, n_lo: float, n_hi: float)
 
 
 def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("plot", str(path), "matplotlib installed (pip install 'trilemma[plot]')") from None
+    plt = pyplot(path)
     c = report.point.constants
     fit_rows = [r for r in result.runs if r.role == "fit" and r.loss is not None]
     held_rows = [r for r in result.runs if r.role == "held_out"]
@@ -78,11 +72,4 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
     ys = [r.loss for r in result.runs if r.loss is not None] + ([ho.predicted, ho.low, ho.high] if ho else [])
     if ys:
         ax.set_ylim(min(ys) * 0.93, max(ys) * 1.07)
-    p = Path(path)
-    try:
-        fig.savefig(p, dpi=120)
-    except OSError as exc:
-        raise InputError("plot", str(path), f"a writable image path ({exc.strerror})") from None
-    finally:
-        plt.close(fig)
-    return p
+    return save_figure(fig, path)

@@ -35,6 +35,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, Uncertainty
+from trilemma.report.figure import pyplot, save_figure
 
 DELTA = 1e-3  # Hoffmann 2022 App. D.2: Huber δ = 1e-3
 #: Hoffmann 2022 App. D.2 initialisation grid
@@ -576,13 +577,7 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: str = "total", loss_
 
 def plot_fit(report: FitReport, path: str | Path) -> Path:
     """Loss vs N and loss vs D with the fitted law (matplotlib, imported here only)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("plot", str(path), "matplotlib installed (pip install 'trilemma[plot]')") from None
+    plt = pyplot(path)
     runs, c = report.runs, report.point.constants
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
     cmap = plt.get_cmap("viridis")
@@ -625,11 +620,4 @@ def plot_fit(report: FitReport, path: str | Path) -> Path:
     ax.set_title("colour: N (centre, right), D/N (left)", fontsize=8)
     c_txt = f"E={c['E']:.3f}  A={c['A']:.4g}  B={c['B']:.4g}  alpha={c['alpha']:.3f}  beta={c['beta']:.3f}"
     fig.suptitle(f"{report.law.name}: L = E + A/N^alpha + B/D^beta   ({c_txt})", fontsize=9)
-    p = Path(path)
-    try:
-        fig.savefig(p, dpi=120)
-    except OSError as exc:
-        raise InputError("plot", str(path), f"a writable image path ({exc.strerror})") from None
-    finally:
-        plt.close(fig)
-    return p
+    return save_figure(fig, path)

@@ -19,7 +19,6 @@ Nothing is read at import; loading is cached.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import sys
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from trilemma.errors import InputError
+from trilemma.tomlw import toml_dumps
 from trilemma.specs.enums import StrEnum
 
 SCHEMA = "trilemma.law/1"
@@ -398,50 +398,6 @@ def repetition_constants(law: Law) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ writing (trilemma fit)
-
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        return repr(f)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, (list, tuple, np.ndarray)):
-        items = [_toml_value(x) for x in v]
-        if any(isinstance(x, (list, tuple, np.ndarray)) for x in v):
-            return "[\n  " + ",\n  ".join(items) + ",\n]"
-        return "[" + ", ".join(items) + "]"
-    if v is None:
-        raise ValueError("TOML has no null")
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def toml_dumps(doc: Mapping[str, Any], _prefix: str = "") -> str:
-    """A small TOML writer for law files: scalars, strings, (nested) arrays and tables; None is skipped."""
-    lines: list[str] = []
-    tables: list[tuple[str, Mapping[str, Any]]] = []
-    for k, v in doc.items():
-        if v is None:
-            continue
-        key = k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
-        if isinstance(v, Mapping):
-            tables.append((key, v))
-        else:
-            lines.append(f"{key} = {_toml_value(v)}")
-    out = "\n".join(lines)
-    for key, t in tables:
-        name = f"{_prefix}{key}"
-        body = toml_dumps(t, name + ".")
-        out += ("\n\n" if out else "") + f"[{name}]\n" + body
-    return out
 
 
 def law_to_dict(law: Law) -> dict[str, Any]:

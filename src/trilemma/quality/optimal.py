@@ -19,14 +19,14 @@ The band on N*, D* comes from the law's uncertainty samples (the same samples as
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, get_law
-from trilemma.quality.predict import _effective, _form_loss, precision_factor, predict_loss
+from trilemma.quality.predict import _effective, _form_loss, check_positive, precision_factor, predict_loss, result_dict
 
 FLOP_CONVENTION = "training C = 6·N·D, inference 2·N per token; N as the law counts it"
 _RATIO_MIN, _RATIO_MAX, _GRID = 1e-2, 1e5, 1601  # tokens/parameter searched by the numeric optimum
@@ -112,19 +112,7 @@ class Allocation:
     warnings: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["notes"], d["warnings"] = list(self.notes), list(self.warnings)
-        return d
-
-
-def _positive(field: str, v: Any) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise InputError(field, v, "a positive number") from None
-    if not math.isfinite(f) or f <= 0:
-        raise InputError(field, v, "a positive number")
-    return f
+        return result_dict(self)
 
 
 def _q(x: np.ndarray, level: float) -> tuple[float, float]:
@@ -136,8 +124,8 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
                     precision: Any = "bf16") -> Allocation:
     """N*, D*, tokens/parameter and loss (with band) minimising the law's loss at C = 6·N·D = ``flops``."""
     law = get_law(law)
-    flops = _positive("flops", flops)
-    u = None if unique_tokens is None else _positive("unique-tokens", unique_tokens)
+    flops = check_positive("flops", flops)
+    u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
     kfac = precision_factor(law, precision)
     closed = u is None and law.form is not Form.MUENNIGHOFF
     if closed:
@@ -227,9 +215,7 @@ class InferenceAllocation:
     warnings: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["notes"], d["warnings"] = list(self.notes), list(self.warnings)
-        return d
+        return result_dict(self)
 
 
 def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: float) -> tuple[float, float, float]:
@@ -261,11 +247,11 @@ def inference_optimal(law: Law | str | None, target_loss: float, inference_token
                       unique_tokens: float | None = None, precision: Any = "bf16") -> InferenceAllocation:
     """Sardana 2023: argmin over {N, D_tr : L(N, D_tr) = ℓ} of 6·N·D_tr + 2·N·D_inf (numeric)."""
     law = get_law(law)
-    target = _positive("loss", target_loss)
+    target = check_positive("loss", target_loss)
     d_inf = float(inference_tokens)
     if not math.isfinite(d_inf) or d_inf < 0:
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens")
-    u = None if unique_tokens is None else _positive("unique-tokens", unique_tokens)
+    u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
     kfac = precision_factor(law, precision)
     n, d, total = _min_total(law, target, d_inf, u, kfac)
     n0, d0, _ = _min_total(law, target, 0.0, u, kfac)

@@ -201,9 +201,7 @@ class LossPrediction:
     warnings: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["notes"], d["warnings"] = list(self.notes), list(self.warnings)
-        return d
+        return result_dict(self)
 
 
 def _fmt(x: float) -> str:
@@ -211,7 +209,15 @@ def _fmt(x: float) -> str:
     return fmt_count(x)
 
 
-def _check_positive(field: str, v: Any) -> float:
+def result_dict(result: Any) -> dict[str, Any]:
+    """A result dataclass as its JSON document: its fields, with ``notes`` and ``warnings`` as lists."""
+    d = asdict(result)
+    d["notes"], d["warnings"] = list(result.notes), list(result.warnings)
+    return d
+
+
+def check_positive(field: str, v: Any) -> float:
+    """``v`` as a finite positive float, else an InputError naming ``field``."""
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -225,10 +231,10 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
                  unique_tokens: float | None = None, precision: Any = "bf16") -> LossPrediction:
     """Loss for one plan: point, band from the law's parameter uncertainty, notes and warnings."""
     law = get_law(law)
-    n_tot = _check_positive("params", params_total)
-    n_ne = _check_positive("params (non-embedding)", params_non_embedding)
-    d = _check_positive("tokens", tokens)
-    u = None if unique_tokens is None else _check_positive("unique-tokens", unique_tokens)
+    n_tot = check_positive("params", params_total)
+    n_ne = check_positive("params (non-embedding)", params_non_embedding)
+    d = check_positive("tokens", tokens)
+    u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
     kfac = precision_factor(law, precision)
     n = float(_params_for(law, n_tot, n_ne))
     mean = float(_loss(law, law.constants, np.asarray(n), np.asarray(d), u, kfac))

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from trilemma.errors import InputError
+from trilemma.report.figure import pyplot, save_figure
 from trilemma.report.table import _console
 from trilemma.units import fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
@@ -83,13 +84,7 @@ def write_frontier(r: Any, path: str) -> None:
 
 def plot_frontier(r: Any, path: str) -> None:
     """Three 2-D projections of the frontier, the optimum marked, the pins drawn."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("plot", path, "matplotlib installed (pip install 'trilemma[plot]')") from None
+    plt = pyplot(path)
     f, p = r.frontier, r.pins
     o = r.optimum
     pts = {"time (days)": f.time_s / 86400, "cost ($M)": f.usd / 1e6, "loss": f.loss}
@@ -114,9 +109,4 @@ def plot_frontier(r: Any, path: str) -> None:
     axes[0].legend(loc="best", fontsize=8)
     fig.suptitle("trilemma solve: Pareto frontier over time, cost and loss")
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise InputError("plot", path, f"a writable file path ({exc.strerror})") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trilemma.presets import calibration, constants, uncalibrated_constants
+from trilemma.tomlw import toml_value
 from trilemma.validate import Skipped
 from trilemma.validate.cases import load_cases
 from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
@@ -66,20 +67,6 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
 
 # ------------------------------------------------------------------ calibration file
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        return repr(float(v))
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(type(v))
-
-
 def calibrate_and_write(path: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Fit on all cases, cross-validate by source, write calibrated.toml; returns what was written."""
     cases, skipped = load_cases(None)
@@ -102,41 +89,41 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         "# Written by `python scripts/calibrate.py` — do not edit by hand. The fit is described in",
         "# src/trilemma/validate/fit.py; the data are src/trilemma/data/*.csv (published figures).",
         "[meta]",
-        f"date = {_toml_value(_dt.date.today().isoformat())}",
+        f"date = {toml_value(_dt.date.today().isoformat())}",
         'command = "python scripts/calibrate.py"',
-        f"fitted = {_toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.goodput', 'memory.framework_overhead_bytes', 'memory.fragmentation'])}",
-        f"cases = {_toml_value(len(cases))}",
-        f"skipped = {_toml_value(len(skipped))}",
-        f"groups = {_toml_value(sorted({c.group for c in cases}))}",
+        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.goodput', 'memory.framework_overhead_bytes', 'memory.fragmentation'])}",
+        f"cases = {toml_value(len(cases))}",
+        f"skipped = {toml_value(len(skipped))}",
+        f"groups = {toml_value(sorted({c.group for c in cases}))}",
         "",
         "[bands]",
         "# 80% interval on time, GPU-hours and dollars from leave-one-source-out log residuals",
         "# r = log(predicted / reported): low = point · exp(−q90), high = point · exp(−q10)",
-        f"quantiles = {_toml_value(list(BAND_QUANTILES))}",
-        f"time_log_q10 = {_toml_value(q_lo)}",
-        f"time_log_q90 = {_toml_value(q_hi)}",
-        f"n = {_toml_value(len(r))}",
+        f"quantiles = {toml_value(list(BAND_QUANTILES))}",
+        f"time_log_q10 = {toml_value(q_lo)}",
+        f"time_log_q90 = {toml_value(q_hi)}",
+        f"n = {toml_value(len(r))}",
         "",
     ]
     for s, vals in changed.items():
         lines.append(f"[constants.{s}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in vals.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in vals.items()]
         lines.append("")
     for k, v in summary.items():
         for which, stats in v.items():
             lines.append(f"[summary.{k}.{which}]")
-            lines += [f"{sk} = {_toml_value(sv)}" for sk, sv in stats.items()]
+            lines += [f"{sk} = {toml_value(sv)}" for sk, sv in stats.items()]
             lines.append("")
     for p in ins:
         lp = lo_by.get((p.case.kind, p.case.row))
-        lines += ["[[rows]]", f"kind = {_toml_value(p.case.kind)}", f"row = {p.case.row}",
-                  f"model = {_toml_value(p.case.label)}", f"metric = {_toml_value(p.case.metric)}",
-                  f"group = {_toml_value(p.case.group)}", f"reported = {_toml_value(p.case.reported)}"]
+        lines += ["[[rows]]", f"kind = {toml_value(p.case.kind)}", f"row = {p.case.row}",
+                  f"model = {toml_value(p.case.label)}", f"metric = {toml_value(p.case.metric)}",
+                  f"group = {toml_value(p.case.group)}", f"reported = {toml_value(p.case.reported)}"]
         if p.predicted is not None:
-            lines.append(f"predicted = {_toml_value(p.predicted)}")
-            lines.append(f"log_ratio = {_toml_value(math.log(p.predicted / p.case.reported))}")
+            lines.append(f"predicted = {toml_value(p.predicted)}")
+            lines.append(f"log_ratio = {toml_value(math.log(p.predicted / p.case.reported))}")
         if lp is not None and lp.predicted is not None:
-            lines.append(f"loso_predicted = {_toml_value(lp.predicted)}")
+            lines.append(f"loso_predicted = {toml_value(lp.predicted)}")
         lines.append("")
     text = "\n".join(lines)
     target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
