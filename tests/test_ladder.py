@@ -144,6 +144,8 @@ def test_shape_rule_and_sizes():
     assert (s.layers, s.d_model, s.heads) == (6, 96, 6)
     assert lp.shape_for_width(32).layers == 2 and lp.shape_for_width(1024).heads == 8
     assert lp.shape_for_params(lp.params_of(s)) == s
+    # by hand, non-embedding = layers·(4d² + 3·d·f + 2d) + d with f = 8·ceil(d/3) (SwiGLU, widths of 8):
+    # 2x16: 2·(1024 + 3·16·48 + 32) + 16 = 6,736; 2x24: 2·(2304 + 3·24·64 + 48) + 24 = 13,944
     with pytest.raises(InputError, match=r"nearest: 6,736 \(2x16\)"):
         lp.shape_for_params(10)
     with pytest.raises(InputError, match=r"'10,000'.*nearest: 6,736 \(2x16\) and 13,944 \(2x24\)"):
