@@ -151,7 +151,7 @@ def solve(
 
 def _prices(price: object, gpu: object) -> dict[str, float] | None:
     """--price a100-80gb=1.5 (repeatable), or one bare price for every GPU searched."""
-    from trilemma.api import resolve_hardware
+    from trilemma.specs.build import resolve_hardware
     from trilemma.presets import hardware_presets
 
     if not price:

@@ -345,7 +345,8 @@ def worker_hardware(hw: Any, workers: int) -> Any:
 
 def predict_run_s(run: RunSpec, hw: Any) -> float:
     """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss)."""
-    from trilemma.api import evaluate_layout, make_cluster, make_plan
+    from trilemma.estimate.choose import evaluate_layout
+    from trilemma.specs.build import make_cluster, make_plan
     from trilemma.specs import DtypeSpec, Layout, Recompute
 
     spec = run.shape.spec(run.seq)

@@ -59,7 +59,7 @@ def probe_model(model: str | ModelSpec | None = None, *, layers: int | None = No
     """The model to train and how it was chosen. Dimensions given replace the base model's and the
     rest follow its proportions (head width, GQA ratio, ffn/d_model); a scaled-down model reads
     bytes, so its vocabulary becomes 256 unless ``vocab`` is given."""
-    from trilemma.api import resolve_model
+    from trilemma.specs.build import resolve_model
     from trilemma.presets import get_model
 
     dims = {"layers": layers, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab}
@@ -110,7 +110,8 @@ def probe_model(model: str | ModelSpec | None = None, *, layers: int | None = No
 def _predict(spec: ModelSpec, hw, nproc: int, seq: int, micro_batch: int, grad_accum: int, steps: int,
              precision: str, recompute: str, fsdp: bool):
     """The planner's Estimate for this exact run (its own API, nothing fitted)."""
-    from trilemma.api import evaluate_layout, make_cluster, make_plan
+    from trilemma.estimate.choose import evaluate_layout
+    from trilemma.specs.build import make_cluster, make_plan
     from trilemma.specs import DtypeSpec
 
     gbt = float(seq * micro_batch * grad_accum * nproc)

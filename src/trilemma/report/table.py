@@ -90,7 +90,7 @@ def print_estimate(est: Any) -> None:
 
 
 def presets_document(kind: str) -> dict[str, Any]:
-    from trilemma.api import SCHEMA
+    from trilemma.estimate.result import SCHEMA
     from trilemma.presets import all_hardware_presets, model_presets
 
     doc: dict[str, Any] = {"schema": SCHEMA.replace("estimate", "presets"), "warnings": []}

@@ -81,7 +81,7 @@ def _law_fn(law: Any, unique_tokens: float | None):
 
 
 def _models(model: str | ModelSpec | None, params: str | tuple[float, float] | None) -> list[ModelSpec]:
-    from trilemma.api import resolve_model
+    from trilemma.specs.build import resolve_model
     from trilemma.shape import model_for_params
 
     if model is not None:
@@ -110,7 +110,7 @@ def _models(model: str | ModelSpec | None, params: str | tuple[float, float] | N
 
 
 def _gpus(gpu: str | list[str] | None) -> list[HardwareSpec]:
-    from trilemma.api import resolve_hardware
+    from trilemma.specs.build import resolve_hardware
 
     if gpu is None:
         return [h for name, h in hardware_presets().items() if name != "local"]
@@ -156,7 +156,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context."""
-    from trilemma.api import estimate_plan, make_cluster, make_plan
+    from trilemma.estimate.choose import estimate_plan
+    from trilemma.specs.build import make_cluster, make_plan
     from trilemma.quality.laws import get_law
     from trilemma.quality.predict import loss_block
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trilemma.api import make_cluster, make_plan
+from trilemma.specs.build import make_cluster, make_plan
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import RECOMPUTE_CODES
 from trilemma.estimate.params import param_counts

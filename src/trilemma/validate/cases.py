@@ -48,7 +48,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from trilemma.api import make_plan
+from trilemma.specs.build import make_plan
 from trilemma.errors import TrilemmaError
 from trilemma.estimate.layouts import candidate_layouts, legal_mask, reason_text
 from trilemma.estimate.params import param_counts

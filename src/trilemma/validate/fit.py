@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
-from trilemma.api import make_cluster
+from trilemma.specs.build import make_cluster
 from trilemma.estimate.evaluate import Evaluation, evaluate
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, candidate_layouts
 from trilemma.presets import constants as default_constants

@@ -1,0 +1,214 @@
+"""The typed result of one plan: all corners (params, FLOPs, layout, memory, time, cost) in SI units,
+and the JSON document it serialises to (schema ``trilemma.estimate/1``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trilemma.estimate.cost import household_years
+from trilemma.estimate.evaluate import Evaluation
+from trilemma.estimate.layouts import batch_sequences
+from trilemma.presets import calibration, constants
+from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
+
+SCHEMA = "trilemma.estimate/1"
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per device on the stage that needs the most."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    other: float  # logits, framework overhead, fragmentation
+    per_gpu_bytes: float
+    capacity_bytes: float
+
+    @property
+    def fits(self) -> bool:
+        return self.per_gpu_bytes <= self.capacity_bytes
+
+
+@dataclass(frozen=True)
+class TimeBreakdown:
+    step_s: float  # one optimizer step over the global batch
+    tokens_per_s: float  # while training, whole cluster
+    mfu: float  # model FLOPs utilisation, 0-1 (PaLM convention)
+    hfu: float  # hardware FLOPs utilisation, 0-1 (with recomputation)
+    steps: float
+    busy_s: float  # Σ steps × step time
+    total_s: float  # busy / goodput
+    total_s_low: float  # 80% band from the leave-one-source-out backtest (trilemma validate)
+    total_s_high: float
+    goodput: float
+    gpu_hours: float
+    gpu_hours_low: float
+    gpu_hours_high: float
+    compute_s: float  # per step
+    tp_comm_s: float
+    pp_comm_s: float
+    bubble_s: float
+    dp_comm_s: float
+    optimizer_s: float
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    usd: float
+    usd_low: float  # same band as time
+    usd_high: float
+    price_usd_per_gpu_hour: float
+    price_date: str
+    price_source: str
+    energy_kwh: float
+    co2_kg: float
+    household_years: float
+    pue: float
+    grid_kg_co2_per_kwh: float
+
+
+@dataclass(frozen=True)
+class StageResult:
+    tokens: float
+    seq_len: int
+    global_batch_sequences: int
+    global_batch_tokens: float
+    micro_batches: float
+    steps: float
+    step_s: float
+    per_gpu_bytes: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """All corners of one plan: params, FLOPs, layout, memory, time, cost. SI units."""
+
+    model: ModelSpec
+    model_resolution: str
+    cluster: ClusterSpec
+    plan: TrainingPlan
+    layout: Layout
+    layout_chosen: str  # "auto" (fastest that fits) or "given"
+    params: dict[str, int]
+    model_flop_per_token: float
+    hardware_flop_per_token: float
+    total_model_flop: float
+    total_hardware_flop: float
+    memory: MemoryBreakdown
+    time: TimeBreakdown
+    cost: CostBreakdown
+    stages: tuple[StageResult, ...]
+    candidates_evaluated: int
+    warnings: tuple[str, ...] = field(default=())
+    loss: dict[str, Any] | None = None  # trilemma.quality.predict.loss_block
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document (stable keys, SI units, fractions 0-1)."""
+        m, hw = self.model, self.cluster.hardware
+        lay = self.layout.model_dump(mode="json")
+        lay.update(n_gpus=self.cluster.n_gpus, chosen=self.layout_chosen, candidates_evaluated=self.candidates_evaluated)
+        return {
+            "schema": SCHEMA,
+            "model": {"name": m.name, "resolved_from": self.model_resolution, "source": m.source,
+                      "params_total": self.params["total"], "params_active": self.params["active"],
+                      "params_embedding": self.params["embedding"],
+                      "params_non_embedding": self.params["non_embedding"],
+                      "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
+                      "n_kv_heads": m.kv_heads, "ffn_dim": m.ffn_dim, "vocab_size": m.vocab_size,
+                      "n_experts": m.n_experts, "top_k": m.top_k},
+            "hardware": {"name": hw.name, "n_gpus": self.cluster.n_gpus, "gpus_per_node": self.cluster.node_size,
+                         "peak_flop_per_s": hw.peak(self.plan.precision), "precision": str(self.plan.precision),
+                         "intra_node_bw_bytes_per_s": self.cluster.intra_bw,
+                         "inter_node_bw_bytes_per_s": self.cluster.inter_bw},
+            "flops": {"convention": "palm (6·N_matmul + 12·L·s·d_attn per token, no causal discount)",
+                      "model_per_token": self.model_flop_per_token,
+                      "hardware_per_token": self.hardware_flop_per_token,
+                      "total_model": self.total_model_flop, "total_hardware": self.total_hardware_flop},
+            "layout": lay,
+            "batch": {"tokens": self.plan.total_tokens, "stages": [asdict(s) for s in self.stages]},
+            "memory": {"per_gpu_bytes": self.memory.per_gpu_bytes, "capacity_bytes": self.memory.capacity_bytes,
+                       "fits": self.memory.fits,
+                       "breakdown": {"weights": self.memory.weights, "gradients": self.memory.gradients,
+                                     "optimizer": self.memory.optimizer, "activations": self.memory.activations,
+                                     "other": self.memory.other}},
+            "time": asdict(self.time),
+            "cost": asdict(self.cost),
+            **({"loss": self.loss} if self.loss is not None else {}),
+            "warnings": list(self.warnings),
+        }
+
+
+def band_factors() -> tuple[float, float]:
+    """Multipliers (low, high) for an 80% interval on time and cost: from the leave-one-source-out
+    residuals r = log(predicted / reported) of the last calibration, low = exp(−q90), high = exp(−q10)."""
+    b = calibration().get("bands", {})
+    if not b:
+        return 1.0, 1.0
+    return math.exp(-b["time_log_q90"]), math.exp(-b["time_log_q10"])
+
+
+def _f(a: Any, i: int) -> float:
+    return float(np.asarray(a)[i]) if np.ndim(a) else float(a)
+
+
+def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation, i: int,
+            chosen: str) -> Estimate:
+    lay = ev.layouts.row(i)
+    pc = ev.params
+    # the stage with most tokens stands for the run in the top-level time/memory figures
+    main = max(range(len(pl.stages)), key=lambda k: pl.stages[k].tokens)
+    sa = ev.stages[main]
+    # memory: report the stage that needs the most
+    k_mem = int(np.argmax([_f(s.memory.total, i) for s in ev.stages]))
+    mm = ev.stages[k_mem].memory
+    memory = MemoryBreakdown(weights=_f(mm.weights, i), gradients=_f(mm.gradients, i), optimizer=_f(mm.optimizer, i),
+                             activations=_f(mm.activations, i), other=_f(mm.other, i),
+                             per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes)
+    t = sa.time
+    lo, hi = band_factors()
+    total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
+    time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
+                         hfu=_f(ev.hfu, i), steps=sum(_f(s.steps, i) for s in ev.stages), busy_s=_f(ev.busy_s, i),
+                         total_s=total, total_s_low=total * lo, total_s_high=total * hi, goodput=pl.goodput,
+                         gpu_hours=hours, gpu_hours_low=hours * lo, gpu_hours_high=hours * hi,
+                         compute_s=_f(t.compute_s, i), tp_comm_s=_f(t.tp_comm_s, i), pp_comm_s=_f(t.pp_comm_s, i),
+                         bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i))
+    energy_j = _f(ev.cost.energy_j, i)
+    hw = cl.hardware
+    cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,
+                         price_date=hw.price_date if cl.price_usd_per_hour is None else "user",
+                         price_source=hw.price_source if cl.price_usd_per_hour is None else "user",
+                         energy_kwh=energy_j / 3.6e6, co2_kg=_f(ev.cost.co2_kg, i),
+                         household_years=float(household_years(energy_j, constants()["energy"]["household_kwh_per_year"])),
+                         pue=cl.pue, grid_kg_co2_per_kwh=cl.grid_kg_co2_per_kwh)
+    stages = tuple(StageResult(tokens=s.tokens, seq_len=s.seq_len, global_batch_sequences=int(_f(a.batch_seqs, i)),
+                               global_batch_tokens=_f(a.batch_seqs, i) * s.seq_len, micro_batches=_f(a.n_micro, i),
+                               steps=_f(a.steps, i), step_s=_f(a.time.step_s, i), per_gpu_bytes=_f(a.memory.total, i))
+                   for s, a in zip(pl.stages, ev.stages))
+    warnings = []
+    for s, a in zip(pl.stages, stages):
+        target = batch_sequences(s)
+        if a.global_batch_sequences != target:
+            warnings.append(f"global batch rounded from {target} to {a.global_batch_sequences} sequences "
+                            f"(a multiple of dp × micro-batch = {lay.dp} × {lay.micro_batch})")
+    if lay.tp > cl.node_size:
+        warnings.append(f"tensor parallelism ({lay.tp}) spans nodes of {cl.node_size} devices: slow inter-node all-reduces")
+    if cl.price_usd_per_hour is None and hw.price_date:
+        warnings.append(f"price ${cl.price:.2f}/GPU-hour is the {hw.name} reference of {hw.price_date}; set --price for yours")
+    mfpt = float(ev.model_flop) / pl.total_tokens
+    hfpt = _f(ev.hardware_flop, i) / pl.total_tokens
+    return Estimate(model=m, model_resolution=how, cluster=cl, plan=pl, layout=lay, layout_chosen=chosen,
+                    params=pc.to_dict(), model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
+                    total_model_flop=float(ev.model_flop), total_hardware_flop=_f(ev.hardware_flop, i), memory=memory,
+                    time=time, cost=cost, stages=stages, candidates_evaluated=len(ev.layouts),
+                    warnings=tuple(warnings))
+
+
+__all__ = ["SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult", "TimeBreakdown", "band_factors",
+           "from_evaluation"]

@@ -1,0 +1,89 @@
+"""Specs from user input: resolve a model, a device and a region; build a plan and a cluster with
+the planner's stated defaults (presets/constants.toml). The only place those defaults are applied."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from trilemma.errors import InputError
+from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
+from trilemma.specs import ClusterSpec, DtypeSpec, HardwareSpec, ModelSpec, Precision, Stage, TrainingPlan
+from trilemma.units import parse_count
+
+
+def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
+    """A preset name, a path to a Hugging Face config.json (or its folder), or a size like ``3B``.
+
+    Returns the model and a sentence saying how it was resolved.
+    """
+    if isinstance(spec, ModelSpec):
+        return spec, "given"
+    text = str(spec).strip()
+    if is_model_preset(text):
+        m = get_model(text)
+        return m, f"preset {m.name}"
+    if os.path.exists(text) or text.endswith(".json"):
+        from trilemma.hf import model_from_hf_config
+        m = model_from_hf_config(text)
+        return m, f"Hugging Face config {text}"
+    if text[:1].isdigit():
+        from trilemma.shape import model_for_params
+        target = parse_count(text, "model")
+        m = model_for_params(target)
+        return m, f"shape rule for {text}: {m.name}"
+    return get_model(text), ""  # raises UnknownPresetError with suggestions
+
+
+def resolve_hardware(spec: str | HardwareSpec) -> HardwareSpec:
+    return spec if isinstance(spec, HardwareSpec) else get_hardware(spec)
+
+
+def grid_intensity(region: str | float | None) -> float:
+    """kg CO2e per kWh from a region preset name or a number."""
+    if region is None:
+        region = constants()["energy"]["default_region"]
+    if isinstance(region, (int, float)):
+        return float(region)
+    try:
+        return float(region)
+    except ValueError:
+        pass
+    table = regions()
+    key = region.strip().lower()
+    if key not in table:
+        raise InputError("region", region, "a number (kg CO2e/kWh) or one of " + ", ".join(table))
+    return float(table[key]["kg_co2_per_kwh"])
+
+
+def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None = None,
+              global_batch_tokens: float | None = None, precision: Precision | str = Precision.BF16,
+              stages: list[Stage] | None = None, **plan_fields: Any) -> TrainingPlan:
+    """A TrainingPlan from flags, falling back on the model's published recipe."""
+    if stages is None:
+        seq = seq_len or model.seq_len or 2048
+        if tokens is None:
+            if model.tokens is None:
+                raise InputError("tokens", None, f"a token count such as --tokens 2T ({model.name} has no published default)")
+            tokens = model.tokens
+        explicit = global_batch_tokens is not None
+        gbt = global_batch_tokens if explicit else (model.global_batch_tokens or 512 * seq)
+        stages = [Stage.build(prefix="plan", tokens=tokens, seq_len=seq, global_batch_tokens=gbt, explicit_batch=explicit)]
+    prec = Precision(precision) if not isinstance(precision, Precision) else precision
+    plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
+    plan_fields.setdefault("goodput", constants()["run"]["goodput"])
+    return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
+
+
+def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> ClusterSpec:
+    e = constants()["energy"]
+    region = fields.pop("region", None)
+    fields.setdefault("pue", e["pue"])
+    fields.setdefault("power_fraction", e["power_fraction"])
+    fields.setdefault("host_power_fraction", e["host_power_fraction"])
+    fields.setdefault("grid_kg_co2_per_kwh", grid_intensity(region))
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return ClusterSpec.build(prefix="cluster", hardware=resolve_hardware(hardware), n_gpus=n_gpus, **fields)
+
+
+__all__ = ["grid_intensity", "make_cluster", "make_plan", "resolve_hardware", "resolve_model"]
