@@ -16,7 +16,7 @@ from trilemma.presets import get_hardware
 from trilemma.shape import model_for_params
 from trilemma.solve import solve
 from trilemma.solve.search import search_configs
-from trilemma.solve.space import LAYOUT_AXES
+from trilemma.solve.space import solve_axes
 from trilemma.specs import Layout, Precision, Recompute
 
 SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
@@ -24,15 +24,16 @@ SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
 
 def _all_layouts(n: int) -> list[Layout]:
     rc = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
+    ax = solve_axes()
     out = []
-    for tp in LAYOUT_AXES["tp"]:
-        for pp in LAYOUT_AXES["pp"]:
+    for tp in ax["tp"]:
+        for pp in ax["pp"]:
             if n % (tp * pp):
                 continue
-            for vp in LAYOUT_AXES["vp"]:
-                for z in LAYOUT_AXES["zero"]:
-                    for r in LAYOUT_AXES["rc"]:
-                        for mb in LAYOUT_AXES["mb"]:
+            for vp in ax["vp"]:
+                for z in ax["zero"]:
+                    for r in ax["recompute"]:
+                        for mb in ax["micro_batch"]:
                             out.append(Layout(tp=tp, pp=pp, dp=n // (tp * pp), vp=vp, zero=z, recompute=rc[r],
                                               micro_batch=mb, sp=tp > 1))
     return out

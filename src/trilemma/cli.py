@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
 from trilemma.errors import InputError, TrilemmaError
+from trilemma.specs.axes import AXES, MAX_DEGREE
 from trilemma.units import parse_bandwidth, parse_count, parse_usd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
 
 
-_MAX_INT = 2**31 - 1  # GPUs, sequence length, parallel degrees: beyond this the int64 layout arithmetic overflows
+_MAX_INT = MAX_DEGREE  # GPUs, sequence length, parallel degrees: beyond this the int64 layout arithmetic overflows
+
+
+def layout_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """Give a command one option per layout axis of the registry (trilemma.specs.axes.AXES), parsed
+    and collected into the ``layout`` dict the command receives (None for an axis not given)."""
+    sig = inspect.signature(fn)
+    axes = [a for a in AXES if a.flag is not None]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != "layout"]
+    extra = [inspect.Parameter(a.name, inspect.Parameter.KEYWORD_ONLY,
+                               default=typer.Option(None, *a.flag.split("/")[:1], help=a.help) if a.kind is not bool
+                               else typer.Option(None, a.flag, help=a.help + " (default on)"),
+                               annotation=Optional[bool] if a.kind is bool else Optional[str]) for a in axes]
+    at = next(i for i, p in enumerate(params) if p.name == "price")  # after the run's own flags, before the cluster's
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> None:
+        layout = {a.name: a.parse(kwargs.pop(a.name, None)) for a in axes}
+        fn(**kwargs, layout=layout)
+
+    wrapper.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != "layout"},
+                               **{p.name: p.annotation for p in extra}}
+    del wrapper.__wrapped__  # typer must read the new signature, not the wrapped one
+    return wrapper
 
 
 def _int(text: Optional[str], field: str) -> Optional[int]:
@@ -32,6 +59,7 @@ def _print_json(doc: dict) -> None:
 
 
 @app.command()
+@layout_options
 def estimate(
     model: str = typer.Option("llama2-7b", "--model", "-m", help="preset name, path to a Hugging Face config.json, or a size such as 3B"),
     gpu: str = typer.Option("a100-80gb", "--gpu", "-g", help="hardware preset, e.g. a100-80gb, h100-sxm"),
@@ -40,15 +68,6 @@ def estimate(
     seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens (default: the model's published one)"),
     global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per optimizer step, e.g. 4M (exact: fails if no layout divides it)"),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp32, tf32 or fp8"),
-    tp: Optional[str] = typer.Option(None, "--tp", help="tensor parallel degree"),
-    pp: Optional[str] = typer.Option(None, "--pp", help="pipeline parallel degree"),
-    cp: Optional[str] = typer.Option(None, "--cp", help="context parallel degree"),
-    ep: Optional[str] = typer.Option(None, "--ep", help="expert parallel degree (MoE)"),
-    vp: Optional[str] = typer.Option(None, "--vp", help="virtual pipeline stages per device (interleaved 1F1B)"),
-    zero: Optional[str] = typer.Option(None, "--zero", help="ZeRO stage 0-3 (3 = FSDP)"),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective or full"),
-    micro_batch: Optional[str] = typer.Option(None, "--micro-batch", help="sequences per micro-batch"),
-    sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="sequence parallelism with TP (default on)"),
     price: Optional[str] = typer.Option(None, "--price", help="USD per GPU-hour (default: the preset's reference price)"),
     gpus_per_node: Optional[str] = typer.Option(None, "--gpus-per-node", help="devices per scale-up node"),
     intra_node_bw: Optional[str] = typer.Option(None, "--intra-node-bw", help="per device, per direction, e.g. 450GB/s"),
@@ -60,8 +79,12 @@ def estimate(
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+    layout: Optional[dict] = None,
 ) -> None:
-    """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan."""
+    """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan.
+
+    Any layout flag (--tp, --pp, --cp, --ep, --vp, --zero, --recompute, --micro-batch, --sp/--no-sp:
+    the axes of trilemma.specs.axes) pins that axis; the rest are searched."""
     from trilemma.api import estimate as run_estimate, make_plan, resolve_model
     from trilemma.specs import Precision
 
@@ -73,13 +96,6 @@ def estimate(
         raise InputError("goodput", goodput, "a fraction in (0, 1]")
     if pue is not None and not 1 <= pue <= 3:
         raise InputError("pue", pue, "a number between 1 and 3")
-    if zero is not None and zero not in ("0", "1", "2", "3"):
-        raise InputError("zero", zero, "0, 1, 2 or 3")
-    if recompute is not None and recompute not in ("none", "selective", "full"):
-        raise InputError("recompute", recompute, "none, selective or full")
-    layout = {"tp": _int(tp, "tp"), "pp": _int(pp, "pp"), "cp": _int(cp, "cp"), "ep": _int(ep, "ep"),
-              "vp": _int(vp, "vp"), "zero": None if zero is None else int(zero), "recompute": recompute,
-              "micro_batch": _int(micro_batch, "micro-batch"), "sp": sp}
     cluster = {
         "gpus_per_node": _int(gpus_per_node, "gpus-per-node"),
         "intra_node_bw_bytes_per_s": None if intra_node_bw is None else parse_bandwidth(intra_node_bw, "intra-node-bw"),

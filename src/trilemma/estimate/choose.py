@@ -8,30 +8,26 @@ import numpy as np
 
 from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
-from trilemma.estimate.layouts import R_DP_TOO_LARGE, R_OOM, LayoutArrays, candidate_layouts, reason_text
+from trilemma.estimate.layouts import LayoutArrays, candidate_layouts
 from trilemma.estimate.result import Estimate, from_evaluation
-from trilemma.specs import ClusterSpec, Layout, ModelSpec, Recompute, TrainingPlan
+from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
+from trilemma.specs.axes import AXES, AXIS, R_DP_TOO_LARGE, R_OOM, reason_text
 
 
 def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout | dict | None = None,
                   how: str = "given") -> Estimate:
+    """The fastest legal layout that fits, among those matching ``layout`` (a Layout pins every
+    axis; a dict pins the axes it names, by their names in trilemma.specs.axes). LayoutError with
+    the reason and what would work when none can run."""
     if isinstance(layout, Layout):
-        pinned = layout.model_dump()
-        pinned["sp"] = int(layout.sp)
+        pinned = {a.name: a.check(getattr(layout, a.name)) for a in AXES}
     else:
-        pinned = {k: v for k, v in (layout or {}).items() if v is not None}
-        if "sp" in pinned:
-            pinned["sp"] = int(bool(pinned["sp"]))
-    for k, v in pinned.items():
-        if k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch") and (not isinstance(v, (int, np.integer)) or v < 1):
-            raise InputError(k, v, "a positive whole number")
-        if k == "zero" and v not in (0, 1, 2, 3):
-            raise InputError("zero", v, "0, 1, 2 or 3")
-        if k == "recompute":
-            try:
-                Recompute(v)
-            except ValueError:
-                raise InputError("recompute", v, "none, selective or full") from None
+        pinned = {}
+        for k, v in (layout or {}).items():
+            if k not in AXIS:
+                raise InputError("layout", k, "one of the axes " + ", ".join(AXIS))
+            if v is not None:
+                pinned[k] = AXIS[k].check(v)
     max_seq = max(s.seq_len for s in pl.stages)
     cands = candidate_layouts(m, cl.n_gpus, cl.node_size, pinned, max_seq)
     if len(cands) == 0:
@@ -92,8 +88,7 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
 
 
 def _lay(a: Layout) -> str:
-    return (f"tp={a.tp} pp={a.pp} dp={a.dp}" + (f" cp={a.cp}" if a.cp > 1 else "") + (f" ep={a.ep}" if a.ep > 1 else "")
-            + (f" vp={a.vp}" if a.vp > 1 else "") + f" zero={a.zero} recompute={a.recompute} micro_batch={a.micro_batch}")
+    return a.summary()
 
 
 __all__ = ["estimate_plan", "evaluate_layout"]

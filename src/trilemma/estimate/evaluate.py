@@ -98,8 +98,8 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     hw_flop: np.ndarray | float = 0.0
     for st in plan.stages:
         batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"])
-        safe_batch = np.maximum(batch, layouts.dp * layouts.mb)
-        n_micro = safe_batch / (layouts.dp * layouts.mb)
+        safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
+        n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
         mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, consts["memory"])
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
         r = r | np.where(mem.total > capacity, R_OOM, 0)
@@ -109,7 +109,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         per_gpu = np.maximum(per_gpu, mem.total)
         busy = busy + steps * t.step_s
         model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
-        hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.rc, pc)
+        hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
     return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
                       per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
                       hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput=plan.goodput,

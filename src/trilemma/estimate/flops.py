@@ -21,6 +21,7 @@ import numpy as np
 
 from trilemma.estimate.params import ParamCounts, attention_matmul_params, param_counts
 from trilemma.specs import ModelSpec, Recompute
+from trilemma.specs.axes import AXIS
 
 ArrayLike = float | np.ndarray
 
@@ -54,7 +55,7 @@ def recompute_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray
                              pc: ParamCounts | None = None) -> ArrayLike:
     """Extra forward FLOPs per token that recomputation executes (0 / attention core / whole layers).
 
-    ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full; see RECOMPUTE_CODES).
+    ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full; trilemma.specs.axes).
     """
     pc = pc or param_counts(m)
     code = np.asarray(recompute_code(recompute))
@@ -76,12 +77,9 @@ def narayanan_flop_per_iteration(batch: float, seq: float, n_layers: int, d_mode
         1 + seq / (6 * d_model) + vocab / (16 * n_layers * d_model))
 
 
-RECOMPUTE_CODES = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
-
-
 def recompute_code(r: np.ndarray | Recompute | str | int) -> np.ndarray | int:
     if isinstance(r, (Recompute, str)):
-        return RECOMPUTE_CODES[Recompute(r)]
+        return AXIS["recompute"].code(r)
     return r
 
 

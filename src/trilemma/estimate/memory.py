@@ -89,7 +89,7 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
       MoE:        router input + top_k copies of dispatched tokens e·sbd, top_k × expert hidden
                   tensors, router logits 4·sb·E; plus shared experts as dense MLPs.
     """
-    tp, cp, mb = L.tp, L.cp, L.mb
+    tp, cp, mb = L.tp, L.cp, L.micro_batch
     s = seq / cp  # local sequence length under context parallelism
     S = seq  # keys attended to (CP gathers K, V)
     e = act_bytes
@@ -122,8 +122,8 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
         mlp = mlp_in + k_f * e * sb * m.ffn_dim / tp + drop * sbd * r
 
     full = attn_keep + scores + mlp
-    kept = np.where(L.rc == 2, e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
-                    np.where(L.rc == 1, attn_keep + (scores if flash else 0.0) + mlp,
+    kept = np.where(L.recompute == 2, e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
+                    np.where(L.recompute == 1, attn_keep + (scores if flash else 0.0) + mlp,
                              full))
     return full, kept
 
@@ -188,13 +188,13 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).
     inflight_first = np.minimum(L.pp, n_micro) * np.where(L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0)
     # while recomputing, one layer's full activations are live again
-    transient = np.where(L.rc == 2, per_layer_full, 0.0)
+    transient = np.where(L.recompute == 2, per_layer_full, 0.0)
     act_first = layers * per_layer_kept * inflight_first + transient
     act_last = layers * per_layer_kept + transient
 
     # logits on the last stage: s·b·V/tp elements (vocab-parallel), fp32 value + fp32 gradient
     s_loc = seq / L.cp
-    logits = s_loc * L.mb * m.vocab_size / L.tp * consts["logits_bytes_per_element"]
+    logits = s_loc * L.micro_batch * m.vocab_size / L.tp * consts["logits_bytes_per_element"]
 
     w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True)
     w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False)

@@ -82,7 +82,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     attn_peak = hw.peak(Precision.BF16) if plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s else peak
     bw = hw.hbm_bw_bytes_per_s
     e = DTYPE_BYTES[plan.dtypes.activation]
-    tp, pp, dp, cp, ep, vp, mb = L.tp, L.pp, L.dp, L.cp, L.ep, L.vp, L.mb
+    tp, pp, dp, cp, ep, vp, mb = L.tp, L.pp, L.dp, L.cp, L.ep, L.vp, L.micro_batch
     n_micro = batch / (dp * mb)
     T = mb * seq / cp  # tokens per device per micro-batch
     d = m.d_model
@@ -123,11 +123,11 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd
     layer_bwd = 2 * gemm_fwd + attn_bwd + 2 * elem_fwd
-    layer_rc = np.where(L.rc == 2, layer_fwd, np.where(L.rc == 1, attn_fwd, 0.0))
+    layer_rc = np.where(L.recompute == 2, layer_fwd, np.where(L.recompute == 1, attn_fwd, 0.0))
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
-    n_tp = 4 + np.where(L.rc == 2, 2, 0)  # 2 fwd + 2 bwd (+2 when the forward is recomputed)
+    n_tp = 4 + np.where(L.recompute == 2, 2, 0)  # 2 fwd + 2 bwd (+2 when the forward is recomputed)
     tp_layer = n_tp * tp_ar * (1 - c["tp_overlap"])
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
     cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))

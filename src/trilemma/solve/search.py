@@ -10,14 +10,12 @@ import numpy as np
 
 from trilemma.specs.build import make_cluster, make_plan
 from trilemma.estimate.evaluate import evaluate
-from trilemma.estimate.layouts import RECOMPUTE_CODES
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants
-from trilemma.solve.space import LAYOUT_AXES, ShapeGrid, layout_grid, resolve_axes, with_dp
+from trilemma.solve.space import ShapeGrid, layout_at, layout_grid, resolve_axes, solve_axes, with_dp
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision
 
 CHUNK = 8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
-_RC = {v: k for k, v in RECOMPUTE_CODES.items()}
 
 
 @dataclass(frozen=True)
@@ -41,13 +39,7 @@ class ConfigTable:
         return int(self.model_idx.size)
 
     def layout(self, i: int) -> Layout:
-        names = list(self.axes)
-        idx = np.unravel_index(int(self.layout_idx[i]), [len(self.axes[k]) for k in names])
-        v = {k: self.axes[k][j] for k, j in zip(names, idx)}
-        n = int(self.n_gpus[i])
-        tp, pp = v["tp"], v["pp"]
-        return Layout(tp=tp, pp=pp, dp=n // (tp * pp), vp=v["vp"], zero=v["zero"], recompute=_RC[v["rc"]],
-                      micro_batch=v["mb"], sp=tp > 1, ep=v.get("ep", 1))
+        return layout_at(self.axes, int(self.layout_idx[i]), int(self.n_gpus[i]))
 
 
 def _precisions_for(hw: HardwareSpec, wanted: list[Precision]) -> list[Precision]:
@@ -68,11 +60,8 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
                    pinned: dict | None = None, consts: dict | None = None) -> ConfigTable:
     """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped."""
     consts = consts or constants()
-    axes = dict(LAYOUT_AXES)
-    if any(m.is_moe for m in models):
-        axes["ep"] = (1, 2, 4, 8)
-    axes = resolve_axes(axes, pinned)
-    moe = "ep" in axes
+    moe = any(m.is_moe for m in models)
+    axes = resolve_axes(solve_axes(moe), pinned)
     counts_arr = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
     C = counts_arr.reshape([1, -1] + [1] * len(axes))
     L = with_dp(layout_grid(2, axes), C)

@@ -1,7 +1,7 @@
 """The solver's candidate space as broadcastable numpy axes.
 
 Each decision variable gets its own array dimension — model shape, GPU count, then the layout
-axes (tp, pp, vp, zero, recompute, micro-batch) — so the estimators in ``trilemma.estimate``
+axes the registry marks as searched by the solver (trilemma.specs.axes) — so the estimators in ``trilemma.estimate``
 compute every quantity at its natural size (a GEMM time depends on shape, tp and micro-batch,
 not on the GPU count) and only the final sums touch the whole grid. The grid does not depend on
 the pins: pins only filter and rank what it yields.
@@ -14,22 +14,23 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.layouts import RECOMPUTE_CODES, LayoutArrays
-from trilemma.specs import ModelSpec, Recompute
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.specs import Layout, ModelSpec
+from trilemma.specs.axes import AXES, AXIS
 
 # the numeric ModelSpec fields a shape grid varies; every other field comes from the template
 VARYING = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab_size")
 
-#: layout axes searched by the solver (a trimmed version of estimate's: the solver multiplies
-#: them by model shapes, GPU types and counts, so it keeps what wins in practice)
-LAYOUT_AXES: dict[str, tuple[int, ...]] = {
-    "tp": (1, 2, 4, 8),
-    "pp": (1, 2, 4, 8, 16),
-    "vp": (1, 2),
-    "zero": (1, 3),
-    "rc": (RECOMPUTE_CODES[Recompute.NONE], RECOMPUTE_CODES[Recompute.SELECTIVE], RECOMPUTE_CODES[Recompute.FULL]),
-    "mb": (1, 2, 4, 8),
-}
+def solve_axes(moe: bool = False) -> dict[str, tuple[int, ...]]:
+    """The layout axes the solver searches, as codes: each axis's ``solve_values`` (a trimmed set
+    of estimate's, trilemma.specs.axes: the solver multiplies them by model shapes, GPU types and
+    counts, so it keeps what wins in practice). ``moe``: some searched model is a mixture of experts."""
+    out = {}
+    for a in AXES:
+        vals = a.solve_values(moe) if a.solve_values is not None else None
+        if vals is not None:
+            out[a.name] = tuple(a.code(v) for v in vals)
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,19 +86,19 @@ class ShapeGrid:
 
 
 def resolve_axes(axes: dict[str, tuple[int, ...]] | None = None, pinned: dict | None = None) -> dict[str, tuple[int, ...]]:
-    """The layout axes with pinned ones (tp, pp, vp, zero, recompute, micro_batch, ep) reduced to one value."""
-    ax = dict(axes or LAYOUT_AXES)
+    """The layout axes with the pinned ones (by axis name) reduced to one value."""
+    ax = dict(axes or solve_axes())
     for k, v in (pinned or {}).items():
-        key = {"recompute": "rc", "micro_batch": "mb"}.get(k, k)
-        if v is None or key not in ax:
+        if v is None or k not in ax:
             continue
-        ax[key] = (RECOMPUTE_CODES[Recompute(v)] if key == "rc" else int(v),)
+        ax[k] = (AXIS[k].code(v),)
     return ax
 
 
 def layout_grid(ndim_before: int, ax: dict[str, tuple[int, ...]]) -> LayoutArrays:
-    """Layout axes as broadcastable arrays after ``ndim_before`` leading (shape, count) dims.
-    dp is left as a placeholder: the caller derives it from the GPU count."""
+    """Layout axes as broadcastable arrays after ``ndim_before`` leading (shape, count) dims; the
+    axes not searched sit at their default. dp is left as a placeholder: the caller derives it
+    from the GPU count (``with_dp``); sp follows tp."""
     names = list(ax)
     nd = ndim_before + len(names)
     arrays = {}
@@ -105,10 +106,22 @@ def layout_grid(ndim_before: int, ax: dict[str, tuple[int, ...]]) -> LayoutArray
         shape = [1] * nd
         shape[ndim_before + j] = len(ax[k])
         arrays[k] = np.asarray(ax[k], dtype=np.int64).reshape(shape)
-    one = np.ones([1] * nd, dtype=np.int64)
-    sp = np.where(arrays["tp"] > 1, 1, 0)
-    return LayoutArrays(tp=arrays["tp"], pp=arrays["pp"], dp=one, cp=one, ep=arrays.get("ep", one), vp=arrays["vp"], sp=sp,
-                        zero=arrays["zero"], rc=arrays["rc"], mb=arrays["mb"])
+    for a in AXES:
+        if a.name not in arrays:
+            arrays[a.name] = np.full([1] * nd, a.code(a.default), dtype=np.int64)
+    arrays["sp"] = np.where(arrays["tp"] > 1, arrays["sp"], 0)
+    return LayoutArrays(**arrays)
+
+
+def layout_at(ax: dict[str, tuple[int, ...]], flat_index: int, n_gpus: int) -> Layout:
+    """The Layout at ``flat_index`` of the grid of ``ax`` (as ``layout_grid`` lays it) on ``n_gpus``."""
+    names = list(ax)
+    idx = np.unravel_index(int(flat_index), [len(ax[k]) for k in names])
+    v = {a.name: a.default for a in AXES}
+    v.update({k: AXIS[k].value(ax[k][j]) for k, j in zip(names, idx)})
+    v["dp"] = n_gpus // (v["tp"] * v["pp"] * v["cp"])
+    v["sp"] = v["sp"] and v["tp"] > 1
+    return Layout(**v)
 
 
 def with_dp(L: LayoutArrays, n_gpus: np.ndarray) -> LayoutArrays:
@@ -120,4 +133,4 @@ def grid_size(L: LayoutArrays, *others: np.ndarray) -> int:
     return int(np.prod(np.broadcast_shapes(L.shape, *(np.shape(o) for o in others))))
 
 
-__all__ = ["LAYOUT_AXES", "ShapeGrid", "grid_size", "layout_grid", "resolve_axes", "with_dp"]
+__all__ = ["ShapeGrid", "grid_size", "layout_at", "layout_grid", "resolve_axes", "solve_axes", "with_dp"]

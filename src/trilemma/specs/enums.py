@@ -30,6 +30,19 @@ class Recompute(StrEnum):
     FULL = "full"  # store each layer's input, recompute the whole layer forward in backward
 
 
+class ZeroStage(int, Enum):
+    """ZeRO stage over data parallelism (Rajbhandari et al. 2020, arXiv 1910.02054 §5): what each
+    data-parallel rank shards. An int in JSON and on the command line."""
+
+    NONE = 0  # everything replicated (plain DDP)
+    ONE = 1  # optimizer states sharded (Megatron's distributed optimizer)
+    TWO = 2  # + gradients
+    THREE = 3  # + parameters (FSDP full shard)
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
 class FfnType(StrEnum):
     GELU = "gelu"  # 2 matrices: d×f, f×d
     RELU = "relu"  # 2 matrices (OPT)
@@ -59,3 +72,17 @@ class Optimizer(StrEnum):
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "nf4": 0.5,
 }
+
+
+class NCounts(StrEnum):
+    """Which parameters a scaling law's N counts (Hoffmann 2022 §3: all; Kaplan 2020 §2.1: non-embedding)."""
+
+    TOTAL = "total"  # every parameter, embeddings included (Hoffmann 2022, Besiroglu 2024)
+    NON_EMBEDDING = "non_embedding"  # embeddings (and an untied LM head) left out (Kaplan 2020 §2.1)
+
+
+class LossUnit(StrEnum):
+    """Unit of a scaling law's loss: cross-entropy per token (natural log) or per byte (base 2)."""
+
+    NATS_PER_TOKEN = "nats/token"
+    BITS_PER_BYTE = "bits/byte"

@@ -1,12 +1,12 @@
-"""Training plan (what to train on: stages of tokens / sequence / batch, precision, dtypes)
-and parallel layout (how the work is split over devices)."""
+"""Training plan: what to train on (stages of tokens / sequence / batch), precision, dtypes.
+The parallel layout (how the work is split over devices) is ``trilemma.specs.axes.Layout``."""
 
 from __future__ import annotations
 
 from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
-from trilemma.specs.enums import DTYPE_BYTES, Optimizer, Precision, Recompute
+from trilemma.specs.enums import DTYPE_BYTES, Optimizer, Precision
 
 
 class Stage(Spec):
@@ -77,22 +77,3 @@ class TrainingPlan(Spec):
     @property
     def total_tokens(self) -> float:
         return sum(s.tokens for s in self.stages)
-
-
-class Layout(Spec):
-    """A parallel layout. GPUs = tp × cp × pp × dp; EP is carved out of DP (Megatron-Core)."""
-
-    tp: int = Field(1, ge=1, description="tensor parallel degree")
-    pp: int = Field(1, ge=1, description="pipeline parallel degree")
-    dp: int = Field(1, ge=1, description="data parallel degree")
-    cp: int = Field(1, ge=1, description="context parallel degree")
-    ep: int = Field(1, ge=1, description="expert parallel degree (MoE); divides dp")
-    vp: int = Field(1, ge=1, description="virtual pipeline stages per device (interleaved 1F1B)")
-    sp: bool = Field(True, description="sequence parallelism with TP (Korthikanti 2022)")
-    zero: int = Field(1, ge=0, le=3, description="ZeRO stage over DP (3 = FSDP full shard)")
-    recompute: Recompute = Recompute.NONE
-    micro_batch: int = Field(1, ge=1, description="sequences per micro-batch")
-
-    @property
-    def n_gpus(self) -> int:
-        return self.tp * self.cp * self.pp * self.dp

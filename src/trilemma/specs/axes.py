@@ -1,0 +1,279 @@
+"""The registry of parallel-layout axes: each axis written once.
+
+An axis is a way of splitting one training step over devices (tensor, pipeline, data, context and
+expert parallelism, virtual pipeline stages, sequence parallelism, the ZeRO stage, recomputation,
+the micro-batch). Its entry gives everything the rest of trilemma derives from it:
+
+- the ``Layout`` spec's field (name, type, default, description) and its JSON key;
+- the CLI flag of ``estimate`` (``trilemma.cli``) and the parsing of its text, with one-line errors;
+- the candidate values ``estimate`` searches (a function of the model, GPU count and node) and the
+  trimmed set ``solve`` multiplies by shapes, GPU types and counts;
+- its legality rules, each with the reason bit and the sentence shown when a layout breaks it;
+- its integer code in the numpy arrays the estimators broadcast over (``estimate.layouts``);
+- its label in tables.
+
+Adding an axis is one entry here plus its memory and time terms (``estimate/memory.py``,
+``estimate/time.py``). The registry lives with the specs because ``Layout`` is built from it and
+dependencies point one way (specs ← estimate ← solve).
+
+Sources for the rules: Megatron-LM (Shoeybi et al. 2019; Narayanan et al. 2021, arXiv 2104.04473
+§2-3) for TP/PP/interleaving, Korthikanti et al. 2022 (arXiv 2205.05198) for SP and selective
+recomputation, Rajbhandari et al. 2020 (ZeRO) for the stages, Megatron-Core for CP (2·cp chunks
+for causal load balance) and for EP carved out of DP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+from pydantic import Field, create_model
+
+from trilemma.errors import InputError
+from trilemma.specs.base import Spec
+from trilemma.specs.enums import Recompute, ZeroStage
+
+# reason bits: why a layout cannot run (0 = legal). The per-axis ones are attached to their axis
+# below; the others concern the whole layout (estimate/layouts.py).
+R_GPUS = 1 << 0  # tp·cp·pp·dp ≠ number of GPUs
+R_HEADS = 1 << 1  # tp does not divide the attention (or kv) heads / ffn width
+R_LAYERS = 1 << 2  # pp·vp does not divide the layers
+R_BATCH = 1 << 3  # global batch not divisible by dp × micro-batch (explicit batch)
+R_DP_TOO_LARGE = 1 << 4  # rounding to dp × micro-batch moves the batch too far: GPUs DP cannot use
+R_ZERO_PP = 1 << 5  # ZeRO-2/3 with pipeline parallelism (unsupported by Megatron/DeepSpeed)
+R_EXPERTS = 1 << 6  # ep does not divide experts or dp; ep > 1 on a dense model
+R_SEQ = 1 << 7  # cp does not divide the sequence (2·cp for load-balanced causal CP)
+R_VP = 1 << 8  # virtual stages without pipeline parallelism
+R_OOM = 1 << 9  # does not fit in device memory
+
+
+class SearchContext(NamedTuple):
+    """What the candidate values of an axis may depend on."""
+
+    model: Any  # ModelSpec
+    n_gpus: int
+    gpus_per_node: int
+    max_seq: int  # tokens, the longest stage's sequence
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A legality rule: ``ok(model, L, seq_len)`` is a boolean array over layout rows ``L``."""
+
+    bit: int
+    text: str
+    ok: Callable[[Any, Any, int], Any]
+
+
+def _pow2_upto(n: int) -> list[int]:
+    out, k = [], 1
+    while k <= n:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One layout axis. Values are spec values (int, bool or an enum); ``code``/``value`` map them
+    to and from the int64 codes of the arrays."""
+
+    name: str  # Layout field, LayoutArrays column, JSON key, key of a pinned-axes dict
+    kind: type  # int, bool, Recompute, ZeroStage
+    default: Any
+    help: str
+    label: str  # in tables: "TP 8", "ZeRO-1"
+    flag: str | None  # CLI option of estimate; None: not a flag (dp follows from the GPU count)
+    estimate_values: Callable[[SearchContext], Sequence[Any]]
+    solve_values: Callable[[bool], Sequence[Any]] | None  # (any MoE model) → values; None: not searched
+    rules: tuple[Rule, ...] = ()
+    shown: Callable[[Any], bool] = lambda v: True  # in one-line summaries of a layout
+
+    @property
+    def choices(self) -> tuple[Any, ...] | None:
+        return tuple(self.kind) if isinstance(self.kind, type) and issubclass(self.kind, (Recompute, ZeroStage)) else None
+
+    @property
+    def field(self) -> str:
+        """The name errors use: the flag without dashes (``micro-batch``), or the field name."""
+        return self.flag.removeprefix("--").split("/")[0] if self.flag else self.name
+
+    def code(self, v: Any) -> int:
+        """The int64 code of a spec value (recompute: 0 none, 1 selective, 2 full)."""
+        if self.kind is Recompute:
+            return list(Recompute).index(Recompute(v))
+        return int(v)
+
+    def value(self, code: int) -> Any:
+        if self.kind is Recompute:
+            return list(Recompute)[int(code)]
+        if self.kind is bool:
+            return bool(code)
+        return self.kind(int(code))
+
+    def allowed(self) -> str:
+        """What is allowed, in the words of an error message."""
+        ch = self.choices
+        if ch is None:
+            return "a positive whole number"
+        words = [str(c) for c in ch]
+        return ", ".join(words[:-1]) + " or " + words[-1]
+
+    def check(self, v: Any) -> Any:
+        """A pinned value given through the Python API, validated; InputError otherwise."""
+        if self.kind is bool:
+            return int(bool(v))
+        if self.choices is not None:
+            try:
+                return self.kind(v)
+            except ValueError:
+                raise InputError(self.name, v, self.allowed()) from None
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InputError(self.name, v, self.allowed())
+        return int(v)
+
+    def parse(self, text: str | bool | None) -> Any:
+        """A CLI value (text, or a bool for a --x/--no-x switch) → spec value; None stays None."""
+        if text is None or self.kind is bool:
+            return text
+        if self.choices is not None:
+            for c in self.choices:
+                if str(text).strip().lower() == str(c):
+                    return c
+            raise InputError(self.field, text, self.allowed())
+        from trilemma.units import parse_count
+
+        v = parse_count(text, self.field)
+        if v != int(v) or v > MAX_DEGREE:
+            raise InputError(self.field, text, f"a positive whole number (at most {MAX_DEGREE:,})")
+        return int(v)
+
+
+#: beyond this the int64 layout arithmetic overflows (GPUs, sequence length, parallel degrees)
+MAX_DEGREE = 2**31 - 1
+
+
+def _heads_ok(m: Any, L: Any, seq: int) -> Any:
+    kv = m.kv_heads
+    ok = (m.n_heads % L.tp == 0) & ((kv % L.tp == 0) | (L.tp % kv == 0)) & (m.ffn_dim % L.tp == 0)
+    if m.is_moe:
+        ok &= m.expert_ffn % L.tp == 0
+    return ok
+
+
+def _experts_ok(m: Any, L: Any, seq: int) -> Any:
+    n_exp = max(m.n_experts, 1)
+    return (n_exp % L.ep == 0) & (L.dp % L.ep == 0) & (m.is_moe | (L.ep == 1))
+
+
+def _seq_ok(m: Any, L: Any, seq: int) -> Any:
+    chunks = np.where(L.cp > 1, 2 * L.cp, 1) if m.causal else L.cp
+    return seq % chunks == 0
+
+
+#: every axis, in the order of the Layout's fields and of its JSON
+AXES: tuple[Axis, ...] = (
+    Axis("tp", int, 1, "tensor parallel degree", "TP", "--tp",
+         # up to the scale-up domain, and beyond it only in powers of two up to 2× it
+         lambda c: _pow2_upto(min(c.n_gpus, 2 * c.gpus_per_node, c.model.n_heads)),
+         lambda moe: (1, 2, 4, 8),
+         (Rule(R_HEADS, "tp must divide the attention heads, the key/value heads (or be a multiple of them) "
+                        "and the FFN width", _heads_ok),)),
+    Axis("pp", int, 1, "pipeline parallel degree", "PP", "--pp",
+         lambda c: [p for p in _divisors(c.model.n_layers) if p <= min(c.n_gpus, 128)],
+         lambda moe: (1, 2, 4, 8, 16),
+         (Rule(R_LAYERS, "pp × virtual stages must divide the number of layers",
+               lambda m, L, s: m.n_layers % (L.pp * L.vp) == 0),)),
+    Axis("dp", int, 1, "data parallel degree", "DP", None, lambda c: [1], None),
+    Axis("cp", int, 1, "context parallel degree", "CP", "--cp",
+         lambda c: _pow2_upto(min(c.n_gpus, 32)) if c.max_seq >= 16384 else [1], None,
+         (Rule(R_SEQ, "cp must divide the sequence length (2·cp chunks for causal load balance)", _seq_ok),),
+         shown=lambda v: v > 1),
+    Axis("ep", int, 1, "expert parallel degree (MoE); divides dp", "EP", "--ep",
+         lambda c: _pow2_upto(min(c.n_gpus, c.model.n_experts)) if c.model.is_moe else [1],
+         lambda moe: (1, 2, 4, 8) if moe else None,
+         (Rule(R_EXPERTS, "ep must divide the number of experts and dp (and be 1 for a dense model)", _experts_ok),),
+         shown=lambda v: v > 1),
+    Axis("vp", int, 1, "virtual pipeline stages per device (interleaved 1F1B)", "VP", "--vp",
+         lambda c: [1, 2, 4], lambda moe: (1, 2),
+         (Rule(R_VP, "virtual pipeline stages need pp > 1", lambda m, L, s: ~((L.vp > 1) & (L.pp == 1))),),
+         shown=lambda v: v > 1),
+    Axis("sp", bool, True, "sequence parallelism with TP (Korthikanti 2022)", "SP", "--sp/--no-sp",
+         lambda c: [True], None, shown=lambda v: False),
+    Axis("zero", ZeroStage, ZeroStage.ONE, "ZeRO stage over DP, 0-3 (3 = FSDP full shard)", "ZeRO", "--zero",
+         lambda c: list(ZeroStage), lambda moe: (ZeroStage.ONE, ZeroStage.THREE),
+         (Rule(R_ZERO_PP, "ZeRO stage 2/3 cannot be combined with pipeline parallelism",
+               lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2))),)),
+    Axis("recompute", Recompute, Recompute.NONE, "activation recomputation: none, selective or full", "recompute",
+         "--recompute", lambda c: list(Recompute), lambda moe: tuple(Recompute)),
+    Axis("micro_batch", int, 1, "sequences per micro-batch", "micro-batch", "--micro-batch",
+         lambda c: [1, 2, 4, 8, 16, 32], lambda moe: (1, 2, 4, 8)),
+)
+
+AXIS: dict[str, Axis] = {a.name: a for a in AXES}
+
+#: whole-layout reasons (not tied to one axis) and every axis rule, in bit order
+REASONS: dict[int, str] = dict(sorted({
+    R_GPUS: "tp × cp × pp × dp must equal the number of GPUs",
+    R_BATCH: "the global batch (in sequences) must be a multiple of dp × micro-batch",
+    R_DP_TOO_LARGE: "the global batch cannot be rounded to a multiple of dp × micro-batch within tolerance: "
+                    "more data-parallel GPUs than the batch can use",
+    R_OOM: "out of memory",
+    **{r.bit: r.text for a in AXES for r in a.rules},
+}.items()))
+
+
+def reason_text(bits: int) -> list[str]:
+    return [txt for bit, txt in REASONS.items() if bits & bit]
+
+
+def _field(a: Axis) -> tuple[Any, Any]:
+    if a.kind is int:
+        return int, Field(a.default, ge=1, description=a.help)
+    return a.kind, Field(a.default, description=a.help)
+
+
+class _LayoutBase(Spec):
+    """A parallel layout. GPUs = tp × cp × pp × dp; EP is carved out of DP (Megatron-Core).
+    Its fields are the axes of ``trilemma.specs.axes.AXES``."""
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp  # type: ignore[attr-defined]
+
+    def summary(self) -> str:
+        """One line, as errors print it: ``tp=8 pp=1 dp=4 zero=1 recompute=none micro_batch=1``."""
+        return " ".join(f"{a.name}={_text(getattr(self, a.name))}" for a in AXES if a.shown(getattr(self, a.name)))
+
+    def label(self, sep: str = " · ", space: str = " ") -> str:
+        """For tables: ``TP 8 · PP 2 · DP 4 · ZeRO-1 · recompute none · micro-batch 1`` (SP shown when on)."""
+        parts = []
+        for a in AXES:
+            v = getattr(self, a.name)
+            if a.kind is bool:
+                if v and self.tp > 1:  # type: ignore[attr-defined]
+                    parts.append(a.label)
+            elif a.kind is ZeroStage:
+                parts.append(f"{a.label}-{_text(v)}")
+            elif a.shown(v):
+                parts.append(f"{a.label}{space}{_text(v)}")
+        return sep.join(parts)
+
+
+def _text(v: Any) -> str:
+    return str(int(v)) if isinstance(v, ZeroStage) else str(v)
+
+
+Layout = create_model("Layout", __base__=_LayoutBase, __module__=__name__,
+                      **{a.name: _field(a) for a in AXES})  # type: ignore[call-overload]
+Layout.__doc__ = _LayoutBase.__doc__
+
+
+__all__ = ["AXES", "AXIS", "Axis", "Layout", "MAX_DEGREE", "REASONS", "Rule", "SearchContext", "reason_text"]
