@@ -23,7 +23,8 @@ import pytest
 
 from trilemma.errors import InputError
 from trilemma.quality import get_law, predict_loss
-from trilemma.quality.fit import Runs, bootstrap, fit_point, fit_runs, leave_out, predict, read_runs
+from trilemma.quality.fit import Runs, bootstrap, fit_point, fit_runs, leave_out, read_runs
+from trilemma.quality.forms import chinchilla_loss as predict
 
 from clitools import run
 

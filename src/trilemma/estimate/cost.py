@@ -32,14 +32,31 @@ def gpu_hours(n_gpus: ArrayLike, wall_s: ArrayLike) -> ArrayLike:
     return n_gpus * wall_s / HOUR
 
 
+def wall_power_w(board_power_w: ArrayLike, power_fraction: float = 1.0, host_power_fraction: float = 0.0,
+                 pue: float = 1.0) -> ArrayLike:
+    """Average power drawn per device, W: board power × average power fraction × (1 + host share) × PUE.
+
+    Touvron et al. 2023 (arXiv 2302.13971 §6.1) and Luccioni et al. 2022 (arXiv 2211.02001) use
+    power fraction 1 (TDP) and a PUE; the defaults give the board power alone.
+    """
+    return board_power_w * power_fraction * (1 + host_power_fraction) * pue
+
+
+def energy_j(n_devices: ArrayLike, wall_s: ArrayLike, watts: ArrayLike) -> ArrayLike:
+    """Energy of a run, J: devices × wall-clock seconds × average power per device (``wall_power_w``)."""
+    return n_devices * wall_s * watts
+
+
 def run_cost(n_gpus: ArrayLike, wall_s: ArrayLike, price_usd_per_hour: float, board_power_w: float,
              power_fraction: float, host_power_fraction: float, pue: float,
              grid_kg_per_kwh: float) -> CostArrays:
+    """Device-hours, dollars (device-hours × USD per device-hour), energy (J) and CO2 (kg) of a run."""
     hours = gpu_hours(n_gpus, wall_s)
-    energy_j = hours * HOUR * board_power_w * power_fraction * (1 + host_power_fraction) * pue
-    return CostArrays(gpu_hours=hours, usd=hours * price_usd_per_hour, energy_j=energy_j,
-                      co2_kg=energy_j / KWH * grid_kg_per_kwh)
+    joules = energy_j(n_gpus, wall_s, wall_power_w(board_power_w, power_fraction, host_power_fraction, pue))
+    return CostArrays(gpu_hours=hours, usd=hours * price_usd_per_hour, energy_j=joules,
+                      co2_kg=joules / KWH * grid_kg_per_kwh)
 
 
-def household_years(energy_j: ArrayLike, household_kwh_per_year: float) -> ArrayLike:
-    return energy_j / KWH / household_kwh_per_year
+def household_years(joules: ArrayLike, household_kwh_per_year: float) -> ArrayLike:
+    """Energy as years of an average household's electricity use."""
+    return joules / KWH / household_kwh_per_year

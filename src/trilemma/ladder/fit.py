@@ -20,6 +20,7 @@ from trilemma.ladder.plan import rules
 from trilemma.quality.fit import FitReport, Runs, fit_runs
 from trilemma.quality.laws import write_law
 from trilemma.quality.predict import LossPrediction, predict_loss
+from trilemma.specs.enums import LossUnit, NCounts
 
 __all__ = ["TOKENIZER", "fit_ladder", "predict_held_out"]
 
@@ -33,7 +34,7 @@ def fit_ladder(records: list[dict[str, Any]], *, source: str, data: str, name: s
     d = np.array([float(r["D"]) for r in records])
     loss = np.array([float(r["loss"]) for r in records])
     runs = Runs(n, d, loss, source=source, columns=("N", "D", "loss"))
-    kw = {"name": name, "n_counts": "non_embedding", "loss_unit": "nats/token", "data": data, "tokenizer": TOKENIZER,
+    kw = {"name": name, "n_counts": NCounts.NON_EMBEDDING, "loss_unit": LossUnit.NATS_PER_TOKEN, "data": data, "tokenizer": TOKENIZER,
           "seed": seed, "holdout": 0.0}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         report = fit_runs(runs, n_boot=n_boot, **kw)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.quality.fit import predict as law_predict
+from trilemma.quality.forms import chinchilla_loss as law_predict
 from trilemma.report.figure import pyplot, save_figure
 
 __all__ = ["plot_ladder"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trilemma.errors import InputError, TrilemmaError
+from trilemma.estimate.cost import gpu_hours
 from trilemma.ladder.plan import (
     DEFAULT,
     TINY,
@@ -341,7 +342,7 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
             view: Any, out_dir: Path, runs_path: Path, price_h: float, machine_w: float, share: float, hw: Any,
             cores: int, plot: str | Path | None, warnings: list[str], notes: list[str], wall_s: float,
             dry_run: bool) -> LadderResult:
-    from trilemma.quality.fit import predict as law_predict
+    from trilemma.quality.forms import chinchilla_loss as law_predict
 
     rows = []
     for p in plan.runs:
@@ -360,7 +361,7 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
         rows.append(RunRow(status="resumed" if r.key in resumed else "done", loss=rec["loss"],
                            train_loss=m.get("train_loss"), train_s=m.get("train_s"), wall_s=m.get("wall_s"),
                            tokens_per_s=m.get("tokens_per_s"), energy_j=m.get("energy_j"),
-                           cost_usd=None if m.get("wall_s") is None else m["wall_s"] / 3600 * price_h * rec_share,
+                           cost_usd=None if m.get("wall_s") is None else gpu_hours(rec_share, m["wall_s"]) * price_h,
                            **base))
     held = None
     if prediction is not None:

@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.estimate.cost import energy_j
 from trilemma.ladder.plan import BETAS, RunSpec, Shape
 from trilemma.ladder.records import SCHEMA, append_record
 
@@ -248,7 +249,7 @@ def build_record(run: RunSpec, raw: dict[str, Any], view: CorpusView, *, predict
                      "diverged": raw["diverged"], "train_s": raw["train_s"], "eval_s": raw["eval_s"], "wall_s": wall,
                      "tokens_per_s": tokens_done / raw["train_s"] if raw["train_s"] > 0 else None,
                      "model_flop_per_token": run.model_flop_per_token, "model_flop": tokens_done * run.model_flop_per_token,
-                     "power_w": power_w, "energy_j": power_w * wall},
+                     "power_w": power_w, "energy_j": energy_j(1, wall, power_w)},
         "predicted": {"train_s": predicted_s, "hardware": hardware},
         "environment": {"torch": raw["torch"], "python": platform.python_version(), "platform": platform.platform(),
                         "threads": raw["threads"], "cores": os.cpu_count(), "pid": os.getpid(),

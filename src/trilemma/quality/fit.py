@@ -16,7 +16,7 @@ makes L-BFGS converge in far fewer steps.
 Uncertainty: bootstrap over runs (resample with replacement, refit from the point estimate), as
 Besiroglu et al. (4000 resamples) and Hoffmann Table 2 (10th/90th percentiles). Leave-out check: fit
 on all but the largest model sizes and report the error on those. L-BFGS is written out below (numpy
-only); matplotlib is imported inside ``plot_fit`` only.
+only). The plot of a fit is ``trilemma.report.fit_plot.plot_fit`` (quality imports no report module).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
+from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, Uncertainty
-from trilemma.report.figure import pyplot, save_figure
+from trilemma.specs.enums import LossUnit, NCounts
 
 DELTA = 1e-3  # Hoffmann 2022 App. D.2: Huber δ = 1e-3
 #: Hoffmann 2022 App. D.2 initialisation grid
@@ -360,12 +361,6 @@ def fit_point(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, delta: float = 
                     starts_at_best=at_best, d_term=d_term, message=str(best.message))
 
 
-def predict(constants: dict[str, float], n: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """E + A/N^α + B/D^β (Hoffmann 2022 Eq. 2)."""
-    c = constants
-    return c["E"] + c["A"] / np.asarray(n, float) ** c["alpha"] + c["B"] / np.asarray(d, float) ** c["beta"]
-
-
 def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *, n_boot: int = 200,
               seed: int = 0, delta: float = DELTA) -> tuple[np.ndarray, int]:
     """Refits on runs resampled with replacement, each started from the point estimate.
@@ -404,7 +399,7 @@ def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *
 
 def goodness(constants: dict[str, float], n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> dict[str, float]:
     """How well the law describes the runs it was fitted on."""
-    pred = predict(constants, n, d)
+    pred = chinchilla_loss(constants, n, d)
     res = loss - pred
     rel = res / loss
     ss_tot = float(((loss - loss.mean()) ** 2).sum())
@@ -431,7 +426,7 @@ def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float
     if (~held).sum() < MIN_RUNS or k - n_out < MIN_SIZES:
         return None
     f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts)
-    pred = predict(f.constants, n[held], d[held])
+    pred = chinchilla_loss(f.constants, n[held], d[held])
     rel = (pred - loss[held]) / loss[held]
     rows = [{"N": float(a), "D": float(b), "loss": float(c), "predicted": float(p), "rel_error": float(e)}
             for a, b, c, p, e in zip(n[held], d[held], loss[held], pred, rel)]
@@ -467,7 +462,7 @@ class FitReport:
         """The law first (linear constants), then its intervals, then the checks."""
         c = self.point.constants
         a = c["beta"] / (c["alpha"] + c["beta"]) if c["alpha"] + c["beta"] > 0 else float("nan")
-        pred = predict(c, self.runs.n, self.runs.d)
+        pred = chinchilla_loss(c, self.runs.n, self.runs.d)
         return {
             "law": {"form": "chinchilla", **{k: c[k] for k in PARAMS}},
             "ci": {"level": self.level, "method": f"bootstrap over runs, {len(self.samples)} refits, "
@@ -506,11 +501,21 @@ def _ci(samples: np.ndarray, level: float) -> dict[str, list[float]]:
     return out
 
 
-def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: str = "total", loss_unit: str = "nats/token",
+def _choice(enum: type[NCounts] | type[LossUnit], value: Any, field_: str) -> Any:
+    """``value`` as a member of ``enum`` (a StrEnum), else an InputError naming ``field_``."""
+    try:
+        return enum(str(value).strip().lower().replace("-", "_") if enum is NCounts else str(value))
+    except ValueError:
+        raise InputError(field_, value, " or ".join(m.value for m in enum)) from None
+
+
+def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCounts.TOTAL,
+             loss_unit: LossUnit | str = LossUnit.NATS_PER_TOKEN,
              data: str = "unknown data (say with --data)", tokenizer: str = "unknown tokenizer (say with --tokenizer)",
              n_boot: int = 200, level: float = DEFAULT_LEVEL, seed: int = 0, starts: int = 64,
              holdout: float = 0.2, delta: float = DELTA) -> FitReport:
     """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
+    counts, unit = _choice(NCounts, n_counts, "n-counts"), _choice(LossUnit, loss_unit, "loss-unit")
     check_enough(runs)
     n, d, loss = runs.n, runs.d, runs.loss
     warnings: list[str] = []
@@ -560,8 +565,8 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: str = "total", loss_
     if not point.d_term:
         notes.append(f"fitted at a single D = {d[0]:.4g} tokens: the law ignores D (B = beta = 0)")
     law = Law(
-        name=name, form=Form.CHINCHILLA, constants=MappingProxyType(dict(c)), n_counts=n_counts,
-        loss_unit=loss_unit, data=data, tokenizer=tokenizer,
+        name=name, form=Form.CHINCHILLA, constants=MappingProxyType(dict(c)), n_counts=counts,
+        loss_unit=unit, data=data, tokenizer=tokenizer,
         source=f"trilemma fit on {runs.source} ({len(n)} runs)", title=f"fitted on {Path(runs.source).name}",
         notes=tuple(notes), uncertainty=unc,
         fit_range=MappingProxyType({"N_min": float(n.min()), "N_max": float(n.max()),
@@ -570,54 +575,3 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: str = "total", loss_
     )
     return FitReport(law=law, point=point, samples=samples, level=level, ci=ci, gof=gof, leave_out=lo, runs=runs,
                      warnings=tuple(warnings))
-
-
-# ------------------------------------------------------------------ plot
-
-
-def plot_fit(report: FitReport, path: str | Path) -> Path:
-    """Loss vs N and loss vs D with the fitted law (matplotlib, imported here only)."""
-    plt = pyplot(path)
-    runs, c = report.runs, report.point.constants
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
-    cmap = plt.get_cmap("viridis")
-    ratio = runs.d / runs.n
-
-    def shade(v: np.ndarray | float, lo: float, hi: float) -> Any:
-        return cmap((np.log10(v) - lo) / max(hi - lo, 1e-9))
-
-    # loss vs N, coloured by tokens/parameter; the fit at constant tokens/parameter D = r·N
-    ax = axes[0]
-    rlo, rhi = np.log10(ratio.min()), np.log10(ratio.max())
-    ax.scatter(runs.n, runs.loss, c=shade(ratio, rlo, rhi), s=18, edgecolors="none")
-    grid = np.logspace(np.log10(runs.n.min()) - 0.1, np.log10(runs.n.max()) + 0.3, 200)
-    for r in np.unique(np.quantile(ratio, [0.0, 0.5, 1.0])):
-        ax.plot(grid, predict(c, grid, r * grid), color=shade(r, rlo, rhi), lw=1.4, label=f"fit at D/N = {r:.3g}")
-    ax.set_xlabel("parameters N")
-    # loss vs D, coloured by N; the fit at (up to five of) the model sizes
-    ax = axes[1]
-    nlo, nhi = np.log10(runs.n.min()), np.log10(runs.n.max())
-    ax.scatter(runs.d, runs.loss, c=shade(runs.n, nlo, nhi), s=18, edgecolors="none")
-    grid = np.logspace(np.log10(runs.d.min()) - 0.1, np.log10(runs.d.max()) + 0.3, 200)
-    g = size_groups(runs.n)
-    picks = np.unique(np.linspace(0, g.max(), min(5, g.max() + 1)).round().astype(int))
-    for k in picks:
-        nk = float(np.median(runs.n[g == k]))
-        ax.plot(grid, predict(c, nk, grid), color=shade(nk, nlo, nhi), lw=1.4, label=f"fit at N = {nk:.3g}")
-    ax.set_xlabel("tokens D")
-    for ax in axes[:2]:
-        ax.set_xscale("log")
-        ax.set_ylabel(f"final loss ({report.law.loss_unit})")
-        ax.legend(fontsize=8)
-    # observed vs predicted
-    ax = axes[2]
-    pred = predict(c, runs.n, runs.d)
-    ax.scatter(pred, runs.loss, c=shade(runs.n, nlo, nhi), s=18, edgecolors="none")
-    lims = [min(pred.min(), runs.loss.min()), max(pred.max(), runs.loss.max())]
-    ax.plot(lims, lims, color="grey", lw=1, ls="--")
-    ax.set_xlabel("predicted loss")
-    ax.set_ylabel("observed loss")
-    ax.set_title("colour: N (centre, right), D/N (left)", fontsize=8)
-    c_txt = f"E={c['E']:.3f}  A={c['A']:.4g}  B={c['B']:.4g}  alpha={c['alpha']:.3f}  beta={c['beta']:.3f}"
-    fig.suptitle(f"{report.law.name}: L = E + A/N^alpha + B/D^beta   ({c_txt})", fontsize=9)
-    return save_figure(fig, path)

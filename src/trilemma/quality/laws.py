@@ -38,7 +38,7 @@ else:  # pragma: no cover
 
 from trilemma.errors import InputError
 from trilemma.tomlw import toml_dumps
-from trilemma.specs.enums import StrEnum
+from trilemma.specs.enums import LossUnit, NCounts, StrEnum
 
 SCHEMA = "trilemma.law/1"
 
@@ -58,8 +58,8 @@ DEFAULT_LEVEL = 0.8
 N_DRAWS = 400
 DRAW_SEED = 20240416
 
-LOSS_UNITS = ("nats/token", "bits/byte")
-N_COUNTS = ("total", "non_embedding")
+LOSS_UNITS = tuple(u.value for u in LossUnit)  # ("nats/token", "bits/byte")
+N_COUNTS = tuple(c.value for c in NCounts)  # ("total", "non_embedding")
 
 
 class Form(StrEnum):
@@ -125,8 +125,8 @@ class Law:
     name: str
     form: Form
     constants: Mapping[str, float]
-    n_counts: str  # "total" (Hoffmann: all parameters incl. embeddings) or "non_embedding" (Kaplan)
-    loss_unit: str  # "nats/token" or "bits/byte"
+    n_counts: NCounts  # total (Hoffmann: all parameters incl. embeddings) or non_embedding (Kaplan)
+    loss_unit: LossUnit  # nats/token or bits/byte
     data: str
     tokenizer: str
     source: str
@@ -147,7 +147,7 @@ class Law:
 
     @property
     def n_counts_text(self) -> str:
-        return "all parameters, embeddings included" if self.n_counts == "total" else "non-embedding parameters"
+        return "all parameters, embeddings included" if self.n_counts is NCounts.TOTAL else "non-embedding parameters"
 
     @property
     def specificity_note(self) -> str:
@@ -236,12 +236,14 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
         if constants[k] < 0 or (k in positive and constants[k] == 0):
             raise _bad_law(where, f"`constants.{k}` to be {'positive' if k in positive else 'non-negative'}, "
                                   f"not {constants[k]}")
-    n_counts = str(doc.get("n_counts", "")).lower().replace("-", "_")
-    if n_counts not in N_COUNTS:
-        raise _bad_law(where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"')
-    loss_unit = str(doc.get("loss_unit", ""))
-    if loss_unit not in LOSS_UNITS:
-        raise _bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"')
+    try:
+        n_counts = NCounts(str(doc.get("n_counts", "")).lower().replace("-", "_"))
+    except ValueError:
+        raise _bad_law(where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"') from None
+    try:
+        loss_unit = LossUnit(str(doc.get("loss_unit", "")))
+    except ValueError:
+        raise _bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"') from None
     unc = _uncertainty(doc.get("uncertainty"), constants, where, lookup)
     rng = _num_table(doc.get("range"), where, "range") or None
     rep = _num_table(doc.get("repetition"), where, "repetition") or None

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
+from trilemma.quality.forms import tokens_for_loss as invert
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, get_law
 from trilemma.quality.predict import _effective, _form_loss, check_positive, precision_factor, predict_loss, result_dict
 
@@ -176,17 +177,10 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
 
 def tokens_for_loss(law: Law, c: Any, n: np.ndarray, target: float, u: float | None, kfac: float,
                     d_max: float = 1e18) -> np.ndarray:
-    """Training tokens D with L(N, D) = target for each N (inf where even ``d_max`` tokens fall short)."""
+    """Training tokens D with L(N, D) = target for each N (inf where even ``d_max`` tokens fall short);
+    the inverse is trilemma.quality.forms.tokens_for_loss (bisection in ln D from 1 token, 90 halvings)."""
     n = np.asarray(n, dtype=float)
-    lo = np.full_like(n, math.log(1.0))
-    hi = np.full_like(n, math.log(d_max))
-    reachable = _losses(law, c, n, np.exp(hi), u, kfac) <= target
-    for _ in range(90):  # bisection in ln D; the loss falls monotonically with D
-        mid = 0.5 * (lo + hi)
-        above = _losses(law, c, n, np.exp(mid), u, kfac) > target
-        lo = np.where(above, mid, lo)
-        hi = np.where(above, hi, mid)
-    return np.where(reachable, np.exp(hi), np.inf)
+    return invert(lambda d: _losses(law, c, n, d, u, kfac), target, n.shape, d_min=1.0, d_max=d_max, iters=90)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Final pre-training loss under a scaling law, with repeated data, low-precision training and a band.
 
-One formula, one place:
+The laws' formulas live in ``trilemma.quality.forms``; this module applies them:
 
 - chinchilla form (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2): L = E + A/N^α + B/D^β.
 - kaplan form (Kaplan et al. 2020, arXiv 2001.08361, Eq. 1.5 / 4.1): L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D.
@@ -14,20 +14,22 @@ One formula, one place:
   retrievable); see ``presets/precision.toml`` and the note every low-precision prediction carries.
 
 ``loss_mean`` is the vectorised point estimate the solver calls on millions of candidates;
-``predict_loss`` is one plan with its band, notes and warnings; ``loss_block`` is the JSON block of
-``trilemma estimate``.
+``predict_loss`` is one plan with its band, notes and warnings; ``predict_loss_block`` is the same for
+a ModelSpec (``trilemma estimate``'s loss, a LossPrediction whose ``to_dict()`` is its JSON block).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from trilemma.errors import InputError
+from trilemma.specs.enums import DTYPE_BYTES, LossUnit, NCounts, Precision
+from trilemma.quality.forms import chinchilla_loss, kaplan_loss
 from trilemma.quality.laws import (
     DEFAULT_LEVEL,
     Form,
@@ -39,8 +41,8 @@ from trilemma.quality.laws import (
 
 ArrayLike = Any
 
-#: Kumar 2024: the published laws were fitted on 16-bit training; at or above this, no penalty.
-_BITS = {"fp32": 32.0, "tf32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0}
+#: bits of each training precision: the dtype sizes of ``trilemma.specs.enums.DTYPE_BYTES`` × 8 bits per byte
+_BITS = {p.value: DTYPE_BYTES[p.value] * 8 for p in Precision}
 _BITS_RE = re.compile(r"^(?:int|fp|uint|e\dm\d-?)?(\d+(?:\.\d+)?)(?:-?bits?)?$")
 
 
@@ -92,7 +94,7 @@ def effective_params(params: ArrayLike, unique_seen: ArrayLike, r_n_star: float,
 
 
 def _params_for(law: Law, params_total: ArrayLike, params_non_embedding: ArrayLike) -> np.ndarray:
-    return np.asarray(params_non_embedding if law.n_counts == "non_embedding" else params_total, dtype=float)
+    return np.asarray(params_non_embedding if law.n_counts is NCounts.NON_EMBEDDING else params_total, dtype=float)
 
 
 def _effective(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, unique_tokens: ArrayLike | None,
@@ -112,10 +114,8 @@ def _effective(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, uni
 
 def _form_loss(law: Law, c: Mapping[str, Any], n_eff: np.ndarray, d_eff: np.ndarray) -> np.ndarray:
     if law.form is Form.KAPLAN:
-        # Kaplan 2020 Eq. 1.5: L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D
-        return ((c["N_c"] / n_eff) ** (c["alpha_N"] / c["alpha_D"]) + c["D_c"] / d_eff) ** c["alpha_D"]
-    # Hoffmann 2022 Eq. 2 (Muennighoff 2023 on N', D')
-    return c["E"] + c["A"] / n_eff ** c["alpha"] + c["B"] / d_eff ** c["beta"]
+        return kaplan_loss(c, n_eff, d_eff)
+    return chinchilla_loss(c, n_eff, d_eff)  # Muennighoff 2023: the same law on N', D'
 
 
 def _loss(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, unique_tokens: ArrayLike | None,
@@ -185,9 +185,9 @@ class LossPrediction:
     law: str
     law_source: str
     form: str
-    n_counts: str  # which parameters the law counts: "total" or "non_embedding"
+    n_counts: NCounts  # which parameters the law counts: total or non_embedding
     params_used: float  # N given to the law (its convention)
-    loss_unit: str
+    loss_unit: LossUnit
     data: str
     tokenizer: str
     tokens: float
@@ -291,22 +291,29 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
     )
 
 
-def loss_block(model_spec: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,
-               precision: Any = "bf16") -> dict[str, Any]:
-    """The ``loss`` block of ``trilemma estimate --json``: mean, low, high, interval, law, n_counts, ... .
+def predict_loss_block(model: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,
+                       precision: Any = "bf16") -> LossPrediction:
+    """The loss of a model (a ModelSpec) trained on ``tokens`` tokens: ``trilemma estimate``'s loss block.
 
-    ``model_spec`` is a ModelSpec; its parameter counts come from ``trilemma.estimate.params``.
+    Parameter counts come from ``trilemma.estimate.params``; a mixture of experts gets a note that the
+    laws were fitted on dense models. ``.to_dict()`` is the ``loss`` block of ``trilemma estimate --json``.
     """
     from trilemma.estimate.params import param_counts
 
-    p = param_counts(model_spec)
+    p = param_counts(model)
     pred = predict_loss(law, p.total, p.non_embedding, tokens, unique_tokens, precision)
-    doc = pred.to_dict()
-    if p.active != p.total:
-        doc["notes"].append(
-            f"mixture-of-experts: the laws were fitted on dense models; N = {'total' if pred.n_counts == 'total' else 'non-embedding'} "
-            f"parameters ({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic")
-    return doc
+    if p.active == p.total:
+        return pred
+    counted = "total" if pred.n_counts is NCounts.TOTAL else "non-embedding"
+    return replace(pred, notes=(*pred.notes,
+        f"mixture-of-experts: the laws were fitted on dense models; N = {counted} parameters "
+        f"({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic"))
+
+
+def loss_block(model_spec: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,
+               precision: Any = "bf16") -> dict[str, Any]:
+    """``predict_loss_block(...).to_dict()``: the ``loss`` block of ``trilemma estimate --json``."""
+    return predict_loss_block(model_spec, tokens, law, unique_tokens, precision).to_dict()
 
 
 def format_loss_line(block: Mapping[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
+from trilemma.estimate.cost import energy_j, wall_power_w
 from trilemma.solve.search import ConfigTable, params_of
 from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
 
@@ -65,27 +66,22 @@ class Corners:
 def rates(table: ConfigTable, goodput: float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
     g = table.gpu_idx
     price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
-    watts = np.array([h.board_power_w for h in table.gpus])[g] * energy["power_fraction"] * (
-        1 + energy["host_power_fraction"]) * energy["pue"]
+    watts = wall_power_w(np.array([h.board_power_w for h in table.gpus])[g], energy["power_fraction"],
+                         energy["host_power_fraction"], energy["pue"])
     spt = 1.0 / (table.tokens_per_s * goodput)
     n = table.n_gpus.astype(float)
     tot, non = params_of(table)
     prec = np.array([str(p) for p in table.precisions])[table.prec_idx]
     return Corners(s_per_token=spt, usd_per_token=spt * n * price / HOUR, gpu_hours_per_token=spt * n / HOUR,
-                   kwh_per_token=spt * n * watts / KWH, n_total=tot, n_non_embedding=non, precision=prec)
+                   kwh_per_token=energy_j(n, spt, watts) / KWH, n_total=tot, n_non_embedding=non, precision=prec)
 
 
 def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float, prec: np.ndarray) -> np.ndarray:
-    """Smallest D with loss(N, D) ≤ target (bisection in log D, vectorised); inf if unreachable."""
-    lo = np.full(n_tot.shape, math.log(D_MIN))
-    hi = np.full(n_tot.shape, math.log(D_MAX))
-    reach = loss_fn(n_tot, n_non, np.exp(hi), prec) <= target
-    for _ in range(48):
-        mid = 0.5 * (lo + hi)
-        ok = loss_fn(n_tot, n_non, np.exp(mid), prec) <= target
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-    return np.where(reach, np.exp(hi), np.inf)
+    """Smallest D in [D_MIN, D_MAX] with loss(N, D) ≤ target per configuration; inf if unreachable
+    (trilemma.quality.forms.tokens_for_loss: bisection in ln D, 48 halvings)."""
+    from trilemma.quality.forms import tokens_for_loss as invert
+
+    return invert(lambda d: loss_fn(n_tot, n_non, d, prec), target, n_tot.shape, d_min=D_MIN, d_max=D_MAX, iters=48)
 
 
 def cap_tokens(c: Corners, p: Pins) -> np.ndarray:
