@@ -22,7 +22,7 @@ import numpy as np
 
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
-from trilemma.specs import FfnType, ModelSpec, Optimizer, TrainingPlan
+from trilemma.specs import ModelSpec, Optimizer, TrainingPlan
 from trilemma.specs.enums import DTYPE_BYTES
 
 
@@ -113,7 +113,7 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
         mlp_in = e * sbd * r  # second norm's output (its input is the layer input, counted)
     else:
         mlp_in = 2 * e * sbd * r  # norm input + MLP input
-    k_f = 3 if m.ffn_type in (FfnType.SWIGLU, FfnType.GEGLU) else 2
+    k_f = m.ffn_matrices  # 3 gated (SwiGLU/GeGLU), else 2: ModelSpec.ffn_matrices
     if moe_layer:
         routed = m.top_k * (e * sbd / tp + k_f * e * sb * m.expert_ffn / tp)
         shared = m.n_shared_experts * k_f * e * sb * m.expert_ffn / tp
