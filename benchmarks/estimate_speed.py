@@ -22,6 +22,7 @@ import numpy as np
 from trilemma import api
 from trilemma.estimate.evaluate import best_row, evaluate
 from trilemma.estimate.layouts import LayoutArrays, candidate_layouts
+from trilemma.presets import constants
 from trilemma.specs import Layout
 
 MODEL, GPU, N_GPUS, TOKENS = "llama2-7b", "a100-80gb", 512, 2e12
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     m, _ = api.resolve_model(MODEL)
     cl = api.make_cluster(GPU, N_GPUS)
+    consts = constants()
     pl = api.make_plan(m, TOKENS)
     cands = candidate_layouts(m, cl.n_gpus, cl.node_size, None, max(s.seq_len for s in pl.stages))
     big = tile(cands, args.rows)
@@ -78,13 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     add("(a') estimate_plan() on prebuilt specs, search", len(cands), lambda: api.estimate_plan(m, cl, pl))
     add("(b0) candidate_layouts() enumeration", len(cands),
         lambda: candidate_layouts(m, cl.n_gpus, cl.node_size, None, max(s.seq_len for s in pl.stages)))
-    add("(b) evaluate() over candidate_layouts", len(cands), lambda: evaluate(m, cl, pl, cands))
-    add("(b') evaluate() + best_row over candidates", len(cands), lambda: best_row(evaluate(m, cl, pl, cands)))
-    add(f"(b'') evaluate() over candidates tiled to {len(big):,}", len(big), lambda: evaluate(m, cl, pl, big))
+    add("(b) evaluate() over candidate_layouts", len(cands), lambda: evaluate(m, cl, pl, cands, consts))
+    add("(b') evaluate() + best_row over candidates", len(cands), lambda: best_row(evaluate(m, cl, pl, cands, consts)))
+    add(f"(b'') evaluate() over candidates tiled to {len(big):,}", len(big), lambda: evaluate(m, cl, pl, big, consts))
     add("(c) estimate(), fully pinned Layout", 1, lambda: api.estimate(MODEL, GPU, N_GPUS, TOKENS, layout=pinned))
     add("(c') evaluate_layout() on prebuilt specs", 1, lambda: api.evaluate_layout(m, cl, pl, pinned))
     one = LayoutArrays.from_layouts([pinned])
-    add("(c'') evaluate() over one row", 1, lambda: evaluate(m, cl, pl, one))
+    add("(c'') evaluate() over one row", 1, lambda: evaluate(m, cl, pl, one, consts))
 
     print(f"trilemma planner speed: {MODEL} on {N_GPUS}x {GPU}, {TOKENS:.0e} tokens; "
           f"chosen layout tp={pinned.tp} pp={pinned.pp} dp={pinned.dp} zero={pinned.zero} "

@@ -99,9 +99,9 @@ def test_vectorised_and_scalar_evaluation_agree(name, gpus, seq, seed):
     plan = make_plan(m, 1e10, seq, seq * 256)
     cands = candidate_layouts(m, gpus, 8, None, seq)
     rows = np.random.default_rng(seed).choice(len(cands), size=min(12, len(cands)), replace=False)
-    ev = evaluate(m, cl, plan, cands)
+    ev = evaluate(m, cl, plan, cands, constants())
     for i in rows:
-        one = evaluate(m, cl, plan, LayoutArrays.from_layouts([cands.row(int(i))]))
+        one = evaluate(m, cl, plan, LayoutArrays.from_layouts([cands.row(int(i))]), constants())
         assert one.reasons[0] == ev.reasons[i]
         assert one.per_gpu_bytes[0] == pytest.approx(ev.per_gpu_bytes[i], rel=1e-12)
         assert one.total_s[0] == pytest.approx(ev.total_s[i], rel=1e-12)
@@ -112,7 +112,7 @@ def test_no_nan_anywhere_in_a_full_candidate_sweep():
     m = get_model("mixtral-8x7b")
     cl = make_cluster("h100-sxm", 256)
     plan = make_plan(m, 1e12, 4096, 4096 * 1024)
-    ev = evaluate(m, cl, plan, candidate_layouts(m, 256, 8, None, 4096))
+    ev = evaluate(m, cl, plan, candidate_layouts(m, 256, 8, None, 4096), constants())
     for arr in (ev.total_s, ev.per_gpu_bytes, ev.mfu, ev.cost.usd):
         assert np.all(np.isfinite(arr))
         assert np.all(np.asarray(arr) > 0)

@@ -12,7 +12,7 @@ from trilemma.cli import main
 from trilemma.errors import InfeasibleError
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.presets import get_hardware
+from trilemma.presets import constants, get_hardware
 from trilemma.shape import model_for_params
 from trilemma.solve import solve
 from trilemma.solve.search import search_configs
@@ -52,7 +52,7 @@ def test_vectorised_search_agrees_with_brute_force():
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
                 cl = make_cluster(hw, n)
                 lays = _all_layouts(n)
-                ev = evaluate(m, cl, plan, LayoutArrays.from_layouts(lays))
+                ev = evaluate(m, cl, plan, LayoutArrays.from_layouts(lays), constants())
                 ok = ev.reasons == 0
                 rows = np.nonzero((table.model_idx == mi) & (table.gpu_idx == gi) & (table.n_gpus == n))[0]
                 if not ok.any():

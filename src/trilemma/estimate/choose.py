@@ -10,43 +10,60 @@ from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
 from trilemma.estimate.layouts import LayoutArrays, candidate_layouts
 from trilemma.estimate.result import Estimate, from_evaluation
+from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
+from trilemma.specs.constants import Constants
 from trilemma.specs.axes import AXES, AXIS, R_DP_TOO_LARGE, R_OOM, reason_text
 
 
-def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout | dict | None = None,
-                  how: str = "given") -> Estimate:
-    """The fastest legal layout that fits, among those matching ``layout`` (a Layout pins every
-    axis; a dict pins the axes it names, by their names in trilemma.specs.axes). LayoutError with
-    the reason and what would work when none can run."""
+def pinned_axes(layout: Layout | dict | None) -> dict[str, object]:
+    """The axes a layout pins, by name, validated (InputError for a bad value or an unknown axis).
+    A Layout pins every axis; a dict the axes it names with a value other than None."""
     if isinstance(layout, Layout):
-        pinned = {a.name: a.check(getattr(layout, a.name)) for a in AXES}
-    else:
-        pinned = {}
-        for k, v in (layout or {}).items():
-            if k not in AXIS:
-                raise InputError("layout", k, "one of the axes " + ", ".join(AXIS))
-            if v is not None:
-                pinned[k] = AXIS[k].check(v)
+        return {a.name: a.check(getattr(layout, a.name)) for a in AXES}
+    pinned = {}
+    for k, v in (layout or {}).items():
+        if k not in AXIS:
+            raise InputError("layout", k, "one of the axes " + ", ".join(AXIS))
+        if v is not None:
+            pinned[k] = AXIS[k].check(v)
+    return pinned
+
+
+def evaluate_candidates(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, pinned: dict[str, object],
+                        consts: Constants) -> Evaluation | None:
+    """Every candidate layout matching ``pinned`` evaluated at once; None when there is none
+    (the pinned degrees do not multiply to a divisor of the GPU count)."""
     max_seq = max(s.seq_len for s in pl.stages)
     cands = candidate_layouts(m, cl.n_gpus, cl.node_size, pinned, max_seq)
-    if len(cands) == 0:
+    return evaluate(m, cl, pl, cands, consts) if len(cands) else None
+
+
+def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout | dict | None = None,
+                  how: str = "given", consts: Constants | None = None) -> Estimate:
+    """The fastest legal layout that fits, among those matching ``layout`` (see ``pinned_axes``).
+    LayoutError with the reason and what would work when none can run."""
+    consts = consts or constants()
+    pinned = pinned_axes(layout)
+    ev = evaluate_candidates(m, cl, pl, pinned, consts)
+    if ev is None:
         raise LayoutError(_no_candidates_message(m, cl, pinned))
-    ev = evaluate(m, cl, pl, cands)
     i = best_row(ev)
     if i is None:
         raise LayoutError(_explain_failure(m, cl, pl, ev, pinned))
-    return from_evaluation(m, how, cl, pl, ev, i, "given" if pinned else "auto")
+    return from_evaluation(m, how, cl, pl, ev, i, "given" if pinned else "auto", consts)
 
 
-def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout) -> Estimate:
+def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout,
+                    consts: Constants | None = None) -> Estimate:
     """All corners of one fully given layout, even when it does not fit (``memory.fits`` is then
     False); raises LayoutError only when the layout is illegal for reasons other than memory."""
-    ev = evaluate(m, cl, pl, LayoutArrays.from_layouts([layout]))
+    consts = consts or constants()
+    ev = evaluate(m, cl, pl, LayoutArrays.from_layouts([layout]), consts)
     bits = int(ev.reasons[0]) & ~R_OOM
     if bits:
         raise LayoutError(f"layout: {_lay(layout)} cannot run: " + "; ".join(reason_text(bits)))
-    return from_evaluation(m, "given", cl, pl, ev, 0, "given")
+    return from_evaluation(m, "given", cl, pl, ev, 0, "given", consts)
 
 
 def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
@@ -91,4 +108,4 @@ def _lay(a: Layout) -> str:
     return a.summary()
 
 
-__all__ = ["estimate_plan", "evaluate_layout"]
+__all__ = ["estimate_plan", "evaluate_candidates", "evaluate_layout", "pinned_axes"]

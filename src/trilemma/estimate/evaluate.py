@@ -17,8 +17,8 @@ from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
 from trilemma.estimate.time import TimeArrays, step_time
-from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, ModelSpec, TrainingPlan
+from trilemma.specs.constants import Constants
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,11 @@ class Evaluation:
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
-             consts: dict | None = None, n_gpus: np.ndarray | None = None) -> Evaluation:
+             consts: Constants, n_gpus: np.ndarray | None = None) -> Evaluation:
     """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
-    array fields (trilemma.solve.space.ShapeGrid); ``n_gpus`` an array of device counts that
-    broadcasts with the layouts (default: the cluster's)."""
-    consts = consts or constants()
+    array fields (trilemma.solve.space.ShapeGrid); ``consts`` the planner's constants
+    (trilemma.presets.constants() or a calibration's trial); ``n_gpus`` an array of device counts
+    that broadcasts with the layouts (default: the cluster's)."""
     pc = param_counts(model)
     capacity = cluster.hardware.hbm_bytes
     n = cluster.n_gpus if n_gpus is None else n_gpus

@@ -12,8 +12,9 @@ import numpy as np
 from trilemma.estimate.cost import household_years
 from trilemma.estimate.evaluate import Evaluation
 from trilemma.estimate.layouts import batch_sequences
-from trilemma.presets import calibration, constants
+from trilemma.presets import calibration
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
+from trilemma.specs.constants import Constants
 
 SCHEMA = "trilemma.estimate/1"
 
@@ -158,7 +159,8 @@ def _f(a: Any, i: int) -> float:
 
 
 def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation, i: int,
-            chosen: str) -> Estimate:
+                    chosen: str, consts: Constants) -> Estimate:
+    """Row ``i`` of an evaluation as the typed result; ``chosen`` is "auto" or "given"."""
     lay = ev.layouts.row(i)
     pc = ev.params
     # the stage with most tokens stands for the run in the top-level time/memory figures
@@ -185,7 +187,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                          price_date=hw.price_date if cl.price_usd_per_hour is None else "user",
                          price_source=hw.price_source if cl.price_usd_per_hour is None else "user",
                          energy_kwh=energy_j / 3.6e6, co2_kg=_f(ev.cost.co2_kg, i),
-                         household_years=float(household_years(energy_j, constants()["energy"]["household_kwh_per_year"])),
+                         household_years=float(household_years(energy_j, consts["energy"]["household_kwh_per_year"])),
                          pue=cl.pue, grid_kg_co2_per_kwh=cl.grid_kg_co2_per_kwh)
     stages = tuple(StageResult(tokens=s.tokens, seq_len=s.seq_len, global_batch_sequences=int(_f(a.batch_seqs, i)),
                                global_batch_tokens=_f(a.batch_seqs, i) * s.seq_len, micro_batches=_f(a.n_micro, i),

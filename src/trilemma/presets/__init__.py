@@ -27,6 +27,7 @@ else:  # pragma: no cover
 from trilemma.errors import InputError, UnknownPresetError
 from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
+from trilemma.specs.constants import Constants
 
 S = TypeVar("S", bound=Spec)
 
@@ -70,19 +71,19 @@ def regions() -> dict[str, dict[str, Any]]:
 
 
 @cache
-def constants() -> dict[str, Any]:
+def constants() -> Constants:
     """Stated defaults (constants.toml) overlaid with the fitted ones (calibrated.toml, written by
-    ``python scripts/calibrate.py``). Callers must not mutate the result."""
+    ``python scripts/calibrate.py``), frozen."""
     base = _read_toml("constants.toml")
     for section, values in calibration().get("constants", {}).items():
         base.setdefault(section, {}).update(values)
-    return base
+    return Constants(base)
 
 
 @cache
-def uncalibrated_constants() -> dict[str, Any]:
+def uncalibrated_constants() -> Constants:
     """constants.toml alone: the starting point of a fit."""
-    return _read_toml("constants.toml")
+    return Constants(_read_toml("constants.toml"))
 
 
 @cache

@@ -135,6 +135,8 @@ class Axis:
                 return self.kind(v)
             except ValueError:
                 raise InputError(self.name, v, self.allowed()) from None
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise InputError(self.name, v, self.allowed())
         return int(v)

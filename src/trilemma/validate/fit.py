@@ -15,7 +15,6 @@ rows: the honest estimate of error on a cluster the constants never saw.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -23,11 +22,13 @@ from typing import Any, Callable, Iterable
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
-from trilemma.specs.build import make_cluster
+from trilemma.estimate.choose import evaluate_candidates, pinned_axes
 from trilemma.estimate.evaluate import Evaluation, evaluate
-from trilemma.estimate.layouts import R_OOM, LayoutArrays, candidate_layouts
+from trilemma.estimate.layouts import R_OOM, LayoutArrays
 from trilemma.presets import constants as default_constants
 from trilemma.specs import Layout
+from trilemma.specs.build import make_cluster
+from trilemma.specs.constants import Constants
 from trilemma.units import DAY, HOUR
 from trilemma.validate import Case
 
@@ -60,32 +61,24 @@ class Prediction:
 
 # ------------------------------------------------------------------ prediction
 
-def with_params(consts: dict, values: dict[tuple[str, str], float]) -> dict:
-    out = copy.deepcopy(consts)
-    for (sec, key), v in values.items():
-        out[sec][key] = v
-    return out
+def with_params(consts: Constants, values: dict[tuple[str, str], float]) -> Constants:
+    return consts.with_values(values)
 
 
-def resolve_layout(case: Case, consts: dict) -> tuple[Layout | None, bool, str]:
+def resolve_layout(case: Case, consts: Constants) -> tuple[Layout | None, bool, str]:
     """The case's layout: the axes the row fixes, the rest searched (fastest legal, preferring
     layouts that fit). Returns (layout, fits, note)."""
     cl = make_cluster(case.hardware, case.n_gpus)
-    pinned = {k: v for k, v in case.layout.items() if v is not None}
-    if "sp" in pinned:
-        pinned["sp"] = int(bool(pinned["sp"]))
-    max_seq = max(s.seq_len for s in case.plan.stages)
-    cands = candidate_layouts(case.model, case.n_gpus, cl.node_size, pinned, max_seq)
-    if len(cands) == 0:
+    ev = evaluate_candidates(case.model, cl, case.plan, pinned_axes(case.layout), consts)
+    if ev is None:
         return None, False, "no candidate layout for the row's degrees"
-    ev = evaluate(case.model, cl, case.plan, cands, consts)
     legal = (ev.reasons & ~R_OOM) == 0
     if not legal.any():
         return None, False, "no legal layout for the row's configuration"
     fits = legal & (ev.reasons == 0)
     pool = fits if fits.any() else legal
     i = int(np.argmin(np.where(pool, ev.total_s, np.inf)))
-    return cands.row(i), bool(fits.any()), "" if fits.any() else "predicted out of memory"
+    return ev.layouts.row(i), bool(fits.any()), "" if fits.any() else "predicted out of memory"
 
 
 def metric_value(case: Case, ev: Evaluation, goodput: float) -> float:
@@ -115,7 +108,7 @@ def metric_value(case: Case, ev: Evaluation, goodput: float) -> float:
     raise ValueError(f"unknown metric {m}")
 
 
-def predict(cases: Iterable[Case], consts: dict, layouts: dict[tuple[str, int], tuple] | None = None) -> list[Prediction]:
+def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, int], tuple] | None = None) -> list[Prediction]:
     """Predict every case with ``consts``; ``layouts`` (kind, row) → (Layout, fits, note) skips the search."""
     out = []
     goodput = consts["run"]["goodput"]
@@ -139,7 +132,7 @@ def _log_residuals(preds: list[Prediction]) -> np.ndarray:
     return np.array([p.log_ratio for p in preds if p.log_ratio is not None])
 
 
-def fit_time(cases: list[Case], consts: dict, passes: int = 2) -> dict:
+def fit_time(cases: list[Case], consts: Constants, passes: int = 2) -> Constants:
     """Fit TIME_PARAMS on throughput cases; returns updated constants."""
     tcases = [c for c in cases if c.metric in TIME_METRICS]
     if not tcases:
@@ -163,7 +156,7 @@ def fit_time(cases: list[Case], consts: dict, passes: int = 2) -> dict:
     return consts
 
 
-def fit_goodput(cases: list[Case], consts: dict) -> dict:
+def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
     """Goodput from whole-run cases, with the time constants fixed."""
     rcases = [c for c in cases if c.metric in RUN_METRICS]
     if not rcases:
@@ -176,7 +169,7 @@ def fit_goodput(cases: list[Case], consts: dict) -> dict:
     return with_params(consts, {("run", "goodput"): goodput})
 
 
-def fit_memory(cases: list[Case], consts: dict) -> dict:
+def fit_memory(cases: list[Case], consts: Constants) -> Constants:
     """Framework overhead (bytes) and fragmentation (fraction) from memory cases."""
     mcases = [c for c in cases if c.metric == "peak_memory_bytes"]
     if len(mcases) < 2:
@@ -199,19 +192,19 @@ def fit_memory(cases: list[Case], consts: dict) -> dict:
                                 ("memory", "framework_overhead_bytes"): float(overhead)})
 
 
-def calibrate(cases: list[Case], consts: dict | None = None) -> dict:
+def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:
     """All fits in order: time constants, then goodput, then memory overheads."""
-    consts = copy.deepcopy(consts or default_constants())
+    consts = consts or default_constants()
     consts = fit_time(cases, consts)
     consts = fit_goodput(cases, consts)
     consts = fit_memory(cases, consts)
     return consts
 
 
-def loso(cases: list[Case], consts: dict | None = None,
+def loso(cases: list[Case], consts: Constants | None = None,
          progress: Callable[[str], None] | None = None) -> list[Prediction]:
     """Leave one source group out: calibrate without it, predict its cases."""
-    base = copy.deepcopy(consts or default_constants())
+    base = consts or default_constants()
     full = calibrate(cases, base)
     out: list[Prediction] = []
     for g in sorted({c.group for c in cases}):
@@ -219,7 +212,7 @@ def loso(cases: list[Case], consts: dict | None = None,
             progress(g)
         held = [c for c in cases if c.group == g]
         train = [c for c in cases if c.group != g]
-        cc = copy.deepcopy(full)
+        cc = full
         if any(c.metric in TIME_METRICS for c in held):
             cc = fit_time(train, base)
         if any(c.metric in RUN_METRICS for c in held):
