@@ -18,7 +18,7 @@ def _row(e: Any, loss: dict[str, Any]) -> list[str]:
     return [e.model.name, fmt_count(e.params["total"]), f"{e.cluster.n_gpus}× {e.cluster.hardware.name}",
             str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
             f"{loss['mean']:.3f} ({loss['low']:.3f}–{loss['high']:.3f})", f"{e.time.mfu:.0%}",
-            f"TP{lay.tp} PP{lay.pp} DP{lay.dp} Z{lay.zero} {lay.recompute} mb{lay.micro_batch}",
+            lay.label(compact=True),
             fmt_bytes(e.memory.per_gpu_bytes)]
 
 

@@ -39,10 +39,7 @@ def print_estimate(est: Any) -> None:
     head.add_row("training", f"{batch}, {est.plan.precision}")
     head.add_row("hardware", f"{cl.n_gpus}× {hw.name}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
                              f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device")
-    head.add_row("layout", f"TP {lay.tp} · PP {lay.pp}{f' (v={lay.vp})' if lay.vp > 1 else ''} · DP {lay.dp}"
-                           f"{f' · CP {lay.cp}' if lay.cp > 1 else ''}{f' · EP {lay.ep}' if lay.ep > 1 else ''}"
-                           f"{' · SP' if lay.sp and lay.tp > 1 else ''} · ZeRO-{lay.zero} · recompute {lay.recompute} · "
-                           f"micro-batch {lay.micro_batch} — "
+    head.add_row("layout", lay.label() + " — "
                            + ("fastest of %d candidates that fits" % est.candidates_evaluated
                               if est.layout_chosen == "auto" else "given"))
     c.print(head)

@@ -95,6 +95,7 @@ class Axis:
     solve_values: Callable[[bool], Sequence[Any]] | None  # (any MoE model) → values; None: not searched
     rules: tuple[Rule, ...] = ()
     shown: Callable[[Any], bool] = lambda v: True  # in one-line summaries of a layout
+    short: str | None = None  # label in compact summaries (default: ``label``)
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
@@ -212,11 +213,11 @@ AXES: tuple[Axis, ...] = (
     Axis("zero", ZeroStage, ZeroStage.ONE, "ZeRO stage over DP, 0-3 (3 = FSDP full shard)", "ZeRO", "--zero",
          lambda c: list(ZeroStage), lambda moe: (ZeroStage.ONE, ZeroStage.THREE),
          (Rule(R_ZERO_PP, "ZeRO stage 2/3 cannot be combined with pipeline parallelism",
-               lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2))),)),
+               lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2))),), short="Z"),
     Axis("recompute", Recompute, Recompute.NONE, "activation recomputation: none, selective or full", "recompute",
-         "--recompute", lambda c: list(Recompute), lambda moe: tuple(Recompute)),
+         "--recompute", lambda c: list(Recompute), lambda moe: tuple(Recompute), short=""),
     Axis("micro_batch", int, 1, "sequences per micro-batch", "micro-batch", "--micro-batch",
-         lambda c: [1, 2, 4, 8, 16, 32], lambda moe: (1, 2, 4, 8)),
+         lambda c: [1, 2, 4, 8, 16, 32], lambda moe: (1, 2, 4, 8), short="mb"),
 )
 
 AXIS: dict[str, Axis] = {a.name: a for a in AXES}
@@ -254,19 +255,19 @@ class _LayoutBase(Spec):
         """One line, as errors print it: ``tp=8 pp=1 dp=4 zero=1 recompute=none micro_batch=1``."""
         return " ".join(f"{a.name}={_text(getattr(self, a.name))}" for a in AXES if a.shown(getattr(self, a.name)))
 
-    def label(self, sep: str = " · ", space: str = " ") -> str:
-        """For tables: ``TP 8 · PP 2 · DP 4 · ZeRO-1 · recompute none · micro-batch 1`` (SP shown when on)."""
+    def label(self, compact: bool = False) -> str:
+        """For tables: ``TP 8 · PP 2 · DP 4 · SP · ZeRO-1 · recompute none · micro-batch 1``, or
+        compact: ``TP8 PP2 DP4 SP Z1 none mb1`` (SP shown when on; CP, EP, VP when above 1)."""
         parts = []
         for a in AXES:
             v = getattr(self, a.name)
+            name = a.short if compact and a.short is not None else a.label
             if a.kind is bool:
                 if v and self.tp > 1:  # type: ignore[attr-defined]
-                    parts.append(a.label)
-            elif a.kind is ZeroStage:
-                parts.append(f"{a.label}-{_text(v)}")
+                    parts.append(name)
             elif a.shown(v):
-                parts.append(f"{a.label}{space}{_text(v)}")
-        return sep.join(parts)
+                parts.append(f"{name}{'' if compact or a.kind is ZeroStage else ' '}{'-' if a.kind is ZeroStage and not compact else ''}{_text(v)}")
+        return (" " if compact else " · ").join(parts)
 
 
 def _text(v: Any) -> str:
