@@ -196,14 +196,17 @@ def validate(
     csv_path: Optional[str] = typer.Option(None, "--csv", help="also write one line per row to this CSV file"),
     live_loso: bool = typer.Option(False, "--loso", help="recompute leave-one-source-out now (about a minute) "
                                                           "instead of reading the last calibration's"),
+    data: Optional[str] = typer.Option(None, "--data", help="backtest your own measurements: a CSV in the "
+                                       "schema of trilemma/data/SCHEMA.md (step times, throughput or memory)"),
 ) -> None:
-    """Backtest the planner against the published runs, throughput and memory figures it ships with."""
+    """Backtest the planner against the published runs, throughput and memory figures it ships with,
+    or against your own measurements (--data FILE.csv)."""
     from trilemma.report.validate import print_validate, write_csv
     from trilemma.validate.run import run_validate
 
     if kind is not None and kind not in ("runs", "throughput", "memory"):
         raise InputError("kind", kind, "runs, throughput or memory")
-    doc = run_validate(kind, live_loso=live_loso)
+    doc = run_validate(kind, live_loso=live_loso, data=data)
     if csv_path:
         write_csv(doc, csv_path)
     if as_json:

@@ -13,7 +13,7 @@ import numpy as np
 from trilemma.presets import calibration, constants, uncalibrated_constants
 from trilemma.tomlw import toml_value
 from trilemma.validate import Skipped
-from trilemma.validate.cases import load_cases
+from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
                                    summarise)
 
@@ -40,15 +40,21 @@ def stored_loso() -> dict[tuple[str, int], float]:
 
 
 def run_validate(kind: str | None = None, live_loso: bool = False,
-                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Predict every case with the shipped constants; LOSO from the calibration (or recomputed)."""
-    cases, skipped = load_cases(None)
+                 progress: Callable[[str], None] | None = None, data: str | None = None) -> dict[str, Any]:
+    """Predict every case with the shipped constants; LOSO from the calibration (or recomputed).
+
+    ``data``: a user's CSV in the backtest schema (data/SCHEMA.md) instead of the shipped rows; its
+    leave-one-source-out figures are computed only with ``live_loso``."""
+    if data is None:
+        cases, skipped = load_cases(None)
+    else:
+        kind, cases, skipped = load_file(data, kind)
     consts = constants()
     preds = predict([c for c in cases if kind in (None, c.kind)], consts)
     if live_loso:
         lp = {(p.case.kind, p.case.row): p.predicted for p in loso(cases, uncalibrated_constants(), progress)}
     else:
-        lp = stored_loso()
+        lp = stored_loso() if data is None else {}
     rows = [row_dict(p, lp.get((p.case.kind, p.case.row))) for p in preds]
     summary = {}
     for k in KINDS:

@@ -1,0 +1,273 @@
+"""The column schema of backtest rows (``trilemma/data/{runs,throughput,memory}.csv`` and a user's own
+file for ``trilemma validate --data``), and reading a CSV into typed, checked rows.
+
+Every column the mapper reads is listed once in :data:`COLUMNS` with its type, allowed values, unit
+and whether it is required; ``data/SCHEMA.md`` documents the same list for people. A bad cell is an
+:class:`RowError` naming the file, the row, the column, the value and what is allowed. Columns of
+the published record (``*_published``, ``*_reported``, ``params`` …) are carried and ignored.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from trilemma.errors import InputError
+from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision
+from trilemma.validate import Metric
+
+__all__ = [
+    "ASSUMPTION_SEP",
+    "COLUMNS",
+    "PUBLISHED",
+    "Column",
+    "Row",
+    "RowError",
+    "parse_row",
+    "read_csv",
+    "read_text",
+]
+
+#: separates the phrases of the ``assumptions`` cell
+ASSUMPTION_SEP = " | "
+METRICS: tuple[str, ...] = get_args(Metric)
+_TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
+
+
+class RowError(InputError):
+    """One bad cell: ``FILE row N (line L), column C: 'V' is not allowed; expected …`` (exit status 2).
+
+    Rows count data rows from 1; the line counts the header too."""
+
+    def __init__(self, where: str, row: int, column: str, value: object, allowed: str) -> None:
+        self.row, self.column = row, column
+        super().__init__(f"{where} row {row} (line {row + 1}), column {column}", value, allowed)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: name, how a cell is read, what is allowed (in words), unit, required, meaning."""
+
+    name: str
+    parse: Callable[[str], Any]  # raises ValueError on a bad cell
+    allowed: str
+    unit: str = ""
+    required: bool = False
+    doc: str = ""
+
+
+def _int_ge(lo: int) -> Callable[[str], int]:
+    def parse(s: str) -> int:
+        v = float(s)
+        if not (math.isfinite(v) and v == int(v) and v >= lo):
+            raise ValueError(s)
+        return int(v)
+    return parse
+
+
+def _positive(s: str) -> float:
+    v = float(s)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(s)
+    return v
+
+
+def _bool(s: str) -> bool:
+    low = s.lower()
+    if low in _TRUE or low in _FALSE:
+        return low in _TRUE
+    raise ValueError(s)
+
+
+def _choice(values: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(s: str) -> str:
+        if s not in values:
+            raise ValueError(s)
+        return s
+    return parse
+
+
+def _enum_values(e: Any) -> tuple[str, ...]:
+    return tuple(x.value for x in e)
+
+
+def _text(s: str) -> str:
+    return s
+
+
+_POS, _WHOLE, _ZERO_UP = "a positive number", "a whole number ≥ 1", "a whole number ≥ 0"
+_BOOL = "true or false"
+
+
+def _one_of(values: tuple[str, ...]) -> str:
+    return "one of " + ", ".join(values)
+
+
+_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
+_C = Column
+COLUMNS: tuple[Column, ...] = (
+    # what the row is
+    _C("model", _text, "text", doc="the row's name as the source gives it (throughput and memory files: "
+       "`model_or_size`)"),
+    _C("source", _text, "text", doc="where the figures come from (paper, table, URL)"),
+    _C("notes", _text, "text", doc="free text for people; never read by the mapper"),
+    _C("group", _text, "text", doc="the leave-one-source-out unit (default: the source)"),
+    _C("skip_reason", _text, "text", doc="non-empty: the row is listed as skipped with this reason; nothing "
+       "else in it is read"),
+    _C("assumptions", _text, f"phrases separated by '{ASSUMPTION_SEP.strip()}'",
+       doc="what was assumed to write the row's plan; shown with each backtest row"),
+    # the figure to compare with
+    _C("metric", _choice(METRICS), _one_of(METRICS), required=True, doc="what `reported` measures"),
+    _C("reported", _positive, _POS, unit="by metric: gpu_hours h, days d, tokens_per_s_per_gpu tokens/s per "
+       "GPU, *_tflops_per_gpu TFLOP/s per GPU, mfu/hfu percent 0-100, step_s s, peak_memory_bytes GiB",
+       required=True, doc="the measured value"),
+    _C("flop_convention", _choice(("model", "hardware")), "model or hardware",
+       doc="how the source counts FLOPs: hardware FLOPs include recomputation; must agree with the metric "
+       "(mfu/model_tflops_per_gpu: model, hfu/hardware_tflops_per_gpu: hardware)"),
+    # hardware
+    _C("gpu", _text, "a hardware preset name (`trilemma presets hardware`)", required=True),
+    _C("n_gpus", _int_ge(1), _WHOLE, required=True, doc="devices in the measured job"),
+    _C("gpu_type", _text, "text", doc="the device as the source names it; with an override it names the "
+       "hardware in the output"),
+    _C("gpu_hbm_gib", _positive, _POS, unit="GiB", doc="device memory when it differs from the preset's"),
+    _C("gpu_power_w", _positive, _POS, unit="W", doc="board power when it differs from the preset's"),
+    # model
+    _C("model_preset", _text, "a model preset name (`trilemma presets models`)",
+       doc="the model; dimension columns given beside it override the preset's"),
+    _C("arch", _text, "a model preset name", doc="without model_preset: the preset whose block architecture "
+       "(norms, positions, MLP type, biases …) the row's dimensions are built in"),
+    _C("family", _text, "text", doc="family name of a model built from dimensions"),
+    _C("ffn_type", _choice(_enum_values(FfnType)), _one_of(_enum_values(FfnType))),
+    _C("position", _choice(_enum_values(PositionType)), _one_of(_enum_values(PositionType))),
+    _C("norm", _choice(_enum_values(NormType)), _one_of(_enum_values(NormType))),
+    _C("tied_embeddings", _bool, _BOOL),
+    _C("bias", _bool, _BOOL, doc="biases on the QKV, output and MLP projections"),
+    _C("n_layers", _int_ge(1), _WHOLE),
+    _C("d_model", _int_ge(1), _WHOLE),
+    _C("n_heads", _int_ge(1), _WHOLE),
+    _C("n_kv_heads", _int_ge(1), _WHOLE, doc="key/value heads (GQA/MQA); default n_heads"),
+    _C("head_dim", _int_ge(1), _WHOLE, doc="default d_model / n_heads"),
+    _C("ffn_dim", _int_ge(1), _WHOLE),
+    _C("vocab", _int_ge(1), _WHOLE),
+    _C("max_positions", _int_ge(1), _WHOLE, doc="learned positions: default seq_len"),
+    _C("seq_len", _int_ge(1), _WHOLE, unit="tokens", required=True),
+    # plan
+    _C("tokens", _positive, _POS, unit="tokens", doc="training tokens (runs: required for gpu_hours and days); "
+       "default 100 global batches (a rate needs only a step)"),
+    _C("global_batch", _positive, _POS, unit="sequences", doc="global batch; or give global_batch_tokens"),
+    _C("global_batch_tokens", _positive, _POS, unit="tokens"),
+    _C("batch_exact", _bool, _BOOL, doc="false: the batch is a target, rounded to a multiple of "
+       "dp × micro_batch (default true)"),
+    _C("grad_accum", _int_ge(1), _WHOLE, doc="with micro_batch and dp, gives the global batch when none is given"),
+    _C("precision", _choice(_enum_values(Precision)), _one_of(_enum_values(Precision)),
+       doc="compute precision (default bf16)"),
+    _C("flash", _bool, _BOOL, doc="FlashAttention (default true)"),
+    _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
+    _C("grad_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default fp32"),
+    _C("optimizer_state_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default that of the precision"),
+    # layout: an empty cell is searched, a given one is pinned
+    _C("tp", _int_ge(1), _WHOLE, doc="tensor parallel"),
+    _C("pp", _int_ge(1), _WHOLE, doc="pipeline parallel (must divide n_layers)"),
+    _C("vp", _int_ge(1), _WHOLE, doc="interleaved virtual stages per pipeline rank"),
+    _C("dp", _int_ge(1), _WHOLE, doc="data parallel"),
+    _C("cp", _int_ge(1), _WHOLE, doc="context parallel"),
+    _C("ep", _choice(("1",)), "1 (expert parallelism is not modelled)", doc="expert parallel"),
+    _C("sp", _bool, _BOOL, doc="sequence parallel (with tp > 1)"),
+    _C("zero", _int_ge(0), "0, 1, 2 or 3", doc="ZeRO stage (FSDP full shard = 3)"),
+    _C("recompute", _choice(("none", "selective", "full")), "none, selective or full"),
+    _C("micro_batch", _int_ge(1), _WHOLE, unit="sequences"),
+)
+_BY_NAME = {c.name: c for c in COLUMNS}
+LAYOUT_AXES = ("tp", "pp", "dp", "cp", "vp", "sp", "zero", "recompute", "micro_batch")
+
+#: the published record: carried as it was published, documented in data/README.md, never read
+PUBLISHED: frozenset[str] = frozenset({
+    "model_or_size", "params", "params_total", "params_active", "energy_mwh_reported", "co2_t_reported",
+    "gpu_hours_reported", "days_reported", "mfu_or_tflops_reported", "tflops_per_gpu_reported", "mfu_reported",
+    "step_time_s_reported", "tokens_per_s_reported", "peak_memory_gb_reported", "what_is_counted",
+    "zero_stage_or_fsdp",
+}) | {f"{c.name}_published" for c in COLUMNS}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One data row: its 0-based index, its label and its typed cells (empty cells left out)."""
+
+    index: int
+    label: str
+    cells: dict[str, Any]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.cells.get(name, default)
+
+
+def parse_row(raw: dict[str, str], index: int, where: str) -> Row:
+    """Typed cells of one CSV row; a bad cell raises :class:`RowError` (row numbers count from 1)."""
+    cells: dict[str, Any] = {}
+    for name, value in raw.items():
+        col = _BY_NAME.get(name)
+        text = (value or "").strip()
+        if col is None or not text:
+            continue
+        try:
+            v = col.parse(text)
+        except ValueError:
+            raise RowError(where, index + 1, name, text, col.allowed) from None
+        if name == "zero" and v > 3:
+            raise RowError(where, index + 1, name, text, col.allowed)
+        cells[name] = v
+    label = (raw.get("model") or raw.get("model_or_size") or "").strip() or f"row {index + 1}"
+    if not cells.get("skip_reason"):
+        for col in COLUMNS:
+            if col.required and col.name not in cells:
+                raise RowError(where, index + 1, col.name, None, col.allowed)
+    return Row(index=index, label=label, cells=cells)
+
+
+def read_text(text: str, where: str) -> list[dict[str, str]]:
+    """The raw rows of CSV text; a header with unknown or missing columns is an :class:`InputError`."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    unknown = [h for h in header if h not in _BY_NAME and h not in PUBLISHED]
+    if unknown:
+        raise InputError(f"{where} columns", ", ".join(unknown),
+                         "the backtest schema's columns (data/SCHEMA.md in the package), e.g. metric, reported, "
+                         "gpu, n_gpus, model_preset, seq_len, tp, pp, dp")
+    missing = [c.name for c in COLUMNS if c.required and c.name not in header]
+    if missing:
+        raise InputError(f"{where} columns", ", ".join(header) or "(none)",
+                         f"a header with the required columns {', '.join(missing)} (data/SCHEMA.md)")
+    rows = list(reader)
+    for i, r in enumerate(rows):
+        if None in r:
+            raise InputError(f"{where} row {i + 1}", f"{len(header) + len(r[None])} cells",
+                             f"{len(header)} cells, one per header column")
+    return rows
+
+
+def read_csv(path: str) -> tuple[str, list[dict[str, str]]]:
+    """(file name for messages, raw rows) of a user's CSV; any problem reading it is one InputError."""
+    where = os.path.basename(path) or path
+    if not os.path.exists(path):
+        raise InputError("--data", path, "an existing CSV file")
+    if os.path.isdir(path):
+        raise InputError("--data", path, "a CSV file, not a directory")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise InputError("--data", path, f"a readable CSV file ({exc.strerror})") from None
+    if b"\0" in data:
+        raise InputError("--data", path, "a text CSV file (this one is binary)")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("--data", path, "a UTF-8 text CSV file") from None
+    if not text.strip():
+        raise InputError("--data", path, "a CSV file with a header and at least one row (this one is empty)")
+    return where, read_text(text, where)
