@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import Enum
+
 
 class TrilemmaError(Exception):
     """Base class: every error trilemma raises on purpose."""
@@ -17,7 +19,8 @@ class InputError(TrilemmaError, ValueError):
         if value is None:
             super().__init__(f"{field}: missing; expected {allowed}")
         else:
-            super().__init__(f"{field}: {value!r} is not allowed; expected {allowed}")
+            shown = value.value if isinstance(value, Enum) else value  # a choice as the user typed it
+            super().__init__(f"{field}: {shown!r} is not allowed; expected {allowed}")
 
 
 class UnknownPresetError(InputError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,7 +23,8 @@ from trilemma.presets import constants, hardware_presets
 from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, candidate, choose_tokens, default_objective,
                                      explain_infeasible, frontier, rates, runners_up)
 from trilemma.solve.search import ConfigTable, search_configs
-from trilemma.specs import HardwareSpec, ModelSpec, Precision
+from trilemma.estimate.result import Estimate
+from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.units import parse_budget, parse_count, parse_duration
 
 SCHEMA = "trilemma.solve/1"
@@ -36,9 +37,12 @@ DEFAULT_BATCH_TOKENS = 4 * 2**20  # Llama 2's 4M-token batch (Touvron et al. 202
 
 @dataclass(frozen=True)
 class SolveResult:
-    optimum: Any  # trilemma.api.Estimate of the optimum, re-evaluated through estimate
+    """The optimum (re-evaluated through estimate), runners-up, pins and frontier of one solve."""
+
+    SCHEMA: ClassVar[str] = SCHEMA
+    optimum: Estimate
     optimum_loss: dict[str, Any]
-    runners_up: tuple[tuple[str, Any, dict[str, Any]], ...]  # (why, Estimate, loss block)
+    runners_up: tuple[tuple[str, Estimate, dict[str, Any]], ...]  # (why, Estimate, loss block)
     pins: Pins
     frontier: Frontier | None
     table: ConfigTable
@@ -47,7 +51,7 @@ class SolveResult:
     warnings: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        def plan(e: Any, loss: dict[str, Any], why: str | None = None) -> dict[str, Any]:
+        def plan(e: Estimate, loss: dict[str, Any], why: str | None = None) -> dict[str, Any]:
             d = e.to_dict()
             d["loss"] = loss
             if why:
@@ -140,13 +144,16 @@ def make_pins(deadline: str | float | None = None, budget: str | float | None = 
         raise InputError("target-loss", target_loss, "a positive loss in the law's unit (nats/token)")
     p = Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss)
     obj = minimize or default_objective(p)
-    if obj not in ("time", "cost", "loss", "energy"):
-        if not obj:
-            raise InputError("minimize", None, "time, cost, loss or energy (pin two of --deadline, --budget and "
-                             "--target-loss, or say what to minimise)")
-        raise InputError("minimize", obj, "time, cost, loss or energy")
+    choices = ", ".join(o.value for o in Objective)
+    if not obj:
+        raise InputError("minimize", None, f"{choices.replace(', energy', ' or energy')} (pin two of --deadline, "
+                         "--budget and --target-loss, or say what to minimise)")
+    try:
+        objective = Objective(obj)
+    except ValueError:
+        raise InputError("minimize", obj, choices.replace(", energy", " or energy")) from None
     return Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss,
-                minimize=obj)
+                minimize=objective)
 
 
 def solve(*, deadline: str | float | None = None, budget: str | float | None = None, target_loss: float | None = None,
@@ -190,7 +197,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
     picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
 
-    def realise(cand: Candidate):
+    def realise(cand: Candidate) -> tuple[Estimate, dict[str, Any]]:
         i = cand.row
         m = table.models[table.model_idx[i]]
         hw = table.gpus[table.gpu_idx[i]]

@@ -43,6 +43,15 @@ class ZeroStage(int, Enum):
         return str(self.value)
 
 
+class Objective(StrEnum):
+    """The corner `solve` optimises (the unpinned one by default)."""
+
+    TIME = "time"  # wall-clock seconds
+    COST = "cost"  # dollars
+    LOSS = "loss"  # the law's loss
+    ENERGY = "energy"  # joules
+
+
 class FfnType(StrEnum):
     GELU = "gelu"  # 2 matrices: d×f, f×d
     RELU = "relu"  # 2 matrices (OPT)
