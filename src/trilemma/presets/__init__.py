@@ -38,24 +38,38 @@ def _read_toml(rel: str) -> dict[str, Any]:
     return tomllib.loads(_ROOT.joinpath(rel).read_text(encoding="utf-8"))
 
 
+def _entry(name: str, fields: dict[str, Any], cls: type[S]) -> S:
+    """Validate one ``[name]`` table of a preset file into a spec (name and aliases filled in)."""
+    fields = {**fields, "aliases": tuple(fields.get("aliases", ()))}
+    fields.setdefault("name", name)
+    return cls.build(prefix=f"preset {name}", **fields)
+
+
 def _entries(table: dict[str, Any], cls: type[S]) -> dict[str, S]:
-    """Validate each ``[name]`` table of a preset file into a spec (name and aliases filled in)."""
-    out: dict[str, S] = {}
-    for name, fields in table.items():
-        fields = {**fields, "aliases": tuple(fields.get("aliases", ()))}
-        fields.setdefault("name", name)
-        out[name] = cls.build(prefix=f"preset {name}", **fields)
+    """Validate each ``[name]`` table of a preset file into a spec."""
+    return {name: _entry(name, fields, cls) for name, fields in table.items()}
+
+
+@cache
+def _model_tables() -> dict[str, dict[str, Any]]:
+    """Every model preset's raw table by canonical name, files in name order (parsed, not validated:
+    resolving one name validates only that entry)."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted(_ROOT.joinpath("models").iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".toml"):
+            out.update(tomllib.loads(f.read_text(encoding="utf-8")))
     return out
+
+
+@cache
+def _model(name: str) -> ModelSpec:
+    return _entry(name, _model_tables()[name], ModelSpec)
 
 
 @cache
 def model_presets() -> dict[str, ModelSpec]:
     """All model presets by canonical name, files in name order."""
-    out: dict[str, ModelSpec] = {}
-    for f in sorted(_ROOT.joinpath("models").iterdir(), key=lambda p: p.name):
-        if f.name.endswith(".toml"):
-            out.update(_entries(tomllib.loads(f.read_text(encoding="utf-8")), ModelSpec))
-    return out
+    return {name: _model(name) for name in _model_tables()}
 
 
 @cache
@@ -88,33 +102,51 @@ def uncalibrated_constants() -> Constants:
 
 @cache
 def calibration() -> dict[str, Any]:
-    """The last calibration: fitted constants, rows used, residuals, bands ({} if never run)."""
+    """The last calibration's fitted constants, bands and summaries ({} if never run), without its
+    per-row records: every estimate reads this, and the records (three quarters of the file,
+    written last by trilemma.validate.run) are parsed only by ``calibration_rows``."""
     f = _ROOT.joinpath("calibrated.toml")
-    return tomllib.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+    if not f.is_file():
+        return {}
+    text = f.read_text(encoding="utf-8")
+    head, sep, _ = text.partition("\n[[rows]]")
+    return tomllib.loads(head if sep else text)
+
+
+@cache
+def calibration_rows() -> list[dict[str, Any]]:
+    """The last calibration's per-row records: predicted, reported, leave-one-source-out predicted."""
+    f = _ROOT.joinpath("calibrated.toml")
+    return tomllib.loads(f.read_text(encoding="utf-8")).get("rows", []) if f.is_file() else []
 
 
 def _index(presets: dict[str, Any]) -> dict[str, str]:
+    """Lower-case name and alias → canonical name, for specs or raw preset tables."""
     idx: dict[str, str] = {}
     for name, spec in presets.items():
         idx[name.lower()] = name
-        for a in spec.aliases:
+        for a in (spec.get("aliases", ()) if isinstance(spec, dict) else spec.aliases):
             idx[a.lower()] = name
     return idx
 
 
-def _lookup(kind: str, name: str, presets: dict[str, Any]) -> Any:
+def _canonical(kind: str, name: str, presets: dict[str, Any]) -> str:
     idx = _index(presets)
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     if key in idx:
-        return presets[idx[key]]
+        return idx[key]
     close = difflib.get_close_matches(key, list(idx), n=8, cutoff=0.5)
     names = list(dict.fromkeys(idx[c] for c in close))[:3]  # canonical names, no repeats
     raise UnknownPresetError(kind, name, names)
 
 
+def _lookup(kind: str, name: str, presets: dict[str, Any]) -> Any:
+    return presets[_canonical(kind, name, presets)]
+
+
 def get_model(name: str) -> ModelSpec:
     """A model preset by name or alias (case-insensitive); suggests close names when unknown."""
-    return _lookup("models", name, model_presets())
+    return _model(_canonical("models", name, _model_tables()))
 
 
 def get_hardware(name: str) -> HardwareSpec:
@@ -130,7 +162,7 @@ def get_hardware(name: str) -> HardwareSpec:
 
 
 def is_model_preset(name: str) -> bool:
-    return name.strip().lower().replace("_", "-") in _index(model_presets())
+    return name.strip().lower().replace("_", "-") in _index(_model_tables())
 
 
 # ------------------------------------------------------------------ the user's hardware profiles

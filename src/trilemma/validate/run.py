@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from trilemma.presets import calibration, constants, uncalibrated_constants
+from trilemma.presets import calibration, calibration_rows, constants, uncalibrated_constants
 from trilemma.tomlw import toml_value
 from trilemma.validate import Skipped
 from trilemma.validate.cases import load_cases, load_file
@@ -35,7 +35,7 @@ def row_dict(p: Prediction, loso_pred: float | None = None) -> dict[str, Any]:
 
 def stored_loso() -> dict[tuple[str, int], float]:
     """LOSO predictions saved by the last calibration, by (kind, row)."""
-    return {(r["kind"], int(r["row"])): float(r["loso_predicted"]) for r in calibration().get("rows", [])
+    return {(r["kind"], int(r["row"])): float(r["loso_predicted"]) for r in calibration_rows()
             if r.get("loso_predicted") is not None}
 
 
