@@ -28,6 +28,8 @@ KWH = 3.6e6  # joules per kilowatt-hour
 GIB = 2.0**30
 GB = 1e9
 TERA = 1e12
+KILO = 1e3  # kWh → MWh, kg → t
+MEGA = 1e6  # $ → $M
 
 _NUM = r"((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
 #: thousands separators: only whole groups of three ("4,000,000"), so "1,5" is not read as 15
@@ -213,3 +215,8 @@ def fmt_usd(x: float) -> str:
     if x >= 1e4:
         return f"${x / 1e3:.0f}k"
     return f"${x:,.2f}"
+
+
+GIGA = 1e9  # SI giga: GFLOP/s in messages
+MIB = 2.0**20  # bytes per mebibyte
+WH = HOUR  # joules per watt-hour (1 W × 3600 s)

@@ -14,6 +14,7 @@ from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
 from trilemma.specs.constants import Constants
 from trilemma.specs.axes import AXES, AXIS, R_DP_TOO_LARGE, R_OOM, reason_text
+from trilemma.units import GIB
 
 
 def pinned_axes(layout: Layout | dict | None) -> dict[str, object]:
@@ -78,7 +79,7 @@ def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
 def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation, pinned: dict) -> str:
     bits = ev.reasons
     only_oom = bits == R_OOM
-    gib = 2.0**30
+    gib = GIB
     where = f"{m.name} on {cl.n_gpus}× {cl.hardware.name}"
     if only_oom.any():  # legal layouts exist, none fits: show the leanest
         j = int(np.argmin(np.where(only_oom, ev.per_gpu_bytes, np.inf)))

@@ -15,6 +15,7 @@ from trilemma.estimate.layouts import batch_sequences
 from trilemma.presets import calibration
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
 from trilemma.specs.constants import Constants
+from trilemma.units import KWH
 
 SCHEMA = "trilemma.estimate/1"
 
@@ -186,7 +187,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,
                          price_date=hw.price_date if cl.price_usd_per_hour is None else "user",
                          price_source=hw.price_source if cl.price_usd_per_hour is None else "user",
-                         energy_kwh=energy_j / 3.6e6, co2_kg=_f(ev.cost.co2_kg, i),
+                         energy_kwh=energy_j / KWH, co2_kg=_f(ev.cost.co2_kg, i),
                          household_years=float(household_years(energy_j, consts["energy"]["household_kwh_per_year"])),
                          pue=cl.pue, grid_kg_co2_per_kwh=cl.grid_kg_co2_per_kwh)
     stages = tuple(StageResult(tokens=s.tokens, seq_len=s.seq_len, global_batch_sequences=int(_f(a.batch_seqs, i)),

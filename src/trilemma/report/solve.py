@@ -10,7 +10,7 @@ from rich.table import Table
 from trilemma.errors import InputError
 from trilemma.report.figure import pyplot, save_figure
 from trilemma.report.table import _console
-from trilemma.units import fmt_bytes, fmt_count, fmt_duration, fmt_usd
+from trilemma.units import DAY, KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
 
 def _row(e: Any, loss: dict[str, Any]) -> list[str]:
@@ -33,7 +33,7 @@ def print_solve(r: Any) -> None:
     if p.budget_gpu_hours is not None:
         pinned.append(f"budget {p.budget_gpu_hours:,.0f} GPU-hours")
     if p.budget_kwh is not None:
-        pinned.append(f"budget {p.budget_kwh / 1e3:,.0f} MWh")
+        pinned.append(f"budget {p.budget_kwh / KILO:,.0f} MWh")
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
     t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")
@@ -45,8 +45,8 @@ def print_solve(r: Any) -> None:
         t.add_row(why, *_row(e, loss))
     c.print(t)
     o = r.optimum
-    c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / 1e3:,.1f} MWh, "
-            f"{o.cost.co2_kg / 1e3:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
+    c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / KILO:,.1f} MWh, "
+            f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
             f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
     c.print(f"loss: {r.optimum_loss.get('law')}: " + " ".join(r.optimum_loss.get("notes", [])[:1]))
     if r.frontier is not None:
@@ -87,10 +87,10 @@ def plot_frontier(r: Any, path: str) -> None:
     plt = pyplot(path)
     f, p = r.frontier, r.pins
     o = r.optimum
-    pts = {"time (days)": f.time_s / 86400, "cost ($M)": f.usd / 1e6, "loss": f.loss}
-    opt = {"time (days)": o.time.total_s / 86400, "cost ($M)": o.cost.usd / 1e6, "loss": r.optimum_loss["mean"]}
-    pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / 86400,
-            "cost ($M)": None if p.budget_usd is None else p.budget_usd / 1e6, "loss": p.target_loss}
+    pts = {"time (days)": f.time_s / DAY, "cost ($M)": f.usd / MEGA, "loss": f.loss}
+    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA, "loss": r.optimum_loss["mean"]}
+    pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / DAY,
+            "cost ($M)": None if p.budget_usd is None else p.budget_usd / MEGA, "loss": p.target_loss}
     pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     for ax, (x, y) in zip(axes, pairs):

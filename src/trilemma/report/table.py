@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trilemma.estimate.params import param_counts
-from trilemma.units import (fmt_bytes, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
+from trilemma.units import (KILO, fmt_bytes, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
                             fmt_usd)
 
 
@@ -75,8 +75,8 @@ def print_estimate(est: Any) -> None:
     ct.add_column()
     ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold]" + (f" ({fmt_usd(co.usd_low)} – {fmt_usd(co.usd_high)})" if band else "")
                + f" at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
-    ct.add_row("energy", f"{co.energy_kwh / 1e3:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
-    ct.add_row("CO2", f"{co.co2_kg / 1e3:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
+    ct.add_row("energy", f"{co.energy_kwh / KILO:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
+    ct.add_row("CO2", f"{co.co2_kg / KILO:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
     c.print(ct)
     if est.loss is not None:
         from trilemma.quality.predict import format_loss_line

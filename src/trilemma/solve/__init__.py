@@ -25,14 +25,14 @@ from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, cand
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.estimate.result import Estimate
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
-from trilemma.units import parse_budget, parse_count, parse_duration
+from trilemma.units import IEC, parse_budget, parse_count, parse_duration
 
 SCHEMA = "trilemma.solve/1"
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
 SIZES_PER_DECADE = 4
 DEFAULT_MAX_GPUS = 16384
 DEFAULT_SEQ = 4096
-DEFAULT_BATCH_TOKENS = 4 * 2**20  # Llama 2's 4M-token batch (Touvron et al. 2023 §2.2)
+DEFAULT_BATCH_TOKENS = 4 * IEC["Mi"]  # Llama 2's 4M-token batch (Touvron et al. 2023 §2.2)
 
 
 @dataclass(frozen=True)

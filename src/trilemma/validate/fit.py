@@ -29,7 +29,7 @@ from trilemma.presets import constants as default_constants
 from trilemma.specs import Layout
 from trilemma.specs.build import make_cluster
 from trilemma.specs.constants import Constants
-from trilemma.units import DAY, HOUR
+from trilemma.units import DAY, GIB, HOUR, TERA
 from trilemma.validate import Case
 
 #: (section, key, lower, upper) of the fitted time constants
@@ -94,9 +94,9 @@ def metric_value(case: Case, ev: Evaluation, goodput: float) -> float:
     if m == "tokens_per_s_per_gpu":
         return float(ev.tokens_per_s[0]) / n
     if m == "model_tflops_per_gpu":
-        return float(ev.mfu[0]) * peak / 1e12
+        return float(ev.mfu[0]) * peak / TERA
     if m == "hardware_tflops_per_gpu":
-        return float(ev.hfu[0]) * peak / 1e12
+        return float(ev.hfu[0]) * peak / TERA
     if m == "mfu":
         return float(ev.mfu[0])
     if m == "hfu":
@@ -185,7 +185,7 @@ def fit_memory(cases: list[Case], consts: Constants) -> Constants:
         rows.append([p.predicted / rep, 1.0 / rep])
         rhs.append(1.0 - p.predicted / rep)
     A, b = np.array(rows), np.array(rhs)
-    scale = np.array([1.0, 2.0**30])  # solve for overhead in GiB for conditioning
+    scale = np.array([1.0, GIB])  # solve for overhead in GiB for conditioning
     sol = lsq_linear(A * scale, b, bounds=([0.0, 0.0], [0.5, 8.0]))
     frag, overhead = sol.x * scale
     return with_params(consts, {("memory", "fragmentation"): float(frag),
