@@ -27,8 +27,13 @@ The rule (every choice is a published model's, so the shapes look like ones peop
   within 3.2 % of the target from 50M to 10T, and within about 2 % from 1B up (below 1B some
   bins hold no shape).
 
-Counts are those of :func:`trilemma.estimate.params.param_counts`, which the search reproduces in
-closed form for this one block (and which the tests check against it).
+Counts are those of :func:`trilemma.estimate.params.param_counts` (one layer's count and the count
+outside the layers, taken once per width from the spec the rule builds).
+
+The block and head rule are shared: :func:`llama_spec` builds the Llama-style block for this rule and for
+the ladder's small models (``trilemma.ladder.plan.Shape``: head width 16, at most 8 heads, tied
+embeddings, MLP width to a multiple of 8), and :func:`nearest_divisor` picks heads here, in the ladder
+and when the probe scales a preset down.
 """
 
 from __future__ import annotations
@@ -37,10 +42,14 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from typing import Any
+
 from trilemma.errors import InputError
 from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
+from trilemma.units import SI
 
-__all__ = ["MAX_TARGET", "model_for_params", "ASPECT_RANGE"]
+__all__ = ["ASPECT_RANGE", "MAX_TARGET", "heads_for_width", "llama_ffn", "llama_spec", "model_for_params",
+           "nearest_divisor"]
 
 #: d_model / n_layers allowed (Kaplan 2020 Fig. 5; GPT-3 125M … 175B)
 ASPECT_RANGE = (64.0, 128.0)
@@ -54,6 +63,60 @@ _BIN = math.log(1.02)  # bin width on a natural-log scale: 2 %
 _MIN_D, _SMALL_HEAD_UNTIL, _TP8_FROM, _MAX_D = 256, 2048, 4096, 65536
 _MIN_LAYERS = 2
 _TOLERANCE = 0.05  # a target the nearest shape misses by more than this is refused
+_FFN_MULTIPLE = 256  # Llama's multiple_of
+_ANY_VOCAB = 1  # a layer's count does not depend on the vocabulary
+
+
+def nearest_divisor(n: int, target: float, *, smallest: int = 1, log_scale: bool = True) -> int:
+    """The divisor of ``n`` (at least ``smallest``) nearest ``target``; ties go to the larger.
+
+    Nearness is on a log scale (a ratio: heads are a width divided by a head width); ``log_scale=False``
+    measures |divisor − target| instead, as the probe's scale-down of a preset always has.
+    """
+    def distance(k: int) -> float:
+        return abs(math.log(k / target)) if log_scale else abs(k - target)
+
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    divisors = {k for k in (*small, *(n // k for k in small)) if k >= smallest}
+    return min(divisors, key=lambda k: (distance(k), -k))
+
+
+def heads_for_width(d_model: int, head_width: float, *, min_heads: int = 1, max_heads: int | None = None) -> int:
+    """Attention heads of a model of width ``d_model``: the divisor of d_model nearest d_model / head_width
+    (log scale), the target clipped to [min_heads, max_heads]. Exact when head_width divides d_model."""
+    target = max(float(min_heads), d_model / head_width)
+    if max_heads is not None:
+        target = min(float(max_heads), target)
+    return nearest_divisor(d_model, target, smallest=min_heads)
+
+
+def llama_ffn(d_model: int, multiple_of: int) -> int:
+    """Llama's MLP width (Touvron et al. 2023, ``FeedForward`` in meta-llama/llama model.py): int(2·4d/3)
+    rounded up to a multiple of ``multiple_of`` (256 in Llama: 4096 → 11008)."""
+    hidden = int(2 * 4 * d_model / 3)
+    return multiple_of * -(-hidden // multiple_of)
+
+
+def llama_spec(n_layers: int, d_model: int, n_heads: int, *, vocab_size: int, tied_embeddings: bool,
+               ffn_multiple: int, n_kv_heads: int | None = None, prefix: str = "", **meta: Any) -> ModelSpec:
+    """The Llama block (Touvron et al. 2023 §2.2): pre-norm RMSNorm, SwiGLU MLP (``llama_ffn``), rotary
+    positions, no biases (heads: ``heads_for_width``). ``meta`` carries name, family, source and any
+    other ModelSpec field the caller sets (max_positions, seq_len)."""
+    return ModelSpec.build(
+        prefix=prefix, n_layers=n_layers, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, ffn_dim=llama_ffn(d_model, ffn_multiple), ffn_type=FfnType.SWIGLU,
+        vocab_size=vocab_size, tied_embeddings=tied_embeddings, position=PositionType.ROTARY, norm=NormType.RMSNORM,
+        qkv_bias=False, out_bias=False, mlp_bias=False, **meta)
+
+
+def _head_dim(d: int) -> int:
+    """64 below d_model 2048, 128 from there (module doc)."""
+    return 64 if d < _SMALL_HEAD_UNTIL else 128
+
+
+def _spec(d: int, n_layers: int, gqa: bool, vocab: int, **meta: Any) -> ModelSpec:
+    """This rule's model of width d and depth n_layers (GQA: 8 KV heads)."""
+    return llama_spec(n_layers, d, heads_for_width(d, _head_dim(d)), vocab_size=vocab, tied_embeddings=False,
+                      ffn_multiple=_FFN_MULTIPLE, n_kv_heads=GQA_KV_HEADS if gqa else None, **meta)
 
 
 @dataclass(frozen=True, order=True)
@@ -64,17 +127,11 @@ class _Shape:
 
     @property
     def head_dim(self) -> int:
-        return 64 if self.d_model < _SMALL_HEAD_UNTIL else 128
+        return _head_dim(self.d_model)
 
     @property
     def aspect(self) -> float:
         return self.d_model / self.n_layers
-
-
-def _ffn(d: int) -> int:
-    """Llama's MLP width: int(2·4d/3) rounded up to a multiple of 256."""
-    hidden = int(2 * 4 * d / 3)
-    return 256 * -(-hidden // 256)
 
 
 @lru_cache(maxsize=1)
@@ -85,16 +142,21 @@ def _widths() -> tuple[int, ...]:
             *range(_TP8_FROM, _MAX_D + 1, 1024))
 
 
+@lru_cache(maxsize=1024)
 def _per_layer(d: int, gqa: bool) -> int:
-    """Parameters in one layer: Q, O (d×d), K, V (d×d_kv), SwiGLU (3·d·f), two RMSNorms (2d)."""
-    head_dim = 64 if d < _SMALL_HEAD_UNTIL else 128
-    d_kv = GQA_KV_HEADS * head_dim if gqa else d
-    return 2 * d * d + 2 * d * d_kv + 3 * d * _ffn(d) + 2 * d
+    """Parameters in one layer (param_counts: Q, O, K, V, SwiGLU, two RMSNorms)."""
+    from trilemma.estimate.params import param_counts
+
+    return param_counts(_spec(d, 1, gqa, _ANY_VOCAB)).per_dense_layer
 
 
+@lru_cache(maxsize=4096)
 def _outside(d: int, vocab: int) -> int:
-    """Token embedding, untied LM head, final RMSNorm."""
-    return 2 * vocab * d + d
+    """Parameters outside the layers (param_counts: token embedding, untied LM head, final RMSNorm)."""
+    from trilemma.estimate.params import param_counts
+
+    one = param_counts(_spec(d, 1, False, vocab))
+    return one.total - one.per_dense_layer
 
 
 def _count(s: _Shape, vocab: int) -> int:
@@ -151,7 +213,7 @@ def _representative(k: int, vocab: int) -> _Shape | None:
         if _outside(d, vocab) >= math.exp((k + 1) * _BIN):
             break  # wider models only get bigger
         for gqa in (False, True):
-            if gqa and (d // (64 if d < _SMALL_HEAD_UNTIL else 128)) % GQA_KV_HEADS:
+            if gqa and (d // _head_dim(d)) % GQA_KV_HEADS:
                 continue
             lo, hi = _layer_range(d, gqa, vocab)
             b_lo, b_hi = _layers_in_bin(d, gqa, vocab, k)
@@ -200,7 +262,8 @@ def _nearest(target: float, vocab: int) -> _Shape | None:
 
 
 def _label(n: float) -> str:
-    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+    for unit in ("T", "B", "M", "K"):
+        scale = SI[unit]
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
     return f"{n:.3g}"
@@ -230,16 +293,11 @@ def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
                          f"{vocab_size} ({nearest}; small models are mostly their two "
                          f"{vocab_size}×d_model embedding tables)")
     d, layers, head_dim = shape.d_model, shape.n_layers, shape.head_dim
-    heads = d // head_dim
     kv = GQA_KV_HEADS if shape.gqa else None
-    return ModelSpec.build(
-        prefix="model_for_params",
+    return _spec(
+        d, layers, shape.gqa, vocab_size, prefix="model_for_params",
         name=f"auto-{_label(target)} (L={layers}, d={d})",
         family="auto",
-        n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=kv,
-        ffn_dim=_ffn(d), ffn_type=FfnType.SWIGLU, vocab_size=vocab_size, tied_embeddings=False,
-        position=PositionType.ROTARY, norm=NormType.RMSNORM,
-        qkv_bias=False, out_bias=False, mlp_bias=False,
         source=(f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, "
                 f"ffn 8/3·d to 256, "
                 f"d/L in [64, 128] nearest 90.5 (Kaplan 2020 Fig. 5), "

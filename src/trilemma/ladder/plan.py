@@ -56,7 +56,9 @@ from functools import lru_cache
 from typing import Any
 
 from trilemma.errors import InputError
-from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
+from trilemma.units import SI
+from trilemma.shape import heads_for_width, llama_spec
+from trilemma.specs import ModelSpec
 
 __all__ = [
     "DEFAULT",
@@ -77,7 +79,9 @@ BATCH_SEQS = 4  # sequences per optimizer step, every run (512 tokens)
 VOCAB = 256  # bytes
 ASPECT = 16  # d_model / layers
 HEAD_WIDTH = 16
+MIN_HEADS = 2
 MAX_HEADS = 8
+FFN_MULTIPLE = 8  # MLP width: Llama's 8/3·d rounded up to a multiple of 8 (Llama uses 256)
 MIN_LAYERS = 2
 #: LR_RULE: peak learning rate = LR_C · (N / 1e5)^(-LR_P), N non-embedding (see lr_sweep.md)
 LR_C = 3.5e-3
@@ -112,29 +116,25 @@ class Shape:
     heads: int
 
     def spec(self, seq: int = SEQ) -> ModelSpec:
-        d = self.d_model
-        return ModelSpec(name=f"ladder-{self.layers}x{d}", family="ladder", n_layers=self.layers, d_model=d,
-                         n_heads=self.heads, ffn_dim=8 * -(-8 * d // 24), ffn_type=FfnType.SWIGLU, vocab_size=VOCAB,
-                         tied_embeddings=True, position=PositionType.ROTARY, max_positions=seq, norm=NormType.RMSNORM,
-                         qkv_bias=False, out_bias=False, mlp_bias=False, seq_len=seq,
-                         source="trilemma ladder shape rule: Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), "
-                                "tied embeddings, d_model/layers = 16, head width 16 (at most 8 heads), bytes")
+        """The shape as a ModelSpec: trilemma.shape's Llama block, tied, bytes, MLP width to a multiple of 8."""
+        return llama_spec(self.layers, self.d_model, self.heads, vocab_size=VOCAB, tied_embeddings=True,
+                          ffn_multiple=FFN_MULTIPLE, name=f"ladder-{self.layers}x{self.d_model}", family="ladder",
+                          max_positions=seq, seq_len=seq,
+                          source="trilemma ladder shape rule: Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), "
+                                 "tied embeddings, d_model/layers = 16, head width 16 (at most 8 heads), bytes")
 
     @property
     def name(self) -> str:
         return f"{self.layers}x{self.d_model}"
 
 
-def _divisor_near(n: int, target: float) -> int:
-    return min((d for d in range(2, n + 1) if n % d == 0), key=lambda d: (abs(math.log(d / target)), -d))
-
-
 def shape_for_width(d_model: int) -> Shape:
-    """The rule's shape of a given width (multiple of 8, at least 16)."""
+    """The rule's shape of a given width (multiple of 8, at least 16): trilemma.shape's heads rule with head
+    width HEAD_WIDTH (2 to MAX_HEADS heads), layers = max(MIN_LAYERS, d_model / ASPECT)."""
     if d_model < 16 or d_model % 8:
         raise InputError("width", d_model, "a multiple of 8, at least 16")
     return Shape(layers=max(MIN_LAYERS, round(d_model / ASPECT)), d_model=d_model,
-                 heads=_divisor_near(d_model, min(float(MAX_HEADS), max(2.0, d_model / HEAD_WIDTH))))
+                 heads=heads_for_width(d_model, HEAD_WIDTH, min_heads=MIN_HEADS, max_heads=MAX_HEADS))
 
 
 @lru_cache(maxsize=4096)
@@ -233,7 +233,7 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.shape.name} N={self.n / 1e3:.0f}k D/N={self.tokens_per_param:g}"
+        return f"{self.shape.name} N={self.n / SI['k']:.0f}k D/N={self.tokens_per_param:g}"
 
 
 def make_run(role: str, shape: Shape, ratio: float, *, seed: int = 0, eval_tokens: int = EVAL_TOKENS,

@@ -48,19 +48,15 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 
 # ------------------------------------------------------------------ model
 
-def _divisor_near(n: int, target: int) -> int:
-    """The divisor of n closest to target (ties: the larger)."""
-    return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: (abs(d - target), -d))
-
-
 def probe_model(model: str | ModelSpec | None = None, *, layers: int | None = None, d_model: int | None = None,
                 heads: int | None = None, kv_heads: int | None = None, ffn: int | None = None,
                 vocab: int | None = None) -> tuple[ModelSpec, str]:
     """The model to train and how it was chosen. Dimensions given replace the base model's and the
     rest follow its proportions (head width, GQA ratio, ffn/d_model); a scaled-down model reads
     bytes, so its vocabulary becomes 256 unless ``vocab`` is given."""
-    from trilemma.specs.build import resolve_model
     from trilemma.presets import get_model
+    from trilemma.shape import nearest_divisor
+    from trilemma.specs.build import resolve_model
 
     dims = {"layers": layers, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab}
     for k, v in dims.items():
@@ -79,13 +75,13 @@ def probe_model(model: str | ModelSpec | None = None, *, layers: int | None = No
     if dims["heads"]:
         h = dims["heads"]
     elif dims["d_model"]:
-        h = _divisor_near(d, max(1, round(d / base.d_head)))
+        h = nearest_divisor(d, max(1, round(d / base.d_head)), log_scale=False)
     else:
         h = base.n_heads
     if d % h:
         raise InputError("heads", h, f"a divisor of d-model ({d})")
     group = base.n_heads // base.kv_heads
-    kv = dims["kv_heads"] or (1 if base.kv_heads == 1 else _divisor_near(h, max(1, h // group)))
+    kv = dims["kv_heads"] or (1 if base.kv_heads == 1 else nearest_divisor(h, max(1, h // group), log_scale=False))
     if h % kv:
         raise InputError("kv-heads", kv, f"a divisor of heads ({h})")
     scale = d / base.d_model
