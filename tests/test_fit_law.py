@@ -20,13 +20,12 @@ from importlib import resources
 
 import numpy as np
 import pytest
+from clitools import run
 
 from trilemma.errors import InputError
 from trilemma.quality import get_law, predict_loss
 from trilemma.quality.fit import Runs, bootstrap, fit_point, fit_runs, leave_out, read_runs
 from trilemma.quality.forms import chinchilla_loss as predict
-
-from clitools import run
 
 TRUTH = {"E": 1.8, "A": 400.0, "B": 1500.0, "alpha": 0.34, "beta": 0.36}
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-
 from typing import Any
 
 from trilemma.errors import InputError

@@ -56,9 +56,9 @@ from functools import lru_cache
 from typing import Any
 
 from trilemma.errors import InputError
-from trilemma.units import SI
 from trilemma.shape import heads_for_width, llama_spec
 from trilemma.specs import ModelSpec
+from trilemma.units import SI
 
 __all__ = [
     "DEFAULT",
@@ -346,8 +346,8 @@ def worker_hardware(hw: Any, workers: int) -> Any:
 def predict_run_s(run: RunSpec, hw: Any) -> float:
     """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss)."""
     from trilemma.estimate.choose import evaluate_layout
-    from trilemma.specs.build import make_cluster, make_plan
     from trilemma.specs import DtypeSpec, Layout, Recompute
+    from trilemma.specs.build import make_cluster, make_plan
 
     spec = run.shape.spec(run.seq)
     gbt = float(run.tokens_per_step)

@@ -12,7 +12,13 @@ Nothing heavy is imported here: matplotlib loads inside plotting only, and the f
 from __future__ import annotations
 
 from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, Law, get_law, law_names
-from trilemma.quality.predict import LossPrediction, loss_block, loss_mean, predict_loss, predict_loss_block
+from trilemma.quality.predict import (
+    LossPrediction,
+    loss_block,
+    loss_mean,
+    predict_loss,
+    predict_loss_block,
+)
 
 __all__ = ["DEFAULT_LAW", "DEFAULT_LAW_REASON", "Law", "LossPrediction", "get_law", "law_names", "loss_block",
            "loss_mean", "predict_loss", "predict_loss_block"]

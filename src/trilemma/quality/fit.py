@@ -501,7 +501,7 @@ def _ci(samples: np.ndarray, level: float) -> dict[str, list[float]]:
     return out
 
 
-def _choice(enum: type[NCounts] | type[LossUnit], value: Any, field_: str) -> Any:
+def _choice(enum: type[NCounts | LossUnit], value: Any, field_: str) -> Any:
     """``value`` as a member of ``enum`` (a StrEnum), else an InputError naming ``field_``."""
     try:
         return enum(str(value).strip().lower().replace("-", "_") if enum is NCounts else str(value))

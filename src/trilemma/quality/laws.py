@@ -37,8 +37,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from trilemma.errors import InputError
-from trilemma.tomlw import toml_dumps
 from trilemma.specs.enums import LossUnit, NCounts, StrEnum
+from trilemma.tomlw import toml_dumps
 
 SCHEMA = "trilemma.law/1"
 

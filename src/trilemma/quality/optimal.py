@@ -27,7 +27,15 @@ import numpy as np
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.quality.forms import tokens_for_loss as invert
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, get_law
-from trilemma.quality.predict import _effective, _form_loss, check_positive, precision_factor, predict_loss, result_dict
+from trilemma.quality.predict import (
+    _effective,
+    _form_loss,
+    check_positive,
+    precision_factor,
+    predict_loss,
+    result_dict,
+)
+from trilemma.specs.enums import LossUnit, NCounts
 
 FLOP_CONVENTION = "training C = 6·N·D, inference 2·N per token; N as the law counts it"
 _RATIO_MIN, _RATIO_MAX, _GRID = 1e-2, 1e5, 1601  # tokens/parameter searched by the numeric optimum
@@ -101,8 +109,8 @@ class Allocation:
     tokens_low: float
     tokens_high: float
     loss: dict[str, Any]  # predict_loss at (N*, D*): mean, low, high, interval, ...
-    n_counts: str
-    loss_unit: str
+    n_counts: NCounts
+    loss_unit: LossUnit
     method: str
     flop_convention: str
     exponent_a: float | None  # N* ∝ C^a (closed form only)
@@ -201,8 +209,8 @@ class InferenceAllocation:
     chinchilla_tokens: float
     chinchilla_total_flops: float
     saving: float  # 1 − total / chinchilla_total
-    n_counts: str
-    loss_unit: str
+    n_counts: NCounts
+    loss_unit: LossUnit
     method: str
     flop_convention: str
     notes: tuple[str, ...]

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
-from trilemma.specs.enums import DTYPE_BYTES, LossUnit, NCounts, Precision
 from trilemma.quality.forms import chinchilla_loss, kaplan_loss
 from trilemma.quality.laws import (
     DEFAULT_LEVEL,
@@ -38,6 +37,7 @@ from trilemma.quality.laws import (
     precision_constants,
     repetition_constants,
 )
+from trilemma.specs.enums import DTYPE_BYTES, LossUnit, NCounts, Precision
 
 ArrayLike = Any
 
@@ -305,9 +305,9 @@ def predict_loss_block(model: Any, tokens: float, law: Law | str | None = None, 
     if p.active == p.total:
         return pred
     counted = "total" if pred.n_counts is NCounts.TOTAL else "non-embedding"
-    return replace(pred, notes=(*pred.notes,
-        f"mixture-of-experts: the laws were fitted on dense models; N = {counted} parameters "
-        f"({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic"))
+    moe = (f"mixture-of-experts: the laws were fitted on dense models; N = {counted} parameters "
+           f"({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic")
+    return replace(pred, notes=(*pred.notes, moe))
 
 
 def loss_block(model_spec: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,

@@ -10,7 +10,6 @@ so each configuration's corners follow without another search.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
