@@ -109,10 +109,10 @@ def test_frontier_has_no_dominated_plan(base):
 
 
 def test_loosening_a_pin_never_makes_the_optimum_worse(base):
-    loss0 = base.optimum_loss["mean"]
-    assert solve(deadline="45d", budget="$2M", **SMALL).optimum_loss["mean"] <= loss0 + 1e-12
-    assert solve(deadline="30d", budget="$3M", **SMALL).optimum_loss["mean"] <= loss0 + 1e-12
-    target = base.optimum_loss["mean"] + 0.05
+    loss0 = base.optimum_loss.mean
+    assert solve(deadline="45d", budget="$2M", **SMALL).optimum_loss.mean <= loss0 + 1e-12
+    assert solve(deadline="30d", budget="$3M", **SMALL).optimum_loss.mean <= loss0 + 1e-12
+    target = base.optimum_loss.mean + 0.05
     cheap = solve(deadline="30d", target_loss=target, **SMALL).optimum.cost.usd
     assert solve(deadline="60d", target_loss=target, **SMALL).optimum.cost.usd <= cheap * (1 + 1e-12)
     assert solve(deadline="30d", target_loss=target + 0.05, **SMALL).optimum.cost.usd <= cheap * (1 + 1e-12)

@@ -37,11 +37,11 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
 
 def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:
     """The estimate with its quality corner: predicted loss with a band (trilemma.quality)."""
-    from trilemma.quality.predict import loss_block
+    from trilemma.quality.predict import predict_loss_block
 
-    block = loss_block(est.model, est.plan.total_tokens, law=law, unique_tokens=unique_tokens,
-                       precision=str(est.plan.precision))
-    return replace(est, loss=block, warnings=est.warnings + tuple(block.get("warnings", ())))
+    pred = predict_loss_block(est.model, est.plan.total_tokens, law=law, unique_tokens=unique_tokens,
+                              precision=str(est.plan.precision))
+    return replace(est, loss=pred, warnings=est.warnings + tuple(pred.warnings))
 
 
 __all__ = ["SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult", "TimeBreakdown", "estimate",

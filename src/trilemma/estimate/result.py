@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trilemma.estimate.cost import household_years
 from trilemma.estimate.evaluate import Evaluation
 from trilemma.estimate.layouts import batch_sequences
+from trilemma.estimate.params import ParamCounts
 from trilemma.presets import calibration
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
 from trilemma.specs.constants import Constants
 from trilemma.units import KWH
+
+if TYPE_CHECKING:  # a type only: the estimators do not depend on the laws
+    from trilemma.quality.predict import LossPrediction
 
 SCHEMA = "trilemma.estimate/1"
 
@@ -97,7 +101,7 @@ class Estimate:
     plan: TrainingPlan
     layout: Layout
     layout_chosen: str  # "auto" (fastest that fits) or "given"
-    params: dict[str, int]
+    params: ParamCounts
     model_flop_per_token: float
     hardware_flop_per_token: float
     total_model_flop: float
@@ -108,7 +112,7 @@ class Estimate:
     stages: tuple[StageResult, ...]
     candidates_evaluated: int
     warnings: tuple[str, ...] = field(default=())
-    loss: dict[str, Any] | None = None  # trilemma.quality.predict.loss_block
+    loss: LossPrediction | None = None  # the quality corner, added by trilemma.api.with_loss
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (stable keys, SI units, fractions 0-1)."""
@@ -118,9 +122,9 @@ class Estimate:
         return {
             "schema": SCHEMA,
             "model": {"name": m.name, "resolved_from": self.model_resolution, "source": m.source,
-                      "params_total": self.params["total"], "params_active": self.params["active"],
-                      "params_embedding": self.params["embedding"],
-                      "params_non_embedding": self.params["non_embedding"],
+                      "params_total": self.params.total, "params_active": self.params.active,
+                      "params_embedding": self.params.embedding,
+                      "params_non_embedding": self.params.non_embedding,
                       "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
                       "n_kv_heads": m.kv_heads, "ffn_dim": m.ffn_dim, "vocab_size": m.vocab_size,
                       "n_experts": m.n_experts, "top_k": m.top_k},
@@ -141,7 +145,7 @@ class Estimate:
                                      "other": self.memory.other}},
             "time": asdict(self.time),
             "cost": asdict(self.cost),
-            **({"loss": self.loss} if self.loss is not None else {}),
+            **({"loss": self.loss.to_dict()} if self.loss is not None else {}),
             "warnings": list(self.warnings),
         }
 
@@ -207,7 +211,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     mfpt = float(ev.model_flop) / pl.total_tokens
     hfpt = _f(ev.hardware_flop, i) / pl.total_tokens
     return Estimate(model=m, model_resolution=how, cluster=cl, plan=pl, layout=lay, layout_chosen=chosen,
-                    params=pc.to_dict(), model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
+                    params=pc, model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
                     total_model_flop=float(ev.model_flop), total_hardware_flop=_f(ev.hardware_flop, i), memory=memory,
                     time=time, cost=cost, stages=stages, candidates_evaluated=len(ev.layouts),
                     warnings=tuple(warnings))

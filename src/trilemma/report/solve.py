@@ -13,11 +13,12 @@ from trilemma.report.table import _console
 from trilemma.units import DAY, KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
 
-def _row(e: Any, loss: dict[str, Any]) -> list[str]:
+def _row(e: Any, loss: Any) -> list[str]:
+    """One table row: an Estimate and its LossPrediction."""
     lay = e.layout
-    return [e.model.name, fmt_count(e.params["total"]), f"{e.cluster.n_gpus}× {e.cluster.hardware.name}",
+    return [e.model.name, fmt_count(e.params.total), f"{e.cluster.n_gpus}× {e.cluster.hardware.name}",
             str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
-            f"{loss['mean']:.3f} ({loss['low']:.3f}–{loss['high']:.3f})", f"{e.time.mfu:.0%}",
+            f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})", f"{e.time.mfu:.0%}",
             lay.label(compact=True),
             fmt_bytes(e.memory.per_gpu_bytes)]
 
@@ -48,7 +49,7 @@ def print_solve(r: Any) -> None:
     c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / KILO:,.1f} MWh, "
             f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
             f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
-    c.print(f"loss: {r.optimum_loss.get('law')}: " + " ".join(r.optimum_loss.get("notes", [])[:1]))
+    c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
     if r.frontier is not None:
         f = r.frontier
         c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over (time, cost, loss), {int(f.feasible.sum())} within "
@@ -88,7 +89,7 @@ def plot_frontier(r: Any, path: str) -> None:
     f, p = r.frontier, r.pins
     o = r.optimum
     pts = {"time (days)": f.time_s / DAY, "cost ($M)": f.usd / MEGA, "loss": f.loss}
-    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA, "loss": r.optimum_loss["mean"]}
+    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA, "loss": r.optimum_loss.mean}
     pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / DAY,
             "cost ($M)": None if p.budget_usd is None else p.budget_usd / MEGA, "loss": p.target_loss}
     pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]

@@ -29,8 +29,8 @@ def print_estimate(est: Any) -> None:
     head = Table(title=f"trilemma estimate — {m.name} on {cl.n_gpus}× {hw.name}", show_header=False, box=None)
     head.add_column(style="bold")
     head.add_column()
-    moe = f" ({fmt_count(p['active'])} active)" if m.is_moe else ""
-    head.add_row("model", f"{m.name}: {p['total']:,} parameters{moe} — {est.model_resolution}")
+    moe = f" ({fmt_count(p.active)} active)" if m.is_moe else ""
+    head.add_row("model", f"{m.name}: {p.total:,} parameters{moe} — {est.model_resolution}")
     head.add_row("shape", f"{m.n_layers} layers, d={m.d_model}, {m.n_heads} heads ({m.kv_heads} kv), "
                           f"ffn {m.ffn_dim} {m.ffn_type}, vocab {m.vocab_size}")
     st = est.stages
@@ -81,7 +81,7 @@ def print_estimate(est: Any) -> None:
     if est.loss is not None:
         from trilemma.quality.predict import format_loss_line
 
-        c.print(f"[bold]quality[/bold]  {format_loss_line(est.loss)}")
+        c.print(f"[bold]quality[/bold]  {format_loss_line(est.loss.to_dict())}")
     for w in est.warnings:
         c.print(f"[yellow]note:[/yellow] {w}")
 

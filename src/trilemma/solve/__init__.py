@@ -2,7 +2,7 @@
 
     >>> from trilemma.solve import solve
     >>> r = solve(deadline="30d", budget="$2M")
-    >>> r.optimum.to_dict()["time"]["total_s"], r.optimum_loss["mean"]
+    >>> r.optimum.to_dict()["time"]["total_s"], r.optimum_loss.mean
 
 Stage 1 (search.py) finds the fastest layout that fits for every (model shape, GPU type,
 precision, GPU count) — exhaustive and vectorised; stage 2 (optimize.py) handles tokens in
@@ -22,8 +22,9 @@ from trilemma.errors import InfeasibleError, InputError
 from trilemma.presets import constants, hardware_presets
 from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, candidate, choose_tokens, default_objective,
                                      explain_infeasible, frontier, rates, runners_up)
-from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.estimate.result import Estimate
+from trilemma.quality.predict import LossPrediction, predict_loss_block
+from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.units import IEC, parse_budget, parse_count, parse_duration
 
@@ -41,8 +42,8 @@ class SolveResult:
 
     SCHEMA: ClassVar[str] = SCHEMA
     optimum: Estimate
-    optimum_loss: dict[str, Any]
-    runners_up: tuple[tuple[str, Estimate, dict[str, Any]], ...]  # (why, Estimate, loss block)
+    optimum_loss: LossPrediction
+    runners_up: tuple[tuple[str, Estimate, LossPrediction], ...]  # (why, Estimate, its loss)
     pins: Pins
     frontier: Frontier | None
     table: ConfigTable
@@ -51,9 +52,9 @@ class SolveResult:
     warnings: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        def plan(e: Estimate, loss: dict[str, Any], why: str | None = None) -> dict[str, Any]:
+        def plan(e: Estimate, loss: LossPrediction, why: str | None = None) -> dict[str, Any]:
             d = e.to_dict()
-            d["loss"] = loss
+            d["loss"] = loss.to_dict()
             if why:
                 d = {"differs_in": why, **d}
             d.pop("schema", None)
@@ -166,7 +167,6 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import make_cluster, make_plan
     from trilemma.quality.laws import get_law
-    from trilemma.quality.predict import loss_block
 
     t0 = _time.perf_counter()
     pins = make_pins(deadline, budget, target_loss, minimize)
@@ -197,7 +197,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
     picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
 
-    def realise(cand: Candidate) -> tuple[Estimate, dict[str, Any]]:
+    def realise(cand: Candidate) -> tuple[Estimate, LossPrediction]:
         i = cand.row
         m = table.models[table.model_idx[i]]
         hw = table.gpus[table.gpu_idx[i]]
@@ -207,7 +207,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         plan = make_plan(m, cand.tokens, seq, batch, prec)
         plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
-        return est, loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
+        return est, predict_loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
 
     opt, opt_loss = realise(picks[0])
     ups = tuple((p.why, *realise(p)) for p in picks[1:])
