@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -95,6 +95,8 @@ class StageResult:
 class Estimate:
     """All corners of one plan: params, FLOPs, layout, memory, time, cost. SI units."""
 
+    SCHEMA: ClassVar[str] = SCHEMA  # of ``to_dict()``
+
     model: ModelSpec
     model_resolution: str
     cluster: ClusterSpec
@@ -120,7 +122,7 @@ class Estimate:
         lay = self.layout.model_dump(mode="json")
         lay.update(n_gpus=self.cluster.n_gpus, chosen=self.layout_chosen, candidates_evaluated=self.candidates_evaluated)
         return {
-            "schema": SCHEMA,
+            "schema": self.SCHEMA,
             "model": {"name": m.name, "resolved_from": self.model_resolution, "source": m.source,
                       "params_total": self.params.total, "params_active": self.params.active,
                       "params_embedding": self.params.embedding,

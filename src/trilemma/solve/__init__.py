@@ -62,7 +62,7 @@ class SolveResult:
             return d
 
         doc: dict[str, Any] = {"optimum": plan(self.optimum, self.optimum_loss)}
-        doc["schema"] = SCHEMA
+        doc["schema"] = self.SCHEMA
         doc["runners_up"] = [plan(e, loss, why) for why, e, loss in self.runners_up]
         doc["pins"] = self.pins.as_dict()
         if self.frontier is not None:

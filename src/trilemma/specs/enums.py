@@ -77,9 +77,23 @@ class Optimizer(StrEnum):
     SGD = "sgd"  # one fp32 momentum buffer
 
 
-#: bytes per element of each dtype name used in the memory inventory
+class Dtype(StrEnum):
+    """Storage type of a tensor in the memory inventory (its size: DTYPE_BYTES)."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"  # stored as fp32; TF32 is a matmul mode
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+    NF4 = "nf4"  # 4-bit NormalFloat (Dettmers et al. 2023, QLoRA), before its block scales
+
+
+#: bytes per element of each dtype (keys are Dtype, so a plain name such as "bf16" looks up too)
 DTYPE_BYTES: dict[str, float] = {
-    "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "nf4": 0.5,
+    Dtype.FP32: 4.0, Dtype.TF32: 4.0, Dtype.BF16: 2.0, Dtype.FP16: 2.0, Dtype.FP8: 1.0, Dtype.INT8: 1.0,
+    Dtype.INT4: 0.5, Dtype.NF4: 0.5,
 }
 
 

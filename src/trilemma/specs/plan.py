@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
-from trilemma.specs.enums import DTYPE_BYTES, Optimizer, Precision
+from trilemma.specs.enums import DTYPE_BYTES, Dtype, Optimizer, Precision
 
 
 class Stage(Spec):
@@ -34,24 +34,15 @@ class DtypeSpec(Spec):
     Frozen (non-trainable) parameters carry only ``frozen_weight`` bytes (e.g. 0.5 for 4-bit).
     """
 
-    weight: str = "bf16"
-    grad: str = "fp32"
-    master: str | None = Field("fp32", description="fp32 master copy; None when weights are fp32")
-    optimizer_state: str = "fp32"
-    frozen_weight: str = "bf16"
-    activation: str = "bf16"
-
-    @model_validator(mode="after")
-    def _check(self) -> "DtypeSpec":
-        for f in ("weight", "grad", "optimizer_state", "frozen_weight", "activation"):
-            if getattr(self, f) not in DTYPE_BYTES:
-                raise ValueError(f"{f}={getattr(self, f)}: one of {', '.join(DTYPE_BYTES)}")
-        if self.master is not None and self.master not in DTYPE_BYTES:
-            raise ValueError(f"master={self.master}: one of {', '.join(DTYPE_BYTES)}")
-        return self
+    weight: Dtype = Dtype.BF16
+    grad: Dtype = Dtype.FP32
+    master: Dtype | None = Field(Dtype.FP32, description="fp32 master copy; None when weights are fp32")
+    optimizer_state: Dtype = Dtype.FP32
+    frozen_weight: Dtype = Dtype.BF16
+    activation: Dtype = Dtype.BF16
 
     @classmethod
-    def for_precision(cls, precision: Precision, grad: str = "fp32") -> "DtypeSpec":
+    def for_precision(cls, precision: Precision, grad: Dtype | str = Dtype.FP32) -> "DtypeSpec":
         """Default storage for a compute precision (fp8 keeps bf16 weights: Micikevicius 2022)."""
         if precision in (Precision.FP32, Precision.TF32):
             return cls(weight="fp32", grad="fp32", master=None, activation="fp32", frozen_weight="fp32")
