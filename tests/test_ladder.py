@@ -7,6 +7,7 @@ the test makes one).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import multiprocessing as mp
@@ -239,15 +240,39 @@ def test_resume_skips_finished_runs_and_interrupt_keeps_the_file_whole(tmp_path,
     assert len(t2.calls) == 7 and not set(t2.calls) & set(t.calls)  # none repeated
     keys = [r["key"] for r in read_records(out / "runs.jsonl").records]
     assert len(keys) == len(set(keys)) == 10
-    assert res.complete and res.totals["resumed"] == 3 and res.totals["trained_now"] == 7
+    assert res.complete and res.totals.resumed == 3 and res.totals.trained_now == 7
     # the law is the fake's law, so the held-out prediction is right
     assert abs(res.held_out.error) < 0.01
     assert (out / "law.toml").is_file() and (out / "ladder.json").is_file()
 
     t3 = fake()
     again = run_ladder(out, tiny=True, n_boot=20)
-    assert t3.calls == [] and again.totals["resumed"] == 10
+    assert t3.calls == [] and again.totals.resumed == 10
     assert again.held_out.predicted == pytest.approx(res.held_out.predicted)
+
+
+def test_result_is_typed_reads_back_and_prints(tmp_path, fake, capsys):
+    """ladder.json reads back into the same typed result; the schema is the type's; the printers run on it."""
+    from trilemma.ladder import run_ladder
+    from trilemma.ladder.result import LadderMachine, LadderResult, LadderTotals
+    from trilemma.report.ladder import print_ladder
+
+    fake()
+    res = run_ladder(tmp_path / "lad", tiny=True, n_boot=20)
+    assert isinstance(res.totals, LadderTotals) and isinstance(res.machine, LadderMachine)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.totals.finished = 0  # type: ignore[misc]
+    doc = json.loads((tmp_path / "lad" / "ladder.json").read_text())
+    assert doc["schema"] == LadderResult.SCHEMA == res.schema
+    back = LadderResult.from_dict(doc)
+    assert back.to_dict() == json.loads(json.dumps(res.to_dict(), default=str))
+    assert back.totals.finished == back.totals.runs == len(back.runs)
+    assert back.totals.cost_usd == pytest.approx(sum(r.cost_usd for r in back.runs))
+    with pytest.raises(ValueError):
+        LadderResult.from_dict({**doc, "schema": "trilemma.probe/1"})
+    print_ladder(back)
+    shown = capsys.readouterr().out
+    assert all(r.shape in shown for r in back.runs) and back.held_out.shape in shown
 
 
 def test_corrupt_line_is_reported_not_fatal(tmp_path, fake):
@@ -371,7 +396,7 @@ def test_tiny_ladder_end_to_end(tmp_path):
     from trilemma.api import estimate
 
     est = estimate("gpt2-124m", "a100-80gb", 8, tokens=1e9, law=str(out / "law.toml"))
-    assert est.loss["n_counts"] == "non_embedding" and est.loss["mean"] > 0
+    assert est.loss.n_counts == "non_embedding" and est.loss.mean > 0
     # the same command again trains nothing
     again = json.loads(_cli(["--tiny", "--out", str(out), "--json"]).stdout)
     assert again["totals"]["trained_now"] == 0 and again["totals"]["resumed"] == 10

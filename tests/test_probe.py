@@ -164,6 +164,29 @@ def test_records_round_trip(cli_run):
     assert again == records[0]
 
 
+def test_record_is_typed_its_schema_comes_from_the_type_and_it_prints(cli_run, capsys):
+    from dataclasses import FrozenInstanceError
+
+    from trilemma.probe import read_records
+    from trilemma.probe.result import ProbeEnvironment, ProbeMachine, ProbeResult, ProbeRun
+    from trilemma.report.probe import print_probe
+
+    _, out = cli_run
+    r = read_records(out)[0]
+    assert isinstance(r.run, ProbeRun) and isinstance(r.environment, ProbeEnvironment)
+    assert isinstance(r.machine, ProbeMachine) and r.machine.measurement.peak("fp32") > 0
+    assert r.to_dict()["schema"] == ProbeResult.SCHEMA
+    assert r.run.tokens_per_step == r.run.seq * r.run.micro_batch * r.run.grad_accum * r.run.nproc
+    assert r.run.steps_done == r.run.steps and not r.run.interrupted
+    with pytest.raises(FrozenInstanceError):
+        r.run.steps = 1  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        ProbeResult.from_dict({**r.to_dict(), "schema": "trilemma.ladder/1"})
+    print_probe(r)
+    shown = capsys.readouterr().out
+    assert r.model.name in shown and r.environment.device_name in shown
+
+
 def test_local_profile_is_a_hardware_preset(cli_run, config_dir):
     from trilemma.api import estimate
 
@@ -225,9 +248,9 @@ def test_interrupt_keeps_what_was_measured(monkeypatch, tmp_path):
     monkeypatch.setattr(Batches, "next", next_or_stop)
     out = tmp_path / "r.jsonl"
     r = run_probe(**{**TINY, "micro_batch": 2}, steps=30, warmup=2, out=out)
-    assert r.run["interrupted"] and r.run["steps_done"] == 8
+    assert r.run.interrupted and r.run.steps_done == 8
     assert r.measured.step_time.n == 6 and any("interrupted" in w for w in r.warnings)
-    assert read_records(out)[0].run["steps_done"] == 8
+    assert read_records(out)[0].run.steps_done == 8
 
 
 # ------------------------------------------------------------------ several processes
@@ -254,7 +277,7 @@ def test_nproc_2_scaling_beside_prediction():
     r = run_probe(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2)
     sc = r.scaling
     assert sc is not None and sc.nproc == 2 and 0 < sc.efficiency < 1.5 and 0 < sc.predicted_efficiency <= 1.0
-    assert r.run["parallelism"] == "DDP over gloo"
+    assert r.run.parallelism == "DDP over gloo"
 
 
 @pytest.mark.slow
@@ -263,7 +286,7 @@ def test_fsdp_two_processes():
 
     r = run_probe(**{**TINY, "threads": None}, steps=4, warmup=1, nproc=2, fsdp=True, grad_accum=2)
     assert r.layout.zero == 3 and r.measured.step_time is not None
-    assert r.run["parallelism"] == "FSDP (fully sharded) over gloo" and r.predicted.dp_comm_s >= 0
+    assert r.run.parallelism == "FSDP (fully sharded) over gloo" and r.predicted.dp_comm_s >= 0
 
 
 # ------------------------------------------------------------------ the planner never imports torch

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import sys
 from typing import Any, Callable, Optional
 
@@ -54,8 +53,7 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
     return int(v)
 
 
-def _print_json(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+from trilemma.report.jsonout import print_json as _print_json  # noqa: E402  (the one JSON printer)
 
 
 @app.command()

@@ -10,8 +10,6 @@ InfeasibleError (exit 1). ``--json`` prints exactly one document with a ``schema
 from __future__ import annotations
 
 import importlib.util
-import json
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,12 +19,7 @@ import typer
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, LOSS_UNITS
 
-FIT_SCHEMA = "trilemma.fit/1"
 OPTIMAL_SCHEMA = "trilemma.optimal/1"
-
-
-def _print_json(doc: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def _count(text: Optional[str], field: str) -> Optional[float]:
@@ -88,10 +81,11 @@ def fit(
                           n_boot=n_boot, level=level, seed=seed, starts=starts, holdout=holdout)
         write_law(report.law, out_path)
         plot_path = str(plot_fit(report, plot)) if plot else None
-    doc = report.to_dict(FIT_SCHEMA)
+    doc = report.to_dict()
     doc["law_path"], doc["plot_path"] = str(out_path), plot_path
     if as_json:
-        _print_json(doc)
+        from trilemma.report.jsonout import print_json
+        print_json(doc)
     else:
         from trilemma.report.quality import print_fit
         print_fit(doc)
@@ -167,7 +161,8 @@ def optimal(
         "results": results, "warnings": warnings,
     }
     if as_json:
-        _print_json(doc)
+        from trilemma.report.jsonout import print_json
+        print_json(doc)
     else:
         from trilemma.report.quality import print_optimal
         print_optimal(doc)

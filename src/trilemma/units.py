@@ -220,3 +220,4 @@ def fmt_usd(x: float) -> str:
 GIGA = 1e9  # SI giga: GFLOP/s in messages
 MIB = 2.0**20  # bytes per mebibyte
 WH = HOUR  # joules per watt-hour (1 W × 3600 s)
+KIB = 2.0**10  # bytes per kibibyte (/proc counts "kB" in KiB)

@@ -17,6 +17,7 @@ import numpy as np
 
 from trilemma.quality.forms import chinchilla_loss as law_predict
 from trilemma.report.figure import pyplot, save_figure
+from trilemma.units import KILO
 
 __all__ = ["plot_ladder"]
 
@@ -43,7 +44,7 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
         colour = cmap(k / max(1, len(sizes) - 1) * 0.9)
         held = any(r.n == n and r.role == "held_out" for r in result.runs)
         ax.plot(c_grid, law_predict(c, n, c_grid / (6.0 * n)), color=colour, lw=1.2, ls="--" if held else "-",
-                label=f"law at N = {n / 1e3:.0f}k" + (" (held out)" if held else ""))
+                label=f"law at N = {n / KILO:.0f}k" + (" (held out)" if held else ""))
         pts = [r for r in fit_rows if r.n == n]
         if pts:
             ax.scatter([6.0 * r.n * r.tokens for r in pts], [r.loss for r in pts], color=colour, s=28, zorder=3,

@@ -1,13 +1,15 @@
-"""The ladder's typed result (``run_ladder(...) -> LadderResult``) and its JSON document."""
+"""The ladder's typed result (``run_ladder(...) -> LadderResult``) and its JSON document.
+
+``LadderResult.to_dict()`` is the ``--json`` document and ``ladder.json``; ``LadderResult.from_dict``
+reads either back. SI units: seconds, joules, FLOPs, USD; losses in nats per byte.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
 
-__all__ = ["SCHEMA", "HeldOut", "LadderResult", "RunRow"]
-
-SCHEMA = "trilemma.ladder.result/1"
+__all__ = ["HeldOut", "LadderMachine", "LadderResult", "LadderTotals", "RunRow"]
 
 
 @dataclass(frozen=True)
@@ -62,16 +64,50 @@ class HeldOut:
 
 
 @dataclass(frozen=True)
+class LadderTotals:
+    """Sums over the finished runs, and this call's own wall time."""
+
+    runs: int  # planned
+    finished: int
+    resumed: int  # read back from runs.jsonl
+    trained_now: int
+    train_s: float
+    wall_s_runs: float  # training + evaluation of the finished runs
+    energy_j: float
+    cost_usd: float
+    flop: float  # model FLOPs of the finished runs (PaLM convention)
+    wall_s: float  # this call, start to end
+    predicted_wall_s: float | None  # the planner's figure for the whole grid
+
+
+@dataclass(frozen=True)
+class LadderMachine:
+    """What the ladder ran on and the power and price that turn its wall time into joules and dollars."""
+
+    cores: int
+    workers: int
+    threads_per_worker: int
+    hardware_profile: str | None  # None without a `local` profile
+    power_w: float  # the whole machine
+    power_source: str
+    price_usd_per_hour: float  # the whole machine
+
+
+@dataclass(frozen=True)
 class LadderResult:
+    """The whole ladder: every planned run, the fitted law and the held-out check."""
+
+    SCHEMA: ClassVar[str] = "trilemma.ladder.result/1"
+
     out_dir: str
-    files: dict[str, str | None]
-    plan: dict[str, Any]
+    files: dict[str, str | None]  # runs, law, result, plot: paths written (None: not written)
+    plan: dict[str, Any]  # LadderPlan.to_dict()
     runs: tuple[RunRow, ...]
     fit: dict[str, Any] | None  # trilemma fit's document of the law fitted on the fit runs
     held_out: HeldOut | None
-    totals: dict[str, Any]
-    machine: dict[str, Any]
-    data: dict[str, Any]
+    totals: LadderTotals
+    machine: LadderMachine
+    data: dict[str, Any]  # the corpus's own description
     price_usd_per_hour: float | None
     complete: bool  # every planned run finished, fitted and checked
     warnings: tuple[str, ...] = ()
@@ -87,12 +123,24 @@ class LadderResult:
             "out_dir": self.out_dir,
             "files": dict(self.files),
             "runs": [r.to_dict() for r in self.runs],
-            "totals": dict(self.totals),
+            "totals": asdict(self.totals),
             "fit": self.fit,
             "plan": self.plan,
-            "machine": dict(self.machine),
+            "machine": asdict(self.machine),
             "price_usd_per_hour": self.price_usd_per_hour,
             "data": dict(self.data),
             "notes": list(self.notes),
             "warnings": list(self.warnings),
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LadderResult:
+        """Read back ``to_dict()``'s document (``ladder.json`` or ``--json``)."""
+        if str(d.get("schema", "")) != cls.SCHEMA:
+            raise ValueError(f"not a ladder result: schema {d.get('schema')!r}")
+        held = d.get("held_out")
+        return cls(out_dir=d["out_dir"], files=dict(d["files"]), plan=d["plan"],
+                   runs=tuple(RunRow(**r) for r in d["runs"]), fit=d["fit"],
+                   held_out=None if held is None else HeldOut(**held), totals=LadderTotals(**d["totals"]),
+                   machine=LadderMachine(**d["machine"]), data=d["data"], price_usd_per_hour=d["price_usd_per_hour"],
+                   complete=d["complete"], warnings=tuple(d["warnings"]), notes=tuple(d["notes"]), schema=d["schema"])

@@ -39,7 +39,7 @@ from trilemma.ladder.plan import (
     shape_for_params,
 )
 from trilemma.ladder.records import read_records
-from trilemma.ladder.result import HeldOut, LadderResult, RunRow
+from trilemma.ladder.result import HeldOut, LadderMachine, LadderResult, LadderTotals, RunRow
 
 __all__ = ["LadderInterrupted", "run_ladder"]
 
@@ -400,8 +400,9 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
          f"({plan.threads} of {cores} cores); energy uses the profile's stated power, dollars the price per machine-hour"),
     ]
     result = LadderResult(out_dir=str(out_dir), files=files, plan=plan.to_dict(), runs=tuple(rows),
-                          fit=None if report is None else report.to_dict("trilemma.fit/1"), held_out=held,
-                          totals=totals, machine=machine, data=view.describe(), price_usd_per_hour=price_h,
+                          fit=None if report is None else report.to_dict(), held_out=held,
+                          totals=LadderTotals(**totals), machine=LadderMachine(**machine), data=view.describe(),
+                          price_usd_per_hour=price_h,
                           complete=complete, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
     if plot is not None and report is not None and not dry_run:
         from trilemma.ladder.plot import plot_ladder

@@ -29,10 +29,10 @@ import torch
 
 from trilemma.presets import user_config_dir
 from trilemma.probe.profile import MachineMeasurement, MatmulCurve
+from trilemma.units import GIB, MIB
 
 __all__ = ["MachineMeasurement", "MatmulCurve", "cpu_model", "dtype_of", "machine", "usable_cores"]
 
-SCHEMA = "trilemma.machine/1"
 CPU_SIZES = (128, 256, 512, 1024, 2048)
 GPU_SIZES = (512, 1024, 2048, 4096, 8192)
 _CHUNK_S = 0.08  # one timed chunk of repeated matmuls
@@ -65,7 +65,7 @@ def ram_bytes() -> float:
     try:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return 8.0 * 2**30
+        return 8.0 * GIB
 
 
 # ------------------------------------------------------------------ measurements
@@ -115,7 +115,7 @@ def matmul_curve(device: str, precision: str, sizes: tuple[int, ...]) -> MatmulC
 
 def memory_bandwidth(device: str) -> float:
     """Copy bandwidth, read + write bytes per second (best of 5)."""
-    n = (2**30 if device == "cuda" else 128 * 2**20) // 4
+    n = int(GIB if device == "cuda" else 128 * MIB) // 4
     src = torch.ones(n, device=device)
     dst = torch.empty_like(src)
     dst.copy_(src)
@@ -130,13 +130,13 @@ def memory_bandwidth(device: str) -> float:
     return best
 
 
-def loopback_bandwidth(nbytes: int = 64 * 2**20) -> float:
+def loopback_bandwidth(nbytes: int = int(64 * MIB)) -> float:
     """One TCP stream over 127.0.0.1, bytes per second (gloo's transport between local ranks)."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    chunk = bytes(2**20)
+    chunk = bytes(int(MIB))
 
     def send() -> None:
         with socket.create_connection(("127.0.0.1", port)) as c:
@@ -147,7 +147,7 @@ def loopback_bandwidth(nbytes: int = 64 * 2**20) -> float:
     t0 = time.perf_counter()
     t.start()
     conn, _ = srv.accept()
-    buf = bytearray(2**20)
+    buf = bytearray(int(MIB))
     got = 0
     with conn:
         while got < nbytes:
@@ -162,7 +162,7 @@ def loopback_bandwidth(nbytes: int = 64 * 2**20) -> float:
 
 
 def host_to_device_bandwidth() -> float:  # pragma: no cover - GPU only
-    x = torch.empty(256 * 2**20, dtype=torch.uint8).pin_memory()
+    x = torch.empty(int(256 * MIB), dtype=torch.uint8).pin_memory()
     y = torch.empty_like(x, device="cuda")
     y.copy_(x, non_blocking=True)
     torch.cuda.synchronize()
@@ -186,9 +186,13 @@ def _key(device: str, name: str, cores: int, threads: int) -> str:
 def _read_cache() -> dict:
     try:
         doc = json.loads(_cache_path().read_text(encoding="utf-8"))
-        return doc if doc.get("schema") == SCHEMA else {"schema": SCHEMA, "entries": {}}
+        return doc if doc.get("schema") == MachineMeasurement.SCHEMA else _empty_cache()
     except (OSError, ValueError):
-        return {"schema": SCHEMA, "entries": {}}
+        return _empty_cache()
+
+
+def _empty_cache() -> dict:
+    return {"schema": MachineMeasurement.SCHEMA, "entries": {}}
 
 
 def _write_cache(doc: dict) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trilemma.errors import InputError
+from trilemma.units import MIB
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -27,7 +28,7 @@ __all__ = ["Batches", "Corpus", "default_corpus_dir", "load_corpus"]
 
 SEPARATOR = b"\x00"
 HOLD_OUT_EVERY = 20
-MAX_BYTES = 256 * 2**20  # read at most this much text: the probe runs minutes, not epochs
+MAX_BYTES = int(256 * MIB)  # read at most this much text: the probe runs minutes, not epochs
 _TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".jsonl", ".html", ".tex", ".c", ".h", ".csv", ""}
 
 

@@ -27,12 +27,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from trilemma.errors import UnknownPresetError
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
 from trilemma.specs import HardwareSpec
+from trilemma.units import GIGA
 
 __all__ = ["MachineMeasurement", "MatmulCurve", "datasheet_match", "local_hardware", "profile_path",
            "save_local_profile"]
@@ -56,6 +58,10 @@ class MatmulCurve:
 
 @dataclass(frozen=True)
 class MachineMeasurement:
+    """One measurement of this machine (``trilemma.probe.bench``); the cache file of them carries ``SCHEMA``."""
+
+    SCHEMA: ClassVar[str] = "trilemma.machine/1"
+
     device: str  # "cpu" or "cuda"
     device_name: str
     cores: int
@@ -103,7 +109,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
     """A HardwareSpec from measurements. ``share`` > 1 describes one of ``share`` processes that
     split this machine (measured at that process's thread count) for the planner's DP prediction."""
     peaks = {p: c.peak for p, c in sorted(meas.matmul.items())}
-    curves = "; ".join(f"{p}: " + ", ".join(f"{n}³ {r / 1e9:.0f}" for n, r in zip(c.sizes, c.flop_per_s))
+    curves = "; ".join(f"{p}: " + ", ".join(f"{n}³ {r / GIGA:.0f}" for n, r in zip(c.sizes, c.flop_per_s))
                        for p, c in sorted(meas.matmul.items()))
     measured = (f"measured by `trilemma probe` on {meas.measured_at} (torch {meas.torch_version}, "
                 f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "

@@ -11,23 +11,25 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from trilemma.probe.profile import MachineMeasurement
 from trilemma.specs import Layout, ModelSpec
 
 __all__ = [
-    "SCHEMA",
     "Comparison",
     "Measured",
     "Predicted",
+    "ProbeEnvironment",
+    "ProbeMachine",
     "ProbeResult",
+    "ProbeRun",
     "Scaling",
     "StepStats",
     "append_record",
     "read_records",
 ]
 
-SCHEMA = "trilemma.probe/1"
 
 
 @dataclass(frozen=True)
@@ -123,23 +125,89 @@ class Scaling:
 
 
 @dataclass(frozen=True)
+class ProbeRun:
+    """What was run: the settings after defaults, and how far it got."""
+
+    device: str  # "cpu" or "cuda"
+    precision: str  # "fp32", "bf16" or "fp16"
+    seq: int  # tokens per sequence
+    micro_batch: int  # sequences per micro-batch, per process
+    grad_accum: int
+    nproc: int
+    fsdp: bool
+    recompute: str  # "none" or "full"
+    compile: bool
+    steps: int  # optimizer steps asked for, warm-up included
+    warmup: int  # steps left out of the statistics
+    steps_done: int
+    interrupted: bool
+    tokens_per_step: int  # all processes
+    lr: float
+    seed: int
+    optimizer: str
+    wall_s: float  # training, this process's wall clock
+    parallelism: str  # "single process", "DDP over gloo", ...
+
+
+@dataclass(frozen=True)
+class ProbeEnvironment:
+    """The software and machine the run met."""
+
+    torch: str
+    python: str
+    platform: str
+    device: str
+    device_name: str
+    cores: int
+    threads_per_process: int
+    nproc: int
+    cuda: str | None
+    other_processes_cpu_share: float | None  # share 0-1 of the machine's CPU time used by other processes
+
+
+@dataclass(frozen=True)
+class ProbeMachine:
+    """The machine measurement behind the `local` profile (and one process's share of it under --nproc)."""
+
+    profile: str  # path of the saved `local` hardware profile
+    config_dir: str
+    measurement: MachineMeasurement
+    per_process: MachineMeasurement | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"profile": self.profile, "config_dir": self.config_dir, "measurement": self.measurement.to_dict(),
+                "per_process": None if self.per_process is None else self.per_process.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProbeMachine:
+        per = d.get("per_process")
+        return cls(profile=d["profile"], config_dir=d["config_dir"],
+                   measurement=MachineMeasurement.from_dict(d["measurement"]),
+                   per_process=None if per is None else MachineMeasurement.from_dict(per))
+
+
+@dataclass(frozen=True)
 class ProbeResult:
+    """One probe: predicted beside measured. ``to_dict()`` is the ``--json`` document and one JSONL record."""
+
+    SCHEMA: ClassVar[str] = "trilemma.probe/1"
+
     model: ModelSpec
     model_resolution: str
     params_planner: int
     layout: Layout
-    run: dict[str, Any]
+    run: ProbeRun
     comparison: dict[str, Comparison]
     measured: Measured
     predicted: Predicted | None
     scaling: Scaling | None
-    machine: dict[str, Any]
-    environment: dict[str, Any]
-    data: dict[str, Any]
+    machine: ProbeMachine
+    environment: ProbeEnvironment
+    data: dict[str, Any]  # the corpus's own description (trilemma.probe.data)
     step_s: tuple[float, ...]
     losses: tuple[float, ...]
     warnings: tuple[str, ...] = ()
-    schema: str = SCHEMA
+    schema: str = SCHEMA  # what a record read back says (a later version of the same family)
 
     def to_dict(self) -> dict[str, Any]:
         m = self.model
@@ -147,14 +215,14 @@ class ProbeResult:
             "schema": self.schema,
             "model": {"name": m.name, "resolved_from": self.model_resolution, "params_planner": self.params_planner,
                       "params_measured": self.measured.params, "spec": m.model_dump(mode="json")},
-            "run": dict(self.run),
+            "run": asdict(self.run),
             "layout": self.layout.model_dump(mode="json"),
             "comparison": {k: asdict(v) for k, v in self.comparison.items()},
             "measured": asdict(self.measured),
             "predicted": None if self.predicted is None else asdict(self.predicted),
             "scaling": None if self.scaling is None else asdict(self.scaling),
-            "machine": dict(self.machine),
-            "environment": dict(self.environment),
+            "machine": self.machine.to_dict(),
+            "environment": asdict(self.environment),
             "data": dict(self.data),
             "steps": {"step_s": list(self.step_s), "loss": list(self.losses)},
             "warnings": list(self.warnings),
@@ -162,17 +230,18 @@ class ProbeResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ProbeResult:
-        if not str(d.get("schema", "")).startswith("trilemma.probe/"):
+        if not str(d.get("schema", "")).startswith(cls.SCHEMA.split("/")[0] + "/"):
             raise ValueError(f"not a probe record: schema {d.get('schema')!r}")
         meas = dict(d["measured"])
         meas["step_time"] = None if meas["step_time"] is None else StepStats(**meas["step_time"])
         return cls(model=ModelSpec.model_validate(d["model"]["spec"]), model_resolution=d["model"]["resolved_from"],
                    params_planner=d["model"]["params_planner"], layout=Layout.model_validate(d["layout"]),
-                   run=d["run"], comparison={k: Comparison(**v) for k, v in d["comparison"].items()},
+                   run=ProbeRun(**d["run"]), comparison={k: Comparison(**v) for k, v in d["comparison"].items()},
                    measured=Measured(**meas),
                    predicted=None if d["predicted"] is None else Predicted(**d["predicted"]),
                    scaling=None if d["scaling"] is None else Scaling(**d["scaling"]),
-                   machine=d["machine"], environment=d["environment"], data=d["data"],
+                   machine=ProbeMachine.from_dict(d["machine"]), environment=ProbeEnvironment(**d["environment"]),
+                   data=d["data"],
                    step_s=tuple(d["steps"]["step_s"]), losses=tuple(d["steps"]["loss"]),
                    warnings=tuple(d["warnings"]), schema=d["schema"])
 

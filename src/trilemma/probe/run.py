@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.specs import Layout, ModelSpec, PositionType, Recompute
+from trilemma.units import GIB, GIGA, KIB
 
 if TYPE_CHECKING:  # pragma: no cover
     from trilemma.probe.result import Measured, Predicted, ProbeResult
@@ -107,8 +108,8 @@ def _predict(spec: ModelSpec, hw, nproc: int, seq: int, micro_batch: int, grad_a
              precision: str, recompute: str, fsdp: bool):
     """The planner's Estimate for this exact run (its own API, nothing fitted)."""
     from trilemma.estimate.choose import evaluate_layout
-    from trilemma.specs.build import make_cluster, make_plan
     from trilemma.specs import DtypeSpec
+    from trilemma.specs.build import make_cluster, make_plan
 
     gbt = float(seq * micro_batch * grad_accum * nproc)
     # autocast keeps fp32 weights, gradients and Adam states; only activations are half precision
@@ -143,7 +144,7 @@ def _available_memory() -> float:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return float(line.split()[1]) * 1024
+                return float(line.split()[1]) * KIB  # /proc/meminfo counts kB = KiB
     except OSError:  # pragma: no cover
         pass
     from trilemma.probe.bench import ram_bytes
@@ -290,7 +291,14 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
         profile_path,
         save_local_profile,
     )
-    from trilemma.probe.result import ProbeResult, Scaling, append_record
+    from trilemma.probe.result import (
+        ProbeEnvironment,
+        ProbeMachine,
+        ProbeResult,
+        ProbeRun,
+        Scaling,
+        append_record,
+    )
     from trilemma.probe.train import Job
 
     warnings: list[str] = []
@@ -349,12 +357,12 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
     if device == "cpu" and precision != "fp32":
         p16, p32 = meas.peak(precision), meas.peak("fp32")
         if p16 < p32:
-            warnings.append(f"{precision} on this CPU: no native {precision} matmul path (measured {p16 / 1e9:.0f} "
-                            f"GFLOP/s vs {p32 / 1e9:.0f} GFLOP/s in fp32), so {precision} runs are kept tiny; "
+            warnings.append(f"{precision} on this CPU: no native {precision} matmul path (measured {p16 / GIGA:.0f} "
+                            f"GFLOP/s vs {p32 / GIGA:.0f} GFLOP/s in fp32), so {precision} runs are kept tiny; "
                             "fp32 is the CPU default")
         else:
-            warnings.append(f"{precision} on this CPU: autocast runs matmuls in {precision} ({p16 / 1e9:.0f} GFLOP/s "
-                            f"measured vs {p32 / 1e9:.0f} in fp32); weights, gradients and Adam stay fp32")
+            warnings.append(f"{precision} on this CPU: autocast runs matmuls in {precision} ({p16 / GIGA:.0f} GFLOP/s "
+                            f"measured vs {p32 / GIGA:.0f} in fp32); weights, gradients and Adam stay fp32")
 
     est, layout = _predict(spec, hw, nproc, seq, micro_batch, grad_accum, steps, precision, recompute, fsdp)
     pred = _predicted(est)
@@ -363,8 +371,8 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
         avail = _available_memory()
         if pred.memory_training_bytes * nproc > 0.9 * avail:
             raise InputError("memory", f"{spec.name}, micro-batch {micro_batch}, seq {seq}, {nproc} process(es)",
-                             f"a run that fits: the planner predicts {pred.memory_training_bytes / 2**30:.1f} GiB per "
-                             f"process and {avail / 2**30:.1f} GiB is available; scale the model down (--layers, "
+                             f"a run that fits: the planner predicts {pred.memory_training_bytes / GIB:.1f} GiB per "
+                             f"process and {avail / GIB:.1f} GiB is available; scale the model down (--layers, "
                              "--d-model), use a smaller --micro-batch or --seq, or --recompute full")
         if precision != "fp32" and meas.peak(precision) < meas.peak("fp32"):
             est_s = steps * micro_batch * grad_accum * seq * nproc * est.hardware_flop_per_token / meas.peak(precision)
@@ -373,8 +381,8 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
                                  f"fp32 on this CPU, or a tiny model: without a native {precision} path this run "
                                  f"would take about {est_s:.0f} s of {precision} matmuls (limit {TINY_BF16_S:.0f} s)")
     elif pred.memory_bytes > meas.memory_bytes:
-        warnings.append(f"the planner predicts {pred.memory_bytes / 2**30:.1f} GiB per GPU, more than the "
-                        f"{meas.memory_bytes / 2**30:.1f} GiB this GPU has")
+        warnings.append(f"the planner predicts {pred.memory_bytes / GIB:.1f} GiB per GPU, more than the "
+                        f"{meas.memory_bytes / GIB:.1f} GiB this GPU has")
 
     job = Job(spec=spec.model_dump(mode="json"), device=device, precision=precision, seq=seq, micro_batch=micro_batch,
               grad_accum=grad_accum, steps=steps, warmup=warmup, recompute=recompute, compile=compile, fsdp=fsdp,
@@ -428,21 +436,21 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
                           speedup_vs_whole_machine=None if whole_tps is None else measured.tokens_per_s / whole_tps,
                           predicted_speedup_vs_whole_machine=pred_whole)
 
-    env = {"torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform(),
-           "device": device, "device_name": meas.device_name, "cores": cores,
-           "threads_per_process": raw.get("threads", per_proc_threads), "nproc": nproc,
-           "cuda": torch.version.cuda if device == "cuda" else None,
-           "other_processes_cpu_share": others}
-    run = {"device": device, "precision": precision, "seq": seq, "micro_batch": micro_batch, "grad_accum": grad_accum,
-           "nproc": nproc, "fsdp": fsdp, "recompute": recompute, "compile": compile, "steps": steps, "warmup": warmup,
-           "steps_done": len(raw["step_s"]), "interrupted": raw["interrupted"],
-           "tokens_per_step": seq * micro_batch * grad_accum * nproc, "lr": lr, "seed": seed,
-           "optimizer": "AdamW (betas 0.9, 0.95; weight decay 0.1)", "wall_s": wall,
-           "parallelism": ("FSDP (fully sharded)" if fsdp else "DDP") + (" over gloo" if device == "cpu" else " over NCCL")
-           if nproc > 1 else "single process"}
-    machine = {"profile": str(profile_path()), "config_dir": str(user_config_dir()),
-               "measurement": meas.to_dict(), "per_process": None if sliced is meas else sliced.to_dict()}
-    result = ProbeResult(model=spec, model_resolution=how, params_planner=int(est.params["total"]), layout=layout,
+    env = ProbeEnvironment(torch=torch.__version__, python=platform.python_version(), platform=platform.platform(),
+                           device=device, device_name=meas.device_name, cores=cores,
+                           threads_per_process=raw.get("threads", per_proc_threads), nproc=nproc,
+                           cuda=torch.version.cuda if device == "cuda" else None, other_processes_cpu_share=others)
+    run = ProbeRun(device=device, precision=precision, seq=seq, micro_batch=micro_batch, grad_accum=grad_accum,
+                   nproc=nproc, fsdp=fsdp, recompute=recompute, compile=compile, steps=steps, warmup=warmup,
+                   steps_done=len(raw["step_s"]), interrupted=raw["interrupted"],
+                   tokens_per_step=seq * micro_batch * grad_accum * nproc, lr=lr, seed=seed,
+                   optimizer="AdamW (betas 0.9, 0.95; weight decay 0.1)", wall_s=wall,
+                   parallelism=("FSDP (fully sharded)" if fsdp else "DDP") + (" over gloo" if device == "cpu" else
+                                                                            " over NCCL")
+                   if nproc > 1 else "single process")
+    machine = ProbeMachine(profile=str(profile_path()), config_dir=str(user_config_dir()), measurement=meas,
+                           per_process=None if sliced is meas else sliced)
+    result = ProbeResult(model=spec, model_resolution=how, params_planner=int(est.params.total), layout=layout,
                          run=run, comparison=comparison, measured=measured, predicted=pred, scaling=scaling,
                          machine=machine, environment=env, data=raw["corpus"], step_s=tuple(raw["step_s"]),
                          losses=tuple(raw["losses"]), warnings=tuple(warnings))

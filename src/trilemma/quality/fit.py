@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -445,6 +445,8 @@ def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float
 
 @dataclass(frozen=True)
 class FitReport:
+    SCHEMA: ClassVar[str] = "trilemma.fit/1"  # the document of `trilemma fit --json` and the ladder's fit block
+
     law: Law
     point: PointFit
     samples: np.ndarray  # bootstrap rows (E, A, B, alpha, beta)
@@ -458,7 +460,7 @@ class FitReport:
     plot_path: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self, schema: str = "trilemma.fit/1") -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The law first (linear constants), then its intervals, then the checks."""
         c = self.point.constants
         a = c["beta"] / (c["alpha"] + c["beta"]) if c["alpha"] + c["beta"] > 0 else float("nan")
@@ -468,7 +470,7 @@ class FitReport:
             "ci": {"level": self.level, "method": f"bootstrap over runs, {len(self.samples)} refits, "
                                                   f"{(1 - self.level) / 2:.0%}/{(1 + self.level) / 2:.0%} percentiles",
                    **self.ci},
-            "schema": schema,
+            "schema": self.SCHEMA,
             "law_path": self.law_path,
             "plot_path": self.plot_path,
             "formula": "L = E + A/N^alpha + B/D^beta",
