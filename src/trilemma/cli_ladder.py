@@ -67,12 +67,15 @@ def ladder(
     from trilemma.units import parse_usd
 
     price_h = None if price is None else parse_usd(price, "price")
+    draw = None
+    if plot is not None:
+        from trilemma.report.ladder_plot import plot_ladder as draw
     tty = sys.stderr.isatty()
     show_plan = None if as_json else print_plan
     result = run_ladder(out, data=data, sizes=_numbers(sizes, "sizes", True),
                         tokens_per_param=_numbers(tokens_per_param, "tokens-per-param", False),
                         holdout_tokens_per_param=holdout_ratio, minutes=minutes, tiny=tiny, workers=workers,
-                        threads=threads, price=price_h, plot=plot, seed=seed, n_boot=n_boot, dry_run=dry_run,
+                        threads=threads, price=price_h, plot=plot, draw=draw, seed=seed, n_boot=n_boot, dry_run=dry_run,
                         progress=tty and not as_json, on_plan=show_plan)
     if as_json:
         print_json(result.to_dict())

@@ -58,7 +58,7 @@ from typing import Any
 from trilemma.errors import InputError
 from trilemma.shape import heads_for_width, llama_spec
 from trilemma.specs import ModelSpec
-from trilemma.units import SI
+from trilemma.units import MINUTE, SI
 
 __all__ = [
     "DEFAULT",
@@ -421,11 +421,11 @@ def grid_for_minutes(minutes: float, *, hw: Any, workers: int, ratios: tuple[flo
         g = rung(k, tuple(ratios), ho)
         plan = make_plan(g, hw=hw, workers=workers, threads=1)
         first = first if first is not None else plan.predicted_wall_s
-        if plan.predicted_wall_s is not None and plan.predicted_wall_s <= minutes * 60:
+        if plan.predicted_wall_s is not None and plan.predicted_wall_s <= minutes * MINUTE:
             best = replace(g, eval_tokens=TINY.eval_tokens if k == 0 else EVAL_TOKENS)
         else:
             break
     if best is None:
-        raise InputError("minutes", f"{minutes:g}", f"at least {math.ceil((first or 0) / 60)} minutes: the smallest ladder "
+        raise InputError("minutes", f"{minutes:g}", f"at least {math.ceil((first or 0) / MINUTE)} minutes: the smallest ladder "
                                                    f"is predicted to take {first or 0:.0f} s here (or fewer --tokens-per-param)")
     return best

@@ -12,7 +12,8 @@
 4. Fit on the fit runs only (``trilemma.ladder.fit``), predict the held-out run with the law's band,
    write ``DIR/law.toml``, compare with the measured loss. The error is a figure, never a failure.
 5. Report each run's measured time, energy and dollars (price per machine-hour overridable) and loss;
-   ``DIR/ladder.json`` holds the whole result; ``plot`` draws it (``trilemma.ladder.plot``).
+   ``DIR/ladder.json`` holds the whole result; ``draw`` plots it to ``plot`` (the CLI passes
+   ``trilemma.report.ladder_plot.plot_ladder``: presentation stays in report/).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from trilemma.ladder.plan import (
 )
 from trilemma.ladder.records import read_records
 from trilemma.ladder.result import HeldOut, LadderMachine, LadderResult, LadderTotals, RunRow
+from trilemma.units import MINUTE
 
 __all__ = ["LadderInterrupted", "run_ladder"]
 
@@ -179,6 +181,7 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
                tokens_per_param: list[float] | None = None, holdout_tokens_per_param: float | None = None,
                minutes: float | None = None, tiny: bool = False, workers: int | None = None,
                threads: int | None = None, price: float | None = None, plot: str | Path | None = None,
+               draw: Callable[[LadderResult, Any, str | Path], Path] | None = None,
                seed: int = 0, n_boot: int = 200, dry_run: bool = False, progress: bool = False,
                on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None = None) -> LadderResult:
     """Run the ladder into directory ``out`` (resuming what ``out/runs.jsonl`` already holds).
@@ -230,8 +233,8 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     view = corpus_view(data_t)
     plan = make_plan(grid, hw=hw, workers=n_workers, threads=n_threads, seed=seed, data_fingerprint=view.fingerprint)
     n_workers = min(n_workers, len(plan.runs))
-    if minutes is not None and plan.predicted_wall_s is not None and plan.predicted_wall_s > minutes * 60:
-        warnings.append(f"the planner predicts {plan.predicted_wall_s / 60:.1f} minutes for this grid, more than "
+    if minutes is not None and plan.predicted_wall_s is not None and plan.predicted_wall_s > minutes * MINUTE:
+        warnings.append(f"the planner predicts {plan.predicted_wall_s / MINUTE:.1f} minutes for this grid, more than "
                         f"--minutes {minutes:g}")
     price_h = price if price is not None else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
     machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
@@ -313,7 +316,8 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
         bar.close()
 
     return _result(plan, by_key, resumed, fit_report, prediction, view, out_dir, runs_path, price_h, machine_w, share,
-                   hw, cores, plot, warnings, notes, time.perf_counter() - t_start, dry_run)
+                   hw, cores, None if plot is None or draw is None else (lambda r, rep: draw(r, rep, plot)),
+                   warnings, notes, time.perf_counter() - t_start, dry_run)
 
 
 def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_path: Path, view: Any, out_dir: Path,
@@ -340,7 +344,7 @@ def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_p
 
 def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[str], report: Any, prediction: Any,
             view: Any, out_dir: Path, runs_path: Path, price_h: float, machine_w: float, share: float, hw: Any,
-            cores: int, plot: str | Path | None, warnings: list[str], notes: list[str], wall_s: float,
+            cores: int, plotter: Callable[[LadderResult, Any], Path] | None, warnings: list[str], notes: list[str], wall_s: float,
             dry_run: bool) -> LadderResult:
     from trilemma.quality.forms import chinchilla_loss as law_predict
 
@@ -404,10 +408,8 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
                           totals=LadderTotals(**totals), machine=LadderMachine(**machine), data=view.describe(),
                           price_usd_per_hour=price_h,
                           complete=complete, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
-    if plot is not None and report is not None and not dry_run:
-        from trilemma.ladder.plot import plot_ladder
-
-        files["plot"] = str(plot_ladder(result, report, plot))
+    if plotter is not None and report is not None and not dry_run:
+        files["plot"] = str(plotter(result, report))
     if not dry_run:
         doc = result.to_dict()
         tmp = out_dir / "ladder.json.tmp"

@@ -30,6 +30,10 @@ from trilemma.errors import InputError
 from trilemma.probe.data import Batches, load_corpus
 from trilemma.probe.model import build_model
 from trilemma.specs import ModelSpec
+from trilemma.units import KIB
+
+#: seeds of different ranks stay this far apart, so their data streams never overlap
+SEED_STRIDE = 1000
 
 __all__ = ["Job", "run_training"]
 
@@ -93,10 +97,10 @@ def _rss() -> tuple[float, float]:
     """(current, peak) resident bytes of this process."""
     try:
         fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
-        return float(fields["VmRSS"].split()[0]) * 1024, float(fields["VmHWM"].split()[0]) * 1024
+        return float(fields["VmRSS"].split()[0]) * KIB, float(fields["VmHWM"].split()[0]) * KIB
     except (OSError, KeyError, ValueError):  # pragma: no cover - not Linux
         import resource
-        peak = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        peak = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * KIB  # ru_maxrss is in KiB on Linux
         return peak, peak
 
 
@@ -175,7 +179,7 @@ def run_training(job: Job) -> dict[str, Any]:
     spec = ModelSpec.model_validate(job.spec)
     corpus = load_corpus(list(job.data) if job.data else None)
     mask_id = spec.vocab_size - 1  # encoders: the last id stands for [MASK] (bytes use 0-255)
-    train_b = Batches(corpus.train, job.seq, job.micro_batch, job.seed + 1000 * rank, spec.causal, mask_id, job.device)
+    train_b = Batches(corpus.train, job.seq, job.micro_batch, job.seed + SEED_STRIDE * rank, spec.causal, mask_id, job.device)
     eval_b = Batches(corpus.eval, job.seq, job.micro_batch, 10_000 + job.seed + rank, spec.causal, mask_id, job.device)
 
     # memory baseline: the runtime (interpreter, torch, corpus) before the model exists
