@@ -24,7 +24,8 @@ from clitools import run
 
 from trilemma.errors import InputError
 from trilemma.quality import get_law, predict_loss
-from trilemma.quality.fit import Runs, bootstrap, fit_point, fit_runs, leave_out, read_runs
+from trilemma.quality.fit import bootstrap, fit_point, fit_runs, leave_out
+from trilemma.quality.runs import Runs, read_runs
 from trilemma.quality.forms import chinchilla_loss as predict
 
 TRUTH = {"E": 1.8, "A": 400.0, "B": 1500.0, "alpha": 0.34, "beta": 0.36}

@@ -53,7 +53,8 @@ def fit(
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
     """Fit L = E + A/N^alpha + B/D^beta to your runs (Hoffmann 2022 procedure) with bootstrap intervals."""
-    from trilemma.quality.fit import fit_runs, read_runs
+    from trilemma.quality.fit import fit_runs
+    from trilemma.quality.runs import read_runs
     from trilemma.report.fit_plot import plot_fit
     from trilemma.quality.laws import write_law
 

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from trilemma.ladder.plan import rules
-from trilemma.quality.fit import FitReport, Runs, fit_runs
+from trilemma.quality.fit import FitReport, fit_runs
+from trilemma.quality.runs import Runs
 from trilemma.quality.laws import write_law
 from trilemma.quality.predict import LossPrediction, predict_loss
 from trilemma.specs.enums import LossUnit, NCounts

@@ -389,7 +389,7 @@ def make_plan(grid: GridChoice, *, hw: Any | None, workers: int, threads: int, s
 
 
 def check_grid(grid: GridChoice, fit_shapes: list[Shape], held: Shape) -> None:
-    from trilemma.quality.fit import MIN_RUNS, MIN_SIZES
+    from trilemma.quality.runs import MIN_RUNS, MIN_SIZES
 
     sizes = sorted({params_of(s) for s in fit_shapes})
     if len(sizes) < MIN_SIZES or len(sizes) * len(grid.ratios) < MIN_RUNS:

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.quality.fit import FitReport, size_groups
+from trilemma.quality.fit import FitReport
+from trilemma.quality.runs import size_groups
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.report.figure import pyplot, save_figure
 
