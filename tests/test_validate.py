@@ -68,11 +68,17 @@ def test_estimates_carry_a_band_from_the_backtest():
     assert keys.index("total_s_low") == keys.index("total_s") + 1
 
 
-@pytest.mark.slow
-def test_shipped_constants_are_what_the_documented_fit_gives():
-    """calibrated.toml was written by scripts/calibrate.py on the shipped data: refit and compare."""
+@pytest.fixture(scope="module")
+def refit():
+    """The documented fit on all shipped cases, done once for the tests below."""
     cases, _ = load_cases()
-    fitted = calibrate(cases, uncalibrated_constants())
+    return calibrate(cases, uncalibrated_constants())
+
+
+@pytest.mark.slow
+def test_shipped_constants_are_what_the_documented_fit_gives(refit):
+    """calibrated.toml was written by scripts/calibrate.py on the shipped data: refit and compare."""
+    fitted = refit
     shipped = calibration()["constants"]
     for section, key, _, _ in TIME_PARAMS:
         assert fitted[section][key] == pytest.approx(shipped[section][key], rel=1e-6)
@@ -80,9 +86,9 @@ def test_shipped_constants_are_what_the_documented_fit_gives():
 
 
 @pytest.fixture(scope="module")
-def loso_summary():
+def loso_summary(refit):
     cases, _ = load_cases()
-    preds = loso(cases, uncalibrated_constants())
+    preds = loso(cases, uncalibrated_constants(), full=refit)
     return {k: summarise([p for p in preds if p.case.kind == k]) for k in ("runs", "throughput", "memory")}
 
 

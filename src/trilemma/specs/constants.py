@@ -36,6 +36,9 @@ class Constants(Mapping[str, Mapping[str, Any]]):
     def __deepcopy__(self, memo: dict) -> "Constants":
         return self  # immutable
 
+    def __reduce__(self) -> tuple[type, tuple[dict[str, dict[str, Any]]]]:
+        return Constants, (self.to_dict(),)  # to other processes (leave-one-source-out runs in parallel)
+
     def with_values(self, values: Mapping[tuple[str, str], Any]) -> "Constants":
         """A copy with ``{(section, key): value}`` changed (sections are created as needed)."""
         out = {s: dict(v) for s, v in self._sections.items()}

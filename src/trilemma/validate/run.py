@@ -79,7 +79,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     start = uncalibrated_constants()
     fitted = calibrate(cases, start)
     ins = predict(cases, fitted)
-    lo = loso(cases, start, progress)
+    lo = loso(cases, start, progress, full=fitted)
     lo_by = {(p.case.kind, p.case.row): p for p in lo}
     # bands from LOSO residuals of time-like cases: reported ≈ predicted / exp(r)
     r = np.array([p.log_ratio for p in lo if p.log_ratio is not None
