@@ -3,15 +3,9 @@
 A law is a functional form, its constants, and what they mean: which parameters N counts (with or
 without embeddings), the loss unit, the data and tokenizer it was fitted on (absolute loss is specific
 to them), its source, and its parameter uncertainty (a covariance or samples), from which every
-prediction gets a band.
-
-Forms (the formulas live in ``trilemma.quality.predict``):
-
-- ``chinchilla``: L = E + A/N^α + B/D^β (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2).
-- ``kaplan``: L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D, N non-embedding (Kaplan et al. 2020, arXiv 2001.08361,
-  Eq. 1.5 / 4.1). No irreducible term.
-- ``muennighoff``: the chinchilla form on effective parameters N' and effective data D' given the unique
-  tokens U (Muennighoff et al. 2023, arXiv 2305.16264; huggingface/datablations README "Parametric Fit").
+prediction gets a band. The type, its forms and its uncertainty are ``trilemma.quality.law``
+(re-exported here); this module reads and validates law documents, looks laws up by name or path,
+holds the precision and repetition constants, and writes law files.
 
 Nothing is read at import; loading is cached.
 """
@@ -22,8 +16,7 @@ import difflib
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -37,8 +30,28 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from trilemma.errors import InputError
-from trilemma.specs.enums import LossUnit, NCounts, StrEnum
+from trilemma.quality.law import (
+    DEFAULT_LEVEL,
+    DRAW_SEED,
+    FORM_CONSTANTS,
+    FORM_TEXT,
+    LOG_PARAMS,
+    LOSS_UNITS,
+    N_COUNTS,
+    N_DRAWS,
+    Form,
+    Law,
+    Uncertainty,
+)
+from trilemma.specs.enums import LossUnit, NCounts
 from trilemma.tomlw import toml_dumps
+
+__all__ = [
+    "DEFAULT_LAW", "DEFAULT_LAW_REASON", "DEFAULT_LEVEL", "DRAW_SEED", "FORM_CONSTANTS", "FORM_TEXT", "LOG_PARAMS",
+    "LOSS_UNITS", "N_COUNTS", "N_DRAWS", "SCHEMA", "Form", "Law", "Uncertainty", "get_law", "law_from_dict",
+    "law_names", "law_to_dict", "laws_document", "precision_constants", "read_law_file", "repetition_constants",
+    "shipped_laws", "write_law",
+]
 
 SCHEMA = "trilemma.law/1"
 
@@ -52,153 +65,17 @@ DEFAULT_LAW_REASON = (
     "Gopher's budget (reference/scaling_laws.md §2)."
 )
 
-#: Band level used when a law's uncertainty does not state one (Hoffmann 2022 Table 2 uses 10th/90th percentiles).
-DEFAULT_LEVEL = 0.8
-#: Draws from a covariance for a band; fixed seed so that a prediction is reproducible.
-N_DRAWS = 400
-DRAW_SEED = 20240416
-
-LOSS_UNITS = tuple(u.value for u in LossUnit)  # ("nats/token", "bits/byte")
-N_COUNTS = tuple(c.value for c in NCounts)  # ("total", "non_embedding")
-
-
-class Form(StrEnum):
-    CHINCHILLA = "chinchilla"
-    KAPLAN = "kaplan"
-    MUENNIGHOFF = "muennighoff"
-
-
-#: Constants each form needs (names as in the TOML files).
-FORM_CONSTANTS: dict[Form, tuple[str, ...]] = {
-    Form.CHINCHILLA: ("E", "A", "B", "alpha", "beta"),
-    Form.KAPLAN: ("alpha_N", "alpha_D", "N_c", "D_c"),
-    Form.MUENNIGHOFF: ("E", "A", "B", "alpha", "beta"),
-}
-FORM_TEXT: dict[Form, str] = {
-    Form.CHINCHILLA: "L = E + A/N^alpha + B/D^beta",
-    Form.KAPLAN: "L = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D",
-    Form.MUENNIGHOFF: "L = E + A/N'^alpha + B/D'^beta (N', D': effective parameters and data given unique tokens)",
-}
-#: Parameters a covariance may be given in: log-space for the scale constants (Hoffmann's own parameterisation).
-LOG_PARAMS = {"ln_A": "A", "ln_B": "B", "ln_E": "E", "ln_N_c": "N_c", "ln_D_c": "D_c"}
-
 
 def _bad_law(where: str, why: str) -> InputError:
+    """The InputError of a bad law document: ``where`` names the file or table, ``why`` what was expected."""
     return InputError("law", where, why)
-
-
-@dataclass(frozen=True, eq=False)
-class Uncertainty:
-    """Parameter uncertainty of a law, turned into constant samples by ``Law.samples``.
-
-    kind ``covariance``: a multivariate normal over ``params`` (log-space names allowed, e.g. ``ln_A``),
-    centred on the law's constants; ``samples``: rows of constants (e.g. bootstrap refits);
-    ``range``: alternative published constant sets; the band is the min-max over them and the point.
-    """
-
-    kind: str
-    params: tuple[str, ...]
-    level: float | None
-    source: str
-    covariance: np.ndarray | None = None
-    samples: np.ndarray | None = None
-    borrowed_from: str | None = None  # a law whose covariance stands in (stated in the interval text)
-
-    @property
-    def interval(self) -> str:
-        """How the band is made, in words (shown next to every loss)."""
-        if self.kind == "range":
-            return f"range over published constant sets ({self.source})"
-        lvl = f"{(self.level or DEFAULT_LEVEL):.0%}"
-        if self.kind == "covariance":
-            what = (f"the covariance of {self.borrowed_from} used as a stand-in (this law published none)"
-                    if self.borrowed_from else "the law's parameter covariance")
-            return f"{lvl}: percentiles of the loss over {N_DRAWS} parameter draws from {what}"
-        n = 0 if self.samples is None else len(self.samples)
-        return f"{lvl}: percentiles of the loss over {n} bootstrap refits"
-
-
-@dataclass(frozen=True, eq=False)
-class Law:
-    """A scaling law and what its numbers mean. Build with ``get_law`` or ``law_from_dict``."""
-
-    name: str
-    form: Form
-    constants: Mapping[str, float]
-    n_counts: NCounts  # total (Hoffmann: all parameters incl. embeddings) or non_embedding (Kaplan)
-    loss_unit: LossUnit  # nats/token or bits/byte
-    data: str
-    tokenizer: str
-    source: str
-    title: str = ""
-    notes: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()
-    uncertainty: Uncertainty | None = None
-    repetition: Mapping[str, float] | None = None  # R_D_star, R_N_star, useful_epochs (Muennighoff 2023)
-    precision: Mapping[str, float] | None = None  # overrides of the Kumar 2024 constants
-    fit_range: Mapping[str, float] | None = None  # N_min, N_max, D_min, D_max of the runs it was fitted on
-    fit_report: Mapping[str, Any] | None = None  # what `trilemma fit` measured (kept for provenance)
-    path: str | None = None  # file it was read from, when not a shipped preset
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def form_text(self) -> str:
-        return FORM_TEXT[self.form]
-
-    @property
-    def n_counts_text(self) -> str:
-        return "all parameters, embeddings included" if self.n_counts is NCounts.TOTAL else "non-embedding parameters"
-
-    @property
-    def specificity_note(self) -> str:
-        return (f"absolute loss is specific to the law's data and tokenizer ({self.data}; {self.tokenizer}; "
-                f"{self.loss_unit}): compare trends, not values, across datasets or tokenizers")
-
-    @cached_property
-    def samples(self) -> dict[str, np.ndarray]:
-        """Constant sets expressing the law's uncertainty: name → array (S,). Empty dict if none."""
-        u = self.uncertainty
-        if u is None:
-            return {}
-        if u.kind == "covariance":
-            assert u.covariance is not None
-            mean = np.array([_param_value(self.constants, p) for p in u.params])
-            rng = np.random.default_rng(DRAW_SEED)
-            draws = rng.multivariate_normal(mean, u.covariance, size=N_DRAWS, method="cholesky")
-            out = {k: np.full(N_DRAWS, float(v)) for k, v in self.constants.items()}
-            for j, p in enumerate(u.params):
-                if p in LOG_PARAMS:
-                    out[LOG_PARAMS[p]] = np.exp(draws[:, j])
-                else:
-                    out[p] = draws[:, j]
-            return out
-        assert u.samples is not None
-        out = {k: np.full(len(u.samples), float(v)) for k, v in self.constants.items()}
-        for j, p in enumerate(u.params):
-            out[p] = np.asarray(u.samples[:, j], dtype=float)
-        return out
-
-    def describe(self) -> dict[str, Any]:
-        """The law for JSON output: name, form, constants and what they mean."""
-        return {
-            "name": self.name, "title": self.title, "form": str(self.form), "formula": self.form_text,
-            "constants": dict(self.constants), "n_counts": self.n_counts, "loss_unit": self.loss_unit,
-            "data": self.data, "tokenizer": self.tokenizer, "source": self.source,
-            "interval": self.uncertainty.interval if self.uncertainty else None,
-            "path": self.path,
-        }
-
-
-def _param_value(constants: Mapping[str, float], p: str) -> float:
-    if p in LOG_PARAMS:
-        return math.log(constants[LOG_PARAMS[p]])
-    return float(constants[p])
 
 
 # ------------------------------------------------------------------ reading
 
 
 def _str(d: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
+    """``d[key]`` as a non-empty string, else an InputError naming ``where``."""
     v = d.get(key, default)
     if not isinstance(v, str) or not v.strip():
         raise _bad_law(where, f"a law table with a non-empty string `{key}`")
@@ -206,6 +83,7 @@ def _str(d: Mapping[str, Any], key: str, where: str, default: str | None = None)
 
 
 def _num_table(d: Any, where: str, what: str) -> dict[str, float]:
+    """Table ``what`` of finite numbers (None → {}), else an InputError naming ``where``."""
     if d is None:
         return {}
     if not isinstance(d, dict):
@@ -267,6 +145,7 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
 
 def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
                  lookup: Mapping[str, Law] | None) -> Uncertainty | None:
+    """The ``[uncertainty]`` table validated (``borrow`` names a law of ``lookup``); None when absent."""
     if u is None:
         return None
     if not isinstance(u, dict):
@@ -330,14 +209,17 @@ def law_names() -> list[str]:
 
 
 def shipped_laws() -> dict[str, Law]:
+    """The shipped laws by canonical name (a copy)."""
     return dict(_shipped())
 
 
 def _looks_like_path(text: str) -> bool:
+    """Whether ``--law`` text names a file rather than a law."""
     return text.endswith(".toml") or "/" in text or "\\" in text or Path(text).is_file()
 
 
 def read_law_file(path: str | Path) -> Law:
+    """A law TOML file (as ``trilemma fit`` writes), validated; it may borrow a shipped law's covariance."""
     p = Path(path)
     if not p.is_file():
         raise InputError("law", str(path), "an existing law TOML file (written by `trilemma fit`) or a law name ("
@@ -375,6 +257,7 @@ def get_law(name_or_path: str | Law | None = None) -> Law:
 
 @cache
 def _precision_presets() -> dict[str, Any]:
+    """presets/precision.toml, read once."""
     return tomllib.loads(_ROOT.joinpath("precision.toml").read_text(encoding="utf-8"))
 
 

@@ -1,0 +1,174 @@
+"""A scaling law as a value: its form, constants, what they mean, and its parameter uncertainty.
+
+``trilemma.quality.laws`` reads, validates, looks up and writes laws (shipped presets in
+``presets/laws/*.toml`` and user files); this module is the type they become, with no I/O.
+
+Forms (the formulas live in ``trilemma.quality.forms``, applied by ``trilemma.quality.predict``):
+
+- ``chinchilla``: L = E + A/N^α + B/D^β (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2).
+- ``kaplan``: L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D, N non-embedding (Kaplan et al. 2020, arXiv 2001.08361,
+  Eq. 1.5 / 4.1). No irreducible term.
+- ``muennighoff``: the chinchilla form on effective parameters N' and effective data D' given the unique
+  tokens U (Muennighoff et al. 2023, arXiv 2305.16264; huggingface/datablations README "Parametric Fit").
+
+Units: loss in the law's ``loss_unit`` (nats/token or bits/byte), N in parameters as ``n_counts`` says,
+D in tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from trilemma.specs.enums import LossUnit, NCounts, StrEnum
+
+#: Band level used when a law's uncertainty does not state one (Hoffmann 2022 Table 2 uses 10th/90th percentiles).
+DEFAULT_LEVEL = 0.8
+#: Draws from a covariance for a band; fixed seed so that a prediction is reproducible.
+N_DRAWS = 400
+DRAW_SEED = 20240416
+
+LOSS_UNITS = tuple(u.value for u in LossUnit)  # ("nats/token", "bits/byte")
+N_COUNTS = tuple(c.value for c in NCounts)  # ("total", "non_embedding")
+
+
+class Form(StrEnum):
+    """A law's functional form (the formulas: ``trilemma.quality.forms``)."""
+
+    CHINCHILLA = "chinchilla"
+    KAPLAN = "kaplan"
+    MUENNIGHOFF = "muennighoff"
+
+
+#: Constants each form needs (names as in the TOML files).
+FORM_CONSTANTS: dict[Form, tuple[str, ...]] = {
+    Form.CHINCHILLA: ("E", "A", "B", "alpha", "beta"),
+    Form.KAPLAN: ("alpha_N", "alpha_D", "N_c", "D_c"),
+    Form.MUENNIGHOFF: ("E", "A", "B", "alpha", "beta"),
+}
+FORM_TEXT: dict[Form, str] = {
+    Form.CHINCHILLA: "L = E + A/N^alpha + B/D^beta",
+    Form.KAPLAN: "L = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D",
+    Form.MUENNIGHOFF: "L = E + A/N'^alpha + B/D'^beta (N', D': effective parameters and data given unique tokens)",
+}
+#: Parameters a covariance may be given in: log-space for the scale constants (Hoffmann's own parameterisation).
+LOG_PARAMS = {"ln_A": "A", "ln_B": "B", "ln_E": "E", "ln_N_c": "N_c", "ln_D_c": "D_c"}
+
+
+
+
+@dataclass(frozen=True, eq=False)
+class Uncertainty:
+    """Parameter uncertainty of a law, turned into constant samples by ``Law.samples``.
+
+    kind ``covariance``: a multivariate normal over ``params`` (log-space names allowed, e.g. ``ln_A``),
+    centred on the law's constants; ``samples``: rows of constants (e.g. bootstrap refits);
+    ``range``: alternative published constant sets; the band is the min-max over them and the point.
+    """
+
+    kind: str
+    params: tuple[str, ...]
+    level: float | None
+    source: str
+    covariance: np.ndarray | None = None
+    samples: np.ndarray | None = None
+    borrowed_from: str | None = None  # a law whose covariance stands in (stated in the interval text)
+
+    @property
+    def interval(self) -> str:
+        """How the band is made, in words (shown next to every loss)."""
+        if self.kind == "range":
+            return f"range over published constant sets ({self.source})"
+        lvl = f"{(self.level or DEFAULT_LEVEL):.0%}"
+        if self.kind == "covariance":
+            what = (f"the covariance of {self.borrowed_from} used as a stand-in (this law published none)"
+                    if self.borrowed_from else "the law's parameter covariance")
+            return f"{lvl}: percentiles of the loss over {N_DRAWS} parameter draws from {what}"
+        n = 0 if self.samples is None else len(self.samples)
+        return f"{lvl}: percentiles of the loss over {n} bootstrap refits"
+
+
+@dataclass(frozen=True, eq=False)
+class Law:
+    """A scaling law and what its numbers mean. Build with ``get_law`` or ``law_from_dict``."""
+
+    name: str
+    form: Form
+    constants: Mapping[str, float]
+    n_counts: NCounts  # total (Hoffmann: all parameters incl. embeddings) or non_embedding (Kaplan)
+    loss_unit: LossUnit  # nats/token or bits/byte
+    data: str
+    tokenizer: str
+    source: str
+    title: str = ""
+    notes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    uncertainty: Uncertainty | None = None
+    repetition: Mapping[str, float] | None = None  # R_D_star, R_N_star, useful_epochs (Muennighoff 2023)
+    precision: Mapping[str, float] | None = None  # overrides of the Kumar 2024 constants
+    fit_range: Mapping[str, float] | None = None  # N_min, N_max, D_min, D_max of the runs it was fitted on
+    fit_report: Mapping[str, Any] | None = None  # what `trilemma fit` measured (kept for provenance)
+    path: str | None = None  # file it was read from, when not a shipped preset
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def form_text(self) -> str:
+        """The form's formula in ASCII (FORM_TEXT)."""
+        return FORM_TEXT[self.form]
+
+    @property
+    def n_counts_text(self) -> str:
+        """Which parameters N counts, in words."""
+        return "all parameters, embeddings included" if self.n_counts is NCounts.TOTAL else "non-embedding parameters"
+
+    @property
+    def specificity_note(self) -> str:
+        """The note that absolute loss belongs to the law's data, tokenizer and loss unit."""
+        return (f"absolute loss is specific to the law's data and tokenizer ({self.data}; {self.tokenizer}; "
+                f"{self.loss_unit}): compare trends, not values, across datasets or tokenizers")
+
+    @cached_property
+    def samples(self) -> dict[str, np.ndarray]:
+        """Constant sets expressing the law's uncertainty: name → array (S,). Empty dict if none."""
+        u = self.uncertainty
+        if u is None:
+            return {}
+        if u.kind == "covariance":
+            assert u.covariance is not None
+            mean = np.array([_param_value(self.constants, p) for p in u.params])
+            rng = np.random.default_rng(DRAW_SEED)
+            draws = rng.multivariate_normal(mean, u.covariance, size=N_DRAWS, method="cholesky")
+            out = {k: np.full(N_DRAWS, float(v)) for k, v in self.constants.items()}
+            for j, p in enumerate(u.params):
+                if p in LOG_PARAMS:
+                    out[LOG_PARAMS[p]] = np.exp(draws[:, j])
+                else:
+                    out[p] = draws[:, j]
+            return out
+        assert u.samples is not None
+        out = {k: np.full(len(u.samples), float(v)) for k, v in self.constants.items()}
+        for j, p in enumerate(u.params):
+            out[p] = np.asarray(u.samples[:, j], dtype=float)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The law for JSON output: name, form, constants and what they mean."""
+        return {
+            "name": self.name, "title": self.title, "form": str(self.form), "formula": self.form_text,
+            "constants": dict(self.constants), "n_counts": self.n_counts, "loss_unit": self.loss_unit,
+            "data": self.data, "tokenizer": self.tokenizer, "source": self.source,
+            "interval": self.uncertainty.interval if self.uncertainty else None,
+            "path": self.path,
+        }
+
+
+def _param_value(constants: Mapping[str, float], p: str) -> float:
+    """Constant ``p`` of a law; a log-space name (``ln_A``) gives the natural log of its constant."""
+    if p in LOG_PARAMS:
+        return math.log(constants[LOG_PARAMS[p]])
+    return float(constants[p])
