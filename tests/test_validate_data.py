@@ -62,8 +62,9 @@ def test_shipped_reported_equals_the_published_figure() -> None:
 def test_shipped_columns_are_all_in_the_schema_and_documented() -> None:
     doc = (resources.files("trilemma") / "data" / "SCHEMA.md").read_text(encoding="utf-8")
     names = {c.name for c in COLUMNS}
-    for c in COLUMNS:
-        assert f"`{c.name}`" in doc, c.name
+    for c in COLUMNS:  # each column's table row says what the code reads
+        row = f"| `{c.name}` | {c.allowed} | {c.unit or '—'} | {'yes' if c.required else 'no'} | {c.doc or '—'} |"
+        assert row in doc, row
     for kind in KINDS:
         header = set(read_rows(kind)[0])
         assert header <= names | PUBLISHED
@@ -104,9 +105,24 @@ def test_user_csv_is_backtested_through_the_cli(capsys, tmp_path: Path) -> None:
         assert (r["layout"]["tp"], r["layout"]["dp"], r["layout"]["micro_batch"]) == (tp, dp, mb)  # pinned
         assert r["loso_predicted"] is None  # no stored LOSO for a user's rows
     assert step["layout"]["recompute"] == "full" and mfu["layout"]["recompute"] == "selective"
-    assert doc["summary"]["throughput"]["in_sample"]["n"] == 2 and doc["skipped"] == []
+    # the shipped constants were not fitted on a user's rows: out of sample, never labelled in-sample
+    assert doc["summary"]["throughput"]["shipped_constants"]["n"] == 2 and doc["skipped"] == []
+    assert "in_sample" not in doc["summary"]["throughput"] and doc["data"] == path
     code, out, _ = run(capsys, "validate", "--data", path)  # the human table too
-    assert code == 0 and "7B tp2" in out
+    assert code == 0 and "7B tp2" in out and "shipped constants" in out and "in-sample" not in out
+
+
+def test_a_row_breaking_a_layout_rule_is_skipped_with_the_rule(capsys, tmp_path: Path) -> None:
+    """The axes' rules come from the registry: a row that breaks one is skipped, the rule named."""
+    header = _HEADER + ["zero", "ep"]
+    rows = [_GOOD[0][:10] + ["2", "8"] + _GOOD[0][12:] + ["3", "1"],  # ZeRO-3 with pp 2
+            _GOOD[1] + ["1", "2"]]  # ep 2 on a dense model
+    path = _write(tmp_path / "rules.csv", header, rows)
+    code, out, err = run(capsys, "validate", "--data", path, "--json")
+    assert code == 0 and err == ""
+    reasons = {s["row"]: s["reason"] for s in json.loads(out)["skipped"]}
+    assert "ZeRO stage 2/3 cannot be combined with pipeline parallelism" in reasons[0]
+    assert "ep must divide the number of experts and dp (and be 1 for a dense model)" in reasons[1]
 
 
 def test_user_memory_csv_and_defaults(capsys, tmp_path: Path) -> None:
@@ -128,7 +144,8 @@ def test_user_memory_csv_and_defaults(capsys, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ bad input: one line, exit 2
 
 @pytest.mark.parametrize("column, value, expect", [
-    ("tp", "2x", "column tp: '2x' is not allowed; expected a whole number ≥ 1"),
+    ("tp", "2x", "column tp: '2x' is not allowed; expected a positive whole number"),
+    ("micro_batch", "0", "column micro_batch: '0' is not allowed; expected a positive whole number"),
     ("metric", "speed", "column metric: 'speed' is not allowed; expected one of gpu_hours"),
     ("recompute", "some", "column recompute: 'some' is not allowed; expected none, selective or full"),
     ("gpu", "h1000", "column gpu: 'h1000' is not allowed; expected a hardware preset name"),

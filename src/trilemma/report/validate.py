@@ -46,7 +46,9 @@ def print_validate(doc: dict[str, Any]) -> None:
     for col in ("kind", "fit", "rows", "median", "worst", "≤10%", "≤25%", "skipped"):
         s.add_column(col, justify="left" if col in ("kind", "fit") else "right")
     for kind, parts in doc["summary"].items():
-        for which, st in (("in-sample", parts["in_sample"]), ("leave-one-source-out", parts["leave_one_source_out"])):
+        first = ("in-sample", parts["in_sample"]) if "in_sample" in parts else \
+            ("shipped constants", parts["shipped_constants"])  # a user's --data rows: out of sample
+        for which, st in (first, ("leave-one-source-out", parts["leave_one_source_out"])):
             if not st.get("n"):
                 s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]))
                 continue

@@ -62,9 +62,11 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
             continue
         mine = [p for p in preds if p.case.kind == k]
         lo = [Prediction(p.case, lp.get((p.case.kind, p.case.row)), p.layout, p.fits) for p in mine]
-        summary[k] = {"in_sample": summarise(mine), "leave_one_source_out": summarise(lo),
+        # a user's rows were not in the fit of the shipped constants: out of sample, not "in-sample"
+        first = "in_sample" if data is None else "shipped_constants"
+        summary[k] = {first: summarise(mine), "leave_one_source_out": summarise(lo),
                       "skipped": sum(1 for s in skipped if s.kind == k)}
-    return {"schema": "trilemma.validate/1", "summary": summary, "rows": rows,
+    return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows,
             "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
                         for s in skipped if kind in (None, s.kind)],
             "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},

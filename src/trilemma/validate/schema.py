@@ -19,6 +19,7 @@ from typing import Any, get_args
 
 from trilemma.errors import InputError
 from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision
+from trilemma.specs.axes import AXES, Axis
 from trilemma.validate import Metric
 
 __all__ = [
@@ -108,6 +109,19 @@ def _one_of(values: tuple[str, ...]) -> str:
     return "one of " + ", ".join(values)
 
 
+def _axis_column(a: Axis) -> Column:
+    """A layout column from its axis: read as the CLI flag is (``Axis.parse``), same words when bad."""
+    def parse(s: str) -> Any:
+        if a.kind is bool:
+            return _bool(s)
+        try:
+            return a.parse(s)
+        except InputError:
+            raise ValueError(s) from None
+    unit = "sequences" if a.name == "micro_batch" else ""
+    return Column(a.name, parse, _BOOL if a.kind is bool else a.allowed(), unit=unit, doc=a.help)
+
+
 _DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 _C = Column
 COLUMNS: tuple[Column, ...] = (
@@ -170,20 +184,11 @@ COLUMNS: tuple[Column, ...] = (
     _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
     _C("grad_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default fp32"),
     _C("optimizer_state_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default that of the precision"),
-    # layout: an empty cell is searched, a given one is pinned
-    _C("tp", _int_ge(1), _WHOLE, doc="tensor parallel"),
-    _C("pp", _int_ge(1), _WHOLE, doc="pipeline parallel (must divide n_layers)"),
-    _C("vp", _int_ge(1), _WHOLE, doc="interleaved virtual stages per pipeline rank"),
-    _C("dp", _int_ge(1), _WHOLE, doc="data parallel"),
-    _C("cp", _int_ge(1), _WHOLE, doc="context parallel"),
-    _C("ep", _choice(("1",)), "1 (expert parallelism is not modelled)", doc="expert parallel"),
-    _C("sp", _bool, _BOOL, doc="sequence parallel (with tp > 1)"),
-    _C("zero", _int_ge(0), "0, 1, 2 or 3", doc="ZeRO stage (FSDP full shard = 3)"),
-    _C("recompute", _choice(("none", "selective", "full")), "none, selective or full"),
-    _C("micro_batch", _int_ge(1), _WHOLE, unit="sequences"),
+    # layout: an empty cell is searched, a given one is pinned; the columns are the registry's axes
+    *(_axis_column(a) for a in AXES),
 )
 _BY_NAME = {c.name: c for c in COLUMNS}
-LAYOUT_AXES = ("tp", "pp", "dp", "cp", "vp", "sp", "zero", "recompute", "micro_batch")
+LAYOUT_AXES: tuple[str, ...] = tuple(a.name for a in AXES)
 
 #: the published record: carried as it was published, documented in data/README.md, never read
 PUBLISHED: frozenset[str] = frozenset({
@@ -218,8 +223,6 @@ def parse_row(raw: dict[str, str], index: int, where: str) -> Row:
             v = col.parse(text)
         except ValueError:
             raise RowError(where, index + 1, name, text, col.allowed) from None
-        if name == "zero" and v > 3:
-            raise RowError(where, index + 1, name, text, col.allowed)
         cells[name] = v
     label = (raw.get("model") or raw.get("model_or_size") or "").strip() or f"row {index + 1}"
     if not cells.get("skip_reason"):
