@@ -16,11 +16,9 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from trilemma.errors import InfeasibleError, InputError
-from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, LOSS_UNITS
-
-OPTIMAL_SCHEMA = "trilemma.optimal/1"
-
+from trilemma.errors import InputError
+from trilemma.quality.laws import DEFAULT_LAW
+from trilemma.specs.enums import LossUnit, NCounts
 
 def _count(text: Optional[str], field: str) -> Optional[float]:
     from trilemma.units import parse_count
@@ -58,11 +56,7 @@ def fit(
     from trilemma.report.fit_plot import plot_fit
     from trilemma.quality.laws import write_law
 
-    counts = n_counts.strip().lower().replace("-", "_")
-    if counts not in ("total", "non_embedding"):
-        raise InputError("n-counts", n_counts, "total or non-embedding")
-    if loss_unit not in LOSS_UNITS:
-        raise InputError("loss-unit", loss_unit, " or ".join(LOSS_UNITS))
+    counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
     if not 0 <= n_boot <= 100_000:
         raise InputError("bootstrap", n_boot, "a whole number from 0 to 100000")
     if not 0 < level < 1:
@@ -76,7 +70,7 @@ def fit(
     table = read_runs(runs, n_col, d_col, loss_col)
     out_path = Path(out) if out else Path(runs).with_suffix(".law.toml")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        report = fit_runs(table, name=name or Path(runs).stem, n_counts=counts, loss_unit=loss_unit,
+        report = fit_runs(table, name=name or Path(runs).stem, n_counts=counts, loss_unit=unit,
                           data=data or "unknown data (say with --data)",
                           tokenizer=tokenizer or "unknown tokenizer (say with --tokenizer)",
                           n_boot=n_boot, level=level, seed=seed, starts=starts, holdout=holdout)
@@ -119,7 +113,7 @@ def optimal(
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> None:
     """Compute-optimal N, D and loss for a FLOP budget under a scaling law (and the inference-aware model)."""
-    from trilemma.quality.optimal import FLOP_CONVENTION, compute_optimal, inference_optimal
+    from trilemma.quality.optimal import optimal_report
     from trilemma.quality.predict import precision_bits
 
     c = _count(flops, "flops")
@@ -130,37 +124,8 @@ def optimal(
     if target_loss is not None and not target_loss > 0:
         raise InputError("loss", target_loss, "a positive loss in the law's unit")
     precision_bits(precision)  # validate before any work
-    laws = _laws(law)
-    results, warnings = [], []
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        for lw in laws:
-            r: dict[str, Any] = {"law": lw.name if lw.path is None else lw.path, "title": lw.title,
-                                 "n_counts": lw.n_counts, "loss_unit": lw.loss_unit, "compute_optimal": None,
-                                 "inference_optimal": None, "error": None}
-            try:
-                alloc = compute_optimal(lw, c, unique_tokens=u, precision=precision) if c is not None else None
-                if alloc is not None:
-                    r["compute_optimal"] = alloc.to_dict()
-                    warnings += [f"{r['law']}: {w}" for w in alloc.warnings]
-                if d_inf is not None or target_loss is not None:
-                    target = target_loss if target_loss is not None else alloc.loss["mean"]  # type: ignore[union-attr]
-                    inf = inference_optimal(lw, target, d_inf or 0.0, unique_tokens=u, precision=precision)
-                    r["inference_optimal"] = inf.to_dict()
-                    warnings += [f"{r['law']}: {w}" for w in inf.warnings]
-            except InfeasibleError as exc:
-                if len(laws) == 1:
-                    raise
-                r["error"] = str(exc)
-                warnings.append(f"{r['law']}: {exc}")
-            results.append(r)
-    if all(r["error"] for r in results):
-        raise InfeasibleError("; ".join(f"{r['law']}: {r['error']}" for r in results))
-    doc = {
-        "schema": OPTIMAL_SCHEMA, "flops": c, "flop_convention": FLOP_CONVENTION, "target_loss": target_loss,
-        "inference_tokens": d_inf, "unique_tokens": u, "precision": precision,
-        "default_law": DEFAULT_LAW, "default_law_reason": DEFAULT_LAW_REASON,
-        "results": results, "warnings": warnings,
-    }
+    doc = optimal_report(_laws(law), c, target_loss=target_loss, inference_tokens=d_inf, unique_tokens=u,
+                         precision=precision).to_dict()
     if as_json:
         from trilemma.report.jsonout import print_json
         print_json(doc)

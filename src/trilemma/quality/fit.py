@@ -209,21 +209,13 @@ def _ci(samples: np.ndarray, level: float) -> dict[str, list[float]]:
     return out
 
 
-def _choice(enum: type[NCounts | LossUnit], value: Any, field_: str) -> Any:
-    """``value`` as a member of ``enum`` (a StrEnum), else an InputError naming ``field_``."""
-    try:
-        return enum(str(value).strip().lower().replace("-", "_") if enum is NCounts else str(value))
-    except ValueError:
-        raise InputError(field_, value, " or ".join(m.value for m in enum)) from None
-
-
 def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCounts.TOTAL,
              loss_unit: LossUnit | str = LossUnit.NATS_PER_TOKEN,
              data: str = "unknown data (say with --data)", tokenizer: str = "unknown tokenizer (say with --tokenizer)",
              n_boot: int = 200, level: float = DEFAULT_LEVEL, seed: int = 0, starts: int = 64,
              holdout: float = 0.2, delta: float = DELTA) -> FitReport:
     """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
-    counts, unit = _choice(NCounts, n_counts, "n-counts"), _choice(LossUnit, loss_unit, "loss-unit")
+    counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
     check_enough(runs)
     n, d, loss = runs.n, runs.d, runs.loss
     warnings: list[str] = []

@@ -19,14 +19,14 @@ The band on N*, D* comes from the law's uncertainty samples (the same samples as
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.quality.forms import tokens_for_loss as invert
-from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, get_law
+from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, DEFAULT_LEVEL, Form, Law, get_law
 from trilemma.quality.predict import (
     _effective,
     _form_loss,
@@ -275,3 +275,62 @@ def inference_optimal(law: Law | str | None, target_loss: float, inference_token
         flop_convention=FLOP_CONVENTION, notes=tuple(notes), warnings=tuple(warnings),
     )
 
+
+
+@dataclass(frozen=True)
+class OptimalReport:
+    """What ``trilemma optimal`` answers: per law, the compute-optimal allocation at a FLOP budget
+    and/or the inference-aware one for a target loss, with the inputs and warnings."""
+
+    SCHEMA = "trilemma.optimal/1"
+
+    flops: float | None  # training FLOP budget
+    target_loss: float | None  # in each law's unit
+    inference_tokens: float | None  # lifetime inference tokens
+    unique_tokens: float | None
+    precision: str
+    results: list[dict[str, Any]]  # one per law: law, title, n_counts, loss_unit, compute_optimal, inference_optimal, error
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, "flops": self.flops, "flop_convention": FLOP_CONVENTION,
+                "target_loss": self.target_loss, "inference_tokens": self.inference_tokens,
+                "unique_tokens": self.unique_tokens, "precision": self.precision,
+                "default_law": DEFAULT_LAW, "default_law_reason": DEFAULT_LAW_REASON,
+                "results": self.results, "warnings": self.warnings}
+
+
+def optimal_report(laws: list[Law], flops: float | None, *, target_loss: float | None = None,
+                   inference_tokens: float | None = None, unique_tokens: float | None = None,
+                   precision: str = "bf16") -> OptimalReport:
+    """``compute_optimal`` at ``flops`` and/or ``inference_optimal`` for the target loss (given, else the
+    compute-optimal loss), for each law. With several laws one that cannot reach the target records
+    its error; InfeasibleError when every law fails (or the only one does)."""
+    results: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        for lw in laws:
+            r: dict[str, Any] = {"law": lw.name if lw.path is None else lw.path, "title": lw.title,
+                                 "n_counts": lw.n_counts, "loss_unit": lw.loss_unit, "compute_optimal": None,
+                                 "inference_optimal": None, "error": None}
+            try:
+                alloc = compute_optimal(lw, flops, unique_tokens=unique_tokens, precision=precision) \
+                    if flops is not None else None
+                if alloc is not None:
+                    r["compute_optimal"] = alloc.to_dict()
+                    warnings += [f"{r['law']}: {w}" for w in alloc.warnings]
+                if inference_tokens is not None or target_loss is not None:
+                    target = target_loss if target_loss is not None else alloc.loss["mean"]  # type: ignore[union-attr]
+                    inf = inference_optimal(lw, target, inference_tokens or 0.0, unique_tokens=unique_tokens,
+                                            precision=precision)
+                    r["inference_optimal"] = inf.to_dict()
+                    warnings += [f"{r['law']}: {w}" for w in inf.warnings]
+            except InfeasibleError as exc:
+                if len(laws) == 1:
+                    raise
+                r["error"] = str(exc)
+                warnings.append(f"{r['law']}: {exc}")
+            results.append(r)
+    if all(r["error"] for r in results):
+        raise InfeasibleError("; ".join(f"{r['law']}: {r['error']}" for r in results))
+    return OptimalReport(flops, target_loss, inference_tokens, unique_tokens, precision, results, warnings)

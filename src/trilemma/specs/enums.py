@@ -11,6 +11,18 @@ class StrEnum(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    @classmethod
+    def parse(cls, value: object, field: str) -> "StrEnum":
+        """The member whose value is ``value`` (any case; ``-`` and ``_`` alike), else an InputError
+        naming ``field`` and listing the values (exit status 2 on the command line)."""
+        key = str(value).strip().lower()
+        for m in cls:
+            if key in (m.value, m.value.replace("_", "-")) or key.replace("-", "_") == m.value:
+                return m
+        from trilemma.errors import InputError
+
+        raise InputError(field, value, " or ".join(m.value.replace("_", "-") for m in cls))
+
 
 class Precision(StrEnum):
     """Compute precision of the matmuls (selects the hardware's peak FLOP/s)."""
