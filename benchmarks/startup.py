@@ -43,6 +43,8 @@ def main() -> None:
     exe = shutil.which("trilemma", path=os.path.dirname(py)) or shutil.which("trilemma") or "trilemma"
     rows = [
         ("python -c pass", [py, "-c", "pass"]),
+        # the floor: the libraries the CLI cannot run without (numerics, specs, CLI, tables)
+        ("numpy+pydantic+typer+rich", [py, "-c", "import numpy, pydantic, typer, rich.console, rich.table"]),
         ("import trilemma.cli", [py, "-c", "import trilemma.cli"]),
         ("trilemma estimate", [exe, "estimate"]),
         ("trilemma estimate --json", [exe, "estimate", "--json"]),

@@ -169,7 +169,10 @@ def band(law: Law, point: float, samples: np.ndarray) -> tuple[float, float]:
     if u.kind == "range":
         return float(min(point, samples.min())), float(max(point, samples.max()))
     lvl = u.level or DEFAULT_LEVEL
-    lo, hi = np.quantile(samples, [(1 - lvl) / 2, (1 + lvl) / 2])
+    # numpy's default ("linear", Hyndman & Fan type 7) quantile, as np.interp over the sorted samples:
+    # the same figures as np.quantile, which imports numpy.ma (~40 ms) on first use, at every start
+    s = np.sort(samples)
+    lo, hi = np.interp([(s.size - 1) * (1 - lvl) / 2, (s.size - 1) * (1 + lvl) / 2], np.arange(s.size), s)
     return float(min(lo, point)), float(max(hi, point))
 
 
