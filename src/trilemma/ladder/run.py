@@ -1,9 +1,9 @@
 """``run_ladder``: plan the grid, train what is not done yet, fit, predict the held-out run, check.
 
-1. Plan (``trilemma.ladder.plan``): the default grid, ``--tiny``, explicit ``sizes`` × ``tokens_per_param``
-   (the largest size is held out), or the largest rung of the width ladder that the planner predicts
-   fits in ``minutes``; each run's predicted time from the ``local`` hardware profile (measured now,
-   the way the probe does, if there is none yet).
+1. Plan (``trilemma.ladder.plan``; the options read by ``trilemma.ladder.choose``): the default grid,
+   ``--tiny``, explicit ``sizes`` × ``tokens_per_param`` (the largest size is held out), or the largest
+   rung of the width ladder that the planner predicts fits in ``minutes``; each run's predicted time
+   from the ``local`` hardware profile (measured now, the way the probe does, if there is none yet).
 2. Resume: runs whose key is already in ``DIR/runs.jsonl`` are not trained again; unreadable lines
    there are reported and skipped.
 3. Train (``trilemma.ladder.train``): in this process one after the other (``workers=1``: the fit runs,
@@ -20,25 +20,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.estimate.cost import gpu_hours
-from trilemma.ladder.plan import (
-    DEFAULT,
-    TINY,
-    GridChoice,
-    LadderPlan,
-    PlannedRun,
-    grid_for_minutes,
-    make_plan,
-    params_of,
-    shape_for_params,
-)
+from trilemma.ladder.choose import _cores, choose_grid, local_profile
+from trilemma.ladder.plan import LadderPlan, PlannedRun, make_plan
+from trilemma.ladder.progress import LadderProgress
 from trilemma.ladder.records import read_records
 from trilemma.ladder.result import HeldOut, LadderMachine, LadderResult, LadderTotals, RunRow
 from trilemma.units import MINUTE
@@ -55,123 +47,6 @@ class LadderInterrupted(TrilemmaError):
     """Ctrl-C: the runs that finished are in runs.jsonl; the same command resumes (exit status 130)."""
 
     exit_code = 130
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def local_profile(measure: bool = True) -> tuple[Any, str | None]:
-    """The ``local`` hardware profile; measured now (the probe's microbenchmarks) when missing and
-    torch is installed; else (None, why predictions are unavailable)."""
-    from trilemma.errors import UnknownPresetError
-    from trilemma.presets import get_hardware
-
-    try:
-        hw = get_hardware("local")
-    except UnknownPresetError:
-        hw = None
-    if hw is not None:
-        if hw.vendor != "CPU":
-            return None, (f"the `local` profile describes a {hw.vendor} device and the ladder trains on the CPU: "
-                          "predicted times are unavailable")
-        return hw, None
-    if not measure:
-        return None, "no `local` hardware profile yet (run `trilemma probe`): predicted times are unavailable"
-    try:
-        from trilemma.probe import bench
-        from trilemma.probe.profile import local_hardware, save_local_profile
-    except ImportError:
-        return None, "no `local` hardware profile and no torch to measure one: predicted times are unavailable"
-    meas = bench.machine("cpu", ("fp32",), threads=bench.usable_cores())
-    hw = local_hardware(meas)
-    path = save_local_profile(hw, meas)
-    return hw, f"no `local` hardware profile yet: measured this machine ({meas.seconds:.0f} s) and saved it to {path}"
-
-
-def _ratios(values: list[float] | tuple[float, ...] | None) -> tuple[float, ...] | None:
-    if values is None:
-        return None
-    out = tuple(sorted({float(v) for v in values}))
-    if not out:
-        raise InputError("tokens-per-param", values, "one or more ratios, e.g. 5,10,20,40")
-    return out
-
-
-def choose_grid(*, sizes: list[float] | None, tokens_per_param: list[float] | None, holdout_ratio: float | None,
-                minutes: float | None, tiny: bool, hw: Any, workers: int) -> GridChoice:
-    ratios = _ratios(tokens_per_param)
-    if tiny and (sizes or minutes):
-        raise InputError("tiny", "--tiny", "alone: --tiny is a fixed grid (no --sizes or --minutes with it)")
-    if minutes is not None and not (minutes > 0):
-        raise InputError("minutes", minutes, "a positive number of minutes")
-    if tiny:
-        base = TINY
-    elif sizes:
-        shapes = sorted({shape_for_params(float(s)) for s in sizes}, key=params_of)
-        if len(shapes) < len(sizes):
-            raise InputError("sizes", ",".join(f"{s:g}" for s in sizes), "distinct sizes (two map to the same shape)")
-        if len(shapes) < 4:
-            raise InputError("sizes", ",".join(f"{s:g}" for s in sizes),
-                             "at least 4 sizes: 3 to fit on and the largest, held out")
-        base = GridChoice(fit_widths=tuple(s.d_model for s in shapes[:-1]), ratios=ratios or DEFAULT.ratios,
-                          held_out_width=shapes[-1].d_model, held_out_ratio=DEFAULT.held_out_ratio, name="sizes given")
-    elif minutes is not None:
-        if hw is None:
-            raise InputError("minutes", minutes, "a `local` hardware profile to predict times with (run `trilemma probe`)")
-        base = grid_for_minutes(minutes, hw=hw, workers=workers, ratios=ratios, held_out_ratio=holdout_ratio)
-    else:
-        base = DEFAULT
-    r = ratios or base.ratios
-    ho = holdout_ratio if holdout_ratio is not None else (
-        base.held_out_ratio if min(r) <= base.held_out_ratio <= max(r) else sorted(r)[len(r) // 2])
-    return GridChoice(fit_widths=base.fit_widths, ratios=r, held_out_width=base.held_out_width, held_out_ratio=ho,
-                      eval_tokens=base.eval_tokens, name=base.name)
-
-
-# ------------------------------------------------------------------ progress (a terminal only)
-
-
-class _Progress:
-    def __init__(self, enabled: bool, total_runs: int) -> None:
-        self.bar = None
-        if enabled and total_runs:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=True)
-            self.runs = self.bar.add_task("ladder runs", total=total_runs, info="")
-            self.steps = None
-            self.bar.start()
-
-    def start_run(self, label: str, steps: int) -> None:
-        if self.bar is not None:
-            if self.steps is not None:
-                self.bar.remove_task(self.steps)
-            self.steps = self.bar.add_task(f"  {label}", total=steps, info="")
-
-    def step(self, k: int, loss: float) -> None:
-        if self.bar is not None and self.steps is not None and (k % 10 == 0):
-            self.bar.update(self.steps, completed=k, info=f"loss {loss:.3f}")
-
-    def run_done(self, label: str, loss: float | None) -> None:
-        if self.bar is not None:
-            self.bar.update(self.runs, advance=1, info=f"last: {label} loss {loss if loss is None else round(loss, 4)}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 # ------------------------------------------------------------------ the ladder
@@ -194,25 +69,8 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     """
     t_start = time.perf_counter()
     cores = _cores()
-    for name, v in (("workers", workers), ("threads", threads), ("seed", seed), ("bootstrap", n_boot)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("seed", "bootstrap") else 1)):
-            raise InputError(name, v, "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"))
-    if workers is not None and workers > cores:
-        raise InputError("workers", workers, f"at most {cores}: this machine has {cores} cores")
-    if price is not None and not (isinstance(price, (int, float)) and price >= 0):
-        raise InputError("price", price, "a non-negative price in USD per machine-hour")
-    if plot is not None:
-        import importlib.util
-
-        if importlib.util.find_spec("matplotlib") is None:
-            raise InputError("plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')")
-    out_dir = Path(out).expanduser()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError("out", str(out), f"a directory that can be created ({exc.strerror})") from None
-    if not out_dir.is_dir():
-        raise InputError("out", str(out), "a directory")
+    _check_options(workers=workers, threads=threads, seed=seed, n_boot=n_boot, price=price, plot=plot, cores=cores)
+    out_dir = _out_dir(out)
     runs_path = out_dir / "runs.jsonl"
     data_t = tuple([data] if isinstance(data, str) else data) if data else None
 
@@ -240,6 +98,59 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
     share = n_threads / cores
 
+    by_key, resumed = _resume(plan, runs_path, warnings, notes)
+    todo = [p for p in plan.runs if p.run.key not in by_key]
+    info = {"runs_path": str(runs_path), "resumed": len(resumed), "to_train": len(todo), "cores": cores,
+            "workers": n_workers, "threads": n_threads, "warnings": list(warnings), "notes": list(notes),
+            "done_keys": set(resumed)}
+    if on_plan is not None:
+        on_plan(plan, info)
+
+    job = _Job(plan=plan, view=view, data=data_t, runs_path=runs_path, out_dir=out_dir, workers=n_workers,
+               threads=n_threads, power_w=machine_w * share)
+    fit_report, prediction = _train_and_fit(job, todo, by_key, resumed, warnings, n_boot=n_boot, seed=seed,
+                                            dry_run=dry_run, progress=progress)
+    return _result(plan, by_key, resumed, fit_report, prediction, view, out_dir, runs_path, price_h, machine_w, share,
+                   hw, cores, None if plot is None or draw is None else (lambda r, rep: draw(r, rep, plot)),
+                   warnings, notes, time.perf_counter() - t_start, dry_run)
+
+
+def _check_options(*, workers: int | None, threads: int | None, seed: int, n_boot: int, price: float | None,
+                   plot: str | Path | None, cores: int) -> None:
+    """InputError for a bad option: counts are whole numbers (workers at most ``cores``), ``price`` (USD per
+    machine-hour) non-negative, and a ``plot`` needs matplotlib."""
+    for name, v in (("workers", workers), ("threads", threads), ("seed", seed), ("bootstrap", n_boot)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("seed", "bootstrap") else 1)):
+            raise InputError(name, v, "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"))
+    if workers is not None and workers > cores:
+        raise InputError("workers", workers, f"at most {cores}: this machine has {cores} cores")
+    if price is not None and not (isinstance(price, (int, float)) and price >= 0):
+        raise InputError("price", price, "a non-negative price in USD per machine-hour")
+    if plot is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise InputError("plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')")
+
+
+def _out_dir(out: str | Path) -> Path:
+    """The output directory, created if missing; InputError if it cannot be."""
+    out_dir = Path(out).expanduser()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("out", str(out), f"a directory that can be created ({exc.strerror})") from None
+    if not out_dir.is_dir():
+        raise InputError("out", str(out), "a directory")
+    return out_dir
+
+
+def _resume(plan: LadderPlan, runs_path: Path, warnings: list[str],
+            notes: list[str]) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The records of ``runs_path`` that belong to ``plan``, by run key, and the set of those keys.
+
+    Unreadable lines, repeated keys and other ladders' records are reported in ``warnings`` / ``notes``.
+    """
     got = read_records(runs_path)
     warnings.extend(got.warnings)
     by_key: dict[str, dict[str, Any]] = {}
@@ -254,31 +165,50 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
             by_key[r["key"]] = r
     if foreign:
         notes.append(f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used")
-    resumed = set(by_key)
-    todo = [p for p in plan.runs if p.run.key not in by_key]
-    info = {"runs_path": str(runs_path), "resumed": len(resumed), "to_train": len(todo), "cores": cores,
-            "workers": n_workers, "threads": n_threads, "warnings": list(warnings), "notes": list(notes),
-            "done_keys": set(resumed)}
-    if on_plan is not None:
-        on_plan(plan, info)
+    return by_key, set(by_key)
 
-    bar = _Progress(progress and not dry_run, len(todo))
+
+@dataclass(frozen=True)
+class _Job:
+    """What every training of one call shares."""
+
+    plan: LadderPlan
+    view: Any  # the corpus (trilemma.ladder.train.corpus_view)
+    data: tuple[str, ...] | None  # the corpus paths given, None: the default corpus
+    runs_path: Path  # runs.jsonl, where each finished run is appended
+    out_dir: Path
+    workers: int  # training processes
+    threads: int  # torch threads per worker
+    power_w: float  # a run's share of the machine's power, W
+
+
+def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str, Any]], resumed: set[str],
+                   warnings: list[str], *, n_boot: int, seed: int, dry_run: bool,
+                   progress: bool) -> tuple[Any, Any]:
+    """Train ``todo`` (adding each record to ``by_key``), fit the law on the fit runs and predict the held-out run.
+
+    One worker: the fit runs here, smallest first, then the fit, then the held-out run. Several: every run
+    on the pool, longest first, then the fit. Returns (fit report, held-out prediction), None each when the
+    law could not be fitted. Ctrl-C: LadderInterrupted (the finished runs are in runs.jsonl).
+    """
+    plan, runs_path = job.plan, job.runs_path
+    bar = LadderProgress(progress and not dry_run, len(todo))
     hardware_words = plan.hardware
 
     def task(p: PlannedRun) -> dict[str, Any]:
         from trilemma.ladder.train import run_to_dict
 
         return {"run": run_to_dict(p.run), "predicted_s": p.predicted_s, "hardware": hardware_words,
-                "power_w": machine_w * share, "out": str(runs_path), "data": list(data_t) if data_t else None}
+                "power_w": job.power_w, "out": str(runs_path), "data": list(job.data) if job.data else None}
 
     def train_here(p: PlannedRun) -> None:
         from trilemma.ladder.records import append_record
         from trilemma.ladder.train import build_record, train
 
         bar.start_run(p.run.label, p.run.steps)
-        raw = train(p.run, view, threads=n_threads, on_step=bar.step)
-        rec = build_record(p.run, raw, view, predicted_s=p.predicted_s, hardware=hardware_words,
-                           power_w=machine_w * share, worker=0)
+        raw = train(p.run, job.view, threads=job.threads, on_step=bar.step)
+        rec = build_record(p.run, raw, job.view, predicted_s=p.predicted_s, hardware=hardware_words,
+                           power_w=job.power_w, worker=0)
         append_record(runs_path, rec)
         by_key[p.run.key] = rec
         bar.run_done(p.run.label, rec["loss"])
@@ -287,7 +217,7 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     try:
         if not dry_run and todo:
             fit_todo = [p for p in todo if p.run.role == "fit"]
-            if n_workers == 1:
+            if job.workers == 1:
                 for p in sorted(fit_todo, key=lambda q: q.run.flop):
                     train_here(p)
             else:
@@ -299,11 +229,11 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
                     by_key[rec["key"]] = rec
                     bar.run_done(f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}", rec["loss"])
 
-                run_pool([task(p) for p in order], workers=n_workers, threads=n_threads, on_done=done)
-        fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, view, out_dir, n_boot, seed,
-                                                                write=not dry_run)
+                run_pool([task(p) for p in order], workers=job.workers, threads=job.threads, on_done=done)
+        fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, job.view, job.out_dir,
+                                                                n_boot, seed, write=not dry_run)
         warnings.extend(fit_warnings)
-        if not dry_run and n_workers == 1:
+        if not dry_run and job.workers == 1:
             for p in [q for q in todo if q.run.role == "held_out"]:
                 train_here(p)
     except KeyboardInterrupt:
@@ -314,10 +244,7 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
             "run the same command again to resume") from None
     finally:
         bar.close()
-
-    return _result(plan, by_key, resumed, fit_report, prediction, view, out_dir, runs_path, price_h, machine_w, share,
-                   hw, cores, None if plot is None or draw is None else (lambda r, rep: draw(r, rep, plot)),
-                   warnings, notes, time.perf_counter() - t_start, dry_run)
+    return fit_report, prediction
 
 
 def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_path: Path, view: Any, out_dir: Path,
