@@ -275,11 +275,21 @@ def test_explicit_batch_that_no_layout_divides(capsys):
 
 
 def test_explicit_batch_is_kept_exactly(capsys):
+    # 489 sequences of 4,096 = 2,002,944 tokens: kept as given (no rounding to a multiple of dp)
     code, out, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "64", "--tokens", "1B",
-                         "--seq", "4096", "--global-batch", "2M", "--json")
+                         "--seq", "4096", "--global-batch", "2002944", "--json")
     assert code == 0, err
     stage = one_json(out)["batch"]["stages"][0]
-    assert stage["global_batch_sequences"] == round(2e6 / 4096)
+    assert stage["global_batch_sequences"] == 489
+
+
+def test_explicit_batch_not_whole_sequences_is_said_in_the_users_terms(capsys):
+    """2M tokens at 4,096 per sequence is 488.28 sequences: the error says so and gives the two whole
+    batches around it (488 × 4096 = 1,998,848; 489 × 4096 = 2,002,944), not a dp × micro-batch rule."""
+    err = assert_one_line_error(*run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "64", "--tokens", "1B",
+                                     "--seq", "4096", "--global-batch", "2M"))
+    assert "2,000,000 tokens is 488.3 sequences" in err and "1,998,848 and 2,002,944 tokens" in err
+    assert "dp × micro-batch" not in err
 
 
 def test_vp_without_pp_says_why(capsys):
@@ -372,3 +382,21 @@ def test_no_command(capsys):
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.strip() != "trilemma: error:"
+
+
+def test_llama31_405b_as_meta_ran_it_and_any_gpu_count(capsys):
+    """The issue's command: 126 layers on TP 8 × PP 16 (uneven first and last stages, Dubey et al. 2024
+    §3.3.2) and a 16,777,216-token batch (2,048 sequences of 8,192) are accepted; 25,000 GPUs (DP not a
+    power of two: 25,000 = 8 × 5 × 625) find a layout."""
+    code, out, err = run(capsys, "estimate", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "16384",
+                         "--tokens", "15.6T", "--seq", "8192", "--global-batch", "16777216", "--tp", "8", "--pp",
+                         "16", "--json")
+    assert code == 0, err
+    doc = one_json(out)
+    assert (doc["layout"]["tp"], doc["layout"]["pp"], doc["layout"]["dp"]) == (8, 16, 128)
+    assert doc["batch"]["stages"][0]["global_batch_sequences"] == 2048
+    code, out, err = run(capsys, "estimate", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "25000",
+                         "--tokens", "15.6T", "--seq", "8192", "--json")
+    assert code == 0, err
+    lay = one_json(out)["layout"]
+    assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == 25000

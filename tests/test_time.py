@@ -82,6 +82,28 @@ def test_interleaving_divides_the_bubble_by_v():
     assert per_stage_2 == pytest.approx(per_stage_1 + (two.time.pp_comm_s - one.time.pp_comm_s) / 32, rel=1e-9)
 
 
+def test_uneven_pipeline_stages_wait_for_the_heaviest():
+    """Llama 3.1 405B: 126 layers on pp = 16 (Dubey et al. 2024 §3.3.2: one layer fewer on the first and
+    last stages). The heaviest rank holds ceil(126/16) = 8 layers, so the step is that of 128 layers,
+    apart from the parameter count the data-parallel traffic carries; interleaving needs equal chunks."""
+    from trilemma.specs.axes import stage_layers
+
+    assert stage_layers(126, 16) == 8 and stage_layers(128, 16) == 8 and stage_layers(96, 8, 2) == 12
+    assert stage_layers(32, 1) == 32 and stage_layers(33, 32) == 2
+    kw = dict(seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=1, zero=1, recompute="none",
+                                                                       micro_batch=1))
+    from trilemma.presets import get_model
+
+    base = get_model("gpt3-6.7b")  # 32 layers: 8 per stage on pp = 4
+    uneven = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, **kw)  # 8, 8, 8, 6
+    even = estimate(base, "a100-80gb", 64, 10e9, **kw)
+    assert uneven.time.compute_s == pytest.approx(even.time.compute_s, rel=1e-12)
+    assert uneven.time.bubble_s == pytest.approx(even.time.bubble_s, rel=1e-3)
+    with pytest.raises(Exception, match="virtual stages pp × vp must divide"):
+        estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9,
+                 seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=2))
+
+
 def test_throughput_mfu_and_gpu_hours_are_consistent():
     e = _est(tp=1, pp=1, zero=1, recompute="none", micro_batch=2)
     t = e.time

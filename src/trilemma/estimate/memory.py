@@ -23,6 +23,7 @@ import numpy as np
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ModelSpec, Optimizer, TrainingPlan
+from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import DTYPE_BYTES
 
 
@@ -132,7 +133,7 @@ def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
                       first: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(weights, gradients, optimizer, local parameters) bytes per device on the first or last stage."""
     tp, pp, dp, cp, ep = L.tp, L.pp, L.dp, L.cp, L.ep
-    layers = m.n_layers / pp
+    layers = stage_layers(m.n_layers, pp, L.vp)  # the heaviest rank's (stages may be uneven)
     dense_frac = m.n_dense_layers / m.n_layers
     moe_frac = m.n_moe_layers / m.n_layers
     nonexpert = layers * (dense_frac * pc.per_dense_layer + moe_frac * pc.per_moe_layer_shared) / tp
@@ -182,7 +183,7 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
     per_layer_kept = fd * kept_d + fm * kept_m
     per_layer_full = np.maximum(full_d, full_m)
-    layers = m.n_layers / L.pp
+    layers = stage_layers(m.n_layers, L.pp, L.vp)
 
     # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
     # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).

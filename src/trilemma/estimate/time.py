@@ -26,6 +26,7 @@ from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import activation_bytes_per_layer, model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, ModelSpec, Optimizer, Precision, TrainingPlan
+from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import DTYPE_BYTES
 
 
@@ -140,7 +141,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # ---- LM head and loss on the last stage
     head = 3 * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c) + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"])
 
-    layers = m.n_layers / pp
+    layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     compute_mb = layers * (layer_fwd + layer_bwd + layer_rc) + head
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
     act_msg = e * T * d / np.where(L.sp > 0, tp, 1)

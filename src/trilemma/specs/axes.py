@@ -163,6 +163,24 @@ class Axis:
 MAX_DEGREE = 2**31 - 1
 
 
+def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
+    """Layers on the most loaded pipeline rank: ceil(n_layers / (pp·vp)) per virtual stage, vp of them.
+
+    Stages may be uneven when pp does not divide the layers: Megatron-LM places the remainder with
+    ``--decoder-first/last-pipeline-num-layers`` and torchtitan splits its module list by a layer
+    budget per stage; Llama 3.1 405B ran 126 layers on pp = 16 with one layer fewer on the first and
+    last stages (Dubey et al. 2024, arXiv 2407.21783 §3.3.2). The step waits for the heaviest stage,
+    so time and memory use its layer count (embeddings and the LM head are added on the end stages,
+    which overstates them slightly where a framework gives those stages fewer layers)."""
+    chunks = pp * vp
+    return -(-n_layers // chunks) * vp
+
+
+def _layers_ok(m: Any, L: Any, seq: int) -> Any:
+    # interleaved schedules need equal virtual stages (Megatron asserts it); plain 1F1B does not
+    return np.where(L.vp > 1, m.n_layers % (L.pp * L.vp) == 0, L.pp <= m.n_layers)
+
+
 def _heads_ok(m: Any, L: Any, seq: int) -> Any:
     kv = m.kv_heads
     ok = (m.n_heads % L.tp == 0) & ((kv % L.tp == 0) | (L.tp % kv == 0)) & (m.ffn_dim % L.tp == 0)
@@ -190,10 +208,11 @@ AXES: tuple[Axis, ...] = (
          (Rule(R_HEADS, "tp must divide the attention heads, the key/value heads (or be a multiple of them) "
                         "and the FFN width", _heads_ok),)),
     Axis("pp", int, 1, "pipeline parallel degree", "PP", "--pp",
-         lambda c: [p for p in _divisors(c.model.n_layers) if p <= min(c.n_gpus, 128)],
+         # stages may be uneven (below), so any pp that divides the GPUs, up to the layers
+         lambda c: [p for p in _divisors(c.n_gpus) if p <= min(c.model.n_layers, 128)],
          lambda moe: (1, 2, 4, 8, 16),
-         (Rule(R_LAYERS, "pp × virtual stages must divide the number of layers",
-               lambda m, L, s: m.n_layers % (L.pp * L.vp) == 0),)),
+         (Rule(R_LAYERS, "pp must not exceed the number of layers, and with virtual stages pp × vp must "
+                         "divide them", _layers_ok),)),
     Axis("dp", int, 1, "data parallel degree", "DP", None, lambda c: [1], None),
     Axis("cp", int, 1, "context parallel degree", "CP", "--cp",
          lambda c: _pow2_upto(min(c.n_gpus, 32)) if c.max_seq >= 16384 else [1], None,
@@ -279,4 +298,5 @@ Layout = create_model("Layout", __base__=_LayoutBase, __module__=__name__,
 Layout.__doc__ = _LayoutBase.__doc__
 
 
-__all__ = ["AXES", "AXIS", "Axis", "Layout", "MAX_DEGREE", "REASONS", "Rule", "SearchContext", "reason_text"]
+__all__ = ["AXES", "AXIS", "Axis", "Layout", "MAX_DEGREE", "REASONS", "Rule", "SearchContext", "reason_text",
+           "stage_layers"]

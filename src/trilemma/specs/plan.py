@@ -23,6 +23,12 @@ class Stage(Spec):
             raise ValueError(f"global_batch_tokens={self.global_batch_tokens:.6g}: at most the stage's tokens ({self.tokens:.6g})")
         if self.global_batch_tokens < self.seq_len and self.explicit_batch:
             raise ValueError(f"global_batch_tokens={self.global_batch_tokens:.6g}: at least one sequence ({self.seq_len} tokens)")
+        n_seq = self.global_batch_tokens / self.seq_len
+        if self.explicit_batch and n_seq != int(n_seq):
+            lo, hi = int(n_seq) * self.seq_len, (int(n_seq) + 1) * self.seq_len
+            raise ValueError(f"global_batch_tokens={self.global_batch_tokens:.6g}: a whole number of {self.seq_len:,}-token "
+                             f"sequences ({self.global_batch_tokens:,.0f} tokens is {n_seq:,.1f} sequences; the nearest "
+                             f"whole batches are {lo:,} and {hi:,} tokens)")
         return self
 
 
