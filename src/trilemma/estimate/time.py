@@ -60,8 +60,12 @@ def balance_factor(peak: float, hbm_bw: float, c: dict) -> float:
     """How much of the efficiency ceiling a chip keeps, from its balance of compute to memory
     bandwidth (FLOP per byte): (ref / (peak / bw))^γ. Chips (or precisions) whose peak outgrows
     their bandwidth are harder to keep fed — the "memory wall" (Gholami et al. 2024, IEEE Micro,
-    arXiv 2403.14123); γ is fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B)."""
-    return float((c["ref_flop_per_byte"] / (peak / hbm_bw)) ** c["balance_exponent"])
+    arXiv 2403.14123); γ is fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B).
+
+    At most 1: a bandwidth-rich chip or precision (A100 fp32: ~10 FLOP/B, tf32: ~77) does not run its
+    matmuls closer to peak than the fitted ceiling; without the cap the power law granted A100 fp32
+    attention and GEMMs their whole peak and an MFU above 100%."""
+    return float(min(1.0, (c["ref_flop_per_byte"] / (peak / hbm_bw)) ** c["balance_exponent"]))
 
 
 def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:

@@ -183,7 +183,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     max_n = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
     if max_n < 1:
         raise InputError("max-gpus", max_gpus, "a positive whole number")
-    counts = sorted({2**k for k in range(0, int(math.log2(max_n)) + 1)} | {max_n})
+    # GPU counts: powers of two and the 1.5× steps between them (3·2^k: 24, 48, 96, 384 … — clusters
+    # and reservations are not only powers of two), and the cap itself
+    counts = sorted({c for k in range(int(math.log2(max_n)) + 1) for c in (2**k, 3 * 2**k) if c <= max_n} | {max_n})
     seq = seq_len or DEFAULT_SEQ
     batch = global_batch_tokens or DEFAULT_BATCH_TOKENS
     table = search_configs(models, gpus, precs, counts, seq, batch, layout)
