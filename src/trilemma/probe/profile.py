@@ -34,6 +34,7 @@ import numpy as np
 from trilemma.errors import UnknownPresetError
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
 from trilemma.specs import HardwareSpec
+from trilemma.specs.hardware import UNKNOWN_FAMILY
 from trilemma.units import GIGA
 
 __all__ = ["MachineMeasurement", "MatmulCurve", "datasheet_match", "local_hardware", "profile_path",
@@ -124,6 +125,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         stated = (f"board power, price and links from the {sheet.name} preset (datasheet)" if sheet else
                   f"board power {GPU_FALLBACK_WATTS:.0f} W and links (host-to-device copy) are stated estimates")
         vendor = "NVIDIA" if "nvidia" in meas.device_name.lower() else "GPU"
+        family = sheet.family if sheet else UNKNOWN_FAMILY  # the chip's architecture, as its preset's
         price_source = (f"placeholder: the {sheet.name} reference price" if sheet else
                         "placeholder: a machine you own has no list price; set --price")
     else:
@@ -134,6 +136,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         stated = (f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
                   "bandwidth is the measured loopback TCP rate (gloo between processes of one host)")
         vendor = "CPU"
+        family = "cpu"  # no calibration row was measured on a CPU
         own = ("fp32" if "fp32" in meas.matmul else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None))
         if own is not None and len(meas.matmul[own].sizes) >= 2:
             efficiency = gemm_constants(meas.matmul[own])
@@ -144,7 +147,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
     part = (f" — one of {share} processes sharing it" if share > 1 else "") + (
         f", {meas.threads} of its cores" if meas.device == "cpu" and meas.threads != meas.cores else "")
     return HardwareSpec.build(
-        prefix="local hardware profile", name=name, vendor=vendor,
+        prefix="local hardware profile", name=name, vendor=vendor, family=family,
         peak_flop_per_s=peaks, hbm_bytes=meas.memory_bytes / share, hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
         intra_node_bw_bytes_per_s=intra, inter_node_bw_bytes_per_s=inter, devices_per_node=1,
         board_power_w=watts, price_usd_per_hour=price, price_date="", price_source=price_source, efficiency=efficiency,

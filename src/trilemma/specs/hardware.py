@@ -11,6 +11,8 @@ from trilemma.specs.enums import Precision
 
 #: efficiency constants a device may carry as its own (keys of constants.toml [efficiency])
 DEVICE_EFFICIENCY_KEYS = ("gemm_max", "gemm_half_dim", "balance_exponent")
+#: the family of a device whose architecture is not known (a user profile of an unnamed GPU)
+UNKNOWN_FAMILY = "unknown"
 
 
 class HardwareSpec(Spec):
@@ -18,6 +20,9 @@ class HardwareSpec(Spec):
 
     name: str
     vendor: str = ""
+    family: str = Field(UNKNOWN_FAMILY, pattern=r"^[a-z0-9][a-z0-9-]*$", description="chip architecture family (nvidia-ampere, amd-cdna3, google-tpu-v5p, "
+                        "cpu ...): the unit the calibration's coverage is counted in; a profile of an unknown "
+                        "device is 'unknown'")
     peak_flop_per_s: dict[Precision, float] = Field(description="dense peak FLOP/s per precision")
     hbm_bytes: float = Field(gt=0, description="device memory capacity, bytes")
     hbm_bw_bytes_per_s: float = Field(gt=0, description="device memory bandwidth, bytes/s")

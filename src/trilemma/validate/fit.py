@@ -204,14 +204,22 @@ def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:
     return consts
 
 
+#: what a held-out unit is: a source group (leave-one-source-out) or a chip family (cross-family)
+HOLD_OUT_BY: dict[str, Callable[[Case], str]] = {"group": lambda c: c.group, "family": lambda c: c.hardware.family}
+
+
 def loso(cases: list[Case], consts: Constants | None = None,
-         progress: Callable[[str], None] | None = None, full: Constants | None = None) -> list[Prediction]:
+         progress: Callable[[str], None] | None = None, full: Constants | None = None,
+         by: str = "group") -> list[Prediction]:
     """Leave one source group out: calibrate without it, predict its cases. ``full``: the fit on all
-    cases from ``consts`` (``calibrate(cases, consts)``), when the caller has it already."""
+    cases from ``consts`` (``calibrate(cases, consts)``), when the caller has it already. ``by="family"``
+    holds out one chip family (``HardwareSpec.family``) at a time instead: the error on a chip the
+    constants never saw."""
     base = consts or default_constants()
     full = full or calibrate(cases, base)
-    groups = sorted({c.group for c in cases})
-    jobs = [(g, cases, base, full) for g in groups]
+    key = HOLD_OUT_BY[by]
+    groups = sorted({key(c) for c in cases})
+    jobs = [(g, cases, base, full, by) for g in groups]
     workers = min(len(groups), os.cpu_count() or 1)
     out: list[Prediction] = []
     if workers < 2:
@@ -230,12 +238,13 @@ def loso(cases: list[Case], consts: Constants | None = None,
     return out
 
 
-def _held_out(job: tuple[str, list[Case], Constants, Constants]) -> list[Prediction]:
-    """One LOSO group: refit what its rows test without them (from ``base``; the rest from ``full``),
-    then predict them."""
-    g, cases, base, full = job
-    held = [c for c in cases if c.group == g]
-    train = [c for c in cases if c.group != g]
+def _held_out(job: tuple[str, list[Case], Constants, Constants, str]) -> list[Prediction]:
+    """One held-out group (a source, or a chip family): refit what its rows test without them (from
+    ``base``; the rest from ``full``), then predict them."""
+    g, cases, base, full, by = job
+    key = HOLD_OUT_BY[by]
+    held = [c for c in cases if key(c) == g]
+    train = [c for c in cases if key(c) != g]
     cc = full
     if any(c.metric in TIME_METRICS for c in held):
         cc = fit_time(train, base)

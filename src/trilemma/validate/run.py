@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from trilemma.presets import calibration, calibration_rows, constants, uncalibrated_constants
+from trilemma.presets import calibration, calibration_rows, constants, hardware_presets, uncalibrated_constants
 from trilemma.tomlw import toml_value
 from trilemma.validate import Skipped
 from trilemma.validate.cases import load_cases, load_file
@@ -31,6 +31,34 @@ def row_dict(p: Prediction, loso_pred: float | None = None) -> dict[str, Any]:
          "layout": None if p.layout is None else p.layout.model_dump(mode="json"),
          "fits": p.fits, "group": c.group, "note": p.note, "assumptions": list(c.assumptions), "source": c.source}
     return d
+
+
+def family_counts(cases: list[Any]) -> dict[str, dict[str, int]]:
+    """Calibration cases per chip family (``HardwareSpec.family``) and kind, every preset's family
+    listed (with zeros where no case used it), in name order."""
+    fams = {h.family for h in hardware_presets().values()} | {c.hardware.family for c in cases}
+    out = {f: {k: 0 for k in KINDS} for f in sorted(fams)}
+    for c in cases:
+        out[c.hardware.family][c.kind] += 1
+    return out
+
+
+def cross_family(cases: list[Any], start: Any, fitted: Any,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Hold out each chip family with measured step times or runs in turn: refit without its rows
+    (``loso(by="family")``: the time constants from ``start``, goodput where its rows test it), predict
+    them. Returns the pooled 10th/50th/90th percentiles of r = log(predicted / reported), n, and each
+    family's n and median r."""
+    band_cases = [c for c in cases if c.metric in TIME_METRICS | RUN_METRICS]
+    preds = loso(band_cases, start, progress, full=fitted, by="family")
+    by_family: dict[str, list[float]] = {}
+    for p in preds:
+        if p.log_ratio is not None:
+            by_family.setdefault(p.case.hardware.family, []).append(p.log_ratio)
+    r = np.array([x for v in by_family.values() for x in v])
+    q = [float(np.quantile(r, x)) for x in (BAND_QUANTILES[0], 0.5, BAND_QUANTILES[1])] if len(r) else [0.0] * 3
+    return {"log_q10": q[0], "log_median": q[1], "log_q90": q[2], "n": int(len(r)),
+            "families": {f: {"n": len(v), "log_median": float(np.median(v))} for f, v in sorted(by_family.items())}}
 
 
 def stored_loso() -> dict[tuple[str, int], float]:
@@ -87,6 +115,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     r = np.array([p.log_ratio for p in lo if p.log_ratio is not None
                   and p.case.metric in TIME_METRICS | RUN_METRICS])
     q_lo, q_hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES) if len(r) else (0.0, 0.0)
+    xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
     changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
     changed = {s: v for s, v in changed.items() if v}
     summary = {}
@@ -111,6 +140,14 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         f"time_log_q10 = {toml_value(q_lo)}",
         f"time_log_q90 = {toml_value(q_hi)}",
         f"n = {toml_value(len(r))}",
+        "# cross-family: each chip family with measured step times or runs held out in turn (time constants",
+        "# refitted without its rows, goodput too where they test it), its rows predicted; r pooled over",
+        "# families ([families] has each one's median). Widens the band of a family with no such rows",
+        "# (trilemma.estimate.result.band_for).",
+        f"cross_family_log_q10 = {toml_value(xf['log_q10'])}",
+        f"cross_family_log_median = {toml_value(xf['log_median'])}",
+        f"cross_family_log_q90 = {toml_value(xf['log_q90'])}",
+        f"cross_family_n = {toml_value(xf['n'])}",
         "",
     ]
     for s, vals in changed.items():
@@ -122,6 +159,17 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
             lines.append(f"[summary.{k}.{which}]")
             lines += [f"{sk} = {toml_value(sv)}" for sk, sv in stats.items()]
             lines.append("")
+    lines += ["[families]",
+              "# calibration cases per chip family (HardwareSpec.family, presets/hardware.toml) and kind; a family",
+              "# with no throughput or runs cases has no measured step time: its estimates say so and their band",
+              "# is widened by the cross-family error. cross_family_*: its rows predicted with it held out.", ""]
+    for fam, counts in family_counts(cases).items():
+        lines.append(f"[families.{fam}]")
+        lines += [f"{k} = {v}" for k, v in counts.items()]
+        if fam in xf["families"]:
+            lines += [f"cross_family_n = {xf['families'][fam]['n']}",
+                      f"cross_family_log_median = {toml_value(xf['families'][fam]['log_median'])}"]
+        lines.append("")
     for p in ins:
         lp = lo_by.get((p.case.kind, p.case.row))
         lines += ["[[rows]]", f"kind = {toml_value(p.case.kind)}", f"row = {p.case.row}",
@@ -137,5 +185,5 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
     with open(target, "w", encoding="utf-8") as f:
         f.write(text)
-    return {"constants": changed, "summary": summary, "bands": (q_lo, q_hi), "path": target,
+    return {"constants": changed, "summary": summary, "bands": (q_lo, q_hi), "cross_family": xf, "path": target,
             "skipped": [s for s in skipped if isinstance(s, Skipped)]}
