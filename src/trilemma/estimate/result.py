@@ -50,7 +50,7 @@ class TimeBreakdown:
     steps: float
     busy_s: float  # Σ steps × step time
     total_s: float  # busy / goodput
-    total_s_low: float  # 80% band from the leave-one-source-out backtest (trilemma validate)
+    total_s_low: float  # 80% band from the leave-one-source-out backtest (trilemma validate), see band_for
     total_s_high: float
     goodput: float
     gpu_hours: float
@@ -62,6 +62,7 @@ class TimeBreakdown:
     bubble_s: float
     dp_comm_s: float
     optimizer_s: float
+    band_reason: str  # what the band is: BAND_LOSO, or BAND_CROSS_FAMILY on a chip family not calibrated
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,9 @@ class Estimate:
                       "n_layers": m.n_layers, "d_model": m.d_model, "n_heads": m.n_heads,
                       "n_kv_heads": m.kv_heads, "ffn_dim": m.ffn_dim, "vocab_size": m.vocab_size,
                       "n_experts": m.n_experts, "top_k": m.top_k},
-            "hardware": {"name": hw.name, "n_gpus": self.cluster.n_gpus, "gpus_per_node": self.cluster.node_size,
+            # family: the chip's architecture; family_calibrated: the calibration has step times or runs of it
+            "hardware": {"name": hw.name, "family": hw.family, "family_calibrated": family_calibrated(hw.family),
+                         "n_gpus": self.cluster.n_gpus, "gpus_per_node": self.cluster.node_size,
                          "peak_flop_per_s": hw.peak(self.plan.precision), "precision": str(self.plan.precision),
                          "intra_node_bw_bytes_per_s": self.cluster.intra_bw,
                          "inter_node_bw_bytes_per_s": self.cluster.inter_bw},
@@ -161,6 +164,67 @@ def band_factors() -> tuple[float, float]:
     return math.exp(-b["time_log_q90"]), math.exp(-b["time_log_q10"])
 
 
+#: ``time.band_reason``: the band is the leave-one-source-out one (the chip's family is calibrated)
+BAND_LOSO = "leave-one-source-out"
+#: ``time.band_reason``: the chip's family has no step times or runs in the calibration
+BAND_CROSS_FAMILY = "chip family not calibrated: cross-family error added"
+#: the kinds of calibration row that measure time (a family with only memory rows is not calibrated for it)
+TIME_KINDS = ("throughput", "runs")
+
+
+def family_coverage(family: str) -> dict[str, int]:
+    """Calibration cases of a chip family per kind (calibrated.toml [families]; {} if none used it)."""
+    row = calibration().get("families", {}).get(family, {})
+    return {k: int(v) for k, v in row.items() if not k.startswith("cross_family")}
+
+
+def family_calibrated(family: str) -> bool:
+    """Whether the last calibration measured step times or runs on this chip family. True when the
+    calibration predates the [families] table (nothing to say either way)."""
+    if "families" not in calibration():
+        return True
+    return sum(family_coverage(family).get(k, 0) for k in TIME_KINDS) > 0
+
+
+def band_for(family: str) -> tuple[float, float, str]:
+    """Multipliers (low, high) of the 80% band on time, GPU-hours and dollars for a chip family, and
+    the reason (``BAND_LOSO`` or ``BAND_CROSS_FAMILY``).
+
+    A calibrated family gets ``band_factors()``. On a family with no step times or runs the error has
+    two parts: the source-to-source error the leave-one-source-out residuals measure (quantiles l10,
+    l90) and the family-to-family error the cross-family hold-out measures (c10, c90; calibrated.toml
+    [bands]). Taken as independent, their quantiles add in quadrature, each side on its own (the
+    residuals are skewed), and only the part of each quantile on its own side of the point counts
+    (a quantile on the wrong side would otherwise narrow the band):
+
+        low  = point · exp(−√(max(l90, 0)² + max(c90, 0)²))
+        high = point · exp(+√(min(l10, 0)² + min(c10, 0)²))
+
+    so the widened band always contains the leave-one-source-out one. The cross-family residuals
+    already hold some source-to-source spread, so this counts that part twice: it errs wide, on
+    purpose, for a chip no calibration row was measured on."""
+    lo, hi = band_factors()
+    b = calibration().get("bands", {})
+    if family_calibrated(family) or "cross_family_log_q90" not in b:
+        return lo, hi, BAND_LOSO
+    up = math.hypot(max(b["time_log_q90"], 0.0), max(b["cross_family_log_q90"], 0.0))
+    down = math.hypot(min(b["time_log_q10"], 0.0), min(b["cross_family_log_q10"], 0.0))
+    return math.exp(-up), math.exp(down), BAND_CROSS_FAMILY
+
+
+def uncalibrated_family_warning(hw_name: str, family: str) -> str | None:
+    """The note an estimate on a chip family the calibration has no step times or runs of carries."""
+    low, high, reason = band_for(family)
+    if reason != BAND_CROSS_FAMILY:
+        return None
+    lo, hi = band_factors()
+    mem = family_coverage(family).get("memory", 0)
+    only = f" (only {mem} peak-memory row{'s' if mem != 1 else ''})" if mem else ""
+    return (f"{hw_name} ({family}): no measured step times or runs of this chip family in the calibration{only}; "
+            f"time and cost bands widened by the cross-family error to ×{low:.2f}–×{high:.2f} of the point "
+            f"(×{lo:.2f}–×{hi:.2f} on calibrated families)")
+
+
 def _f(a: Any, i: int) -> float:
     return float(np.asarray(a)[i]) if np.ndim(a) else float(a)
 
@@ -180,14 +244,15 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                              activations=_f(mm.activations, i), other=_f(mm.other, i),
                              per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes)
     t = sa.time
-    lo, hi = band_factors()
+    lo, hi, band_reason = band_for(cl.hardware.family)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
                          hfu=_f(ev.hfu, i), steps=sum(_f(s.steps, i) for s in ev.stages), busy_s=_f(ev.busy_s, i),
                          total_s=total, total_s_low=total * lo, total_s_high=total * hi, goodput=pl.goodput,
                          gpu_hours=hours, gpu_hours_low=hours * lo, gpu_hours_high=hours * hi,
                          compute_s=_f(t.compute_s, i), tp_comm_s=_f(t.tp_comm_s, i), pp_comm_s=_f(t.pp_comm_s, i),
-                         bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i))
+                         bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i),
+                         band_reason=band_reason)
     energy_j = _f(ev.cost.energy_j, i)
     hw = cl.hardware
     cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,
@@ -208,6 +273,9 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                             f"(a multiple of dp × micro-batch = {lay.dp} × {lay.micro_batch})")
     if lay.tp > cl.node_size:
         warnings.append(f"tensor parallelism ({lay.tp}) spans nodes of {cl.node_size} devices: slow inter-node all-reduces")
+    uncal = uncalibrated_family_warning(hw.name, hw.family)
+    if uncal:
+        warnings.append(uncal)
     if cl.price_usd_per_hour is None and hw.price_date:
         warnings.append(f"price ${cl.price:.2f}/GPU-hour is the {hw.name} reference of {hw.price_date}; set --price for yours")
     mfpt = float(ev.model_flop) / pl.total_tokens
@@ -219,5 +287,6 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                     warnings=tuple(warnings))
 
 
-__all__ = ["SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult", "TimeBreakdown", "band_factors",
-           "from_evaluation"]
+__all__ = ["BAND_CROSS_FAMILY", "BAND_LOSO", "SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult",
+           "TimeBreakdown", "band_factors", "band_for", "family_calibrated", "family_coverage", "from_evaluation",
+           "uncalibrated_family_warning"]

@@ -8,15 +8,26 @@ from typing import Any
 from rich.table import Table
 
 from trilemma.errors import InputError
+from trilemma.estimate.result import family_calibrated
 from trilemma.report.figure import pyplot, save_figure
 from trilemma.report.table import _console
 from trilemma.units import DAY, KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
 
+#: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
+UNCALIBRATED_MARK = "*"
+UNCALIBRATED_NOTE = "* chip family not calibrated: band widened by the cross-family error"
+
+
+def _gpu(e: Any) -> str:
+    hw = e.cluster.hardware
+    return f"{e.cluster.n_gpus}× {hw.name}" + ("" if family_calibrated(hw.family) else UNCALIBRATED_MARK)
+
+
 def _row(e: Any, loss: Any) -> list[str]:
     """One table row: an Estimate and its LossPrediction."""
     lay = e.layout
-    return [e.model.name, fmt_count(e.params.total), f"{e.cluster.n_gpus}× {e.cluster.hardware.name}",
+    return [e.model.name, fmt_count(e.params.total), _gpu(e),
             str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
             f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})", f"{e.time.mfu:.0%}",
             lay.label(compact=True),
@@ -45,6 +56,8 @@ def print_solve(r: Any) -> None:
     for why, e, loss in r.runners_up:
         t.add_row(why, *_row(e, loss))
     c.print(t)
+    if any(not family_calibrated(e.cluster.hardware.family) for e in (r.optimum, *(e for _, e, _ in r.runners_up))):
+        c.print(UNCALIBRATED_NOTE)
     o = r.optimum
     c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / KILO:,.1f} MWh, "
             f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
