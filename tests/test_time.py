@@ -85,7 +85,7 @@ def test_interleaving_divides_the_bubble_by_v():
 def test_uneven_pipeline_stages_wait_for_the_heaviest():
     """Llama 3.1 405B: 126 layers on pp = 16 (Dubey et al. 2024 §3.3.2: one layer fewer on the first and
     last stages). The heaviest rank holds ceil(126/16) = 8 layers, so the step is that of 128 layers,
-    apart from the parameter count the data-parallel traffic carries; interleaving needs equal chunks."""
+    apart from the parameter count the data-parallel traffic carries; interleaved chunks may be uneven too."""
     from trilemma.specs.axes import stage_layers
 
     assert stage_layers(126, 16) == 8 and stage_layers(128, 16) == 8 and stage_layers(96, 8, 2) == 12
@@ -99,9 +99,57 @@ def test_uneven_pipeline_stages_wait_for_the_heaviest():
     even = estimate(base, "a100-80gb", 64, 10e9, **kw)
     assert uneven.time.compute_s == pytest.approx(even.time.compute_s, rel=1e-12)
     assert uneven.time.bubble_s == pytest.approx(even.time.bubble_s, rel=1e-3)
-    with pytest.raises(Exception, match="virtual stages pp × vp must divide"):
+    # interleaving with uneven chunks (Llama 3.1 405B's schedule): ceil(30 / 8) = 4 layers per chunk, 8 per
+    # rank, as for 32 layers; a virtual stage needs at least one layer
+    inter = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, seq_len=2048,
+                     global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=2, zero=1, recompute="none",
+                                                                 micro_batch=1))
+    assert inter.time.compute_s == pytest.approx(even.time.compute_s, rel=1e-12)
+    with pytest.raises(Exception, match="pp × virtual stages must not exceed the number of layers"):
         estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9,
-                 seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=2))
+                 seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=16, vp=2))
+
+
+def test_elementwise_inventory_by_hand():
+    """Llama-style layer (2 RMSNorms, SwiGLU, rotary, no dropout), tp = 1, bf16 (e = 2), T tokens:
+    forward 2 norms × 2·e·T·d + 2 residual adds × 3·e·T·d + SwiGLU 3·e·T·f + rotary 2·e·T·(d_attn + d_kv);
+    backward 2 × 3·e·T·d + 2 × 3·e·T·d + 5·e·T·f + the same rotary. With SP and tp = 4 the residual-stream
+    terms are a quarter (each rank holds T/4 tokens of them); f, Q and K are split by tp either way."""
+    from trilemma.estimate.layouts import LayoutArrays
+    from trilemma.estimate.time import elementwise_bytes, kernels_per_layer
+    from trilemma.presets import get_model
+    from trilemma.specs import Layout
+
+    m = get_model("llama2-7b")  # d 4096, f 11008, 32 heads of 128, no GQA
+    T, e, d, f = 2 * 4096, 2.0, 4096, 11008
+    L = LayoutArrays.from_layouts([Layout(tp=1, micro_batch=2), Layout(tp=4, sp=True, micro_batch=2)])
+    fwd, bwd = elementwise_bytes(m, 4096, L, e)
+    rope = 2 * e * T * (4096 + 4096)
+    assert fwd[0] == pytest.approx(2 * 2 * e * T * d + 2 * 3 * e * T * d + 3 * e * T * f + rope)
+    assert bwd[0] == pytest.approx(2 * 3 * e * T * d + 2 * 3 * e * T * d + 5 * e * T * f + rope)
+    assert fwd[1] == pytest.approx((2 * 2 * e * T * d + 2 * 3 * e * T * d) / 4 + (3 * e * T * f + rope) / 4)
+    # kernels: QKV, output, gate+up, down; flash 1 (2 backward); 2 norms, 2 adds, SwiGLU, rotary
+    assert kernels_per_layer(m, flash=True) == (4 + 1 + 6, 8 + 2 + 6)
+
+
+def test_kernel_cost_weighs_on_small_models_not_large():
+    """A fixed cost per kernel is most of a tiny model's step and a rounding error for a large one."""
+    from trilemma.estimate.choose import estimate_plan
+    from trilemma.presets import constants
+    from trilemma.specs.build import make_cluster, make_plan, resolve_model
+
+    slow = constants().with_values({("efficiency", "kernel_s"): 4e-5})
+    fast = constants().with_values({("efficiency", "kernel_s"): 1e-6})
+
+    def ratio(model: str, gpus: int, tokens: float, **lay: object) -> float:
+        m, _ = resolve_model(model)
+        cl, pl = make_cluster("a100-80gb", gpus), make_plan(m, tokens)
+        return (estimate_plan(m, cl, pl, lay, consts=slow).time.step_s
+                / estimate_plan(m, cl, pl, lay, consts=fast).time.step_s)
+    assert ratio("gpt2-124m", 1, 1e9, micro_batch=1) > 1.3
+    # 70B, tp 8, one 4,096-token micro-batch: ~27 kernels × 40 µs ≈ 1.1 ms per layer against ~11 ms
+    # of matmuls (6 × 0.86B params / 8 × 4096 tokens at ~250 TFLOP/s): at most a tenth
+    assert ratio("llama2-70b", 64, 1e11, tp=8, pp=1, micro_batch=1) < 1.1
 
 
 def test_throughput_mfu_and_gpu_hours_are_consistent():

@@ -23,7 +23,7 @@ import numpy as np
 
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.memory import activation_bytes_per_layer, model_state_bytes
+from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, ModelSpec, Optimizer, Precision, TrainingPlan
 from trilemma.specs.axes import stage_layers
@@ -78,6 +78,59 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
     return np.maximum(flop / (peak * eff), mem)
 
 
+def elementwise_bytes(m: ModelSpec, seq: float, L: LayoutArrays, e: float) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) bytes that one layer's memory-bound kernels move for one micro-batch.
+
+    Each kernel reads its inputs and writes its outputs once from HBM (no fusion across kernels, as
+    in eager PyTorch and Megatron's unfused paths; e = activation bytes, T = local tokens, T_r = T/tp
+    under sequence parallelism):
+      norm (RMSNorm/LayerNorm): forward reads x, writes y (2·e·T_r·d); backward reads x, dy, writes dx (3).
+      residual add: reads two, writes one (3·e·T_r·d), forward and backward (the gradient add).
+      activation: GELU/ReLU reads and writes T·f/tp (2; backward 3: x, dy → dx); gated (SwiGLU)
+        reads gate and up, writes their product (3; backward 5: gate, up, dy → dgate, dup).
+      rotary embedding: reads and writes Q and K (2·e·T·(d_attn + d_kv)/tp), forward and backward.
+      dropout (when trained with it): reads x, writes y and a 1-byte mask; backward reads dy, mask.
+      MoE: the dispatch and combine copies of top_k token vectors (2 × read + write), both ways.
+    """
+    tp, cp, mb = L.tp, L.cp, L.micro_batch
+    T = mb * seq / cp
+    r = np.where(L.sp > 0, 1.0 / tp, 1.0)
+    td = e * T * m.d_model * r  # one residual-stream tensor
+    norms = m.norms_per_layer
+    fwd = norms * 2 * td + 2 * 3 * td
+    bwd = norms * 3 * td + 2 * 3 * td
+    f_loc = e * T * m.ffn_dim / tp
+    gated = m.ffn_matrices == 3
+    act_f, act_b = (3.0, 5.0) if gated else (2.0, 3.0)
+    mlp_frac = m.n_dense_layers / m.n_layers
+    fwd = fwd + mlp_frac * act_f * f_loc
+    bwd = bwd + mlp_frac * act_b * f_loc
+    if m.is_moe:
+        moe_frac = m.n_moe_layers / m.n_layers
+        h_loc = e * T * m.top_k * m.expert_ffn / tp
+        copies = 2 * 2 * e * T * m.top_k * m.d_model / tp
+        fwd = fwd + moe_frac * (act_f * h_loc + copies)
+        bwd = bwd + moe_frac * (act_b * h_loc + copies)
+    if m.position.value == "rotary":
+        rope = 2 * e * T * (m.d_attn + m.d_kv) / tp
+        fwd, bwd = fwd + rope, bwd + rope
+    if m.dropout:  # two per layer; forward reads x, writes y and the mask; backward reads dy and mask, writes dx
+        drop = 2 * (2 * td + td / e)
+        fwd, bwd = fwd + drop, bwd + drop
+    return fwd, bwd
+
+
+def kernels_per_layer(m: ModelSpec, flash: bool) -> tuple[int, int]:
+    """(forward, backward) kernel launches of one layer, unfused: GEMMs (QKV, output, up — gate and
+    up fused into one —, down; backward a data-gradient and a weight-gradient GEMM each), attention
+    (FlashAttention one kernel forward, two backward; unfused: scores, softmax, weighted sum, and
+    twice that backward), norms, residual adds, the activation, rotary."""
+    gemm = 4 + (1 if m.position.value == "relative" else 0)
+    attn_f, attn_b = (1, 2) if flash else (3, 6)
+    other = m.norms_per_layer + 2 + 1 + (1 if m.position.value == "rotary" else 0) + (2 if m.dropout else 0)
+    return gemm + attn_f + other, 2 * gemm + attn_b + other
+
+
 def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, L: LayoutArrays,
               seq: float, batch: np.ndarray, consts: dict) -> TimeArrays:
     """Seconds per optimizer step of ``batch`` sequences of ``seq`` tokens, per layout row."""
@@ -121,14 +174,17 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
         attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
 
-    full_d, _ = activation_bytes_per_layer(m, seq, L, e, True)
-    elem_fwd = c["elementwise_traffic"] * full_d / (bw * c["hbm"])
+    ew_f, ew_b = elementwise_bytes(m, seq, L, e)
+    elem_fwd, elem_bwd = ew_f / (bw * c["hbm"]), ew_b / (bw * c["hbm"])
+    # a fixed cost per kernel launch (launch latency and the framework's per-op dispatch)
+    k_f, k_b = kernels_per_layer(m, plan.flash_attention)
+    kern_fwd, kern_bwd = k_f * c["kernel_s"], k_b * c["kernel_s"]
 
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
     gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
-    layer_fwd = gemm_fwd + attn_fwd + elem_fwd
-    layer_bwd = 2 * gemm_fwd + attn_bwd + 2 * elem_fwd
-    layer_rc = np.where(L.recompute == 2, layer_fwd, np.where(L.recompute == 1, attn_fwd, 0.0))
+    layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd
+    layer_bwd = 2 * gemm_fwd + attn_bwd + elem_bwd + kern_bwd
+    layer_rc = np.where(L.recompute == 2, layer_fwd, np.where(L.recompute == 1, attn_fwd + kern_fwd / k_f, 0.0))
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
@@ -143,7 +199,10 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
         ep_layer = 0.0
 
     # ---- LM head and loss on the last stage
-    head = 3 * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c) + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"])
+    # (3 GEMMs: logits, and their data and weight gradients; fp32 logits read and written by the
+    # softmax cross-entropy and its gradient; 5 kernels)
+    head = (3 * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c) + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"])
+            + 5 * c["kernel_s"])
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     compute_mb = layers * (layer_fwd + layer_bwd + layer_rc) + head
@@ -163,11 +222,17 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # ZeRO-0: gradient all-reduce hidden behind the last micro-batch's backward (bucketing);
     # ZeRO-1/2 (distributed optimizer): reduce-scatter behind the backward, parameter all-gather
     # behind the next step's first forward (Megatron-Core overlap_param_gather).
+    # The last bucket's reduction cannot overlap anything: it starts when the backward ends (PyTorch
+    # DDP, Li et al. 2020 §3.2.3; Megatron-Core buckets of max(40M, 1M·dp) parameters,
+    # distributed_data_parallel.py); likewise the first bucket's gather before the forward.
     hide_bwd = c["dp_overlap"] * layers * layer_bwd
     hide_fwd = c["dp_overlap"] * layers * layer_fwd
-    ar = np.maximum(0.0, all_reduce_s(g_bytes, tp, n_dp, fab) - hide_bwd)
-    rs_ag = (np.maximum(0.0, reduce_scatter_s(g_bytes, tp, n_dp, fab) - hide_bwd)
-             + np.maximum(0.0, all_gather_s(w_bytes * train, tp, n_dp, fab) - hide_fwd))
+    bucket = np.minimum(1.0, np.maximum(c["dp_bucket_params"], 1e6 * n_dp) / np.maximum(local_params, 1.0))
+    ar_full = all_reduce_s(g_bytes, tp, n_dp, fab)
+    rs_full = reduce_scatter_s(g_bytes, tp, n_dp, fab)
+    ag_full = all_gather_s(w_bytes * train, tp, n_dp, fab)
+    ar = np.maximum(bucket * ar_full, ar_full - hide_bwd)
+    rs_ag = np.maximum(bucket * rs_full, rs_full - hide_bwd) + np.maximum(bucket * ag_full, ag_full - hide_fwd)
     exposed_once = np.where(L.zero == 0, ar, rs_ag)
     z3_mb = 2 * all_gather_s(w_bytes, tp, n_dp, fab) + reduce_scatter_s(g_bytes, tp, n_dp, fab)
     exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
@@ -178,7 +243,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     per_param = (2 * plan.dtypes.bytes_of("master") + 2 * n_mom * plan.dtypes.bytes_of("optimizer_state")
                  + plan.dtypes.bytes_of("grad") + plan.dtypes.bytes_of("weight"))
     opt_params = local_params * train / np.where(L.zero >= 1, n_dp, 1)
-    optimizer = opt_params * per_param / (bw * c["hbm"])
+    # + the gradient-norm pass of clipping: the local gradients read once (Megatron clip_grad_norm)
+    optimizer = opt_params * (per_param + plan.dtypes.bytes_of("grad")) / (bw * c["hbm"])
 
     return TimeArrays(n_micro=n_micro, compute_mb=compute_mb, comm_mb=comm_mb, p2p_mb=p2p_mb, bubble_s=bubble,
                       dp_comm_s=dp_exposed, optimizer_s=optimizer)

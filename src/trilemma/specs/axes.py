@@ -166,7 +166,7 @@ MAX_DEGREE = 2**31 - 1
 def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
     """Layers on the most loaded pipeline rank: ceil(n_layers / (pp·vp)) per virtual stage, vp of them.
 
-    Stages may be uneven when pp does not divide the layers: Megatron-LM places the remainder with
+    Stages may be uneven when pp·vp does not divide the layers: Megatron-LM places the remainder with
     ``--decoder-first/last-pipeline-num-layers`` and torchtitan splits its module list by a layer
     budget per stage; Llama 3.1 405B ran 126 layers on pp = 16 with one layer fewer on the first and
     last stages (Dubey et al. 2024, arXiv 2407.21783 §3.3.2). The step waits for the heaviest stage,
@@ -177,8 +177,10 @@ def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
 
 
 def _layers_ok(m: Any, L: Any, seq: int) -> Any:
-    # interleaved schedules need equal virtual stages (Megatron asserts it); plain 1F1B does not
-    return np.where(L.vp > 1, m.n_layers % (L.pp * L.vp) == 0, L.pp <= m.n_layers)
+    # every virtual stage holds at least one layer; uneven chunks are allowed with interleaving too
+    # (Llama 3.1 405B ran the interleaved schedule with one layer fewer on the first and last
+    # stages, Dubey et al. 2024 §3.3.2; Megatron-Core's num_layers_in_first/last_pipeline_stage)
+    return L.pp * L.vp <= m.n_layers
 
 
 def _heads_ok(m: Any, L: Any, seq: int) -> Any:
@@ -211,8 +213,7 @@ AXES: tuple[Axis, ...] = (
          # stages may be uneven (below), so any pp that divides the GPUs, up to the layers
          lambda c: [p for p in _divisors(c.n_gpus) if p <= min(c.model.n_layers, 128)],
          lambda moe: (1, 2, 4, 8, 16),
-         (Rule(R_LAYERS, "pp must not exceed the number of layers, and with virtual stages pp × vp must "
-                         "divide them", _layers_ok),)),
+         (Rule(R_LAYERS, "pp × virtual stages must not exceed the number of layers", _layers_ok),)),
     Axis("dp", int, 1, "data parallel degree", "DP", None, lambda c: [1], None),
     Axis("cp", int, 1, "context parallel degree", "CP", "--cp",
          lambda c: _pow2_upto(min(c.n_gpus, 32)) if c.max_seq >= 16384 else [1], None,

@@ -42,6 +42,7 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "attention", 0.05, 0.95),
     ("efficiency", "balance_exponent", 0.0, 1.5),
     ("efficiency", "dp_overlap", 0.0, 1.0),
+    ("efficiency", "kernel_s", 1e-6, 1e-5),
 )
 TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s"}
 RUN_METRICS = {"gpu_hours", "days"}
