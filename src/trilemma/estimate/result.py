@@ -157,7 +157,8 @@ class Estimate:
 
 def band_factors() -> tuple[float, float]:
     """Multipliers (low, high) for an 80% interval on time and cost: from the leave-one-source-out
-    residuals r = log(predicted / reported) of the last calibration, low = exp(−q90), high = exp(−q10)."""
+    residuals r = log(predicted time / reported time) of the last calibration (a rate's ratio inverted),
+    low = exp(−q90), high = exp(−q10)."""
     b = calibration().get("bands", {})
     if not b:
         return 1.0, 1.0

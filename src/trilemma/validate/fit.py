@@ -46,6 +46,7 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
 )
 TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s"}
 RUN_METRICS = {"gpu_hours", "days"}
+DURATION_METRICS = {"step_s", "gpu_hours", "days"}  # the others of TIME_METRICS are rates
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,16 @@ class Prediction:
         if self.predicted is None or not self.predicted > 0:
             return None
         return math.log(self.predicted / self.case.reported)
+
+    @property
+    def time_log_ratio(self) -> float | None:
+        """log(predicted time / reported time): the log ratio with the sign of a duration. A rate
+        (tokens/s, TFLOP/s, MFU, HFU) predicted above the reported one is a time predicted below it,
+        so its sign flips; step time, GPU-hours and days keep theirs. None for other metrics."""
+        r = self.log_ratio
+        if r is None or self.case.metric not in TIME_METRICS | RUN_METRICS:
+            return None
+        return r if self.case.metric in DURATION_METRICS else -r
 
 
 # ------------------------------------------------------------------ prediction

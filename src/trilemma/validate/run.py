@@ -47,14 +47,14 @@ def cross_family(cases: list[Any], start: Any, fitted: Any,
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Hold out each chip family with measured step times or runs in turn: refit without its rows
     (``loso(by="family")``: the time constants from ``start``, goodput where its rows test it), predict
-    them. Returns the pooled 10th/50th/90th percentiles of r = log(predicted / reported), n, and each
-    family's n and median r."""
+    them. Returns the pooled 10th/50th/90th percentiles of r = log(predicted time / reported time)
+    (``Prediction.time_log_ratio``: a rate's sign flipped), n, and each family's n and median r."""
     band_cases = [c for c in cases if c.metric in TIME_METRICS | RUN_METRICS]
     preds = loso(band_cases, start, progress, full=fitted, by="family")
     by_family: dict[str, list[float]] = {}
     for p in preds:
-        if p.log_ratio is not None:
-            by_family.setdefault(p.case.hardware.family, []).append(p.log_ratio)
+        if p.time_log_ratio is not None:
+            by_family.setdefault(p.case.hardware.family, []).append(p.time_log_ratio)
     r = np.array([x for v in by_family.values() for x in v])
     q = [float(np.quantile(r, x)) for x in (BAND_QUANTILES[0], 0.5, BAND_QUANTILES[1])] if len(r) else [0.0] * 3
     return {"log_q10": q[0], "log_median": q[1], "log_q90": q[2], "n": int(len(r)),
@@ -111,9 +111,8 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     ins = predict(cases, fitted)
     lo = loso(cases, start, progress, full=fitted)
     lo_by = {(p.case.kind, p.case.row): p for p in lo}
-    # bands from LOSO residuals of time-like cases: reported ≈ predicted / exp(r)
-    r = np.array([p.log_ratio for p in lo if p.log_ratio is not None
-                  and p.case.metric in TIME_METRICS | RUN_METRICS])
+    # bands from LOSO residuals of time-like cases, signed as durations: reported ≈ predicted / exp(r)
+    r = np.array([p.time_log_ratio for p in lo if p.time_log_ratio is not None])
     q_lo, q_hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES) if len(r) else (0.0, 0.0)
     xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
     changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
@@ -135,7 +134,8 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         "",
         "[bands]",
         "# 80% interval on time, GPU-hours and dollars from leave-one-source-out log residuals",
-        "# r = log(predicted / reported): low = point · exp(−q90), high = point · exp(−q10)",
+        "# r = log(predicted time / reported time) (a rate's ratio inverted): low = point · exp(−q90), "
+        "high = point · exp(−q10)",
         f"quantiles = {toml_value(list(BAND_QUANTILES))}",
         f"time_log_q10 = {toml_value(q_lo)}",
         f"time_log_q90 = {toml_value(q_hi)}",
