@@ -160,9 +160,12 @@ def test_shape_rule_and_sizes():
 def _cpu_profile():
     from trilemma.specs import HardwareSpec
 
+    # as `trilemma probe` writes a CPU's profile: with the GEMM curve it measured (a CPU has no GPU's tile
+    # and wave quantisation, so small matmuls keep most of the peak), not the GPU-fitted constants
     return HardwareSpec(name="local", vendor="CPU", peak_flop_per_s={"fp32": 8e10}, hbm_bytes=16e9,
                         hbm_bw_bytes_per_s=2e10, intra_node_bw_bytes_per_s=2e9, inter_node_bw_bytes_per_s=2e9,
-                        devices_per_node=1, board_power_w=20.0, price_usd_per_hour=0.04)
+                        devices_per_node=1, board_power_w=20.0, price_usd_per_hour=0.04,
+                        efficiency={"gemm_max": 0.9, "gemm_half_dim": 8.0, "balance_exponent": 0.0})
 
 
 def test_predicted_times_and_minutes():
@@ -170,9 +173,10 @@ def test_predicted_times_and_minutes():
     one = lp.make_plan(lp.DEFAULT, hw=hw, workers=1, threads=2)
     two = lp.make_plan(lp.DEFAULT, hw=hw, workers=2, threads=1)
     assert all(p.predicted_s > 0 for p in one.runs)
-    # a worker with half the machine takes twice as long per run; the schedule overlaps them
+    # a worker with half the machine takes up to twice as long per run (its matmuls and memory traffic
+    # twice as long, the fixed per-kernel dispatch cost the same); the schedule overlaps them
     for a, b in zip(one.runs, two.runs):
-        assert b.predicted_s == pytest.approx(2 * a.predicted_s, rel=0.05)
+        assert 1.5 * a.predicted_s < b.predicted_s <= 2 * a.predicted_s * (1 + 1e-9)
     longest = max(p.predicted_s for p in two.runs) + lp.STARTUP_S
     assert two.predicted_wall_s <= max(one.predicted_wall_s, longest) * 1.01
     small = lp.grid_for_minutes(3, hw=hw, workers=1)

@@ -28,6 +28,7 @@ from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, ModelSpec, Optimizer, Precision, TrainingPlan
 from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import DTYPE_BYTES
+from trilemma.units import MEGA
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # distributed_data_parallel.py); likewise the first bucket's gather before the forward.
     hide_bwd = c["dp_overlap"] * layers * layer_bwd
     hide_fwd = c["dp_overlap"] * layers * layer_fwd
-    bucket = np.minimum(1.0, np.maximum(c["dp_bucket_params"], 1e6 * n_dp) / np.maximum(local_params, 1.0))
+    bucket = np.minimum(1.0, np.maximum(c["dp_bucket_params"], MEGA * n_dp) / np.maximum(local_params, 1.0))
     ar_full = all_reduce_s(g_bytes, tp, n_dp, fab)
     rs_full = reduce_scatter_s(g_bytes, tp, n_dp, fab)
     ag_full = all_gather_s(w_bytes * train, tp, n_dp, fab)
