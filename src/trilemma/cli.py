@@ -72,7 +72,7 @@ def estimate(
     inter_node_bw: Optional[str] = typer.Option(None, "--inter-node-bw", help="per device, per direction, e.g. 400Gb/s"),
     pue: Optional[float] = typer.Option(None, "--pue", help="datacentre PUE (default 1.1)"),
     region: Optional[str] = typer.Option(None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"),
-    goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1 (default 0.9)"),
+    goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1 (default: the share fitted on whole published runs, run.goodput in calibrated.toml; `trilemma estimate --json` shows it)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
