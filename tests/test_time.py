@@ -152,6 +152,20 @@ def test_kernel_cost_weighs_on_small_models_not_large():
     assert ratio("llama2-70b", 64, 1e11, tp=8, pp=1, micro_batch=1) < 1.1
 
 
+def test_compute_by_operation_class_adds_up():
+    """The JSON's time.ops_s splits compute_s by operation class; full recomputation adds one forward of
+    every class (GEMMs: 3 → 4 passes, i.e. +1/3), selective recomputation only the attention core."""
+    none = _est(tp=2, pp=1, zero=1, recompute="none", micro_batch=1).time
+    full = _est(tp=2, pp=1, zero=1, recompute="full", micro_batch=1).time
+    sel = _est(tp=2, pp=1, zero=1, recompute="selective", micro_batch=1).time
+    for t in (none, full, sel):
+        assert set(t.ops_s) == {"gemm", "attention", "elementwise", "kernel_launch", "lm_head"}
+        assert sum(t.ops_s.values()) == pytest.approx(t.compute_s, rel=1e-12)
+    assert full.ops_s["gemm"] == pytest.approx(none.ops_s["gemm"] * 4 / 3, rel=1e-12)
+    assert sel.ops_s["gemm"] == pytest.approx(none.ops_s["gemm"], rel=1e-12)
+    assert sel.ops_s["attention"] > none.ops_s["attention"] and sel.ops_s["lm_head"] == none.ops_s["lm_head"]
+
+
 def test_throughput_mfu_and_gpu_hours_are_consistent():
     e = _est(tp=1, pp=1, zero=1, recompute="none", micro_batch=2)
     t = e.time

@@ -63,6 +63,8 @@ class TimeBreakdown:
     dp_comm_s: float
     optimizer_s: float
     band_reason: str  # what the band is: BAND_LOSO, or BAND_CROSS_FAMILY on a chip family not calibrated
+    # compute_s by operation class (gemm, attention, elementwise, kernel_launch, lm_head), seconds per step
+    ops_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                          gpu_hours=hours, gpu_hours_low=hours * lo, gpu_hours_high=hours * hi,
                          compute_s=_f(t.compute_s, i), tp_comm_s=_f(t.tp_comm_s, i), pp_comm_s=_f(t.pp_comm_s, i),
                          bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i),
-                         band_reason=band_reason)
+                         band_reason=band_reason, ops_s={k: _f(v, i) for k, v in t.ops_s.items()})
     energy_j = _f(ev.cost.energy_j, i)
     hw = cl.hardware
     cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,

@@ -36,12 +36,21 @@ class TimeArrays:
     """Seconds per optimizer step for each layout row, from its parts (derived on access)."""
 
     n_micro: np.ndarray  # micro-batches per pipeline per step
-    compute_mb: np.ndarray  # one micro-batch through the slowest stage: compute
+    compute_mb: np.ndarray  # one micro-batch through the slowest stage: compute (the sum of ops_mb)
     comm_mb: np.ndarray  # … exposed tensor/context/expert-parallel communication
     p2p_mb: np.ndarray  # … point-to-point sends between stages
     bubble_s: np.ndarray
     dp_comm_s: np.ndarray  # exposed data-parallel / ZeRO communication per step
     optimizer_s: np.ndarray
+    # compute_mb by operation class, seconds per micro-batch on the slowest stage (recomputation
+    # included in its class): gemm, attention (the core: QKᵀ, softmax, ·V), elementwise (memory-bound
+    # kernels), kernel_launch (the fixed cost per launch), lm_head (logits GEMMs and cross-entropy)
+    ops_mb: dict[str, np.ndarray]
+
+    @property
+    def ops_s(self) -> dict[str, np.ndarray]:
+        """compute_s by operation class, seconds per step (pipeline-busy, bubble excluded)."""
+        return {k: self.n_micro * v for k, v in self.ops_mb.items()}
 
     @cached_property
     def step_s(self) -> np.ndarray:
@@ -185,7 +194,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd
     layer_bwd = 2 * gemm_fwd + attn_bwd + elem_bwd + kern_bwd
-    layer_rc = np.where(L.recompute == 2, layer_fwd, np.where(L.recompute == 1, attn_fwd + kern_fwd / k_f, 0.0))
+    full_rc, sel_rc = L.recompute == 2, L.recompute == 1
+    layer_rc = np.where(full_rc, layer_fwd, np.where(sel_rc, attn_fwd + kern_fwd / k_f, 0.0))
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
@@ -207,6 +217,12 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     compute_mb = layers * (layer_fwd + layer_bwd + layer_rc) + head
+    ops_mb = {"gemm": layers * (3 * gemm_fwd + np.where(full_rc, gemm_fwd, 0.0)),
+              "attention": layers * (attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0)),
+              "elementwise": layers * (elem_fwd + elem_bwd + np.where(full_rc, elem_fwd, 0.0)),
+              "kernel_launch": layers * (kern_fwd + kern_bwd + np.where(full_rc, kern_fwd,
+                                                                         np.where(sel_rc, kern_fwd / k_f, 0.0))),
+              "lm_head": np.broadcast_to(head, np.shape(compute_mb))}
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
     act_msg = e * T * d / np.where(L.sp > 0, tp, 1)
     p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)
@@ -248,4 +264,4 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     optimizer = opt_params * (per_param + plan.dtypes.bytes_of("grad")) / (bw * c["hbm"])
 
     return TimeArrays(n_micro=n_micro, compute_mb=compute_mb, comm_mb=comm_mb, p2p_mb=p2p_mb, bubble_s=bubble,
-                      dp_comm_s=dp_exposed, optimizer_s=optimizer)
+                      dp_comm_s=dp_exposed, optimizer_s=optimizer, ops_mb=ops_mb)

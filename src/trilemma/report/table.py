@@ -60,6 +60,10 @@ def print_estimate(est: Any) -> None:
     tt.add_row("step time", f"{fmt_duration(t.step_s)}  (compute {fmt_duration(t.compute_s)}, TP/EP comm "
                             f"{fmt_duration(t.tp_comm_s)}, PP {fmt_duration(t.pp_comm_s)}, bubble "
                             f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)})")
+    if t.ops_s and t.compute_s > 0:
+        names = {"gemm": "GEMMs", "attention": "attention", "elementwise": "memory-bound", "kernel_launch": "launches",
+                 "lm_head": "LM head"}
+        tt.add_row("compute by op", ", ".join(f"{names.get(k, k)} {v / t.compute_s:.0%}" for k, v in t.ops_s.items()))
     tt.add_row("throughput", f"{fmt_count(t.tokens_per_s)} tokens/s, {fmt_count(t.tokens_per_s / cl.n_gpus)} per GPU")
     tt.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}  ({fmt_flop_rate(t.mfu * peak)} per GPU)")
     tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, PaLM convention)")
