@@ -259,3 +259,19 @@ def test_gemm_constants_recover_a_measured_curve():
     assert c["gemm_max"] == pytest.approx(0.95 * 1e11 / peak, rel=1e-3)  # > 1: the curve still rises at 2048
     fitted = [c["gemm_max"] * (n / (n + c["gemm_half_dim"])) ** 3 for n in sizes]
     assert fitted == pytest.approx([r / peak for r in rate], rel=1e-3)
+
+
+def test_goodput_default_is_the_calibrated_one_however_the_plan_is_built():
+    """A TrainingPlan built directly (Python API) and one from make_plan (CLI) get the same goodput: the
+    share fitted on whole runs (run.goodput); --goodput / TrainingPlan(goodput=…) overrides it."""
+    from trilemma.presets import constants
+    from trilemma.specs import Stage, TrainingPlan
+
+    direct = TrainingPlan(stages=(Stage(tokens=1e11, seq_len=2048, global_batch_tokens=2048 * 512),))
+    assert direct.goodput is None
+    fitted = constants()["run"]["goodput"]
+    assert estimate("llama2-7b", "a100-80gb", 64, plan=direct).time.goodput == fitted
+    assert estimate("llama2-7b", "a100-80gb", 64, 1e11).time.goodput == fitted
+    mine = direct.replace(goodput=0.95)
+    e = estimate("llama2-7b", "a100-80gb", 64, plan=mine)
+    assert e.time.goodput == 0.95 and e.time.total_s == pytest.approx(e.time.busy_s / 0.95)

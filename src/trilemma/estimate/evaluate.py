@@ -112,7 +112,8 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
     return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
                       per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
-                      hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput=plan.goodput,
+                      hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens,
+                      goodput=consts["run"]["goodput"] if plan.goodput is None else plan.goodput,
                       peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster)
 
 

@@ -71,7 +71,6 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
         stages = [Stage.build(prefix="plan", tokens=tokens, seq_len=seq, global_batch_tokens=gbt, explicit_batch=explicit)]
     prec = Precision(precision) if not isinstance(precision, Precision) else precision
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
-    plan_fields.setdefault("goodput", constants()["run"]["goodput"])
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
 
 

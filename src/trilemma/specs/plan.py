@@ -69,7 +69,8 @@ class TrainingPlan(Spec):
     optimizer: Optimizer = Optimizer.ADAMW
     trainable_fraction: float = Field(1.0, ge=0.0, le=1.0, description="share of parameters that train (LoRA, frozen bases later)")
     flash_attention: bool = True
-    goodput: float = Field(0.9, gt=0.0, le=1.0, description="useful share of wall-clock time (restarts, checkpoints, evals)")
+    goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time (restarts, "
+                                  "checkpoints, evals); None: the share fitted on whole published runs (run.goodput)")
 
     @property
     def total_tokens(self) -> float:
