@@ -195,7 +195,6 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd
     layer_bwd = 2 * gemm_fwd + attn_bwd + elem_bwd + kern_bwd
     full_rc, sel_rc = L.recompute == 2, L.recompute == 1
-    layer_rc = np.where(full_rc, layer_fwd, np.where(sel_rc, attn_fwd + kern_fwd / k_f, 0.0))
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
@@ -216,13 +215,15 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
             + 5 * c["kernel_s"])
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
-    compute_mb = layers * (layer_fwd + layer_bwd + layer_rc) + head
+    # recomputation counted in its class: full re-runs a layer's forward, selective the attention core
     ops_mb = {"gemm": layers * (3 * gemm_fwd + np.where(full_rc, gemm_fwd, 0.0)),
               "attention": layers * (attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0)),
               "elementwise": layers * (elem_fwd + elem_bwd + np.where(full_rc, elem_fwd, 0.0)),
               "kernel_launch": layers * (kern_fwd + kern_bwd + np.where(full_rc, kern_fwd,
                                                                          np.where(sel_rc, kern_fwd / k_f, 0.0))),
-              "lm_head": np.broadcast_to(head, np.shape(compute_mb))}
+              "lm_head": head}
+    compute_mb = sum(ops_mb.values())
+    ops_mb["lm_head"] = np.broadcast_to(head, np.shape(compute_mb))  # every class at the rows' shape
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
     act_msg = e * T * d / np.where(L.sp > 0, tp, 1)
     p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)
