@@ -22,19 +22,22 @@ import numpy as np
 
 def main() -> None:
     from trilemma.presets import hardware_presets
-    from trilemma.solve import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_GPUS, DEFAULT_SEQ, _models
+    from trilemma.quality.batch import batch_for
+    from trilemma.solve import DEFAULT_MAX_GPUS, DEFAULT_SEQ, _models
     from trilemma.solve.search import search_configs
     from trilemma.specs import Precision
 
     models = _models(None, None)
     gpus = [h for n, h in hardware_presets().items() if n != "local"]
-    counts = sorted({2**k for k in range(0, int(np.log2(DEFAULT_MAX_GPUS)) + 1)})
+    counts = sorted({c for k in range(0, int(np.log2(DEFAULT_MAX_GPUS)) + 1) for c in (2**k, 3 * 2**k)
+                     if c <= DEFAULT_MAX_GPUS})  # as solve searches them
+    batches = [batch_for(m, DEFAULT_SEQ) for m in models]  # each model's batch, as solve sets it
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores")
     print(f"default space: {len(models)} model shapes × {len(gpus)} GPU types × {len(counts)} counts × layouts")
     best = None
     for _ in range(3):
         t = time.perf_counter()
-        tab = search_configs(models, gpus, [Precision.BF16], counts, DEFAULT_SEQ, DEFAULT_BATCH_TOKENS)
+        tab = search_configs(models, gpus, [Precision.BF16], counts, DEFAULT_SEQ, batches)
         dt = time.perf_counter() - t
         best = dt if best is None or dt < best else best
     print(f"stage 1 search: {tab.candidates:,} candidates in {best:.3f} s = {tab.candidates / best / 1e6:.2f} M candidates/s "

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trilemma.api import evaluate_layout, make_cluster, make_plan
 from trilemma.cli import main
@@ -85,11 +87,12 @@ def test_optimum_meets_the_pins_and_reevaluates_to_the_same_corners(base):
 
 
 def test_solver_corners_equal_estimate(base):
-    from trilemma.solve.optimize import Pins, choose_tokens, rates
+    from trilemma.solve.optimize import Pins, choose_tokens, rates, table_goodput
     from trilemma.presets import constants
 
     tab = base.table
-    c = rates(tab, constants()["run"]["goodput"], {}, constants()["energy"])
+    # the table's steady goodput equals the estimate's own for a run longer than its checkpoint interval
+    c = rates(tab, table_goodput(tab, 2048), {}, constants()["energy"])
     o = base.optimum
     i = [k for k in range(len(tab)) if tab.models[tab.model_idx[k]].name == o.model.name
          and tab.gpus[tab.gpu_idx[k]].name == o.cluster.hardware.name and tab.n_gpus[k] == o.cluster.n_gpus
@@ -161,3 +164,20 @@ def test_scenario_file_and_flags_override(tmp_path, capsys):
     assert d2["pins"]["deadline_s"] == 10 * 86400
     sc.write_text("colour = 'red'\n")
     assert main(["solve", str(sc)]) == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(0, 300), levels=st.integers(2, 8))
+def test_pareto_mask_equals_brute_force(seed, n, levels):
+    """Rows kept = rows no other row dominates (≤ everywhere, < somewhere), the first of equal rows;
+    few distinct values per column so that ties are common."""
+    from trilemma.solve.optimize import pareto_mask
+
+    pts = np.random.default_rng(seed).integers(0, levels, size=(n, 3)).astype(float)
+    want = np.zeros(n, dtype=bool)
+    for i in range(n):
+        le = (pts <= pts[i]).all(axis=1)
+        lt = (pts < pts[i]).any(axis=1)
+        equal_before = (pts == pts[i]).all(axis=1) & (np.arange(n) < i)
+        want[i] = not (le & lt).any() and not equal_before.any()
+    assert (pareto_mask(pts) == want).all()

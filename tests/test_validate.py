@@ -82,7 +82,7 @@ def test_shipped_constants_are_what_the_documented_fit_gives(refit):
     shipped = calibration()["constants"]
     for section, key, _, _ in TIME_PARAMS:
         assert fitted[section][key] == pytest.approx(shipped[section][key], rel=1e-6)
-    assert fitted["run"]["goodput"] == pytest.approx(shipped["run"]["goodput"], rel=1e-6)
+    assert fitted["run"]["other_share"] == pytest.approx(shipped["run"]["other_share"], rel=1e-6)
 
 
 @pytest.fixture(scope="module")

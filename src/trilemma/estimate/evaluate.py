@@ -12,6 +12,8 @@ from functools import cached_property
 import numpy as np
 
 from trilemma.estimate.cost import CostArrays, run_cost
+from trilemma.estimate.goodput import Goodput
+from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.flops import hardware_flop_per_token, model_flop_per_token
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
@@ -47,7 +49,9 @@ class Evaluation:
     model_flop: np.ndarray  # total model FLOPs of the plan (PaLM convention); 0-d for one model
     hardware_flop: np.ndarray  # total with recomputation, per row
     tokens: float
-    goodput: float
+    goodput_given: float | None  # the plan's --goodput; None: modelled (``reliability``) × other_share
+    other_share: float  # run.other_share: the part of wall time the failure model does not explain
+    checkpoint_bytes: np.ndarray | float  # one checkpoint of the whole job's state, bytes
     peak_flop_per_s: float
     n_gpus: np.ndarray | int
     cluster: ClusterSpec
@@ -55,6 +59,18 @@ class Evaluation:
     @property
     def ok(self) -> np.ndarray:
         return self.reasons == 0
+
+    @cached_property
+    def reliability(self) -> Goodput:
+        """Failures, checkpoint writes and restarts over the run (trilemma.estimate.goodput), per row."""
+        return run_goodput(self.busy_s, self.n_gpus, self.checkpoint_bytes)
+
+    @cached_property
+    def goodput(self) -> np.ndarray | float:
+        """Useful share of wall time: the plan's, or the modelled one times run.other_share."""
+        if self.goodput_given is not None:
+            return self.goodput_given
+        return self.reliability.goodput * self.other_share
 
     @cached_property
     def total_s(self) -> np.ndarray:
@@ -82,11 +98,13 @@ class Evaluation:
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
-             consts: Constants, n_gpus: np.ndarray | None = None) -> Evaluation:
+             consts: Constants, n_gpus: np.ndarray | None = None,
+             target_batch_seqs: np.ndarray | None = None) -> Evaluation:
     """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
     array fields (trilemma.solve.space.ShapeGrid); ``consts`` the planner's constants
     (trilemma.presets.constants() or a calibration's trial); ``n_gpus`` an array of device counts
-    that broadcasts with the layouts (default: the cluster's)."""
+    that broadcasts with the layouts (default: the cluster's); ``target_batch_seqs`` a target global
+    batch in sequences per row, replacing the (single) stage's (the solver: one per model shape)."""
     pc = param_counts(model)
     capacity = cluster.hardware.hbm_bytes
     n = cluster.n_gpus if n_gpus is None else n_gpus
@@ -97,7 +115,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     model_flop: np.ndarray | float = 0.0
     hw_flop: np.ndarray | float = 0.0
     for st in plan.stages:
-        batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"])
+        batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"], target_batch_seqs)
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
         mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, consts["memory"])
@@ -112,8 +130,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
     return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
                       per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
-                      hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens,
-                      goodput=consts["run"]["goodput"] if plan.goodput is None else plan.goodput,
+                      hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput_given=plan.goodput,
+                      other_share=consts["run"]["other_share"],
+                      checkpoint_bytes=np.asarray(pc.total, dtype=float) * plan.checkpoint_bytes_per_param,
                       peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster)
 
 

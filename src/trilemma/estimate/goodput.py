@@ -181,6 +181,23 @@ def _log_expm1_over_x(x: np.ndarray) -> np.ndarray:
     return np.where(x > 1, big + np.log1p(-np.exp(-big)) - np.log(big), np.log1p(_excess(np.minimum(x, 1.0))))
 
 
+def _segment_goodput(tau: np.ndarray, write: np.ndarray, m: np.ndarray, restart: np.ndarray) -> np.ndarray:
+    """τ / E for one segment of τ work + δ write (this module's docstring), in log space, in (0, 1]."""
+    seg = tau + write
+    return np.clip(np.exp(np.log(tau) - np.log(seg) - restart / m - _log_expm1_over_x(seg / m)), _TINY, 1.0)
+
+
+def steady_goodput(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike) -> ArrayLike:
+    """Goodput of a run at least one checkpoint interval long, with the defaults of ``reliability.toml``:
+    it does not depend on the run's length then (every interval is alike), so the solver, which makes
+    time linear in tokens, uses it. A run shorter than its interval does better (``goodput``)."""
+    d = defaults()
+    m = np.asarray(mtbf_s(n_gpus), dtype=float)
+    write = np.asarray(checkpoint_write_s(checkpoint_bytes, n_gpus), dtype=float)
+    tau = np.maximum(np.asarray(young_daly_interval_s(write, m), dtype=float), MIN_INTERVAL_S)
+    return _scalar_or_array(_segment_goodput(tau, write, m, np.asarray(d.restart_s, dtype=float)))
+
+
 def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *,
             failures_per_gpu_hour: float | None = None, restart_s: ArrayLike | None = None,
             write_bytes_per_s_per_gpu: float | None = None, max_write_bytes_per_s: float | None = None,
@@ -201,7 +218,7 @@ def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *
     segments = busy / tau
     seg = tau + write
     x, r = seg / m, restart / m  # both 0 when no failures (m = inf)
-    good = np.clip(np.exp(np.log(tau) - np.log(seg) - r - _log_expm1_over_x(x)), _TINY, 1.0)
+    good = _segment_goodput(tau, write, m, restart)
     with np.errstate(over="ignore", invalid="ignore"):
         rework = segments * seg * _excess(x)
         restarts = segments * seg * (1 + _excess(x)) * np.expm1(r)

@@ -87,16 +87,18 @@ def batch_sequences(stage: Stage) -> int:
 
 
 def legal_mask(m: ModelSpec, L: Any, stage: Stage, n_gpus: int | np.ndarray,
-               batch_tolerance: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+               batch_tolerance: float = 0.1, target_seqs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(global batch in sequences per row after rounding, reason bits per row; 0 = legal).
 
     A target batch (a preset's published one) is rounded to the nearest multiple of dp × micro-
     batch; a row whose rounding moves it by more than ``batch_tolerance`` (relative) is illegal,
     so TP/PP absorb GPUs that DP cannot use. An explicit batch must divide exactly.
+    ``target_seqs`` replaces the stage's target with one per row (it broadcasts with the rows: the
+    solver's grid of model shapes, each with its own batch).
     """
-    target = batch_sequences(stage)
+    target = batch_sequences(stage) if target_seqs is None else target_seqs
     unit = L.dp * L.micro_batch
-    full = np.broadcast_shapes(L.shape, np.shape(m.n_layers), np.shape(n_gpus))
+    full = np.broadcast_shapes(L.shape, np.shape(m.n_layers), np.shape(n_gpus), np.shape(target))
     if stage.explicit_batch:
         batch = np.full(full, target, dtype=np.int64)
         bad_batch = (target % unit) != 0

@@ -22,7 +22,7 @@ import numpy as np
 
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
-from trilemma.specs import ModelSpec, Optimizer, TrainingPlan
+from trilemma.specs import ModelSpec, TrainingPlan
 from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import DTYPE_BYTES
 
@@ -149,8 +149,7 @@ def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     d = plan.dtypes
     train = plan.trainable_fraction
     w_b, fz_b, g_b = d.bytes_of("weight"), d.bytes_of("frozen_weight"), d.bytes_of("grad")
-    n_moments = 2 if plan.optimizer == Optimizer.ADAMW else 1
-    o_b = d.bytes_of("master") + n_moments * d.bytes_of("optimizer_state")
+    o_b = d.optimizer_bytes(plan.optimizer_moments)
     shard_ne = dp * cp  # FSDP/ZeRO shard over the data (and context) parallel ranks
     shard_ex = np.maximum(dp * cp // ep, 1)
 

@@ -52,7 +52,7 @@ class TimeBreakdown:
     total_s: float  # busy / goodput
     total_s_low: float  # 80% band from the leave-one-source-out backtest (trilemma validate), see band_for
     total_s_high: float
-    goodput: float
+    goodput: float  # busy / wall: reliability's share × other_share, or the plan's --goodput
     gpu_hours: float
     gpu_hours_low: float
     gpu_hours_high: float
@@ -65,6 +65,11 @@ class TimeBreakdown:
     band_reason: str  # what the band is: BAND_LOSO, or BAND_CROSS_FAMILY on a chip family not calibrated
     # compute_s by operation class (gemm, attention, elementwise, kernel_launch, lm_head), seconds per step
     ops_s: dict[str, float] = field(default_factory=dict)
+    # the failure model for this run (trilemma.estimate.goodput.Goodput.to_dict: MTBF, checkpoint write and
+    # interval, expected interruptions, seconds lost by cause, its goodput share)
+    reliability: dict[str, Any] = field(default_factory=dict)
+    other_share: float = 1.0  # run.other_share: evaluation, stragglers, idle time (fitted on whole runs)
+    goodput_given: bool = False  # the plan's --goodput replaced the model
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,15 @@ def uncalibrated_family_warning(hw_name: str, family: str) -> str | None:
             f"(×{lo:.2f}–×{hi:.2f} on calibrated families)")
 
 
+def _reliability_dict(ev: Evaluation) -> dict[str, Any]:
+    """The failure model's figures as arrays (or floats) keyed as in the JSON."""
+    g = ev.reliability
+    return {"goodput": g.goodput, "mtbf_s": g.mtbf_s, "checkpoint_write_s": g.checkpoint_write_s,
+            "checkpoint_interval_s": g.checkpoint_interval_s, "checkpoints": g.checkpoints,
+            "expected_interruptions": g.expected_interruptions,
+            "lost_s": {"checkpoint_writes": g.checkpoint_s, "rework": g.rework_s, "restarts": g.restart_s}}
+
+
 def _f(a: Any, i: int) -> float:
     return float(np.asarray(a)[i]) if np.ndim(a) else float(a)
 
@@ -251,11 +265,14 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
                          hfu=_f(ev.hfu, i), steps=sum(_f(s.steps, i) for s in ev.stages), busy_s=_f(ev.busy_s, i),
-                         total_s=total, total_s_low=total * lo, total_s_high=total * hi, goodput=ev.goodput,
+                         total_s=total, total_s_low=total * lo, total_s_high=total * hi, goodput=_f(ev.goodput, i),
                          gpu_hours=hours, gpu_hours_low=hours * lo, gpu_hours_high=hours * hi,
                          compute_s=_f(t.compute_s, i), tp_comm_s=_f(t.tp_comm_s, i), pp_comm_s=_f(t.pp_comm_s, i),
                          bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i),
-                         band_reason=band_reason, ops_s={k: _f(v, i) for k, v in t.ops_s.items()})
+                         band_reason=band_reason, ops_s={k: _f(v, i) for k, v in t.ops_s.items()},
+                         reliability={k: (_f(v, i) if not isinstance(v, dict) else {kk: _f(vv, i) for kk, vv in v.items()})
+                                      for k, v in _reliability_dict(ev).items()},
+                         other_share=ev.other_share, goodput_given=ev.goodput_given is not None)
     energy_j = _f(ev.cost.energy_j, i)
     hw = cl.hardware
     cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,

@@ -25,7 +25,7 @@ from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_al
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
-from trilemma.specs import ClusterSpec, ModelSpec, Optimizer, Precision, TrainingPlan
+from trilemma.specs import ClusterSpec, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import DTYPE_BYTES
 from trilemma.units import MEGA
@@ -257,8 +257,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)
 
     # ---- optimizer step: memory-bound read/write of the local (sharded) states
-    n_mom = 2 if plan.optimizer == Optimizer.ADAMW else 1
-    per_param = (2 * plan.dtypes.bytes_of("master") + 2 * n_mom * plan.dtypes.bytes_of("optimizer_state")
+    # (master and moments read and written, gradient read, weight written)
+    per_param = (2 * plan.dtypes.optimizer_bytes(plan.optimizer_moments)
                  + plan.dtypes.bytes_of("grad") + plan.dtypes.bytes_of("weight"))
     opt_params = local_params * train / np.where(L.zero >= 1, n_dp, 1)
     # + the gradient-norm pass of clipping: the local gradients read once (Megatron clip_grad_norm)

@@ -12,6 +12,18 @@ from trilemma.units import (KILO, fmt_bytes, fmt_count, fmt_duration, fmt_flop, 
                             fmt_usd)
 
 
+
+def goodput_line(t: Any) -> str:
+    """The goodput row: the share, and what the failure model and the fitted remainder each take."""
+    if t.goodput_given:
+        return f"{t.goodput:.0%} (given with --goodput)"
+    r = t.reliability
+    lost = sum(r["lost_s"].values())
+    return (f"{t.goodput:.0%} = failures and checkpoints {r['goodput']:.0%} × other overheads {t.other_share:.0%}  "
+            f"({r['expected_interruptions']:,.1f} interruptions expected, MTBF {fmt_duration(r['mtbf_s'])}; "
+            f"checkpoint every {fmt_duration(r['checkpoint_interval_s'])}, written in "
+            f"{fmt_duration(r['checkpoint_write_s'])}; {fmt_duration(lost)} lost; other overheads fitted on whole runs)")
+
 def _console() -> Console:
     # rich assumes 80 columns when stdout is not a terminal: tables piped to grep would truncate
     probe = Console()
@@ -70,7 +82,8 @@ def print_estimate(est: Any) -> None:
     band = t.total_s_high > t.total_s_low
     tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold]"
                + (f" (80% band {fmt_duration(t.total_s_low)} – {fmt_duration(t.total_s_high)})" if band else "")
-               + f"; goodput {t.goodput:.0%}; {t.steps:,.0f} steps")
+               + f"; {t.steps:,.0f} steps")
+    tt.add_row("goodput", goodput_line(t))
     tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}" + (f" ({t.gpu_hours_low:,.0f} – {t.gpu_hours_high:,.0f})" if band else ""))
     c.print(tt)
 

@@ -21,19 +21,20 @@ import numpy as np
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.presets import constants, hardware_presets
 from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, candidate, choose_tokens, default_objective,
-                                     explain_infeasible, frontier, rates, runners_up)
+                                     explain_infeasible, frontier, rates, runners_up,
+                                     table_goodput)
 from trilemma.estimate.result import Estimate
+from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, optimal_batch_tokens
 from trilemma.quality.predict import LossPrediction, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
-from trilemma.units import IEC, parse_budget, parse_count, parse_duration
+from trilemma.units import fmt_count, parse_budget, parse_count, parse_duration
 
 SCHEMA = "trilemma.solve/1"
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
 SIZES_PER_DECADE = 4
 DEFAULT_MAX_GPUS = 16384
 DEFAULT_SEQ = 4096
-DEFAULT_BATCH_TOKENS = 4 * IEC["Mi"]  # Llama 2's 4M-token batch (Touvron et al. 2023 §2.2)
 
 
 @dataclass(frozen=True)
@@ -187,11 +188,11 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     # and reservations are not only powers of two), and the cap itself
     counts = sorted({c for k in range(int(math.log2(max_n)) + 1) for c in (2**k, 3 * 2**k) if c <= max_n} | {max_n})
     seq = seq_len or DEFAULT_SEQ
-    batch = global_batch_tokens or DEFAULT_BATCH_TOKENS
+    # the batch: the user's, or each model's DeepSeek-LLM optimum for its compute (trilemma.quality.batch)
+    batch = global_batch_tokens or [batch_for(m, seq, fixed_tokens) for m in models]
     table = search_configs(models, gpus, precs, counts, seq, batch, layout)
     e = constants()["energy"]
-    goodput = constants()["run"]["goodput"]
-    c = rates(table, goodput, prices or {}, e)
+    c = rates(table, table_goodput(table, seq), prices or {}, e)
     loss_fn = _law_fn(the_law, uniq)
     ch = choose_tokens(c, pins, loss_fn, fixed_tokens)
     best = best_index(ch, pins.minimize)
@@ -206,7 +207,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         prec = table.precisions[table.prec_idx[i]]
         cl = make_cluster(hw, int(table.n_gpus[i]),
                           **({"price_usd_per_hour": prices[hw.name]} if prices and hw.name in prices else {}))
-        plan = make_plan(m, cand.tokens, seq, batch, prec)
+        plan = make_plan(m, cand.tokens, seq, float(table.batch_tokens[i]), prec)
         plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
         return est, predict_loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
@@ -217,6 +218,14 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     warnings = []
     if model is None and table.model_idx[best] in (0, len(models) - 1):
         warnings.append("the optimum sits at the edge of the model sizes searched: widen --params")
+    if global_batch_tokens is None:
+        m_best = models[table.model_idx[best]]
+        want = optimal_batch_tokens(non_embedding_flop_per_token(m_best, seq) * float(ch.tokens[best]))
+        used = float(table.batch_tokens[best])
+        if not 0.5 <= used / want <= 2:
+            warnings.append(f"the batch of {fmt_count(used)} tokens was set for {'20 tokens per parameter' if fixed_tokens is None else 'the given tokens'}; "
+                            f"the {fmt_count(float(ch.tokens[best]))} tokens chosen call for about {fmt_count(want)} "
+                            "(DeepSeek LLM's batch law): pass --global-batch to use it")
     if table.n_gpus[best] == max(counts):
         warnings.append(f"the optimum uses the most GPUs allowed ({max(counts)}): raise --max-gpus to go further")
     return SolveResult(optimum=opt, optimum_loss=opt_loss, runners_up=ups, pins=pins, frontier=front, table=table,

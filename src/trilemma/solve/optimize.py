@@ -62,7 +62,24 @@ class Corners:
     precision: np.ndarray  # per configuration: lower precision costs quality through the law
 
 
-def rates(table: ConfigTable, goodput: float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
+def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
+    """Goodput per configuration: the failure model's steady share for its GPU count and checkpoint size
+    (trilemma.estimate.goodput.steady_goodput: runs longer than one checkpoint interval), times
+    run.other_share. ``estimate`` recomputes it for the chosen plan's own duration."""
+    from trilemma.estimate.goodput import steady_goodput
+    from trilemma.presets import constants
+    from trilemma.specs.build import make_plan
+
+    if not len(table):
+        return np.zeros(0)
+    batch = float(table.batch_tokens[0])
+    per_param = np.array([make_plan(table.models[0], 1e9, seq_len, batch, p).checkpoint_bytes_per_param
+                          for p in table.precisions])[table.prec_idx]
+    tot, _ = params_of(table)
+    return np.asarray(steady_goodput(table.n_gpus, tot * per_param)) * constants()["run"]["other_share"]
+
+
+def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
     g = table.gpu_idx
     price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
     watts = wall_power_w(np.array([h.board_power_w for h in table.gpus])[g], energy["power_fraction"],
@@ -163,34 +180,34 @@ def runners_up(table: ConfigTable, ch: Choice, objective: str, best: int) -> lis
 # ------------------------------------------------------------------ frontier
 
 def pareto_mask(points: np.ndarray) -> np.ndarray:
-    """Rows of ``points`` (n × k, every column minimised) that no other row dominates; of equal
-    rows the first is kept. Exact: after a lexicographic sort a dominator always comes first, so
-    each block is tested against the survivors before it and against its own earlier rows."""
+    """Rows of ``points`` (n × 3, every column minimised) that no other row dominates; of equal rows
+    the first is kept. Sorted lexicographically (stable), a dominator always comes before the row it
+    dominates, so one pass decides each row against the rows before it: a row (a, t, u) is dominated
+    when an earlier kept row has t' ≤ t and u' ≤ u (its a' ≤ a by the sort). The kept rows' (t, u)
+    form a staircase — times ascending, costs descending — searched by bisection: O(n log n)."""
+    from bisect import bisect_right
+
     n = len(points)
-    if n == 0:
-        return np.zeros(0, dtype=bool)
-    order = np.lexsort(points.T[::-1])
-    P = points[order]
     keep = np.zeros(n, dtype=bool)
-    survivors = np.empty((0, points.shape[1]))
-    block = 1024
-    for s in range(0, n, block):
-        B = P[s:s + block]
-        dom = np.zeros(len(B), dtype=bool)
-        for t in range(0, len(survivors), 4096):
-            S = survivors[t:t + 4096]
-            le = (S[None, :, :] <= B[:, None, :]).all(axis=2)
-            lt = (S[None, :, :] < B[:, None, :]).any(axis=2)
-            dom |= (le & lt).any(axis=1)
-        le = (B[None, :, :] <= B[:, None, :]).all(axis=2)  # le[j, i]: row i ≤ row j everywhere
-        lt = (B[None, :, :] < B[:, None, :]).any(axis=2)
-        earlier = np.tri(len(B), k=-1, dtype=bool)  # i < j
-        dom |= ((le & lt) | (le & ~lt & earlier)).any(axis=1)
-        keep[s:s + block] = ~dom
-        survivors = np.vstack([survivors, B[~dom]])
-    out = np.zeros(n, dtype=bool)
-    out[order[keep]] = True
-    return out
+    if n == 0:
+        return keep
+    if points.shape[1] != 3:
+        raise ValueError(f"pareto_mask takes 3 columns, got {points.shape[1]}")
+    order = np.lexsort(points.T[::-1])
+    ts: list[float] = []
+    us: list[float] = []
+    for k, (t, u) in zip(order.tolist(), points[order, 1:].tolist()):
+        i = bisect_right(ts, t) - 1
+        if i >= 0 and us[i] <= u:
+            continue  # dominated (or an earlier equal row)
+        keep[k] = True
+        j = i + 1
+        stop = j
+        while stop < len(us) and us[stop] >= u:  # later times at no lower cost: now dominated in (t, u)
+            stop += 1
+        ts[j:stop] = [t]
+        us[j:stop] = [u]
+    return keep
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ class ConfigTable:
     gpu_idx: np.ndarray
     prec_idx: np.ndarray
     n_gpus: np.ndarray
+    batch_tokens: np.ndarray  # the global batch of the row's model, tokens
     tokens_per_s: np.ndarray  # whole cluster, while training (goodput applied later)
     per_gpu_bytes: np.ndarray
     layout_idx: np.ndarray  # flat index into the layout axes
@@ -56,16 +57,21 @@ def _precisions_for(hw: HardwareSpec, wanted: list[Precision]) -> list[Precision
 
 
 def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions: list[Precision],
-                   counts: list[int], seq_len: int, global_batch_tokens: float,
+                   counts: list[int], seq_len: int, global_batch_tokens: float | list[float],
                    pinned: dict | None = None, consts: dict | None = None) -> ConfigTable:
-    """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped."""
+    """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped.
+    ``global_batch_tokens``: one batch for every model, or one per model."""
     consts = consts or constants()
     moe = any(m.is_moe for m in models)
     axes = resolve_axes(solve_axes(moe), pinned)
     counts_arr = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
     C = counts_arr.reshape([1, -1] + [1] * len(axes))
     L = with_dp(layout_grid(2, axes), C)
-    rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "thr", "mem", "lay")}
+    rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "b", "thr", "mem", "lay")}
+    batches = ([float(global_batch_tokens)] * len(models) if np.ndim(global_batch_tokens) == 0
+               else [float(b) for b in global_batch_tokens])
+    size = 1 if moe else CHUNK
+    chunks = [(i, min(i + size, len(models))) for i in range(0, len(models), size)]
     total = 0
     tokens = 1e12
     wanted = list(precisions)
@@ -76,12 +82,15 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
                 precisions.append(p)
             pi = precisions.index(p)
             cl = make_cluster(hw, 1)
-            for start in range(0, len(models), CHUNK if not moe else 1):
-                chunk = models[start:start + (CHUNK if not moe else 1)]
+            for start, stop in chunks:
+                chunk = models[start:stop]
                 model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
-                plan = make_plan(chunk[0], tokens, seq_len, global_batch_tokens, p)
+                plan = make_plan(chunk[0], tokens, seq_len, batches[start], p)
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
-                ev = evaluate(model, cl, plan, L, consts, n_gpus=C)
+                # each shape's own target batch, along the shape axis
+                target = np.maximum(1, np.rint(np.array(batches[start:stop]) / seq_len)).astype(np.int64)
+                target = target.reshape((len(chunk),) + (1,) * (1 + len(axes)))
+                ev = evaluate(model, cl, plan, L, consts, n_gpus=C, target_batch_seqs=target)
                 full = np.broadcast_shapes(ev.reasons.shape, ev.busy_s.shape, ev.per_gpu_bytes.shape, L.shape,
                                            (len(chunk), len(counts_arr)) + (1,) * len(axes))
                 total += int(np.prod(full))
@@ -97,13 +106,14 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
                     rows["g"].append(gi)
                     rows["p"].append(pi)
                     rows["n"].append(counts_arr[c])
+                    rows["b"].append(batches[start + s])
                     rows["thr"].append(thr[s, c, b])
                     rows["mem"].append(mem[s, c, b])
                     rows["lay"].append(b)
     arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
     return ConfigTable(models=tuple(models), gpus=tuple(gpus), precisions=tuple(precisions), axes=axes,
                        model_idx=arr("m", np.int64), gpu_idx=arr("g", np.int64), prec_idx=arr("p", np.int64),
-                       n_gpus=arr("n", np.int64), tokens_per_s=arr("thr"), per_gpu_bytes=arr("mem"),
+                       n_gpus=arr("n", np.int64), batch_tokens=arr("b"), tokens_per_s=arr("thr"), per_gpu_bytes=arr("mem"),
                        layout_idx=arr("lay", np.int64), candidates=total)
 
 

@@ -59,6 +59,11 @@ class DtypeSpec(Spec):
         v = getattr(self, field)
         return 0.0 if v is None else DTYPE_BYTES[v]
 
+    def optimizer_bytes(self, n_moments: int) -> float:
+        """Optimizer state per trainable parameter, bytes: the fp32 master copy (none when weights are
+        fp32) plus ``n_moments`` moment tensors (Adam 2, momentum SGD 1). ZeRO §3: 4 + 4 + 4 = 12 for Adam."""
+        return self.bytes_of("master") + n_moments * self.bytes_of("optimizer_state")
+
 
 class TrainingPlan(Spec):
     """What is trained: one or more stages, at one precision, with one optimizer."""
@@ -69,9 +74,25 @@ class TrainingPlan(Spec):
     optimizer: Optimizer = Optimizer.ADAMW
     trainable_fraction: float = Field(1.0, ge=0.0, le=1.0, description="share of parameters that train (LoRA, frozen bases later)")
     flash_attention: bool = True
-    goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time (restarts, "
-                                  "checkpoints, evals); None: the share fitted on whole published runs (run.goodput)")
+    goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time; None: "
+                                  "modelled (failures, checkpoints and restarts for the GPU count and duration, "
+                                  "trilemma.estimate.goodput) times the share fitted on whole runs for the rest "
+                                  "(run.other_share)")
 
     @property
     def total_tokens(self) -> float:
         return sum(s.tokens for s in self.stages)
+
+    @property
+    def optimizer_moments(self) -> int:
+        """Moment tensors the optimizer keeps per trainable parameter: AdamW 2 (m, v), SGD/LION 1."""
+        return 2 if self.optimizer == Optimizer.ADAMW else 1
+
+    @property
+    def checkpoint_bytes_per_param(self) -> float:
+        """Bytes a training checkpoint saves per parameter of the model: the trainable share's weights and
+        optimizer state (master copy + moments). Frozen weights are not saved: they are reloaded from the
+        base model. bf16 + AdamW: 2 + 4 + 2 × 4 = 14 bytes, the size of BLOOM-176B's 2.3 TB checkpoints
+        (bigscience tr11-176B-ml README: 176e9 × 14 bytes)."""
+        d = self.dtypes
+        return self.trainable_fraction * (d.bytes_of("weight") + d.optimizer_bytes(self.optimizer_moments))

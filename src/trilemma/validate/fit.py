@@ -5,8 +5,10 @@ The fit (reproduce with ``python scripts/calibrate.py``):
    robust (soft-L1) sum of squared log(predicted / reported) over the throughput cases
    (scipy.optimize.least_squares); layouts the rows do not fix are searched once with the
    current constants, then held fixed, and the fit runs twice so that search and fit agree.
-2. Goodput: whole-run GPU-hours (and days) include restarts, evaluation and idle time. With the
-   time constants fixed, goodput = exp(median log(predicted busy / reported)), bounded to [0.3, 1].
+2. Goodput: whole-run GPU-hours (and days) include failures, checkpoints and restarts, which
+   trilemma.estimate.goodput models per run, and evaluation, stragglers and idle time, which it
+   does not. With the time constants fixed, the rest is one named share of wall time:
+   run.other_share = exp(median log(predicted wall without it / reported)), bounded to [0.3, 1].
 3. Memory: framework overhead (bytes) and fragmentation (fraction) by bounded linear least
    squares on relative memory residuals.
 Leave-one-source-out (LOSO) repeats the fit without each source group and predicts that group's
@@ -96,16 +98,15 @@ def resolve_layout(case: Case, consts: Constants) -> tuple[Layout | None, bool, 
     return ev.layouts.row(i), bool(fits.any()), "" if fits.any() else "predicted out of memory"
 
 
-def metric_value(case: Case, ev: Evaluation, goodput: float) -> float:
+def metric_value(case: Case, ev: Evaluation) -> float:
     """The case's metric from a one-row evaluation, in the units of Case.reported."""
     n = case.n_gpus
     peak = case.hardware.peak(case.plan.precision)
-    busy = float(ev.busy_s[0])
     m = case.metric
     if m == "gpu_hours":
-        return n * busy / goodput / HOUR
+        return n * float(ev.total_s[0]) / HOUR
     if m == "days":
-        return busy / goodput / DAY
+        return float(ev.total_s[0]) / DAY
     if m == "tokens_per_s_per_gpu":
         return float(ev.tokens_per_s[0]) / n
     if m == "model_tflops_per_gpu":
@@ -126,7 +127,6 @@ def metric_value(case: Case, ev: Evaluation, goodput: float) -> float:
 def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, int], tuple] | None = None) -> list[Prediction]:
     """Predict every case with ``consts``; ``layouts`` (kind, row) → (Layout, fits, note) skips the search."""
     out = []
-    goodput = consts["run"]["goodput"]
     for c in cases:
         key = (c.kind, c.row)
         lay, fits, note = layouts[key] if layouts and key in layouts else resolve_layout(c, consts)
@@ -136,7 +136,7 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
         cl = make_cluster(c.hardware, c.n_gpus)
         ev = evaluate(c.model, cl, c.plan, LayoutArrays.from_layouts([lay]), consts)
         fits = bool(ev.reasons[0] == 0)
-        out.append(Prediction(c, metric_value(c, ev, goodput), lay, fits,
+        out.append(Prediction(c, metric_value(c, ev), lay, fits,
                               note or ("" if fits else "predicted out of memory")))
     return out
 
@@ -172,16 +172,17 @@ def fit_time(cases: list[Case], consts: Constants, passes: int = 2) -> Constants
 
 
 def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
-    """Goodput from whole-run cases, with the time constants fixed."""
+    """run.other_share from whole-run cases, with the time constants fixed: the share of wall time
+    the failure model (trilemma.estimate.goodput) leaves unexplained."""
     rcases = [c for c in cases if c.metric in RUN_METRICS]
     if not rcases:
         return consts
-    busy_consts = with_params(consts, {("run", "goodput"): 1.0})
-    r = _log_residuals(predict(rcases, busy_consts))  # log(busy-only prediction / reported)
+    modelled_only = with_params(consts, {("run", "other_share"): 1.0})
+    r = _log_residuals(predict(rcases, modelled_only))  # log(prediction with modelled goodput / reported)
     if len(r) == 0:
         return consts
-    goodput = float(np.clip(math.exp(float(np.median(r))), 0.3, 1.0))
-    return with_params(consts, {("run", "goodput"): goodput})
+    share = float(np.clip(math.exp(float(np.median(r))), 0.3, 1.0))
+    return with_params(consts, {("run", "other_share"): share})
 
 
 def fit_memory(cases: list[Case], consts: Constants) -> Constants:
