@@ -233,6 +233,8 @@ def assert_one_line_error(code: int, out: str, err: str, status: int = 2) -> str
     (["--goodput", "1.5"], ["goodput"]),
     (["--goodput", "abc"], ["goodput"]),
     (["--pue", "0.5"], ["pue"]),
+    (["--memory-headroom", "1.5"], ["memory-headroom", "1.5"]),
+    (["--memory-headroom", "lots"], ["memory-headroom", "lots"]),
     (["--model", "/nonexistent/config.json"], ["/nonexistent/config.json"]),
     (["--frobnicate"], ["--frobnicate"]),
 ])

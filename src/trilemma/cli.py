@@ -56,6 +56,25 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.jsonout import print_json as _print_json  # noqa: E402  (the one JSON printer)
 
 
+MEMORY_HEADROOM_HELP = ("share of device memory a plan must leave free to count as fitting, e.g. 0.1 or 10% "
+                        "(default: the upper end of the memory model's 80% band from its leave-one-source-out "
+                        "error; 0 = fit to the last byte)")
+
+
+def _headroom(value: str | None) -> float | None:
+    """--memory-headroom as a fraction in [0, 1): 0.1 or 10%."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        h = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise InputError("memory-headroom", value, "a fraction in [0, 1) or a percentage, e.g. 0.1 or 10%") from None
+    if not 0 <= h < 1:
+        raise InputError("memory-headroom", value, "a fraction in [0, 1) or a percentage, e.g. 0.1 or 10%")
+    return h
+
+
 @app.command()
 @layout_options
 def estimate(
@@ -72,6 +91,7 @@ def estimate(
     inter_node_bw: Optional[str] = typer.Option(None, "--inter-node-bw", help="per device, per direction, e.g. 400Gb/s"),
     pue: Optional[float] = typer.Option(None, "--pue", help="datacentre PUE (default 1.1)"),
     region: Optional[str] = typer.Option(None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"),
+    memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint writes and restarts for this GPU count and duration, times the share fitted on whole published runs for the rest, run.other_share; the speed table and --json's time.reliability show each part)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
@@ -95,6 +115,7 @@ def estimate(
     if pue is not None and not 1 <= pue <= 3:
         raise InputError("pue", pue, "a number between 1 and 3")
     cluster = {
+        "memory_headroom": _headroom(memory_headroom),
         "gpus_per_node": _int(gpus_per_node, "gpus-per-node"),
         "intra_node_bw_bytes_per_s": None if intra_node_bw is None else parse_bandwidth(intra_node_bw, "intra-node-bw"),
         "inter_node_bw_bytes_per_s": None if inter_node_bw is None else parse_bandwidth(inter_node_bw, "inter-node-bw"),
@@ -133,6 +154,7 @@ def solve(
     global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per step (default: each model size its own, DeepSeek LLM's batch law B = 0.292·C^0.3271 at its compute, rounded to a power of two sequences)"),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law name or a fitted law file"),
     price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD_PER_HOUR (repeatable) or one price for all"),
+    memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
@@ -145,14 +167,16 @@ def solve(
     args = merge_scenario(scenario, dict(
         deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
-        global_batch=global_batch, law=law, price=price, frontier=frontier_csv, plot=plot))
+        global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
+        plot=plot))
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
         gpu=args["gpu"], max_gpus=_int(args["max_gpus"], "max-gpus") if args["max_gpus"] is not None else None,
         precision=args["precision"], seq_len=_int(args["seq"], "seq") if args["seq"] is not None else None,
         global_batch_tokens=None if args["global_batch"] is None else parse_count(args["global_batch"], "global-batch"),
-        law=args["law"], prices=_prices(args["price"], args["gpu"]))
+        law=args["law"], prices=_prices(args["price"], args["gpu"]),
+        memory_headroom=_headroom(args["memory_headroom"]))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:

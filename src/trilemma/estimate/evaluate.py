@@ -6,6 +6,7 @@ This is the single place where the estimators are combined; `estimate`, the solv
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -97,6 +98,19 @@ class Evaluation:
                         cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh)
 
 
+def memory_headroom(cluster: ClusterSpec) -> float:
+    """Share of device memory a plan must leave free to count as fitting: the cluster's, or from the
+    memory model's leave-one-source-out residuals r = log(predicted / measured peak): the measured peak
+    exceeds the prediction by exp(−q10) or less in 90% of held-out rows, so a plan at
+    capacity · exp(q10) fits with 90% confidence (headroom 1 − exp(q10); 0 when q10 ≥ 0)."""
+    if cluster.memory_headroom is not None:
+        return cluster.memory_headroom
+    from trilemma.presets import calibration
+
+    q10 = calibration().get("bands", {}).get("memory_log_q10")
+    return 0.0 if q10 is None else float(min(0.5, max(0.0, 1.0 - math.exp(q10))))
+
+
 def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
              consts: Constants, n_gpus: np.ndarray | None = None,
              target_batch_seqs: np.ndarray | None = None) -> Evaluation:
@@ -106,7 +120,10 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     that broadcasts with the layouts (default: the cluster's); ``target_batch_seqs`` a target global
     batch in sequences per row, replacing the (single) stage's (the solver: one per model shape)."""
     pc = param_counts(model)
-    capacity = cluster.hardware.hbm_bytes
+    headroom = memory_headroom(cluster)
+    capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
+    # a CPU process has no CUDA context, NCCL buffers or caching allocator: no GPU framework overhead
+    mem_consts = {**consts["memory"], "framework_overhead_bytes": 0.0} if cluster.is_cpu else consts["memory"]
     n = cluster.n_gpus if n_gpus is None else n_gpus
     stages = []
     reasons: np.ndarray | int = 0
@@ -118,7 +135,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"], target_batch_seqs)
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
-        mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, consts["memory"])
+        mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts)
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
         r = r | np.where(mem.total > capacity, R_OOM, 0)
         steps = st.tokens / (safe_batch * st.seq_len)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from trilemma.estimate.cost import household_years
-from trilemma.estimate.evaluate import Evaluation
+from trilemma.estimate.evaluate import Evaluation, memory_headroom
 from trilemma.estimate.layouts import batch_sequences
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import calibration
@@ -35,10 +35,21 @@ class MemoryBreakdown:
     other: float  # logits, framework overhead, fragmentation
     per_gpu_bytes: float
     capacity_bytes: float
+    headroom: float = 0.0  # share of capacity a plan must leave free to count as fitting (memory band)
+
+    @property
+    def usable_bytes(self) -> float:
+        """Capacity less the headroom: what a plan may use and still fit, bytes."""
+        return self.capacity_bytes * (1 - self.headroom)
 
     @property
     def fits(self) -> bool:
-        return self.per_gpu_bytes <= self.capacity_bytes
+        return self.per_gpu_bytes <= self.usable_bytes
+
+    @property
+    def free_bytes(self) -> float:
+        """Capacity less the predicted peak, bytes (negative: over capacity)."""
+        return self.capacity_bytes - self.per_gpu_bytes
 
 
 @dataclass(frozen=True)
@@ -154,7 +165,12 @@ class Estimate:
                        "fits": self.memory.fits,
                        "breakdown": {"weights": self.memory.weights, "gradients": self.memory.gradients,
                                      "optimizer": self.memory.optimizer, "activations": self.memory.activations,
-                                     "other": self.memory.other}},
+                                     "other": self.memory.other},
+                       # headroom: the share of capacity the verdict keeps free for the memory model's
+                       # error (upper end of its 80% band, or --memory-headroom); free = capacity − peak
+                       "headroom": self.memory.headroom, "usable_bytes": self.memory.usable_bytes,
+                       "free_bytes": self.memory.free_bytes,
+                       "free_fraction": self.memory.free_bytes / self.memory.capacity_bytes},
             "time": asdict(self.time),
             "cost": asdict(self.cost),
             **({"loss": self.loss.to_dict()} if self.loss is not None else {}),
@@ -259,7 +275,8 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     mm = ev.stages[k_mem].memory
     memory = MemoryBreakdown(weights=_f(mm.weights, i), gradients=_f(mm.gradients, i), optimizer=_f(mm.optimizer, i),
                              activations=_f(mm.activations, i), other=_f(mm.other, i),
-                             per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes)
+                             per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes,
+                             headroom=memory_headroom(cl))
     t = sa.time
     lo, hi, band_reason = band_for(cl.hardware.family)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)

@@ -43,7 +43,8 @@ def predicted(est: Estimate) -> Predicted:
     from trilemma.presets import constants
     from trilemma.probe.result import Predicted
 
-    overhead = float(constants()["memory"]["framework_overhead_bytes"])
+    # the planner adds no GPU framework overhead on a CPU (trilemma.estimate.evaluate)
+    overhead = 0.0 if est.cluster.is_cpu else float(constants()["memory"]["framework_overhead_bytes"])
     m = est.memory
     return Predicted(hardware=est.cluster.hardware.name, step_time_s=est.time.step_s, tokens_per_s=est.time.tokens_per_s,
                      memory_bytes=m.per_gpu_bytes, memory_training_bytes=max(m.per_gpu_bytes - overhead, 0.0),

@@ -31,7 +31,7 @@ def _row(e: Any, loss: Any) -> list[str]:
             str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
             f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})", f"{e.time.mfu:.0%}",
             lay.label(compact=True),
-            fmt_bytes(e.memory.per_gpu_bytes)]
+            fmt_bytes(e.memory.per_gpu_bytes), f"{e.memory.free_bytes / e.memory.capacity_bytes:.0%}"]
 
 
 def print_solve(r: Any) -> None:
@@ -50,7 +50,7 @@ def print_solve(r: Any) -> None:
         pinned.append(f"target loss {p.target_loss}")
     t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")
     for col in ("", "model", "params", "GPUs", "precision", "tokens", "time", "cost", "loss (80%)", "MFU", "layout",
-                "memory/GPU"):
+                "memory/GPU", "free"):
         t.add_column(col)
     t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss))
     for why, e, loss in r.runners_up:
@@ -62,6 +62,9 @@ def print_solve(r: Any) -> None:
     c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / KILO:,.1f} MWh, "
             f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
             f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
+    if o.memory.headroom > 0:
+        c.print(f"memory: every plan leaves at least {o.memory.headroom:.0%} of device memory free (the memory model's "
+                "80% band; --memory-headroom to change)")
     c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
     if r.frontier is not None:
         f = r.frontier

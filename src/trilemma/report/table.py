@@ -13,6 +13,17 @@ from trilemma.units import (KILO, fmt_bytes, fmt_count, fmt_duration, fmt_flop, 
 
 
 
+
+def memory_margin(mem: Any) -> str:
+    """Capacity left at the predicted peak, and the headroom the verdict keeps for the model's error."""
+    free = mem.free_bytes
+    left = (f"{fmt_bytes(free)} ({free / mem.capacity_bytes:.0%})" if free >= 0
+            else f"none: {fmt_bytes(-free)} over ({-free / mem.capacity_bytes:.0%})")
+    if mem.headroom <= 0:
+        return left
+    return (left + f"; a plan must leave {mem.headroom:.0%} ({fmt_bytes(mem.capacity_bytes * mem.headroom)}) free to fit "
+            "(the memory model's 80% band; --memory-headroom)")
+
 def goodput_line(t: Any) -> str:
     """The goodput row: the share, and what the failure model and the fitted remainder each take."""
     if t.goodput_given:
@@ -64,6 +75,7 @@ def print_estimate(est: Any) -> None:
         mt.add_row(name, fmt_bytes(v))
     verdict = "[green]fits[/green]" if mem.fits else "[red]OOM[/red]"
     mt.add_row("[bold]total[/bold]", f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}")
+    mt.add_row("free", memory_margin(mem))
     c.print(mt)
 
     tt = Table(title="speed", show_header=False)

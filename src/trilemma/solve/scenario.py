@@ -21,7 +21,7 @@ else:  # pragma: no cover
 from trilemma.errors import InputError
 
 KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tokens", "unique_tokens", "gpu",
-        "max_gpus", "precision", "seq", "global_batch", "law", "price", "frontier", "plot")
+        "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot")
 
 
 def read_scenario(path: str) -> dict[str, Any]:

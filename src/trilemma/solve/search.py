@@ -58,7 +58,8 @@ def _precisions_for(hw: HardwareSpec, wanted: list[Precision]) -> list[Precision
 
 def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions: list[Precision],
                    counts: list[int], seq_len: int, global_batch_tokens: float | list[float],
-                   pinned: dict | None = None, consts: dict | None = None) -> ConfigTable:
+                   pinned: dict | None = None, consts: dict | None = None,
+                   memory_headroom: float | None = None) -> ConfigTable:
     """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped.
     ``global_batch_tokens``: one batch for every model, or one per model."""
     consts = consts or constants()
@@ -81,7 +82,7 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
             if p not in precisions:
                 precisions.append(p)
             pi = precisions.index(p)
-            cl = make_cluster(hw, 1)
+            cl = make_cluster(hw, 1, memory_headroom=memory_headroom)
             for start, stop in chunks:
                 chunk = models[start:stop]
                 model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)

@@ -76,6 +76,14 @@ class ClusterSpec(Spec):
     power_fraction: float = Field(1.0, gt=0.0, le=1.5, description="average draw as a fraction of board power")
     host_power_fraction: float = Field(0.0, ge=0.0, le=2.0, description="host (CPU, NIC, fans) power as a fraction of device power")
     grid_kg_co2_per_kwh: float = Field(0.385, ge=0.0, le=2.0, description="grid carbon intensity")
+    memory_headroom: float | None = Field(None, ge=0.0, lt=1.0, description="share of device memory a plan must "
+                                          "leave free to count as fitting; None: from the memory model's leave-one-"
+                                          "source-out error (calibrated.toml bands.memory_log_q10)")
+
+    @property
+    def is_cpu(self) -> bool:
+        """A CPU profile (``trilemma probe`` on a machine without a GPU): no CUDA context, no NCCL."""
+        return self.hardware.family == "cpu"
 
     @property
     def node_size(self) -> int:

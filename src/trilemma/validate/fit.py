@@ -85,7 +85,7 @@ def with_params(consts: Constants, values: dict[tuple[str, str], float]) -> Cons
 def resolve_layout(case: Case, consts: Constants) -> tuple[Layout | None, bool, str]:
     """The case's layout: the axes the row fixes, the rest searched (fastest legal, preferring
     layouts that fit). Returns (layout, fits, note)."""
-    cl = make_cluster(case.hardware, case.n_gpus)
+    cl = make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0)  # the job ran: its peak against capacity
     ev = evaluate_candidates(case.model, cl, case.plan, pinned_axes(case.layout), consts)
     if ev is None:
         return None, False, "no candidate layout for the row's degrees"
@@ -133,7 +133,7 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
         if lay is None:
             out.append(Prediction(c, None, None, False, note))
             continue
-        cl = make_cluster(c.hardware, c.n_gpus)
+        cl = make_cluster(c.hardware, c.n_gpus, memory_headroom=0.0)
         ev = evaluate(c.model, cl, c.plan, LayoutArrays.from_layouts([lay]), consts)
         fits = bool(ev.reasons[0] == 0)
         out.append(Prediction(c, metric_value(c, ev), lay, fits,

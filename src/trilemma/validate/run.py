@@ -114,6 +114,8 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     # bands from LOSO residuals of time-like cases, signed as durations: reported ≈ predicted / exp(r)
     r = np.array([p.time_log_ratio for p in lo if p.time_log_ratio is not None])
     q_lo, q_hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES) if len(r) else (0.0, 0.0)
+    rm = np.array([p.log_ratio for p in lo if p.case.metric == "peak_memory_bytes" and p.log_ratio is not None])
+    m_lo, m_hi = (float(np.quantile(rm, q)) for q in BAND_QUANTILES) if len(rm) else (0.0, 0.0)
     xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
     changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
     changed = {s: v for s, v in changed.items() if v}
@@ -140,6 +142,11 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         f"time_log_q10 = {toml_value(q_lo)}",
         f"time_log_q90 = {toml_value(q_hi)}",
         f"n = {toml_value(len(r))}",
+        "# memory: the same quantiles of r = log(predicted / measured peak) over the memory rows; a plan fits",
+        "# when its peak is at most capacity · exp(memory_log_q10) (trilemma.estimate.evaluate.memory_headroom)",
+        f"memory_log_q10 = {toml_value(m_lo)}",
+        f"memory_log_q90 = {toml_value(m_hi)}",
+        f"memory_n = {toml_value(len(rm))}",
         "# cross-family: each chip family with measured step times or runs held out in turn (time constants",
         "# refitted without its rows, run.other_share too where they test it), its rows predicted; r pooled over",
         "# families ([families] has each one's median). Widens the band of a family with no such rows",
