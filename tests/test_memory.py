@@ -102,7 +102,9 @@ def test_full_recompute_keeps_inputs_plus_one_live_layer():
     lay = _L(tp=8, pp=8, dp=1, sp=True, recompute="full")
     mem = memory_per_device(GPT3, pc, _plan(GPT3), lay, S, np.array([64.0]), constants()["memory"])
     one_layer, _ = _act(GPT3, lay)
-    assert float(mem.activations[0]) == pytest.approx(L_ * 2 * S * B * h / 8 + one_layer, rel=1e-9)
+    kept = 2 * S * B * h / 8  # each layer's input, sequence-parallel over tp 8 (Korthikanti §4.1, "2sbh")
+    # the layer being recomputed holds its full activations: one_layer beyond the input it kept
+    assert float(mem.activations[0]) == pytest.approx(L_ * kept + (one_layer - kept), rel=1e-9)
 
 
 @pytest.mark.parametrize("zero,per_param", [(0, lambda P, n: 16 * P), (1, lambda P, n: 4 * P + 12 * P / n),

@@ -295,3 +295,17 @@ def test_planner_and_cli_do_not_import_torch():
     code = ("import sys, trilemma, trilemma.api, trilemma.cli, trilemma.cli_probe, trilemma.probe, "
             "trilemma.probe.result, trilemma.probe.profile; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.slow
+def test_default_probe_memory_within_25_percent():
+    """Issue 13's floor: the probe's default run (`trilemma probe`, no flags) on this machine, its
+    predicted training memory (tensors + the CPU runtime overhead the probe measures in a one-layer
+    process, no GPU framework overhead or caching-allocator fragmentation) within 25% of the measured
+    growth of the resident set."""
+    from trilemma.probe import run_probe
+
+    r = run_probe()
+    c = r.comparison["memory_training"]
+    assert 0.75 <= c.ratio <= 1.25, (c.predicted, c.measured)
+    assert r.predicted.memory_breakdown["other"] > 0  # the measured runtime overhead is in it

@@ -55,12 +55,11 @@ def test_measured_ceilings_are_what_the_sources_say():
     assert 0.40 <= best["nvidia-hopper"] < 0.55
 
 
-@pytest.mark.parametrize("gpu", [
-    pytest.param("a100-80gb", marks=pytest.mark.xfail(strict=True, reason=(
-        "issue 12 floor not met on A100: Llama 2 13B on 512 A100s (ZeRO-3, micro-batch 2) is predicted at "
-        "71% MFU against the best measured 64% + 5 points: the GEMM ceiling fitted on llm-foundry's 8-GPU "
-        "steps (gemm_max 0.91) carries to large shapes at scale"))),
-    "h100-sxm"])
+# A100 holds with 0.2 points to spare (Llama 2 13B on 64 A100s at 68.9% against 64.1% + 5): the 71%
+# plan of Llama 2 13B on 512 A100s (ZeRO-2, micro-batch 4) no longer fits once the memory inventory
+# counts what PyTorch saves (benchmarks/memory_vs_torch.py: rotary Q/K, four SwiGLU tensors, 12-byte
+# logits)
+@pytest.mark.parametrize("gpu", ["a100-80gb", "h100-sxm"])
 def test_no_plan_above_the_best_measured_step_plus_five_points(gpu):
     from trilemma.presets import get_hardware
 

@@ -147,7 +147,7 @@ def test_user_memory_csv_and_defaults(capsys, tmp_path: Path) -> None:
     ("tp", "2x", "column tp: '2x' is not allowed; expected a positive whole number"),
     ("micro_batch", "0", "column micro_batch: '0' is not allowed; expected a positive whole number"),
     ("metric", "speed", "column metric: 'speed' is not allowed; expected one of gpu_hours"),
-    ("recompute", "some", "column recompute: 'some' is not allowed; expected none, selective or full"),
+    ("recompute", "some", "column recompute: 'some' is not allowed; expected none, selective, full or op"),
     ("gpu", "h1000", "column gpu: 'h1000' is not allowed; expected a hardware preset name"),
     ("model_preset", "llama9-1b", "column model_preset: 'llama9-1b' is not allowed"),
     ("n_gpus", "12", "column n_gpus: 12 is not allowed; expected 16 = tp 2 × pp 1 × dp 8"),

@@ -98,6 +98,16 @@ class Evaluation:
                         cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh)
 
 
+def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
+    """Memory a training process holds beyond its tensors, bytes: the device's own when measured (a
+    `trilemma probe` CPU profile: oneDNN/MKL and OpenMP buffers, the allocator's keep), else 0 on a CPU
+    (no CUDA context, NCCL buffers or caching allocator) and the calibrated GPU constant elsewhere."""
+    hw = cluster.hardware
+    if hw.framework_overhead_bytes is not None:
+        return float(hw.framework_overhead_bytes)
+    return 0.0 if cluster.is_cpu else float(consts["memory"]["framework_overhead_bytes"])
+
+
 def memory_headroom(cluster: ClusterSpec) -> float:
     """Share of device memory a plan must leave free to count as fitting: the cluster's, or from the
     memory model's leave-one-source-out residuals r = log(predicted / measured peak): the measured peak
@@ -122,8 +132,10 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     pc = param_counts(model)
     headroom = memory_headroom(cluster)
     capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
-    # a CPU process has no CUDA context, NCCL buffers or caching allocator: no GPU framework overhead
-    mem_consts = {**consts["memory"], "framework_overhead_bytes": 0.0} if cluster.is_cpu else consts["memory"]
+    # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU's
+    # allocator keep is inside its measured runtime overhead
+    mem_consts = {**consts["memory"], "framework_overhead_bytes": framework_overhead_bytes(cluster, consts),
+                  **({"fragmentation": 0.0} if cluster.is_cpu else {})}
     n = cluster.n_gpus if n_gpus is None else n_gpus
     stages = []
     reasons: np.ndarray | int = 0

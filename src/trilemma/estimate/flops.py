@@ -55,14 +55,30 @@ def recompute_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray
                              pc: ParamCounts | None = None) -> ArrayLike:
     """Extra forward FLOPs per token that recomputation executes (0 / attention core / whole layers).
 
-    ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full; trilemma.specs.axes).
+    ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full, 3 op;
+    trilemma.specs.axes). Op-level (torchtitan) recomputes every second matmul of a layer
+    (``op_recompute_matmul_flop_fwd``) and no attention core.
     """
     pc = pc or param_counts(m)
     code = np.asarray(recompute_code(recompute))
     attn = attention_core_flop_fwd(m, seq)
     head_and_pooler = 2.0 * (m.vocab_size * m.d_model + (m.d_model**2 if m.pooler else 0))
     layers = matmul_flop_fwd(m, pc) - head_and_pooler + attn  # every layer's forward, not the head
-    return np.where(code == 2, layers, np.where(code == 1, attn, 0.0))
+    return np.where(code == 2, layers, np.where(code == 1, attn,
+                                                np.where(code == 3, op_recompute_matmul_flop_fwd(m), 0.0)))
+
+
+def op_recompute_matmul_flop_fwd(m: ModelSpec) -> float:
+    """Forward FLOPs per token of the matmuls op-level checkpointing recomputes, all layers.
+
+    torchtitan counts a layer's matmuls in call order — Q, K, V, output, then the MLP's (gate, up,
+    down when gated; up, down otherwise) — saves the odd ones and recomputes the even ones: K, the
+    output projection and the MLP's second matmul (up when gated, down otherwise), 2 FLOPs per MAC.
+    A mixture-of-experts layer's MLP is its active experts' (top_k routed + shared)."""
+    d = m.d_model
+    dense = m.n_dense_layers * d * m.ffn_dim
+    moe = m.n_moe_layers * d * m.expert_ffn * (m.top_k + m.n_shared_experts) if m.is_moe else 0.0
+    return 2.0 * (m.n_layers * (d * m.d_kv + m.d_attn * d) + dense + moe)
 
 
 def hardware_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray | Recompute | int,

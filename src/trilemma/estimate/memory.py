@@ -22,7 +22,7 @@ import numpy as np
 
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
-from trilemma.specs import ModelSpec, TrainingPlan
+from trilemma.specs import ModelSpec, PositionType, TrainingPlan
 from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import DTYPE_BYTES
 
@@ -32,7 +32,14 @@ class MemoryArrays:
     """Bytes per device for each layout row, on the stage that needs the most.
 
     Holds both ends of the pipeline; ``total`` is cheap (what the solver needs) and the
-    breakdown is picked from the larger stage only when asked for."""
+    breakdown is picked from the larger stage only when asked for.
+
+    ``total`` is what a plan needs: its tensors at their peak (the allocated peak) plus the framework's
+    fixed overhead (CUDA context, NCCL buffers, workspaces). The caching allocator reserves more when
+    memory is free — ``fragmentation`` of the allocated peak, fitted on reserved peaks — but gives
+    cached blocks back before it fails an allocation (PyTorch's allocator frees its cache and retries),
+    so the fit verdict does not count it; ``trilemma.validate.fit.memory_quantity`` adds it when a
+    published figure is a reserved peak or device memory in use."""
 
     first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # weights, grads, optimizer, activations
     last: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -50,7 +57,7 @@ class MemoryArrays:
         b1, b2 = self._bases
         # with pp = 1 there is one stage (the last): in-flight count 1, logits alongside
         base = np.where(self.pp == 1, b2, np.maximum(b1, b2))
-        return base * (1 + self.fragmentation) + self.overhead_bytes
+        return base + self.overhead_bytes
 
     @cached_property
     def _use_first(self) -> np.ndarray:
@@ -67,10 +74,8 @@ class MemoryArrays:
 
     @property
     def other(self) -> np.ndarray:
-        """Logits (last stage) + framework overhead + fragmentation of everything."""
-        logit_part = np.where(self._use_first, 0.0, self.logits)
-        base = self.weights + self.gradients + self.optimizer + self.activations + logit_part
-        return logit_part + self.overhead_bytes + self.fragmentation * base
+        """Logits (last stage) + framework overhead."""
+        return np.where(self._use_first, 0.0, self.logits) + self.overhead_bytes
 
 
 def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_bytes: float,
@@ -81,12 +86,13 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     (Korthikanti 2022 §4.1; e = activation bytes, s the local sequence s/cp, b micro-batch,
     r = 1/tp when sequence-parallel else 1 for the tensors TP does not split):
       attention:  norm input e·sbd·r; QKV input e·sbd·r; Q e·sb·d_attn/tp; K, V e·sb·d_kv/tp each;
+                  rotary: rotated Q and K e·sb·(d_attn + d_kv)/tp besides the QKV output;
                   without flash: softmax output e·h·s·S·b/tp (+ dropout mask h·s·S·b/tp and dropout
                   output e·h·s·S·b/tp); with flash: log-sum-exp 4·sb·h/tp (FlashAttention-2 saves
                   only O and LSE); output-projection input e·sb·d_attn/tp; dropout mask sbd·r.
       MLP:        norm input e·sbd·r (not for a parallel block); MLP input e·sbd·r;
-                  hidden tensors (2 for GELU/ReLU: pre- and post-activation; 3 for gated: gate, up,
-                  product) e·sb·f/tp each; dropout mask sbd·r.
+                  hidden tensors (2 for GELU/ReLU: pre- and post-activation; 4 for gated in eager
+                  PyTorch: gate, up, act(gate), product) e·sb·f/tp each; dropout mask sbd·r.
       MoE:        router input + top_k copies of dispatched tokens e·sbd, top_k × expert hidden
                   tensors, router logits 4·sb·E; plus shared experts as dense MLPs.
     """
@@ -100,8 +106,13 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     sb = s * mb
 
     shared_norm = m.norms_per_layer == 1
+    # rotary positions: attention saves the rotated Q and K, new tensors, while the fused QKV GEMM's
+    # output stays alive because V is a view of it (Megatron-LM's and the probe model's fused QKV;
+    # Su et al. 2021 rotation applied out of place). Korthikanti's inventory predates RoPE.
+    rope = e * sb * (m.d_attn + m.d_kv) / tp if m.position == PositionType.ROTARY else 0.0
     attn_keep = (e * sbd * r * (1 if shared_norm else 2)  # norm input (+ norm output into QKV)
                  + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
+                 + rope  # rotated Q, K
                  + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
                  + drop * sbd * r)  # attention-output dropout mask (1 byte)
     if flash:
@@ -114,7 +125,11 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
         mlp_in = e * sbd * r  # second norm's output (its input is the layer input, counted)
     else:
         mlp_in = 2 * e * sbd * r  # norm input + MLP input
-    k_f = m.ffn_matrices  # 3 gated (SwiGLU/GeGLU), else 2: ModelSpec.ffn_matrices
+    # hidden tensors saved per token: GELU/ReLU 2 (pre- and post-activation, Korthikanti §4.1); gated 4
+    # in eager PyTorch — the gate, up, act(gate) and their product (torchtitan's FeedForward,
+    # w2(silu(w1 x) · w3 x): SiLU saves its input, the product saves both factors, w2 saves the
+    # product). A fused SwiGLU kernel that recomputes act(gate) (Megatron-LM's bias_swiglu) saves 3.
+    k_f = 4 if m.ffn_matrices == 3 else 2
     if moe_layer:
         routed = m.top_k * (e * sbd / tp + k_f * e * sb * m.expert_ffn / tp)
         shared = m.n_shared_experts * k_f * e * sb * m.expert_ffn / tp
@@ -123,9 +138,17 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
         mlp = mlp_in + k_f * e * sb * m.ffn_dim / tp + drop * sbd * r
 
     full = attn_keep + scores + mlp
+    # op-level (torchtitan's selective_ac_option = "op"): the layer input, the outputs of the odd
+    # matmuls in call order — Q (1st), V (3rd), the MLP's first (5th: gate, or up when not gated) and,
+    # gated, the down projection (7th) — and attention's output with its log-sum-exp (flash); the rest
+    # is recomputed (trilemma.estimate.flops.op_recompute_matmul_flop_fwd)
+    f_op = m.expert_ffn * (m.top_k + m.n_shared_experts) if moe_layer else m.ffn_dim
+    op_keep = (e * sbd * r + e * sb * (m.d_attn + m.d_kv) / tp + e * sb * m.d_attn / tp
+               + (4.0 * sb * m.n_heads / tp if flash else 0.0)
+               + e * sb * f_op / tp + (e * sbd * r if m.ffn_matrices == 3 else 0.0))
     kept = np.where(L.recompute == 2, e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
                     np.where(L.recompute == 1, attn_keep + (scores if flash else 0.0) + mlp,
-                             full))
+                             np.where(L.recompute == 3, op_keep, full)))
     return full, kept
 
 
@@ -187,14 +210,20 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
     # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).
     inflight_first = np.minimum(L.pp, n_micro) * np.where(L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0)
-    # while recomputing, one layer's full activations are live again
-    transient = np.where(L.recompute == 2, per_layer_full, 0.0)
-    act_first = layers * per_layer_kept * inflight_first + transient
-    act_last = layers * per_layer_kept + transient
+    # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
+    transient = np.where((L.recompute == 2) | (L.recompute == 3), np.maximum(per_layer_full - per_layer_kept, 0.0), 0.0)
 
-    # logits on the last stage: s·b·V/tp elements (vocab-parallel), fp32 value + fp32 gradient
+    # logits on the last stage: s·b·V/tp elements (vocab-parallel), bytes per element at the start of
+    # backward (constants.toml)
     s_loc = seq / L.cp
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * consts["logits_bytes_per_element"]
+
+    act_first = layers * per_layer_kept * inflight_first + transient
+    # on the last stage the logits and their gradients are freed once the LM head's backward is done,
+    # before the last layer is recomputed: the two never coexist, so the stage holds the larger
+    # (the activations carry the recomputation's excess over the logits; measured against PyTorch's
+    # MemTracker in benchmarks/memory_vs_torch.py)
+    act_last = layers * per_layer_kept + np.maximum(transient - logits, 0.0)
 
     w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True)
     w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False)

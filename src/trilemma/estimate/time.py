@@ -23,6 +23,7 @@ import numpy as np
 
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
 from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.flops import matmul_flop_fwd, op_recompute_matmul_flop_fwd
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, ModelSpec, Precision, TrainingPlan
@@ -194,7 +195,12 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd
     layer_bwd = 2 * gemm_fwd + attn_bwd + elem_bwd + kern_bwd
-    full_rc, sel_rc = L.recompute == 2, L.recompute == 1
+    full_rc, sel_rc, op_rc = L.recompute == 2, L.recompute == 1, L.recompute == 3
+    # op-level: the even matmuls (their share of the layer's matmul FLOPs) and every elementwise op
+    # again, with their launches; attention is saved (flops.op_recompute_matmul_flop_fwd)
+    op_share = op_recompute_matmul_flop_fwd(m) / np.maximum(matmul_flop_fwd(m, pc) - 2.0 * m.vocab_size * d, 1.0)
+    attn_k = 1 if plan.flash_attention else 3
+    op_kern = (k_f - attn_k - 0.5 * (4 + (1 if m.position.value == "relative" else 0))) * c["kernel_s"]
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
@@ -216,11 +222,11 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     # recomputation counted in its class: full re-runs a layer's forward, selective the attention core
-    ops_mb = {"gemm": layers * (3 * gemm_fwd + np.where(full_rc, gemm_fwd, 0.0)),
+    ops_mb = {"gemm": layers * (3 * gemm_fwd + np.where(full_rc, gemm_fwd, np.where(op_rc, op_share * gemm_fwd, 0.0))),
               "attention": layers * (attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0)),
-              "elementwise": layers * (elem_fwd + elem_bwd + np.where(full_rc, elem_fwd, 0.0)),
-              "kernel_launch": layers * (kern_fwd + kern_bwd + np.where(full_rc, kern_fwd,
-                                                                         np.where(sel_rc, kern_fwd / k_f, 0.0))),
+              "elementwise": layers * (elem_fwd + elem_bwd + np.where(full_rc | op_rc, elem_fwd, 0.0)),
+              "kernel_launch": layers * (kern_fwd + kern_bwd + np.where(full_rc, kern_fwd, np.where(
+                  sel_rc, kern_fwd / k_f, np.where(op_rc, op_kern, 0.0)))),
               "lm_head": head}
     compute_mb = sum(ops_mb.values())
     ops_mb["lm_head"] = np.broadcast_to(head, np.shape(compute_mb))  # every class at the rows' shape

@@ -8,6 +8,10 @@ and the loopback link that gloo uses between processes on one host.
   GPU: 1 GiB), counted as read + write bytes (STREAM "copy" convention, McCalpin 1995).
 - Link: one TCP stream over 127.0.0.1 (what gloo does between processes of one host); on a
   GPU, the host-to-device copy rate.
+- Runtime memory (CPU): what a fresh process's resident set grows by when it trains a one-layer
+  model (d 64) for a few AdamW steps, less its tensors: the math libraries' scratch buffers
+  (oneDNN/MKL), OpenMP thread stacks and what the allocator keeps. The planner adds it to a CPU
+  plan's memory as that device's framework overhead (a GPU's is the calibrated constant).
 
 Results are cached per machine fingerprint (device, CPU model, cores, torch version, threads)
 in ``<config dir>/probe/machine.json``; ``--remeasure`` measures again.
@@ -175,6 +179,53 @@ def host_to_device_bandwidth() -> float:  # pragma: no cover - GPU only
 
 # ------------------------------------------------------------------ cache
 
+def _runtime_memory_child(threads: int, out_path: str) -> None:
+    """Run in a fresh process by ``runtime_memory``: a one-layer model's AdamW steps; writes the resident
+    growth beyond its tensors (bytes) to the file ``out_path``."""
+    from trilemma.probe.inputs import probe_model
+    from trilemma.probe.model import build_model
+    from trilemma.probe.train import _reset_peak_rss, _rss, _trim
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    spec = probe_model(layers=1, d_model=64)
+    spec = spec[0] if isinstance(spec, tuple) else spec
+    _trim()
+    _reset_peak_rss()
+    base, _ = _rss()
+    model = build_model(spec, "cpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randint(0, spec.vocab_size, (1, 256))
+    for _ in range(5):
+        out = model(x)
+        logits = out if torch.is_tensor(out) else out[0]
+        torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), x.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    _, peak = _rss()
+    n = sum(p.numel() for p in model.parameters())
+    # less the tensors: fp32 weights, gradients and two AdamW moments
+    Path(out_path).write_text(f"{max(peak - base - 16.0 * n, 0.0)}", encoding="utf-8")
+
+
+def runtime_memory(threads: int) -> float:
+    """Resident bytes a fresh CPU training process grows by beyond its tensors (this module's docstring),
+    measured in a child process at ``threads`` threads; 0 when it cannot be measured."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "runtime_memory"
+        code = (f"from trilemma.probe.bench import _runtime_memory_child; "
+                f"_runtime_memory_child({int(threads)}, {str(out)!r})")
+        try:
+            subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, check=True)
+            return float(out.read_text(encoding="utf-8"))
+        except (subprocess.SubprocessError, OSError, ValueError):  # pragma: no cover - best effort
+            return 0.0
+
+
 def _cache_path() -> Path:
     return user_config_dir() / "probe" / "machine.json"
 
@@ -219,7 +270,8 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
     old = None if remeasure else doc["entries"].get(key)
     meas = MachineMeasurement.from_dict(old) if old else None
     missing = [p for p in precisions if meas is None or p not in meas.matmul]
-    if meas is not None and not missing:
+    runtime_missing = device == "cpu" and (meas is None or not meas.runtime_memory_bytes)
+    if meas is not None and not missing and not runtime_missing:
         return replace(meas, from_cache=True, seconds=0.0)
 
     before = torch.get_num_threads()
@@ -241,6 +293,8 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
                                       torch_version=torch.__version__, memory_bytes=mem,
                                       memory_bw_bytes_per_s=memory_bandwidth(device),
                                       link_bw_bytes_per_s=link, link_kind=kind)
+        if runtime_missing:
+            meas = replace(meas, runtime_memory_bytes=runtime_memory(threads))
         meas = replace(meas, matmul=curves, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        from_cache=False)
     finally:

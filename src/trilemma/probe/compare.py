@@ -40,11 +40,13 @@ def predict(spec: ModelSpec, hw: HardwareSpec, nproc: int, seq: int, micro_batch
 
 def predicted(est: Estimate) -> Predicted:
     """The figures of ``est`` the probe compares (seconds, tokens/s, bytes per process)."""
+    from trilemma.estimate.evaluate import framework_overhead_bytes
     from trilemma.presets import constants
     from trilemma.probe.result import Predicted
 
-    # the planner adds no GPU framework overhead on a CPU (trilemma.estimate.evaluate)
-    overhead = 0.0 if est.cluster.is_cpu else float(constants()["memory"]["framework_overhead_bytes"])
+    # the GPU framework overhead (CUDA context, NCCL) is not training memory; a CPU profile's measured
+    # runtime overhead is: the process grows by it when it trains (trilemma.estimate.evaluate)
+    overhead = 0.0 if est.cluster.is_cpu else framework_overhead_bytes(est.cluster, constants())
     m = est.memory
     return Predicted(hardware=est.cluster.hardware.name, step_time_s=est.time.step_s, tokens_per_s=est.time.tokens_per_s,
                      memory_bytes=m.per_gpu_bytes, memory_training_bytes=max(m.per_gpu_bytes - overhead, 0.0),

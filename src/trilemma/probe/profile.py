@@ -73,6 +73,9 @@ class MachineMeasurement:
     link_bw_bytes_per_s: float
     link_kind: str
     matmul: dict[str, MatmulCurve] = field(default_factory=dict)
+    # resident memory a training process grows by beyond its tensors (CPU: oneDNN/MKL scratch, OpenMP
+    # threads, the allocator's keep), bytes, from a one-layer model's steps; 0: not measured
+    runtime_memory_bytes: float = 0.0
     measured_at: str = ""
     seconds: float = 0.0  # time spent measuring (this call; 0 from the cache)
     from_cache: bool = False
@@ -151,6 +154,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         peak_flop_per_s=peaks, hbm_bytes=meas.memory_bytes / share, hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
         intra_node_bw_bytes_per_s=intra, inter_node_bw_bytes_per_s=inter, devices_per_node=1,
         board_power_w=watts, price_usd_per_hour=price, price_date="", price_source=price_source, efficiency=efficiency,
+        framework_overhead_bytes=(meas.runtime_memory_bytes or None) if meas.device == "cpu" else None,
         source=measured, notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
                                f"{curves}. {stated}.")
 

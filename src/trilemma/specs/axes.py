@@ -107,7 +107,7 @@ class Axis:
         return self.flag.removeprefix("--").split("/")[0] if self.flag else self.name
 
     def code(self, v: Any) -> int:
-        """The int64 code of a spec value (recompute: 0 none, 1 selective, 2 full)."""
+        """The int64 code of a spec value (recompute: 0 none, 1 selective, 2 full, 3 op)."""
         if self.kind is Recompute:
             return list(Recompute).index(Recompute(v))
         return int(v)
@@ -234,8 +234,11 @@ AXES: tuple[Axis, ...] = (
          lambda c: list(ZeroStage), lambda moe: (ZeroStage.ONE, ZeroStage.THREE),
          (Rule(R_ZERO_PP, "ZeRO stage 2/3 cannot be combined with pipeline parallelism",
                lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2))),), short="Z"),
-    Axis("recompute", Recompute, Recompute.NONE, "activation recomputation: none, selective or full", "recompute",
-         "--recompute", lambda c: list(Recompute), lambda moe: tuple(Recompute), short=""),
+    Axis("recompute", Recompute, Recompute.NONE, "activation recomputation: none, selective (attention core), "
+         "full (whole layers) or op (torchtitan's op-level: every other matmul and the elementwise ops)", "recompute",
+         "--recompute", lambda c: list(Recompute),
+         # the solver keeps Korthikanti's three (op-level sits between selective and full)
+         lambda moe: (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), short=""),
     Axis("micro_batch", int, 1, "sequences per micro-batch", "micro-batch", "--micro-batch",
          lambda c: [1, 2, 4, 8, 16, 32], lambda moe: (1, 2, 4, 8), short="mb"),
 )

@@ -40,6 +40,10 @@ class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"  # recompute attention core (QK^T, softmax, dropout, ·V) only
     FULL = "full"  # store each layer's input, recompute the whole layer forward in backward
+    # torchtitan's op-level selective checkpointing (selective_ac_option = "op", torchtitan
+    # distributed/activation_checkpoint.py): save the outputs of attention and of every other matmul
+    # of a layer (1st, 3rd, …), recompute the rest — the other matmuls and every elementwise op
+    OP = "op"
 
 
 class ZeroStage(int, Enum):

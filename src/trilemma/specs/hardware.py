@@ -40,6 +40,10 @@ class HardwareSpec(Spec):
         default_factory=dict,
         description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
                     "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it")
+    framework_overhead_bytes: float | None = Field(
+        None, ge=0.0, description="memory a training process holds beyond its tensors on this device, bytes (a "
+                                  "`trilemma probe` CPU profile: measured); None: the calibrated GPU constant "
+                                  "(memory.framework_overhead_bytes), 0 on a CPU")
 
     @model_validator(mode="after")
     def _check(self) -> "HardwareSpec":

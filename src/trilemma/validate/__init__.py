@@ -24,8 +24,12 @@ Metric = Literal[
     "mfu",  # model FLOPs utilisation, 0-1
     "hfu",  # hardware FLOPs utilisation, 0-1
     "step_s",  # seconds per optimizer step
-    "peak_memory_bytes",  # peak device memory, bytes
+    "peak_memory_bytes",  # peak device memory in use (nvidia-smi / NVML: reserved + CUDA context + NCCL), bytes
+    "peak_reserved_bytes",  # peak of the caching allocator's reserved memory (torch.cuda.max_memory_reserved), bytes
+    "peak_allocated_bytes",  # peak of allocated tensor memory (torch.cuda.max_memory_allocated), bytes
 ]
+#: the memory metrics, from the most the device holds to the tensors alone
+MEMORY_METRICS: frozenset[str] = frozenset({"peak_memory_bytes", "peak_reserved_bytes", "peak_allocated_bytes"})
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from trilemma.specs import (
 )
 from trilemma.specs.build import make_plan
 from trilemma.units import GIB
-from trilemma.validate import Case, Kind, Skipped
+from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
 from trilemma.validate.schema import (
     ASSUMPTION_SEP,
     LAYOUT_AXES,
@@ -46,7 +46,7 @@ _RATES = frozenset({"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tf
                     "step_s"})
 #: the metrics each kind of row may report
 KIND_METRICS: dict[str, frozenset[str]] = {"runs": _RATES | {"gpu_hours", "days"}, "throughput": _RATES,
-                                           "memory": frozenset({"peak_memory_bytes"})}
+                                           "memory": MEMORY_METRICS}
 #: the FLOP-counting convention a metric implies
 _CONVENTION = {"mfu": "model", "model_tflops_per_gpu": "model", "hfu": "hardware",
                "hardware_tflops_per_gpu": "hardware"}
@@ -111,7 +111,7 @@ def _reported(m: _Mapping) -> tuple[str, float]:
         if value >= 100:
             raise m.error("reported", "a percentage below 100 for mfu and hfu")
         return metric, value / 100
-    return metric, value * GIB if metric == "peak_memory_bytes" else value
+    return metric, value * GIB if metric in MEMORY_METRICS else value
 
 
 def _hardware(m: _Mapping) -> HardwareSpec:
@@ -290,11 +290,11 @@ def load_cases(kind: str | None = None) -> tuple[list[Case], list[Skipped]]:
 
 def load_file(path: str, kind: str | None = None) -> tuple[Kind, list[Case], list[Skipped]]:
     """A user's CSV in the backtest schema: (its kind, cases, skipped). Without ``kind``, the metrics decide:
-    all peak_memory_bytes → memory; any gpu_hours or days → runs; else throughput."""
+    all memory metrics → memory; any gpu_hours or days → runs; else throughput."""
     where, raw = read_csv(path)
     if kind is None:
         metrics = {(r.get("metric") or "").strip() for r in raw if not (r.get("skip_reason") or "").strip()}
-        kind = ("memory" if metrics == {"peak_memory_bytes"} else
+        kind = ("memory" if metrics and metrics <= MEMORY_METRICS else
                 "runs" if metrics & {"gpu_hours", "days"} else "throughput")
     cases, skipped = map_rows(kind, raw, where)  # type: ignore[arg-type]
     return kind, cases, skipped  # type: ignore[return-value]

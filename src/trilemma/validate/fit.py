@@ -35,7 +35,7 @@ from trilemma.specs import Layout
 from trilemma.specs.build import make_cluster
 from trilemma.specs.constants import Constants
 from trilemma.units import DAY, GIB, HOUR, TERA
-from trilemma.validate import Case
+from trilemma.validate import MEMORY_METRICS, Case
 
 #: (section, key, lower, upper) of the fitted time constants
 TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
@@ -119,9 +119,22 @@ def metric_value(case: Case, ev: Evaluation) -> float:
         return float(ev.hfu[0])
     if m == "step_s":
         return float(ev.stages[0].time.step_s[0])
-    if m == "peak_memory_bytes":
-        return float(ev.per_gpu_bytes[0])
+    if m in MEMORY_METRICS:
+        return memory_quantity(m, float(ev.per_gpu_bytes[0]), ev)
     raise ValueError(f"unknown metric {m}")
+
+
+def memory_quantity(metric: str, device_bytes: float, ev: Evaluation) -> float:
+    """The planner's peak in the quantity a memory figure counts, bytes, from its total (allocated peak
+    + framework overhead; trilemma.estimate.memory.MemoryArrays.total): the allocated peak is the
+    tensors alone, the caching allocator's reserved peak that × (1 + fragmentation), and the device
+    memory in use (nvidia-smi, NVML) the reserved peak + the overhead (CUDA context, NCCL, …)."""
+    mem = ev.stages[0].memory
+    allocated = device_bytes - mem.overhead_bytes
+    if metric == "peak_allocated_bytes":
+        return allocated
+    reserved = allocated * (1 + mem.fragmentation)
+    return reserved if metric == "peak_reserved_bytes" else reserved + mem.overhead_bytes
 
 
 def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, int], tuple] | None = None) -> list[Prediction]:
@@ -187,7 +200,7 @@ def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
 
 def fit_memory(cases: list[Case], consts: Constants) -> Constants:
     """Framework overhead (bytes) and fragmentation (fraction) from memory cases."""
-    mcases = [c for c in cases if c.metric == "peak_memory_bytes"]
+    mcases = [c for c in cases if c.metric in MEMORY_METRICS]
     if len(mcases) < 2:
         return consts
     bare = with_params(consts, {("memory", "framework_overhead_bytes"): 0.0, ("memory", "fragmentation"): 0.0})
@@ -197,8 +210,12 @@ def fit_memory(cases: list[Case], consts: Constants) -> Constants:
         if p.predicted is None:
             continue
         rep = p.case.reported
-        # total = base·(1 + frag) + overhead  →  relative residual linear in (frag, overhead)
-        rows.append([p.predicted / rep, 1.0 / rep])
+        # (with both at 0 every quantity is the allocated peak, ``base``)
+        # device = base·(1 + frag) + overhead; reserved = base·(1 + frag); allocated = base: the
+        # relative residual is linear in (frag, overhead), each counted where the figure counts it
+        frag_counts = p.case.metric != "peak_allocated_bytes"
+        overhead_counts = p.case.metric == "peak_memory_bytes"
+        rows.append([p.predicted / rep if frag_counts else 0.0, 1.0 / rep if overhead_counts else 0.0])
         rhs.append(1.0 - p.predicted / rep)
     A, b = np.array(rows), np.array(rhs)
     scale = np.array([1.0, GIB])  # solve for overhead in GiB for conditioning
@@ -263,7 +280,7 @@ def _held_out(job: tuple[str, list[Case], Constants, Constants, str]) -> list[Pr
         cc = fit_time(train, base)
     if any(c.metric in RUN_METRICS for c in held):
         cc = fit_goodput(train, cc)
-    if any(c.metric == "peak_memory_bytes" for c in held):
+    if any(c.metric in MEMORY_METRICS for c in held):
         cc = fit_memory(train, cc)
     return predict(held, cc)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from trilemma.presets import calibration, calibration_rows, constants, hardware_presets, uncalibrated_constants
 from trilemma.tomlw import toml_value
-from trilemma.validate import Skipped
+from trilemma.validate import MEMORY_METRICS, Skipped
 from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
                                    summarise)
@@ -114,7 +114,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     # bands from LOSO residuals of time-like cases, signed as durations: reported ≈ predicted / exp(r)
     r = np.array([p.time_log_ratio for p in lo if p.time_log_ratio is not None])
     q_lo, q_hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES) if len(r) else (0.0, 0.0)
-    rm = np.array([p.log_ratio for p in lo if p.case.metric == "peak_memory_bytes" and p.log_ratio is not None])
+    rm = np.array([p.log_ratio for p in lo if p.case.metric in MEMORY_METRICS and p.log_ratio is not None])
     m_lo, m_hi = (float(np.quantile(rm, q)) for q in BAND_QUANTILES) if len(rm) else (0.0, 0.0)
     xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
     changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
