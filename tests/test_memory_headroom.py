@@ -56,3 +56,19 @@ def test_a_cpu_has_no_gpu_framework_overhead():
     measured = cpu.model_copy(update={"framework_overhead_bytes": 1e8})
     c = estimate("gpt2-124m", measured, 1, 1e9, layout=layout).memory
     assert c.per_gpu_bytes == pytest.approx(b.per_gpu_bytes + 1e8, rel=1e-12)
+
+
+def test_fused_loss_keeps_8_bytes_per_logit_and_eager_12():
+    """The logits' bytes at the start of backward: eager cross_entropy(logits.float()) 12 per element
+    (log-softmax output, its gradient and the cast's gradient, fp32), a fused kernel 8 (Megatron-LM's
+    vocab-parallel cross entropy: fp32 logits and one fp32 gradient buffer)."""
+    from trilemma.specs.build import make_plan
+    from trilemma.presets import get_model
+
+    m = get_model("gpt2-124m")
+    layout = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "micro_batch": 2}
+    eager = make_plan(m, 1e9, 1024, 1024 * 8)
+    fused = eager.replace(fused_loss=True)
+    a = estimate(m, "a100-80gb", 4, plan=eager, layout=layout).memory
+    b = estimate(m, "a100-80gb", 4, plan=fused, layout=layout).memory
+    assert a.other - b.other == pytest.approx(2 * 1024 * 50257 * (12 - 8))

@@ -94,6 +94,7 @@ def estimate(
     memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint writes and restarts for this GPU count and duration, times the share fitted on whole published runs for the rest, run.other_share; the speed table and --json's time.reliability show each part)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
+    fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12"),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
@@ -126,7 +127,7 @@ def estimate(
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _int(seq, "seq"),
                      None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
-                     flash_attention=flash, **({} if goodput is None else {"goodput": goodput}))
+                     flash_attention=flash, fused_loss=fused_loss, **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if as_json:

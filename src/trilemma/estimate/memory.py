@@ -216,7 +216,8 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # logits on the last stage: s·b·V/tp elements (vocab-parallel), bytes per element at the start of
     # backward (constants.toml)
     s_loc = seq / L.cp
-    logits = s_loc * L.micro_batch * m.vocab_size / L.tp * consts["logits_bytes_per_element"]
+    per_logit = consts["fused_logits_bytes_per_element" if plan.fused_loss else "logits_bytes_per_element"]
+    logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
 
     act_first = layers * per_layer_kept * inflight_first + transient
     # on the last stage the logits and their gradients are freed once the LM head's backward is done,

@@ -74,6 +74,9 @@ class TrainingPlan(Spec):
     optimizer: Optimizer = Optimizer.ADAMW
     trainable_fraction: float = Field(1.0, ge=0.0, le=1.0, description="share of parameters that train (LoRA, frozen bases later)")
     flash_attention: bool = True
+    fused_loss: bool = Field(False, description="a fused cross-entropy kernel (Megatron's vocab-parallel one, "
+                             "llm-foundry's fused_crossentropy): fewer bytes per logit than eager PyTorch's "
+                             "cross_entropy(logits.float()) (memory.fused_logits_bytes_per_element)")
     goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time; None: "
                                   "modelled (failures, checkpoints and restarts for the GPU count and duration, "
                                   "trilemma.estimate.goodput) times the share fitted on whole runs for the rest "

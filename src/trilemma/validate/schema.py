@@ -181,6 +181,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("precision", _choice(_enum_values(Precision)), _one_of(_enum_values(Precision)),
        doc="compute precision (default bf16)"),
     _C("flash", _bool, _BOOL, doc="FlashAttention (default true)"),
+    _C("fused_loss", _bool, _BOOL, doc="a fused cross-entropy kernel, as Megatron-LM and llm-foundry run (default "
+       "false: eager PyTorch)"),
     _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
     _C("grad_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default fp32"),
     _C("optimizer_state_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default that of the precision"),
