@@ -147,14 +147,19 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
 
 
 def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> int | None:
+    """The feasible configuration best on ``objective``; ties (within 1e-6) broken on the other corners
+    in turn, so that the optimum is never dominated by a plan as good on the objective and better on
+    cost, time or loss (minimising loss on a budget, many plans spend the whole budget)."""
     ok = ch.feasible if mask is None else ch.feasible & mask
     if not ok.any():
         return None
-    primary = np.where(ok, ch.metric(objective), np.inf)
-    second = ch.usd if objective != "cost" else ch.time_s
-    top = primary.min()
-    near = ok & (primary <= top * (1 + 1e-6) + 1e-12)
-    return int(np.argmin(np.where(near, second, np.inf)))
+    order = [objective] + [c for c in ("cost", "time", "loss") if c != objective]
+    near = ok
+    for corner in order:
+        v = np.where(near, ch.metric(corner), np.inf)
+        top = v.min()
+        near = near & (v <= top * (1 + 1e-6) + 1e-12)
+    return int(np.argmin(np.where(near, ch.metric(objective), np.inf)))
 
 
 def runners_up(table: ConfigTable, ch: Choice, objective: str, best: int) -> list[tuple[str, int]]:

@@ -24,24 +24,53 @@ KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tok
         "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot")
 
 
+#: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
+_TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot"})
+#: keys that may be a list of names (joined with commas, as the flags take them)
+_LISTS = frozenset({"gpu", "precision", "price"})
+
+
+def _check_value(key: str, v: Any) -> Any:
+    """A scenario value of an allowed type for its key, or a one-line error naming the key."""
+    if key in _LISTS and isinstance(v, list):
+        if not v or not all(isinstance(x, str) and x.strip() for x in v):
+            raise InputError(f"scenario {key}", v, "a non-empty list of names, e.g. [\"a100-80gb\", \"h100-sxm\"]")
+        return v if key == "price" else ",".join(v)
+    if key == "price" and isinstance(v, dict):
+        return v
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise InputError(f"scenario {key}", v, "text or a number")
+    if key in _TEXT and not isinstance(v, str):
+        raise InputError(f"scenario {key}", v, "text (a name or a size with its unit, in quotes)")
+    return v
+
+
 def read_scenario(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise InputError("scenario", path, "an existing TOML file") from None
+    except IsADirectoryError:
+        raise InputError("scenario", path, "a TOML file, not a directory") from None
+    except OSError as exc:
+        raise InputError("scenario", path, f"a readable TOML file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise InputError("scenario", path, "a UTF-8 TOML text file") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("scenario", path, f"valid TOML ({exc})") from None
-    out = {}
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for k, v in data.items():
         key = k.replace("-", "_")
         if key == "description":
             continue
         if key not in KEYS:
             raise InputError(f"scenario {key}", v, "one of " + ", ".join(KEYS))
-        if key in ("gpu", "precision") and isinstance(v, list):
-            v = ",".join(str(x) for x in v)
-        out[key] = v
+        if key in spelled:
+            raise InputError(f"scenario {k}", v, f"one spelling of the key (the file also has {spelled[key]!r})")
+        spelled[key] = k
+        out[key] = _check_value(key, v)
     return out
 
 

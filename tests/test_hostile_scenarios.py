@@ -1,0 +1,41 @@
+"""Issue 16 (part): hostile scenario files give one line and exit 2; an optimum is never dominated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trilemma.cli import main
+from trilemma.solve.optimize import Choice, best_index
+
+
+@pytest.mark.parametrize("text, needle", [
+    (b'gpu = 7\nbudget = "$1M"\n', "scenario gpu"),
+    (b"\xff\xfe\x00\x81 binary", "UTF-8"),
+    (b"max-gpus = 8\nmax_gpus = 16\n", "one spelling"),
+    (b'gpu = []\nbudget = "$1M"\n', "non-empty list"),
+    (b'budget = true\n', "scenario budget"),
+])
+def test_bad_scenario_file_is_one_line(tmp_path, capsys, text, needle):
+    f = tmp_path / "s.toml"
+    f.write_bytes(text)
+    code = main(["solve", str(f), "--deadline", "1d"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("trilemma: error:") and needle in err, err
+
+
+def test_scenario_path_that_is_a_directory(tmp_path, capsys):
+    code = main(["solve", str(tmp_path), "--deadline", "1d"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a directory" in err and err.count("\n") == 1
+
+
+def test_optimum_breaks_ties_on_the_other_corners():
+    """Three plans at the same loss and cost: the fastest wins (the others are dominated)."""
+    one = np.ones(3)
+    ch = Choice(tokens=one, time_s=np.array([16.9, 4.2, 9.0]), usd=np.array([1000.0, 1000.0, 1000.0]),
+                gpu_hours=one, kwh=one, loss=np.array([2.3, 2.3, 2.3]), feasible=np.array([True, True, True]))
+    assert best_index(ch, "loss") == 1
+    ch2 = Choice(tokens=one, time_s=np.array([5.0, 5.0, 5.0]), usd=np.array([900.0, 1000.0, 900.0]),
+                 gpu_hours=one, kwh=one, loss=np.array([2.4, 2.3, 2.3]), feasible=np.array([True, True, True]))
+    assert best_index(ch2, "time") == 2  # equal time: cheaper, then lower loss
