@@ -122,24 +122,63 @@ def test_family_mapping() -> None:
     assert opt.ffn_type == FfnType.RELU and opt.max_positions == 2050
 
 
+#: the width and depth of each family's config class default (a config must give them; the rest may
+#: be absent): LlamaConfig() is Llama-2-7B, GPT2Config() GPT-2 small, BertConfig() BERT-base
+WIDTH_DEPTH = {"llama": (4096, 32), "mistral": (4096, 32), "mixtral": (4096, 32), "gpt2": (768, 12),
+               "bert": (768, 12), "opt": (768, 12), "qwen2_moe": (2048, 24)}
+
+
+def _sized(config: dict) -> dict:
+    """``config`` with its family's default width and depth where it gives neither spelling."""
+    kind = config.get("model_type")
+    if not isinstance(kind, str) or kind not in WIDTH_DEPTH:
+        return config
+    d, n = WIDTH_DEPTH[kind]
+    out = dict(config)
+    if not {"hidden_size", "n_embd", "d_model"} & set(config):
+        out["hidden_size"] = d
+    if not {"num_hidden_layers", "n_layer"} & set(config):
+        out["num_hidden_layers"] = n
+    return out
+
+
 @pytest.mark.parametrize(("config", "total"), [
-    # absent keys take the Hugging Face config class's defaults: LlamaConfig() is Llama-2-7B,
-    # GPT2Config() is GPT-2 small, BertConfig() is BERT-base
-    ({"model_type": "llama"}, 6_738_415_616),
-    ({"model_type": "gpt2"}, 124_439_808),
-    ({"model_type": "bert"}, 109_482_240),
-    ({"model_type": "mistral"}, 7_241_732_096),
-    ({"model_type": "mixtral"}, 46_702_792_704),
+    # absent keys other than the width and depth take the Hugging Face config class's defaults
+    (_sized({"model_type": "llama"}), 6_738_415_616),
+    (_sized({"model_type": "gpt2"}), 124_439_808),
+    (_sized({"model_type": "bert"}), 109_482_240),
+    (_sized({"model_type": "mistral"}), 7_241_732_096),
+    (_sized({"model_type": "mixtral"}), 46_702_792_704),
     # n_inner null → 4·n_embd; num_key_value_heads null → num_attention_heads
-    ({"model_type": "gpt2", "n_inner": None}, 124_439_808),
-    ({"model_type": "llama", "num_key_value_heads": None}, 6_738_415_616),
+    (_sized({"model_type": "gpt2", "n_inner": None}), 124_439_808),
+    (_sized({"model_type": "llama", "num_key_value_heads": None}), 6_738_415_616),
     # no model_type: the family comes from architectures
-    ({"architectures": ["GPT2LMHeadModel"]}, 124_439_808),
+    ({"architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_layer": 12}, 124_439_808),
 ])
 def test_defaults_are_the_config_classes(tmp_path: Path, config: dict, total: int) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert param_counts(model_from_hf_config(path)).total == total
+
+
+@pytest.mark.parametrize("config, field", [
+    ({"model_type": "llama", "num_hidden_layers": 32}, "config.json hidden_size"),
+    ({"model_type": "gpt2", "n_embd": 768}, "config.json n_layer"),
+    ({"model_type": "llama", "hidden_size": 10**30, "num_hidden_layers": 2}, "config.json hidden_size"),
+    ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 10**12}, "config.json num_hidden_layers"),
+    ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "max_position_embeddings": -1},
+     "config.json max_position_embeddings"),
+])
+def test_missing_width_or_depth_and_absurd_sizes_are_refused(tmp_path: Path, config: dict, field: str) -> None:
+    """Issue 16: no silent Llama defaults for the size, no overflow or hang on absurd dimensions."""
+    with pytest.raises(InputError) as exc:
+        model_from_hf_config(_write(tmp_path, json.dumps(config)))
+    assert exc.value.field == field and "\n" not in str(exc.value)
+
+
+def test_deeply_nested_json_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="nested"):
+        model_from_hf_config(_write(tmp_path, "[" * 100_000))
 
 
 def test_aliases_and_biases(tmp_path: Path) -> None:
@@ -150,7 +189,7 @@ def test_aliases_and_biases(tmp_path: Path) -> None:
     m = model_from_hf_config(path)
     assert (m.d_model, m.n_layers, m.n_heads, m.ffn_dim) == (1024, 24, 16, 4096)
     # Llama's attention_bias puts a bias on q, k, v and o_proj
-    path.write_text(json.dumps({"model_type": "llama", "attention_bias": True, "mlp_bias": True}))
+    path.write_text(json.dumps(_sized({"model_type": "llama", "attention_bias": True, "mlp_bias": True})))
     m = model_from_hf_config(path)
     assert m.qkv_bias and m.out_bias and m.mlp_bias
     assert param_counts(m).total == 6_738_415_616 + 32 * (4 * 4096 + 2 * 11008 + 4096)
@@ -209,7 +248,7 @@ def test_unknown_model_type(tmp_path: Path) -> None:
 ])
 def test_bad_values_name_the_field(tmp_path: Path, config: dict, field: str) -> None:
     with pytest.raises(InputError) as exc:
-        model_from_hf_config(_write(tmp_path, json.dumps(config)))
+        model_from_hf_config(_write(tmp_path, json.dumps(_sized(config))))
     assert exc.value.field == field
     assert str(exc.value).startswith(field + ":")
     assert "\n" not in str(exc.value)

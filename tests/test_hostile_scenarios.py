@@ -39,3 +39,15 @@ def test_optimum_breaks_ties_on_the_other_corners():
     ch2 = Choice(tokens=one, time_s=np.array([5.0, 5.0, 5.0]), usd=np.array([900.0, 1000.0, 900.0]),
                  gpu_hours=one, kwh=one, loss=np.array([2.4, 2.3, 2.3]), feasible=np.array([True, True, True]))
     assert best_index(ch2, "time") == 2  # equal time: cheaper, then lower loss
+
+
+def test_units_a_user_leaves_out_or_abbreviates(capsys):
+    """Issue 16: `--inter-node-bw 400` is not 400 B/s without a word; `--seq 4k` is 4,096 tokens."""
+    from trilemma.units import parse_bandwidth
+
+    with pytest.raises(Exception, match="with its unit"):
+        parse_bandwidth("400", "inter-node-bw")
+    assert parse_bandwidth("2.5e10") == 2.5e10 and parse_bandwidth("400Gb/s") == 5e10
+    assert main(["estimate", "--seq", "4k", "--gpus", "8", "--tokens", "1B", "--json"]) == 0
+    import json
+    assert json.loads(capsys.readouterr().out)["batch"]["stages"][0]["seq_len"] == 4096

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import sys
 from typing import Any, Callable, Optional
 
@@ -44,6 +45,14 @@ def layout_options(fn: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def _seq(text: Optional[str]) -> Optional[int]:
+    """--seq: a whole number of tokens; 4k / 8K / 32k are 4,096 / 8,192 / 32,768, as context lengths are
+    named (binary), not 4,000."""
+    if text is not None and re.fullmatch(r"\d+[kK]", str(text).strip()):
+        return int(str(text).strip()[:-1]) * 1024
+    return _int(text, "seq")
+
+
 def _int(text: Optional[str], field: str) -> Optional[int]:
     if text is None:
         return None
@@ -82,7 +91,7 @@ def estimate(
     gpu: str = typer.Option("a100-80gb", "--gpu", "-g", help="hardware preset, e.g. a100-80gb, h100-sxm"),
     gpus: str = typer.Option("2048", "--gpus", "-n", help="number of devices"),
     tokens: Optional[str] = typer.Option(None, "--tokens", "-t", help="training tokens, e.g. 2T (default: the model's published count)"),
-    seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens (default: the model's published one)"),
+    seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens; 4k = 4096 (default: the model's published one)"),
     global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per optimizer step, e.g. 4M (exact: fails if no layout divides it)"),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp32, tf32 or fp8"),
     price: Optional[str] = typer.Option(None, "--price", help="USD per GPU-hour (default: the preset's reference price)"),
@@ -125,7 +134,7 @@ def estimate(
     }
     n = _int(gpus, "gpus")
     m, _ = resolve_model(model)
-    plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _int(seq, "seq"),
+    plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
@@ -151,7 +160,7 @@ def solve(
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type(s), comma-separated (default: the whole catalogue)"),
     max_gpus: Optional[str] = typer.Option(None, "--max-gpus", help="most GPUs to use (default 16384)"),
     precision: Optional[str] = typer.Option(None, "--precision", help="precision(s), comma-separated (default bf16)"),
-    seq: Optional[str] = typer.Option(None, "--seq", help="sequence length (default 4096)"),
+    seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens; 4k = 4096 (default 4096)"),
     global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per step (default: each model size its own, DeepSeek LLM's batch law B = 0.292·C^0.3271 at its compute, rounded to a power of two sequences)"),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law name or a fitted law file"),
     price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD_PER_HOUR (repeatable) or one price for all"),
@@ -174,7 +183,7 @@ def solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
         gpu=args["gpu"], max_gpus=_int(args["max_gpus"], "max-gpus") if args["max_gpus"] is not None else None,
-        precision=args["precision"], seq_len=_int(args["seq"], "seq") if args["seq"] is not None else None,
+        precision=args["precision"], seq_len=_seq(None if args["seq"] is None else str(args["seq"])),
         global_batch_tokens=None if args["global_batch"] is None else parse_count(args["global_batch"], "global-batch"),
         law=args["law"], prices=_prices(args["price"], args["gpu"]),
         memory_headroom=_headroom(args["memory_headroom"]))

@@ -87,6 +87,10 @@ def parse_bytes(text: str | float | int, field: str = "bytes") -> float:
     return value
 
 
+#: a bandwidth given as text without a unit below this (bytes/s) is taken for a unit left out
+MIN_BANDWIDTH = 1e6
+
+
 def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
     """Parse a bandwidth such as ``150GB/s``, ``800Gb/s``, ``400Gbps``, ``2.5e10`` → bytes/s.
 
@@ -102,6 +106,10 @@ def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
         unit = m.group(3) or m.group(4) or "B/s"
         scale = _iec_or_si(m.group(2) or "")
         value = float(m.group(1)) * scale * (0.125 if unit in ("b/s", "bps") else 1.0)
+        # text without a unit below any interconnect's speed: the unit was left out (400 → 400 B/s)
+        if not (m.group(3) or m.group(4)) and 0 < value < MIN_BANDWIDTH:
+            raise _bad(field, text, "a bandwidth with its unit, e.g. 400Gb/s or 50GB/s (a bare number is "
+                                    "bytes/s, at least 1e6)")
     if not math.isfinite(value) or value <= 0:
         raise _bad(field, text, "a positive, finite bandwidth")
     return value

@@ -104,6 +104,8 @@ def _read(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise InputError("config.json", str(path),
                          f"valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError("config.json", str(path), "a JSON object of config keys, not nested this deep") from None
     if not isinstance(data, dict):
         raise InputError("config.json", type(data).__name__, "a JSON object of config keys")
     return data
@@ -121,7 +123,9 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     file = path / "config.json" if path.is_dir() else path
     model_type = _model_type(data)
     cls, build = _FAMILIES[model_type]
-    fields = build(_Config(data))
+    config = _Config(data)
+    config.integer("max_position_embeddings", None, nullable=True)  # checked even where positions are rotary
+    fields = build(config)
     name = _name(data, file)
     family = "falcon" if model_type.startswith("RefinedWeb") else model_type
     return ModelSpec.build(prefix=f"config.json ({name})", name=name, family=family,

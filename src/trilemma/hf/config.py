@@ -17,6 +17,14 @@ _OTHER_ACTS = {"gelu", "gelu_new", "gelu_fast", "gelu_python", "gelu_accurate", 
                "gelu_10", "quick_gelu", "silu", "swish", "tanh", "mish"}
 
 
+#: keys a config must give (HF class defaults would silently describe another model)
+_REQUIRED = frozenset({"hidden_size", "n_embd", "num_hidden_layers", "n_layer"})
+#: the largest value any integer key may take (2^31 − 1: every real config's dimensions and counts are
+#: far below; keeps the estimators' arithmetic finite), and tighter ones where the planner loops over it
+_MAX_INT = 2**31 - 1
+_MAXIMA = {"num_hidden_layers": 100_000, "n_layer": 100_000}
+
+
 class _Config:
     """Typed reads from a parsed config.json; a bad value raises InputError naming its key."""
 
@@ -32,13 +40,18 @@ class _Config:
 
     def integer(self, keys: str | tuple[str, ...], default: int | None, *, minimum: int = 1,
             nullable: bool = False) -> Any:
-        """An integer ≥ minimum; absent (or null where the HF default is None) → default."""
+        """An integer in [minimum, its key's maximum]; absent (or null where the HF default is None) →
+        default, except the width and depth, which a config must give."""
         key, value = self._get(keys)
+        if value is _MISSING and key in _REQUIRED:
+            raise InputError(f"config.json {key}", None, "an integer ≥ 1: the file must give the model's "
+                             + ("width" if key in ("hidden_size", "n_embd", "d_model") else "depth"))
         if value is _MISSING or (value is None and nullable):
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        top = _MAXIMA.get(key, _MAX_INT)
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= top:
             raise InputError(f"config.json {key}", value,
-                             f"an integer ≥ {minimum}" + (" or null" if nullable else ""))
+                             f"an integer from {minimum} to {top:,}" + (" or null" if nullable else ""))
         return value
 
     def flag(self, keys: str | tuple[str, ...], default: bool) -> bool:
