@@ -51,3 +51,20 @@ def test_units_a_user_leaves_out_or_abbreviates(capsys):
     assert main(["estimate", "--seq", "4k", "--gpus", "8", "--tokens", "1B", "--json"]) == 0
     import json
     assert json.loads(capsys.readouterr().out)["batch"]["stages"][0]["seq_len"] == 4096
+
+
+def test_json_never_carries_nan_or_infinity(capsys):
+    """Issue 16: `optimal --inference-tokens 1e30` overflowed to Infinity in --json with exit 0; now the
+    key that would hold it is named, exit 1, nothing on stdout, no numpy warning on stderr."""
+    code = main(["optimal", "--flops", "1e23", "--inference-tokens", "1e30", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and err.count("\n") == 1 and "would be inf" in err and "Warning" not in err
+
+
+def test_dumps_json_names_the_key_of_a_nan():
+    from trilemma.errors import InfeasibleError
+    from trilemma.report.jsonout import dumps_json
+
+    with pytest.raises(InfeasibleError, match=r"a\.b\.1 would be nan"):
+        dumps_json({"a": {"b": [1.0, float("nan")]}})
+    assert dumps_json({"a": [1.0, 2]}).startswith("{")

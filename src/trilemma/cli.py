@@ -6,6 +6,7 @@ import functools
 import inspect
 import re
 import sys
+import warnings
 from typing import Any, Callable, Optional
 
 import typer
@@ -278,9 +279,14 @@ app.command("ladder")(ladder)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request."""
+    """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request.
+
+    numpy's floating-point warnings (overflow in an absurd but finite input) are not printed: a result
+    that overflowed is refused where it is written (report.jsonout refuses NaN and infinity)."""
     try:
-        app(args=argv, standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            app(args=argv, standalone_mode=False)
         return 0
     except TrilemmaError as exc:
         sys.stderr.write(f"trilemma: error: {exc}\n")
