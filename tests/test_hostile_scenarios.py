@@ -68,3 +68,17 @@ def test_dumps_json_names_the_key_of_a_nan():
     with pytest.raises(InfeasibleError, match=r"a\.b\.1 would be nan"):
         dumps_json({"a": {"b": [1.0, float("nan")]}})
     assert dumps_json({"a": [1.0, 2]}).startswith("{")
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["estimate", "--tokens", "1"], 2, "tokens: 1.0 is not allowed; expected at least one global batch"),
+    (["estimate", "--model", "100T"], 2, "model: "),
+    (["solve", "--params", "1k..2k", "--budget", "$1M", "--deadline", "1d"], 2, "params: "),
+    (["solve", "--budget", "$0.001", "--deadline", "30d"], 1, "no plan meets the pins"),
+])
+def test_errors_name_the_users_flag_and_what_cannot_be_done(capsys, args, code, needle):
+    """Issue 16: no internal field names (plan.global_batch_tokens, target) in errors; a pin only an
+    impossible run meets is infeasible (exit 1), not a plan that breaks it."""
+    got = main(args)
+    err = capsys.readouterr().err
+    assert got == code and needle in err and err.count("\n") == 1, err

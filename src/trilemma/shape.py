@@ -268,26 +268,26 @@ def _label(n: float) -> str:
     return f"{n:.3g}"
 
 
-def model_for_params(target: float, vocab_size: int = 32000) -> ModelSpec:
+def model_for_params(target: float, vocab_size: int = 32000, field: str = "target") -> ModelSpec:
     """A Llama-style ModelSpec whose total parameter count is near ``target`` (rule: module doc).
 
     Within 5 % (in practice 3.2 %, and about 2 % from 1B up) from 50M to 10T parameters with a
     32000-token vocabulary. A target no shape of the rule comes within 5 % of (one too small for
     the vocabulary's embedding tables) raises InputError, as do target ≤ 0, target > 1e13 and a
-    vocab_size below 1.
+    vocab_size below 1. ``field`` names the target in those errors (the user's flag: model, params).
     """
     number = isinstance(target, (int, float)) and not isinstance(target, bool)
     if not number or not math.isfinite(target) or target <= 0:
-        raise InputError("target", target, "a positive number of parameters, e.g. 7e9")
+        raise InputError(field, target, "a positive number of parameters, e.g. 7e9")
     if target > MAX_TARGET:
-        raise InputError("target", target, f"at most {MAX_TARGET:.0e} parameters")
+        raise InputError(field, target, f"at most {MAX_TARGET:.0e} parameters")
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
         raise InputError("vocab_size", vocab_size, "a positive integer, e.g. 32000")
     shape = _nearest(float(target), vocab_size)
     total = _count(shape, vocab_size) if shape else 0
     if shape is None or abs(total / target - 1) > _TOLERANCE:
         nearest = f"the nearest has {total:,} ({total / target - 1:+.0%})" if shape else "none fits"
-        raise InputError("target", target,
+        raise InputError(field, target,
                          f"a size within 5 % of a shape this rule builds with vocab_size "
                          f"{vocab_size} ({nearest}; small models are mostly their two "
                          f"{vocab_size}×d_model embedding tables)")

@@ -110,7 +110,7 @@ def _models(model: str | ModelSpec | None, params: str | tuple[float, float] | N
     sizes = np.geomspace(lo, hi, n)
     out: dict[tuple, ModelSpec] = {}
     for s in sizes:
-        m = model_for_params(float(s))
+        m = model_for_params(float(s), field="params")
         out.setdefault((m.n_layers, m.d_model, m.ffn_dim), m)
     return list(out.values())
 
@@ -156,6 +156,21 @@ def make_pins(deadline: str | float | None = None, budget: str | float | None = 
         raise InputError("minimize", obj, choices.replace(", energy", " or energy")) from None
     return Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss,
                 minimize=objective)
+
+
+def _check_pins(est: Estimate, p: Pins) -> None:
+    """The realised optimum meets every pin (1% slack). The search prices a run at the goodput of runs
+    longer than one checkpoint interval; a run of seconds is dominated by its one checkpoint write, so
+    a pin that only such a run fits is infeasible: say so rather than print a plan that breaks it."""
+    over = [(name, got, limit) for name, got, limit in (
+        ("deadline", est.time.total_s, p.deadline_s), ("budget", est.cost.usd, p.budget_usd),
+        ("budget", est.time.gpu_hours, p.budget_gpu_hours), ("budget", est.cost.energy_kwh, p.budget_kwh))
+        if limit is not None and got > limit * 1.01]
+    if over:
+        name, got, limit = over[0]
+        raise InfeasibleError(f"no plan meets the pins: the best the search finds needs {got:.3g} against the "
+                              f"{name} of {limit:.3g} once its checkpoint write is counted; the {name} is too "
+                              "small for a training run with a checkpoint")
 
 
 def solve(*, deadline: str | float | None = None, budget: str | float | None = None, target_loss: float | None = None,
@@ -214,6 +229,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         return est, predict_loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
 
     opt, opt_loss = realise(picks[0])
+    _check_pins(opt, pins)
     ups = tuple((p.why, *realise(p)) for p in picks[1:])
     front = frontier(table, c, pins, loss_fn, fixed_tokens) if want_frontier else None
     warnings = []

@@ -30,7 +30,7 @@ def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
     if text[:1].isdigit():
         from trilemma.shape import model_for_params
         target = parse_count(text, "model")
-        m = model_for_params(target)
+        m = model_for_params(target, field="model")
         return m, f"shape rule for {text}: {m.name}"
     return get_model(text), ""  # raises UnknownPresetError with suggestions
 
@@ -68,6 +68,9 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
             tokens = model.tokens
         explicit = global_batch_tokens is not None
         gbt = global_batch_tokens if explicit else (model.global_batch_tokens or 512 * seq)
+        if tokens < gbt:
+            raise InputError("tokens", tokens, f"at least one global batch ({gbt:,.0f} tokens; --global-batch "
+                                               "sets a smaller one)")
         stages = [Stage.build(prefix="plan", tokens=tokens, seq_len=seq, global_batch_tokens=gbt, explicit_batch=explicit)]
     prec = Precision(precision) if not isinstance(precision, Precision) else precision
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
