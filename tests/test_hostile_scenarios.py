@@ -82,3 +82,24 @@ def test_errors_name_the_users_flag_and_what_cannot_be_done(capsys, args, code, 
     got = main(args)
     err = capsys.readouterr().err
     assert got == code and needle in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda s: s.replace("A = 406.4", "A = 1e308"), "constants.A` at most"),
+    (lambda s: s.replace('schema = "trilemma.law/1"', 'schema = "trilemma.law/99"'), "`schema`"),
+    (lambda s: 'colour = "blue"\n' + s, "unknown: colour"),
+    (lambda s: s.replace("N_min = 5.73e7", "N_min = 1e12"), "range.N_min"),
+])
+def test_law_files_out_of_physics_are_refused(tmp_path, capsys, edit, needle):
+    """Issue 16: a law TOML with A = 1e308, another schema version, an unknown key or an inverted
+    range is refused in one line (it once overflowed or passed silently)."""
+    from importlib import resources
+
+    text = (resources.files("trilemma") / "presets" / "laws" / "hoffmann2022.toml").read_text(encoding="utf-8")
+    bad = edit(text)
+    assert bad != text
+    f = tmp_path / "law.toml"
+    f.write_text(bad, encoding="utf-8")
+    code = main(["optimal", "--flops", "1e23", "--law", str(f), "--json"])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and err.count("\n") == 1, err

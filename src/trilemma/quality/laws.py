@@ -96,6 +96,10 @@ def _num_table(d: Any, where: str, what: str) -> dict[str, float]:
     return out
 
 
+#: the largest exponent and coefficient a law may carry (see law_from_dict)
+_EXPONENT_MAX, _COEFFICIENT_MAX = 3.0, 1e15
+
+
 def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None,
                   lookup: Mapping[str, Law] | None = None) -> Law:
     """Validate one law table (a shipped preset or a user's file) into a Law."""
@@ -114,6 +118,11 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
         if constants[k] < 0 or (k in positive and constants[k] == 0):
             raise _bad_law(where, f"`constants.{k}` to be {'positive' if k in positive else 'non-negative'}, "
                                   f"not {constants[k]}")
+        # physical ranges: published exponents sit in 0.03-0.8 and coefficients below 1e15 (Kaplan's N_c,
+        # D_c ~ 1e13); beyond these the law's powers overflow a double for real N and D
+        top = _EXPONENT_MAX if k.startswith("alpha") or k.startswith("beta") else _COEFFICIENT_MAX
+        if constants[k] > top:
+            raise _bad_law(where, f"`constants.{k}` at most {top:g} (a physical scaling law), not {constants[k]}")
     try:
         n_counts = NCounts(str(doc.get("n_counts", "")).lower().replace("-", "_"))
     except ValueError:
@@ -124,12 +133,20 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
         raise _bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"') from None
     unc = _uncertainty(doc.get("uncertainty"), constants, where, lookup)
     rng = _num_table(doc.get("range"), where, "range") or None
+    for lo, hi in (("N_min", "N_max"), ("D_min", "D_max")):
+        if rng and lo in rng and hi in rng and not 0 < rng[lo] <= rng[hi]:
+            raise _bad_law(where, f"`range.{lo}` ({rng[lo]:g}) positive and at most `range.{hi}` ({rng[hi]:g})")
     rep = _num_table(doc.get("repetition"), where, "repetition") or None
     prec = _num_table(doc.get("precision"), where, "precision") or None
     if form is Form.MUENNIGHOFF and not (rep and {"R_D_star", "R_N_star"} <= set(rep)):
         raise _bad_law(where, "a [repetition] table with R_D_star and R_N_star for form muennighoff")
     known = {"schema", "name", "title", "form", "constants", "n_counts", "loss_unit", "data", "tokenizer",
              "source", "notes", "aliases", "uncertainty", "range", "repetition", "precision", "fit", "formula"}
+    unknown = sorted(k for k in doc if k not in known)
+    if unknown:
+        raise _bad_law(where, f"only the keys {', '.join(sorted(known))} (unknown: {', '.join(unknown)})")
+    if "schema" in doc and doc["schema"] != SCHEMA:
+        raise _bad_law(where, f"`schema` = {SCHEMA!r} (this trilemma reads that version), not {doc['schema']!r}")
     return Law(
         name=name, form=form, constants=MappingProxyType(constants), n_counts=n_counts, loss_unit=loss_unit,
         data=_str(doc, "data", where), tokenizer=_str(doc, "tokenizer", where), source=_str(doc, "source", where),
