@@ -428,3 +428,17 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
     again = json.loads(_cli(["--tiny", "--out", str(out), "--json"]).stdout)
     assert again["totals"]["trained_now"] == 0 and again["totals"]["resumed"] == 10
     assert again["held_out"]["measured"] == ho["measured"]
+
+
+def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
+    """Issue 16: `ladder --dry-run` ran the whole bootstrap refit (a minute) though it "trains nothing"."""
+    from trilemma.ladder import run_ladder
+    import trilemma.ladder.run as run_mod
+
+    out = tmp_path / "lad"
+    fake()
+    run_ladder(out, tiny=True, n_boot=20)  # a finished ladder to look at
+    t = fake()
+    monkeypatch.setattr(run_mod, "_fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted"))
+    res = run_ladder(out, tiny=True, n_boot=20, dry_run=True)
+    assert t.calls == [] and res.totals.resumed == 10

@@ -230,9 +230,10 @@ def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str
                     bar.run_done(f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}", rec["loss"])
 
                 run_pool([task(p) for p in order], workers=job.workers, threads=job.threads, on_done=done)
-        fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, job.view, job.out_dir,
-                                                                n_boot, seed, write=not dry_run)
-        warnings.extend(fit_warnings)
+        if not dry_run:  # a dry run trains nothing and fits nothing (the bootstrap alone is a minute)
+            fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, job.view, job.out_dir,
+                                                                    n_boot, seed, write=True)
+            warnings.extend(fit_warnings)
         if not dry_run and job.workers == 1:
             for p in [q for q in todo if q.run.role == "held_out"]:
                 train_here(p)
