@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -442,3 +443,41 @@ def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
     monkeypatch.setattr(run_mod, "_fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted"))
     res = run_ladder(out, tiny=True, n_boot=20, dry_run=True)
     assert t.calls == [] and res.totals.resumed == 10
+
+
+def _ladder_child(out: str, queue) -> None:  # a second process: the test's fake trainer, the real lock
+    import trilemma.ladder.run as run_mod
+    import trilemma.ladder.train as train_mod
+    from trilemma.ladder import run_ladder
+
+    run_mod.local_profile = lambda measure=True: (None, "no profile in this test")
+    t = FakeTrainer(None)
+    slow = t.__call__
+
+    def train(*a, **k):  # slow enough that the two processes overlap
+        time.sleep(0.2)
+        return slow(*a, **k)
+
+    train_mod.train = train
+    res = run_ladder(out, tiny=True, n_boot=20)
+    queue.put((res.totals.trained_now, list(t.calls)))
+
+
+def test_two_ladders_on_one_directory_never_train_a_run_twice(tmp_path):
+    """Issue 16: two ladder processes on the same directory at once (a fake trainer, the real
+    file lock): the second waits for the first and resumes, so each of the ten runs is trained once."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    out = str(tmp_path / "lad")
+    procs = [ctx.Process(target=_ladder_child, args=(out, q)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = [q.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert sorted(n for n, _ in got) == [0, 10]
+    keys = [r["key"] for r in read_records(Path(out) / "runs.jsonl").records]
+    assert len(keys) == len(set(keys)) == 10

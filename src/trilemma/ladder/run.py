@@ -23,12 +23,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.estimate.cost import gpu_hours
 from trilemma.ladder.choose import _cores, choose_grid, local_profile
+from trilemma.ladder.lock import directory_lock
 from trilemma.ladder.plan import LadderPlan, PlannedRun, make_plan
 from trilemma.ladder.progress import LadderProgress
 from trilemma.ladder.records import read_records
@@ -98,6 +100,19 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
     share = n_threads / cores
 
+    with (nullcontext(0.0) if dry_run else directory_lock(out_dir)) as waited:
+        if waited > 1.0:
+            notes.append(f"waited {waited:.0f} s for another ladder process on {out_dir}; resumed from what it wrote")
+        return _locked_run(plan, view, data_t, runs_path, out_dir, n_workers, n_threads, machine_w, share, price_h,
+                           hw, cores, plot, draw, warnings, notes, n_boot, seed, dry_run, progress, on_plan, t_start)
+
+
+def _locked_run(plan: LadderPlan, view: Any, data_t: tuple[str, ...] | None, runs_path: Path, out_dir: Path,
+                n_workers: int, n_threads: int, machine_w: float, share: float, price_h: float, hw: Any, cores: int,
+                plot: str | Path | None, draw: Callable[[LadderResult, Any, str | Path], Path] | None,
+                warnings: list[str], notes: list[str], n_boot: int, seed: int, dry_run: bool, progress: bool,
+                on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None, t_start: float) -> LadderResult:
+    """The part of ``run_ladder`` that reads and writes the directory (under its lock)."""
     by_key, resumed = _resume(plan, runs_path, warnings, notes)
     todo = [p for p in plan.runs if p.run.key not in by_key]
     info = {"runs_path": str(runs_path), "resumed": len(resumed), "to_train": len(todo), "cores": cores,
