@@ -305,7 +305,7 @@ def test_default_probe_memory_within_25_percent():
     growth of the resident set."""
     from trilemma.probe import run_probe
 
-    r = run_probe()
+    r = run_probe(steps=8, warmup=2)  # the default model, batch and layout; memory peaks in the first steps
     c = r.comparison["memory_training"]
     assert 0.75 <= c.ratio <= 1.25, (c.predicted, c.measured)
     assert r.predicted.memory_breakdown["other"] > 0  # the measured runtime overhead is in it

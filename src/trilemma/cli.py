@@ -13,7 +13,7 @@ import typer
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.specs.axes import AXES, MAX_DEGREE
-from trilemma.units import parse_bandwidth, parse_count, parse_usd
+from trilemma.units import IEC, parse_bandwidth, parse_count, parse_usd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
@@ -50,7 +50,7 @@ def _seq(text: Optional[str]) -> Optional[int]:
     """--seq: a whole number of tokens; 4k / 8K / 32k are 4,096 / 8,192 / 32,768, as context lengths are
     named (binary), not 4,000."""
     if text is not None and re.fullmatch(r"\d+[kK]", str(text).strip()):
-        return int(str(text).strip()[:-1]) * 1024
+        return int(str(text).strip()[:-1]) * int(IEC["Ki"])
     return _int(text, "seq")
 
 
