@@ -73,7 +73,8 @@ def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
     if not len(table):
         return np.zeros(0)
     batch = float(table.batch_tokens[0])
-    per_param = np.array([make_plan(table.models[0], 1e9, seq_len, batch, p).checkpoint_bytes_per_param
+    # one global batch of tokens: the plan only carries the precision's storage (its checkpoint bytes)
+    per_param = np.array([make_plan(table.models[0], batch, seq_len, batch, p).checkpoint_bytes_per_param
                           for p in table.precisions])[table.prec_idx]
     tot, _ = params_of(table)
     return np.asarray(steady_goodput(table.n_gpus, tot * per_param)) * constants()["run"]["other_share"]
