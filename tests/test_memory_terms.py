@@ -55,8 +55,11 @@ def test_cuda_context_is_the_devices_own_and_shows_by_name() -> None:
     assert mem.nccl == 16 * 2 * (4_194_304 + 524_288 + 4_915_200)  # one group (dp 8)
     # other = logits + context + NCCL + residual; the JSON shows each by name
     assert mem.other == pytest.approx(mem.logits + mem.cuda_context + mem.nccl + mem.framework_residual)
-    br = est.to_dict()["memory"]["breakdown"]
-    assert {"cuda_context", "nccl", "framework_residual", "logits", "float8_casts"} <= set(br)
+    doc = est.to_dict()["memory"]
+    parts = doc["other_parts"]
+    assert set(parts) == {"cuda_context", "nccl", "framework_residual", "logits"}
+    assert sum(parts.values()) == pytest.approx(doc["breakdown"]["other"])
+    assert doc["activations_parts"]["float8_casts"] == 0.0  # bf16: no float8 casts
 
 
 def test_device_total_counts_context_and_nccl_reserved_does_not() -> None:

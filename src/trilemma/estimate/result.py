@@ -173,12 +173,13 @@ class Estimate:
                        "fits": self.memory.fits,
                        "breakdown": {"weights": self.memory.weights, "gradients": self.memory.gradients,
                                      "optimizer": self.memory.optimizer, "activations": self.memory.activations,
-                                     "other": self.memory.other,
-                                     # other = logits + cuda_context + nccl + framework_residual
-                                     "logits": self.memory.logits, "cuda_context": self.memory.cuda_context,
-                                     "nccl": self.memory.nccl, "framework_residual": self.memory.framework_residual,
-                                     # part of activations (precision fp8: torchao Float8Linear's casts)
-                                     "float8_casts": self.memory.float8_casts},
+                                     "other": self.memory.other},
+                       # the parts of breakdown.other: the logits, and outside PyTorch's allocator the CUDA
+                       # context, NCCL's buffers and the fitted residual (they sum to other)
+                       "other_parts": {"logits": self.memory.logits, "cuda_context": self.memory.cuda_context,
+                                       "nccl": self.memory.nccl, "framework_residual": self.memory.framework_residual},
+                       # of breakdown.activations: float8 linears' casts (precision fp8, torchao Float8Linear)
+                       "activations_parts": {"float8_casts": self.memory.float8_casts},
                        # torch.compile: fewer saved activations (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)
                        "compile": self.plan.compile,
                        # headroom: the share of capacity the verdict keeps free for the memory model's
