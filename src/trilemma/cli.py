@@ -66,6 +66,11 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.jsonout import print_json as _print_json  # noqa: E402  (the one JSON printer)
 
 
+COMPILE_HELP = ("the model runs under torch.compile (inductor): a gated MLP saves 3 hidden tensors per token "
+                "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default off")
+PRECISION_HELP = ("bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao Float8Linear / torchtitan's "
+                  "--model.converters float8 — fp8 matmuls, bf16 weights and activations, fp32 master copy)")
+
 MEMORY_HEADROOM_HELP = ("share of device memory a plan must leave free to count as fitting, e.g. 0.1 or 10% "
                         "(default: the upper end of the memory model's 80% band from its leave-one-source-out "
                         "error; 0 = fit to the last byte)")
@@ -94,7 +99,7 @@ def estimate(
     tokens: Optional[str] = typer.Option(None, "--tokens", "-t", help="training tokens, e.g. 2T (default: the model's published count)"),
     seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens; 4k = 4096 (default: the model's published one)"),
     global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per optimizer step, e.g. 4M (exact: fails if no layout divides it)"),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16, fp32, tf32 or fp8"),
+    precision: str = typer.Option("bf16", "--precision", help=PRECISION_HELP),
     price: Optional[str] = typer.Option(None, "--price", help="USD per GPU-hour (default: the preset's reference price)"),
     gpus_per_node: Optional[str] = typer.Option(None, "--gpus-per-node", help="devices per scale-up node"),
     intra_node_bw: Optional[str] = typer.Option(None, "--intra-node-bw", help="per device, per direction, e.g. 450GB/s"),
@@ -105,6 +110,7 @@ def estimate(
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint writes and restarts for this GPU count and duration, times the share fitted on whole published runs for the rest, run.other_share; the speed table and --json's time.reliability show each part)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
     fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12"),
+    compile_model: bool = typer.Option(False, "--compile/--no-compile", help=COMPILE_HELP),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
@@ -137,7 +143,8 @@ def estimate(
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
-                     flash_attention=flash, fused_loss=fused_loss, **({} if goodput is None else {"goodput": goodput}))
+                     flash_attention=flash, fused_loss=fused_loss, compile=compile_model,
+                     **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if as_json:
@@ -160,12 +167,13 @@ def solve(
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available (repetition is priced in)"),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type(s), comma-separated (default: the whole catalogue)"),
     max_gpus: Optional[str] = typer.Option(None, "--max-gpus", help="most GPUs to use (default 16384)"),
-    precision: Optional[str] = typer.Option(None, "--precision", help="precision(s), comma-separated (default bf16)"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="precision(s), comma-separated (default bf16; fp8: float8 linears, as --precision of estimate)"),
     seq: Optional[str] = typer.Option(None, "--seq", help="sequence length, tokens; 4k = 4096 (default 4096)"),
     global_batch: Optional[str] = typer.Option(None, "--global-batch", help="tokens per step (default: each model size its own, DeepSeek LLM's batch law B = 0.292·C^0.3271 at its compute, rounded to a power of two sequences)"),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law name or a fitted law file"),
     price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD_PER_HOUR (repeatable) or one price for all"),
     memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
+    compile_model: Optional[bool] = typer.Option(None, "--compile/--no-compile", help=COMPILE_HELP),
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
@@ -179,7 +187,7 @@ def solve(
         deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
         global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
-        plot=plot))
+        plot=plot, compile=compile_model))
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
@@ -187,7 +195,7 @@ def solve(
         precision=args["precision"], seq_len=_seq(None if args["seq"] is None else str(args["seq"])),
         global_batch_tokens=None if args["global_batch"] is None else parse_count(args["global_batch"], "global-batch"),
         law=args["law"], prices=_prices(args["price"], args["gpu"]),
-        memory_headroom=_headroom(args["memory_headroom"]))
+        memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:

@@ -98,14 +98,28 @@ class Evaluation:
                         cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh)
 
 
-def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
-    """Memory a training process holds beyond its tensors, bytes: the device's own when measured (a
-    `trilemma probe` CPU profile: oneDNN/MKL and OpenMP buffers, the allocator's keep), else 0 on a CPU
-    (no CUDA context, NCCL buffers or caching allocator) and the calibrated GPU constant elsewhere."""
+def outside_allocator(cluster: ClusterSpec, consts: Constants) -> dict[str, float]:
+    """The memory terms outside PyTorch's allocator for this device, as ``consts["memory"]`` keys:
+    ``cuda_context_bytes`` (the device's measured context, else memory.cuda_context_bytes),
+    ``framework_residual_bytes`` (fitted) and ``nccl_channels`` (NCCL's buffers follow the layout).
+    A device with a measured overhead (a `trilemma probe` CPU profile: oneDNN/MKL and OpenMP buffers,
+    the allocator's keep) carries it whole as the residual, with no context and no NCCL; a CPU without
+    one has none of the three (no CUDA context, gloo instead of NCCL, no caching allocator)."""
     hw = cluster.hardware
-    if hw.framework_overhead_bytes is not None:
-        return float(hw.framework_overhead_bytes)
-    return 0.0 if cluster.is_cpu else float(consts["memory"]["framework_overhead_bytes"])
+    if hw.framework_overhead_bytes is not None or cluster.is_cpu:
+        return {"cuda_context_bytes": 0.0, "nccl_channels": 0.0,
+                "framework_residual_bytes": float(hw.framework_overhead_bytes or 0.0)}
+    mem = consts["memory"]
+    ctx = mem["cuda_context_bytes"] if hw.cuda_context_bytes is None else hw.cuda_context_bytes
+    return {"cuda_context_bytes": float(ctx), "framework_residual_bytes": float(mem["framework_residual_bytes"])}
+
+
+def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
+    """Memory a training process holds beyond its tensors that does not depend on the layout, bytes: the
+    CUDA context + the fitted residual (a CPU: its measured overhead or 0). NCCL's buffers, which follow
+    the process groups, come on top (trilemma.estimate.memory.nccl_buffer_bytes)."""
+    t = outside_allocator(cluster, consts)
+    return t["cuda_context_bytes"] + t["framework_residual_bytes"]
 
 
 def memory_headroom(cluster: ClusterSpec) -> float:
@@ -134,7 +148,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
     # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU's
     # allocator keep is inside its measured runtime overhead
-    mem_consts = {**consts["memory"], "framework_overhead_bytes": framework_overhead_bytes(cluster, consts),
+    mem_consts = {**consts["memory"], **outside_allocator(cluster, consts),
                   **({"fragmentation": 0.0} if cluster.is_cpu else {})}
     n = cluster.n_gpus if n_gpus is None else n_gpus
     stages = []

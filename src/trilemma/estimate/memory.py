@@ -10,6 +10,11 @@ no dropout, MoE and flash attention. For a GPT layer with dropout, fp16 and no p
 inventory sums to the paper's s·b·h·(34 + 5·a·s/h) bytes (checked in tests/test_memory.py).
 Pipelines (1F1B) keep up to pp micro-batches in flight on the first stage (§4.2.3).
 
+Outside PyTorch's allocator, each a term of its own (they count in the device total, not in the
+allocator's reserved or allocated peaks): the CUDA context (HardwareSpec.cuda_context_bytes), NCCL's
+communication buffers per process group (:func:`nccl_buffer_bytes`) and a fitted residual
+(memory.framework_residual_bytes: cuBLAS/cuDNN workspaces and what else the two do not cover).
+
 Every function broadcasts over layout arrays (one row per candidate layout).
 """
 
@@ -24,7 +29,7 @@ from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ModelSpec, PositionType, TrainingPlan
 from trilemma.specs.axes import stage_layers
-from trilemma.specs.enums import DTYPE_BYTES
+from trilemma.specs.enums import DTYPE_BYTES, Dtype, Precision
 
 
 @dataclass(frozen=True)
@@ -34,8 +39,9 @@ class MemoryArrays:
     Holds both ends of the pipeline; ``total`` is cheap (what the solver needs) and the
     breakdown is picked from the larger stage only when asked for.
 
-    ``total`` is what a plan needs: its tensors at their peak (the allocated peak) plus the framework's
-    fixed overhead (CUDA context, NCCL buffers, workspaces). The caching allocator reserves more when
+    ``total`` is what a plan needs: its tensors at their peak (the allocated peak) plus what the
+    framework holds outside PyTorch's allocator: the CUDA context, NCCL's buffers and a fitted residual
+    (``overhead_bytes``, their sum). The caching allocator reserves more when
     memory is free — ``fragmentation`` of the allocated peak, fitted on reserved peaks — but gives
     cached blocks back before it fails an allocation (PyTorch's allocator frees its cache and retries),
     so the fit verdict does not count it; ``trilemma.validate.fit.memory_quantity`` adds it when a
@@ -45,8 +51,18 @@ class MemoryArrays:
     last: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     logits: np.ndarray  # on the last stage
     pp: np.ndarray
-    overhead_bytes: float
+    # of the activations: float8 linears' casts at the backward of the largest linear (float8_cast_bytes)
+    float8_first: np.ndarray
+    float8_last: np.ndarray
+    context_bytes: float  # the CUDA context (HardwareSpec.cuda_context_bytes; 0 on a CPU)
+    nccl_bytes: np.ndarray  # NCCL's buffers for the layout's process groups (nccl_buffer_bytes)
+    residual_bytes: float  # the fitted rest (memory.framework_residual_bytes), or a CPU's measured overhead
     fragmentation: float
+
+    @property
+    def overhead_bytes(self) -> np.ndarray:
+        """Everything outside PyTorch's allocator, bytes: CUDA context + NCCL buffers + residual."""
+        return self.context_bytes + self.nccl_bytes + self.residual_bytes
 
     @cached_property
     def _bases(self) -> tuple[np.ndarray, np.ndarray]:
@@ -73,13 +89,24 @@ class MemoryArrays:
     activations = property(lambda self: self._pick(3))
 
     @property
+    def float8_casts(self) -> np.ndarray:
+        """The part of ``activations`` that float8 linears' casts take (0 without precision fp8)."""
+        return np.where(self._use_first, self.float8_first, self.float8_last)
+
+    @property
+    def logits_picked(self) -> np.ndarray:
+        """Logits and their gradient on the stage picked (0 on the first stage of a pipeline)."""
+        return np.where(self._use_first, 0.0, self.logits)
+
+    @property
     def other(self) -> np.ndarray:
-        """Logits (last stage) + framework overhead."""
-        return np.where(self._use_first, 0.0, self.logits) + self.overhead_bytes
+        """Logits (last stage) + everything outside the allocator (context, NCCL, residual)."""
+        return self.logits_picked + self.overhead_bytes
 
 
 def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_bytes: float,
-                               flash: bool, moe_layer: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                               flash: bool, moe_layer: bool = False,
+                               compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Bytes one layer saves for backward for one micro-batch, without and with the rows' recompute.
 
     Returns (no-recompute bytes, bytes under the row's recompute mode). Tensor inventory
@@ -95,6 +122,8 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
                   PyTorch: gate, up, act(gate), product) e·sb·f/tp each; dropout mask sbd·r.
       MoE:        router input + top_k copies of dispatched tokens e·sbd, top_k × expert hidden
                   tensors, router logits 4·sb·E; plus shared experts as dense MLPs.
+    ``compiled`` (torch.compile, TrainingPlan.compile): a gated MLP saves 3 hidden tensors, not 4 — see
+    :data:`COMPILED_GATED_HIDDEN`.
     """
     tp, cp, mb = L.tp, L.cp, L.micro_batch
     s = seq / cp  # local sequence length under context parallelism
@@ -129,7 +158,7 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     # in eager PyTorch — the gate, up, act(gate) and their product (torchtitan's FeedForward,
     # w2(silu(w1 x) · w3 x): SiLU saves its input, the product saves both factors, w2 saves the
     # product). A fused SwiGLU kernel that recomputes act(gate) (Megatron-LM's bias_swiglu) saves 3.
-    k_f = 4 if m.ffn_matrices == 3 else 2
+    k_f = (COMPILED_GATED_HIDDEN if compiled else 4) if m.ffn_matrices == 3 else 2
     if moe_layer:
         routed = m.top_k * (e * sbd / tp + k_f * e * sb * m.expert_ffn / tp)
         shared = m.n_shared_experts * k_f * e * sb * m.expert_ffn / tp
@@ -150,6 +179,63 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
                     np.where(L.recompute == 1, attn_keep + (scores if flash else 0.0) + mlp,
                              np.where(L.recompute == 3, op_keep, full)))
     return full, kept
+
+
+#: Hidden tensors per token a gated MLP saves under torch.compile (inductor), f wide each: the gate and up
+#: projections' outputs and their product; act(gate) is recomputed. Inductor's partitioner
+#: (torch/_functorch/partitioners.py, min_cut_rematerialization_partition) recomputes a pointwise op in
+#: the backward when every backward user of its output fuses with it (act(gate) is used only by the
+#: product's backward, a pointwise kernel) and bans recomputing one whose output a non-fusible op
+#: consumes in the backward ("ban_recompute_materialized_backward"; is_materialized_backwards): the
+#: product is the down projection's input, read by its weight-gradient matmul, so it stays saved. The
+#: other tensors of the inventory are matmul or attention inputs and stay saved too (the norm outputs,
+#: the rotated Q and K), and GELU's pre- and post-activation likewise (2). Measured on this machine with
+#: the probe's Llama block in fp32 under torch.compile(backend="aot_eager_decomp_partition") (inductor's
+#: partitioner without its code generation; tests/test_memory_terms.py): the hidden tensors saved go from
+#: 4·f to 3·f per token (the gate/up output 2·f and the product f), the rotated Q, K and the norm outputs
+#: stay. (Eager PyTorch's composite CPU rms_norm also saves its normalised input, which compile
+#: recomputes; the inventory counts norms as fused kernels that save input and statistics only.)
+COMPILED_GATED_HIDDEN = 3
+
+
+def nccl_buffer_bytes(L: LayoutArrays, consts: dict) -> np.ndarray:
+    """NCCL's communication buffers per device, bytes: one communicator per process group of the layout
+    with more than one rank (data: dp, tensor: tp, pipeline: pp, context: cp, expert: ep), each
+
+        channels × peers × (SIMPLE + LL128 + LL buffer bytes)
+
+    NCCL gives every connection to a peer, on every channel, one buffer per protocol (NCCL docs,
+    Environment Variables: NCCL_BUFFSIZE "the size of the buffer used by NCCL when communicating data
+    between pairs of GPUs", default 4 MiB, the SIMPLE protocol's; the LL and LL128 protocols' buffers are
+    NCCL's DEFAULT_LL_BUFFSIZE = 8·512·8·16 and DEFAULT_LL128_BUFFSIZE = 120·640·8·8 bytes, src/init.cc). A ring connects each
+    rank to two peers (the previous and the next). The channel count is NCCL's choice for the topology
+    (NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it); constants.toml states the one assumed. These buffers
+    are cudaMalloc'ed by NCCL, outside PyTorch's caching allocator: they count in the device total only."""
+    per_comm = consts["nccl_channels"] * consts["nccl_peers"] * (
+        consts["nccl_buffsize_bytes"] + consts["nccl_ll128_buffsize_bytes"] + consts["nccl_ll_buffsize_bytes"])
+    groups = sum((np.asarray(d) > 1).astype(float) for d in (L.dp, L.tp, L.pp, L.cp, L.ep))
+    return groups * per_comm
+
+
+def float8_cast_bytes(m: ModelSpec, seq: float, L: LayoutArrays, moe_layer: bool = False) -> np.ndarray:
+    """Transient bytes of float8 linears (torchao Float8Linear, dynamic tensorwise scaling: torchtitan's
+    --model.converters float8, trilemma's precision fp8) at the backward of the largest linear.
+
+    torchao saves the high-precision input and weight for backward and casts again there
+    (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args.forward:
+    ``ctx.save_for_backward(input_hp, weight_hp_t)``), so the saved activations, the bf16 weights and
+    the fp32 master copy are those of bf16 training. What float8 adds is the casts alive during one
+    linear's backward, 1 byte per element (e4m3 / e5m2): the weight (d_in × d_out local), the input
+    (s·b × d_in) for the weight gradient and the output gradient twice (s·b × d_out, one layout for
+    each of the two matmuls). The largest linear is the MLP's up/gate projection (d → f/tp) or its
+    down projection (f/tp → d)."""
+    s = seq / L.cp
+    sb = s * L.micro_batch
+    f = (m.expert_ffn if moe_layer else m.ffn_dim) / L.tp
+    d = m.d_model
+    up = sb * d + 2 * sb * f + d * f  # d → f: input, 2 × grad_output, weight
+    down = sb * f + 2 * sb * d + d * f  # f → d
+    return np.maximum(up, down) * DTYPE_BYTES[Dtype.FP8]
 
 
 def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
@@ -197,9 +283,9 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     """Peak bytes per device: the larger of the first pipeline stage and the last."""
     e = DTYPE_BYTES[plan.dtypes.activation]
     flash = plan.flash_attention
-    full_d, kept_d = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=False)
+    full_d, kept_d = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=False, compiled=plan.compile)
     if m.is_moe:
-        full_m, kept_m = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=True)
+        full_m, kept_m = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=True, compiled=plan.compile)
     else:
         full_m, kept_m = full_d, kept_d
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
@@ -212,6 +298,12 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     inflight_first = np.minimum(L.pp, n_micro) * np.where(L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0)
     # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
     transient = np.where((L.recompute == 2) | (L.recompute == 3), np.maximum(per_layer_full - per_layer_kept, 0.0), 0.0)
+    # float8 linears: their casts during one linear's backward (float8_cast_bytes), on top of it
+    f8 = np.zeros_like(transient, dtype=float)
+    if plan.precision == Precision.FP8:
+        f8 = float8_cast_bytes(m, seq, L)
+        f8 = np.maximum(f8, float8_cast_bytes(m, seq, L, moe_layer=True)) if m.is_moe else f8
+        transient = transient + f8
 
     # logits on the last stage: s·b·V/tp elements (vocab-parallel), bytes per element at the start of
     # backward (constants.toml)
@@ -228,5 +320,10 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
 
     w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True)
     w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False)
+    # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
+    # no NCCL channels; trilemma.estimate.evaluate.outside_allocator); NCCL's buffers follow the layout
+    nccl = nccl_buffer_bytes(L, consts)
     return MemoryArrays(first=(w1, g1, o1, act_first), last=(w2, g2, o2, act_last), logits=logits, pp=L.pp,
-                        overhead_bytes=consts["framework_overhead_bytes"], fragmentation=consts["fragmentation"])
+                        float8_first=f8, float8_last=np.maximum(f8 - np.maximum(logits - (transient - f8), 0.0), 0.0),
+                        context_bytes=consts["cuda_context_bytes"], nccl_bytes=nccl,
+                        residual_bytes=consts["framework_residual_bytes"], fragmentation=consts["fragmentation"])

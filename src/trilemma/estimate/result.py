@@ -32,10 +32,18 @@ class MemoryBreakdown:
     gradients: float
     optimizer: float
     activations: float
-    other: float  # logits, framework overhead, fragmentation
+    other: float  # logits + cuda_context + nccl + framework_residual
     per_gpu_bytes: float
     capacity_bytes: float
     headroom: float = 0.0  # share of capacity a plan must leave free to count as fitting (memory band)
+    # the parts of ``other``: outside PyTorch's allocator (they count in nvidia-smi's figure, not in the
+    # allocator's peaks) the CUDA context, NCCL's buffers for the layout's process groups and the fitted
+    # residual; and the logits with their gradient (last pipeline stage)
+    logits: float = 0.0
+    cuda_context: float = 0.0
+    nccl: float = 0.0
+    framework_residual: float = 0.0
+    float8_casts: float = 0.0  # of ``activations``: float8 linears' casts at one linear's backward
 
     @property
     def usable_bytes(self) -> float:
@@ -166,6 +174,14 @@ class Estimate:
                        "breakdown": {"weights": self.memory.weights, "gradients": self.memory.gradients,
                                      "optimizer": self.memory.optimizer, "activations": self.memory.activations,
                                      "other": self.memory.other},
+                       # the parts of breakdown.other: the logits, and outside PyTorch's allocator the CUDA
+                       # context, NCCL's buffers and the fitted residual (they sum to other)
+                       "other_parts": {"logits": self.memory.logits, "cuda_context": self.memory.cuda_context,
+                                       "nccl": self.memory.nccl, "framework_residual": self.memory.framework_residual},
+                       # of breakdown.activations: float8 linears' casts (precision fp8, torchao Float8Linear)
+                       "activations_parts": {"float8_casts": self.memory.float8_casts},
+                       # torch.compile: fewer saved activations (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)
+                       "compile": self.plan.compile,
                        # headroom: the share of capacity the verdict keeps free for the memory model's
                        # error (upper end of its 80% band, or --memory-headroom); free = capacity − peak
                        "headroom": self.memory.headroom, "usable_bytes": self.memory.usable_bytes,
@@ -276,7 +292,9 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     memory = MemoryBreakdown(weights=_f(mm.weights, i), gradients=_f(mm.gradients, i), optimizer=_f(mm.optimizer, i),
                              activations=_f(mm.activations, i), other=_f(mm.other, i),
                              per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes,
-                             headroom=memory_headroom(cl))
+                             headroom=memory_headroom(cl), logits=_f(mm.logits_picked, i),
+                             cuda_context=float(mm.context_bytes), nccl=_f(mm.nccl_bytes, i),
+                             framework_residual=float(mm.residual_bytes), float8_casts=_f(mm.float8_casts, i))
     t = sa.time
     lo, hi, band_reason = band_for(cl.hardware.family)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)

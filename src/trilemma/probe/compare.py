@@ -40,14 +40,12 @@ def predict(spec: ModelSpec, hw: HardwareSpec, nproc: int, seq: int, micro_batch
 
 def predicted(est: Estimate) -> Predicted:
     """The figures of ``est`` the probe compares (seconds, tokens/s, bytes per process)."""
-    from trilemma.estimate.evaluate import framework_overhead_bytes
-    from trilemma.presets import constants
     from trilemma.probe.result import Predicted
 
-    # the GPU framework overhead (CUDA context, NCCL) is not training memory; a CPU profile's measured
-    # runtime overhead is: the process grows by it when it trains (trilemma.estimate.evaluate)
-    overhead = 0.0 if est.cluster.is_cpu else framework_overhead_bytes(est.cluster, constants())
+    # the GPU framework overhead (CUDA context, NCCL, the residual) is not training memory; a CPU profile's
+    # measured runtime overhead is: the process grows by it when it trains (trilemma.estimate.evaluate)
     m = est.memory
+    overhead = 0.0 if est.cluster.is_cpu else m.cuda_context + m.nccl + m.framework_residual
     return Predicted(hardware=est.cluster.hardware.name, step_time_s=est.time.step_s, tokens_per_s=est.time.tokens_per_s,
                      memory_bytes=m.per_gpu_bytes, memory_training_bytes=max(m.per_gpu_bytes - overhead, 0.0),
                      framework_overhead_bytes=overhead, mfu=est.time.mfu, compute_s=est.time.compute_s,

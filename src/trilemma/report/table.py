@@ -70,8 +70,13 @@ def print_estimate(est: Any) -> None:
     mt = Table(title="memory per GPU", show_lines=False)
     mt.add_column("part")
     mt.add_column("size", justify="right")
-    for name, v in (("weights", mem.weights), ("gradients", mem.gradients), ("optimizer", mem.optimizer),
-                    ("activations", mem.activations), ("other (logits, overhead)", mem.other)):
+    act = "activations" + (" (torch.compile)" if est.plan.compile else "")
+    rows = [("weights", mem.weights), ("gradients", mem.gradients), ("optimizer", mem.optimizer), (act, mem.activations)]
+    if mem.float8_casts > 0:
+        rows.append(("  of which float8 casts", mem.float8_casts))
+    rows += [("logits", mem.logits), ("CUDA context", mem.cuda_context), ("NCCL buffers", mem.nccl),
+             ("framework residual (fitted)", mem.framework_residual)]
+    for name, v in rows:
         mt.add_row(name, fmt_bytes(v))
     verdict = "[green]fits[/green]" if mem.fits else "[red]OOM[/red]"
     mt.add_row("[bold]total[/bold]", f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}")

@@ -179,8 +179,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           gpu: str | list[str] | None = None, max_gpus: int | None = None, precision: str | list[str] | None = None,
           seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True,
-          memory_headroom: float | None = None) -> SolveResult:
-    """Pin corners, search everything the arguments allow, return the optimum and its context."""
+          memory_headroom: float | None = None, compile: bool = False) -> SolveResult:
+    """Pin corners, search everything the arguments allow, return the optimum and its context.
+    ``compile``: every plan runs under torch.compile (TrainingPlan.compile)."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import make_cluster, make_plan
     from trilemma.quality.laws import get_law
@@ -206,7 +207,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     seq = seq_len or DEFAULT_SEQ
     # the batch: the user's, or each model's DeepSeek-LLM optimum for its compute (trilemma.quality.batch)
     batch = global_batch_tokens or [batch_for(m, seq, fixed_tokens) for m in models]
-    table = search_configs(models, gpus, precs, counts, seq, batch, layout, memory_headroom=memory_headroom)
+    table = search_configs(models, gpus, precs, counts, seq, batch, layout, memory_headroom=memory_headroom,
+                           compile=compile)
     e = constants()["energy"]
     c = rates(table, table_goodput(table, seq), prices or {}, e)
     loss_fn = _law_fn(the_law, uniq)
@@ -223,7 +225,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         prec = table.precisions[table.prec_idx[i]]
         cl = make_cluster(hw, int(table.n_gpus[i]), memory_headroom=memory_headroom,
                           **({"price_usd_per_hour": prices[hw.name]} if prices and hw.name in prices else {}))
-        plan = make_plan(m, cand.tokens, seq, float(table.batch_tokens[i]), prec)
+        plan = make_plan(m, cand.tokens, seq, float(table.batch_tokens[i]), prec, compile=compile)
         plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
         return est, predict_loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))

@@ -21,17 +21,23 @@ else:  # pragma: no cover
 from trilemma.errors import InputError
 
 KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tokens", "unique_tokens", "gpu",
-        "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot")
+        "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot", "compile")
 
 
 #: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
 _TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot"})
+#: keys whose value is true or false
+_BOOLS = frozenset({"compile"})
 #: keys that may be a list of names (joined with commas, as the flags take them)
 _LISTS = frozenset({"gpu", "precision", "price"})
 
 
 def _check_value(key: str, v: Any) -> Any:
     """A scenario value of an allowed type for its key, or a one-line error naming the key."""
+    if key in _BOOLS:
+        if not isinstance(v, bool):
+            raise InputError(f"scenario {key}", v, "true or false")
+        return v
     if key in _LISTS and isinstance(v, list):
         if not v or not all(isinstance(x, str) and x.strip() for x in v):
             raise InputError(f"scenario {key}", v, "a non-empty list of names, e.g. [\"a100-80gb\", \"h100-sxm\"]")

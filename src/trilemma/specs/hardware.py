@@ -42,8 +42,13 @@ class HardwareSpec(Spec):
                     "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it")
     framework_overhead_bytes: float | None = Field(
         None, ge=0.0, description="memory a training process holds beyond its tensors on this device, bytes (a "
-                                  "`trilemma probe` CPU profile: measured); None: the calibrated GPU constant "
-                                  "(memory.framework_overhead_bytes), 0 on a CPU")
+                                  "`trilemma probe` CPU profile: measured); it replaces the CUDA context, NCCL "
+                                  "and residual terms. None: those terms (a GPU), 0 on a CPU")
+    cuda_context_bytes: float | None = Field(
+        None, ge=0.0, description="the CUDA context on this device (runtime, driver state, loaded kernels), bytes, "
+                                  "measured as device memory in use after the first tensor; None: "
+                                  "memory.cuda_context_bytes (lazy module loading)")
+    cuda_context_source: str = ""
 
     @model_validator(mode="after")
     def _check(self) -> "HardwareSpec":

@@ -77,6 +77,9 @@ class TrainingPlan(Spec):
     fused_loss: bool = Field(False, description="a fused cross-entropy kernel (Megatron's vocab-parallel one, "
                              "llm-foundry's fused_crossentropy): fewer bytes per logit than eager PyTorch's "
                              "cross_entropy(logits.float()) (memory.fused_logits_bytes_per_element)")
+    compile: bool = Field(False, description="torch.compile (inductor) on the model: fused pointwise chains whose "
+                          "intermediates are recomputed in the fused backward — a gated MLP saves 3 hidden "
+                          "tensors instead of eager PyTorch's 4 (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)")
     goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time; None: "
                                   "modelled (failures, checkpoints and restarts for the GPU count and duration, "
                                   "trilemma.estimate.goodput) times the share fitted on whole runs for the rest "

@@ -9,8 +9,9 @@ The fit (reproduce with ``python scripts/calibrate.py``):
    trilemma.estimate.goodput models per run, and evaluation, stragglers and idle time, which it
    does not. With the time constants fixed, the rest is one named share of wall time:
    run.other_share = exp(median log(predicted wall without it / reported)), bounded to [0.3, 1].
-3. Memory: framework overhead (bytes) and fragmentation (fraction) by bounded linear least
-   squares on relative memory residuals.
+3. Memory: the framework residual (bytes, what the CUDA context and NCCL's buffers leave of the device
+   total) and fragmentation (fraction) by bounded linear least squares on relative memory residuals;
+   the context and NCCL terms are measured and cited, not fitted.
 Leave-one-source-out (LOSO) repeats the fit without each source group and predicts that group's
 rows: the honest estimate of error on a cluster the constants never saw.
 """
@@ -58,6 +59,7 @@ class Prediction:
     layout: Layout | None
     fits: bool
     note: str = ""
+    unfitted_bytes: float = 0.0  # of ``predicted``: the CUDA context + NCCL when the metric counts them
 
     @property
     def log_ratio(self) -> float | None:
@@ -126,15 +128,16 @@ def metric_value(case: Case, ev: Evaluation) -> float:
 
 def memory_quantity(metric: str, device_bytes: float, ev: Evaluation) -> float:
     """The planner's peak in the quantity a memory figure counts, bytes, from its total (allocated peak
-    + framework overhead; trilemma.estimate.memory.MemoryArrays.total): the allocated peak is the
-    tensors alone, the caching allocator's reserved peak that × (1 + fragmentation), and the device
-    memory in use (nvidia-smi, NVML) the reserved peak + the overhead (CUDA context, NCCL, …)."""
+    + what is outside the allocator; trilemma.estimate.memory.MemoryArrays.total): the allocated peak is
+    the tensors alone, the caching allocator's reserved peak that × (1 + fragmentation), and the device
+    memory in use (nvidia-smi, NVML) the reserved peak + the CUDA context + NCCL's buffers + the residual."""
     mem = ev.stages[0].memory
-    allocated = device_bytes - mem.overhead_bytes
+    overhead = float(np.asarray(mem.overhead_bytes).reshape(-1)[0])
+    allocated = device_bytes - overhead
     if metric == "peak_allocated_bytes":
         return allocated
     reserved = allocated * (1 + mem.fragmentation)
-    return reserved if metric == "peak_reserved_bytes" else reserved + mem.overhead_bytes
+    return reserved if metric == "peak_reserved_bytes" else reserved + overhead
 
 
 def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, int], tuple] | None = None) -> list[Prediction]:
@@ -149,8 +152,11 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
         cl = make_cluster(c.hardware, c.n_gpus, memory_headroom=0.0)
         ev = evaluate(c.model, cl, c.plan, LayoutArrays.from_layouts([lay]), consts)
         fits = bool(ev.reasons[0] == 0)
+        mem = ev.stages[0].memory
+        fixed = (mem.context_bytes + float(np.asarray(mem.nccl_bytes).reshape(-1)[0])
+                 if c.metric == "peak_memory_bytes" else 0.0)
         out.append(Prediction(c, metric_value(c, ev), lay, fits,
-                              note or ("" if fits else "predicted out of memory")))
+                              note or ("" if fits else "predicted out of memory"), unfitted_bytes=fixed))
     return out
 
 
@@ -199,30 +205,34 @@ def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
 
 
 def fit_memory(cases: list[Case], consts: Constants) -> Constants:
-    """Framework overhead (bytes) and fragmentation (fraction) from memory cases."""
+    """The framework residual (bytes) and fragmentation (fraction) from memory cases. The CUDA context and
+    NCCL's buffers are stated terms (hardware.toml, constants.toml), not fitted: the residual is what the
+    published device totals leave beyond them."""
     mcases = [c for c in cases if c.metric in MEMORY_METRICS]
     if len(mcases) < 2:
         return consts
-    bare = with_params(consts, {("memory", "framework_overhead_bytes"): 0.0, ("memory", "fragmentation"): 0.0})
+    bare = with_params(consts, {("memory", "framework_residual_bytes"): 0.0, ("memory", "fragmentation"): 0.0})
     preds = predict(mcases, bare)
     rows, rhs = [], []
     for p in preds:
         if p.predicted is None:
             continue
         rep = p.case.reported
-        # (with both at 0 every quantity is the allocated peak, ``base``)
-        # device = base·(1 + frag) + overhead; reserved = base·(1 + frag); allocated = base: the
-        # relative residual is linear in (frag, overhead), each counted where the figure counts it
+        # with both at 0: allocated = base, reserved = base, device = base + context + NCCL (the
+        # prediction's unfitted_bytes). The model: reserved = base·(1 + frag), device =
+        # base·(1 + frag) + context + NCCL + residual: the relative residual is linear in (frag, residual),
+        # each counted where the figure counts it
+        base = p.predicted - p.unfitted_bytes
         frag_counts = p.case.metric != "peak_allocated_bytes"
-        overhead_counts = p.case.metric == "peak_memory_bytes"
-        rows.append([p.predicted / rep if frag_counts else 0.0, 1.0 / rep if overhead_counts else 0.0])
+        residual_counts = p.case.metric == "peak_memory_bytes"
+        rows.append([base / rep if frag_counts else 0.0, 1.0 / rep if residual_counts else 0.0])
         rhs.append(1.0 - p.predicted / rep)
     A, b = np.array(rows), np.array(rhs)
-    scale = np.array([1.0, GIB])  # solve for overhead in GiB for conditioning
+    scale = np.array([1.0, GIB])  # solve for the residual in GiB for conditioning
     sol = lsq_linear(A * scale, b, bounds=([0.0, 0.0], [0.5, 8.0]))
-    frag, overhead = sol.x * scale
+    frag, residual = sol.x * scale
     return with_params(consts, {("memory", "fragmentation"): float(frag),
-                                ("memory", "framework_overhead_bytes"): float(overhead)})
+                                ("memory", "framework_residual_bytes"): float(residual)})
 
 
 def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:

@@ -129,7 +129,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         "[meta]",
         f"date = {toml_value(_dt.date.today().isoformat())}",
         'command = "python scripts/calibrate.py"',
-        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.other_share', 'memory.framework_overhead_bytes', 'memory.fragmentation'])}",
+        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.other_share', 'memory.framework_residual_bytes', 'memory.fragmentation'])}",
         f"cases = {toml_value(len(cases))}",
         f"skipped = {toml_value(len(skipped))}",
         f"groups = {toml_value(sorted({c.group for c in cases}))}",

@@ -183,6 +183,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("flash", _bool, _BOOL, doc="FlashAttention (default true)"),
     _C("fused_loss", _bool, _BOOL, doc="a fused cross-entropy kernel, as Megatron-LM and llm-foundry run (default "
        "false: eager PyTorch)"),
+    _C("compile", _bool, _BOOL, doc="the model ran under torch.compile (inductor): a gated MLP saves 3 hidden "
+       "tensors instead of 4 (default false)"),
     _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
     _C("grad_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default fp32"),
     _C("optimizer_state_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default that of the precision"),

@@ -1,0 +1,180 @@
+"""Memory terms outside the tensor inventory's eager defaults (issue 13, point 2): the CUDA context,
+NCCL's buffers, the fitted residual, float8 linears' casts and what torch.compile saves. Each value is
+a hand calculation written here from the cited figures, not a value the code printed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.memory import (COMPILED_GATED_HIDDEN, activation_bytes_per_layer, float8_cast_bytes,
+                                      memory_per_device, nccl_buffer_bytes)
+from trilemma.estimate.params import param_counts
+from trilemma.presets import constants, get_hardware, get_model
+from trilemma.specs import Layout, Recompute
+from trilemma.specs.build import make_cluster, make_plan
+
+MIB = 2**20
+
+
+def _L(**kw) -> LayoutArrays:
+    return LayoutArrays.from_layouts([Layout(**kw)])
+
+
+def test_nccl_buffers_per_process_group_by_hand() -> None:
+    c = dict(constants()["memory"])
+    # NCCL defaults: SIMPLE 4 MiB (NCCL_BUFFSIZE), LL 8·512·8·16, LL128 120·640·8·8 bytes (src/init.cc)
+    assert c["nccl_buffsize_bytes"] == 4 * MIB
+    assert c["nccl_ll_buffsize_bytes"] == 8 * 512 * 8 * 16 == 524_288
+    assert c["nccl_ll128_buffsize_bytes"] == 120 * 640 * 8 * 8 == 4_915_200
+    per_comm = 16 * 2 * (4_194_304 + 524_288 + 4_915_200)  # 16 channels × 2 ring peers = 308,281,344
+    # dp 8 × tp 2: two communicators; one rank alone: none; dp, tp, pp, cp all > 1: four
+    got = nccl_buffer_bytes(_L(tp=2, dp=8), c)
+    assert float(got[0]) == 2 * per_comm == 616_562_688
+    assert float(nccl_buffer_bytes(_L(dp=1), c)[0]) == 0.0
+    assert float(nccl_buffer_bytes(_L(tp=2, pp=2, cp=2, dp=2), c)[0]) == 4 * per_comm
+
+
+def _estimate(gpu: str, n: int, layout: Layout, **plan_kw):
+    from trilemma.api import estimate
+
+    m = get_model("llama2-7b")
+    plan = make_plan(m, 1e9, 4096, 4096.0 * n, **plan_kw)
+    return estimate(m, gpu, n, layout=layout.model_dump(), plan=plan)
+
+
+def test_cuda_context_is_the_devices_own_and_shows_by_name() -> None:
+    # H100: PyTorch's lazy-loading measurement, 287,047,680 bytes (pytorch/pytorch PR #86509)
+    assert get_hardware("h100-sxm").cuda_context_bytes == 287_047_680
+    # V100: 1343 MiB measured by Hugging Face's memory anatomy doc
+    assert get_hardware("v100-32gb").cuda_context_bytes == 1343 * MIB
+    est = _estimate("h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.FULL))
+    mem = est.memory
+    assert mem.cuda_context == 287_047_680
+    assert mem.nccl == 16 * 2 * (4_194_304 + 524_288 + 4_915_200)  # one group (dp 8)
+    # other = logits + context + NCCL + residual; the JSON shows each by name
+    assert mem.other == pytest.approx(mem.logits + mem.cuda_context + mem.nccl + mem.framework_residual)
+    doc = est.to_dict()["memory"]
+    parts = doc["other_parts"]
+    assert set(parts) == {"cuda_context", "nccl", "framework_residual", "logits"}
+    assert sum(parts.values()) == pytest.approx(doc["breakdown"]["other"])
+    assert doc["activations_parts"]["float8_casts"] == 0.0  # bf16: no float8 casts
+
+
+def test_device_total_counts_context_and_nccl_reserved_does_not() -> None:
+    """memory_quantity: reserved = allocated·(1 + frag); device = reserved + context + NCCL + residual."""
+    from trilemma.estimate.evaluate import evaluate
+    from trilemma.validate.fit import memory_quantity
+
+    m = get_model("llama2-7b")
+    cl = make_cluster("h100-sxm", 8)
+    plan = make_plan(m, 1e9, 4096, 4096.0 * 8)
+    L = _L(tp=2, dp=4, zero=1, recompute=Recompute.FULL)
+    ev = evaluate(m, cl, plan, L, constants())
+    mem = ev.stages[0].memory
+    total = float(ev.per_gpu_bytes[0])
+    outside = mem.context_bytes + float(mem.nccl_bytes[0]) + mem.residual_bytes
+    alloc = memory_quantity("peak_allocated_bytes", total, ev)
+    assert alloc == pytest.approx(total - outside)
+    assert memory_quantity("peak_reserved_bytes", total, ev) == pytest.approx(alloc * (1 + mem.fragmentation))
+    assert memory_quantity("peak_memory_bytes", total, ev) == pytest.approx(
+        alloc * (1 + mem.fragmentation) + 287_047_680 + 2 * 308_281_344 + mem.residual_bytes)
+
+
+def test_a_cpu_has_no_context_and_no_nccl() -> None:
+    from trilemma.estimate.evaluate import outside_allocator
+    from trilemma.specs import HardwareSpec
+
+    cpu = HardwareSpec(name="cpu", family="cpu", peak_flop_per_s={"fp32": 1e11}, hbm_bytes=8e9,
+                       hbm_bw_bytes_per_s=2e10, intra_node_bw_bytes_per_s=1e10, inter_node_bw_bytes_per_s=1e9,
+                       devices_per_node=1, board_power_w=100, price_usd_per_hour=0.1)
+    t = outside_allocator(make_cluster(cpu, 1), constants())
+    assert t == {"cuda_context_bytes": 0.0, "nccl_channels": 0.0, "framework_residual_bytes": 0.0}
+
+
+def test_float8_casts_by_hand_and_nothing_else_changes() -> None:
+    """torchao Float8Linear saves the bf16 input and weight (matmul_with_hp_or_float8_args); what float8
+    adds is the casts alive at one linear's backward, 1 byte each: weight, input, output gradient twice."""
+    m = get_model("llama3-8b")  # d 4096, f 14336
+    L = _L(tp=1, dp=8, zero=3, micro_batch=2, recompute=Recompute.FULL)
+    s, b, d, f = 8192, 2, 4096, 14336
+    up = s * b * d + 2 * s * b * f + d * f  # 67,108,864 + 469,762,048 + 58,720,256
+    assert up == 595_591_168
+    assert float(float8_cast_bytes(m, s, L)[0]) == up  # larger than the down projection's 427,819,008
+    c = dict(constants()["memory"], cuda_context_bytes=0.0, framework_residual_bytes=0.0)
+    pc = param_counts(m)
+    bf16 = memory_per_device(m, pc, make_plan(m, 1e9, s, float(s * 16), "bf16"), L, s, np.array([1.0]), c)
+    fp8 = memory_per_device(m, pc, make_plan(m, 1e9, s, float(s * 16), "fp8"), L, s, np.array([1.0]), c)
+    for k in range(3):  # weights, gradients, optimizer: bf16 weights and fp32 master either way
+        assert float(fp8.first[k][0]) == float(bf16.first[k][0])
+    assert float(fp8.first[3][0] - bf16.first[3][0]) == pytest.approx(up)
+    assert float(bf16.float8_first[0]) == 0.0
+
+
+@pytest.mark.parametrize("name, gated", [("llama2-7b", True), ("gpt2-small", False)])
+def test_compile_saves_one_hidden_tensor_of_a_gated_mlp(name: str, gated: bool) -> None:
+    m = get_model(name)
+    L = _L(tp=1, dp=1, micro_batch=1)
+    s, e = 1024, 2.0
+    eager, _ = activation_bytes_per_layer(m, s, L, e, True)
+    comp, _ = activation_bytes_per_layer(m, s, L, e, True, compiled=True)
+    # gated (llama2-7b, f = 11008): act(gate) recomputed, 1024 × 11008 × 2 bytes = 22,544,384 fewer
+    want = 1024 * 11008 * 2 if gated else 0
+    assert float(eager[0] - comp[0]) == want
+    assert COMPILED_GATED_HIDDEN == 3
+
+
+def test_compile_flag_reaches_the_plan_from_the_cli_and_a_scenario(tmp_path) -> None:
+    from trilemma.solve.scenario import read_scenario
+    from trilemma.errors import InputError
+
+    p = tmp_path / "s.toml"
+    p.write_text("compile = true\n", encoding="utf-8")
+    assert read_scenario(str(p))["compile"] is True
+    p.write_text('compile = "yes"\n', encoding="utf-8")
+    with pytest.raises(InputError):
+        read_scenario(str(p))
+    est = _estimate("h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.NONE),
+                    compile=True)
+    plain = _estimate("h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.NONE))
+    assert est.to_dict()["memory"]["compile"] is True
+    # 32 layers × 4096 tokens × 11008 × 2 bytes fewer activations
+    assert plain.memory.activations - est.memory.activations == pytest.approx(32 * 4096 * 11008 * 2)
+
+
+def test_compile_partitioner_recomputes_act_gate_on_this_machine() -> None:
+    """torch.compile with inductor's partitioner (backend aot_eager_decomp_partition: the min-cut
+    partitioner without code generation) on the probe's Llama block, fp32: the hidden tensors saved for
+    backward (last dim f or 2f) go from 4·f to 3·f per token — act(gate) is recomputed, the product kept."""
+    torch = pytest.importorskip("torch")
+    from trilemma.probe.model import Block, rope_tables
+
+    m = get_model("llama2-7b").replace(n_layers=1, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=352,
+                                       vocab_size=256)
+    torch.manual_seed(0)
+    blk = Block(m, False)
+    S, B, f = 48, 2, 352
+    params = {p.untyped_storage().data_ptr() for p in blk.parameters()}
+    rope = rope_tables(S, m.d_head, torch.device("cpu"), torch.float32)
+
+    def hidden_saved(fn) -> int:
+        x = torch.randn(B, S, m.d_model, requires_grad=True)
+        seen: dict[int, int] = {}
+
+        def pack(t):
+            st = t.untyped_storage()
+            if st.data_ptr() not in params and t.shape[-1] in (f, 2 * f):
+                seen[st.data_ptr()] = st.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = fn(x)
+        y.sum().backward()
+        return sum(seen.values())
+
+    eager = hidden_saved(lambda x: blk(x, rope))
+    compiled = hidden_saved(torch.compile(lambda x: blk(x, rope), backend="aot_eager_decomp_partition"))
+    unit = S * B * f * 4  # one f-wide fp32 tensor
+    assert eager == 4 * unit
+    assert compiled == COMPILED_GATED_HIDDEN * unit
