@@ -105,8 +105,9 @@ def test_layouts_agree_with_gpu_count(mapped) -> None:
         else:
             assert c.n_gpus % prod == 0, where
         if "vp" in lay:
-            assert lay["pp"] > 1 and c.model.n_layers % (lay["pp"] * lay["vp"]) == 0, where
-        assert c.model.n_layers % lay.get("pp", 1) == 0, where
+            # uneven stages are modelled (trilemma.specs.axes.stage_layers): each virtual stage needs a layer
+            assert lay["pp"] > 1 and lay["pp"] * lay["vp"] <= c.model.n_layers, where
+        assert lay.get("pp", 1) <= c.model.n_layers, where
         if lay.get("zero", 0) >= 2:
             assert lay.get("pp", 1) == 1, where
         if "recompute" in lay:
@@ -259,5 +260,5 @@ def test_hand_checked_skips(mapped) -> None:
     by = {(s.kind, s.label): s.reason for s in skipped}
     assert "TPUv3" in by[("runs", "T5-11B")]
     assert "mixture-of-experts" in by[("runs", "Llama 4 Scout (17Bx16E MoE)")]
-    assert "126 layers" in by[("throughput", "Llama 3.1 405B - 3D 1F1B")]
+    assert "FSDP2 inside each pipeline stage" in by[("throughput", "Llama 3.1 405B - 3D 1F1B")]
     assert "Adafactor" in by[("memory", "bert-large-uncased seq-classification - Adafactor")]
