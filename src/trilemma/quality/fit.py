@@ -21,6 +21,7 @@ only). The plot of a fit is ``trilemma.report.fit_plot.plot_fit`` (quality impor
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -38,33 +39,65 @@ from trilemma.quality.objective import (DELTA, PARAMS, PointFit,
 from trilemma.quality.runs import (MIN_RUNS, MIN_SIZES, Runs, check_enough, n_sizes, size_groups)
 
 
+#: Runs above which the grid is scored and the L-BFGS starts are run on a fixed random subsample of this
+#: many runs, and only the best start is then refined on every run (the objective is a sum over runs, so
+#: a start costs O(runs); on a million runs the 64 starts alone took minutes). At or below it: Hoffmann's
+#: procedure unchanged.
+SCREEN_RUNS = 2048
+#: Runs above which a bootstrap refit draws this many runs (not all of them) and its deviation from the
+#: point estimate is scaled by sqrt(m/n): the "m out of n" bootstrap (Bickel, Götze & van Zwet 1997,
+#: Statistica Sinica 7:1; Politis & Romano 1994 subsampling), valid for this smooth, root-n estimator.
+BOOT_RUNS = 2048
+SUBSAMPLE_SEED = 20160
+RUNS_LISTED = 10_000  # runs listed one by one in the fit's JSON document (and its leave-out rows)  # a fixed seed: the same file always gives the same fit
+
+
+def _subsample(m: int, k: int, seed: int = SUBSAMPLE_SEED) -> np.ndarray:
+    return np.sort(np.random.default_rng(seed).choice(m, size=k, replace=False))
+
+
 def fit_point(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, delta: float = DELTA, starts: int = 64,
               init: np.ndarray | None = None) -> PointFit:
-    """Hoffmann's fit: score the grid, L-BFGS from the best ``starts`` points (0 = all), keep the best."""
+    """Hoffmann's fit: score the grid, L-BFGS from the best ``starts`` points (0 = all), keep the best.
+
+    Above ``SCREEN_RUNS`` runs the grid and the starts run on a subsample of that size, and the best of
+    them is refined on all runs (the reported objective, gradient and convergence are the full data's).
+    """
     n, d, loss = (np.asarray(v, dtype=float) for v in (n, d, loss))
     d_term = bool(np.ptp(np.log(d)) > 1e-9)
     obj = _Objective(n, d, loss, delta, d_term)
+    screen = obj
+    if init is None and len(n) > SCREEN_RUNS:
+        idx = _subsample(len(n), SCREEN_RUNS)
+        screen = _Objective(n[idx], d[idx], loss[idx], delta, d_term)
     if init is not None:
         t0s = obj.to_internal(np.asarray(init, dtype=float)[None, :])
     else:
-        grid = obj.to_internal(hoffmann_grid())
+        grid = screen.to_internal(hoffmann_grid())
         if not d_term:
             grid = np.unique(grid, axis=0)
         if starts and starts < len(grid):
-            scores = np.concatenate([obj.huber(obj.residuals(chunk)[0]) for chunk in np.array_split(grid, max(1, len(grid) // 256))])
+            scores = np.concatenate([screen.huber(screen.residuals(chunk)[0])
+                                     for chunk in np.array_split(grid, max(1, len(grid) // 256))])
             t0s = grid[np.argsort(scores, kind="stable")[:starts]]
         else:
             t0s = grid
-    results = [_minimise(obj, t0) for t0 in t0s]
+    # many runs from a given start (a leave-out or bootstrap refit): stop at the convergence test itself
+    gtol = _grad_tol(obj) if init is not None and len(n) > SCREEN_RUNS else 1e-12
+    results = [_minimise(screen, t0, gtol) for t0 in t0s]
     funs = np.array([r.fun if np.isfinite(r.fun) else np.inf for r in results])
     best = results[int(np.argmin(funs))]
     f_best = float(best.fun)
     at_best = int(np.sum(funs <= f_best + max(1e-9 * abs(f_best), 1e-15)))
+    message = str(best.message)
+    if screen is not obj:  # refine the subsample's best on every run, until it meets the convergence test
+        best = _minimise(obj, obj.to_internal(screen.to_hoffmann(best.x)), gtol=_grad_tol(obj))
+        message = f"{best.message} (starts screened on {SCREEN_RUNS} of {len(n)} runs, refined on all)"
     grad_max = float(np.abs(obj(best.x)[1]).max())
     th = obj.to_hoffmann(best.x)
-    return PointFit(constants=_constants(th), theta=th, objective=f_best, grad_max=grad_max,
+    return PointFit(constants=_constants(th), theta=th, objective=float(best.fun), grad_max=grad_max,
                     converged=bool(grad_max <= _grad_tol(obj)), iterations=int(best.nit), starts=len(t0s),
-                    starts_at_best=at_best, d_term=d_term, message=str(best.message))
+                    starts_at_best=at_best, d_term=d_term, message=message)
 
 
 def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *, n_boot: int = 200,
@@ -75,27 +108,32 @@ def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *
     3 model sizes is drawn again; one whose refit does not converge from the point estimate is retried
     from the best grid starts. A refit that still runs off (ln A beyond what a float holds, or a
     non-finite constant) says nothing about the law's spread and would make every percentile NaN: it is
-    left out and counted.
+    left out and counted. Above ``BOOT_RUNS`` runs each resample draws ``BOOT_RUNS`` of them and the
+    refit's deviation from the point estimate (in ln E, ln A, ln B, α, β) is scaled by sqrt(m/n).
     """
     rng = np.random.default_rng(seed)
     out = []
     m = len(n)
+    draw = min(m, BOOT_RUNS)
+    shrink = math.sqrt(draw / m)
     tries = degenerate = 0
+    init = point.theta if point.d_term else np.where(np.isfinite(point.theta), point.theta, 0.0)
     while len(out) < n_boot and tries < 5 * n_boot:
         tries += 1
-        idx = rng.integers(0, m, m)
+        idx = rng.integers(0, m, draw)
         if n_sizes(n[idx]) < MIN_SIZES:
             continue
-        init = point.theta if point.d_term else np.where(np.isfinite(point.theta), point.theta, 0.0)
         try:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
                 f = fit_point(n[idx], d[idx], loss[idx], delta=delta, init=init)
                 if not f.converged or f.d_term != point.d_term:
                     f = fit_point(n[idx], d[idx], loss[idx], delta=delta, starts=8)
+                th = f.theta if draw == m else np.where(np.isfinite(point.theta),
+                                                        point.theta + shrink * (f.theta - point.theta), point.theta)
+                row = [_constants(th)[k] for k in PARAMS]
         except OverflowError:
             degenerate += 1
             continue
-        row = [f.constants[k] for k in PARAMS]
         if not np.isfinite(row).all():
             degenerate += 1
             continue
@@ -120,10 +158,11 @@ def goodness(constants: dict[str, float], n: np.ndarray, d: np.ndarray, loss: np
 
 
 def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float = 0.2, delta: float = DELTA,
-              starts: int = 32) -> dict[str, Any] | None:
+              starts: int = 32, init: np.ndarray | None = None) -> dict[str, Any] | None:
     """Fit on all but the largest model sizes (the top ``fraction`` of sizes, at least one); predict those.
 
-    Returns None when what is left would be too few runs to fit.
+    Returns None when what is left would be too few runs to fit. ``init``: the point fit of all runs, the
+    start of the refit when there are more than ``SCREEN_RUNS`` runs.
     """
     g = size_groups(n)
     k = int(g.max()) + 1
@@ -131,11 +170,13 @@ def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float
     held = g >= k - n_out
     if (~held).sum() < MIN_RUNS or k - n_out < MIN_SIZES:
         return None
-    f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts)
+    # on many runs, start from the point fit of all runs (screening the grid again would double the cost)
+    f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts, init=init) if init is not None \
+        and len(n) > SCREEN_RUNS else fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts)
     pred = chinchilla_loss(f.constants, n[held], d[held])
     rel = (pred - loss[held]) / loss[held]
     rows = [{"N": float(a), "D": float(b), "loss": float(c), "predicted": float(p), "rel_error": float(e)}
-            for a, b, c, p, e in zip(n[held], d[held], loss[held], pred, rel)]
+            for a, b, c, p, e in zip(n[held], d[held], loss[held], pred, rel)] if held.sum() <= RUNS_LISTED else []
     rows.sort(key=lambda r: (r["N"], r["D"]))
     return {
         "held_out_sizes": n_out, "fit_runs": int((~held).sum()), "held_out_runs": int(held.sum()),
@@ -190,8 +231,11 @@ class FitReport:
                             "delta": DELTA, "objective_form": "sum over runs of Huber_delta(LSE - ln L)"},
             "leave_out": self.leave_out,
             "runs": [{"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
-                     for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)],
-            "warnings": list(self.warnings),
+                     for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)]
+            if len(self.runs) <= RUNS_LISTED else [],
+            "warnings": list(self.warnings) + ([f"{len(self.runs):,} runs: the per-run list is left out of this "
+                                                f"document (more than {RUNS_LISTED:,}); the fit used every run"]
+                                               if len(self.runs) > RUNS_LISTED else []),
         }
 
 
@@ -242,7 +286,8 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCou
     if n_boot > 0 and len(samples) < n_boot:
         warnings.append(f"only {len(samples)} of {n_boot} bootstrap resamples gave a usable refit "
                         f"({MIN_SIZES}+ model sizes, finite constants)")
-    lo = leave_out(n, d, loss, fraction=holdout, delta=delta) if holdout > 0 else None
+    lo = (leave_out(n, d, loss, fraction=holdout, delta=delta, init=np.where(np.isfinite(point.theta), point.theta, 0.0))
+          if holdout > 0 else None)
     if holdout > 0 and lo is None:
         warnings.append("leave-out check skipped: without the largest sizes too few runs remain to fit")
     gof = goodness(c, n, d, loss)
