@@ -112,6 +112,49 @@ class _Objective:
         return f, grad
 
 
+class _Constrained:
+    """The objective with exponents tied (β = α) or fixed (α = β = ``value``): φ = (a', b', e[, γ]).
+
+    θ (internal) = T·φ + c, so the gradient in φ is Tᵀ·∇θ; ``to_internal``/``to_hoffmann`` map Hoffmann's
+    (a, b, e, α, β) to φ and back as ``_Objective``'s do, so ``fit_point`` drives either the same way.
+    Needs the data term (runs at several D).
+    """
+
+    def __init__(self, obj: _Objective, value: float | None) -> None:
+        self.obj, self.value, self.delta = obj, value, obj.delta
+        self.l = obj.l
+        if value is None:  # tie: γ drives both exponents
+            self.T = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]], dtype=float)
+            self.c = np.zeros(5)
+        else:
+            self.T = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]], dtype=float)
+            self.c = np.array([0.0, 0.0, 0.0, value, value])
+
+    def to_internal(self, th: np.ndarray) -> np.ndarray:
+        th = np.array(th, dtype=float)
+        if self.value is None:
+            th[..., 4] = th[..., 3]
+        else:
+            th[..., 3] = th[..., 4] = self.value
+        return self.obj.to_internal(th)[..., : self.T.shape[1]]
+
+    def _theta(self, phi: np.ndarray) -> np.ndarray:
+        return np.asarray(phi, dtype=float) @ self.T.T + self.c
+
+    def to_hoffmann(self, phi: np.ndarray) -> np.ndarray:
+        return self.obj.to_hoffmann(self._theta(phi))
+
+    def residuals(self, phi: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        return self.obj.residuals(self._theta(phi))
+
+    def huber(self, r: np.ndarray) -> np.ndarray:
+        return self.obj.huber(r)
+
+    def __call__(self, phi: np.ndarray) -> tuple[float, np.ndarray]:
+        f, g = self.obj(self._theta(phi))
+        return f, self.T.T @ g
+
+
 def hoffmann_grid() -> np.ndarray:
     """The 4500 starting points (a, b, e, α, β) of Hoffmann 2022 App. D.2."""
     return np.array([(a, b, e, al, be) for a, b, e, al, be in
@@ -207,12 +250,12 @@ def lbfgs(fun: Any, x0: np.ndarray, *, memory: int = 10, maxiter: int = 1000, gt
     return _Result(x, float(f), g, it, nfev, msg)
 
 
-def _minimise(obj: _Objective, t0: np.ndarray, gtol: float = 1e-12) -> _Result:
+def _minimise(obj: Any, t0: np.ndarray, gtol: float = 1e-12) -> _Result:
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         return lbfgs(obj, t0, gtol=gtol)
 
 
-def _grad_tol(obj: _Objective) -> float:
+def _grad_tol(obj: Any) -> float:
     # the gradient is a sum over runs of clip(r, ±δ)·(weights·ln N ...): its scale is δ·n
     return 1e-6 * obj.delta * max(len(obj.l), 1)
 
