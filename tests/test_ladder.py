@@ -417,6 +417,8 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
     ho = doc["held_out"]
     assert ho["measured"] > 0 and ho["low"] <= ho["predicted"] <= ho["high"]
     assert math.isfinite(ho["error"]) and abs(ho["error"]) < 0.3  # a figure, not a floor, for the tiny grid
+    # issue 16: the band is the parameter spread and the out-of-sample error: the held-out run lies inside
+    assert ho["low"] <= ho["measured"] <= ho["high"] and ho["within_band"]
     lines = runs.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 11
     assert png.stat().st_size > 10_000

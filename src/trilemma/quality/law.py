@@ -78,6 +78,9 @@ class Uncertainty:
     covariance: np.ndarray | None = None
     samples: np.ndarray | None = None
     borrowed_from: str | None = None  # a law whose covariance stands in (stated in the interval text)
+    #: out-of-sample error of a fitted law (``trilemma.quality.fit``): log_sd (in-sample log residual),
+    #: log_sd_per_e_fold (added per e-fold of N beyond the fitted sizes), df (of the Student t draws)
+    residual: Mapping[str, float] | None = None
 
     @property
     def interval(self) -> str:
@@ -90,6 +93,11 @@ class Uncertainty:
                     if self.borrowed_from else "the law's parameter covariance")
             return f"{lvl}: percentiles of the loss over {N_DRAWS} parameter draws from {what}"
         n = 0 if self.samples is None else len(self.samples)
+        if self.residual:
+            r = self.residual
+            return (f"{lvl}: percentiles of the loss over {n} bootstrap refits, each times an out-of-sample "
+                    f"error (log-sd {r['log_sd']:.3g}, plus {r['log_sd_per_e_fold']:.3g} per e-fold of N beyond the "
+                    f"fitted sizes; Student t, {r['df']:g} df)")
         return f"{lvl}: percentiles of the loss over {n} bootstrap refits"
 
 

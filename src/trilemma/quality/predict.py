@@ -29,6 +29,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.quality.forms import chinchilla_loss, kaplan_loss
+from trilemma.quality.law import DRAW_SEED
 from trilemma.quality.laws import (
     DEFAULT_LEVEL,
     Form,
@@ -152,7 +153,28 @@ def loss_samples(law: Law, params_total: float, params_non_embedding: float, tok
     n = _params_for(law, params_total, params_non_embedding)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         # an extreme (finite) bootstrap refit can overflow here; band() leaves such samples out
-        return _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
+        out = _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
+        r = law.uncertainty.residual if law.uncertainty is not None else None
+        if r and np.ndim(out) == 1 and len(out):
+            out = out * np.exp(residual_sd(law, float(n)) * _t_draws(r["df"], len(out)))
+        return out
+
+
+def residual_sd(law: Law, n: float) -> float:
+    """A fitted law's out-of-sample log-loss error at N: σ(N)² = σ₀² + (σ₁·ln(N/N_max))² beyond the fitted
+    sizes, σ₀ alone within them (``trilemma.quality.fit.extrapolation_error``; 0 for a published law)."""
+    u = law.uncertainty
+    r = u.residual if u is not None else None
+    if not r:
+        return 0.0
+    n_max = float(law.fit_range["N_max"]) if law.fit_range else n
+    beyond = max(0.0, float(np.log(n / n_max)))
+    return float(np.hypot(r["log_sd"], r["log_sd_per_e_fold"] * beyond))
+
+
+def _t_draws(df: float, size: int) -> np.ndarray:
+    """Student t draws for the out-of-sample error: a fixed seed, so that a band is reproducible."""
+    return np.random.default_rng(DRAW_SEED).standard_t(df, size)
 
 
 def band(law: Law, point: float, samples: np.ndarray) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from trilemma.errors import InputError
+from trilemma.units import MIB
 from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision
 from trilemma.specs.axes import AXES, Axis
 from trilemma.validate import Metric
@@ -36,6 +37,10 @@ __all__ = [
 
 #: separates the phrases of the ``assumptions`` cell
 ASSUMPTION_SEP = " | "
+#: The most rows `validate --data` reads: each row is a full estimate (a few ms), so 5,000 rows take
+#: ~15-25 s; the byte cap keeps a file without line breaks from being read whole into memory.
+MAX_DATA_ROWS = 5_000
+MAX_DATA_BYTES = int(16 * MIB)
 METRICS: tuple[str, ...] = get_args(Metric)
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
@@ -266,9 +271,12 @@ def read_csv(path: str) -> tuple[str, list[dict[str, str]]]:
         raise InputError("--data", path, "a CSV file, not a directory")
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_DATA_BYTES + 1)  # never the whole of a huge file
     except OSError as exc:
         raise InputError("--data", path, f"a readable CSV file ({exc.strerror})") from None
+    if len(data) > MAX_DATA_BYTES or data.count(b"\n") > MAX_DATA_ROWS + 1:
+        raise InputError("--data", path, f"a CSV file of at most {MAX_DATA_ROWS:,} rows and {MAX_DATA_BYTES / MIB:.0f} "
+                                         "MiB (each row is a full estimate, a few ms; split a larger file)")
     if b"\0" in data:
         raise InputError("--data", path, "a text CSV file (this one is binary)")
     try:
