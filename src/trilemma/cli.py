@@ -136,7 +136,7 @@ def estimate(
     n = _int(gpus, "gpus")
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
-                     None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
+                     _int(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))

@@ -105,6 +105,8 @@ def read_runs(path: str | Path, n_col: str | None = None, d_col: str | None = No
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError("runs", where, f"one JSON object per line (line {i}: {exc.msg})") from None
+            except RecursionError:
+                raise InputError("runs", where, f"one JSON object per line (line {i} is nested too deep)") from None
             if not isinstance(obj, dict):
                 raise InputError("runs", where, f"one JSON object per line (line {i} is not an object)")
             rows.append(obj)
