@@ -66,6 +66,9 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.jsonout import print_json as _print_json  # noqa: E402  (the one JSON printer)
 
 
+MIN_GOODPUT = 0.01  # a run that is useful 1% of its wall time is not a plan; below it times overflow
+
+
 MEMORY_HEADROOM_HELP = ("share of device memory a plan must leave free to count as fitting, e.g. 0.1 or 10% "
                         "(default: the upper end of the memory model's 80% band from its leave-one-source-out "
                         "error; 0 = fit to the last byte)")
@@ -121,8 +124,8 @@ def estimate(
         prec = Precision(precision.lower())
     except ValueError:
         raise InputError("precision", precision, "bf16, fp16, fp32, tf32 or fp8") from None
-    if goodput is not None and not 0 < goodput <= 1:
-        raise InputError("goodput", goodput, "a fraction in (0, 1]")
+    if goodput is not None and not MIN_GOODPUT <= goodput <= 1:  # 5e-324 made the run time infinite
+        raise InputError("goodput", goodput, f"a fraction from {MIN_GOODPUT} to 1")
     if pue is not None and not 1 <= pue <= 3:
         raise InputError("pue", pue, "a number between 1 and 3")
     cluster = {

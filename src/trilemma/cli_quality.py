@@ -133,8 +133,12 @@ def optimal(
     from trilemma.quality.predict import precision_bits
 
     c = _count(flops, "flops")
+    if c is not None and c < 6:  # C = 6·N·D: below one parameter trained on one token (5e-324 divided by zero)
+        raise InputError("flops", flops, "at least 6 FLOP (C = 6·N·D with N = D = 1)")
     d_inf = None if inference_tokens is None else _count(inference_tokens, "inference-tokens")
     u = _count(unique_tokens, "unique-tokens")
+    if u is not None and u < 1:  # 1e-300 unique tokens would make the epochs infinite
+        raise InputError("unique-tokens", unique_tokens, "at least one token")
     if c is None and target_loss is None:
         raise InputError("flops", None, "a FLOP budget (--flops 1e23) or a target loss (--loss 2.0)")
     if target_loss is not None and not target_loss > 0:
