@@ -70,6 +70,8 @@ COMPILE_HELP = ("the model runs under torch.compile (inductor): a gated MLP save
                 "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default off")
 PRECISION_HELP = ("bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao Float8Linear / torchtitan's "
                   "--model.converters float8 — fp8 matmuls, bf16 weights and activations, fp32 master copy)")
+MIN_GOODPUT = 0.01  # a run that is useful 1% of its wall time is not a plan; below it times overflow
+
 
 MEMORY_HEADROOM_HELP = ("share of device memory a plan must leave free to count as fitting, e.g. 0.1 or 10% "
                         "(default: the upper end of the memory model's 80% band from its leave-one-source-out "
@@ -127,8 +129,8 @@ def estimate(
         prec = Precision(precision.lower())
     except ValueError:
         raise InputError("precision", precision, "bf16, fp16, fp32, tf32 or fp8") from None
-    if goodput is not None and not 0 < goodput <= 1:
-        raise InputError("goodput", goodput, "a fraction in (0, 1]")
+    if goodput is not None and not MIN_GOODPUT <= goodput <= 1:  # 5e-324 made the run time infinite
+        raise InputError("goodput", goodput, f"a fraction from {MIN_GOODPUT} to 1")
     if pue is not None and not 1 <= pue <= 3:
         raise InputError("pue", pue, "a number between 1 and 3")
     cluster = {
@@ -142,7 +144,7 @@ def estimate(
     n = _int(gpus, "gpus")
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
-                     None if global_batch is None else parse_count(global_batch, "global-batch"), prec,
+                     _int(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, compile=compile_model,
                      **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,

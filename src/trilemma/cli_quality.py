@@ -63,8 +63,14 @@ def fit(
         raise InputError("ci", level, "a level between 0 and 1, e.g. 0.8")
     if not 0 <= holdout <= 0.5:
         raise InputError("holdout", holdout, "a share between 0 and 0.5")
-    if starts < 0:
-        raise InputError("starts", starts, "0 (every grid point) or a positive number of starts")
+    from trilemma.quality.objective import GRID_A, GRID_ALPHA, GRID_B, GRID_BETA, GRID_E
+
+    grid_points = len(GRID_A) * len(GRID_B) * len(GRID_E) * len(GRID_ALPHA) * len(GRID_BETA)  # Hoffmann's 4500
+    if not 0 <= starts <= grid_points:
+        raise InputError("starts", starts, f"0 (every grid point) or a number of starts up to {grid_points} "
+                                           "(the grid's size)")
+    if not 0 <= seed < 2**32:
+        raise InputError("seed", seed, "a whole number from 0 to 4294967295")
     if plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise InputError("plot", plot, "matplotlib installed (pip install 'trilemma[plot]')")
     table = read_runs(runs, n_col, d_col, loss_col)
@@ -92,9 +98,19 @@ def _laws(spec: str) -> list[Any]:
     text = spec.strip()
     if text.lower() == "all":
         return [get_law(n) for n in law_names()]
-    if "," in text and not Path(text).exists():
-        return [get_law(p) for p in text.split(",") if p.strip()]
+    if "," in text and not _exists(text):
+        names = [p for p in text.split(",") if p.strip()]
+        if not names:
+            raise InputError("law", spec, "a law name, a law file, a comma-separated list of them, or 'all'")
+        return [get_law(p) for p in names]
     return [get_law(text)]
+
+
+def _exists(text: str) -> bool:
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # too long for a file name, or a NUL
+        return False
 
 
 def optimal(
@@ -117,8 +133,12 @@ def optimal(
     from trilemma.quality.predict import precision_bits
 
     c = _count(flops, "flops")
+    if c is not None and c < 6:  # C = 6·N·D: below one parameter trained on one token (5e-324 divided by zero)
+        raise InputError("flops", flops, "at least 6 FLOP (C = 6·N·D with N = D = 1)")
     d_inf = None if inference_tokens is None else _count(inference_tokens, "inference-tokens")
     u = _count(unique_tokens, "unique-tokens")
+    if u is not None and u < 1:  # 1e-300 unique tokens would make the epochs infinite
+        raise InputError("unique-tokens", unique_tokens, "at least one token")
     if c is None and target_loss is None:
         raise InputError("flops", None, "a FLOP budget (--flops 1e23) or a target loss (--loss 2.0)")
     if target_loss is not None and not target_loss > 0:

@@ -5,6 +5,14 @@ from __future__ import annotations
 from enum import Enum
 
 
+MAX_SHOWN = 120  # characters of a user's value an error message repeats
+
+
+def _clip(text: str) -> str:
+    """``text`` cut to MAX_SHOWN characters (a 5,000-character value is not repeated whole)."""
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN - 12]}… ({len(text):,} chars)"
+
+
 class TrilemmaError(Exception):
     """Base class: every error trilemma raises on purpose."""
 
@@ -20,7 +28,7 @@ class InputError(TrilemmaError, ValueError):
             super().__init__(f"{field}: missing; expected {allowed}")
         else:
             shown = value.value if isinstance(value, Enum) else value  # a choice as the user typed it
-            super().__init__(f"{field}: {shown!r} is not allowed; expected {allowed}")
+            super().__init__(f"{field}: {_clip(repr(shown))} is not allowed; expected {allowed}")
 
 
 class UnknownPresetError(InputError):
@@ -31,7 +39,7 @@ class UnknownPresetError(InputError):
         hint = ("did you mean " + ", ".join(suggestions) + "? ") if suggestions else ""
         allowed = f"a known {field} preset ({hint}`trilemma presets {kind}` lists them)"
         super().__init__(field, name, allowed)
-        self.args = (f"{field}: unknown preset {name!r}; {hint}`trilemma presets {kind}` lists them",)
+        self.args = (f"{field}: unknown preset {_clip(repr(name))}; {hint}`trilemma presets {kind}` lists them",)
 
     def __str__(self) -> str:
         return self.args[0]

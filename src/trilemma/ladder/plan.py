@@ -311,13 +311,16 @@ def check_grid(grid: GridChoice, fit_shapes: list[Shape], held: Shape) -> None:
     from trilemma.quality.runs import MIN_RUNS, MIN_SIZES
 
     sizes = sorted({params_of(s) for s in fit_shapes})
+    for flag, rs in (("tokens-per-param", grid.ratios), ("holdout-tokens-per-param", (grid.held_out_ratio,))):
+        for r in rs:
+            if not (isinstance(r, (int, float)) and math.isfinite(r) and 0.5 <= r <= 1000):
+                raise InputError(flag, r, "ratios between 0.5 and 1000 tokens per parameter")
     if len(sizes) < MIN_SIZES or len(sizes) * len(grid.ratios) < MIN_RUNS:
-        raise InputError("sizes", ",".join(f"{s:,}" for s in sizes),
+        few_ratios = len(sizes) >= MIN_SIZES  # enough sizes: the distinct ratios are what is short
+        raise InputError("tokens-per-param" if few_ratios else "sizes",
+                         ",".join(f"{r:g}" for r in grid.ratios) if few_ratios else ",".join(f"{s:,}" for s in sizes),
                          f"at least {MIN_SIZES} distinct model sizes below the held-out one and {MIN_RUNS} runs to fit "
-                         f"(the largest size is held out); have {len(sizes)} sizes × {len(grid.ratios)} ratios")
-    for r in (*grid.ratios, grid.held_out_ratio):
-        if not (isinstance(r, (int, float)) and math.isfinite(r) and 0.5 <= r <= 1000):
-            raise InputError("tokens-per-param", r, "ratios between 0.5 and 1000 tokens per parameter")
+                         f"(the largest size is held out); have {len(sizes)} sizes × {len(grid.ratios)} distinct ratios")
     if not min(grid.ratios) <= grid.held_out_ratio <= max(grid.ratios):
         raise InputError("holdout-tokens-per-param", grid.held_out_ratio,
                          f"a ratio the grid covers ({min(grid.ratios):g} to {max(grid.ratios):g})")

@@ -14,34 +14,49 @@ and the loopback link that gloo uses between processes on one host.
   plan's memory as that device's framework overhead (a GPU's is the calibrated constant).
 
 Results are cached per machine fingerprint (device, CPU model, cores, torch version, threads)
-in ``<config dir>/probe/machine.json``; ``--remeasure`` measures again.
+in ``<config dir>/probe/machine.json``; ``--remeasure`` measures again. A measurement knows its
+conditions (``profile.Conditions``: the 1-minute load average against the cores, other processes'
+share of the CPU time before and while it ran, the torch version, threads and a hash of the CPU
+model) and a cached one is measured again when it is stale: older than ``MAX_AGE_DAYS``, made
+under another torch / thread count / CPU, made while the machine was busy (and it is idle now),
+or inconsistent (a quick re-check of one matmul size disagrees with it by more than
+``RECHECK_TOLERANCE``). The matmul curve is the best of ``_PASSES`` passes over the sizes, so a
+neighbour's burst during one pass does not set the peak.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import socket
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
 from trilemma.presets import user_config_dir
-from trilemma.probe.profile import MachineMeasurement, MatmulCurve
-from trilemma.units import GIB, MIB
+from trilemma.probe.launch import BUSY, OtherLoad
+from trilemma.probe.profile import Conditions, MachineMeasurement, MatmulCurve
+from trilemma.units import DAY, GIB, MIB
 
-__all__ = ["MachineMeasurement", "MatmulCurve", "cpu_model", "dtype_of", "machine", "usable_cores"]
+__all__ = ["LoadReading", "MachineMeasurement", "MatmulCurve", "busy_reason", "cpu_model", "dtype_of", "load_reading",
+           "machine", "stale_reason", "usable_cores"]
 
 CPU_SIZES = (128, 256, 512, 1024, 2048)
 GPU_SIZES = (512, 1024, 2048, 4096, 8192)
 _CHUNK_S = 0.08  # one timed chunk of repeated matmuls
-_CHUNKS = 3  # best of this many chunks per size
+_CHUNKS = 2  # chunks per size in one pass
+_PASSES = 3  # passes over the sizes; a size's rate is the best chunk of all passes
 _SIZE_BUDGET_S = 1.5  # a size whose single product takes longer than this ends the curve
+MAX_AGE_DAYS = 30.0  # a cached measurement older than this is measured again (drivers, BIOS, thermal paste age)
+RECHECK_TOLERANCE = 0.3  # a re-check of one matmul size off the cached rate by more than this share: re-measure
+BUSY_LOAD_PER_CORE = 0.5  # a 1-minute load average above this many runnable tasks per core: busy
+_SAMPLE_S = 0.5  # how long other processes' CPU use is sampled before measuring
 
 
 def dtype_of(precision: str) -> torch.dtype:
@@ -79,14 +94,29 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def matmul_curve(device: str, precision: str, sizes: tuple[int, ...]) -> MatmulCurve:
-    """FLOP/s of n×n matmuls at each size (best of a few chunks)."""
+def _chunk_rate(a: torch.Tensor, b: torch.Tensor, device: str) -> float:
+    """FLOP/s of n×n matmuls repeated for one chunk of ``_CHUNK_S`` seconds (2n³ FLOP each)."""
+    n = a.shape[0]
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        a @ b
+        calls += 1
+        if calls % 4 == 0 or device == "cpu":
+            _sync(device)
+            el = time.perf_counter() - t0
+            if el >= _CHUNK_S:
+                return 2.0 * n**3 * calls / el
+
+
+def matmul_curve(device: str, precision: str, sizes: tuple[int, ...], passes: int = _PASSES) -> MatmulCurve:
+    """FLOP/s of n×n matmuls at each size: the best of ``_CHUNKS`` chunks in each of ``passes`` passes
+    over the sizes (the passes spread a size's samples over the whole measurement)."""
     dt = dtype_of(precision)
     tf32 = precision == "tf32"
     old = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    done, rates = [], []
+    pairs = []
     try:
         for n in sizes:
             a = torch.randn(n, n, device=device).to(dt)
@@ -94,27 +124,17 @@ def matmul_curve(device: str, precision: str, sizes: tuple[int, ...]) -> MatmulC
             t0 = time.perf_counter()
             a @ b  # warm-up: thread pool, kernel selection
             _sync(device)
-            once = time.perf_counter() - t0
-            best = 0.0
-            for _ in range(_CHUNKS):
-                calls, t0 = 0, time.perf_counter()
-                while True:
-                    a @ b
-                    calls += 1
-                    if calls % 4 == 0 or device == "cpu":
-                        _sync(device)
-                        el = time.perf_counter() - t0
-                        if el >= _CHUNK_S:
-                            break
-                best = max(best, 2.0 * n**3 * calls / el)
-            done.append(n)
-            rates.append(best)
-            if once > _SIZE_BUDGET_S:  # e.g. bf16 emulated on a CPU without a native path
+            pairs.append((a, b))
+            if time.perf_counter() - t0 > _SIZE_BUDGET_S:  # e.g. bf16 emulated on a CPU without a native path
                 break
+        best = [0.0] * len(pairs)
+        for _ in range(passes):
+            for i, (a, b) in enumerate(pairs):
+                best[i] = max([best[i]] + [_chunk_rate(a, b, device) for _ in range(_CHUNKS)])
     finally:
         if device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = old
-    return MatmulCurve(precision, tuple(done), tuple(rates))
+    return MatmulCurve(precision, tuple(sizes[: len(pairs)]), tuple(best))
 
 
 def memory_bandwidth(device: str) -> float:
@@ -258,17 +278,107 @@ def device_name(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else cpu_model()
 
 
+# ------------------------------------------------------------------ conditions
+
+@dataclass(frozen=True)
+class LoadReading:
+    """How busy the machine is now: the 1-minute load average (None off Unix) and other processes' share
+    0-1 of all cores' CPU time over a short sample (None off Linux)."""
+
+    load_1min: float | None
+    others_cpu_share: float | None
+
+
+def load_reading(cpus: int, sample_s: float = _SAMPLE_S) -> LoadReading:
+    """Read the load average and sample other processes' CPU use for ``sample_s`` seconds (/proc/stat
+    less this process's own time, ``launch.OtherLoad``)."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # pragma: no cover - not Unix
+        load = None
+    meter = OtherLoad(cpus)
+    time.sleep(sample_s)
+    return LoadReading(load_1min=load, others_cpu_share=meter.share())
+
+
+def busy_reason(reading: LoadReading, cpus: int) -> str:
+    """Why ``reading`` makes the machine busy ("" when it is idle enough to measure): a 1-minute load average
+    above ``BUSY_LOAD_PER_CORE`` per core, or other processes using more than ``launch.BUSY`` of the CPU time."""
+    why = []
+    if reading.load_1min is not None and reading.load_1min > BUSY_LOAD_PER_CORE * cpus:
+        why.append(f"1-minute load average {reading.load_1min:.2f} on {cpus} core{'s' if cpus > 1 else ''}")
+    if reading.others_cpu_share is not None and reading.others_cpu_share > BUSY:
+        why.append(f"other processes using {reading.others_cpu_share:.0%} of the CPU time")
+    return "; ".join(why)
+
+
+def cpu_hash(name: str) -> str:
+    """The first 16 hex digits of the sha256 of a device's model name."""
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+
+
+def stale_reason(meas: MachineMeasurement, name: str, threads: int, busy_now: str, now: datetime | None = None) -> str:
+    """Why a cached measurement must be measured again ("" when it stands): no recorded conditions, older
+    than ``MAX_AGE_DAYS``, another torch, thread count or CPU, or made on a busy machine that is idle now."""
+    c = meas.conditions
+    if c is None:
+        return "it was measured before its conditions were recorded"
+    try:
+        age_days = ((now or datetime.now(timezone.utc)) - datetime.fromisoformat(meas.measured_at)).total_seconds() / DAY
+    except (TypeError, ValueError):
+        return f"its date {meas.measured_at!r} cannot be read"
+    if age_days > MAX_AGE_DAYS:
+        return f"it is {age_days:.0f} days old (limit {MAX_AGE_DAYS:.0f})"
+    if meas.torch_version != torch.__version__:
+        return f"it was measured under torch {meas.torch_version} (now {torch.__version__})"
+    if meas.threads != threads:
+        return f"it was measured at {meas.threads} threads (now {threads})"
+    if c.cpu_model_hash != cpu_hash(name):
+        return "it was measured on another processor"
+    if c.busy and not busy_now:
+        return f"it was measured while the machine was busy ({c.why}) and the machine is idle now"
+    return ""
+
+
+def recheck_reason(device: str, meas: MachineMeasurement, threads: int, busy_now: str) -> str:
+    """Time one matmul size of the cached fp32 curve again (one pass); why the cache disagrees with it by more
+    than ``RECHECK_TOLERANCE`` ("" when it agrees, or when it is slower now and the machine is busy now)."""
+    curve = meas.matmul.get("fp32")
+    if curve is None or not curve.sizes:
+        return ""
+    i = len(curve.sizes) // 2
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        now = matmul_curve(device, "fp32", (curve.sizes[i],), passes=1).flop_per_s[0]
+    finally:
+        torch.set_num_threads(before)
+    ratio = now / curve.flop_per_s[i]
+    if abs(ratio - 1.0) <= RECHECK_TOLERANCE or (ratio < 1.0 and busy_now):
+        return ""
+    return (f"a re-check of the {curve.sizes[i]}³ fp32 matmul ran at {ratio:.2f}× the cached rate "
+            f"(tolerance ±{RECHECK_TOLERANCE:.0%})")
+
+
 def machine(device: str, precisions: tuple[str, ...], threads: int | None = None,
-            remeasure: bool = False) -> MachineMeasurement:
-    """This machine's measurement for ``precisions`` at ``threads`` CPU threads, from the cache
-    when the fingerprint matches (precisions missing from the cache are measured and added)."""
+            remeasure: bool = False, reading: LoadReading | None = None) -> MachineMeasurement:
+    """This machine's measurement for ``precisions`` at ``threads`` CPU threads, from the cache when the
+    fingerprint matches and the cached one is neither stale nor inconsistent (``stale_reason``,
+    ``recheck_reason``; precisions missing from the cache are measured and added). ``reading``: how busy
+    the machine is now (default: read it here); a CPU measurement made while busy records so."""
     cores = usable_cores()
     threads = threads or (cores if device == "cpu" else 1)
     name = device_name(device)
     key = _key(device, name, cores, threads)
+    reading = reading or load_reading(cores)
+    busy_now = busy_reason(reading, cores) if device == "cpu" else ""
     doc = _read_cache()
     old = None if remeasure else doc["entries"].get(key)
     meas = MachineMeasurement.from_dict(old) if old else None
+    why = "" if meas is None else (stale_reason(meas, name, threads, busy_now)
+                                   or recheck_reason(device, meas, threads, busy_now))
+    if why:
+        meas = None
     missing = [p for p in precisions if meas is None or p not in meas.matmul]
     runtime_missing = device == "cpu" and (meas is None or not meas.runtime_memory_bytes)
     if meas is not None and not missing and not runtime_missing:
@@ -277,6 +387,7 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
+    during = OtherLoad(cores)
     try:
         sizes = GPU_SIZES if device == "cuda" else CPU_SIZES
         curves = dict(meas.matmul) if meas else {}
@@ -295,11 +406,17 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
                                       link_bw_bytes_per_s=link, link_kind=kind)
         if runtime_missing:
             meas = replace(meas, runtime_memory_bytes=runtime_memory(threads))
+        share = during.share()
+        # a CPU's figures hold what other processes did while they were taken (a GPU's: the GPU's own work)
+        during_why = busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""
+        busy = "; ".join(w for w in (busy_now, during_why and f"while measuring: {during_why}") if w)
+        cond = Conditions(load_1min=reading.load_1min, cpus=cores, others_cpu_share=reading.others_cpu_share,
+                          others_cpu_share_during=share, busy=bool(busy), why=busy, cpu_model_hash=cpu_hash(name))
         meas = replace(meas, matmul=curves, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       from_cache=False)
+                       from_cache=False, conditions=cond, remeasured_because=why)
     finally:
         torch.set_num_threads(before)
     meas = replace(meas, seconds=time.perf_counter() - t0)
-    doc["entries"][key] = {**meas.to_dict(), "from_cache": False}
+    doc["entries"][key] = {**meas.to_dict(), "from_cache": False, "remeasured_because": ""}
     _write_cache(doc)
     return meas

@@ -24,7 +24,7 @@ from trilemma.units import MIB
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["Batches", "Corpus", "default_corpus_dir", "load_corpus"]
+__all__ = ["Batches", "Corpus", "check_sources", "default_corpus_dir", "load_corpus"]
 
 SEPARATOR = b"\x00"
 HOLD_OUT_EVERY = 20
@@ -85,7 +85,16 @@ def _documents(paths: list[Path]) -> Iterator[bytes]:
                     return
 
 
+def check_sources(data: list[str] | str | None) -> None:
+    """InputError, before anything is measured or trained, for a ``--data`` source that is not an existing
+    text file, JSONL file or folder of text files."""
+    for spec in [data] if isinstance(data, str) else (data or []):
+        _files(spec)
+
+
 def _files(spec: str) -> list[Path]:
+    if not str(spec).strip():  # Path("") is the current folder: never what an empty --data meant
+        raise InputError("data", spec, "an existing text file, JSONL file or folder")
     p = Path(spec).expanduser()
     if p.is_dir():
         found = sorted(f for f in p.rglob("*") if f.is_file() and _is_text(f))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trilemma.errors import InputError
@@ -16,6 +17,8 @@ DEFAULTS = {"layers": 4, "d_model": 256, "heads": 4, "ffn": 1024, "vocab": 256, 
             "steps": 30, "lr": 1e-3}
 BYTE_VOCAB = 256
 PRECISIONS = ("fp32", "bf16", "fp16")
+MAX_STEPS = 100_000  # optimizer steps of one probe (the default is 30)
+MAX_LR = 1.0  # AdamW learning rates in use are 1e-5 to 1e-2; above 1 a run only diverges
 
 
 # ------------------------------------------------------------------ model
@@ -77,7 +80,7 @@ def probe_model(model: str | ModelSpec | None = None, *, layers: int | None = No
 
 def settings(torch: Any, device: str, precision: str | None, micro_batch: int, grad_accum: int, steps: int,
              warmup: int | None, recompute: str, compile: bool, nproc: int, fsdp: bool, threads: int | None,
-             warnings: list[str]) -> tuple[str, str, int, int]:
+             warnings: list[str], lr: float = DEFAULTS["lr"]) -> tuple[str, str, int, int]:
     """Check where and how to train: (device, precision, warm-up steps, usable CPU cores); InputError for
     what cannot run."""
     from trilemma.probe import bench
@@ -92,6 +95,11 @@ def settings(torch: Any, device: str, precision: str | None, micro_batch: int, g
                  ("threads", 1 if threads is None else threads)):
         if not isinstance(v, int) or v < 1:
             raise InputError(k, v, "a positive whole number")
+    if not (math.isfinite(lr) and 0 < lr <= MAX_LR):
+        raise InputError("lr", lr, f"a learning rate above 0 and at most {MAX_LR:g}, e.g. 1e-3")
+    if steps > MAX_STEPS:
+        raise InputError("steps", steps, f"at most {MAX_STEPS:,}: the probe measures a steady state, which tens of "
+                                         "steps reach")
     cores = bench.usable_cores()
     if device == "cpu" and nproc > cores:
         raise InputError("nproc", nproc, f"at most {cores}: this machine has {cores} cores and each process needs one")
@@ -116,7 +124,7 @@ def model_and_seq(model: str | ModelSpec | None, dims: dict[str, int | None], se
     """The model (see ``probe_model``; ``dims`` are its keywords), how it was chosen, and the sequence
     length in tokens (default: 256, or the model's positions if fewer)."""
     spec, how = probe_model(model, **dims)
-    seq = seq or min(DEFAULTS["seq"], spec.max_positions)
+    seq = seq if seq is not None else min(DEFAULTS["seq"], spec.max_positions)
     if not isinstance(seq, int) or seq < 2:
         raise InputError("seq", seq, "a whole number of tokens, at least 2")
     if spec.position == PositionType.LEARNED and seq > spec.max_positions:

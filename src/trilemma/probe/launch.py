@@ -39,6 +39,8 @@ class OtherLoad:
     """Share of the machine's CPU time that other processes used while this one ran: busy time
     from /proc/stat minus this process's and its reaped children's (torchrun workers) CPU time."""
 
+    MIN_WINDOW_S = 0.2
+
     def __init__(self, cores: int) -> None:
         self.cores = cores
         self.t0, self.busy0, self.own0 = time.perf_counter(), self._busy(), self._own()
@@ -63,12 +65,13 @@ class OtherLoad:
         return time.perf_counter() - self.t0
 
     def share(self) -> float | None:
-        """Other processes' CPU time over all cores' time since the start (0 to 1); None off Linux."""
+        """Other processes' CPU time over all cores' time since the start (0 to 1); None off Linux, or
+        when less than ``MIN_WINDOW_S`` has passed (/proc/stat counts in clock ticks of 10 ms)."""
         busy = self._busy()
-        if busy is None or self.busy0 is None:
+        if busy is None or self.busy0 is None or self.wall() < self.MIN_WINDOW_S:
             return None
         others = (busy - self.busy0) - (self._own() - self.own0)
-        return max(0.0, others) / max(self.wall() * self.cores, 1e-9)
+        return min(1.0, max(0.0, others) / (self.wall() * self.cores))
 
 
 def launch(job: Job, nproc: int, quiet: bool) -> dict[str, Any]:

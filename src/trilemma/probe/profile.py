@@ -37,7 +37,7 @@ from trilemma.specs import HardwareSpec
 from trilemma.specs.hardware import UNKNOWN_FAMILY
 from trilemma.units import GIGA
 
-__all__ = ["MachineMeasurement", "MatmulCurve", "datasheet_match", "local_hardware", "profile_path",
+__all__ = ["Conditions", "MachineMeasurement", "MatmulCurve", "datasheet_match", "local_hardware", "profile_path",
            "save_local_profile"]
 
 CPU_WATTS_PER_CORE = 10.0  # stated estimate for a server core under load, uncore and memory included
@@ -55,6 +55,24 @@ class MatmulCurve:
     @property
     def peak(self) -> float:
         return max(self.flop_per_s)
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the machine was doing while it was measured (``trilemma.probe.bench.machine``): a measurement
+    made on a busy machine holds the neighbours' work, so it says so and is re-measured once idle."""
+
+    load_1min: float | None  # os.getloadavg()[0] before measuring (runnable tasks, 1-minute average); None off Unix
+    cpus: int  # usable cores the load is compared with
+    others_cpu_share: float | None  # other processes' share 0-1 of all cores' time, sampled before measuring
+    others_cpu_share_during: float | None  # the same, over the measurement itself
+    busy: bool
+    why: str  # what made it busy ("" when idle)
+    cpu_model_hash: str  # sha256 of the CPU (or GPU) model name, first 16 hex digits
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> Conditions | None:
+        return None if d is None else cls(**d)
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,8 @@ class MachineMeasurement:
     measured_at: str = ""
     seconds: float = 0.0  # time spent measuring (this call; 0 from the cache)
     from_cache: bool = False
+    conditions: Conditions | None = None  # None: measured before conditions were recorded (stale)
+    remeasured_because: str = ""  # why the cached measurement was not used ("" when there was none, or it was)
 
     def peak(self, precision: str) -> float:
         return self.matmul[precision].peak
@@ -92,7 +112,8 @@ class MachineMeasurement:
     @classmethod
     def from_dict(cls, d: dict) -> MachineMeasurement:
         mm = {k: MatmulCurve(k, tuple(v["sizes"]), tuple(v["flop_per_s"])) for k, v in d.get("matmul", {}).items()}
-        return cls(**{**{k: v for k, v in d.items() if k != "matmul"}, "matmul": mm})
+        return cls(**{**{k: v for k, v in d.items() if k not in ("matmul", "conditions")}, "matmul": mm,
+                      "conditions": Conditions.from_dict(d.get("conditions"))})
 
 
 def datasheet_match(device_name: str) -> HardwareSpec | None:

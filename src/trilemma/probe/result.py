@@ -163,6 +163,9 @@ class ProbeEnvironment:
     nproc: int
     cuda: str | None
     other_processes_cpu_share: float | None  # share 0-1 of the machine's CPU time used by other processes
+    load_1min: float | None = None  # 1-minute load average when the probe started
+    busy: bool = False  # other work was inside the figures: at the start, in the machine profile, or while training
+    busy_why: str = ""  # what made it busy ("" when idle)
 
 
 @dataclass(frozen=True)

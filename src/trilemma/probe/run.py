@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,8 @@ class _Machine:
     hw_whole: HardwareSpec
     share: MachineMeasurement  # one process's threads (``whole`` where a process has them all)
     hw: HardwareSpec  # what the planner predicts with
+    load_1min: float | None = None  # the load average when the probe started
+    busy: list[str] = field(default_factory=list)  # why the figures carry other processes' work (empty: idle)
 
 
 @dataclass
@@ -83,12 +85,23 @@ def _machine(device: str, precision: str, nproc: int, threads: int | None, cores
     if device == "cpu" and per_proc_threads * nproc > cores:
         warnings.append(f"{nproc} process(es) × {per_proc_threads} threads oversubscribe {cores} cores")
     precs = tuple(dict.fromkeys(("fp32", precision)))
-    meas = bench.machine(device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure)
+    reading = bench.load_reading(cores)
+    busy = []
+    if device == "cpu" and (why := bench.busy_reason(reading, cores)):
+        busy.append(f"when the probe started: {why}")
+    meas = bench.machine(device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure, reading=reading)
+    if meas.remeasured_because:
+        warnings.append(f"the cached machine profile was measured again: {meas.remeasured_because}")
+    if meas.conditions is not None and meas.conditions.busy:
+        busy.append(f"the machine profile was measured on a busy machine ({meas.conditions.why})"
+                    + (f" on {meas.measured_at} (cached; measured again once the machine is idle, or --remeasure)"
+                       if meas.from_cache else ""))
     hw_local = local_hardware(meas)
     if not meas.from_cache or _stale_profile(hw_local):
         save_local_profile(hw_local, meas)
     shared = device == "cpu" and (nproc > 1 or per_proc_threads != cores)
-    sliced = bench.machine(device, precs, threads=per_proc_threads, remeasure=remeasure) if shared else meas
+    sliced = (bench.machine(device, precs, threads=per_proc_threads, remeasure=remeasure, reading=reading)
+              if shared else meas)
     hw = local_hardware(sliced, share=nproc) if shared else hw_local
     if device == "cpu" and precision != "fp32":
         p16, p32 = meas.peak(precision), meas.peak("fp32")
@@ -99,7 +112,8 @@ def _machine(device: str, precision: str, nproc: int, threads: int | None, cores
         else:
             warnings.append(f"{precision} on this CPU: autocast runs matmuls in {precision} ({p16 / GIGA:.0f} GFLOP/s "
                             f"measured vs {p32 / GIGA:.0f} in fp32); weights, gradients and Adam stay fp32")
-    return _Machine(cores=cores, threads=per_proc_threads, whole=meas, hw_whole=hw_local, share=sliced, hw=hw)
+    return _Machine(cores=cores, threads=per_proc_threads, whole=meas, hw_whole=hw_local, share=sliced, hw=hw,
+                    load_1min=reading.load_1min, busy=busy)
 
 
 def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
@@ -142,8 +156,10 @@ def _training(s: _Setup) -> tuple[dict[str, Any], float, float | None]:
     if len(raw["step_s"]) <= s.job.warmup:
         s.warnings.append("no step after the warm-up finished: no steady-state figures")
     if s.job.device == "cpu" and others is not None and others > BUSY:
-        s.warnings.append(f"other processes used {others:.0%} of this machine's CPU time during the run: "
-                          "their work is inside these timings")
+        s.machine.busy.append(f"during training: other processes used {others:.0%} of the CPU time")
+    if s.machine.busy:
+        s.warnings.append("busy machine — " + "; ".join(s.machine.busy) + ": other work is inside these figures; "
+                          "rerun on an idle machine")
     return raw, wall, others
 
 
@@ -210,7 +226,8 @@ def _result(s: _Setup, torch: Any, est: Estimate, layout: Layout, pred: Predicte
     env = ProbeEnvironment(torch=torch.__version__, python=platform.python_version(), platform=platform.platform(),
                            device=device, device_name=m.whole.device_name, cores=m.cores,
                            threads_per_process=raw.get("threads", m.threads), nproc=nproc,
-                           cuda=torch.version.cuda if device == "cuda" else None, other_processes_cpu_share=others)
+                           cuda=torch.version.cuda if device == "cuda" else None, other_processes_cpu_share=others,
+                           load_1min=m.load_1min, busy=bool(m.busy), busy_why="; ".join(m.busy))
     run = ProbeRun(device=device, precision=job.precision, seq=job.seq, micro_batch=job.micro_batch,
                    grad_accum=job.grad_accum, nproc=nproc, fsdp=job.fsdp, recompute=job.recompute,
                    compile=job.compile, steps=job.steps, warmup=job.warmup, steps_done=len(raw["step_s"]),
@@ -251,8 +268,11 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
     from trilemma.probe.train import Job
 
     warnings: list[str] = []
+    from trilemma.probe.data import check_sources
+
     device, precision, warmup, cores = settings(torch, device, precision, micro_batch, grad_accum, steps, warmup,
-                                                recompute, compile, nproc, fsdp, threads, warnings)
+                                                recompute, compile, nproc, fsdp, threads, warnings, lr)
+    check_sources(data)
     dims = {"layers": layers, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab}
     spec, how, seq = model_and_seq(model, dims, seq, warnings)
     machine = _machine(device, precision, nproc, threads, cores, remeasure, warnings)

@@ -245,19 +245,28 @@ def shipped_laws() -> dict[str, Law]:
 
 def _looks_like_path(text: str) -> bool:
     """Whether ``--law`` text names a file rather than a law."""
-    return text.endswith(".toml") or "/" in text or "\\" in text or Path(text).is_file()
+    try:
+        return text.endswith(".toml") or "/" in text or "\\" in text or Path(text).is_file()
+    except (OSError, ValueError):  # too long for a file name, or a NUL: not a file
+        return False
 
 
 def read_law_file(path: str | Path) -> Law:
     """A law TOML file (as ``trilemma fit`` writes), validated; it may borrow a shipped law's covariance."""
     p = Path(path)
-    if not p.is_file():
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, or a NUL
+        is_file = False
+    if not is_file:
         raise InputError("law", str(path), "an existing law TOML file (written by `trilemma fit`) or a law name ("
                          + ", ".join(law_names()) + ")")
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError("law", str(path), f"a valid TOML file ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise InputError("law", str(path), "a law TOML file, not nested this deep") from None
     return law_from_dict(doc, str(path), path=str(p), lookup=_shipped())
 
 

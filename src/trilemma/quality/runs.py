@@ -109,6 +109,8 @@ def _jsonl_rows(f: Any, where: str) -> Iterator[dict[str, Any]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError("runs", where, f"one JSON object per line (line {i}: {exc.msg})") from None
+        except RecursionError:
+            raise InputError("runs", where, f"one JSON object per line (line {i} is nested too deep)") from None
         if not isinstance(obj, dict):
             raise InputError("runs", where, f"one JSON object per line (line {i} is not an object)")
         yield obj

@@ -50,6 +50,9 @@ def print_probe(result: ProbeResult) -> None:
     if pred is not None and meas.mfu is not None:
         t.add_row("MFU", f"{pred.mfu:.1%}", f"{meas.mfu:.1%}", _ratio(pred.mfu / meas.mfu))
     c.print(t)
+    if env.busy:
+        c.print("[bold red]warning:[/bold red] measured on a busy machine: other processes' work is inside these "
+                "figures (the note below says what; environment.busy in --json)")
     if meas.step_time is not None:
         s = meas.step_time
         c.print(f"  step time median {s.median_s:.4f} s (p10 {s.p10_s:.4f}, p90 {s.p90_s:.4f}, spread {s.spread:.1%}, "

@@ -28,7 +28,7 @@ from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, opti
 from trilemma.quality.predict import LossPrediction, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
-from trilemma.units import fmt_count, parse_budget, parse_count, parse_duration
+from trilemma.units import SI, fmt_count, parse_budget, parse_count, parse_duration
 
 SCHEMA = "trilemma.solve/1"
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
@@ -189,6 +189,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     t0 = _time.perf_counter()
     pins = make_pins(deadline, budget, target_loss, minimize)
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
+    if fixed_tokens is not None and fixed_tokens > SI["E"]:  # the plan's limit (trilemma.specs.plan.Stage.tokens)
+        raise InputError("tokens", tokens, "at most 1E (10^18) tokens")
     uniq = None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens")
     the_law = get_law(law)
     law_E = float(the_law.constants.get("E", 0.0) or 0.0)

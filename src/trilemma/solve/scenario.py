@@ -63,6 +63,8 @@ def read_scenario(path: str) -> dict[str, Any]:
         raise InputError("scenario", path, f"a readable TOML file ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise InputError("scenario", path, "a UTF-8 TOML text file") from None
+    except RecursionError:
+        raise InputError("scenario", path, "a TOML file of scenario keys, not nested this deep") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("scenario", path, f"valid TOML ({exc})") from None
     out: dict[str, Any] = {}

@@ -39,17 +39,23 @@ def resolve_hardware(spec: str | HardwareSpec) -> HardwareSpec:
     return spec if isinstance(spec, HardwareSpec) else get_hardware(spec)
 
 
+MAX_GRID_KG_PER_KWH = 2.0  # ClusterSpec's own limit; coal is about 0.8-1 (IPCC AR5 WG3 Annex III, coal PC life-cycle median 0.82)
+
+
 def grid_intensity(region: str | float | None) -> float:
     """kg CO2e per kWh from a region preset name or a number."""
     if region is None:
         region = constants()["energy"]["default_region"]
-    if isinstance(region, (int, float)):
-        return float(region)
-    try:
-        return float(region)
-    except ValueError:
-        pass
     table = regions()
+    try:
+        value = float(region)
+    except ValueError:
+        value = None
+    if value is not None:
+        if not 0 <= value <= MAX_GRID_KG_PER_KWH:
+            raise InputError("region", region, f"a grid intensity from 0 to {MAX_GRID_KG_PER_KWH:g} kg CO2e/kWh "
+                                               "(coal is about 1) or one of " + ", ".join(table))
+        return value
     key = region.strip().lower()
     if key not in table:
         raise InputError("region", region, "a number (kg CO2e/kWh) or one of " + ", ".join(table))

@@ -20,7 +20,7 @@ from typing import Any, get_args
 from trilemma.errors import InputError
 from trilemma.units import MIB
 from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision
-from trilemma.specs.axes import AXES, Axis
+from trilemma.specs.axes import AXES, MAX_DEGREE, Axis
 from trilemma.validate import Metric
 
 __all__ = [
@@ -68,9 +68,11 @@ class Column:
 
 
 def _int_ge(lo: int) -> Callable[[str], int]:
+    """A whole number from ``lo`` to MAX_DEGREE (beyond it the int64 layout arithmetic overflows and the
+    divisor search of a GPU count would not end)."""
     def parse(s: str) -> int:
         v = float(s)
-        if not (math.isfinite(v) and v == int(v) and v >= lo):
+        if not (math.isfinite(v) and v == int(v) and lo <= v <= MAX_DEGREE):
             raise ValueError(s)
         return int(v)
     return parse
