@@ -36,10 +36,14 @@ from trilemma.quality.predict import (
     result_dict,
 )
 from trilemma.specs.enums import LossUnit, NCounts
+from trilemma.units import SI
 
 FLOP_CONVENTION = "training C = 6·N·D, inference 2·N per token; N as the law counts it"
 _RATIO_MIN, _RATIO_MAX, _GRID = 1e-2, 1e5, 1601  # tokens/parameter searched by the numeric optimum
 _N_MIN, _N_MAX = 1e4, 1e15  # parameters searched by the inference-aware optimum
+#: the largest budget: C = 6·N·D at the most parameters searched and the most tokens a plan may train
+#: (trilemma.specs.plan.Stage.tokens ≤ 10^18); beyond it the laws' terms overflow to NaN
+FLOPS_MAX = 6.0 * _N_MAX * SI["E"]
 
 
 def _losses(law: Law, c: Any, n: np.ndarray, d: np.ndarray, u: float | None, kfac: float) -> np.ndarray:
@@ -134,6 +138,9 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
     """N*, D*, tokens/parameter and loss (with band) minimising the law's loss at C = 6·N·D = ``flops``."""
     law = get_law(law)
     flops = check_positive("flops", flops)
+    if flops > FLOPS_MAX:
+        raise InputError("flops", flops, f"at most {FLOPS_MAX:.0e} FLOP (6 × 10^15 parameters × 10^18 tokens, "
+                         "the largest plan trilemma represents)")
     u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
     kfac = precision_factor(law, precision)
     closed = u is None and law.form is not Form.MUENNIGHOFF

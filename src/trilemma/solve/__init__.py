@@ -247,6 +247,10 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
             warnings.append(f"the batch of {fmt_count(used)} tokens was set for {'20 tokens per parameter' if fixed_tokens is None else 'the given tokens'}; "
                             f"the {fmt_count(float(ch.tokens[best]))} tokens chosen call for about {fmt_count(want)} "
                             "(DeepSeek LLM's batch law): pass --global-batch to use it")
+    if pins.target_loss is not None and float(ch.tokens[best]) <= float(table.batch_tokens[best]) * (1 + 1e-9):
+        warnings.append(f"target loss {pins.target_loss:g} is met by a single global batch (the law gives "
+                        f"{float(ch.loss[best]):.3f} after {fmt_count(float(ch.tokens[best]))} tokens): the target does not "
+                        "bind; set one below that for a plan that trains")
     if table.n_gpus[best] == max(counts):
         warnings.append(f"the optimum uses the most GPUs allowed ({max(counts)}): raise --max-gpus to go further")
     return SolveResult(optimum=opt, optimum_loss=opt_loss, runners_up=ups, pins=pins, frontier=front, table=table,

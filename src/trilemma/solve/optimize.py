@@ -60,6 +60,7 @@ class Corners:
     n_total: np.ndarray
     n_non_embedding: np.ndarray
     precision: np.ndarray  # per configuration: lower precision costs quality through the law
+    batch_tokens: np.ndarray  # the configuration's global batch, tokens: a plan trains at least one
 
 
 def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
@@ -90,7 +91,8 @@ def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, flo
     tot, non = params_of(table)
     prec = np.array([str(p) for p in table.precisions])[table.prec_idx]
     return Corners(s_per_token=spt, usd_per_token=spt * n * price / HOUR, gpu_hours_per_token=spt * n / HOUR,
-                   kwh_per_token=energy_j(n, spt, watts) / KWH, n_total=tot, n_non_embedding=non, precision=prec)
+                   kwh_per_token=energy_j(n, spt, watts) / KWH, n_total=tot, n_non_embedding=non, precision=prec,
+                   batch_tokens=table.batch_tokens.astype(float))
 
 
 def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float, prec: np.ndarray) -> np.ndarray:
@@ -138,9 +140,12 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
             raise InputError("minimize", p.minimize, "a target loss (--target-loss) or fixed --tokens to go with it: "
                              "without one the cheapest or fastest plan trains nothing")
         D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
+        # at least one global batch: a target the law meets with fewer tokens (any loss above the first
+        # batch's) is met by that one batch too, since loss falls with D
+        D = np.maximum(D, c.batch_tokens)
     D = np.where(np.isfinite(D), D, np.nan)
     loss = loss_fn(c.n_total, c.n_non_embedding, np.nan_to_num(D, nan=D_MIN), c.precision)
-    feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= D_MIN)
+    feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= np.maximum(D_MIN, c.batch_tokens))
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
     return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token, gpu_hours=D * c.gpu_hours_per_token,
