@@ -178,3 +178,21 @@ def test_compile_partitioner_recomputes_act_gate_on_this_machine() -> None:
     unit = S * B * f * 4  # one f-wide fp32 tensor
     assert eager == 4 * unit
     assert compiled == COMPILED_GATED_HIDDEN * unit
+
+
+def test_overlapped_collectives_slow_the_compute_they_hide_behind():
+    """NCCL runs one thread block per channel on a streaming multiprocessor: with 16 channels on an
+    A100's 108 SMs, kernels that overlap 1 s of communication keep 92 of 108 SMs and take
+    1 · (16/108) / (1 − 16/108) = 16/92 s longer; a TPU (collectives on ICI DMA engines) loses nothing."""
+    import numpy as np
+
+    from trilemma.estimate.time import collective_interference_s
+    from trilemma.presets import constants, get_hardware
+
+    channels = constants()["memory"]["nccl_channels"]
+    assert channels == 16
+    a100 = get_hardware("a100-80gb")
+    assert a100.compute_units == 108
+    assert collective_interference_s(np.array([1.0]), channels, a100.compute_units)[0] == pytest.approx(16 / 92)
+    assert collective_interference_s(np.array([1.0]), channels, get_hardware("tpu-v4").compute_units)[0] == 0.0
+    assert collective_interference_s(np.array([0.0]), channels, a100.compute_units)[0] == 0.0

@@ -32,6 +32,17 @@ def _mem(name: str, seq: int, layouts: list[Layout], n_micro: float = 16.0) -> n
     return memory_per_device(m, param_counts(m), plan, L, seq, np.full(len(L), n_micro), constants()["memory"]).total
 
 
+#: NCCL's buffers for one communicator, bytes, by hand from NCCL's defaults (docs: NCCL_BUFFSIZE 4 MiB for
+#: SIMPLE; src/init.cc: LL 8·512·8·16, LL128 120·640·8·8) × 16 channels × 2 ring peers (constants.toml):
+#: going from 1 to 2 ranks on an axis creates that axis's communicator, which costs this much more
+ONE_COMMUNICATOR = 16 * 2 * (4 * 2**20 + 120 * 640 * 8 * 8 + 8 * 512 * 8 * 16)
+
+
+def _new_group(lay: dict, axis: str) -> float:
+    """The buffers a doubling of ``axis`` adds: one communicator when the axis had one rank."""
+    return ONE_COMMUNICATOR if lay[axis] == 1 else 0.0
+
+
 layout_st = st.fixed_dictionaries({
     "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2, 4]), "dp": st.sampled_from([1, 2, 8, 64]),
     "zero": st.integers(0, 3), "recompute": st.sampled_from(["none", "selective", "full"]),
@@ -61,7 +72,7 @@ def test_doubling_tensor_parallelism_never_raises_memory(name, seq, lay):
     a = Layout(**lay)
     b = Layout(**{**lay, "tp": lay["tp"] * 2})
     mem = _mem(name, seq, [a, b])
-    assert mem[1] <= mem[0] * (1 + 1e-9)
+    assert mem[1] <= mem[0] * (1 + 1e-9) + _new_group(lay, "tp")
 
 
 @SETTINGS
@@ -70,9 +81,17 @@ def test_doubling_data_parallelism_never_raises_memory(name, seq, lay):
     a = Layout(**lay)
     b = Layout(**{**lay, "dp": lay["dp"] * 2})
     mem = _mem(name, seq, [a, b])
-    assert mem[1] <= mem[0] * (1 + 1e-9)
-    if lay["zero"] >= 1 and lay["dp"] >= 1:
+    assert mem[1] <= mem[0] * (1 + 1e-9) + _new_group(lay, "dp")
+    if lay["zero"] >= 1 and lay["dp"] >= 2:
         assert mem[1] < mem[0]  # ZeRO shards something over DP: strictly less
+
+
+def test_a_new_process_group_costs_one_communicator():
+    """dp 1 → 2 without ZeRO changes no tensor, only adds the data-parallel communicator's buffers."""
+    lay = dict(tp=1, pp=1, dp=1, zero=0, recompute="none", micro_batch=1, sp=False)
+    mem = _mem("gpt2-124m", 512, [Layout(**lay), Layout(**{**lay, "dp": 2})])
+    assert mem[1] - mem[0] == pytest.approx(ONE_COMMUNICATOR, rel=1e-9)
+    assert ONE_COMMUNICATOR == 308_281_344
 
 
 @settings(max_examples=25, deadline=None)

@@ -79,7 +79,7 @@ class TimeBreakdown:
     tp_comm_s: float
     pp_comm_s: float
     bubble_s: float
-    dp_comm_s: float
+    dp_comm_s: float  # exposed DP/ZeRO communication + the slowdown of the compute it overlaps, s
     optimizer_s: float
     band_reason: str  # what the band is: BAND_LOSO, or BAND_CROSS_FAMILY on a chip family not calibrated
     # compute_s by operation class (gemm, attention, elementwise, kernel_launch, lm_head), seconds per step

@@ -12,6 +12,8 @@
   reduce-scatter + all-gather once per step, ZeRO-3 gathers per micro-batch; MoE all-to-all
   2 forward + 2 backward per MoE layer; CP ring exchange of K and V.
 - 1F1B pipeline: (m + (p − 1)/v) stage-times per step (Narayanan 2021 §2.2, interleaved /v).
+- Data-parallel communication hidden behind compute still costs: NCCL's channels occupy streaming
+  multiprocessors while the kernels run (collective_interference_s).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class TimeArrays:
     comm_mb: np.ndarray  # … exposed tensor/context/expert-parallel communication
     p2p_mb: np.ndarray  # … point-to-point sends between stages
     bubble_s: np.ndarray
-    dp_comm_s: np.ndarray  # exposed data-parallel / ZeRO communication per step
+    dp_comm_s: np.ndarray  # exposed data-parallel / ZeRO communication per step + the compute its hidden part slows (collective_interference_s)
     optimizer_s: np.ndarray
     # compute_mb by operation class, seconds per micro-batch on the slowest stage (recomputation
     # included in its class): gemm, attention (the core: QKᵀ, softmax, ·V), elementwise (memory-bound
@@ -87,6 +89,23 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
     eff = np.minimum(1.0, gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c), c["gemm_half_dim"]))
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
+
+
+def collective_interference_s(hidden_s: np.ndarray, channels: float, compute_units: int | None) -> np.ndarray:
+    """Compute time lost to collectives that run while it runs, seconds: an overlapped collective is not
+    free. NCCL (and RCCL) run each channel as one thread block on a streaming multiprocessor (NCCL docs,
+    Environment Variables: NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, "each channel uses one CUDA block"),
+    so while ``hidden_s`` seconds of communication hide behind compute, the kernels have
+    compute_units − channels of the device's units: they run at 1 − f of their rate, f = channels /
+    compute_units, and take hidden_s · f / (1 − f) longer (Rashidi et al., ISCA 2021, "Enabling
+    Compute-Communication Overlap in Distributed Deep Learning Training Platforms": overlapped
+    collectives slow the compute they overlap). The channel count is memory.nccl_channels (its buffers
+    use the same count). A device whose collectives do not run on its compute cores (TPU: ICI DMA
+    engines; a CPU) has ``compute_units`` None: no interference."""
+    if not compute_units or channels <= 0:
+        return np.zeros_like(np.asarray(hidden_s, dtype=float))
+    f = min(channels / compute_units, 0.5)
+    return np.asarray(hidden_s, dtype=float) * f / (1.0 - f)
 
 
 def elementwise_bytes(m: ModelSpec, seq: float, L: LayoutArrays, e: float) -> tuple[np.ndarray, np.ndarray]:
@@ -261,6 +280,12 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     z3_mb = 2 * all_gather_s(w_bytes, tp, n_dp, fab) + reduce_scatter_s(g_bytes, tp, n_dp, fab)
     exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
     dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)
+    # the part that hides behind compute slows that compute (collective_interference_s); counted here,
+    # with the data-parallel communication that causes it
+    hidden = np.where(L.zero >= 3, n_micro * np.minimum(z3_mb, c["dp_overlap"] * compute_mb),
+                      np.where(L.zero == 0, ar_full - ar, rs_full + ag_full - rs_ag))
+    dp_exposed = dp_exposed + collective_interference_s(np.maximum(hidden, 0.0), consts["memory"]["nccl_channels"],
+                                                        hw.compute_units)
 
     # ---- optimizer step: memory-bound read/write of the local (sharded) states
     # (master and moments read and written, gradient read, weight written)

@@ -49,6 +49,10 @@ class HardwareSpec(Spec):
                                   "measured as device memory in use after the first tensor; None: "
                                   "memory.cuda_context_bytes (lazy module loading)")
     cuda_context_source: str = ""
+    compute_units: int | None = Field(
+        None, gt=0, description="streaming multiprocessors (NVIDIA) or compute units (AMD) that run both the "
+                                "kernels and NCCL/RCCL's collectives (one thread block per channel); None: a "
+                                "device whose collectives do not take its compute cores (TPU ICI DMA, a CPU)")
 
     @model_validator(mode="after")
     def _check(self) -> "HardwareSpec":
