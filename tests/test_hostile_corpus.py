@@ -33,7 +33,7 @@ from trilemma.cli import main
 #: numbers a user should not give (or may give by mistake); each must give one line or a finite answer
 BAD_NUMBERS = ["-1", "0", "1e308", "nan", "inf", "", "9" * 40, "1e-300", "abc", "GiB", "1..2", "0x10"]
 #: a shorter list for flags whose parse is shared with one above (same parser, fewer repeats)
-FEW_NUMBERS = ["-1", "0", "1e308", "nan", "inf", "", "9" * 40, "abc"]
+FEW_NUMBERS = ["-1", "0", "1e-300", "1e308", "nan", "inf", "", "9" * 40, "abc"]
 BAD_TEXT = ["", "nope", "\x00", "a" * 5000, "../../etc/passwd", "ｂｆ16"]
 BAD_UNITS = ["400", "400GHz", "1d", "$5", "5 weeks", "GB/s", "-400GB/s", "1e308GB/s", "nanGB/s"]
 
@@ -534,7 +534,8 @@ def _cli_args(draw) -> list[str]:
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+# derandomize: the same 1,000 examples on every run, so CI is reproducible (set it False to explore anew)
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(args=_cli_args())
 def test_hypothesis_over_the_flags(sandbox, capsys, args):
     """1,000 drawn flag sets: the same contract as the corpus (the error names one of the flags given)."""

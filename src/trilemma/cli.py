@@ -195,7 +195,7 @@ def solve(
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
         gpu=args["gpu"], max_gpus=_int(args["max_gpus"], "max-gpus") if args["max_gpus"] is not None else None,
         precision=args["precision"], seq_len=_seq(None if args["seq"] is None else str(args["seq"])),
-        global_batch_tokens=None if args["global_batch"] is None else parse_count(args["global_batch"], "global-batch"),
+        global_batch_tokens=_int(args["global_batch"], "global-batch"),
         law=args["law"], prices=_prices(args["price"], args["gpu"]),
         memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]))
     if args["frontier"]:

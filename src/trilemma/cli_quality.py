@@ -137,8 +137,6 @@ def optimal(
         raise InputError("flops", flops, "at least 6 FLOP (C = 6·N·D with N = D = 1)")
     d_inf = None if inference_tokens is None else _count(inference_tokens, "inference-tokens")
     u = _count(unique_tokens, "unique-tokens")
-    if u is not None and u < 1:  # 1e-300 unique tokens would make the epochs infinite
-        raise InputError("unique-tokens", unique_tokens, "at least one token")
     if c is None and target_loss is None:
         raise InputError("flops", None, "a FLOP budget (--flops 1e23) or a target loss (--loss 2.0)")
     if target_loss is not None and not target_loss > 0:

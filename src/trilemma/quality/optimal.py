@@ -31,6 +31,7 @@ from trilemma.quality.predict import (
     _effective,
     _form_loss,
     check_positive,
+    check_unique_tokens,
     precision_factor,
     predict_loss,
     result_dict,
@@ -141,7 +142,7 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
     if flops > FLOPS_MAX:
         raise InputError("flops", flops, f"at most {FLOPS_MAX:.0e} FLOP (6 × 10^15 parameters × 10^18 tokens, "
                          "the largest plan trilemma represents)")
-    u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
+    u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
     closed = u is None and law.form is not Form.MUENNIGHOFF
     if closed:
@@ -260,7 +261,7 @@ def inference_optimal(law: Law | str | None, target_loss: float, inference_token
     d_inf = float(inference_tokens)
     if not math.isfinite(d_inf) or d_inf < 0:
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens")
-    u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
+    u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
     n, d, total = _min_total(law, target, d_inf, u, kfac)
     n0, d0, _ = _min_total(law, target, 0.0, u, kfac)

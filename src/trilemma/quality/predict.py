@@ -252,6 +252,15 @@ def check_positive(field: str, v: Any) -> float:
     return f
 
 
+def check_unique_tokens(v: Any) -> float:
+    """--unique-tokens: a finite count of at least one token (epochs = tokens / unique tokens; 1e-300 made
+    them infinite and the loss NaN)."""
+    u = check_positive("unique-tokens", v)
+    if u < 1:
+        raise InputError("unique-tokens", v, "at least one token")
+    return u
+
+
 def predict_loss(law: Law | str | None, params_total: float, params_non_embedding: float, tokens: float,
                  unique_tokens: float | None = None, precision: Any = "bf16") -> LossPrediction:
     """Loss for one plan: point, band from the law's parameter uncertainty, notes and warnings."""
@@ -259,7 +268,7 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
     n_tot = check_positive("params", params_total)
     n_ne = check_positive("params (non-embedding)", params_non_embedding)
     d = check_positive("tokens", tokens)
-    u = None if unique_tokens is None else check_positive("unique-tokens", unique_tokens)
+    u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
     n = float(_params_for(law, n_tot, n_ne))
     mean = float(_loss(law, law.constants, np.asarray(n), np.asarray(d), u, kfac))

@@ -25,7 +25,7 @@ from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, cand
                                      table_goodput)
 from trilemma.estimate.result import Estimate
 from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, optimal_batch_tokens
-from trilemma.quality.predict import LossPrediction, predict_loss_block
+from trilemma.quality.predict import LossPrediction, check_unique_tokens, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.units import SI, fmt_count, parse_budget, parse_count, parse_duration
@@ -191,11 +191,11 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:  # the plan's limit (trilemma.specs.plan.Stage.tokens)
         raise InputError("tokens", tokens, "at most 1E (10^18) tokens")
-    uniq = None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens")
+    uniq = None if unique_tokens is None else check_unique_tokens(parse_count(unique_tokens, "unique-tokens"))
     the_law = get_law(law)
     law_E = float(the_law.constants.get("E", 0.0) or 0.0)
     if pins.target_loss is not None and pins.target_loss <= law_E:
-        raise InfeasibleError(f"target loss {pins.target_loss} is at or below the law's irreducible loss "
+        raise InfeasibleError(f"target loss (--target-loss) {pins.target_loss} is at or below the law's irreducible loss "
                               f"E = {law_E:.3f} ({getattr(the_law, 'name', law)}): no plan reaches it")
     models = _models(model, params)
     gpus = _gpus(gpu)
@@ -211,6 +211,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     batch = global_batch_tokens or [batch_for(m, seq, fixed_tokens) for m in models]
     table = search_configs(models, gpus, precs, counts, seq, batch, layout, memory_headroom=memory_headroom,
                            compile=compile)
+    if fixed_tokens is not None and len(table) and fixed_tokens < float(table.batch_tokens.min()):
+        raise InputError("tokens", tokens, f"at least one global batch ({fmt_count(float(table.batch_tokens.min()))} "
+                         "tokens; --global-batch sets a smaller one)")
     e = constants()["energy"]
     c = rates(table, table_goodput(table, seq), prices or {}, e)
     loss_fn = _law_fn(the_law, uniq)
