@@ -17,6 +17,8 @@ References (each figure read in its source; presets/reliability.toml quotes them
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -239,3 +241,17 @@ def test_goodput_is_a_fraction_and_falls_with_gpus_and_restart_time(busy, gpus, 
     more = goodput(busy, gpus * factor, ckpt, restart_s=restart)
     if more.checkpoint_interval_s < busy and r.checkpoint_interval_s < busy:
         assert more.goodput <= r.goodput * (1 + 1e-12)
+
+
+def test_slow_node_share_is_one_on_a_node_and_falls_as_the_slowest_of_n():
+    """goodput.slow_node_share: 1 / (1 + σ·√(2 ln nodes)). By hand: one node (8 GPUs) → 1; 64 GPUs
+    in nodes of 8 → 8 nodes, √(2 ln 8) = 2.0393, σ = 0.2 → 1 / 1.40786 = 0.71030; 9 GPUs → 2 nodes;
+    the share never rises with the node count."""
+    from trilemma.estimate.goodput import slow_node_share
+
+    assert slow_node_share(8, 8, 0.2) == pytest.approx(1.0)
+    assert slow_node_share(64, 8, 0.2) == pytest.approx(0.71030, rel=1e-4)
+    assert slow_node_share(9, 8, 0.2) == pytest.approx(1 / (1 + 0.2 * math.sqrt(2 * math.log(2))))
+    s = slow_node_share(np.arange(1, 100_000, 37), 8, 0.3)
+    assert np.all(np.diff(s) <= 0) and np.all((s > 0) & (s <= 1))
+    assert slow_node_share(4096, 8, 0.0) == 1.0

@@ -9,6 +9,8 @@ References
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -263,14 +265,15 @@ def test_gemm_constants_recover_a_measured_curve():
 
 def test_goodput_is_modelled_the_same_however_the_plan_is_built():
     """A TrainingPlan built directly (Python API) and one from make_plan (CLI) get the same goodput: the
-    failure model's share for the run times run.other_share; --goodput / TrainingPlan(goodput=…) overrides it."""
+    failure model's share for the run times the slow-node share for 64 GPUs = 8 nodes,
+    1 / (1 + σ·√(2 ln 8)); --goodput / TrainingPlan(goodput=…) overrides it."""
     from trilemma.estimate.goodput import goodput as failure_model
     from trilemma.presets import constants
     from trilemma.specs import Stage, TrainingPlan
 
     direct = TrainingPlan(stages=(Stage(tokens=1e11, seq_len=2048, global_batch_tokens=2048 * 512),))
     assert direct.goodput is None
-    share = constants()["run"]["other_share"]
+    share = 1.0 / (1.0 + constants()["run"]["slow_node_spread"] * math.sqrt(2.0 * math.log(8)))
     a = estimate("llama2-7b", "a100-80gb", 64, plan=direct).time
     b = estimate("llama2-7b", "a100-80gb", 64, 1e11).time
     assert a.goodput == pytest.approx(b.goodput, rel=1e-12)

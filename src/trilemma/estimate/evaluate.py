@@ -15,6 +15,7 @@ import numpy as np
 from trilemma.estimate.cost import CostArrays, run_cost
 from trilemma.estimate.goodput import Goodput
 from trilemma.estimate.goodput import goodput as run_goodput
+from trilemma.estimate.goodput import slow_node_share
 from trilemma.estimate.flops import hardware_flop_per_token, model_flop_per_token
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
@@ -51,7 +52,7 @@ class Evaluation:
     hardware_flop: np.ndarray  # total with recomputation, per row
     tokens: float
     goodput_given: float | None  # the plan's --goodput; None: modelled (``reliability``) × other_share
-    other_share: float  # run.other_share: the part of wall time the failure model does not explain
+    slow_node_spread: float  # run.slow_node_spread: σ of trilemma.estimate.goodput.slow_node_share
     checkpoint_bytes: np.ndarray | float  # one checkpoint of the whole job's state, bytes
     peak_flop_per_s: float
     n_gpus: np.ndarray | int
@@ -67,8 +68,14 @@ class Evaluation:
         return run_goodput(self.busy_s, self.n_gpus, self.checkpoint_bytes)
 
     @cached_property
+    def other_share(self) -> np.ndarray | float:
+        """Share of wall time left after slow nodes, evaluation and stalls for this GPU count
+        (trilemma.estimate.goodput.slow_node_share; 1 on one node)."""
+        return slow_node_share(self.n_gpus, self.cluster.node_size, self.slow_node_spread)
+
+    @cached_property
     def goodput(self) -> np.ndarray | float:
-        """Useful share of wall time: the plan's, or the modelled one times run.other_share."""
+        """Useful share of wall time: the plan's, or the failure model's times the slow-node share."""
         if self.goodput_given is not None:
             return self.goodput_given
         return self.reliability.goodput * self.other_share
@@ -174,7 +181,7 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
                       per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
                       hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput_given=plan.goodput,
-                      other_share=consts["run"]["other_share"],
+                      slow_node_spread=consts["run"]["slow_node_spread"],
                       checkpoint_bytes=np.asarray(pc.total, dtype=float) * plan.checkpoint_bytes_per_param,
                       peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster)
 

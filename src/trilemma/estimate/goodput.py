@@ -233,6 +233,23 @@ def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *
                    rework_s=out(rework), restart_s=out(restarts), wall_s=out(wall), goodput=out(good))
 
 
+def slow_node_share(n_gpus: ArrayLike, gpus_per_node: ArrayLike, spread: float) -> ArrayLike:
+    """Share of wall time left after slow nodes, 1 / (1 + σ·√(2 ln nodes)); 1 on one node.
+
+    A synchronous job moves at the pace of its slowest node. Over a run of weeks nodes go slow for
+    hours to days (fail-slow hardware: Gunawi et al., "Fail-Slow at Scale", FAST 2018; in LLM training,
+    Wu et al., "FALCON: Pinpointing and Mitigating Stragglers for Large-Scale Hybrid-Parallel
+    Training", arXiv:2410.12588, 2024), evaluation and data stalls hold every node too. With node paces
+    i.i.d. of relative spread σ, the slowest of n is ≈ σ·√(2 ln n) behind the mean (the expected maximum
+    of n normals, Gumbel's extreme-value asymptotics; the same effect of the slowest of n workers in
+    synchronous SGD: Chen et al., "Revisiting Distributed Synchronous SGD", arXiv:1604.00981, §2).
+    σ is ``run.slow_node_spread``, fitted on whole published runs (trilemma.validate.fit.fit_goodput);
+    throughput benchmarks, minutes long on hand-picked nodes, do not see it and are not charged it.
+    Units: GPUs, GPUs per node; returns a fraction in (0, 1]."""
+    nodes = np.maximum(np.ceil(np.asarray(n_gpus, dtype=float) / np.asarray(gpus_per_node, dtype=float)), 1.0)
+    return _scalar_or_array(1.0 / (1.0 + spread * np.sqrt(2.0 * np.log(nodes))))
+
+
 def first_order_waste(interval_s: ArrayLike, write_s: ArrayLike, mtbf_s: ArrayLike) -> ArrayLike:
     """Young's first-order wasted fraction of time, δ/τ + τ/(2M): writes plus half an interval of
     rework per failure. Minimised at τ = √(2δM)."""

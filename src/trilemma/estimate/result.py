@@ -87,7 +87,7 @@ class TimeBreakdown:
     # the failure model for this run (trilemma.estimate.goodput.Goodput.to_dict: MTBF, checkpoint write and
     # interval, expected interruptions, seconds lost by cause, its goodput share)
     reliability: dict[str, Any] = field(default_factory=dict)
-    other_share: float = 1.0  # run.other_share: evaluation, stragglers, idle time (fitted on whole runs)
+    other_share: float = 1.0  # slow nodes, evaluation, stalls for this node count (goodput.slow_node_share)
     goodput_given: bool = False  # the plan's --goodput replaced the model
 
 
@@ -307,7 +307,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                          band_reason=band_reason, ops_s={k: _f(v, i) for k, v in t.ops_s.items()},
                          reliability={k: (_f(v, i) if not isinstance(v, dict) else {kk: _f(vv, i) for kk, vv in v.items()})
                                       for k, v in _reliability_dict(ev).items()},
-                         other_share=ev.other_share, goodput_given=ev.goodput_given is not None)
+                         other_share=_f(ev.other_share, i), goodput_given=ev.goodput_given is not None)
     energy_j = _f(ev.cost.energy_j, i)
     hw = cl.hardware
     cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,

@@ -30,10 +30,10 @@ def goodput_line(t: Any) -> str:
         return f"{t.goodput:.0%} (given with --goodput)"
     r = t.reliability
     lost = sum(r["lost_s"].values())
-    return (f"{t.goodput:.0%} = failures and checkpoints {r['goodput']:.0%} × other overheads {t.other_share:.0%}  "
+    return (f"{t.goodput:.0%} = failures and checkpoints {r['goodput']:.0%} × slow nodes and other overheads {t.other_share:.0%}  "
             f"({r['expected_interruptions']:,.1f} interruptions expected, MTBF {fmt_duration(r['mtbf_s'])}; "
             f"checkpoint every {fmt_duration(r['checkpoint_interval_s'])}, written in "
-            f"{fmt_duration(r['checkpoint_write_s'])}; {fmt_duration(lost)} lost; other overheads fitted on whole runs)")
+            f"{fmt_duration(r['checkpoint_write_s'])}; {fmt_duration(lost)} lost; slow nodes: 1/(1 + σ√(2 ln nodes)), σ fitted on whole runs)")
 
 def _console() -> Console:
     # rich assumes 80 columns when stdout is not a terminal: tables piped to grep would truncate

@@ -65,9 +65,10 @@ class Corners:
 
 def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
     """Goodput per configuration: the failure model's steady share for its GPU count and checkpoint size
-    (trilemma.estimate.goodput.steady_goodput: runs longer than one checkpoint interval), times
-    run.other_share. ``estimate`` recomputes it for the chosen plan's own duration."""
-    from trilemma.estimate.goodput import steady_goodput
+    (trilemma.estimate.goodput.steady_goodput: runs longer than one checkpoint interval), times the
+    slow-node share for its node count (goodput.slow_node_share). ``estimate`` recomputes it for the
+    chosen plan's own duration."""
+    from trilemma.estimate.goodput import slow_node_share, steady_goodput
     from trilemma.presets import constants
     from trilemma.specs.build import make_plan
 
@@ -78,7 +79,9 @@ def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
     per_param = np.array([make_plan(table.models[0], batch, seq_len, batch, p).checkpoint_bytes_per_param
                           for p in table.precisions])[table.prec_idx]
     tot, _ = params_of(table)
-    return np.asarray(steady_goodput(table.n_gpus, tot * per_param)) * constants()["run"]["other_share"]
+    per_node = np.array([h.devices_per_node for h in table.gpus])[table.gpu_idx]
+    return (np.asarray(steady_goodput(table.n_gpus, tot * per_param))
+            * np.asarray(slow_node_share(table.n_gpus, per_node, constants()["run"]["slow_node_spread"])))
 
 
 def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, float], energy: dict[str, float]) -> Corners:

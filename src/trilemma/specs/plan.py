@@ -82,8 +82,8 @@ class TrainingPlan(Spec):
                           "tensors instead of eager PyTorch's 4 (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)")
     goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time; None: "
                                   "modelled (failures, checkpoints and restarts for the GPU count and duration, "
-                                  "trilemma.estimate.goodput) times the share fitted on whole runs for the rest "
-                                  "(run.other_share)")
+                                  "trilemma.estimate.goodput) times the slow-node share for the node count "
+                                  "(goodput.slow_node_share, σ = run.slow_node_spread fitted on whole runs)")
 
     @property
     def total_tokens(self) -> float:

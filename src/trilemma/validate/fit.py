@@ -7,8 +7,9 @@ The fit (reproduce with ``python scripts/calibrate.py``):
    current constants, then held fixed, and the fit runs twice so that search and fit agree.
 2. Goodput: whole-run GPU-hours (and days) include failures, checkpoints and restarts, which
    trilemma.estimate.goodput models per run, and evaluation, stragglers and idle time, which it
-   does not. With the time constants fixed, the rest is one named share of wall time:
-   run.other_share = exp(median log(predicted wall without it / reported)), bounded to [0.3, 1].
+   does not. With the time constants fixed, the rest is the slow-node share of wall time,
+   1 / (1 + σ·√(2 ln nodes)) (trilemma.estimate.goodput.slow_node_share), σ = run.slow_node_spread
+   fitted by least absolute log deviations (fit_goodput).
 3. Memory: the framework residual (bytes, what the CUDA context and NCCL's buffers leave of the device
    total) and fragmentation (fraction) by bounded linear least squares on relative memory residuals;
    the context and NCCL terms are measured and cited, not fitted.
@@ -26,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from scipy.optimize import least_squares, lsq_linear
+from scipy.optimize import least_squares, lsq_linear, minimize_scalar
 
 from trilemma.estimate.choose import evaluate_candidates, pinned_axes
 from trilemma.estimate.evaluate import Evaluation, evaluate
+from trilemma.estimate.goodput import slow_node_share
 from trilemma.estimate.layouts import R_OOM, LayoutArrays
 from trilemma.presets import constants as default_constants
 from trilemma.specs import Layout
@@ -191,17 +193,24 @@ def fit_time(cases: list[Case], consts: Constants, passes: int = 2) -> Constants
 
 
 def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
-    """run.other_share from whole-run cases, with the time constants fixed: the share of wall time
-    the failure model (trilemma.estimate.goodput) leaves unexplained."""
+    """run.slow_node_spread σ from whole-run cases, with the time constants fixed: the wall time the
+    failure model (trilemma.estimate.goodput) leaves unexplained, as the slow-node share
+    1 / (1 + σ·√(2 ln nodes)) (goodput.slow_node_share). σ minimises Σ |log(predicted / reported)|
+    (least absolute deviations: a median fit, robust to one odd run) over [0, 2]; single-node runs
+    carry no information on σ and do not move it."""
     rcases = [c for c in cases if c.metric in RUN_METRICS]
     if not rcases:
         return consts
-    modelled_only = with_params(consts, {("run", "other_share"): 1.0})
-    r = _log_residuals(predict(rcases, modelled_only))  # log(prediction with modelled goodput / reported)
-    if len(r) == 0:
+    bare = with_params(consts, {("run", "slow_node_spread"): 0.0})
+    preds = [p for p in predict(rcases, bare) if p.log_ratio is not None]
+    if not preds:
         return consts
-    share = float(np.clip(math.exp(float(np.median(r))), 0.3, 1.0))
-    return with_params(consts, {("run", "other_share"): share})
+    r = np.array([p.log_ratio for p in preds])  # log(prediction with the failure model only / reported)
+    # the share for each run's node count at σ = 1 gives its √(2 ln nodes)
+    g = np.array([1.0 / slow_node_share(p.case.n_gpus, p.case.hardware.devices_per_node, 1.0) - 1.0 for p in preds])
+    sol = minimize_scalar(lambda s: float(np.abs(r + np.log1p(s * g)).sum()), bounds=(0.0, 2.0), method="bounded",
+                          options={"xatol": 1e-6})
+    return with_params(consts, {("run", "slow_node_spread"): float(sol.x) if g.any() else 0.0})
 
 
 def fit_memory(cases: list[Case], consts: Constants) -> Constants:

@@ -46,7 +46,7 @@ def family_counts(cases: list[Any]) -> dict[str, dict[str, int]]:
 def cross_family(cases: list[Any], start: Any, fitted: Any,
                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Hold out each chip family with measured step times or runs in turn: refit without its rows
-    (``loso(by="family")``: the time constants from ``start``, run.other_share where its rows test it), predict
+    (``loso(by="family")``: the time constants from ``start``, run.slow_node_spread where its rows test it), predict
     them. Returns the pooled 10th/50th/90th percentiles of r = log(predicted time / reported time)
     (``Prediction.time_log_ratio``: a rate's sign flipped), n, and each family's n and median r."""
     band_cases = [c for c in cases if c.metric in TIME_METRICS | RUN_METRICS]
@@ -129,7 +129,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         "[meta]",
         f"date = {toml_value(_dt.date.today().isoformat())}",
         'command = "python scripts/calibrate.py"',
-        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.other_share', 'memory.framework_residual_bytes', 'memory.fragmentation'])}",
+        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.slow_node_spread', 'memory.framework_residual_bytes', 'memory.fragmentation'])}",
         f"cases = {toml_value(len(cases))}",
         f"skipped = {toml_value(len(skipped))}",
         f"groups = {toml_value(sorted({c.group for c in cases}))}",
@@ -148,7 +148,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         f"memory_log_q90 = {toml_value(m_hi)}",
         f"memory_n = {toml_value(len(rm))}",
         "# cross-family: each chip family with measured step times or runs held out in turn (time constants",
-        "# refitted without its rows, run.other_share too where they test it), its rows predicted; r pooled over",
+        "# refitted without its rows, run.slow_node_spread too where they test it), its rows predicted; r pooled over",
         "# families ([families] has each one's median). Widens the band of a family with no such rows",
         "# (trilemma.estimate.result.band_for).",
         f"cross_family_log_q10 = {toml_value(xf['log_q10'])}",
