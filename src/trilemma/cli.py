@@ -274,7 +274,10 @@ def export(
 
     engine = check_engine(to)
     rest = list(ctx.args)
-    verb = rest.pop(0) if rest and rest[0] in ("estimate", "solve") else "estimate"
+    lead = 0  # --json (a switch of both verbs) may come before the verb
+    while lead < len(rest) and rest[lead] == "--json":
+        lead += 1
+    verb = rest.pop(lead) if lead < len(rest) and rest[lead] in ("estimate", "solve") else "estimate"
     if "--export" in rest:
         raise InputError("export", "--export", "--to ENGINE alone (`trilemma export` sets the verb's --export)")
     if point is not None and verb != "solve":

@@ -83,6 +83,7 @@ def config(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
 def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]) -> ExportDocument:
     cfg, notes = config(m, pl, n, ft)
     nodes, per_node = n.nodes
+    data = {"ds_config": cfg, "launcher": {"nnodes": nodes, "nproc_per_node": per_node}}
     notes += [f"launch {n.n_gpus} processes ({nodes} node(s) × {per_node}): deepspeed --num_nodes {nodes} "
               f"--num_gpus {per_node} train.py --deepspeed_config ds_config.json",
               f"global batch {n.global_batch} = micro-batch {n.micro_batch} × accumulation {n.accumulation} × "
@@ -90,7 +91,7 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
               f"({n.tokens:,} tokens) in train.py's loop",
               f"optimizer and schedule are train.py's; recipe: {recipe(ft)['source']}"]
     return ExportDocument(engine=ENGINE, engine_version=VERSION, files={"ds_config.json": json.dumps(cfg, indent=2) + "\n"},
-                          config=cfg, numbers=n, plan=plan, notes=tuple(notes))
+                          config=data, numbers=n, plan=plan, notes=tuple(notes))
 
 
 __all__ = ["ENGINE", "FP16", "VERSION", "config", "export"]

@@ -121,6 +121,7 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
         cfg["bnb_config"] = q
         files["bnb_config.json"] = json.dumps(q, indent=2) + "\n"
     nodes, per_node = n.nodes
+    cfg["launcher"] = {"nnodes": nodes, "nproc_per_node": per_node}
     files["train_hf.py"] = SCRIPT.format(title=plan["title"], nodes=nodes, per_node=per_node, seq=n.seq_len,
                                          attn="sdpa" if pl.flash_attention else "eager")
     notes = [f"dp {n.dp} = the launcher's processes: torchrun --nnodes {nodes} --nproc-per-node {per_node} train_hf.py "

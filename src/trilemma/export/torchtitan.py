@@ -193,7 +193,7 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
                      "where the GPU has them; the plan assumed none")
     if prec == Precision.TF32:
         notes.append("tf32: float32 parameters; TF32 matmuls follow torch.backends.cuda.matmul.allow_tf32")
-    notes += [f"set model.hf_assets_path (tokenizer) and training.dataset / dataset_path for your data",
+    notes += ["set model.hf_assets_path (tokenizer) and training.dataset / dataset_path for your data",
               f"recipe: {rec['source']} (torchtitan's AdamW keeps its own betas)",
               f"steps = ⌈{n.tokens_planned:.6g} tokens / ({n.global_batch} × {n.seq_len})⌉ = {n.steps}: "
               f"{n.tokens:,} tokens"]
