@@ -423,7 +423,7 @@ def test_cli_errors_are_one_line(capsys):
 def test_cli_writes_files_and_exports_a_solve_point(capsys, tmp_path):
     code, out, err = run(capsys, "export", "--to", "deepspeed", "--out", str(tmp_path), "--gpus", "64",
                          "--tokens", "200B", "--tp", "1")
-    assert code == 0 and (tmp_path / "ds_config.json").exists()
+    assert code == 0 and (tmp_path / "ds_config.json").exists() and (tmp_path / "trilemma-notes.txt").exists()
     solve = ["solve", "--model", "llama2-7b", "--gpu", "a100-80gb", "--max-gpus", "64", "--budget", "$20k",
              "--minimize", "loss"]
     code, out, err = run(capsys, "export", "--to", "megatron", "--json", *solve)

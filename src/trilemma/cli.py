@@ -267,8 +267,8 @@ def export(
                                         "row of --frontier's CSV) instead of the optimum"),
     out: Optional[str] = typer.Option(None, "--out", help="write the files into this folder"),
 ) -> None:
-    """A plan as the config of the engine that runs it: `trilemma export --to ENGINE [estimate|solve] FLAGS`
-    takes the verb's flags (estimate by default) and prints (or --out writes) torchtitan's job TOML,
+    """A plan as the config of the engine that runs it: `trilemma export --to ENGINE` then `estimate` (the
+    default) or `solve` and that verb's own flags; prints (or --out writes) torchtitan's job TOML,
     Megatron-LM's launch script, DeepSpeed's JSON config, or Hugging Face's TrainingArguments (+ PEFT)."""
     from trilemma.export import check_engine
 

@@ -6,7 +6,7 @@ BitsAndBytesConfig as JSON, and a script).
     >>> from trilemma.api import estimate
     >>> from trilemma.export import export
     >>> doc = export(estimate("llama2-7b", "a100-80gb", 64, tokens=2e11), "megatron")
-    >>> print(doc.files["train_megatron.sh"])
+    >>> doc.files["train_megatron.sh"]  # the launch script; doc.to_dict() is --json's document
 
 Every exporter takes the same integers (trilemma.export.plan.PlanNumbers: GPUs = tp × pp × cp × dp,
 global batch = micro-batch × accumulation × dp, steps = ⌈tokens / batch tokens⌉) and writes only

@@ -24,8 +24,18 @@ def print_export(doc: Any) -> None:
         sys.stderr.write(f"note: {line}\n")
 
 
+NOTES = "trilemma-notes.txt"  # beside the engine's files: what was exported, and the notes
+
+
+def notes_text(doc: Any) -> str:
+    lines = [f"trilemma export --to {doc.engine}: {doc.plan['title']} ({doc.plan['source']})",
+             f"argument names: {doc.engine_version}", ""]
+    return "\n".join(lines + [f"- {x}" for x in (*doc.notes, *doc.warnings)]) + "\n"
+
+
 def write_export(doc: Any, folder: str) -> list[str]:
-    """Write the files into ``folder`` (made if missing); their paths. A script is made executable."""
+    """Write the files into ``folder`` (made if missing), and the notes as trilemma-notes.txt; their
+    paths. A script is made executable."""
     try:
         os.makedirs(folder, exist_ok=True)
         paths = []
@@ -36,6 +46,10 @@ def write_export(doc: Any, folder: str) -> list[str]:
             if name.endswith(".sh"):
                 os.chmod(path, 0o755)
             paths.append(path)
+        path = os.path.join(folder, NOTES)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(notes_text(doc))
+        paths.append(path)
     except OSError as exc:
         raise InputError("out", folder, f"a writable folder ({exc.strerror})") from None
     return paths
