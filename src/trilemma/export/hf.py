@@ -20,6 +20,7 @@ from trilemma.export import deepspeed as ds
 from trilemma.export.document import ExportDocument
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
+from trilemma.specs.enums import FfnType, PositionType
 
 ENGINE = "hf"
 VERSION = "transformers 5.24 TrainingArguments, peft 0.21 LoraConfig"
@@ -34,11 +35,16 @@ OPTIM = {"adamw": "adamw_torch_fused", "sgd": "sgd", "adamw_8bit": "adamw_bnb_8b
          "paged_adamw_8bit": "paged_adamw_8bit", "paged_adamw": "paged_adamw_32bit", "paged_adamw_32bit": "paged_adamw_32bit"}
 
 
-def lora_targets(ft: FineTune) -> list[str] | str:
+def lora_targets(ft: FineTune, m: ModelSpec) -> list[str] | str:
     """LoRA's target modules as PEFT takes them: the model's own names pass through; generic ones
-    (q, k, v, o, gate, up, down, attention, mlp) become Llama-family names; all → "all-linear"."""
+    (q, k, v, o, gate, up, down, attention, mlp) become Llama-family names (Llama, Mistral, Qwen2:
+    rotary SwiGLU models); all → "all-linear"."""
     if not ft.lora_targets or "all" in ft.lora_targets:
         return "all-linear"
+    generic = [t for t in ft.lora_targets if t in LLAMA_MODULES]
+    if generic and (m.ffn_type != FfnType.SWIGLU or m.position != PositionType.ROTARY):
+        raise ExportError(ENGINE, "LoRA targets", ",".join(generic), f"{m.name} is not a Llama-family model: give "
+                          "its module names (e.g. c_attn for GPT-2) or all")
     out: list[str] = []
     for t in ft.lora_targets:
         for name in LLAMA_MODULES.get(t, [t]):
@@ -47,11 +53,11 @@ def lora_targets(ft: FineTune) -> list[str] | str:
     return out
 
 
-def lora_config(ft: FineTune, rec: dict[str, Any]) -> dict[str, Any]:
+def lora_config(ft: FineTune, rec: dict[str, Any], m: ModelSpec) -> dict[str, Any]:
     if ft.lora_rank is None:
         raise ExportError(ENGINE, "LoRA rank", None, "a fine-tune with adapters needs its rank")
     return {"r": ft.lora_rank, "lora_alpha": ft.lora_alpha if ft.lora_alpha is not None else 2 * ft.lora_rank,
-            "target_modules": lora_targets(ft), "lora_dropout": rec["lora_dropout"], "bias": "none",
+            "target_modules": lora_targets(ft, m), "lora_dropout": rec["lora_dropout"], "bias": "none",
             "task_type": "CAUSAL_LM"}
 
 
@@ -97,7 +103,7 @@ def training_arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineT
     if prec == Precision.TF32:
         args["tf32"] = True
     opt = (ft.optimizer if ft is not None and ft.optimizer else str(pl.optimizer)).lower()
-    if opt not in OPTIM and opt not in (Optimizer.ADAMW, Optimizer.SGD):
+    if opt not in OPTIM and opt not in (str(Optimizer.ADAMW), str(Optimizer.SGD)):
         raise ExportError(ENGINE, "optimizer", opt, "one of " + ", ".join(OPTIM))
     args["optim"] = OPTIM.get(opt, opt)
     notes = [f"recipe: {rec['source']}"]
@@ -114,7 +120,7 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
     files = {"training_args.json": json.dumps(args, indent=2) + "\n"}
     cfg: dict[str, Any] = {"training_args": args}
     if ft is not None and ft.adapters:
-        cfg["lora_config"] = lora_config(ft, recipe(ft))
+        cfg["lora_config"] = lora_config(ft, recipe(ft), m)
         files["lora_config.json"] = json.dumps(cfg["lora_config"], indent=2) + "\n"
     q = quantization_config(ft, "bfloat16" if pl.precision == Precision.BF16 else "float16") if ft is not None else None
     if q is not None:

@@ -50,8 +50,8 @@ def write_export(doc: Any, folder: str) -> list[str]:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(notes_text(doc))
         paths.append(path)
-    except OSError as exc:
-        raise InputError("out", folder, f"a writable folder ({exc.strerror})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise InputError("out", folder, f"a writable folder ({getattr(exc, 'strerror', None) or exc})") from None
     return paths
 
 
