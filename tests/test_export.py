@@ -436,3 +436,55 @@ def test_cli_writes_files_and_exports_a_solve_point(capsys, tmp_path):
     code, out, err = run(capsys, "export", "--to", "megatron", "--point", "100000", *solve)
     assert code == 2 and "point: 100000" in err
     assert math.isfinite(point["numbers"]["tokens"])
+
+
+# ------------------------------------------------------------------ the engines' parsers over random plans
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_deepspeed_and_trainer_read_random_plans(data, deepspeed_config, transformers_classes, monkeypatch):
+    """Every random plan DeepSpeed or the Trainer can express parses with their own classes, with the
+    batch the plan has."""
+    monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *a, **k: 0)
+    TrainingArguments = transformers_classes[0]
+    for engine, module in (("deepspeed", ds_export), ("hf", hf_export)):
+        layout, n, node, batch, seq, tokens, precision = data.draw(plans(engine))
+        numbers = PlanNumbers.build(layout, n, node, batch, seq, tokens)
+        doc = module.export(LLAMA2_7B, make_plan(LLAMA2_7B, tokens, seq, batch * seq, precision), numbers, None,
+                            {"title": "property"})
+        if engine == "deepspeed":
+            c = deepspeed_config.DeepSpeedConfig(json.loads(doc.files["ds_config.json"]),
+                                                 mpu=_DataParallel(n // layout.tp))
+            assert c.train_batch_size == batch and c.zero_optimization_stage == int(layout.zero)
+        else:
+            args = TrainingArguments(**json.loads(doc.files["training_args.json"]), use_cpu=True)
+            assert args.per_device_train_batch_size * args.gradient_accumulation_steps * n == batch
+            assert args.gradient_checkpointing == (layout.recompute == Recompute.FULL)
+
+
+def test_torchtitan_reads_a_pipelined_float8_job(tmp_path):
+    """Pipeline stages by module name, the interleaved schedule, op-level recomputation and the float8
+    converter (its name as torchtitan registers it, read from the installed source)."""
+    numbers = PlanNumbers.build(Layout(tp=2, pp=2, vp=2, dp=4, micro_batch=1, zero=3, recompute=Recompute.OP), 16, 8,
+                                32, 4096, 1e10)
+    doc = tt_export.export(LLAMA2_7B, make_plan(LLAMA2_7B, 1e10, 4096, 32 * 4096, Precision.FP8), numbers, None,
+                           {"title": "pp"})
+    path = tmp_path / "job.toml"
+    path.write_text(doc.files["job.toml"])
+    job = _load_torchtitan_config()().parse_args(["--job.config_file", str(path)])
+    assert job.parallelism.pipeline_parallel_schedule == "Interleaved1F1B"
+    assert len(job.parallelism.module_fqns_per_model_part) == 4  # pp × vp stages
+    assert job.training.local_batch_size == 32 // 4 and job.parallelism.pipeline_parallel_microbatch_size == 1
+    assert (job.activation_checkpoint.mode, job.activation_checkpoint.selective_ac_option) == ("selective", "op")
+    spec = importlib.util.find_spec("torchtitan")
+    float8 = Path(spec.submodule_search_locations[0], "components", "quantization", "float8.py").read_text()
+    assert all(f'"{c}")' in float8 for c in job.model.converters) and job.model.converters
+
+
+def test_megatron_exports_a_mixture_of_experts():
+    est = estimate("mixtral-8x7b", "h100-sxm", 512, tokens=1e12, layout={"ep": 8, "tp": 2, "pp": 2})
+    a = megatron_args(export(est, "megatron").files["train_megatron.sh"])
+    assert (int(a["--num-experts"]), int(a["--moe-router-topk"]), int(a["--expert-model-parallel-size"])) == (8, 2, 8)
+    assert int(a["--num-query-groups"]) == 8 and "--group-query-attention" in a  # Mixtral: 32 heads, 8 KV heads
