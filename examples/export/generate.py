@@ -11,7 +11,9 @@ engine, with the pins the engine needs, and a solve optimum:
 
 and, through the Python API (the command line has no fine-tune flags yet), a QLoRA fine-tune of
 Llama-2-7B on 8 A100s (rank 16, alpha 32, every projection, NF4 base, paged 8-bit AdamW) for HF
-Trainer + PEFT, in hf-qlora/.
+Trainer + PEFT, in hf-qlora/. Until TrainingPlan carries its fine-tune fields (the --finetune flags),
+that layout is the full-training estimate of the same run; trilemma.export.plan.finetune_of is where
+the exporters will read them.
 """
 
 from __future__ import annotations
