@@ -369,7 +369,13 @@ CONFLICTS: list[tuple[list[str], tuple[str, ...]]] = [
     (["estimate", "--gpus"], ("gpus",)),
 ]
 
-CASES = ESTIMATE + SOLVE + OPTIMAL + FIT + VALIDATE + PRESETS + PROBE + LADDER + FILE_CASES + CONFLICTS
+EXPORT = _flag_cases("export", ["--to", "megatron", "--gpus", "64", "--tokens", "10B"], {
+    "--to": BAD_TEXT + ["MEGATRON", "nemo", "torchtitan", "deepspeed", "hf"],
+    "--point": ["-1", "0", "abc", "99999999999999999999", "1e308"],
+    "--out": ["{hf_dir.json}", "\x00"], "--gpus": FEW_NUMBERS, "--zero": ["4", "fsdp"],
+}) + [(["export", "--to", "megatron", "--point", v, "solve", *SOLVE_BASE, "--json"], ("point",))
+      for v in ["-1", "5000000", "abc"]]
+CASES = ESTIMATE + SOLVE + OPTIMAL + FIT + VALIDATE + PRESETS + PROBE + LADDER + FILE_CASES + CONFLICTS + EXPORT
 
 
 class ProbeAccepted(Exception):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,19 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
     return with_loss(estimate_plan(m, cl, pl, layout, how), law, unique_tokens)
 
 
+def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = None) -> Any:
+    """An Estimate, or a solve result (its optimum, or frontier ``point``), as ``engine``'s config:
+    torchtitan, megatron, deepspeed or hf (trilemma.export). ``.to_dict()`` is the document
+    ``--export ENGINE --json`` prints; ``.files`` the files ``trilemma export --out`` writes."""
+    from trilemma.export import export as export_estimate, export_solve
+
+    if hasattr(plan, "optimum"):
+        return export_solve(plan, engine, point, finetune=finetune)
+    if point is not None:
+        raise InputError("point", point, "a frontier index, with a solve result")
+    return export_estimate(plan, engine, finetune=finetune)
+
+
 def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:
     """The estimate with its quality corner: predicted loss with a band (trilemma.quality)."""
     from trilemma.quality.predict import predict_loss_block
@@ -45,5 +59,5 @@ def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None
 
 
 __all__ = ["SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult", "TimeBreakdown", "estimate",
-           "estimate_plan", "evaluate_layout", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware",
+           "estimate_plan", "evaluate_layout", "export", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware",
            "resolve_model", "with_loss"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import re
@@ -70,6 +71,9 @@ COMPILE_HELP = ("the model runs under torch.compile (inductor): a gated MLP save
                 "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default off")
 PRECISION_HELP = ("bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao Float8Linear / torchtitan's "
                   "--model.converters float8 — fp8 matmuls, bf16 weights and activations, fp32 master copy)")
+EXPORT_HELP = "print the plan as an engine's config instead: torchtitan, megatron, deepspeed or hf (trilemma export)"
+#: what `trilemma export` passes to the verb it runs: the frontier point and the output folder
+_EXPORT: contextvars.ContextVar[dict] = contextvars.ContextVar("trilemma_export", default={})
 MIN_GOODPUT = 0.01  # a run that is useful 1% of its wall time is not a plan; below it times overflow
 
 
@@ -116,6 +120,7 @@ def estimate(
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+    export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP),
     layout: Optional[dict] = None,
 ) -> None:
     """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan.
@@ -149,6 +154,9 @@ def estimate(
                      **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
+    if export:
+        from trilemma.export import export as export_plan
+        return _emit_export(export_plan(est, export), as_json)
     if as_json:
         _print_json(est.to_dict())
     else:
@@ -179,6 +187,7 @@ def solve(
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
+    export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
 ) -> None:
     """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier."""
     from trilemma.report.solve import print_solve, plot_frontier, write_frontier
@@ -202,6 +211,9 @@ def solve(
         write_frontier(result, args["frontier"])
     if args["plot"]:
         plot_frontier(result, args["plot"])
+    if export:
+        from trilemma.export import export_solve
+        return _emit_export(export_solve(result, export, _EXPORT.get().get("point")), as_json)
     if as_json:
         _print_json(result.to_dict())
     else:
@@ -230,6 +242,51 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
             for n in names:
                 out[resolve_hardware(n).name] = value
     return out
+
+
+def _emit_export(doc: Any, as_json: bool) -> None:
+    """An exported plan: written to `export --out`'s folder, or printed (the files, or --json's document)."""
+    from trilemma.report.export import print_export, print_written, write_export
+
+    out = _EXPORT.get().get("out")
+    if out:
+        paths = write_export(doc, out)
+        if not as_json:
+            return print_written(doc, paths)
+    if as_json:
+        _print_json(doc.to_dict())
+    else:
+        print_export(doc)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def export(
+    ctx: typer.Context,
+    to: str = typer.Option(..., "--to", help="torchtitan, megatron, deepspeed or hf"),
+    point: Optional[int] = typer.Option(None, "--point", help="with solve: export this frontier point (the 0-based "
+                                        "row of --frontier's CSV) instead of the optimum"),
+    out: Optional[str] = typer.Option(None, "--out", help="write the files into this folder"),
+) -> None:
+    """A plan as the config of the engine that runs it: `trilemma export --to ENGINE` then `estimate` (the
+    default) or `solve` and that verb's own flags; prints (or --out writes) torchtitan's job TOML,
+    Megatron-LM's launch script, DeepSpeed's JSON config, or Hugging Face's TrainingArguments (+ PEFT)."""
+    from trilemma.export import check_engine
+
+    engine = check_engine(to)
+    rest = list(ctx.args)
+    lead = 0  # --json (a switch of both verbs) may come before the verb
+    while lead < len(rest) and rest[lead] == "--json":
+        lead += 1
+    verb = rest.pop(lead) if lead < len(rest) and rest[lead] in ("estimate", "solve") else "estimate"
+    if "--export" in rest:
+        raise InputError("export", "--export", "--to ENGINE alone (`trilemma export` sets the verb's --export)")
+    if point is not None and verb != "solve":
+        raise InputError("point", point, "a frontier index with `trilemma export --to ENGINE solve ...`")
+    token = _EXPORT.set({"point": point, "out": out})
+    try:
+        app(args=[verb, *rest, "--export", engine], standalone_mode=False)
+    finally:
+        _EXPORT.reset(token)
 
 
 @app.command()
@@ -312,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         msg = " ".join(str(exc.format_message()).split())  # one line
         if name == "NoArgsIsHelpError":  # the help is already on stdout; its message is empty
-            msg = "missing command: estimate, solve, optimal, fit, validate, probe or presets (see trilemma --help)"
+            msg = "missing command: estimate, solve, export, optimal, fit, validate, probe or presets (see trilemma --help)"
         sys.stderr.write(f"trilemma: error: {msg}\n")
         return 2
 

@@ -95,6 +95,12 @@ def constants() -> Constants:
 
 
 @cache
+def export_recipes() -> dict[str, Any]:
+    """The training recipes `trilemma export` writes beside a plan (export.toml), each with its source."""
+    return _read_toml("export.toml")
+
+
+@cache
 def uncalibrated_constants() -> Constants:
     """constants.toml alone: the starting point of a fit."""
     return Constants(_read_toml("constants.toml"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -51,6 +51,15 @@ class SolveResult:
     candidates: int
     seconds: float
     warnings: tuple[str, ...] = field(default=())
+    # (config-table row, tokens) → the plan realised through estimate, as the optimum is (frontier_plan)
+    realise: Callable[[int, float], Estimate] | None = field(default=None, repr=False, compare=False)
+
+    def frontier_plan(self, point: int) -> Estimate:
+        """Frontier point ``point`` (the 0-based row of ``--frontier``'s CSV) as a full estimate."""
+        n = 0 if self.frontier is None else int(self.frontier.time_s.size)
+        if isinstance(point, bool) or not isinstance(point, (int, np.integer)) or not 0 <= point < n or self.realise is None:
+            raise InputError("point", point, f"a frontier index from 0 to {n - 1}" if n else "a solve with a frontier")
+        return self.realise(int(self.frontier.config[point]), float(self.frontier.tokens[point]))
 
     def to_dict(self) -> dict[str, Any]:
         def plan(e: Estimate, loss: LossPrediction, why: str | None = None) -> dict[str, Any]:
@@ -224,16 +233,19 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
 
     def realise(cand: Candidate) -> tuple[Estimate, LossPrediction]:
-        i = cand.row
+        return realise_row(cand.row, cand.tokens), predict_loss_block(
+            table.models[table.model_idx[cand.row]], cand.tokens, law=the_law, unique_tokens=uniq,
+            precision=str(table.precisions[table.prec_idx[cand.row]]))
+
+    def realise_row(i: int, tokens: float) -> Estimate:
         m = table.models[table.model_idx[i]]
         hw = table.gpus[table.gpu_idx[i]]
         prec = table.precisions[table.prec_idx[i]]
         cl = make_cluster(hw, int(table.n_gpus[i]), memory_headroom=memory_headroom,
                           **({"price_usd_per_hour": prices[hw.name]} if prices and hw.name in prices else {}))
-        plan = make_plan(m, cand.tokens, seq, float(table.batch_tokens[i]), prec, compile=compile)
+        plan = make_plan(m, tokens, seq, float(table.batch_tokens[i]), prec, compile=compile)
         plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
-        est = estimate_plan(m, cl, plan, table.layout(i), "solver")
-        return est, predict_loss_block(m, cand.tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
+        return estimate_plan(m, cl, plan, table.layout(i), "solver")
 
     opt, opt_loss = realise(picks[0])
     _check_pins(opt, pins)
@@ -257,7 +269,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     if table.n_gpus[best] == max(counts):
         warnings.append(f"the optimum uses the most GPUs allowed ({max(counts)}): raise --max-gpus to go further")
     return SolveResult(optimum=opt, optimum_loss=opt_loss, runners_up=ups, pins=pins, frontier=front, table=table,
-                       candidates=table.candidates, seconds=_time.perf_counter() - t0, warnings=tuple(warnings))
+                       candidates=table.candidates, seconds=_time.perf_counter() - t0, warnings=tuple(warnings),
+                       realise=realise_row)
 
 
 __all__ = ["SolveResult", "make_pins", "solve"]

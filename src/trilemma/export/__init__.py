@@ -1,0 +1,72 @@
+"""`trilemma export`: a plan (from `estimate`, or `solve`'s optimum or a frontier point) as the
+config of the engine that will run it — torchtitan (job TOML), Megatron-LM (launch script),
+DeepSpeed (JSON config) or Hugging Face's Trainer with PEFT (TrainingArguments, LoraConfig,
+BitsAndBytesConfig as JSON, and a script).
+
+    >>> from trilemma.api import estimate
+    >>> from trilemma.export import export
+    >>> doc = export(estimate("llama2-7b", "a100-80gb", 64, tokens=2e11), "megatron")
+    >>> doc.files["train_megatron.sh"]  # the launch script; doc.to_dict() is --json's document
+
+Every exporter takes the same integers (trilemma.export.plan.PlanNumbers: GPUs = tp × pp × cp × dp,
+global batch = micro-batch × accumulation × dp, steps = ⌈tokens / batch tokens⌉) and writes only
+argument names read from the engine's source (each module cites its release or commit). A plan
+feature an engine cannot express is an ExportError (exit status 2) that says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trilemma.errors import InputError
+from trilemma.export.document import SCHEMA, ExportDocument
+from trilemma.export.plan import ENGINES, ExportError, FineTune, PlanNumbers, finetune_of
+
+
+def _exporter(engine: str) -> Any:
+    from trilemma.export import deepspeed, hf, megatron, torchtitan
+
+    return {"torchtitan": torchtitan, "megatron": megatron, "deepspeed": deepspeed, "hf": hf}[engine]
+
+
+def check_engine(engine: str, field: str = "to") -> str:
+    """The engine name (any case), or an InputError listing the engines."""
+    key = str(engine).strip().lower()
+    aliases = {"megatron-lm": "megatron", "nemo": "megatron", "huggingface": "hf", "transformers": "hf",
+               "peft": "hf", "titan": "torchtitan"}
+    key = aliases.get(key, key)
+    if key not in ENGINES:
+        raise InputError(field, engine, " or ".join(ENGINES))
+    return key
+
+
+def export(est: Any, engine: str, *, finetune: FineTune | None = None, source: str = "estimate") -> ExportDocument:
+    """One Estimate (trilemma.api.estimate, or a solve's plan) as ``engine``'s config.
+    ``finetune``: the fine-tune fields (default: read from the plan, trilemma.export.plan.finetune_of)."""
+    engine = check_engine(engine)
+    n = PlanNumbers.of(est)
+    ft = finetune if finetune is not None else finetune_of(est.plan)
+    hw = est.cluster.hardware
+    plan = {"source": source, "model": est.model.name, "hardware": hw.name, "n_gpus": est.cluster.n_gpus,
+            "precision": str(est.plan.precision), "layout": est.layout.summary(),
+            "finetune": None if ft is None else ft.method,
+            "title": f"{est.model.name} on {est.cluster.n_gpus}× {hw.name}, {est.layout.summary()}, "
+                     f"{est.plan.precision}"}
+    doc = _exporter(engine).export(est.model, est.plan, n, ft, plan)
+    return ExportDocument(engine=doc.engine, engine_version=doc.engine_version, files=doc.files, config=doc.config,
+                          numbers=doc.numbers, plan=doc.plan, notes=doc.notes, warnings=tuple(est.warnings))
+
+
+def export_solve(result: Any, engine: str, point: int | None = None, *,
+                 finetune: FineTune | None = None) -> ExportDocument:
+    """A solve's optimum (``point`` None) or the frontier point of that index (the row of
+    ``solve --frontier``'s CSV, 0-based) as ``engine``'s config."""
+    if point is None:
+        return export(result.optimum, engine, finetune=finetune, source="solve optimum")
+    check_engine(engine)
+    est = result.frontier_plan(point)
+    return export(est, engine, finetune=finetune, source=f"solve frontier point {point}")
+
+
+__all__ = ["ENGINES", "SCHEMA", "ExportDocument", "ExportError", "FineTune", "PlanNumbers", "check_engine", "export",
+           "export_solve", "finetune_of"]

@@ -1,0 +1,225 @@
+"""torchtitan: a job TOML (``--job.config_file``) and, for a model that is not one of torchtitan's
+llama3 flavors, a module that registers the model's shape as a flavor (``experimental.custom_import``).
+
+Field names and defaults: torchtitan v0.2.2 (pytorch/torchtitan tag v0.2.2, commit
+73a0e6979dd10b6b1904098eb3c8f62c18ab87ce), torchtitan/config/job_config.py — the last release whose
+jobs are TOML files; from 0.3 (PR #2386, 2026-02-23) a job is a Python function returning
+``Trainer.Config``. The model is torchtitan's ``llama3`` (torchtitan/models/llama3: RMSNorm, rotary
+positions, SwiGLU, no biases, untied output), split over pipeline stages by module name
+(``parallelism.module_fqns_per_model_part``, torchtitan/distributed/pipeline_parallel.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trilemma.export.document import ExportDocument
+from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
+from trilemma.specs import ModelSpec, Precision, Recompute, TrainingPlan, ZeroStage
+from trilemma.specs.enums import FfnType, NormType, PositionType
+from trilemma.tomlw import toml_value
+
+ENGINE = "torchtitan"
+VERSION = "torchtitan 0.2.2 (commit 73a0e6979dd1, torchtitan/config/job_config.py)"
+FLAVOR_MODULE = "trilemma_flavor"
+FLAVOR = "trilemma"
+
+# torchtitan v0.2.2 torchtitan/models/llama3/__init__.py llama3_args: the flavors it ships (vocabulary:
+# TransformerModelArgs' default 128,256)
+LLAMA3_FLAVORS = {
+    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024),
+    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096),
+    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096),
+}
+LLAMA3_VOCAB = 128256
+
+
+def feed_forward_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: float | None) -> int:
+    """torchtitan's SwiGLU width from its arguments (v0.2.2 torchtitan/models/llama3/model/model.py
+    FeedForward.__init__, called with hidden_dim = 4·dim): int(2·4·dim/3), times the multiplier,
+    rounded up to a multiple of ``multiple_of``."""
+    hidden = int(2 * (4 * dim) / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def ffn_arguments(dim: int, ffn_dim: int) -> tuple[int, float | None]:
+    """(multiple_of, ffn_dim_multiplier) that make torchtitan build an MLP of exactly ``ffn_dim``:
+    Llama's own rule (multiple of 256, no multiplier) when it gives that width, else ``ffn_dim`` as
+    the multiple with the multiplier that brings int(8·dim/3) to at most it."""
+    for multiple in (256, ffn_dim):
+        if feed_forward_hidden(dim, multiple, None) == ffn_dim:
+            return multiple, None
+    mult = ffn_dim / int(2 * (4 * dim) / 3)
+    if feed_forward_hidden(dim, ffn_dim, mult) != ffn_dim:  # pragma: no cover - the rounding above cannot miss
+        raise ExportError(ENGINE, "ffn_dim", ffn_dim, "torchtitan's width rule cannot produce it")
+    return ffn_dim, mult
+
+
+def _check_model(m: ModelSpec) -> None:
+    """torchtitan's llama3 model: causal, rotary, RMSNorm, SwiGLU, no biases, untied, dense."""
+    checks = [
+        (not m.causal, "an encoder (non-causal) model", "torchtitan's llama3 is a causal decoder"),
+        (m.position != PositionType.ROTARY, f"position {m.position}", "torchtitan's llama3 uses rotary positions"),
+        (m.norm != NormType.RMSNORM, f"norm {m.norm}", "torchtitan's llama3 uses RMSNorm"),
+        (m.ffn_type != FfnType.SWIGLU, f"ffn {m.ffn_type}", "torchtitan's llama3 MLP is SwiGLU"),
+        (m.qkv_bias or m.out_bias or m.mlp_bias, "linear biases", "torchtitan's llama3 has no biases"),
+        (m.tied_embeddings, "tied embeddings", "torchtitan's llama3 has a separate output projection"),
+        (m.is_moe, f"{m.n_experts} experts", "the exporter writes torchtitan's dense llama3 model"),
+        (m.parallel_block or m.embedding_norm or not m.final_norm, "the block layout",
+         "torchtitan's llama3 is a pre-norm sequential block with a final norm"),
+        (m.dropout, "dropout", "torchtitan's llama3 has no dropout"),
+        (m.d_head * m.n_heads != m.d_model, f"head_dim {m.d_head}", "torchtitan's llama3 takes head_dim = dim / n_heads"),
+    ]
+    for bad, feature, why in checks:
+        if bad:
+            raise ExportError(ENGINE, "model", f"{m.name} ({feature})", why)
+
+
+def _flavor(m: ModelSpec) -> tuple[str, dict[str, Any] | None]:
+    """A shipped llama3 flavor with exactly this shape, or (FLAVOR, the arguments to register)."""
+    for name, a in LLAMA3_FLAVORS.items():
+        if (a["dim"], a["n_layers"], a["n_heads"], a["n_kv_heads"], LLAMA3_VOCAB) == (
+                m.d_model, m.n_layers, m.n_heads, m.kv_heads, m.vocab_size) and \
+                feed_forward_hidden(a["dim"], a["multiple_of"], a["ffn_dim_multiplier"]) == m.ffn_dim:
+            return name, None
+    multiple, mult = ffn_arguments(m.d_model, m.ffn_dim)
+    args = dict(dim=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, n_kv_heads=m.kv_heads, vocab_size=m.vocab_size,
+                multiple_of=multiple, ffn_dim_multiplier=mult)
+    return FLAVOR, args
+
+
+def stage_modules(n_layers: int, stages: int) -> list[list[str]]:
+    """Module names per pipeline stage (torchtitan llama3: tok_embeddings, layers.i, norm, output):
+    ⌈n_layers / stages⌉ on the heaviest stage, as trilemma times it (trilemma.specs.axes.stage_layers);
+    the remainder taken off the first and last stages, which also hold the embedding and the head."""
+    if stages > n_layers:
+        raise ExportError(ENGINE, "pp × vp", stages, f"at most the {n_layers} layers")
+    per = math.ceil(n_layers / stages)
+    counts = [per] * stages
+    short = per * stages - n_layers
+    k = 0
+    while short:  # one layer off the ends in turn (first, last, second, second-to-last, ...)
+        i = k // 2 if k % 2 == 0 else stages - 1 - k // 2
+        if counts[i] > 1:
+            counts[i] -= 1
+            short -= 1
+        k += 1
+    out, start = [], 0
+    for i, c in enumerate(counts):
+        mods = [f"layers.{j}" for j in range(start, start + c)]
+        start += c
+        if i == 0:
+            mods = ["tok_embeddings"] + mods
+        if i == stages - 1:
+            mods = mods + ["norm", "output"]
+        out.append(mods)
+    return out
+
+
+def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]) -> ExportDocument:
+    """The torchtitan job TOML (and flavor module) of one plan; ExportError where torchtitan cannot
+    express the plan."""
+    if ft is not None:
+        raise ExportError(ENGINE, "fine-tune", ft.method, "torchtitan 0.2.2's job config has no adapters, frozen "
+                          "base or base checkpoint precision (use --to hf)")
+    _check_model(m)
+    notes: list[str] = []
+    # data parallelism: FSDP2 (ZeRO-3) shards over data_parallel_shard_degree; DDP replicates, alone
+    if n.zero == ZeroStage.THREE:
+        replicate, shard = 1, n.dp
+    elif n.zero == ZeroStage.NONE:
+        if n.dp > 1 and n.n_gpus != n.dp:  # v0.2.2 parallelize.py: "DDP has not supported > 1D parallelism"
+            raise ExportError(ENGINE, "ZeRO stage", 0, "torchtitan replicates with DDP only without other "
+                              "parallelism; pin --zero 3 (FSDP)")
+        replicate, shard = n.dp, 1
+    else:
+        raise ExportError(ENGINE, "ZeRO stage", int(n.zero), "torchtitan shards with FSDP2 (ZeRO-3, "
+                          "data_parallel_shard_degree) or replicates (DDP); it has no ZeRO-1/2: pin --zero 3 or 0")
+    if n.ep > 1:
+        raise ExportError(ENGINE, "ep", n.ep, "the dense llama3 model has no experts")
+    if n.tp > 1 and not n.sp:  # torchtitan's TP plan always shards norms over the sequence (SequenceParallel)
+        raise ExportError(ENGINE, "sp", "off", "torchtitan's tensor parallelism always uses sequence parallelism")
+    # precision: training.mixed_precision_param is Literal["bfloat16", "float32"] in v0.2.2
+    prec = pl.precision
+    if prec == Precision.FP16:
+        raise ExportError(ENGINE, "precision", prec, "torchtitan's mixed precision is bfloat16 or float32")
+    mp = "float32" if prec in (Precision.FP32, Precision.TF32) else "bfloat16"
+    converters = ["quantize.linear.float8"] if prec == Precision.FP8 else []  # float8.py register_model_converter
+    # recomputation: torchtitan's modes are none, full and selective by layer ("2") or by op ("op")
+    ac = {Recompute.NONE: ("none", None), Recompute.FULL: ("full", None), Recompute.OP: ("selective", "op")}
+    if n.recompute not in ac:
+        raise ExportError(ENGINE, "recompute", n.recompute, "torchtitan has no attention-core (Korthikanti) "
+                          "recomputation: its selective modes are every n-th layer or per op (--recompute op)")
+    mode, option = ac[n.recompute]
+    flavor, args = _flavor(m)
+    rec = recipe(ft)
+    warm = warmup_steps(rec, n.steps)
+    # batch: without a pipeline a rank runs one micro-batch per accumulation step; with one it feeds
+    # its whole share to the schedule in micro-batches of pipeline_parallel_microbatch_size
+    local = n.micro_batch * n.accumulation if n.pp > 1 else n.micro_batch
+    cfg: dict[str, dict[str, Any]] = {
+        "job": {"dump_folder": "./outputs", "description": f"trilemma export: {plan['title']}"},
+        "model": {"name": "llama3", "flavor": flavor, "hf_assets_path": "./assets/hf/tokenizer",
+                  "converters": converters},
+        "optimizer": {"name": "AdamW", "lr": rec["lr"], "eps": rec["adam_eps"], "weight_decay": rec["weight_decay"]},
+        "lr_scheduler": {"warmup_steps": warm, "decay_type": rec["decay"] if rec["decay"] != "constant" else "linear",
+                         "min_lr_factor": rec["min_lr_ratio"]},
+        "training": {"local_batch_size": local, "global_batch_size": n.global_batch, "seq_len": n.seq_len,
+                     "max_norm": rec["grad_clip"], "steps": n.steps, "mixed_precision_param": mp},
+        "parallelism": {"data_parallel_replicate_degree": replicate, "data_parallel_shard_degree": shard,
+                        "tensor_parallel_degree": n.tp, "pipeline_parallel_degree": n.pp,
+                        "context_parallel_degree": n.cp},
+        "activation_checkpoint": {"mode": mode},
+        "compile": {"enable": bool(pl.compile)},
+    }
+    if option is not None:
+        cfg["activation_checkpoint"]["selective_ac_option"] = option
+    if n.pp > 1:
+        cfg["parallelism"].update(pipeline_parallel_schedule="1F1B" if n.vp == 1 else "Interleaved1F1B",
+                                  pipeline_parallel_microbatch_size=n.micro_batch,
+                                  module_fqns_per_model_part=stage_modules(m.n_layers, n.pp * n.vp))
+    files = {"job.toml": ""}  # first in the listing; written below, once the notes know the flavor
+    if args is not None:
+        cfg["experimental"] = {"custom_import": FLAVOR_MODULE}
+        files[f"{FLAVOR_MODULE}.py"] = _flavor_module(m, args)
+        notes.append(f"{m.name} is not a flavor torchtitan ships: {FLAVOR_MODULE}.py registers its shape as llama3 "
+                     f"flavor '{FLAVOR}' (keep it importable, e.g. beside the TOML on PYTHONPATH); rope_theta is "
+                     "torchtitan's default 10,000 (Llama 2's): set yours there")
+    if not pl.flash_attention:
+        notes.append("torchtitan's llama3 attention is scaled_dot_product_attention, which picks flash kernels "
+                     "where the GPU has them; the plan assumed none")
+    if prec == Precision.TF32:
+        notes.append("tf32: float32 parameters; TF32 matmuls follow torch.backends.cuda.matmul.allow_tf32")
+    notes += ["set model.hf_assets_path (tokenizer) and training.dataset / dataset_path for your data",
+              f"recipe: {rec['source']} (torchtitan's AdamW keeps its own betas)",
+              f"steps = ⌈{n.tokens_planned:.6g} tokens / ({n.global_batch} × {n.seq_len})⌉ = {n.steps}: "
+              f"{n.tokens:,} tokens"]
+    files["job.toml"] = _toml(cfg, plan, n)
+    return ExportDocument(engine=ENGINE, engine_version=VERSION, files=files, config=cfg, numbers=n, plan=plan,
+                          notes=tuple(notes))
+
+
+def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) -> str:
+    lines = [f"# torchtitan job: {plan['title']}",
+             f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
+             f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
+             f"# run: NGPU={n.nodes[1]} CONFIG_FILE=job.toml ./run_train.sh  (on each of {n.nodes[0]} node(s))", ""]
+    for section, values in cfg.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {toml_value(v)}" for k, v in values.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _flavor_module(m: ModelSpec, args: dict[str, Any]) -> str:
+    kw = ",\n    ".join(f"{k}={v!r}" for k, v in args.items())
+    return (f'"""trilemma export: {m.name} as torchtitan llama3 flavor "{FLAVOR}" (imported through\n'
+            f'[experimental] custom_import before the trainer looks the flavor up; torchtitan v0.2.2 train.py)."""\n\n'
+            "from torchtitan.models.llama3 import TransformerModelArgs, llama3_args\n\n"
+            f'llama3_args["{FLAVOR}"] = TransformerModelArgs(\n    {kw},\n)\n')
+
+
+__all__ = ["ENGINE", "LLAMA3_FLAVORS", "VERSION", "export", "feed_forward_hidden", "ffn_arguments", "stage_modules"]

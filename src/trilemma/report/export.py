@@ -1,0 +1,65 @@
+"""An exported plan on the terminal (its files, then its notes) or written to a folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from trilemma.errors import InputError
+
+
+def print_export(doc: Any) -> None:
+    """The files as text on standard output: one file alone as it is (``> ds_config.json`` keeps it
+    valid), several each under a ``==> name <==`` line; the notes and warnings on standard error."""
+    out = sys.stdout
+    many = len(doc.files) > 1
+    for name, text in doc.files.items():
+        if many:
+            out.write(f"==> {name} <==\n")
+        out.write(text if text.endswith("\n") else text + "\n")
+        if many:
+            out.write("\n")
+    for line in (*doc.notes, *doc.warnings):
+        sys.stderr.write(f"note: {line}\n")
+
+
+NOTES = "trilemma-notes.txt"  # beside the engine's files: what was exported, and the notes
+
+
+def notes_text(doc: Any) -> str:
+    lines = [f"trilemma export --to {doc.engine}: {doc.plan['title']} ({doc.plan['source']})",
+             f"argument names: {doc.engine_version}", ""]
+    return "\n".join(lines + [f"- {x}" for x in (*doc.notes, *doc.warnings)]) + "\n"
+
+
+def write_export(doc: Any, folder: str) -> list[str]:
+    """Write the files into ``folder`` (made if missing), and the notes as trilemma-notes.txt; their
+    paths. A script is made executable."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        paths = []
+        for name, text in doc.files.items():
+            path = os.path.join(folder, name)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            if name.endswith(".sh"):
+                os.chmod(path, 0o755)
+            paths.append(path)
+        path = os.path.join(folder, NOTES)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(notes_text(doc))
+        paths.append(path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise InputError("out", folder, f"a writable folder ({getattr(exc, 'strerror', None) or exc})") from None
+    return paths
+
+
+def print_written(doc: Any, paths: list[str]) -> None:
+    for p in paths:
+        sys.stdout.write(f"wrote {p}\n")
+    for line in (*doc.notes, *doc.warnings):
+        sys.stdout.write(f"note: {line}\n")
+
+
+__all__ = ["print_export", "print_written", "write_export"]
