@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 _MAX_INT = MAX_DEGREE  # GPUs, sequence length, parallel degrees: beyond this the int64 layout arithmetic overflows
 
 
-def layout_options(fn: Callable[..., None]) -> Callable[..., None]:
+def layout_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command one option per layout axis of the registry (trilemma.specs.axes.AXES), parsed
     and collected into the ``layout`` dict the command receives (None for an axis not given)."""
     sig = inspect.signature(fn)
@@ -35,9 +35,9 @@ def layout_options(fn: Callable[..., None]) -> Callable[..., None]:
     at = next(i for i, p in enumerate(params) if p.name == "price")  # after the run's own flags, before the cluster's
 
     @functools.wraps(fn)
-    def wrapper(**kwargs: Any) -> None:
+    def wrapper(**kwargs: Any) -> Any:
         layout = {a.name: a.parse(kwargs.pop(a.name, None)) for a in axes}
-        fn(**kwargs, layout=layout)
+        return fn(**kwargs, layout=layout)
 
     wrapper.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != "layout"},
@@ -63,7 +63,7 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
     return int(v)
 
 
-from trilemma.report.jsonout import print_json as _print_json  # noqa: E402  (the one JSON printer)
+from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
 
 
 COMPILE_HELP = ("the model runs under torch.compile (inductor): a gated MLP saves 3 hidden tensors per token "
@@ -117,7 +117,7 @@ def estimate(
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     layout: Optional[dict] = None,
-) -> None:
+) -> Any:
     """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan.
 
     Any layout flag (--tp, --pp, --cp, --ep, --vp, --zero, --recompute, --micro-batch, --sp/--no-sp:
@@ -149,11 +149,8 @@ def estimate(
                      **({} if goodput is None else {"goodput": goodput}))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
-    if as_json:
-        _print_json(est.to_dict())
-    else:
-        from trilemma.report.table import print_estimate
-        print_estimate(est)
+    from trilemma.report.table import print_estimate
+    return emit(est, as_json, lambda e: e.to_dict(), print_estimate)
 
 
 @app.command()
@@ -179,7 +176,7 @@ def solve(
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> None:
+) -> Any:
     """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier."""
     from trilemma.report.solve import print_solve, plot_frontier, write_frontier
     from trilemma.solve import solve as run_solve
@@ -202,10 +199,7 @@ def solve(
         write_frontier(result, args["frontier"])
     if args["plot"]:
         plot_frontier(result, args["plot"])
-    if as_json:
-        _print_json(result.to_dict())
-    else:
-        print_solve(result)
+    return emit(result, as_json, lambda r: r.to_dict(), print_solve)
 
 
 def _prices(price: object, gpu: object) -> dict[str, float] | None:
@@ -241,7 +235,7 @@ def validate(
                                                           "instead of reading the last calibration's"),
     data: Optional[str] = typer.Option(None, "--data", help="backtest your own measurements: a CSV in the "
                                        "schema of trilemma/data/SCHEMA.md (step times, throughput or memory)"),
-) -> None:
+) -> Any:
     """Backtest the planner against the published runs, throughput and memory figures it ships with,
     or against your own measurements (--data FILE.csv)."""
     from trilemma.report.validate import print_validate, write_csv
@@ -252,26 +246,42 @@ def validate(
     doc = run_validate(kind, live_loso=live_loso, data=data)
     if csv_path:
         write_csv(doc, csv_path)
-    if as_json:
-        _print_json(doc)
-    else:
-        print_validate(doc)
+    return emit(doc, as_json, lambda d: d, print_validate)
 
 
 @app.command()
 def presets(
     kind: str = typer.Argument("all", help="models, hardware or all"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> None:
+) -> Any:
     """List the model and hardware presets (with sources)."""
     from trilemma.report.table import presets_document, print_presets
 
     if kind not in ("models", "hardware", "all"):
         raise InputError("kind", kind, "models, hardware or all")
-    if as_json:
-        _print_json(presets_document(kind))
-    else:
-        print_presets(kind)
+    return emit(presets_document(kind), as_json, lambda d: d, lambda d: print_presets(kind))
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: this machine only)"),
+    port: int = typer.Option(8000, "--port", help="TCP port"),
+) -> None:
+    """The verbs as a JSON API over HTTP (docs at /docs) and a page that explores the triangle (needs the
+    web extra: pip install 'trilemma[web]')."""
+    import importlib.util
+
+    missing = [m for m in ("fastapi", "uvicorn", "plotly") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InputError("serve", ", ".join(missing), "the web extra installed (pip install 'trilemma[web]')")
+    if not 1 <= port <= 65535:
+        raise InputError("port", port, "a TCP port from 1 to 65535")
+    from trilemma.web.serve import local, run, url
+
+    typer.echo(f"trilemma serve: {url(host, port)}  (API docs at {url(host, port)}docs; Ctrl-C stops it)")
+    if not local(host):
+        typer.echo(f"note: listening on {host}: other machines can reach it (--host 127.0.0.1 keeps it local)")
+    run(host, port)
 
 
 from trilemma.cli_quality import fit, optimal  # noqa: E402  (thin command functions; heavy imports inside)
@@ -312,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         msg = " ".join(str(exc.format_message()).split())  # one line
         if name == "NoArgsIsHelpError":  # the help is already on stdout; its message is empty
-            msg = "missing command: estimate, solve, optimal, fit, validate, probe or presets (see trilemma --help)"
+            msg = ("missing command: estimate, solve, optimal, fit, validate, probe, ladder, presets or serve "
+                   "(see trilemma --help)")
         sys.stderr.write(f"trilemma: error: {msg}\n")
         return 2
 
