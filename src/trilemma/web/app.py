@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import threading
 import typing
 from collections import OrderedDict
@@ -34,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -174,10 +176,10 @@ def _refuse_files(field: str, value: str) -> None:
 class Runner:
     """One computation at a time on a worker thread; a limit on how long a request waits for its answer."""
 
-    def __init__(self, time_limit_s: float = TIME_LIMIT_S, max_waiting: int = MAX_WAITING) -> None:
+    def __init__(self, time_limit_s: float | None = None, max_waiting: int | None = None) -> None:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trilemma-serve")
-        self.slots = threading.BoundedSemaphore(max_waiting + 1)
-        self.time_limit_s = time_limit_s
+        self.slots = threading.BoundedSemaphore((MAX_WAITING if max_waiting is None else max_waiting) + 1)
+        self.time_limit_s = TIME_LIMIT_S if time_limit_s is None else time_limit_s
 
     def run(self, fn: Callable[[], Any]) -> Any:
         from trilemma.solve import search_limit
@@ -186,7 +188,9 @@ class Runner:
             raise Busy()
 
         def job() -> Any:
-            with results_only(), search_limit(MAX_CONFIGURATIONS):
+            # numpy's overflow warnings are not printed (as the CLI's main): a result that overflowed is refused
+            # where it is written (report.jsonout); np.errstate is per thread, warnings filters are not
+            with results_only(), search_limit(MAX_CONFIGURATIONS), np.errstate(all="ignore"):
                 return fn()
 
         future = self.pool.submit(job)
@@ -222,11 +226,14 @@ def _json(doc: Any) -> Response:
 
 
 def _field_of(exc: TrilemmaError, given: dict[str, str]) -> str | None:
-    """The field an error names: an InputError's own, else the first flag of the request it mentions."""
+    """The field an error names: an InputError's own, else the first flag of the request the line mentions,
+    else what the line starts with (the CLI's lines begin ``field: ...``, e.g. ``layout: ...``)."""
     if isinstance(exc, InputError):
         return exc.field
     text = str(exc)
-    return next((k for k in given.values() if f"--{k}" in text or f"{k} " in text), None)
+    named = next((k for k in given.values() if f"--{k}" in text or f"{k}=" in text or f"{k} " in text), None)
+    head = text.split(":", 1)[0].strip()
+    return named or (head if re.fullmatch(r"[\w.-]+", head) else None)
 
 
 def _pydantic_error(exc: RequestValidationError, verbs: dict[str, Verb], path: str) -> JSONResponse:
