@@ -271,11 +271,11 @@ def serve(
     web extra: pip install 'trilemma[web]')."""
     import importlib.util
 
+    if not 1 <= port <= 65535:
+        raise InputError("port", port, "a TCP port from 1 to 65535")
     missing = [m for m in ("fastapi", "uvicorn", "plotly") if importlib.util.find_spec(m) is None]
     if missing:
         raise InputError("serve", ", ".join(missing), "the web extra installed (pip install 'trilemma[web]')")
-    if not 1 <= port <= 65535:
-        raise InputError("port", port, "a TCP port from 1 to 65535")
     from trilemma.web.serve import local, run, url
 
     typer.echo(f"trilemma serve: {url(host, port)}  (API docs at {url(host, port)}docs; Ctrl-C stops it)")

@@ -27,6 +27,7 @@ import inspect
 import json
 import re
 import threading
+import time
 import typing
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +46,7 @@ from typing_extensions import Annotated
 
 from trilemma.errors import InfeasibleError, InputError, TrilemmaError
 from trilemma.report.emit import results_only
-from trilemma.units import IEC
+from trilemma.units import IEC, KILO
 
 STATIC = Path(__file__).parent / "static"
 INFEASIBLE_SCHEMA = "trilemma.infeasible/1"
@@ -424,8 +425,11 @@ def create_app() -> FastAPI:
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
                 return _error(413, "body", f"body: {length[:20]} bytes is not allowed; expected at most "
                                            f"{MAX_BODY_BYTES:,}")
+        t0 = time.perf_counter()
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        # the server's own time for the answer (benchmarks/serve_speed.py reads it; browsers show it)
+        response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * KILO:.1f}"
         return response
 
     @app.get("/", include_in_schema=False)

@@ -29,6 +29,7 @@ function fmtNum(x) {
 }
 function fmtUSD(x) { return "$" + fmtNum(x); }
 function fmtDuration(s) {
+  if (s < 60) return sig(s) + " s";
   if (s < 3600) return sig(s / 60) + " min";
   if (s < 2 * DAY_S) return sig(s / 3600) + " h";
   if (s < 2 * YEAR_S) return sig(s / DAY_S) + " days";
@@ -318,7 +319,9 @@ async function drawFrontier(doc) {
     xaxis: { type: "log", title: { text: "time to train (days)" }, exponentformat: "power" },
     yaxis: { type: "log", title: { text: "cost (USD)" }, tickprefix: "$" },
   };
-  await Plotly.react("frontier", [points, best, runners], layout, { displaylogo: false, responsive: true });
+  const picked = { type: "scatter", mode: "markers", name: "shown", x: [], y: [], hoverinfo: "skip", showlegend: false,
+                  marker: { symbol: "circle-open", size: 18, color: "#d62728", line: { width: 2 } } };
+  await Plotly.react("frontier", [points, best, runners, picked], layout, { displaylogo: false, responsive: true });
   if (!view.plotted) {
     view.plotted = true;
     $("frontier").on("plotly_click", (ev) => {
@@ -340,6 +343,8 @@ async function showPoint(i) {
   if (me !== view.seq) return;
   if (res.status !== 200 || doc.infeasible) { showError(doc); return; }
   showPlan(doc, `Frontier point ${i}`, []);
+  const f = view.solveDoc.frontier_points;
+  window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [3]);
   $("status").textContent = `frontier point ${i}`;
   document.body.dataset.state = "ready";
   document.body.dataset.point = String(i);
@@ -372,7 +377,7 @@ function showPlan(plan, title, warnings) {
     ["cost", fmtUSD(c.usd), `${fmtUSD(c.usd_low)} – ${fmtUSD(c.usd_high)}`],
     ["energy", fmtEnergy(c.energy_kwh),
      `${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_low))} – ${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_high))}`],
-    ["power", fmtPower(watts), `average at the wall, PUE ${c.pue}; ${sig(c.co2_kg / 1000)} t CO2e`],
+    ["power", fmtPower(watts), `average at the wall, PUE ${c.pue}; ${c.co2_kg < 1000 ? sig(c.co2_kg) + " kg" : sig(c.co2_kg / 1000) + " t"} CO2e`],
     ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`],
   ];
   const body = $("plan-table").querySelector("tbody");
