@@ -327,6 +327,14 @@ def test_serve_prints_the_url_and_binds_localhost(monkeypatch, capsys):
     assert serve.url("::", 80) == "http://[::1]:80/" and not serve.local("0.0.0.0")
 
 
+def test_a_local_server_answers_only_local_host_names():
+    app = web.create_app(allowed_hosts=web.LOCAL_HOSTS)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        assert c.post("/api/presets", json={"kind": "hardware"}).status_code == 200
+    with TestClient(app, base_url="http://rebound.example:8000") as c:  # DNS rebinding: another name
+        assert c.get("/").status_code == 400 and c.post("/api/presets", json={}).status_code == 400
+
+
 def test_the_planning_core_never_imports_the_web_stack():
     code = ("import sys; from trilemma.cli import main; import trilemma.api, trilemma.solve; "
             "main(['estimate', '--gpus', '8', '--tokens', '1B', '--json']); "

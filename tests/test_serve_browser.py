@@ -1,8 +1,9 @@
 """Issue 17: the explorer page end to end in a real browser (Debian's Chromium driven by Playwright).
 
 One test, in steps: load the page (the default solve: its frontier and plan card), change a pin
-(the budget) and wait for the new plan, click a frontier point and get that point's plan, make the
-request infeasible and read what must give, send a bad value and see it refused naming the field.
+(the budget) and wait for the new plan, open the page's link in a second tab (the same plan), click
+a frontier point and get that point's plan, make the request infeasible and read what must give,
+send a bad value and see it refused naming the field, estimate one plan in the second tab.
 A screenshot of the explored state is saved (TRILEMMA_SCREENSHOT=docs writes docs/serve.png, the one
 the README shows). About 10 s; marked slow.
 """
@@ -72,6 +73,11 @@ def test_the_explorer_in_a_browser(tmp_path):
             assert doc2["optimum"]["loss"]["mean"] >= opt["loss"]["mean"]
             assert page.evaluate("window.trilemma.shown.model.name") == doc2["optimum"]["model"]["name"]
             assert "budget=%24200k" in page.url  # the link holds the inputs
+            shared = browser.new_page()
+            shared.goto(page.url)
+            shared.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+            assert shared.evaluate("window.trilemma.solveDoc.optimum") == doc2["optimum"]  # the same plan
+            shared.close()
 
             # 3. a frontier point is clicked: its plan (GPU type, count, tokens) replaces the card
             f = doc2["frontier_points"]
@@ -88,6 +94,9 @@ def test_the_explorer_in_a_browser(tmp_path):
             cfg = f["configs"][f["config"][i]]
             assert (shown["hardware"]["name"], shown["hardware"]["n_gpus"]) == (cfg["gpu"], cfg["n_gpus"])
             assert shown["batch"]["tokens"] == pytest.approx(f["tokens"][i], rel=1e-9)
+            page.mouse.move(0, 0)  # the hover label off the plot, so the screenshot shows the star
+            page.wait_for_function("document.querySelectorAll('#frontier .hoverlayer .hovertext').length === 0",
+                                   timeout=WAIT_MS)
             shot = tmp_path / "serve.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -111,6 +120,17 @@ def test_the_explorer_in_a_browser(tmp_path):
             _answered(page, done, "error")
             assert page.inner_text("#error").startswith("deadline: 'soon' is not allowed")
             assert "bad" in (page.get_attribute("#deadline", "class") or "")
+
+            # 6. the estimate tab: one plan, the GPUs and tokens as typed
+            done = page.evaluate("document.body.dataset.done")
+            page.click("#tab-estimate")
+            _answered(page, done)
+            done = page.evaluate("document.body.dataset.done")
+            page.fill("#e-gpus", "128")
+            _answered(page, done)
+            est = page.evaluate("window.trilemma.shown")
+            assert (est["model"]["name"], est["hardware"]["n_gpus"], est["batch"]["tokens"]) == ("llama2-7b", 128, 2e12)
+            assert "tab=estimate" in page.url and "n=128" in page.url
             assert errors == []
         finally:
             browser.close()

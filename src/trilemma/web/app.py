@@ -48,6 +48,9 @@ from trilemma.errors import InfeasibleError, InputError, TrilemmaError
 from trilemma.report.emit import results_only
 from trilemma.units import IEC, KILO
 
+#: the Host headers a server bound to the loopback answers (trilemma.web.serve)
+LOCAL_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
+
 STATIC = Path(__file__).parent / "static"
 INFEASIBLE_SCHEMA = "trilemma.infeasible/1"
 MAX_BODY_BYTES = int(64 * IEC["Ki"])  # a request body; the largest sensible one (a ModelSpec) is ~1 KiB
@@ -333,8 +336,10 @@ def frontier_points(r: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ the application
 
 
-def create_app() -> FastAPI:
-    """The application: ``/api/<verb>`` (POST, JSON), ``/api/solve/point``, the page at ``/``."""
+def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
+    """The application: ``/api/<verb>`` (POST, JSON), ``/api/solve/point``, the page at ``/``.
+    ``allowed_hosts``: the Host headers answered (others get 400), so that a page elsewhere cannot reach a
+    localhost server through a name that resolves to 127.0.0.1 (DNS rebinding); None answers any."""
     app = FastAPI(title="trilemma", version=_version(),
                   description="Speed, quality and cost of Transformer training: the `trilemma` verbs as JSON. "
                               "Each request body holds the command's flags (`trilemma solve --deadline 30d "
@@ -444,6 +449,10 @@ def create_app() -> FastAPI:
         return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    if allowed_hosts is not None:
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
     return app
 
 

@@ -344,7 +344,7 @@ async function showPoint(i) {
   if (res.status !== 200 || doc.infeasible) { showError(doc); return; }
   showPlan(doc, `Frontier point ${i}`, []);
   const f = view.solveDoc.frontier_points;
-  window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [3]);
+  await window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [3]);
   $("status").textContent = `frontier point ${i}`;
   document.body.dataset.state = "ready";
   document.body.dataset.point = String(i);
