@@ -53,10 +53,13 @@ def test_the_explorer_in_a_browser(tmp_path):
             assert doc["pins"]["deadline_s"] == 30 * DAY and doc["pins"]["budget_usd"] == 2e6
             opt = doc["optimum"]
             assert opt["time"]["total_s"] <= 30 * DAY * 1.01 and opt["cost"]["usd"] <= 2e6 * 1.01  # meets the pins
-            # the frontier: one marker per Pareto point the API sent, plus the optimum's star
+            # the frontier: one marker per Pareto point the API sent (outside the pins, within them), the
+            # optimum's star
             trace = page.locator("#frontier .scatterlayer .trace")
-            assert trace.nth(0).locator("path.point").count() == len(doc["frontier_points"]["time_s"]) > 100
-            assert trace.nth(1).locator("path.point").count() == 1
+            f = doc["frontier_points"]
+            assert trace.nth(0).locator("path.point").count() == f["feasible"].count(False)
+            assert trace.nth(1).locator("path.point").count() == f["feasible"].count(True) > 100
+            assert trace.nth(2).locator("path.point").count() == 1
             # the card: every corner, the memory bar with one segment per part of the breakdown
             rows = page.locator("#plan-table tr").evaluate_all("rs => rs.map(r => r.dataset.row)")
             assert rows == ROWS
@@ -85,7 +88,7 @@ def test_the_explorer_in_a_browser(tmp_path):
             # and the runners-up's diamonds, which sit near the deadline and budget lines
             fast = [i for i, ok in enumerate(f["feasible"]) if ok and f["time_s"][i] < DAY]
             k = min(fast, key=lambda i: f["loss"][i])
-            box = trace.nth(0).locator("path.point").nth(k).bounding_box()
+            box = trace.nth(1).locator("path.point").nth(sum(f["feasible"][:k])).bounding_box()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             page.wait_for_function("document.body.dataset.point !== undefined && "
                                    "document.body.dataset.state === 'ready'", timeout=WAIT_MS)

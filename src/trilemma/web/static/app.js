@@ -15,7 +15,8 @@ const view = window.trilemma = { tab: "solve", seq: 0, pending: null, timer: nul
 
 let resolvePlotly;
 const plotlyReady = new Promise((resolve) => { resolvePlotly = resolve; });
-window.trilemmaPlotlyLoaded = () => resolvePlotly(window.Plotly);
+window.trilemmaPlotlyLoaded = () => { performance.mark("trilemma:plotly"); resolvePlotly(window.Plotly); };
+if (window.Plotly) window.trilemmaPlotlyLoaded();  // it loaded (async, in the head) before this script ran
 
 // ------------------------------------------------------------------ numbers as people read them
 
@@ -193,6 +194,7 @@ async function run() {
     if (view.tab === "solve") {
       const req = solveRequest();
       const { status, doc } = await post("/api/solve", req);
+      performance.mark("trilemma:answer");
       if (me !== view.seq) return;
       if (status === 200 && !doc.infeasible) { view.solveReq = req; view.solveDoc = doc; }
       await showSolve(status, doc, performance.now() - t0);
@@ -245,6 +247,7 @@ async function showSolve(status, doc, ms) {
   showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings);
   await drawFrontier(doc);
   document.body.dataset.state = "ready";
+  performance.mark("trilemma:ready");
 }
 
 function showEstimate(status, doc, ms) {
@@ -292,13 +295,20 @@ async function drawFrontier(doc) {
       `${fmtDuration(f.time_s[i])}, ${fmtUSD(f.usd[i])}, loss ${f.loss[i].toFixed(3)}` +
       (f.feasible[i] ? "" : "<br>(outside the pins)");
   });
-  const points = {
-    type: "scatter", mode: "markers", name: "frontier", x: f.time_s.map((t) => t / DAY_S), y: f.usd,
-    customdata: idx, text, hoverinfo: "text",
-    marker: { color: f.loss, colorscale: "Viridis", reversescale: true, showscale: true,
-              colorbar: { title: { text: "loss" }, thickness: 12 },
-              size: f.feasible.map((ok) => (ok ? 7 : 4)), opacity: f.feasible.map((ok) => (ok ? 0.9 : 0.25)) },
+  // two traces (within the pins, outside them) with one marker style each: per-point styles draw slower
+  const trace = (within) => {
+    const ids = idx.filter((i) => f.feasible[i] === within);
+    return {
+      type: "scatter", mode: "markers", name: within ? "frontier (within the pins)" : "frontier (outside them)",
+      x: ids.map((i) => f.time_s[i] / DAY_S), y: ids.map((i) => f.usd[i]), customdata: ids,
+      text: ids.map((i) => text[i]), hoverinfo: "text",
+      marker: { color: ids.map((i) => f.loss[i]), cmin: lossMin, cmax: lossMax, colorscale: "Viridis",
+                reversescale: true, showscale: within, size: within ? 7 : 4, opacity: within ? 0.9 : 0.25,
+                colorbar: { title: { text: "loss" }, thickness: 12 } },
+    };
   };
+  const lossMin = Math.min(...f.loss), lossMax = Math.max(...f.loss);
+  const outside = trace(false), points = trace(true);
   const o = doc.optimum;
   const best = { type: "scatter", mode: "markers", name: "optimum", x: [o.time.total_s / DAY_S], y: [o.cost.usd],
                  text: [`optimum<br>${o.model.name}<br>loss ${o.loss.mean.toFixed(3)}`], hoverinfo: "text",
@@ -321,14 +331,17 @@ async function drawFrontier(doc) {
   };
   const picked = { type: "scatter", mode: "markers", name: "shown", x: [], y: [], hoverinfo: "skip", showlegend: false,
                   marker: { symbol: "circle-open", size: 18, color: "#d62728", line: { width: 2 } } };
-  await Plotly.react("frontier", [points, best, runners, picked], layout, { displaylogo: false, responsive: true });
+  await Plotly.react("frontier", [outside, points, best, runners, picked], layout, { displaylogo: false, responsive: true });
   if (!view.plotted) {
     view.plotted = true;
     $("frontier").on("plotly_click", (ev) => {
       const pt = ev.points[0];
-      if (pt.curveNumber === 0) showPoint(pt.customdata);
-      else if (pt.curveNumber === 1) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings);
-      else showPlan(ups[pt.pointNumber], "Runner-up: " + ups[pt.pointNumber].differs_in, []);
+      if (pt.curveNumber <= 1) showPoint(pt.customdata);
+      else if (pt.curveNumber === 2) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings);
+      else if (pt.curveNumber === 3) {
+        const up = view.solveDoc.runners_up[pt.pointNumber];
+        showPlan(up, "Runner-up: " + up.differs_in, []);
+      }
     });
   }
 }
@@ -344,7 +357,7 @@ async function showPoint(i) {
   if (res.status !== 200 || doc.infeasible) { showError(doc); return; }
   showPlan(doc, `Frontier point ${i}`, []);
   const f = view.solveDoc.frontier_points;
-  await window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [3]);
+  await window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [4]);
   $("status").textContent = `frontier point ${i}`;
   document.body.dataset.state = "ready";
   document.body.dataset.point = String(i);
@@ -475,6 +488,7 @@ async function start() {
   const presets = fetch("/api/presets", { method: "POST", headers: { "Content-Type": "application/json" },
                                           body: "{}" }).then((r) => r.json());
   fillPickers(await presets);
+  performance.mark("trilemma:presets");
   readUrl();
   selectTab(view.tab);
   syncSliders();
