@@ -17,8 +17,10 @@ Each endpoint runs the CLI command's own function (trilemma.cli) inside ``result
 Safe by default: the server binds to localhost; a body over MAX_BODY_BYTES, text over MAX_TEXT_CHARS
 and file names are refused (no endpoint reads a file the request names, none writes one); a solve over
 more than MAX_CONFIGURATIONS (model size, GPU type, precision, GPU count) combinations is refused before
-it runs, one that runs longer than TIME_LIMIT_S is answered with a refusal; one computation runs at a
-time and at most MAX_WAITING wait; only the files of ``static/`` and plotly.js are served.
+it runs; a computation still running after TIME_LIMIT_S is answered with a refusal (it cannot be
+stopped mid-search: it finishes on the one worker thread, and MAX_WAITING bounds what queues behind it,
+then 429); only the files of ``static/`` and plotly.js are served; a server on the loopback answers only
+local Host names.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ MAX_BODY_BYTES = int(64 * IEC["Ki"])  # a request body; the largest sensible one
 MAX_TEXT_CHARS = 200  # one text value (a preset name, a size, a duration)
 MAX_LIST_ITEMS = 64  # names in one list (GPU types, precisions, prices)
 MAX_CONFIGURATIONS = 40_000  # a solve's (model sizes × GPU types × precisions × GPU counts); the default is 7,056
-TIME_LIMIT_S = 10.0  # one computation; the largest allowed solve takes about 4 s on 2 cores
+TIME_LIMIT_S = 10.0  # one computation; the largest allowed solve takes about 5 s on 2 cores
 MAX_WAITING = 4  # computations queued behind the running one before a request is told the server is busy
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 
@@ -345,7 +347,11 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
                               "Each request body holds the command's flags (`trilemma solve --deadline 30d "
                               "--budget '$2M'` is `{\"deadline\": \"30d\", \"budget\": \"$2M\"}`); bad input is "
                               "422 naming the field as the CLI does; an infeasible request is 200 with "
-                              "`infeasible: true` and what must give.")
+                              "`infeasible: true` and what must give. Limits: a body of "
+                              f"{MAX_BODY_BYTES:,} bytes, text of {MAX_TEXT_CHARS} characters, a solve over at most "
+                              f"{MAX_CONFIGURATIONS:,} (model size × GPU type × precision × GPU count) "
+                              f"configurations, {TIME_LIMIT_S:g} s per computation, one at a time with "
+                              f"{MAX_WAITING} waiting; no endpoint reads or writes a file.")
     runner, solves, validations = Runner(), Cache(CACHED_SOLVES), Cache(4)
     verbs = {name: Verb(name, fn) for name, fn in _commands().items()}
 
