@@ -4,8 +4,8 @@ One test, in steps: load the page (the default solve: its frontier and plan card
 (the budget) and wait for the new plan, open the page's link in a second tab (the same plan), click
 a frontier point and get that point's plan, make the request infeasible and read what must give,
 send a bad value and see it refused naming the field, estimate one plan in the second tab.
-A screenshot of the explored state is saved (TRILEMMA_SCREENSHOT=docs writes docs/serve.png, the one
-the README shows). About 10 s; marked slow.
+Screenshots of the explored state and of the infeasible one are saved (TRILEMMA_SCREENSHOT=docs writes
+docs/serve.png, which the README shows, and docs/serve-infeasible.png). About 10 s; marked slow.
 """
 
 from __future__ import annotations
@@ -116,6 +116,10 @@ def test_the_explorer_in_a_browser(tmp_path):
             words = page.inner_text("#infeasible-message")
             # in words: the target that cannot be met in the time, the fastest plan that meets it, the best loss in time
             assert words.startswith("loss 1.9 cannot be reached in") and "fastest" in words and "at best" in words
+            shot = tmp_path / "serve-infeasible.png"
+            page.screenshot(path=str(shot))
+            if os.environ.get("TRILEMMA_SCREENSHOT") == "docs":
+                shutil.copyfile(shot, DOCS / "serve-infeasible.png")
 
             # 5. a bad value: refused with the CLI's line naming the field, and the field marked
             done = page.evaluate("document.body.dataset.done")

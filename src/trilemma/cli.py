@@ -268,7 +268,7 @@ def serve(
     port: int = typer.Option(8000, "--port", help="TCP port"),
 ) -> None:
     """The verbs as a JSON API over HTTP (docs at /docs) and a page that explores the triangle (needs the
-    web extra: pip install 'trilemma[web]')."""
+    web extra: pip install 'trilemma\\[web]')."""
     import importlib.util
 
     if not 1 <= port <= 65535:
