@@ -281,6 +281,16 @@ def test_static_files_and_plotly_are_served(client):
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
 
 
+def test_the_api_docs_work_offline(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and "/openapi.json" in page.text
+    assert "cdn" not in page.text.lower() and "https://" not in page.text
+    files = web.swagger_ui_files()
+    for name, path in files.items():
+        r = client.get(f"/vendor/{name}")
+        assert r.status_code == 200 and r.content == path.read_bytes()
+
+
 def test_no_endpoint_writes_files(client, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for verb, body in [("estimate", {"gpus": 8, "tokens": "1B"}), ("optimal", {"flops": 1e21}),

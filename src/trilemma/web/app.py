@@ -220,8 +220,37 @@ class TooSlow(Exception):
 # ------------------------------------------------------------------ answers
 
 
+class ErrorDoc(BaseModel):
+    """A refused request: the field the CLI's line names, and the line (without ``trilemma: error:``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    schema_: str = Field("trilemma.error/1", alias="schema")
+    field: Optional[str] = Field(None, description="the flag, field or limit refused (e.g. tokens, body, search)")
+    error: str = Field(description="one line: the field, the value and what is allowed")
+
+
+class InfeasibleDoc(BaseModel):
+    """A valid request that no plan meets (the CLI's exit status 1): what must give, and by how much."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    schema_: str = Field(INFEASIBLE_SCHEMA, alias="schema")
+    infeasible: bool = True
+    message: str
+    warnings: list[str] = []
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the command's --json document, or (solve, estimate) an infeasible answer",
+          "content": {"application/json": {"schema": {"anyOf": [{"type": "object"},
+                                                                {"$ref": "#/components/schemas/InfeasibleDoc"}]}}}},
+    400: {"model": ErrorDoc, "description": "the body is not a JSON object"},
+    422: {"model": ErrorDoc, "description": "a value the command refuses, or a limit of the server"},
+    429: {"model": ErrorDoc, "description": "too many computations waiting"},
+}
+
+
 def _error(status: int, field: str | None, message: str) -> JSONResponse:
-    return JSONResponse({"schema": "trilemma.error/1", "field": field, "error": message}, status_code=status)
+    return JSONResponse(ErrorDoc(field=field, error=message).model_dump(by_alias=True), status_code=status)
 
 
 def _json(doc: Any) -> Response:
@@ -273,7 +302,7 @@ def _respond(runner: Runner, compute: Callable[[], Any], given: dict[str, str]) 
     try:
         return runner.run(lambda: _json(compute()))
     except InfeasibleError as exc:
-        return JSONResponse({"schema": INFEASIBLE_SCHEMA, "infeasible": True, "message": str(exc), "warnings": []})
+        return JSONResponse(InfeasibleDoc(message=str(exc)).model_dump(by_alias=True))
     except TrilemmaError as exc:
         return _error(422, _field_of(exc, given), str(exc))
     except TooSlow as exc:
@@ -342,7 +371,8 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     """The application: ``/api/<verb>`` (POST, JSON), ``/api/solve/point``, the page at ``/``.
     ``allowed_hosts``: the Host headers answered (others get 400), so that a page elsewhere cannot reach a
     localhost server through a name that resolves to 127.0.0.1 (DNS rebinding); None answers any."""
-    app = FastAPI(title="trilemma", version=_version(),
+    docs = swagger_ui_files()
+    app = FastAPI(title="trilemma", version=_version(), redoc_url=None, docs_url=None if docs else "/docs",
                   description="Speed, quality and cost of Transformer training: the `trilemma` verbs as JSON. "
                               "Each request body holds the command's flags (`trilemma solve --deadline 30d "
                               "--budget '$2M'` is `{\"deadline\": \"30d\", \"budget\": \"$2M\"}`); bad input is "
@@ -362,7 +392,7 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         handler.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [inspect.Parameter("req", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)])
         handler.__name__ = path.strip("/").replace("/", "_")
-        app.post(path, summary=summary)(handler)
+        app.post(path, summary=summary, responses=ERRORS)(handler)
 
     def plain(verb: Verb, to_doc: Callable[[Any], Any], cache: Cache | None = None) -> Callable[[Any], Response]:
         def answer(req: BaseModel) -> Response:
@@ -421,6 +451,16 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     route("/api/validate", verbs["validate"].model, "the backtest summary against published figures (validate)",
           plain(verbs["validate"], lambda d: d, validations))
 
+    schema = app.openapi
+
+    def openapi() -> dict[str, Any]:  # the infeasible answer's schema, which ERRORS refers to
+        doc = schema()
+        doc.setdefault("components", {}).setdefault("schemas", {})["InfeasibleDoc"] = \
+            InfeasibleDoc.model_json_schema(by_alias=True)
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _pydantic_error(exc, verbs, request.url.path)
@@ -446,6 +486,23 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    if docs:  # the API docs page with Swagger UI's files from the installed fastapi-offline: no CDN either
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        @app.get("/docs", include_in_schema=False)
+        def api_docs() -> Response:
+            return get_swagger_ui_html(openapi_url="/openapi.json", title="trilemma — API",
+                                       swagger_js_url="/vendor/swagger-ui-bundle.js",
+                                       swagger_css_url="/vendor/swagger-ui.css", swagger_favicon_url="data:,")
+
+        @app.get("/vendor/swagger-ui-bundle.js", include_in_schema=False)
+        def swagger_js() -> FileResponse:
+            return FileResponse(docs["swagger-ui-bundle.js"], media_type="text/javascript")
+
+        @app.get("/vendor/swagger-ui.css", include_in_schema=False)
+        def swagger_css() -> FileResponse:
+            return FileResponse(docs["swagger-ui.css"], media_type="text/css")
 
     @app.get("/vendor/plotly.min.js", include_in_schema=False)
     def plotly_js() -> Response:
@@ -475,6 +532,17 @@ def _version() -> str:
         return version("trilemma")
     except PackageNotFoundError:
         return "0"
+
+
+def swagger_ui_files() -> dict[str, Path] | None:
+    """Swagger UI's script and stylesheet inside the installed ``fastapi-offline`` package (the web extra),
+    so /docs works offline too; None without it (FastAPI's default /docs then loads them from a CDN)."""
+    try:
+        root = resources.files("fastapi_offline") / "static"
+    except ModuleNotFoundError:
+        return None
+    files = {name: Path(str(root / name)) for name in ("swagger-ui-bundle.js", "swagger-ui.css")}
+    return files if all(p.is_file() for p in files.values()) else None
 
 
 def plotly_path() -> Path | None:
