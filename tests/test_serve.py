@@ -131,6 +131,17 @@ def test_json_types_are_refused_naming_the_field(client):
         assert r.status_code == 400 and r.json()["field"] == "body"
 
 
+def test_a_model_spec_as_json_is_the_preset(client):
+    """``model`` may be a ModelSpec as a JSON object (how the page asks for a solver's shape): the same plan."""
+    from trilemma.specs.build import resolve_model
+
+    spec = resolve_model("llama2-7b")[0].model_dump(mode="json")
+    a = client.post("/api/estimate", json={"model": spec, "gpus": 64, "tokens": "10B"}).json()
+    b = client.post("/api/estimate", json={"model": "llama2-7b", "gpus": 64, "tokens": "10B"}).json()
+    assert a["model"].pop("resolved_from") != b["model"].pop("resolved_from")
+    assert a == b
+
+
 def test_python_names_and_numbers_are_taken_as_the_flags(client):
     a = client.post("/api/optimal", json={"flops": 1e23, "inference_tokens": "1e12"}).json()
     b = client.post("/api/optimal", json={"flops": "1e23", "inference-tokens": 1e12}).json()
@@ -142,11 +153,22 @@ def test_python_names_and_numbers_are_taken_as_the_flags(client):
 VERBS = {"estimate", "solve", "optimal", "validate", "presets"}
 
 
+def _number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _json_cases():
-    """The corpus's cases of the verbs the API offers, as (verb, body, names): each ``--flag value`` a key.
-    Cases with a positional argument (a scenario file) or a flag without a value are left out."""
+    """The corpus's cases of the verbs the API offers, as (verb, body, names): each ``--flag value`` a key,
+    a value for a flag the CLI parses as a number sent as a JSON number when it is one (nan and inf as
+    JSON's NaN and Infinity, which the server's parser reads). Cases with a positional argument (a
+    scenario file) or a flag without a value are left out."""
     from test_hostile_corpus import CASES
 
+    verbs = {name: web.Verb(name, fn) for name, fn in web._commands().items()}
+    numeric = {name: {k for n, k in v.keys.items() if n not in v.text} for name, v in verbs.items()}
     out = []
     for args, names in CASES:
         verb, rest = args[0], [a for a in args[1:] if a != "--json"]
@@ -157,7 +179,8 @@ def _json_cases():
             continue
         if len(rest) % 2 or not all(a.startswith("--") for a in rest[::2]):
             continue
-        out.append((verb, {k.removeprefix("--"): v for k, v in zip(rest[::2], rest[1::2])}, names))
+        body = {k.removeprefix("--"): v for k, v in zip(rest[::2], rest[1::2])}
+        out.append((verb, {k: _number(v) if k in numeric[verb] else v for k, v in body.items()}, names))
     return out
 
 
@@ -175,8 +198,8 @@ def test_hostile_corpus_as_json(client, sandbox):
     extra = {"model": ("files are not read",), "law": ("files are not read",), "data": ("no such field",),
              "csv": ("no such field",)}
     for verb, body, names in cases:
-        body = {k: _fill([v], sandbox)[0] for k, v in body.items()}
-        r = client.post(f"/api/{verb}", json=body)
+        body = {k: _fill([v], sandbox)[0] if isinstance(v, str) else v for k, v in body.items()}
+        r = client.post(f"/api/{verb}", content=json.dumps(body), headers={"content-type": "application/json"})
         assert r.status_code in (200, 400, 422), (verb, body, r.status_code, r.text[:500])
         doc = json.loads(r.text, parse_constant=_reject_constant)
         if r.status_code == 200:
