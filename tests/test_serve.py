@@ -126,7 +126,7 @@ def test_json_types_are_refused_naming_the_field(client):
         r = client.post(f"/api/{verb}", json=body)
         assert r.status_code == 422, (body, r.text)
         assert r.json()["field"] == field and r.json()["error"].startswith(field + ":"), r.json()
-    for raw in (b"[1, 2]", b"{not json", b'"text"'):
+    for raw in (b"[1, 2]", b"{not json", b'"text"', b"[" * 30_000 + b"]" * 30_000, b"\xff\xfe", b""):
         r = client.post("/api/estimate", content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 400 and r.json()["field"] == "body"
 

@@ -43,6 +43,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
 from typing_extensions import Annotated
 
@@ -464,6 +465,13 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return _pydantic_error(exc, verbs, request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's own refusals (a body its JSON parser cannot read, e.g. nested too deep; an unknown path;
+        a method a route lacks) in the same shape as the others."""
+        field = "body" if exc.status_code == 400 else None
+        return _error(exc.status_code, field, f"{field or request.url.path[:MAX_TEXT_CHARS]}: {str(exc.detail).lower()}")
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Callable[[Request], Any]) -> Response:
