@@ -10,6 +10,7 @@ docs/serve.png, which the README shows, and docs/serve-infeasible.png). About 10
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from pathlib import Path
@@ -66,10 +67,12 @@ def test_the_explorer_in_a_browser(tmp_path):
             assert page.locator("#memory-bar .seg").count() == len(opt["memory"]["breakdown"])
             assert page.evaluate("window.trilemma.shown.model.name") == opt["model"]["name"]
 
-            # 2. a pin moves: a tenth of the budget; the new plan keeps to it and buys no lower loss
+            # 2. a pin moves: the budget's slider (log10 of dollars) to a tenth; the text follows, and the new
+            # plan keeps to it and buys no lower loss
             done = page.evaluate("document.body.dataset.done")
-            page.fill("#budget", "$200k")
+            page.locator("#budget-slider").fill(str(math.log10(200_000)))
             _answered(page, done)
+            assert page.input_value("#budget") == "$200k"
             doc2 = page.evaluate("window.trilemma.solveDoc")
             assert doc2["pins"]["budget_usd"] == 200_000
             assert doc2["optimum"]["cost"]["usd"] <= 200_000 * 1.01
