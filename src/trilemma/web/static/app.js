@@ -452,7 +452,7 @@ function drawMemory(mem) {
 
 // ------------------------------------------------------------------ start
 
-function fillPickers(presets) {
+function fillStatic() {
   const lo = $("params-lo"), hi = $("params-hi");
   for (const s of SIZES) { lo.add(new Option(s, s)); hi.add(new Option(s, s)); }
   lo.value = "50M";
@@ -465,14 +465,19 @@ function fillPickers(presets) {
   }
   for (const n of MAX_GPUS) $("max-gpus").add(new Option(n, n));
   $("max-gpus").value = "16384";
+}
+
+function fillPresets(presets) {
   view.hardware = presets.hardware.map((h) => h.name).filter((n) => n !== "local");
   for (const name of view.hardware) {
     const label = document.createElement("label");
     label.innerHTML = `<input type="checkbox" value="${name}" checked> ${name}`;
     $("gpus").appendChild(label);
-    $("e-gpu").add(new Option(name, name));
+    if (![...$("e-gpu").options].some((o) => o.value === name)) $("e-gpu").add(new Option(name, name));
   }
-  $("e-gpu").value = view.hardware.includes("a100-80gb") ? "a100-80gb" : view.hardware[0];
+  if (!new URLSearchParams(location.search).has("egpu")) {
+    $("e-gpu").value = view.hardware.includes("a100-80gb") ? "a100-80gb" : view.hardware[0];
+  }
   for (const m of presets.models) $("model-presets").appendChild(new Option(m.name, m.name));
 }
 
@@ -484,14 +489,26 @@ function selectTab(tab) {
 }
 
 async function start() {
-  // the first answer is asked for before plotly.js has loaded: the two overlap
   const presets = fetch("/api/presets", { method: "POST", headers: { "Content-Type": "application/json" },
                                           body: "{}" }).then((r) => r.json());
-  fillPickers(await presets);
+  fillStatic();
+  // a solve over every GPU type (the link names none) needs nothing from the presets: it is asked for at
+  // once, while the presets arrive and plotly.js loads; otherwise after the GPU pickers are filled
+  const q = new URLSearchParams(location.search);
+  const early = q.get("tab") !== "estimate" && !q.has("gpu");
+  if (early) {
+    readUrl();
+    selectTab(view.tab);
+    syncSliders();
+    run();
+  }
+  fillPresets(await presets);
   performance.mark("trilemma:presets");
-  readUrl();
-  selectTab(view.tab);
-  syncSliders();
+  if (!early) {
+    readUrl();
+    selectTab(view.tab);
+    syncSliders();
+  }
   for (const id of Object.keys(SLIDERS)) {
     $(id + "-slider").addEventListener("input", (ev) => {
       $(id).value = SLIDERS[id][0](ev.target.value);
@@ -510,7 +527,7 @@ async function start() {
     b.addEventListener("click", () => { selectTab(b.dataset.tab); schedule(); });
   }
   writeUrl();
-  run();
+  if (!early) run();
 }
 
 start();
