@@ -292,6 +292,8 @@ FIT = _flag_cases("fit", FIT_BASE, {
 VALIDATE = _flag_cases("validate", ["--kind", "memory"], {"--kind": BAD_TEXT + ["all"],
                                                          "--csv": ["{out}", "/nonexistent-dir/x.csv"]})
 PRESETS = [(["presets", v, "--json"], ("kind",)) for v in BAD_TEXT + ["models", "hardware", "all", "MODELS"]]
+#: only ports refused before anything listens (a good one would start the server and block)
+SERVE = [(["serve", "--port", v], ("port",)) for v in ["-1", "0", "65536", "abc", "", "9" * 40, "1e308", "80.5"]]
 
 PROBE = _flag_cases("probe", [], {
     "--steps": ["-1", "0", "nan", "", "99999999999999999999"], "--micro-batch": ["-1", "0", "abc"],
@@ -375,7 +377,7 @@ EXPORT = _flag_cases("export", ["--to", "megatron", "--gpus", "64", "--tokens", 
     "--out": ["{hf_dir.json}", "\x00"], "--gpus": FEW_NUMBERS, "--zero": ["4", "fsdp"],
 }) + [(["export", "--to", "megatron", "--point", v, "solve", *SOLVE_BASE, "--json"], ("point",))
       for v in ["-1", "5000000", "abc"]]
-CASES = ESTIMATE + SOLVE + OPTIMAL + FIT + VALIDATE + PRESETS + PROBE + LADDER + FILE_CASES + CONFLICTS + EXPORT
+CASES = ESTIMATE + SOLVE + OPTIMAL + FIT + VALIDATE + PRESETS + SERVE + PROBE + LADDER + FILE_CASES + CONFLICTS + EXPORT
 
 
 class ProbeAccepted(Exception):

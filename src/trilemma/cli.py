@@ -23,7 +23,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 _MAX_INT = MAX_DEGREE  # GPUs, sequence length, parallel degrees: beyond this the int64 layout arithmetic overflows
 
 
-def layout_options(fn: Callable[..., None]) -> Callable[..., None]:
+def layout_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command one option per layout axis of the registry (trilemma.specs.axes.AXES), parsed
     and collected into the ``layout`` dict the command receives (None for an axis not given)."""
     sig = inspect.signature(fn)
@@ -36,9 +36,9 @@ def layout_options(fn: Callable[..., None]) -> Callable[..., None]:
     at = next(i for i, p in enumerate(params) if p.name == "price")  # after the run's own flags, before the cluster's
 
     @functools.wraps(fn)
-    def wrapper(**kwargs: Any) -> None:
+    def wrapper(**kwargs: Any) -> Any:
         layout = {a.name: a.parse(kwargs.pop(a.name, None)) for a in axes}
-        fn(**kwargs, layout=layout)
+        return fn(**kwargs, layout=layout)
 
     wrapper.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != "layout"},
@@ -64,7 +64,7 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
     return int(v)
 
 
-from trilemma.report.jsonout import print_json as _print_json  # noqa: E402  (the one JSON printer)
+from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
 
 
 COMPILE_HELP = ("the model runs under torch.compile (inductor): a gated MLP saves 3 hidden tensors per token "
@@ -122,7 +122,7 @@ def estimate(
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP),
     layout: Optional[dict] = None,
-) -> None:
+) -> Any:
     """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan.
 
     Any layout flag (--tp, --pp, --cp, --ep, --vp, --zero, --recompute, --micro-batch, --sp/--no-sp:
@@ -157,11 +157,8 @@ def estimate(
     if export:
         from trilemma.export import export as export_plan
         return _emit_export(export_plan(est, export), as_json)
-    if as_json:
-        _print_json(est.to_dict())
-    else:
-        from trilemma.report.table import print_estimate
-        print_estimate(est)
+    from trilemma.report.table import print_estimate
+    return emit(est, as_json, lambda e: e.to_dict(), print_estimate)
 
 
 @app.command()
@@ -188,7 +185,7 @@ def solve(
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
-) -> None:
+) -> Any:
     """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier."""
     from trilemma.report.solve import print_solve, plot_frontier, write_frontier
     from trilemma.solve import solve as run_solve
@@ -214,10 +211,7 @@ def solve(
     if export:
         from trilemma.export import export_solve
         return _emit_export(export_solve(result, export, _EXPORT.get().get("point")), as_json)
-    if as_json:
-        _print_json(result.to_dict())
-    else:
-        print_solve(result)
+    return emit(result, as_json, lambda r: r.to_dict(), print_solve)
 
 
 def _prices(price: object, gpu: object) -> dict[str, float] | None:
@@ -244,7 +238,7 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
     return out
 
 
-def _emit_export(doc: Any, as_json: bool) -> None:
+def _emit_export(doc: Any, as_json: bool) -> Any:
     """An exported plan: written to `export --out`'s folder, or printed (the files, or --json's document)."""
     from trilemma.report.export import print_export, print_written, write_export
 
@@ -252,11 +246,9 @@ def _emit_export(doc: Any, as_json: bool) -> None:
     if out:
         paths = write_export(doc, out)
         if not as_json:
-            return print_written(doc, paths)
-    if as_json:
-        _print_json(doc.to_dict())
-    else:
-        print_export(doc)
+            print_written(doc, paths)
+            return doc
+    return emit(doc, as_json, lambda d: d.to_dict(), print_export)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -298,7 +290,7 @@ def validate(
                                                           "instead of reading the last calibration's"),
     data: Optional[str] = typer.Option(None, "--data", help="backtest your own measurements: a CSV in the "
                                        "schema of trilemma/data/SCHEMA.md (step times, throughput or memory)"),
-) -> None:
+) -> Any:
     """Backtest the planner against the published runs, throughput and memory figures it ships with,
     or against your own measurements (--data FILE.csv)."""
     from trilemma.report.validate import print_validate, write_csv
@@ -309,26 +301,42 @@ def validate(
     doc = run_validate(kind, live_loso=live_loso, data=data)
     if csv_path:
         write_csv(doc, csv_path)
-    if as_json:
-        _print_json(doc)
-    else:
-        print_validate(doc)
+    return emit(doc, as_json, lambda d: d, print_validate)
 
 
 @app.command()
 def presets(
     kind: str = typer.Argument("all", help="models, hardware or all"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> None:
+) -> Any:
     """List the model and hardware presets (with sources)."""
     from trilemma.report.table import presets_document, print_presets
 
     if kind not in ("models", "hardware", "all"):
         raise InputError("kind", kind, "models, hardware or all")
-    if as_json:
-        _print_json(presets_document(kind))
-    else:
-        print_presets(kind)
+    return emit(presets_document(kind), as_json, lambda d: d, lambda d: print_presets(kind))
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: this machine only)"),
+    port: int = typer.Option(8000, "--port", help="TCP port"),
+) -> None:
+    """The verbs as a JSON API over HTTP (docs at /docs) and a page that explores the triangle (needs the
+    web extra: pip install 'trilemma\\[web]')."""
+    import importlib.util
+
+    if not 1 <= port <= 65535:
+        raise InputError("port", port, "a TCP port from 1 to 65535")
+    missing = [m for m in ("fastapi", "uvicorn", "plotly") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InputError("serve", ", ".join(missing), "the web extra installed (pip install 'trilemma[web]')")
+    from trilemma.web.serve import local, run, url
+
+    typer.echo(f"trilemma serve: {url(host, port)}  (API docs at {url(host, port)}docs; Ctrl-C stops it)")
+    if not local(host):
+        typer.echo(f"note: listening on {host}: other machines can reach it (--host 127.0.0.1 keeps it local)")
+    run(host, port)
 
 
 from trilemma.cli_quality import fit, optimal  # noqa: E402  (thin command functions; heavy imports inside)
@@ -369,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         msg = " ".join(str(exc.format_message()).split())  # one line
         if name == "NoArgsIsHelpError":  # the help is already on stdout; its message is empty
-            msg = "missing command: estimate, solve, export, optimal, fit, validate, probe or presets (see trilemma --help)"
+            msg = ("missing command: estimate, solve, export, optimal, fit, validate, probe, ladder, presets or serve "
+                   "(see trilemma --help)")
         sys.stderr.write(f"trilemma: error: {msg}\n")
         return 2
 

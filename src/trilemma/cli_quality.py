@@ -127,7 +127,7 @@ def optimal(
                                                 "epochs are discounted (Muennighoff 2023)"),
     precision: str = typer.Option("bf16", "--precision", help="training precision (bf16/fp16/fp32: no penalty; fp8, int4: Kumar 2024 form)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> None:
+) -> Any:
     """Compute-optimal N, D and loss for a FLOP budget under a scaling law (and the inference-aware model)."""
     from trilemma.quality.optimal import optimal_report
     from trilemma.quality.predict import precision_bits
@@ -144,9 +144,7 @@ def optimal(
     precision_bits(precision)  # validate before any work
     doc = optimal_report(_laws(law), c, target_loss=target_loss, inference_tokens=d_inf, unique_tokens=u,
                          precision=precision).to_dict()
-    if as_json:
-        from trilemma.report.jsonout import print_json
-        print_json(doc)
-    else:
-        from trilemma.report.quality import print_optimal
-        print_optimal(doc)
+    from trilemma.report.emit import emit
+    from trilemma.report.quality import print_optimal
+
+    return emit(doc, as_json, lambda d: d, print_optimal)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import math
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -51,26 +54,20 @@ class SolveResult:
     candidates: int
     seconds: float
     warnings: tuple[str, ...] = field(default=())
-    # (config-table row, tokens) → the plan realised through estimate, as the optimum is (frontier_plan)
-    realise: Callable[[int, float], Estimate] | None = field(default=None, repr=False, compare=False)
+    #: the plan of config-table row ``i`` trained on ``tokens`` tokens, realised through estimate as the optimum
+    #: is: ``plan_at(i, tokens) -> (Estimate, LossPrediction)`` (a frontier point's plan, trilemma.web)
+    plan_at: Callable[[int, float], tuple[Estimate, LossPrediction]] | None = field(default=None, repr=False,
+                                                                                   compare=False)
 
     def frontier_plan(self, point: int) -> Estimate:
         """Frontier point ``point`` (the 0-based row of ``--frontier``'s CSV) as a full estimate."""
         n = 0 if self.frontier is None else int(self.frontier.time_s.size)
-        if isinstance(point, bool) or not isinstance(point, (int, np.integer)) or not 0 <= point < n or self.realise is None:
+        if isinstance(point, bool) or not isinstance(point, (int, np.integer)) or not 0 <= point < n or self.plan_at is None:
             raise InputError("point", point, f"a frontier index from 0 to {n - 1}" if n else "a solve with a frontier")
-        return self.realise(int(self.frontier.config[point]), float(self.frontier.tokens[point]))
+        return self.plan_at(int(self.frontier.config[point]), float(self.frontier.tokens[point]))[0]
 
     def to_dict(self) -> dict[str, Any]:
-        def plan(e: Estimate, loss: LossPrediction, why: str | None = None) -> dict[str, Any]:
-            d = e.to_dict()
-            d["loss"] = loss.to_dict()
-            if why:
-                d = {"differs_in": why, **d}
-            d.pop("schema", None)
-            d.pop("warnings", None)
-            return d
-
+        plan = plan_document
         doc: dict[str, Any] = {"optimum": plan(self.optimum, self.optimum_loss)}
         doc["schema"] = self.SCHEMA
         doc["runners_up"] = [plan(e, loss, why) for why, e, loss in self.runners_up]
@@ -84,6 +81,33 @@ class SolveResult:
         doc["search"] = {"candidates": self.candidates, "configurations": len(self.table), "seconds": self.seconds}
         doc["warnings"] = list(self.warnings) + list(self.optimum.warnings)
         return doc
+
+
+_MAX_CONFIGURATIONS: ContextVar[int | None] = ContextVar("trilemma_max_configurations", default=None)
+
+
+@contextmanager
+def search_limit(max_configurations: int) -> Iterator[None]:
+    """Inside this block (this thread or task only) ``solve`` refuses a search over more than
+    ``max_configurations`` (model size, GPU type, precision, GPU count) combinations: trilemma.web caps
+    what one request may cost while running the CLI's own command."""
+    token = _MAX_CONFIGURATIONS.set(int(max_configurations))
+    try:
+        yield
+    finally:
+        _MAX_CONFIGURATIONS.reset(token)
+
+
+def plan_document(e: Estimate, loss: LossPrediction, why: str | None = None) -> dict[str, Any]:
+    """One plan of a solve as its JSON document: the estimate's, with the loss of the plan's tokens and, for
+    a runner-up, what it differs in."""
+    d = e.to_dict()
+    d["loss"] = loss.to_dict()
+    if why:
+        d = {"differs_in": why, **d}
+    d.pop("schema", None)
+    d.pop("warnings", None)
+    return d
 
 
 def _law_fn(law: Any, unique_tokens: float | None):
@@ -188,9 +212,12 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           gpu: str | list[str] | None = None, max_gpus: int | None = None, precision: str | list[str] | None = None,
           seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True,
-          memory_headroom: float | None = None, compile: bool = False) -> SolveResult:
+          memory_headroom: float | None = None, compile: bool = False,
+          max_configurations: int | None = None) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
-    ``compile``: every plan runs under torch.compile (TrainingPlan.compile)."""
+    ``compile``: every plan runs under torch.compile (TrainingPlan.compile). ``max_configurations``:
+    refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
+    combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none)."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import make_cluster, make_plan
     from trilemma.quality.laws import get_law
@@ -215,6 +242,13 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     # GPU counts: powers of two and the 1.5× steps between them (3·2^k: 24, 48, 96, 384 … — clusters
     # and reservations are not only powers of two), and the cap itself
     counts = sorted({c for k in range(int(math.log2(max_n)) + 1) for c in (2**k, 3 * 2**k) if c <= max_n} | {max_n})
+    size = len(models) * len(gpus) * len(precs) * len(counts)
+    max_configurations = _MAX_CONFIGURATIONS.get() if max_configurations is None else max_configurations
+    if max_configurations is not None and size > max_configurations:
+        raise InputError("search", f"{len(models)} model sizes × {len(gpus)} GPU types × {len(precs)} precisions × "
+                         f"{len(counts)} GPU counts = {size:,} configurations",
+                         f"at most {max_configurations:,} configurations: narrow --params, --gpu, --precision "
+                         "or --max-gpus")
     seq = seq_len or DEFAULT_SEQ
     # the batch: the user's, or each model's DeepSeek-LLM optimum for its compute (trilemma.quality.batch)
     batch = global_batch_tokens or [batch_for(m, seq, fixed_tokens) for m in models]
@@ -233,11 +267,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
 
     def realise(cand: Candidate) -> tuple[Estimate, LossPrediction]:
-        return realise_row(cand.row, cand.tokens), predict_loss_block(
-            table.models[table.model_idx[cand.row]], cand.tokens, law=the_law, unique_tokens=uniq,
-            precision=str(table.precisions[table.prec_idx[cand.row]]))
+        return plan_at(cand.row, cand.tokens)
 
-    def realise_row(i: int, tokens: float) -> Estimate:
+    def plan_at(i: int, tokens: float) -> tuple[Estimate, LossPrediction]:
         m = table.models[table.model_idx[i]]
         hw = table.gpus[table.gpu_idx[i]]
         prec = table.precisions[table.prec_idx[i]]
@@ -245,7 +277,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
                           **({"price_usd_per_hour": prices[hw.name]} if prices and hw.name in prices else {}))
         plan = make_plan(m, tokens, seq, float(table.batch_tokens[i]), prec, compile=compile)
         plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
-        return estimate_plan(m, cl, plan, table.layout(i), "solver")
+        est = estimate_plan(m, cl, plan, table.layout(i), "solver")
+        return est, predict_loss_block(m, tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
 
     opt, opt_loss = realise(picks[0])
     _check_pins(opt, pins)
@@ -270,7 +303,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         warnings.append(f"the optimum uses the most GPUs allowed ({max(counts)}): raise --max-gpus to go further")
     return SolveResult(optimum=opt, optimum_loss=opt_loss, runners_up=ups, pins=pins, frontier=front, table=table,
                        candidates=table.candidates, seconds=_time.perf_counter() - t0, warnings=tuple(warnings),
-                       realise=realise_row)
+                       plan_at=plan_at)
 
 
-__all__ = ["SolveResult", "make_pins", "solve"]
+__all__ = ["SolveResult", "make_pins", "plan_document", "search_limit", "solve"]

@@ -1,0 +1,533 @@
+// trilemma serve: the triangle explorer. Plain JavaScript, no build step.
+// Every input change (debounced) posts the form to /api/solve or /api/estimate and draws the answer;
+// the address bar's query string holds the inputs, so a link reproduces the page.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SIZES = ["50M", "100M", "300M", "1B", "3B", "7B", "13B", "30B", "70B", "175B", "400B", "1T"];
+const PRECISIONS = ["bf16", "fp8", "fp16", "fp32", "tf32"];
+const MAX_GPUS = ["8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096", "8192", "16384"];
+const DEBOUNCE_MS = 250;
+const DAY_S = 86400, YEAR_S = 365.25 * DAY_S, KWH_J = 3.6e6;
+
+const view = window.trilemma = { tab: "solve", seq: 0, pending: null, timer: null, solveReq: null, solveDoc: null,
+               plotted: false, hardware: [] };
+
+let resolvePlotly;
+const plotlyReady = new Promise((resolve) => { resolvePlotly = resolve; });
+window.trilemmaPlotlyLoaded = () => { performance.mark("trilemma:plotly"); resolvePlotly(window.Plotly); };
+if (window.Plotly) window.trilemmaPlotlyLoaded();  // it loaded (async, in the head) before this script ran
+
+// ------------------------------------------------------------------ numbers as people read them
+
+function sig(x, digits = 3) {
+  return Number(x.toPrecision(digits)).toString();
+}
+function fmtNum(x) {
+  const a = Math.abs(x);
+  for (const [v, u] of [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "k"]]) if (a >= v) return sig(x / v) + u;
+  return sig(x);
+}
+function fmtUSD(x) { return "$" + fmtNum(x); }
+function fmtDuration(s) {
+  if (s < 60) return sig(s) + " s";
+  if (s < 3600) return sig(s / 60) + " min";
+  if (s < 2 * DAY_S) return sig(s / 3600) + " h";
+  if (s < 2 * YEAR_S) return sig(s / DAY_S) + " days";
+  return sig(s / YEAR_S) + " years";
+}
+function fmtBytes(b) {
+  const gib = b / 2 ** 30;
+  return gib >= 1024 ? sig(gib / 1024) + " TiB" : sig(gib) + " GiB";
+}
+function fmtEnergy(kwh) {
+  if (kwh >= 1e6) return sig(kwh / 1e6) + " GWh";
+  if (kwh >= 1e3) return sig(kwh / 1e3) + " MWh";
+  return sig(kwh) + " kWh";
+}
+function fmtPower(w) {
+  if (w >= 1e6) return sig(w / 1e6) + " MW";
+  if (w >= 1e3) return sig(w / 1e3) + " kW";
+  return sig(w) + " W";
+}
+
+// ------------------------------------------------------------------ sliders <-> text
+
+function deadlineText(logDays) {
+  const days = 10 ** logDays;
+  return days < 2 ? sig(days * 24, 2) + "h" : sig(days, 2) + "d";
+}
+function parseDeadline(text) {
+  const m = /^\s*([0-9.]+)\s*(h|d|w|y)?\s*$/i.exec(text);
+  if (!m) return null;
+  const per = { h: 1 / 24, d: 1, w: 7, y: 365.25 }[(m[2] || "d").toLowerCase()];
+  return Math.log10(parseFloat(m[1]) * per);
+}
+function budgetText(logUsd) { return "$" + fmtNum(Number((10 ** logUsd).toPrecision(2))); }
+function parseBudget(text) {
+  const m = /^\s*\$?\s*([0-9.]+)\s*([kMBT])?\s*$/.exec(text);
+  if (!m) return null;
+  return Math.log10(parseFloat(m[1]) * ({ k: 1e3, M: 1e6, B: 1e9, T: 1e12 }[m[2]] || 1));
+}
+const SLIDERS = {
+  "deadline": [deadlineText, parseDeadline],
+  "budget": [budgetText, parseBudget],
+  "target-loss": [(v) => Number(v).toFixed(2), (t) => (isFinite(parseFloat(t)) ? parseFloat(t) : null)],
+};
+
+// ------------------------------------------------------------------ the form and the address bar
+
+function checked(containerId) {
+  return [...$(containerId).querySelectorAll("input:checked")].map((i) => i.value);
+}
+function minimize() { return document.querySelector("input[name=minimize]:checked").value; }
+
+function numberOrText(text) {
+  const t = text.trim();
+  return t !== "" && isFinite(Number(t)) ? Number(t) : t;
+}
+
+function solveRequest() {
+  const free = minimize();
+  const req = { minimize: free };
+  if (free !== "time") req.deadline = $("deadline").value.trim();
+  if (free !== "cost") req.budget = $("budget").value.trim();
+  if (free !== "loss") req["target-loss"] = numberOrText($("target-loss").value);
+  req.params = `${$("params-lo").value}..${$("params-hi").value}`;
+  req.precision = checked("precisions");
+  const gpus = checked("gpus");
+  if (gpus.length !== view.hardware.length) req.gpu = gpus;
+  req["max-gpus"] = $("max-gpus").value;
+  return req;
+}
+
+function estimateRequest() {
+  const req = { model: $("e-model").value.trim(), gpu: $("e-gpu").value, gpus: $("e-gpus").value.trim(),
+                tokens: $("e-tokens").value.trim(), precision: $("e-precision").value };
+  for (const k of ["tp", "pp", "zero", "micro-batch", "recompute"]) {
+    const v = $("e-" + k).value.trim();
+    if (v) req[k] = v;
+  }
+  return req;
+}
+
+const URL_KEYS = {  // query-string key -> [element id, kind]
+  minimize: ["minimize", "radio"], deadline: ["deadline", "text"], budget: ["budget", "text"],
+  loss: ["target-loss", "text"], lo: ["params-lo", "text"], hi: ["params-hi", "text"],
+  precision: ["precisions", "checks"], gpu: ["gpus", "checks"], max_gpus: ["max-gpus", "text"],
+  model: ["e-model", "text"], egpu: ["e-gpu", "text"], n: ["e-gpus", "text"], tokens: ["e-tokens", "text"],
+  eprecision: ["e-precision", "text"], tp: ["e-tp", "text"], pp: ["e-pp", "text"], zero: ["e-zero", "text"],
+  mb: ["e-micro-batch", "text"], recompute: ["e-recompute", "text"],
+};
+
+function writeUrl() {
+  const q = new URLSearchParams();
+  q.set("tab", view.tab);
+  for (const [key, [id, kind]] of Object.entries(URL_KEYS)) {
+    if (kind === "radio") q.set(key, minimize());
+    else if (kind === "checks") {
+      const all = $(id).querySelectorAll("input").length, on = checked(id);
+      if (on.length !== all) q.set(key, on.join(","));
+    } else if ($(id).value !== "") q.set(key, $(id).value);
+  }
+  history.replaceState(null, "", "?" + q.toString());
+}
+
+function readUrl() {
+  const q = new URLSearchParams(location.search);
+  if (q.get("tab") === "estimate") view.tab = "estimate";
+  for (const [key, [id, kind]] of Object.entries(URL_KEYS)) {
+    if (!q.has(key)) continue;
+    const v = q.get(key);
+    if (kind === "radio") {
+      const r = document.querySelector(`input[name=minimize][value="${CSS.escape(v)}"]`);
+      if (r) r.checked = true;
+    } else if (kind === "checks") {
+      const on = new Set(v.split(","));
+      for (const box of $(id).querySelectorAll("input")) box.checked = on.has(box.value);
+    } else {
+      const el = $(id);
+      if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
+      el.value = v;
+    }
+  }
+}
+
+function syncSliders() {
+  for (const [id, [, parse]] of Object.entries(SLIDERS)) {
+    const v = parse($(id).value);
+    if (v !== null && isFinite(v)) $(id + "-slider").value = v;
+  }
+  const free = minimize();
+  const pinned = { deadline: free !== "time", budget: free !== "cost", "target-loss": free !== "loss" };
+  for (const [id, on] of Object.entries(pinned)) {
+    $("pin-" + id).classList.toggle("free", !on);
+    $(id).disabled = !on;
+    $(id + "-slider").disabled = !on;
+  }
+}
+
+// ------------------------------------------------------------------ talking to the API
+
+async function post(path, body) {
+  const res = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+                                  body: JSON.stringify(body), signal: view.pending.signal });
+  const doc = await res.json();
+  return { status: res.status, doc };
+}
+
+function schedule() {
+  writeUrl();
+  syncSliders();
+  clearTimeout(view.timer);
+  view.timer = setTimeout(run, DEBOUNCE_MS);
+}
+
+async function run() {
+  if (view.pending) view.pending.abort();
+  view.pending = new AbortController();
+  const me = ++view.seq;
+  document.body.dataset.state = "loading";
+  $("status").textContent = view.tab === "solve" ? "searching…" : "estimating…";
+  const t0 = performance.now();
+  try {
+    if (view.tab === "solve") {
+      const req = solveRequest();
+      const { status, doc } = await post("/api/solve", req);
+      performance.mark("trilemma:answer");
+      if (me !== view.seq) return;
+      if (status === 200 && !doc.infeasible) { view.solveReq = req; view.solveDoc = doc; }
+      await showSolve(status, doc, performance.now() - t0);
+    } else {
+      const { status, doc } = await post("/api/estimate", estimateRequest());
+      if (me !== view.seq) return;
+      showEstimate(status, doc, performance.now() - t0);
+    }
+  } catch (err) {
+    if (err.name === "AbortError") return;
+    showError({ error: "the server did not answer: " + err.message });
+  }
+  document.body.dataset.done = String(me);
+}
+
+function showError(doc) {
+  document.body.dataset.state = "error";
+  $("error").hidden = false;
+  $("error").textContent = doc.error || JSON.stringify(doc);
+  $("status").textContent = "not accepted";
+  for (const el of document.querySelectorAll(".bad")) el.classList.remove("bad");
+  const field = doc.field && $(view.tab === "solve" ? doc.field : "e-" + doc.field);
+  if (field) field.classList.add("bad");
+}
+
+function clearMessages() {
+  $("error").hidden = true;
+  $("infeasible").hidden = true;
+  for (const el of document.querySelectorAll(".bad")) el.classList.remove("bad");
+}
+
+async function showSolve(status, doc, ms) {
+  clearMessages();
+  if (status !== 200) { showError(doc); return; }
+  if (doc.infeasible) {
+    document.body.dataset.state = "infeasible";
+    $("infeasible").hidden = false;
+    $("infeasible-message").textContent = doc.message.replace(/^no plan meets the pins: /, "");
+    $("frontier-box").hidden = true;
+    $("plan-card").hidden = true;
+    $("runners").innerHTML = "";
+    $("status").textContent = `no plan meets the pins (${Math.round(ms)} ms)`;
+    return;
+  }
+  $("frontier-box").hidden = false;
+  const s = doc.search;
+  $("status").textContent = `${fmtNum(s.candidates)} candidate plans, ${doc.frontier_points.time_s.length} on the ` +
+    `frontier; answered in ${Math.round(ms)} ms (search ${sig(s.seconds * 1000)} ms)`;
+  showRunners(doc);
+  showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings);
+  await drawFrontier(doc);
+  document.body.dataset.state = "ready";
+  performance.mark("trilemma:ready");
+}
+
+function showEstimate(status, doc, ms) {
+  clearMessages();
+  $("frontier-box").hidden = true;
+  $("runners").innerHTML = "";
+  if (status !== 200) { showError(doc); return; }
+  if (doc.infeasible) {
+    document.body.dataset.state = "infeasible";
+    $("infeasible").hidden = false;
+    $("infeasible-message").textContent = doc.message;
+    $("plan-card").hidden = true;
+    return;
+  }
+  $("status").textContent = `estimated in ${Math.round(ms)} ms`;
+  showPlan(doc, "Estimate", doc.warnings);
+  document.body.dataset.state = "ready";
+}
+
+function showRunners(doc) {
+  const box = $("runners");
+  box.innerHTML = "";
+  const plans = [["optimum", doc.optimum], ...doc.runners_up.map((p) => [p.differs_in, p])];
+  for (const [why, plan] of plans) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "runner";
+    b.textContent = `${why}: ${plan.hardware.n_gpus}× ${plan.hardware.name}, ${fmtNum(plan.model.params_total)} params, ` +
+      `${fmtDuration(plan.time.total_s)}, ${fmtUSD(plan.cost.usd)}, loss ${plan.loss.mean.toFixed(3)}`;
+    b.addEventListener("click", () => showPlan(plan, why === "optimum" ? "Optimum" : "Runner-up: " + why, []));
+    box.appendChild(b);
+  }
+}
+
+// ------------------------------------------------------------------ the frontier
+
+async function drawFrontier(doc) {
+  const Plotly = await plotlyReady;
+  const f = doc.frontier_points;
+  const n = f.time_s.length;
+  const idx = [...Array(n).keys()];
+  const text = idx.map((i) => {
+    const c = f.configs[f.config[i]];
+    return `${c.model}<br>${c.n_gpus}× ${c.gpu} ${c.precision}, ${fmtNum(f.tokens[i])} tokens<br>` +
+      `${fmtDuration(f.time_s[i])}, ${fmtUSD(f.usd[i])}, loss ${f.loss[i].toFixed(3)}` +
+      (f.feasible[i] ? "" : "<br>(outside the pins)");
+  });
+  // two traces (within the pins, outside them) with one marker style each: per-point styles draw slower
+  const trace = (within) => {
+    const ids = idx.filter((i) => f.feasible[i] === within);
+    return {
+      type: "scatter", mode: "markers", name: within ? "frontier (within the pins)" : "frontier (outside them)",
+      x: ids.map((i) => f.time_s[i] / DAY_S), y: ids.map((i) => f.usd[i]), customdata: ids,
+      text: ids.map((i) => text[i]), hoverinfo: "text",
+      marker: { color: ids.map((i) => f.loss[i]), cmin: lossMin, cmax: lossMax, colorscale: "Viridis",
+                reversescale: true, showscale: within, size: within ? 7 : 4, opacity: within ? 0.9 : 0.25,
+                colorbar: { title: { text: "loss" }, thickness: 12 } },
+    };
+  };
+  const lossMin = Math.min(...f.loss), lossMax = Math.max(...f.loss);
+  const outside = trace(false), points = trace(true);
+  const o = doc.optimum;
+  const best = { type: "scatter", mode: "markers", name: "optimum", x: [o.time.total_s / DAY_S], y: [o.cost.usd],
+                 text: [`optimum<br>${o.model.name}<br>loss ${o.loss.mean.toFixed(3)}`], hoverinfo: "text",
+                 marker: { symbol: "star", size: 20, color: "#d62728", line: { color: "#fff", width: 1 } } };
+  const ups = doc.runners_up;
+  const runners = { type: "scatter", mode: "markers", name: "runners-up", x: ups.map((p) => p.time.total_s / DAY_S),
+                    y: ups.map((p) => p.cost.usd), text: ups.map((p) => p.differs_in), hoverinfo: "text",
+                    marker: { symbol: "diamond", size: 11, color: "#ff7f0e", line: { color: "#fff", width: 1 } } };
+  const shapes = [];
+  const p = doc.pins;
+  if (p.deadline_s) shapes.push({ type: "line", xref: "x", yref: "paper", x0: p.deadline_s / DAY_S,
+                                  x1: p.deadline_s / DAY_S, y0: 0, y1: 1, line: { dash: "dash", width: 1 } });
+  if (p.budget_usd) shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: p.budget_usd,
+                                  y1: p.budget_usd, line: { dash: "dash", width: 1 } });
+  const layout = {
+    margin: { l: 70, r: 10, t: 10, b: 50 }, height: 400, showlegend: true,
+    legend: { orientation: "h", y: -0.18 }, hovermode: "closest", shapes,
+    xaxis: { type: "log", title: { text: "time to train (days)" }, exponentformat: "power" },
+    yaxis: { type: "log", title: { text: "cost (USD)" }, tickprefix: "$" },
+  };
+  const picked = { type: "scatter", mode: "markers", name: "shown", x: [], y: [], hoverinfo: "skip", showlegend: false,
+                  marker: { symbol: "circle-open", size: 18, color: "#d62728", line: { width: 2 } } };
+  await Plotly.react("frontier", [outside, points, best, runners, picked], layout, { displaylogo: false, responsive: true });
+  if (!view.plotted) {
+    view.plotted = true;
+    $("frontier").on("plotly_click", (ev) => {
+      const pt = ev.points[0];
+      if (pt.curveNumber <= 1) showPoint(pt.customdata);
+      else if (pt.curveNumber === 2) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings);
+      else if (pt.curveNumber === 3) {
+        const up = view.solveDoc.runners_up[pt.pointNumber];
+        showPlan(up, "Runner-up: " + up.differs_in, []);
+      }
+    });
+  }
+}
+
+async function showPoint(i) {
+  const me = view.seq;
+  $("status").textContent = "fetching that plan…";
+  document.body.dataset.state = "loading";
+  const res = await fetch("/api/solve/point", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                body: JSON.stringify({ solve: view.solveReq, point: i }) });
+  const doc = await res.json();
+  if (me !== view.seq) return;
+  if (res.status !== 200 || doc.infeasible) { showError(doc); return; }
+  showPlan(doc, `Frontier point ${i}`, []);
+  const f = view.solveDoc.frontier_points;
+  await window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [4]);
+  $("status").textContent = `frontier point ${i}`;
+  document.body.dataset.state = "ready";
+  document.body.dataset.point = String(i);
+}
+
+// ------------------------------------------------------------------ the plan card
+
+function layoutLabel(l) {
+  let s = `TP ${l.tp} · PP ${l.pp} · DP ${l.dp}`;
+  if (l.cp > 1) s += ` · CP ${l.cp}`;
+  if (l.ep > 1) s += ` · EP ${l.ep}`;
+  if (l.vp > 1) s += ` · VP ${l.vp}`;
+  if (l.sp) s += " · SP";
+  return s + ` · ZeRO-${l.zero} · recompute ${l.recompute} · micro-batch ${l.micro_batch}`;
+}
+
+function showPlan(plan, title, warnings) {
+  view.shown = plan;
+  const t = plan.time, c = plan.cost, m = plan.model, hw = plan.hardware, loss = plan.loss;
+  const tokens = plan.batch.tokens;
+  const ratio = (x) => x / t.gpu_hours;  // energy scales with GPU-hours: its band is theirs
+  const watts = (c.energy_kwh * KWH_J) / t.total_s;
+  const rows = [
+    ["model", `${m.name}`, `${fmtNum(m.params_total)} parameters`],
+    ["tokens", fmtNum(tokens), `${sig(tokens / m.params_total, 2)} per parameter`],
+    ["GPUs", `${hw.n_gpus} × ${hw.name} (${hw.precision})`, hw.family_calibrated ? "" : "chip family not calibrated"],
+    ["layout", layoutLabel(plan.layout), `MFU ${Math.round(t.mfu * 100)}%`],
+    ["time", fmtDuration(t.total_s), `${fmtDuration(t.total_s_low)} – ${fmtDuration(t.total_s_high)}`],
+    ["GPU-hours", fmtNum(t.gpu_hours), `${fmtNum(t.gpu_hours_low)} – ${fmtNum(t.gpu_hours_high)}`],
+    ["cost", fmtUSD(c.usd), `${fmtUSD(c.usd_low)} – ${fmtUSD(c.usd_high)}`],
+    ["energy", fmtEnergy(c.energy_kwh),
+     `${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_low))} – ${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_high))}`],
+    ["power", fmtPower(watts), `average at the wall, PUE ${c.pue}; ${c.co2_kg < 1000 ? sig(c.co2_kg) + " kg" : sig(c.co2_kg / 1000) + " t"} CO2e`],
+    ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`],
+  ];
+  const body = $("plan-table").querySelector("tbody");
+  body.innerHTML = "";
+  for (const [k, v, band] of rows) {
+    const tr = body.insertRow();
+    tr.dataset.row = k;
+    const th = document.createElement("th");
+    th.textContent = k;
+    tr.appendChild(th);
+    tr.insertCell().textContent = v;
+    const b = tr.insertCell();
+    b.textContent = band;
+    b.className = "band";
+  }
+  $("plan-title").textContent = title;
+  drawMemory(plan.memory);
+  const ul = $("warnings");
+  ul.innerHTML = "";
+  for (const w of warnings || []) {
+    const li = document.createElement("li");
+    li.textContent = w;
+    ul.appendChild(li);
+  }
+  $("plan-card").hidden = false;
+}
+
+const MEMORY_COLOURS = { weights: "#1f77b4", gradients: "#ff7f0e", optimizer: "#2ca02c", activations: "#9467bd",
+                         other: "#8c564b" };
+
+function drawMemory(mem) {
+  const bar = $("memory-bar"), legend = $("memory-legend");
+  bar.innerHTML = "";
+  legend.innerHTML = "";
+  const cap = mem.capacity_bytes;
+  for (const [part, bytes] of Object.entries(mem.breakdown)) {
+    const seg = document.createElement("div");
+    seg.className = "seg";
+    seg.style.width = `${Math.min(100, (100 * bytes) / cap)}%`;
+    seg.style.background = MEMORY_COLOURS[part] || "#999";
+    seg.title = `${part}: ${fmtBytes(bytes)}`;
+    bar.appendChild(seg);
+    const key = document.createElement("span");
+    key.innerHTML = `<i style="background:${MEMORY_COLOURS[part] || "#999"}"></i>`;
+    key.append(`${part} ${fmtBytes(bytes)}`);
+    legend.appendChild(key);
+  }
+  const limit = document.createElement("div");
+  limit.className = "limit";
+  limit.style.left = `${(100 * mem.usable_bytes) / cap}%`;
+  limit.title = `usable: ${fmtBytes(mem.usable_bytes)} (headroom ${Math.round(mem.headroom * 100)}%)`;
+  bar.appendChild(limit);
+  const total = document.createElement("span");
+  total.className = mem.fits ? "fits" : "oom";
+  total.textContent = `${fmtBytes(mem.per_gpu_bytes)} of ${fmtBytes(cap)} (${mem.fits ? "fits" : "does not fit"}; ` +
+    `line: the usable share after ${Math.round(mem.headroom * 100)}% headroom)`;
+  legend.appendChild(total);
+}
+
+// ------------------------------------------------------------------ start
+
+function fillStatic() {
+  const lo = $("params-lo"), hi = $("params-hi");
+  for (const s of SIZES) { lo.add(new Option(s, s)); hi.add(new Option(s, s)); }
+  lo.value = "50M";
+  hi.value = "1T";
+  for (const p of PRECISIONS) {
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="checkbox" value="${p}"${p === "bf16" ? " checked" : ""}> ${p}`;
+    $("precisions").appendChild(label);
+    $("e-precision").add(new Option(p, p));
+  }
+  for (const n of MAX_GPUS) $("max-gpus").add(new Option(n, n));
+  $("max-gpus").value = "16384";
+}
+
+function fillPresets(presets) {
+  view.hardware = presets.hardware.map((h) => h.name).filter((n) => n !== "local");
+  for (const name of view.hardware) {
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="checkbox" value="${name}" checked> ${name}`;
+    $("gpus").appendChild(label);
+    if (![...$("e-gpu").options].some((o) => o.value === name)) $("e-gpu").add(new Option(name, name));
+  }
+  if (!new URLSearchParams(location.search).has("egpu")) {
+    $("e-gpu").value = view.hardware.includes("a100-80gb") ? "a100-80gb" : view.hardware[0];
+  }
+  for (const m of presets.models) $("model-presets").appendChild(new Option(m.name, m.name));
+}
+
+function selectTab(tab) {
+  view.tab = tab;
+  $("solve-form").hidden = tab !== "solve";
+  $("estimate-form").hidden = tab !== "estimate";
+  for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.tab === tab);
+}
+
+async function start() {
+  const presets = fetch("/api/presets", { method: "POST", headers: { "Content-Type": "application/json" },
+                                          body: "{}" }).then((r) => r.json());
+  fillStatic();
+  // a solve over every GPU type (the link names none) needs nothing from the presets: it is asked for at
+  // once, while the presets arrive and plotly.js loads; otherwise after the GPU pickers are filled
+  const q = new URLSearchParams(location.search);
+  const early = q.get("tab") !== "estimate" && !q.has("gpu");
+  if (early) {
+    readUrl();
+    selectTab(view.tab);
+    syncSliders();
+    run();
+  }
+  fillPresets(await presets);
+  performance.mark("trilemma:presets");
+  if (!early) {
+    readUrl();
+    selectTab(view.tab);
+    syncSliders();
+  }
+  for (const id of Object.keys(SLIDERS)) {
+    $(id + "-slider").addEventListener("input", (ev) => {
+      $(id).value = SLIDERS[id][0](ev.target.value);
+      schedule();
+    });
+  }
+  for (const form of [$("solve-form"), $("estimate-form")]) {
+    form.addEventListener("input", (ev) => { if (!ev.target.id.endsWith("-slider")) schedule(); });
+    form.addEventListener("change", (ev) => { if (!ev.target.id.endsWith("-slider")) schedule(); });
+  }
+  $("gpu-all").addEventListener("click", () => {
+    for (const box of $("gpus").querySelectorAll("input")) box.checked = true;
+    schedule();
+  });
+  for (const b of document.querySelectorAll(".tab")) {
+    b.addEventListener("click", () => { selectTab(b.dataset.tab); schedule(); });
+  }
+  writeUrl();
+  if (!early) run();
+}
+
+start();
