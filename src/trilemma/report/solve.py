@@ -29,7 +29,8 @@ def _row(e: Any, loss: Any) -> list[str]:
     lay = e.layout
     return [e.model.name, fmt_count(e.params.total), _gpu(e),
             str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
-            f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})", f"{e.time.mfu:.0%}",
+            "none (fine-tune)" if loss is None else f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})",
+            f"{e.time.mfu:.0%}",
             lay.label(compact=True),
             fmt_bytes(e.memory.per_gpu_bytes), f"{e.memory.free_bytes / e.memory.capacity_bytes:.0%}"]
 
@@ -65,7 +66,11 @@ def print_solve(r: Any) -> None:
     if o.memory.headroom > 0:
         c.print(f"memory: every plan leaves at least {o.memory.headroom:.0%} of device memory free (the memory model's "
                 "80% band; --memory-headroom to change)")
-    c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
+    if r.optimum_loss is not None:
+        c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
+    if o.finetune is not None:
+        from trilemma.report.table import finetune_line
+        c.print(f"fine-tune: {finetune_line(o)}")
     if r.frontier is not None:
         f = r.frontier
         c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over (time, cost, loss), {int(f.feasible.sum())} within "
@@ -105,7 +110,8 @@ def plot_frontier(r: Any, path: str) -> None:
     f, p = r.frontier, r.pins
     o = r.optimum
     pts = {"time (days)": f.time_s / DAY, "cost ($M)": f.usd / MEGA, "loss": f.loss}
-    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA, "loss": r.optimum_loss.mean}
+    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA,
+           "loss": 0.0 if r.optimum_loss is None else r.optimum_loss.mean}
     pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / DAY,
             "cost ($M)": None if p.budget_usd is None else p.budget_usd / MEGA, "loss": p.target_loss}
     pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]
