@@ -334,9 +334,11 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
         full_m, kept_m = full_d, kept_d
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
     per_layer_kept = fd * kept_d + fm * kept_m
+    # a fine-tune's adapter tensors: kept with the layer unless the whole layer is recomputed (then they
+    # are live again only while it is, with the rest of the layer's)
     lora_act, dequant = finetune_activation_bytes(m, seq, L, plan, e)
-    per_layer_kept = per_layer_kept + lora_act
-    per_layer_full = np.maximum(full_d, full_m)
+    per_layer_kept = per_layer_kept + np.where(L.recompute == 2, 0.0, lora_act)
+    per_layer_full = np.maximum(full_d, full_m) + lora_act
     layers = stage_layers(m.n_layers, L.pp, L.vp)
 
     # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
