@@ -227,3 +227,59 @@ def test_finetune_scenarios_solve(capsys, name: str, gpu: str, n_max: int, objec
     assert opt["hardware"]["name"] == gpu and opt["layout"]["n_gpus"] <= n_max
     assert opt["loss"] is None and opt["finetune"]["loss"] is None and opt["memory"]["fits"]
     assert json.loads(out)["pins"]["minimize"] == objective
+
+
+# ---------------------------------------------------------------- the planner never imports torch or peft; the probe
+
+
+def test_planning_a_finetune_imports_neither_torch_nor_peft() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from trilemma.api import estimate; from trilemma.solve import solve; "
+            "estimate('llama2-7b', 'a100-80gb', 1, tokens=1e7, finetune='qlora'); "
+            "bad = [m for m in ('torch', 'peft', 'transformers') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_probe_qlora_on_a_cpu_says_what_it_cannot_measure(capsys) -> None:
+    pytest.importorskip("torch")
+    code, out, err = run(capsys, "probe", "--finetune", "qlora", "--device", "cpu")
+    assert code == 2 and out == ""
+    assert err.startswith("trilemma: error: finetune: 'qlora'") and "need a GPU" in err and "--finetune lora" in err
+
+
+@pytest.mark.slow  # imports transformers and peft
+def test_planner_activations_match_what_peft_saves() -> None:
+    """The bytes autograd saves for one forward of a PEFT LoRA Llama (saved-tensor hooks, each storage once)
+    against the planner's activations for the same run, fp32 on a CPU."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    import torch.nn.functional as F
+
+    from trilemma.probe.compare import predict
+    from trilemma.probe.inputs import probe_model
+    from trilemma.probe.peft_model import build_finetune_model
+    from trilemma.specs.finetune import make_finetune
+    from trilemma.specs.build import resolve_hardware
+
+    spec, _ = probe_model("llama2-7b", layers=2, d_model=128, heads=2, vocab=256)
+    ft = make_finetune("lora", n_layers=2, lora_rank=8)
+    model, base, trainable = build_finetune_model(spec, torch.device("cpu"), ft.model_dump(mode="json"), False)
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    x = torch.randint(0, 256, (4, 128))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits = model(x)
+        F.cross_entropy(logits.float().view(-1, 256), x.view(-1))
+    est, _ = predict(spec, resolve_hardware("a100-80gb"), 1, 128, 4, 1, 10, "fp32", "none", False, ft)
+    assert base == est.params.total and trainable == est.finetune["trainable_params"]
+    saved = sum(seen.values())
+    # cross_entropy saves its fp32 log-softmax (4 bytes × B·S·V); the planner counts the logits apart from the
+    # activations (memory.logits_bytes_per_element at the start of backward), so they leave the comparison
+    log_softmax = 4 * 4 * 128 * 256
+    assert est.memory.activations == pytest.approx(saved - log_softmax, rel=0.10)

@@ -57,14 +57,15 @@ def nf4_bits_per_weight(double_quant: bool = True) -> float:
     return 4.0 + 32.0 / NF4_BLOCK
 
 
-def base_linear_bytes(base: BasePrecision, d_in: Any, double_quant: bool = True) -> Any:
-    """Bytes per frozen linear weight of the base: bf16/fp16 2, int8 1 + 4/d_in (an fp32 scale per output
-    row of d_in weights), nf4 nf4_bits_per_weight / 8."""
+def base_linear_bytes(base: BasePrecision, d_in: Any, double_quant: bool = True, half_bytes: float = 2.0) -> Any:
+    """Bytes per frozen linear weight of the base: bf16/fp16 ``half_bytes`` (2; the plan's frozen_weight
+    storage, 4 for a probe's fp32 run), int8 1 + 4/d_in (an fp32 scale per output row of d_in weights), nf4
+    nf4_bits_per_weight / 8."""
     if base == BasePrecision.NF4:
         return nf4_bits_per_weight(double_quant) / 8.0
     if base == BasePrecision.INT8:
         return 1.0 + 4.0 / np.asarray(d_in, dtype=float)
-    return 2.0
+    return half_bytes
 
 
 def module_shapes(m: Any) -> dict[str, tuple[Any, Any]]:
@@ -190,12 +191,12 @@ def state_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> StateBytes:
         per_layer = layer_params(m, pc)
         a = lora_params_per_layer(m, ft) / per_layer  # adapter parameters per base parameter
         lin = linear_params_per_layer(m) / per_layer  # linear weights per base parameter of a layer
-        base = lin * base_linear_bytes(ft.base_precision, dm, ft.double_quant) + (1 - lin) * 2.0
+        base = lin * base_linear_bytes(ft.base_precision, dm, ft.double_quant, fz_b) + (1 - lin) * fz_b
         r = ft.lora_rank
         # an adapter matrix is r × d (A) or d × r (B): Adafactor factors it; 8-bit states when ≥ 4,096 elements
         lo = a * optimizer_state_bytes(opt, 4.0, r, dm, r * dm)
         lw, lg = base + a * ADAPTER_BYTES, a * ADAPTER_BYTES
-        ew, eg, eo = 2.0, 0.0, 0.0
+        ew, eg, eo = fz_b, 0.0, 0.0
         share = a
     host = 0.0
     if off != Offload.NONE:
