@@ -283,3 +283,10 @@ def test_planner_activations_match_what_peft_saves() -> None:
     # activations (memory.logits_bytes_per_element at the start of backward), so they leave the comparison
     log_softmax = 4 * 4 * 128 * 256
     assert est.memory.activations == pytest.approx(saved - log_softmax, rel=0.10)
+
+
+def test_finetune_needs_its_tokens_and_takes_a_finetuning_batch(capsys) -> None:
+    code, _, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "1", "--finetune", "lora")
+    assert code == 2 and err.startswith("trilemma: error: tokens: missing")  # not the 2T of pre-training
+    est = estimate("llama2-7b", "a100-80gb", 8, tokens=1e8, seq_len=2048, finetune="lora")
+    assert est.stages[0].global_batch_sequences == 128  # Alpaca's batch (constants.toml [finetune])

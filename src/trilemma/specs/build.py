@@ -68,12 +68,21 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
     """A TrainingPlan from flags, falling back on the model's published recipe."""
     if stages is None:
         seq = seq_len or model.seq_len or 2048
+        finetune = plan_fields.get("finetune") is not None
         if tokens is None:
+            if finetune:  # the published count is the pre-training run's, not a fine-tune's
+                raise InputError("tokens", None, "the fine-tuning tokens, e.g. --tokens 100M (a fine-tune has no "
+                                 "published default)")
             if model.tokens is None:
                 raise InputError("tokens", None, f"a token count such as --tokens 2T ({model.name} has no published default)")
             tokens = model.tokens
         explicit = global_batch_tokens is not None
-        gbt = global_batch_tokens if explicit else (model.global_batch_tokens or 512 * seq)
+        if explicit:
+            gbt = global_batch_tokens
+        elif finetune:  # not the pre-training batch of millions of tokens (constants.toml [finetune])
+            gbt = constants()["finetune"]["default_batch_sequences"] * seq
+        else:
+            gbt = model.global_batch_tokens or 512 * seq
         if tokens < gbt:
             raise InputError("tokens", tokens, f"at least one global batch ({gbt:,.0f} tokens; --global-batch "
                                                "sets a smaller one)")
