@@ -13,6 +13,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
+from trilemma.estimate.finetune import FINETUNE_NO_LOSS
 from trilemma.estimate.result import SCHEMA, CostBreakdown, Estimate, MemoryBreakdown, StageResult, TimeBreakdown
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.build import (finetune_fields, grid_intensity, make_cluster, make_plan, resolve_hardware,
@@ -46,12 +47,6 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
     pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, **ft)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
     return with_loss(estimate_plan(m, cl, pl, layout, how), law, unique_tokens)
-
-
-#: why a fine-tune's estimate prints no loss
-FINETUNE_NO_LOSS = ("quality: no loss for a fine-tune — the scaling laws give the loss of a model trained from "
-                    "scratch on the plan's tokens; a fine-tune's quality is bounded by its base model and depends on "
-                    "the task data (no published law for it applies here)")
 
 
 def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:

@@ -36,6 +36,11 @@ from trilemma.specs import TrainingPlan
 from trilemma.specs.enums import BasePrecision, FinetuneMethod, Offload, Optimizer
 from trilemma.specs.finetune import FinetuneSpec
 
+#: why a fine-tune's estimate prints no loss
+FINETUNE_NO_LOSS = ("quality: no loss for a fine-tune — the scaling laws give the loss of a model trained from "
+                    "scratch on the plan's tokens; a fine-tune's quality is bounded by its base model and depends on "
+                    "the task data (no published law for it applies here)")
+
 #: NF4 block size and double quantisation's second-level block (QLoRA §3)
 NF4_BLOCK = 64
 NF4_DQ_BLOCK = 256
@@ -221,8 +226,9 @@ def checkpoint_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> Any:
     return n * (ADAPTER_BYTES + optimizer_state_bytes(plan.optimizer, 4.0, ft.lora_rank, m.d_model))
 
 
-__all__ = ["StateBytes", "base_linear_bytes", "checkpoint_bytes", "linear_params_per_layer", "lora_params_per_layer",
-           "module_shapes", "nf4_bits_per_weight", "optimizer_state_bytes", "state_bytes", "trainable_params"]
+__all__ = ["FINETUNE_NO_LOSS", "StateBytes", "adapter_flop_per_token", "backward_shares", "base_linear_bytes",
+           "checkpoint_bytes", "linear_params_per_layer", "lora_params_per_layer", "module_shapes",
+           "nf4_bits_per_weight", "optimizer_state_bytes", "state_bytes", "trainable_params"]
 
 
 def backward_shares(m: Any, plan: TrainingPlan) -> tuple[float, float, int]:

@@ -208,7 +208,7 @@ FINETUNE_FLOPS = ("executed by the fine-tune: forward 2·N_matmul, data gradient
 def finetune_block(m: ModelSpec, pc: ParamCounts, pl: TrainingPlan, host_bytes: float, host_capacity: float) -> dict:
     """The ``finetune`` block of the JSON: method, what trains (exact, PEFT's count), adapters, the base's
     storage, optimizer, offload with host memory, and why there is no loss."""
-    from trilemma.api import FINETUNE_NO_LOSS
+    from trilemma.estimate.finetune import FINETUNE_NO_LOSS
     from trilemma.estimate.finetune import nf4_bits_per_weight, trainable_params
 
     ft = pl.finetune

@@ -277,7 +277,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     front = frontier(table, c, pins, loss_fn, fixed_tokens) if want_frontier else None
     warnings = []
     if is_ft:
-        from trilemma.api import FINETUNE_NO_LOSS
+        from trilemma.estimate.finetune import FINETUNE_NO_LOSS
         warnings.append(f"fine-tune: the search minimised {pins.minimize} under the pins (a fine-tune has no loss "
                         "corner to trade); " + FINETUNE_NO_LOSS.removeprefix("quality: "))
     if model is None and table.model_idx[best] in (0, len(models) - 1):
