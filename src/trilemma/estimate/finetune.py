@@ -235,8 +235,8 @@ def backward_shares(m: Any, plan: TrainingPlan) -> tuple[float, float, int]:
     """(share of layers whose backward runs, share whose weight gradients are computed, LM-head GEMMs).
 
     A linear layer's backward is two GEMMs of its forward's size: the data gradient dX = dY·Wᵀ and the weight
-    gradient dW = Xᵀ·dY (Narayanan et al. 2021, arXiv 2104.04473 §5.1: backward = 2 × forward; Kaplan et al.
-    2020 §2.1). A frozen weight needs no dW (LoRA, Hu et al. 2021 §4.2: no gradients for most parameters, a
+    gradient dW = Xᵀ·dY (Kaplan et al. 2020 §2.1: the backward pass is about twice the forward; Narayanan et al.
+    2021 eq. (3) counts it so). A frozen weight needs no dW (LoRA, Hu et al. 2021 §4.2: no gradients for most parameters, a
     25% speed-up on GPT-3 175B), and a layer below every trainable one needs no backward at all (freeze:
     autograd stops at the lowest layer that requires a gradient). Pre-training and full: (1, 1, 3); LoRA and
     QLoRA: (1, 0, 2) — every layer carries adapters, so the data gradient runs down to the first; freeze

@@ -93,7 +93,7 @@ def finetune_flop_per_token(m: ModelSpec, seq: ArrayLike, plan: "TrainingPlan", 
     With N_m the matmul parameters (LM head included), N_h = V·d the head's, A = 4·L·s·d_attn the attention
     core's forward, and the shares of trilemma.estimate.finetune.backward_shares (b layers with a backward,
     w of them with weight gradients; a linear's backward is a data-gradient and a weight-gradient GEMM, each
-    2 FLOPs per MAC, Narayanan et al. 2021 §5.1):
+    2 FLOPs per MAC: Kaplan et al. 2020 §2.1, Narayanan et al. 2021 eq. (3)):
 
         forward          2·N_m + A
         data gradients   2·b·(N_m − N_h) + 2·N_h + 2·b·A     (attention has no weights: its backward is 2A)
