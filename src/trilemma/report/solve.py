@@ -73,7 +73,8 @@ def print_solve(r: Any) -> None:
         c.print(f"fine-tune: {finetune_line(o)}")
     if r.frontier is not None:
         f = r.frontier
-        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over (time, cost, loss), {int(f.feasible.sum())} within "
+        corners = "(time, cost, loss)" if r.optimum_loss is not None else "(time, cost): a fine-tune has no loss corner"
+        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over {corners}, {int(f.feasible.sum())} within "
                 f"the pins (--frontier out.csv, --plot out.png)")
     c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
     for w in (*r.warnings, *o.warnings):
