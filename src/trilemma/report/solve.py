@@ -89,7 +89,8 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
         rows.append({"model": tab.models[tab.model_idx[i]].name, "gpu": tab.gpus[tab.gpu_idx[i]].name,
                      "n_gpus": int(tab.n_gpus[i]), "precision": str(tab.precisions[tab.prec_idx[i]]),
                      "tokens": float(f.tokens[k]), "time_s": float(f.time_s[k]), "usd": float(f.usd[k]),
-                     "loss": float(f.loss[k]), "feasible": bool(f.feasible[k])})
+                     "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
+                     "feasible": bool(f.feasible[k])})
     return rows
 
 
