@@ -41,7 +41,8 @@ def print_probe(result: ProbeResult) -> None:
                     if f["lora_rank"] is not None else "")
         n_m, n_p = f["trainable_params_measured"], f["trainable_params_planner"]
         same = "the planner's count" if n_m == n_p else f"the planner counts {n_p:,}"
-        c.print(f"  fine-tune {f['method']}:{adapters} {n_m:,} trainable parameters (PEFT; {same}); {f['base']}")
+        who = "PEFT's count" if f["lora_rank"] is not None else "requires_grad"
+        c.print(f"  fine-tune {f['method']}:{adapters} {n_m:,} trainable parameters ({who}; {same}); {f['base']}")
 
     t = Table(title="predicted (trilemma estimate on the `local` profile) vs measured")
     for col in ("", "predicted", "measured", "predicted / measured"):
