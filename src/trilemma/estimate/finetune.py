@@ -12,7 +12,10 @@ References:
 - NF4 (QLoRA, Dettmers et al. 2023, arXiv 2305.14314 §3): 4 bits per weight plus one fp32 absmax per
   block of 64 weights (32/64 = 0.5 bits); double quantisation stores those constants in 8 bits with one
   fp32 constant per 256 blocks: 8/64 + 32/(64·256) = 0.127 bits, 4.127 bits per weight in all.
-  bitsandbytes quantises the linear layers only; embeddings, norms and the output layer stay 16-bit.
+  bitsandbytes quantises the linear layers only; embeddings, norms and the output layer stay 16-bit, as the
+  QLoRA repository leaves them (qlora.py casts embed_tokens and lm_head back to bf16). PEFT's
+  ``prepare_model_for_kbit_training`` (TRL's SFTTrainer on an unsharded 4-bit model) upcasts them to fp32
+  instead: 2 more bytes per embedding and output-layer parameter, not counted here.
 - LLM.int8 (Dettmers et al. 2022, arXiv 2208.07339 §3): int8 weights with one fp32 scale per output row.
 - 8-bit optimizers (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization", arXiv
   2110.02861 §2): each state in 8 bits with one fp32 absmax per block of 2048 values; bitsandbytes keeps
