@@ -14,24 +14,38 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
+from trilemma.estimate.finetune import FINETUNE_NO_LOSS
 from trilemma.estimate.result import SCHEMA, CostBreakdown, Estimate, MemoryBreakdown, StageResult, TimeBreakdown
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
-from trilemma.specs.build import grid_intensity, make_cluster, make_plan, resolve_hardware, resolve_model
+from trilemma.specs.build import (finetune_fields, grid_intensity, make_cluster, make_plan, resolve_hardware,
+                                  resolve_model)
 
 
 def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, tokens: float | None = None,
              *, seq_len: int | None = None, global_batch_tokens: float | None = None,
              precision: Precision | str = Precision.BF16, layout: Layout | dict | None = None,
              cluster: dict | None = None, plan: TrainingPlan | None = None, law: str | None = None,
-             unique_tokens: float | None = None) -> Estimate:
+             unique_tokens: float | None = None, finetune: str | None = None, trainable_layers: int | None = None,
+             lora_rank: int | None = None, lora_alpha: float | None = None,
+             lora_targets: str | list[str] | None = None, base_precision: str | None = None,
+             optimizer: str | None = None, offload: str | None = None) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
-    from ``law`` (default: trilemma.quality.laws.DEFAULT_LAW), with repetition over ``unique_tokens``."""
+    from ``law`` (default: trilemma.quality.laws.DEFAULT_LAW), with repetition over ``unique_tokens``;
+    a fine-tune has none (``with_loss``).
+
+    ``finetune`` (full, lora, qlora, freeze) with ``trainable_layers``, ``lora_rank``, ``lora_alpha``,
+    ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
+    ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
+    optimizer, optimizer+params) make the plan a fine-tune of ``model`` (ignored when ``plan`` is given)."""
     if not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
-    pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision)
+    ft = finetune_fields(m, finetune, trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                         lora_targets=lora_targets, base_precision=base_precision, optimizer=optimizer,
+                         offload=offload)
+    pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, **ft)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
     return with_loss(estimate_plan(m, cl, pl, layout, how), law, unique_tokens)
 
@@ -50,9 +64,13 @@ def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = 
 
 
 def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:
-    """The estimate with its quality corner: predicted loss with a band (trilemma.quality)."""
+    """The estimate with its quality corner: predicted loss with a band (trilemma.quality). A fine-tune gets
+    none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
+    model tuned on them (FINETUNE_NO_LOSS)."""
     from trilemma.quality.predict import predict_loss_block
 
+    if est.plan.finetune is not None:
+        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS,))
     pred = predict_loss_block(est.model, est.plan.total_tokens, law=law, unique_tokens=unique_tokens,
                               precision=str(est.plan.precision))
     return replace(est, loss=pred, warnings=est.warnings + tuple(pred.warnings))

@@ -14,7 +14,7 @@ import typer
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.specs.axes import AXES, MAX_DEGREE
-from trilemma.units import IEC, parse_bandwidth, parse_count, parse_usd
+from trilemma.units import IEC, parse_bandwidth, parse_bytes, parse_count, parse_usd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
@@ -74,6 +74,58 @@ PRECISION_HELP = ("bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao F
 EXPORT_HELP = "print the plan as an engine's config instead: torchtitan, megatron, deepspeed or hf (trilemma export)"
 #: what `trilemma export` passes to the verb it runs: the frontier point and the output folder
 _EXPORT: contextvars.ContextVar[dict] = contextvars.ContextVar("trilemma_export", default={})
+FINETUNE_HELP = ("fine-tune the model instead of pre-training it: full, lora, qlora (LoRA on an nf4 base with double "
+                 "quantisation, bf16 compute) or freeze (with --trainable-layers N: the last N layers train)")
+LORA_TARGETS_HELP = "attn, mlp, all-linear (default) or module names, e.g. q_proj,v_proj"
+BASE_PRECISION_HELP = "storage of the frozen base: bf16 (default), fp16, int8 (LLM.int8; lora) or nf4 (qlora)"
+OPTIMIZER_HELP = "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"
+OFFLOAD_HELP = ("none (default), optimizer (ZeRO-Offload: states and CPU Adam on the host) or optimizer+params "
+                "(ZeRO-Infinity: the weights too); host memory is checked (--host-memory)")
+HOST_MEMORY_HELP = "host memory per node for offloaded states, e.g. 1TB (default 125 GB per device, a DGX A100's share)"
+
+
+def finetune_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the fine-tune flags (--finetune, --trainable-layers, --lora-rank, --lora-alpha,
+    --lora-targets, --base-precision, --optimizer, --offload), collected into the ``finetune`` dict it
+    receives (None values for flags not given)."""
+    sig = inspect.signature(fn)
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in sig.parameters.values() if p.name != "finetune"]
+    opts = [("finetune", "--finetune", FINETUNE_HELP), ("trainable_layers", "--trainable-layers",
+            "with --finetune freeze: the last N layers train"), ("lora_rank", "--lora-rank", "LoRA rank r (default 16)"),
+            ("lora_alpha", "--lora-alpha", "LoRA alpha (default 32)"), ("lora_targets", "--lora-targets", LORA_TARGETS_HELP),
+            ("base_precision", "--base-precision", BASE_PRECISION_HELP), ("optimizer", "--optimizer", OPTIMIZER_HELP),
+            ("offload", "--offload", OFFLOAD_HELP)]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, flag, help=h),
+                               annotation=Optional[str]) for name, flag, h in opts]
+    at = next(i for i, p in enumerate(params) if p.name == "as_json")
+
+    def call(**kwargs: Any) -> Any:
+        ft = {name: kwargs.pop(name, None) for name, _, _ in opts}
+        return fn(**kwargs, finetune=ft)
+
+    call.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
+    call.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != "finetune"},
+                            **{p.name: p.annotation for p in extra}}
+    call.__name__, call.__doc__ = fn.__name__, fn.__doc__
+    return call
+
+
+def finetune_args(ft: dict | None) -> dict[str, Any]:
+    """The fine-tune flags as API keyword arguments (numbers parsed, each error naming its flag)."""
+    ft = dict(ft or {})
+    out: dict[str, Any] = {k: v for k, v in ft.items() if v is not None}
+    if "trainable_layers" in out:
+        out["trainable_layers"] = _int(str(out["trainable_layers"]), "trainable-layers")
+    if "lora_rank" in out:
+        out["lora_rank"] = _int(str(out["lora_rank"]), "lora-rank")
+    if "lora_alpha" in out:
+        try:
+            out["lora_alpha"] = float(out["lora_alpha"])
+        except ValueError:
+            raise InputError("lora-alpha", out["lora_alpha"], "a positive number, e.g. 16 or 32") from None
+    return out
+
+
 MIN_GOODPUT = 0.01  # a run that is useful 1% of its wall time is not a plan; below it times overflow
 
 
@@ -98,6 +150,7 @@ def _headroom(value: str | None) -> float | None:
 
 @app.command()
 @layout_options
+@finetune_options
 def estimate(
     model: str = typer.Option("llama2-7b", "--model", "-m", help="preset name, path to a Hugging Face config.json, or a size such as 3B"),
     gpu: str = typer.Option("a100-80gb", "--gpu", "-g", help="hardware preset, e.g. a100-80gb, h100-sxm"),
@@ -119,15 +172,18 @@ def estimate(
     compile_model: bool = typer.Option(False, "--compile/--no-compile", help=COMPILE_HELP),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
+    host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP),
     layout: Optional[dict] = None,
+    finetune: Optional[dict] = None,
 ) -> Any:
     """Time, GPU-hours, $, kWh, CO2 and memory per GPU for one training plan.
 
     Any layout flag (--tp, --pp, --cp, --ep, --vp, --zero, --recompute, --micro-batch, --sp/--no-sp:
     the axes of trilemma.specs.axes) pins that axis; the rest are searched."""
     from trilemma.api import estimate as run_estimate, make_plan, resolve_model
+    from trilemma.specs.build import finetune_fields
     from trilemma.specs import Precision
 
     try:
@@ -145,13 +201,15 @@ def estimate(
         "inter_node_bw_bytes_per_s": None if inter_node_bw is None else parse_bandwidth(inter_node_bw, "inter-node-bw"),
         "price_usd_per_hour": None if price is None else parse_usd(price, "price"),
         "pue": pue, "region": region,
+        "host_memory_bytes": None if host_memory is None else parse_bytes(host_memory, "host-memory"),
     }
     n = _int(gpus, "gpus")
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      _int(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, compile=compile_model,
-                     **({} if goodput is None else {"goodput": goodput}))
+                     **({} if goodput is None else {"goodput": goodput}),
+                     **finetune_fields(m, **finetune_args(finetune)))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if export:
@@ -162,6 +220,7 @@ def estimate(
 
 
 @app.command()
+@finetune_options
 def solve(
     scenario: Optional[str] = typer.Argument(None, help="a scenario TOML file (flags override it)"),
     deadline: Optional[str] = typer.Option(None, "--deadline", help="wall-clock limit, e.g. 30d"),
@@ -183,10 +242,13 @@ def solve(
     compile_model: Optional[bool] = typer.Option(None, "--compile/--no-compile", help=COMPILE_HELP),
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
+    host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
+    finetune: Optional[dict] = None,
 ) -> Any:
-    """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier."""
+    """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier.
+    With --finetune (needs --model and --tokens) there is no loss corner: it minimises time or cost."""
     from trilemma.report.solve import print_solve, plot_frontier, write_frontier
     from trilemma.solve import solve as run_solve
     from trilemma.solve.scenario import merge_scenario
@@ -195,7 +257,8 @@ def solve(
         deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
         global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
-        plot=plot, compile=compile_model))
+        plot=plot, compile=compile_model, host_memory=host_memory, **(finetune or {})))
+    from trilemma.solve.scenario import FINETUNE_KEYS
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
@@ -203,7 +266,9 @@ def solve(
         precision=args["precision"], seq_len=_seq(None if args["seq"] is None else str(args["seq"])),
         global_batch_tokens=_int(args["global_batch"], "global-batch"),
         law=args["law"], prices=_prices(args["price"], args["gpu"]),
-        memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]))
+        memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]),
+        finetune=finetune_args({k: args[k] for k in FINETUNE_KEYS}),
+        host_memory_bytes=None if args["host_memory"] is None else parse_bytes(args["host_memory"], "host-memory"))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:

@@ -42,6 +42,13 @@ def probe(
     remeasure: bool = typer.Option(False, "--remeasure", help="measure the machine again (else the cached figures)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     out: str | None = typer.Option(None, "--out", help="append a versioned record to this JSONL file"),
+    finetune: str | None = typer.Option(None, "--finetune", help="lora, full or freeze: fine-tune a Hugging Face Llama "
+                                           "built from the spec with PEFT (pip install 'trilemma[finetune]'); qlora "
+                                           "needs a GPU's nf4 kernels"),
+    lora_rank: int | None = typer.Option(None, "--lora-rank", help="LoRA rank (default 16)"),
+    lora_alpha: float | None = typer.Option(None, "--lora-alpha", help="LoRA alpha (default 32)"),
+    lora_targets: str | None = typer.Option(None, "--lora-targets", help="attn, mlp, all-linear (default) or module names"),
+    trainable_layers: int | None = typer.Option(None, "--trainable-layers", help="with --finetune freeze: the last N layers train"),
 ) -> None:
     """Train a real model on this machine; print what was measured beside what `estimate` predicts."""
     from trilemma.probe import run_probe
@@ -50,7 +57,8 @@ def probe(
                        seq=seq, micro_batch=micro_batch, grad_accum=grad_accum, steps=steps, warmup=warmup,
                        precision=precision, recompute=recompute, compile=compile_model, device=device, nproc=nproc,
                        fsdp=fsdp, threads=threads, data=data, seed=seed, lr=lr, remeasure=remeasure,
-                       progress=not as_json and sys.stderr.isatty(), out=out)
+                       progress=not as_json and sys.stderr.isatty(), out=out, finetune=finetune, lora_rank=lora_rank,
+                       lora_alpha=lora_alpha, lora_targets=lora_targets, trainable_layers=trainable_layers)
     if as_json:
         from trilemma.report.jsonout import print_json
         print_json(result.to_dict())

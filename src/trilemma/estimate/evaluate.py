@@ -16,8 +16,12 @@ from trilemma.estimate.cost import CostArrays, run_cost
 from trilemma.estimate.goodput import Goodput
 from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.goodput import slow_node_share
-from trilemma.estimate.flops import hardware_flop_per_token, model_flop_per_token
+from trilemma.estimate.finetune import checkpoint_bytes as ft_checkpoint_bytes
+from trilemma.estimate.flops import (finetune_flop_per_token, hardware_flop_per_token, model_flop_per_token,
+                                     recompute_flop_per_token)
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
+from trilemma.specs.axes import R_HOST_OOM
+from trilemma.specs.enums import Offload
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
 from trilemma.estimate.time import TimeArrays, step_time
@@ -129,6 +133,23 @@ def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
     return t["cuda_context_bytes"] + t["framework_residual_bytes"]
 
 
+def slow_node_spread_for(plan: TrainingPlan, consts: Constants) -> float:
+    """run.slow_node_spread σ for this plan (trilemma.estimate.goodput.slow_node_share), fitted on whole
+    pre-training runs of weeks to months (slow nodes, evaluation, stalls; validate.fit). A fine-tune is a
+    job of hours on a few devices: that remainder was never measured on one, so it is not applied (σ = 0)
+    and its goodput is the failure model's alone (checkpoint writes, failures, restarts for its GPU count
+    and duration: trilemma.estimate.goodput)."""
+    return 0.0 if plan.finetune is not None else float(consts["run"]["slow_node_spread"])
+
+
+def host_memory_bytes(cluster: ClusterSpec, consts: Constants) -> float:
+    """Host memory of one node for offloaded states, bytes: the cluster's, else
+    offload.host_memory_bytes_per_device × devices per node (constants.toml, assumed)."""
+    if cluster.host_memory_bytes is not None:
+        return cluster.host_memory_bytes
+    return float(consts["offload"]["host_memory_bytes_per_device"]) * cluster.node_size
+
+
 def memory_headroom(cluster: ClusterSpec) -> float:
     """Share of device memory a plan must leave free to count as fitting: the cluster's, or from the
     memory model's leave-one-source-out residuals r = log(predicted / measured peak): the measured peak
@@ -156,8 +177,10 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU's
     # allocator keep is inside its measured runtime overhead
     mem_consts = {**consts["memory"], **outside_allocator(cluster, consts),
+                  "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
                   **({"fragmentation": 0.0} if cluster.is_cpu else {})}
     n = cluster.n_gpus if n_gpus is None else n_gpus
+    host_capacity = host_memory_bytes(cluster, consts)
     stages = []
     reasons: np.ndarray | int = 0
     per_gpu: np.ndarray | float = 0.0
@@ -171,18 +194,25 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts)
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
         r = r | np.where(mem.total > capacity, R_OOM, 0)
+        if plan.offload != Offload.NONE:  # the node's host memory holds what its devices offload
+            r = r | np.where(mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0)
         steps = st.tokens / (safe_batch * st.seq_len)
         stages.append(StageArrays(batch_seqs=safe_batch, n_micro=n_micro, steps=steps, memory=mem, time=t, reasons=r))
         reasons = reasons | r
         per_gpu = np.maximum(per_gpu, mem.total)
         busy = busy + steps * t.step_s
-        model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
-        hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
+        if plan.finetune is None:
+            model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
+            hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
+        else:  # the FLOPs a fine-tune executes: no weight gradients for frozen weights (flops.finetune_flop_per_token)
+            ft_flop = np.asarray(finetune_flop_per_token(model, st.seq_len, plan, pc))
+            model_flop = model_flop + st.tokens * ft_flop
+            hw_flop = hw_flop + st.tokens * (ft_flop + recompute_flop_per_token(model, st.seq_len, layouts.recompute, pc))
     return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
                       per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
                       hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput_given=plan.goodput,
-                      slow_node_spread=consts["run"]["slow_node_spread"],
-                      checkpoint_bytes=np.asarray(pc.total, dtype=float) * plan.checkpoint_bytes_per_param,
+                      slow_node_spread=slow_node_spread_for(plan, consts),
+                      checkpoint_bytes=np.asarray(ft_checkpoint_bytes(model, pc, plan), dtype=float),
                       peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster)
 
 

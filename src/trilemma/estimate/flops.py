@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from trilemma.estimate.params import ParamCounts, attention_matmul_params, param_counts
-from trilemma.specs import ModelSpec, Recompute
+from trilemma.specs import ModelSpec, Recompute, TrainingPlan
 from trilemma.specs.axes import AXIS
 
 ArrayLike = float | np.ndarray
@@ -87,6 +87,33 @@ def hardware_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray 
     return model_flop_per_token(m, seq, pc) + recompute_flop_per_token(m, seq, recompute, pc)
 
 
+def finetune_flop_per_token(m: ModelSpec, seq: ArrayLike, plan: "TrainingPlan", pc: ParamCounts | None = None) -> ArrayLike:
+    """Training FLOPs per token a fine-tune executes, the PaLM convention otherwise (no causal discount).
+
+    With N_m the matmul parameters (LM head included), N_h = V·d the head's, A = 4·L·s·d_attn the attention
+    core's forward, and the shares of trilemma.estimate.finetune.backward_shares (b layers with a backward,
+    w of them with weight gradients; a linear's backward is a data-gradient and a weight-gradient GEMM, each
+    2 FLOPs per MAC: Kaplan et al. 2020 §2.1, Narayanan et al. 2021 eq. (3)):
+
+        forward          2·N_m + A
+        data gradients   2·b·(N_m − N_h) + 2·N_h + 2·b·A     (attention has no weights: its backward is 2A)
+        weight gradients 2·w·(N_m − N_h) + [2·N_h when the head trains]
+        adapters         6·N_adapter                          (adapter_flop_per_token)
+
+    Full fine-tuning (b = w = 1, head trains) gives 6·N_m + 3·A, model_flop_per_token; LoRA
+    4·N_m + 3·A + 6·N_adapter; freeze with N of L layers 2·N_m + A + 2·N_h + (N/L)·(4·(N_m − N_h) + 2·A)."""
+    from trilemma.estimate.finetune import adapter_flop_per_token, backward_shares
+
+    pc = pc or param_counts(m)
+    b, w, head_gemms = backward_shares(m, plan)
+    nm = matmul_flop_fwd(m, pc)  # 2·N_m
+    nh = 2.0 * m.vocab_size * m.d_model + (2.0 * m.d_model**2 if m.pooler else 0.0)
+    a = attention_core_flop_fwd(m, seq)
+    layers = nm - nh
+    return (nm + a + b * layers + nh + 2 * b * a + w * layers + (head_gemms - 2) * nh
+            + adapter_flop_per_token(m, plan.finetune))
+
+
 def narayanan_flop_per_iteration(batch: float, seq: float, n_layers: int, d_model: int, vocab: int) -> float:
     """Narayanan et al. 2021 eq. (3): FLOPs per iteration with full recompute, GPT shape (f = 4d, MHA)."""
     return 96.0 * batch * seq * n_layers * d_model**2 * (
@@ -99,6 +126,6 @@ def recompute_code(r: np.ndarray | Recompute | str | int) -> np.ndarray | int:
     return r
 
 
-__all__ = ["attention_core_flop_fwd", "attention_matmul_params", "hardware_flop_per_token",
+__all__ = ["attention_core_flop_fwd", "finetune_flop_per_token", "attention_matmul_params", "hardware_flop_per_token",
            "kaplan_flop_per_token", "matmul_flop_fwd", "model_flop_per_token",
            "narayanan_flop_per_iteration", "recompute_flop_per_token", "six_n_flop_per_token"]

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.finetune import module_shapes, state_bytes, trainable_params
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ModelSpec, PositionType, TrainingPlan
 from trilemma.specs.axes import stage_layers
-from trilemma.specs.enums import DTYPE_BYTES, Dtype, Precision
+from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Dtype, FinetuneMethod, Offload, Precision
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class MemoryArrays:
     nccl_bytes: np.ndarray  # NCCL's buffers for the layout's process groups (nccl_buffer_bytes)
     residual_bytes: float  # the fitted rest (memory.framework_residual_bytes), or a CPU's measured overhead
     fragmentation: float
+    host_bytes: np.ndarray | float = 0.0  # offloaded states in host memory per device (host_state_bytes)
 
     @property
     def overhead_bytes(self) -> np.ndarray:
@@ -239,43 +242,100 @@ def float8_cast_bytes(m: ModelSpec, seq: float, L: LayoutArrays, moe_layer: bool
 
 
 def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
-                      first: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(weights, gradients, optimizer, local parameters) bytes per device on the first or last stage."""
+                      first: bool, consts: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(weights, gradients, optimizer, local parameters) bytes per device on the first or last stage.
+
+    Bytes per parameter come from trilemma.estimate.finetune.state_bytes, by group: the layers (a fine-tune's
+    quantised base and adapters) and the ends (embeddings, output layer). Under offload the optimizer state
+    lives in host memory (``host_state_bytes``) and the gradients pass through one reduce bucket
+    (offload.bucket_params 16-bit gradients, DeepSpeed's reduce_bucket_size); with the weights offloaded
+    too, the device holds the two layers being gathered (ZeRO-Infinity's prefetch)."""
     tp, pp, dp, cp, ep = L.tp, L.pp, L.dp, L.cp, L.ep
     layers = stage_layers(m.n_layers, pp, L.vp)  # the heaviest rank's (stages may be uneven)
     dense_frac = m.n_dense_layers / m.n_layers
     moe_frac = m.n_moe_layers / m.n_layers
-    nonexpert = layers * (dense_frac * pc.per_dense_layer + moe_frac * pc.per_moe_layer_shared) / tp
+    layer_ne = layers * (dense_frac * pc.per_dense_layer + moe_frac * pc.per_moe_layer_shared) / tp
     expert = layers * moe_frac * m.n_experts * pc.per_expert / (tp * ep)
     # embeddings on the first stage, final norm + LM head on the last (a tied table is copied to
     # the last stage when pp > 1, as Megatron does); with pp = 1 one stage holds both.
     tied_copy = m.vocab_size * m.d_model if m.tied_embeddings else 0
     ends = np.where(pp == 1, pc.first_stage_extra + pc.last_stage_extra,
                     pc.first_stage_extra if first else pc.last_stage_extra + tied_copy) / tp
-    nonexpert = nonexpert + ends
-    local = nonexpert + expert
+    local = layer_ne + ends + expert
 
-    d = plan.dtypes
-    train = plan.trainable_fraction
-    w_b, fz_b, g_b = d.bytes_of("weight"), d.bytes_of("frozen_weight"), d.bytes_of("grad")
-    o_b = d.optimizer_bytes(plan.optimizer_moments)
+    sb = state_bytes(m, pc, plan)
     shard_ne = dp * cp  # FSDP/ZeRO shard over the data (and context) parallel ranks
     shard_ex = np.maximum(dp * cp // ep, 1)
 
-    def sharded(bytes_per_param: float, stage_min: int) -> np.ndarray:
+    def sharded(layer_b: Any, ends_b: float, stage_min: int) -> np.ndarray:
         on = L.zero >= stage_min
-        return (nonexpert * bytes_per_param / np.where(on, shard_ne, 1)
-                + expert * bytes_per_param / np.where(on, shard_ex, 1))
+        return ((layer_ne * layer_b + ends * ends_b) / np.where(on, shard_ne, 1)
+                + expert * layer_b / np.where(on, shard_ex, 1))
 
-    weights = sharded(train * w_b + (1 - train) * fz_b, 3)
+    weights = sharded(sb.layer_weight, sb.ends_weight, 3)
     # ZeRO-3 gathers whole layers before use: about two layers unsharded at a time (prefetch)
     layer_local = (dense_frac * pc.per_dense_layer + moe_frac * (
         pc.per_moe_layer_shared + m.n_experts * pc.per_expert / ep)) / tp
     # (nothing is gathered when the shard group is a single rank)
-    weights = weights + np.where(L.zero >= 3, 2 * layer_local * w_b * (1 - 1 / shard_ne), 0.0)
-    grads = train * sharded(g_b, 2)
-    optim = train * sharded(o_b, 1)
+    weights = weights + np.where(L.zero >= 3, 2 * layer_local * sb.layer_weight * (1 - 1 / shard_ne), 0.0)
+    if sb.streamed:  # ZeRO-Infinity: the weights live on the host; two layers in flight on the device
+        weights = 2 * layer_local * sb.layer_weight + 0 * weights
+    grads = sharded(sb.layer_grad, sb.ends_grad, 2)
+    if plan.offload != Offload.NONE:  # one reduce bucket of 16-bit gradients on its way to the host
+        bucket = (consts or {}).get("offload_bucket_params", 0.0)
+        train = trainable_params(m, pc, plan.finetune) if plan.finetune is not None else pc.total
+        grads = grads + np.minimum(bucket, train / (tp * pp)) * DTYPE_BYTES[Dtype.BF16]
+    optim = sharded(sb.layer_optim, sb.ends_optim, 1)
     return weights, grads, optim, local
+
+
+def host_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays) -> np.ndarray:
+    """Host memory per device for offloaded states, bytes: the local parameters (÷ tp·pp, and ÷ dp·cp: ZeRO
+    partitions what it offloads) × state_bytes(...).host. 0 without offload."""
+    sb = state_bytes(m, pc, plan)
+    if plan.offload == Offload.NONE:
+        return np.zeros(np.shape(L.dp), dtype=float)
+    return np.asarray(pc.total / (L.tp * L.pp * L.dp * L.cp) * sb.host, dtype=float)
+
+
+def finetune_activation_bytes(m: ModelSpec, seq: float, L: LayoutArrays, plan: TrainingPlan,
+                              e: float) -> tuple[np.ndarray, np.ndarray]:
+    """A LoRA/QLoRA fine-tune's change to one layer's saved activations for one micro-batch, and its
+    transient bytes: (per-layer change, transient).
+
+    Added: each adapted module saves its B's input A·x (r wide) and, with lora_dropout > 0, the dropout's
+    output (d_in wide) and its 1-byte mask (PEFT's LoRA Linear: ``lora_B(lora_A(dropout(x)))``; with dropout
+    0 PEFT uses nn.Identity and x is a tensor saved already).
+    Taken away: a frozen linear keeps no input for backward — autograd saves a matmul's input only for its
+    weight gradient (PyTorch derivatives.yaml, mm: ``mat2: self.mH() @ grad``; the codegen saves ``self``
+    only when ``mat2`` requires a gradient) — so a tensor that only frozen, unadapted linears read is not
+    kept: the attention norm's output when none of q, k, v is adapted; the attention output's copy that
+    o_proj reads (FlashAttention keeps its own output) when o_proj is not; the MLP norm's output when
+    neither gate nor up is; the MLP's hidden product (or GELU's output) that down_proj reads when down_proj
+    is not. Measured against the bytes autograd saves for PEFT models (tests/test_finetune.py). Not modelled:
+    the first layer, whose input needs no gradient, saves nothing before its first adapted module (at most
+    1/L of the activations; a 4-layer model adapted on down_proj alone saves 17% less than predicted).
+    Transient: a quantised base (int8, nf4) is dequantised to a 16-bit copy of one weight at a time before
+    its matmul (bitsandbytes MatMul4Bit / MatMul8bitLt): the largest linear."""
+    ft = plan.finetune
+    zero = np.zeros(np.shape(L.tp), dtype=float)
+    if ft is None or not ft.adapters:
+        return zero, zero
+    sb_tok = seq / L.cp * L.micro_batch
+    r = np.where(L.sp > 0, 1.0 / L.tp, 1.0)  # d-wide tensors under sequence parallelism
+    t = set(ft.targets)
+    per = 0.0
+    for name, (d_in, _d_out) in module_shapes(m).items():
+        if name in t:
+            per = per + e * sb_tok * ft.lora_rank + (ft.lora_dropout > 0) * sb_tok * d_in * (e + 1) / L.tp
+    skip = (e * sb_tok * m.d_model * r * (not t & {"q_proj", "k_proj", "v_proj"})
+            + e * sb_tok * m.d_attn / L.tp * ("o_proj" not in t and plan.flash_attention)
+            + e * sb_tok * m.d_model * r * (not t & {"gate_proj", "up_proj"} and m.norms_per_layer > 1)
+            + e * sb_tok * m.ffn_dim / L.tp * ("down_proj" not in t))
+    transient = zero
+    if ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
+        transient = zero + DTYPE_BYTES[Dtype.BF16] * m.d_model * max(m.ffn_dim, m.d_attn) / L.tp
+    return zero + per - skip, transient
 
 
 def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
@@ -290,7 +350,11 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
         full_m, kept_m = full_d, kept_d
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
     per_layer_kept = fd * kept_d + fm * kept_m
-    per_layer_full = np.maximum(full_d, full_m)
+    # a fine-tune's adapter tensors: kept with the layer unless the whole layer is recomputed (then they
+    # are live again only while it is, with the rest of the layer's)
+    lora_act, dequant = finetune_activation_bytes(m, seq, L, plan, e)
+    per_layer_kept = per_layer_kept + np.where(L.recompute == 2, 0.0, lora_act)
+    per_layer_full = np.maximum(full_d, full_m) + lora_act
     layers = stage_layers(m.n_layers, L.pp, L.vp)
 
     # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
@@ -311,6 +375,12 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     per_logit = consts["fused_logits_bytes_per_element" if plan.fused_loss else "logits_bytes_per_element"]
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
 
+    transient = transient + dequant
+    # freeze: layers below the trainable ones run without autograd (nothing requires a gradient there) and
+    # keep no activations; the last N layers keep theirs
+    ft = plan.finetune
+    if ft is not None and ft.method == FinetuneMethod.FREEZE:
+        layers = np.minimum(layers, ft.trainable_layers)
     act_first = layers * per_layer_kept * inflight_first + transient
     # on the last stage the logits and their gradients are freed once the LM head's backward is done,
     # before the last layer is recomputed: the two never coexist, so the stage holds the larger
@@ -318,12 +388,13 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # MemTracker in benchmarks/memory_vs_torch.py)
     act_last = layers * per_layer_kept + np.maximum(transient - logits, 0.0)
 
-    w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True)
-    w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False)
+    w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True, consts=consts)
+    w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False, consts=consts)
     # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
     # no NCCL channels; trilemma.estimate.evaluate.outside_allocator); NCCL's buffers follow the layout
     nccl = nccl_buffer_bytes(L, consts)
     return MemoryArrays(first=(w1, g1, o1, act_first), last=(w2, g2, o2, act_last), logits=logits, pp=L.pp,
                         float8_first=f8, float8_last=np.maximum(f8 - np.maximum(logits - (transient - f8), 0.0), 0.0),
                         context_bytes=consts["cuda_context_bytes"], nccl_bytes=nccl,
-                        residual_bytes=consts["framework_residual_bytes"], fragmentation=consts["fragmentation"])
+                        residual_bytes=consts["framework_residual_bytes"], fragmentation=consts["fragmentation"],
+                        host_bytes=host_state_bytes(m, pc, plan, L))

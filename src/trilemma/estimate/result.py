@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from trilemma.estimate.cost import household_years
-from trilemma.estimate.evaluate import Evaluation, memory_headroom
+from trilemma.estimate.evaluate import Evaluation, host_memory_bytes, memory_headroom
 from trilemma.estimate.layouts import batch_sequences
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import calibration
@@ -44,6 +44,8 @@ class MemoryBreakdown:
     nccl: float = 0.0
     framework_residual: float = 0.0
     float8_casts: float = 0.0  # of ``activations``: float8 linears' casts at one linear's backward
+    host_bytes: float = 0.0  # offloaded states in host memory, per device (fine-tunes with --offload)
+    host_capacity_bytes: float = 0.0  # host memory per device the check allows (node's host memory / devices)
 
     @property
     def usable_bytes(self) -> float:
@@ -142,6 +144,7 @@ class Estimate:
     candidates_evaluated: int
     warnings: tuple[str, ...] = field(default=())
     loss: LossPrediction | None = None  # the quality corner, added by trilemma.api.with_loss
+    finetune: dict[str, Any] | None = None  # what a fine-tune trains and stores (None: pre-training)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (stable keys, SI units, fractions 0-1)."""
@@ -163,7 +166,8 @@ class Estimate:
                          "peak_flop_per_s": hw.peak(self.plan.precision), "precision": str(self.plan.precision),
                          "intra_node_bw_bytes_per_s": self.cluster.intra_bw,
                          "inter_node_bw_bytes_per_s": self.cluster.inter_bw},
-            "flops": {"convention": "palm (6·N_matmul + 12·L·s·d_attn per token, no causal discount)",
+            "flops": {"convention": ("palm (6·N_matmul + 12·L·s·d_attn per token, no causal discount)"
+                                     if self.finetune is None else FINETUNE_FLOPS),
                       "model_per_token": self.model_flop_per_token,
                       "hardware_per_token": self.hardware_flop_per_token,
                       "total_model": self.total_model_flop, "total_hardware": self.total_hardware_flop},
@@ -190,8 +194,37 @@ class Estimate:
             "time": asdict(self.time),
             "cost": asdict(self.cost),
             **({"loss": self.loss.to_dict()} if self.loss is not None else {}),
+            **({"finetune": self.finetune} if self.finetune is not None else {}),
             "warnings": list(self.warnings),
         }
+
+
+#: the FLOP convention of a fine-tune's MFU (trilemma.estimate.flops.finetune_flop_per_token)
+FINETUNE_FLOPS = ("executed by the fine-tune: forward 2·N_matmul, data gradients 2·N_matmul where a backward runs, "
+                  "weight gradients only for trainable weights, 6 × adapter parameters, attention 12·L·s·d_attn "
+                  "(PaLM, no causal discount)")
+
+
+def finetune_block(m: ModelSpec, pc: ParamCounts, pl: TrainingPlan, host_bytes: float, host_capacity: float) -> dict:
+    """The ``finetune`` block of the JSON: method, what trains (exact, PEFT's count), adapters, the base's
+    storage, optimizer, offload with host memory, and why there is no loss."""
+    from trilemma.estimate.finetune import FINETUNE_NO_LOSS
+    from trilemma.estimate.finetune import nf4_bits_per_weight, trainable_params
+
+    ft = pl.finetune
+    n = trainable_params(m, pc, ft)
+    bits = {"bf16": 16.0, "fp16": 16.0, "int8": 8.0, "nf4": nf4_bits_per_weight(ft.double_quant)}[ft.base_precision.value]
+    return {"method": ft.method.value, "trainable_params": int(round(float(n))),
+            "trainable_fraction": float(n) / pc.total,
+            "trainable_layers": ft.trainable_layers,
+            "lora_rank": ft.lora_rank if ft.adapters else None, "lora_alpha": ft.lora_alpha if ft.adapters else None,
+            "lora_targets": list(ft.targets) if ft.adapters else None,
+            "base_precision": ft.base_precision.value, "base_linear_bits_per_weight": bits,
+            "optimizer": pl.optimizer.value, "offload": pl.offload.value,
+            "host_bytes_per_gpu": host_bytes, "host_capacity_bytes_per_gpu": host_capacity,
+            "loss": None, "loss_reason": FINETUNE_NO_LOSS,
+            "goodput": "the failure model only (checkpoints, failures, restarts for this job's GPUs and hours); "
+                       "the slow-node share (run.slow_node_spread), fitted on months-long pre-training runs, is not applied"}
 
 
 def band_factors() -> tuple[float, float]:
@@ -289,12 +322,14 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     # memory: report the stage that needs the most
     k_mem = int(np.argmax([_f(s.memory.total, i) for s in ev.stages]))
     mm = ev.stages[k_mem].memory
+    host_cap = host_memory_bytes(cl, consts) / min(cl.n_gpus, cl.node_size)
     memory = MemoryBreakdown(weights=_f(mm.weights, i), gradients=_f(mm.gradients, i), optimizer=_f(mm.optimizer, i),
                              activations=_f(mm.activations, i), other=_f(mm.other, i),
                              per_gpu_bytes=_f(ev.per_gpu_bytes, i), capacity_bytes=cl.hardware.hbm_bytes,
                              headroom=memory_headroom(cl), logits=_f(mm.logits_picked, i),
                              cuda_context=float(mm.context_bytes), nccl=_f(mm.nccl_bytes, i),
-                             framework_residual=float(mm.residual_bytes), float8_casts=_f(mm.float8_casts, i))
+                             framework_residual=float(mm.residual_bytes), float8_casts=_f(mm.float8_casts, i),
+                             host_bytes=_f(mm.host_bytes, i), host_capacity_bytes=host_cap)
     t = sa.time
     lo, hi, band_reason = band_for(cl.hardware.family)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
@@ -339,7 +374,8 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                     params=pc, model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
                     total_model_flop=float(ev.model_flop), total_hardware_flop=_f(ev.hardware_flop, i), memory=memory,
                     time=time, cost=cost, stages=stages, candidates_evaluated=len(ev.layouts),
-                    warnings=tuple(warnings))
+                    warnings=tuple(warnings),
+                    finetune=None if pl.finetune is None else finetune_block(m, pc, pl, memory.host_bytes, host_cap))
 
 
 __all__ = ["BAND_CROSS_FAMILY", "BAND_LOSO", "SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult",

@@ -26,11 +26,13 @@ import numpy as np
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.flops import matmul_flop_fwd, op_recompute_matmul_flop_fwd
+from trilemma.estimate.finetune import (ADAPTER_BYTES, backward_shares, base_linear_bytes, linear_params_per_layer,
+                                       module_shapes, state_bytes, trainable_params)
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.axes import stage_layers
-from trilemma.specs.enums import DTYPE_BYTES
+from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Offload
 from trilemma.units import MEGA
 
 
@@ -161,6 +163,63 @@ def kernels_per_layer(m: ModelSpec, flash: bool) -> tuple[int, int]:
     return gemm + attn_f + other, 2 * gemm + attn_b + other
 
 
+def finetune_layer_s(m: ModelSpec, plan: TrainingPlan, T: np.ndarray, tp: np.ndarray, peak: float, bw: float,
+                     e: float, c: dict) -> tuple:
+    """A fine-tune's extra seconds per layer for one micro-batch of T tokens: (adapter GEMMs forward, adapter
+    GEMMs backward, one dequantisation pass, adapter kernel launches forward, backward).
+
+    Adapters (PEFT LoRA Linear, ``result + lora_B(lora_A(x)) * scaling``): forward x·Aᵀ (T × r × d_in) and
+    ·Bᵀ (T × d_out × r) through the same roofline as every GEMM (skinny: memory-bound for small r), then
+    a scale and an add over T × d_out (read 2, write 1; read 1, write 1); backward the data and weight
+    gradients of both (4 GEMMs) and the scale's backward; 4 launches forward, 5 backward, per module.
+    Dequantisation (bitsandbytes MatMul4Bit / int8): before each use of a quantised weight — forward, the
+    data gradient, and a recomputed forward — the kernel reads the packed weight and writes a 16-bit copy
+    the GEMM then reads (counted by gemm_s): (bytes per stored weight + 2) per weight, memory-bound."""
+    ft = plan.finetune
+    zero = np.zeros(np.shape(tp), dtype=float) if np.ndim(tp) else 0.0
+    if ft is None or not ft.adapters:
+        return zero, zero, zero, zero, zero
+    r = ft.lora_rank
+    fwd = bwd = kf = kb = zero
+    for name, (d_in, d_out) in module_shapes(m).items():
+        if name not in ft.targets:
+            continue
+        # o_proj and down_proj are row-parallel (input split), the others column-parallel (output split)
+        din, dout = (d_in / tp, d_out) if name in ("o_proj", "down_proj") else (d_in, d_out / tp)
+        a = gemm_s(T, r, din, peak, bw, e, c)
+        b = gemm_s(T, dout, r, peak, bw, e, c)
+        ew = (3 + 2) * e * T * dout / (bw * c["hbm"])
+        fwd = fwd + a + b + ew
+        bwd = bwd + 2 * (a + b) + 2 * e * T * dout / (bw * c["hbm"])
+        kf, kb = kf + 4 * c["kernel_s"], kb + 5 * c["kernel_s"]
+    dq = zero
+    if ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
+        per_w = base_linear_bytes(ft.base_precision, m.d_model, ft.double_quant) + 2.0
+        dq = zero + linear_params_per_layer(m) / tp * per_w / (bw * c["hbm"]) + 7 * c["kernel_s"]
+    return fwd, bwd, dq, kf, kb
+
+
+def offload_s(plan: TrainingPlan, opt_params: np.ndarray, n_micro: np.ndarray, backward_s: np.ndarray,
+              w_bytes: np.ndarray, compute_mb: np.ndarray, node_size: int, consts: dict) -> np.ndarray:
+    """Seconds per step that offloading adds, in place of the device's optimizer step (ZeRO-Offload, Ren et
+    al. 2021 §4.1): the 16-bit gradients cross the host link during the last micro-batch's backward (what
+    does not hide behind it is exposed); CPU Adam updates ``opt_params`` parameters on the host, bound by host
+    memory bandwidth (26 bytes per parameter, shared by the node's devices: constants.toml [offload]); the
+    updated 16-bit weights cross back before the next forward. ZeRO-Infinity (optimizer+params) also
+    streams every layer's weights in for each micro-batch's forward and backward, hidden behind the compute
+    when the link keeps up."""
+    o = consts["offload"]
+    link = float(o["host_link_bytes_per_s"])
+    grads = opt_params * 2.0 / link
+    exposed = np.maximum(grads - backward_s, 0.0)
+    cpu_adam = opt_params * 26.0 * node_size / float(o["host_memory_bytes_per_s"])
+    upload = opt_params * 2.0 / link
+    total = exposed + cpu_adam + upload
+    if plan.offload == Offload.OPTIMIZER_PARAMS:
+        total = total + n_micro * np.maximum(2 * w_bytes / link - compute_mb, 0.0)
+    return total
+
+
 def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, L: LayoutArrays,
               seq: float, batch: np.ndarray, consts: dict) -> TimeArrays:
     """Seconds per optimizer step of ``batch`` sequences of ``seq`` tokens, per layout row."""
@@ -212,8 +271,18 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
     gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
-    layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd
-    layer_bwd = 2 * gemm_fwd + attn_bwd + elem_bwd + kern_bwd
+    # a fine-tune: which layers run a backward and which compute weight gradients (finetune.backward_shares),
+    # the adapters' GEMMs and elementwise ops, a quantised base's dequantisation (finetune_layer_s)
+    b_share, w_share, head_gemms = backward_shares(m, plan)
+    ad_f, ad_b, dq_pass, ad_kern_f, ad_kern_b = finetune_layer_s(m, plan, T, tp, peak, bw, e, c)
+    gemm_fwd = gemm_fwd + ad_f
+    gemm_bwd_factor = b_share + w_share  # × the base GEMMs' forward time
+    attn_bwd = b_share * attn_bwd
+    elem_bwd = b_share * elem_bwd
+    kern_fwd, kern_bwd = kern_fwd + ad_kern_f, b_share * kern_bwd + ad_kern_b
+    layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd + dq_pass
+    gemm_bwd = gemm_bwd_factor * (gemm_fwd - ad_f) + ad_b + b_share * dq_pass
+    layer_bwd = gemm_bwd + attn_bwd + elem_bwd + kern_bwd
     full_rc, sel_rc, op_rc = L.recompute == 2, L.recompute == 1, L.recompute == 3
     # op-level: the even matmuls (their share of the layer's matmul FLOPs) and every elementwise op
     # again, with their launches; attention is saved (flops.op_recompute_matmul_flop_fwd)
@@ -236,12 +305,13 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # ---- LM head and loss on the last stage
     # (3 GEMMs: logits, and their data and weight gradients; fp32 logits read and written by the
     # softmax cross-entropy and its gradient; 5 kernels)
-    head = (3 * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c) + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"])
-            + 5 * c["kernel_s"])
+    head = (head_gemms * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c)
+            + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"]) + (head_gemms + 2) * c["kernel_s"])
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     # recomputation counted in its class: full re-runs a layer's forward, selective the attention core
-    ops_mb = {"gemm": layers * (3 * gemm_fwd + np.where(full_rc, gemm_fwd, np.where(op_rc, op_share * gemm_fwd, 0.0))),
+    ops_mb = {"gemm": layers * (gemm_fwd + gemm_bwd + dq_pass + np.where(
+                  full_rc, gemm_fwd + dq_pass, np.where(op_rc, op_share * gemm_fwd, 0.0))),
               "attention": layers * (attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0)),
               "elementwise": layers * (elem_fwd + elem_bwd + np.where(full_rc | op_rc, elem_fwd, 0.0)),
               "kernel_launch": layers * (kern_fwd + kern_bwd + np.where(full_rc, kern_fwd, np.where(
@@ -259,9 +329,16 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # ---- data parallel: gradients (and ZeRO gathers) over dp·cp ranks, stride tp
     n_dp = dp * cp
     _, _, _, local_params = model_state_bytes(m, pc, plan, L, first=False)
-    train = plan.trainable_fraction
-    g_bytes = local_params * train * plan.dtypes.bytes_of("grad")
-    w_bytes = local_params * plan.dtypes.bytes_of("weight")
+    if plan.finetune is None:
+        train = plan.trainable_fraction
+        g_b, w_b = plan.dtypes.bytes_of("grad"), plan.dtypes.bytes_of("weight")
+    else:  # a fine-tune reduces and updates only what trains (adapters: fp32, PEFT's autocast_adapter_dtype)
+        train = trainable_params(m, pc, plan.finetune) / pc.total
+        adapters = plan.finetune.adapters
+        g_b = ADAPTER_BYTES if adapters else plan.dtypes.bytes_of("grad")
+        w_b = ADAPTER_BYTES if adapters else plan.dtypes.bytes_of("weight")
+    g_bytes = local_params * train * g_b
+    w_bytes = local_params * w_b
     # ZeRO-0: gradient all-reduce hidden behind the last micro-batch's backward (bucketing);
     # ZeRO-1/2 (distributed optimizer): reduce-scatter behind the backward, parameter all-gather
     # behind the next step's first forward (Megatron-Core overlap_param_gather).
@@ -289,11 +366,16 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     # ---- optimizer step: memory-bound read/write of the local (sharded) states
     # (master and moments read and written, gradient read, weight written)
-    per_param = (2 * plan.dtypes.optimizer_bytes(plan.optimizer_moments)
-                 + plan.dtypes.bytes_of("grad") + plan.dtypes.bytes_of("weight"))
+    sb = state_bytes(m, pc, plan)
+    opt_b = sb.layer_optim / np.maximum(sb.layer_grad, 1e-30) * g_b if plan.finetune is not None else \
+        plan.dtypes.optimizer_bytes(plan.optimizer_moments)
+    per_param = 2 * opt_b + g_b + w_b
     opt_params = local_params * train / np.where(L.zero >= 1, n_dp, 1)
     # + the gradient-norm pass of clipping: the local gradients read once (Megatron clip_grad_norm)
-    optimizer = opt_params * (per_param + plan.dtypes.bytes_of("grad")) / (bw * c["hbm"])
+    optimizer = opt_params * (per_param + g_b) / (bw * c["hbm"])
+    if plan.offload != Offload.NONE:
+        optimizer = offload_s(plan, opt_params, n_micro, layers * layer_bwd, w_bytes / np.maximum(n_dp, 1),
+                              compute_mb, cluster.node_size, consts)
 
     return TimeArrays(n_micro=n_micro, compute_mb=compute_mb, comm_mb=comm_mb, p2p_mb=p2p_mb, bubble_s=bubble,
                       dp_comm_s=dp_exposed, optimizer_s=optimizer, ops_mb=ops_mb)

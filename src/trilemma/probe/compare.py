@@ -17,10 +17,11 @@ __all__ = ["comparison", "measured", "predict", "predicted"]
 
 
 def predict(spec: ModelSpec, hw: HardwareSpec, nproc: int, seq: int, micro_batch: int, grad_accum: int, steps: int,
-            precision: str, recompute: str, fsdp: bool) -> tuple[Estimate, Layout]:
+            precision: str, recompute: str, fsdp: bool, finetune: Any = None) -> tuple[Estimate, Layout]:
     """The planner's Estimate for this exact run (its own API, nothing fitted) and its layout:
     ``nproc`` data-parallel processes, ``seq`` tokens × ``micro_batch`` sequences × ``grad_accum``
-    micro-batches per process and step, ``steps`` optimizer steps."""
+    micro-batches per process and step, ``steps`` optimizer steps; ``finetune`` a FinetuneSpec (the probe's
+    PEFT fine-tune: its base stored as the run computes, fp32 on a CPU)."""
     from trilemma.estimate.choose import evaluate_layout
     from trilemma.specs import DtypeSpec
     from trilemma.specs.build import make_cluster, make_plan
@@ -31,7 +32,7 @@ def predict(spec: ModelSpec, hw: HardwareSpec, nproc: int, seq: int, micro_batch
     dtypes = DtypeSpec(weight="fp32", grad="fp32", master=None, optimizer_state="fp32", frozen_weight="fp32",
                        activation=act)
     plan = make_plan(spec, tokens=gbt * max(steps, 1), seq_len=seq, global_batch_tokens=gbt, precision=precision,
-                     flash_attention=True, dtypes=dtypes)
+                     flash_attention=True, dtypes=dtypes, **({"finetune": finetune} if finetune is not None else {}))
     layout = Layout(tp=1, pp=1, dp=nproc, zero=3 if fsdp else 0, recompute=Recompute(recompute),
                     micro_batch=micro_batch)
     cluster = make_cluster(hw, nproc, gpus_per_node=nproc)

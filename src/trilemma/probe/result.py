@@ -147,6 +147,8 @@ class ProbeRun:
     optimizer: str
     wall_s: float  # training, this process's wall clock
     parallelism: str  # "single process", "DDP over gloo", ...
+    # a fine-tune (--finetune): method, adapters, and trainable parameters as PEFT counted them beside the planner
+    finetune: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ class _Setup:
     nproc: int  # training processes
     machine: _Machine
     warnings: list[str]
+    finetune: Any = None  # a FinetuneSpec (--finetune), else None
 
 
 def _machine(device: str, precision: str, nproc: int, threads: int | None, cores: int, remeasure: bool,
@@ -122,7 +123,7 @@ def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
     without a native path that would take more than TINY_BF16_S seconds of matmuls."""
     job, meas = s.job, s.machine.whole
     est, layout = predict(s.spec, s.machine.hw, s.nproc, job.seq, job.micro_batch, job.grad_accum, job.steps,
-                          job.precision, job.recompute, job.fsdp)
+                          job.precision, job.recompute, job.fsdp, s.finetune)
     pred = predicted(est)
     if job.device == "cpu":
         avail = available_memory()
@@ -194,13 +195,13 @@ def _scaling(s: _Setup, est: Estimate, meas: Measured, raw: dict[str, Any]) -> S
     one = _launch(job, 1, quiet=True) if job.device == "cpu" else train(job, 1, quiet=True)
     one_tps = tokens / median_step(one, job.warmup)
     est1, _ = predict(s.spec, m.hw, 1, job.seq, job.micro_batch, job.grad_accum, job.steps, job.precision,
-                      job.recompute, False)
+                      job.recompute, False, s.finetune)
     whole_tps = pred_whole = None
     if job.device == "cpu" and m.threads < m.cores:
         whole = train(dc_replace(job, threads=m.cores, fsdp=False), 1, quiet=True)
         whole_tps = tokens / median_step(whole, job.warmup)
         est_w, _ = predict(s.spec, m.hw_whole, 1, job.seq, job.micro_batch, job.grad_accum, job.steps, job.precision,
-                           job.recompute, False)
+                           job.recompute, False, s.finetune)
         pred_whole = est.time.tokens_per_s / est_w.time.tokens_per_s
     others_base = meter.share()
     if job.device == "cpu" and others_base is not None and others_base > BUSY:
@@ -232,7 +233,9 @@ def _result(s: _Setup, torch: Any, est: Estimate, layout: Layout, pred: Predicte
                    grad_accum=job.grad_accum, nproc=nproc, fsdp=job.fsdp, recompute=job.recompute,
                    compile=job.compile, steps=job.steps, warmup=job.warmup, steps_done=len(raw["step_s"]),
                    interrupted=raw["interrupted"], tokens_per_step=job.seq * job.micro_batch * job.grad_accum * nproc,
-                   lr=job.lr, seed=job.seed, optimizer="AdamW (betas 0.9, 0.95; weight decay 0.1)", wall_s=wall,
+                   lr=job.lr, seed=job.seed, optimizer="AdamW (betas 0.9, 0.95; weight decay 0.1)"
+                   + (" over the trainable parameters" if s.finetune is not None else ""), wall_s=wall,
+                   finetune=None if s.finetune is None else _finetune_info(s, est, raw),
                    parallelism=("FSDP (fully sharded)" if job.fsdp else "DDP") + (" over gloo" if device == "cpu" else
                                                                                 " over NCCL")
                    if nproc > 1 else "single process")
@@ -244,6 +247,49 @@ def _result(s: _Setup, torch: Any, est: Estimate, layout: Layout, pred: Predicte
                        losses=tuple(raw["losses"]), warnings=tuple(s.warnings))
 
 
+def _finetune_info(s: _Setup, est: Estimate, raw: dict[str, Any]) -> dict[str, Any]:
+    """The fine-tune's settings and its trainable parameters, counted by PEFT in the run and by the planner."""
+    ft = s.finetune
+    planner = est.finetune["trainable_params"] if est.finetune else None
+    measured_n = raw.get("trainable_measured")
+    if measured_n is not None and planner is not None and int(measured_n) != int(planner):
+        s.warnings.append(f"PEFT trains {int(measured_n):,} parameters, the planner counts {int(planner):,}")
+    return {"method": ft.method.value, "lora_rank": ft.lora_rank if ft.adapters else None,
+            "lora_alpha": ft.lora_alpha if ft.adapters else None,
+            "lora_targets": list(ft.targets) if ft.adapters else None, "trainable_layers": ft.trainable_layers,
+            "trainable_params_measured": measured_n, "trainable_params_planner": planner,
+            "base": "Hugging Face LlamaForCausalLM built from the spec (random weights), stored in the run's precision"}
+
+
+def _finetune_setup(finetune: str, model: str | ModelSpec | None, dims: dict[str, int | None], device: str,
+                    lora_rank: int | None, lora_alpha: float | None, lora_targets: str | None,
+                    trainable_layers: int | None) -> tuple[Any, str | ModelSpec, dict[str, int | None], str | None]:
+    """A probe fine-tune's FinetuneSpec, model and dims (default: Llama-2-7B scaled down to the probe's default
+    size), and how the model was chosen when defaulted. InputError for QLoRA on a CPU."""
+    from trilemma.specs.enums import FinetuneMethod
+    from trilemma.specs.finetune import make_finetune
+
+    how = None
+    if model is None:
+        model = "llama2-7b"
+        dims = {k: (DEFAULTS[k] if k in DEFAULTS and k != "ffn" and v is None else v) for k, v in dims.items()}
+        how = "default for --finetune: Llama-2-7B's shape (SwiGLU, RMSNorm, rotary, untied head) scaled down, byte-level"
+    meth = FinetuneMethod.parse(finetune, "finetune")
+    if meth == FinetuneMethod.QLORA and device == "cpu":
+        raise InputError("finetune", "qlora", "lora, full or freeze on a CPU: QLoRA's nf4 storage and dequantisation "
+                         "kernels (bitsandbytes) need a GPU. On a CPU the probe measures the adapters' time and memory "
+                         "over a 32-bit base (--finetune lora), not the 4-bit base's bytes or its dequantisation cost")
+    if meth == FinetuneMethod.QLORA:
+        raise InputError("finetune", "qlora", "lora, full or freeze: the probe does not yet load a 4-bit base "
+                         "(bitsandbytes) on a GPU either")
+    from trilemma.specs.build import resolve_model
+    base_spec = probe_model(model, **dims)[0] if any(v is not None for v in dims.values()) else resolve_model(model)[0]
+    ft = make_finetune(meth, n_layers=base_spec.n_layers, gated=base_spec.ffn_matrices == 3,
+                       trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                       lora_targets=lora_targets)
+    return ft, model, dims, how
+
+
 def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None, d_model: int | None = None,
               heads: int | None = None, kv_heads: int | None = None, ffn: int | None = None,
               vocab: int | None = None, seq: int | None = None, micro_batch: int = DEFAULTS["micro_batch"],
@@ -252,13 +298,20 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
               nproc: int = 1, fsdp: bool = False, threads: int | None = None,
               data: list[str] | str | None = None, seed: int = 0,
               lr: float = DEFAULTS["lr"], eval_batches: int = 8, remeasure: bool = False, progress: bool = False,
-              out: str | Path | None = None) -> ProbeResult:
+              out: str | Path | None = None, finetune: str | None = None, lora_rank: int | None = None,
+              lora_alpha: float | None = None, lora_targets: str | None = None,
+              trainable_layers: int | None = None) -> ProbeResult:
     """Train the model for ``steps`` optimizer steps on this machine and compare with the planner.
 
     ``threads`` is CPU threads per process (default: the cores shared out over ``nproc``).
     Raises InputError (exit status 2) for what cannot run: no torch, an unknown device, more
     processes than cores or GPUs, a sequence longer than the model's positions, a run that
     would not fit in memory (predicted before, or met while training).
+
+    ``finetune`` (lora, full, freeze; with ``lora_rank``, ``lora_alpha``, ``lora_targets``,
+    ``trainable_layers``): train a Hugging Face Llama built from the spec with PEFT adapters (or its last
+    layers, or all of it) and compare with the planner's fine-tune prediction (``pip install
+    'trilemma[finetune]'``).
     """
     try:
         import torch
@@ -274,13 +327,26 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
                                                 recompute, compile, nproc, fsdp, threads, warnings, lr)
     check_sources(data)
     dims = {"layers": layers, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab}
+    ft, ft_how = None, None
+    if finetune is not None:
+        ft, model, dims, ft_how = _finetune_setup(finetune, model, dims, device, lora_rank, lora_alpha, lora_targets,
+                                                  trainable_layers)
+    elif any(v is not None for v in (lora_rank, lora_alpha, lora_targets, trainable_layers)):
+        raise InputError("finetune", None, "--finetune lora, full or freeze with --lora-rank, --lora-alpha, "
+                         "--lora-targets or --trainable-layers")
     spec, how, seq = model_and_seq(model, dims, seq, warnings)
+    if ft is not None:
+        from trilemma.probe.peft_model import check_llama_style
+
+        check_llama_style(spec)
+        how = f"{ft_how}: {how}" if ft_how else how
     machine = _machine(device, precision, nproc, threads, cores, remeasure, warnings)
     job = Job(spec=spec.model_dump(mode="json"), device=device, precision=precision, seq=seq, micro_batch=micro_batch,
               grad_accum=grad_accum, steps=steps, warmup=warmup, recompute=recompute, compile=compile, fsdp=fsdp,
               threads=machine.threads if device == "cpu" else 0, data=tuple([data] if isinstance(data, str) else data)
-              if data else None, seed=seed, lr=lr, eval_batches=eval_batches, progress=progress)
-    s = _Setup(spec=spec, how=how, job=job, nproc=nproc, machine=machine, warnings=warnings)
+              if data else None, seed=seed, lr=lr, eval_batches=eval_batches, progress=progress,
+              finetune=None if ft is None else ft.model_dump(mode="json"))
+    s = _Setup(spec=spec, how=how, job=job, nproc=nproc, machine=machine, warnings=warnings, finetune=ft)
     est, layout, pred = _prediction(s)
     raw, wall, others = _training(s)
     meas = _measurement(s, raw)

@@ -59,6 +59,7 @@ class Job:
     lr: float = 1e-3
     eval_batches: int = 8
     progress: bool = False
+    finetune: dict | None = None  # a FinetuneSpec as JSON: a PEFT fine-tune of a Llama built from spec (peft_model)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -182,7 +183,12 @@ def run_training(job: Job) -> dict[str, Any]:
     train_b = Batches(corpus.train, job.seq, job.micro_batch, job.seed + SEED_STRIDE * rank, spec.causal, mask_id, job.device)
     eval_b = Batches(corpus.eval, job.seq, job.micro_batch, 10_000 + job.seed + rank, spec.causal, mask_id, job.device)
 
-    # memory baseline: the runtime (interpreter, torch, corpus) before the model exists
+    # memory baseline: the runtime (interpreter, torch, corpus — and for a fine-tune transformers and peft,
+    # imported now so that their modules are not counted as training memory) before the model exists
+    if job.finetune is not None:
+        from trilemma.probe.peft_model import build_finetune_model, import_hf
+
+        import_hf(job.finetune["method"])
     if job.device == "cpu":
         gc.collect()
         _trim()
@@ -193,12 +199,18 @@ def run_training(job: Job) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats(device)
 
     torch.manual_seed(job.seed)  # same initial weights on every rank
-    model = build_model(spec, device, recompute=job.recompute == "full")
-    n_params = sum(p.numel() for p in model.parameters())
+    trainable = None
+    if job.finetune is not None:  # Hugging Face Llama + PEFT (imported above, before the baseline)
+        model, n_params, trainable = build_finetune_model(spec, device, job.finetune, job.recompute == "full")
+    else:
+        model = build_model(spec, device, recompute=job.recompute == "full")
+        n_params = sum(p.numel() for p in model.parameters())
     model = _wrap(model, job, spec, world, local_rank)
     if job.compile:
         model = torch.compile(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=job.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    # a fine-tune's optimizer holds what trains only (the adapters, or the last layers)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=job.lr, betas=(0.9, 0.95),
+                            weight_decay=0.1)
     amp = (contextlib.nullcontext() if job.precision == "fp32" else
            torch.autocast(job.device, dtype=torch.bfloat16 if job.precision == "bf16" else torch.float16))
     scaler = torch.amp.GradScaler("cuda") if (job.precision == "fp16" and job.device == "cuda") else None
@@ -285,5 +297,6 @@ def run_training(job: Job) -> dict[str, Any]:
         dist.all_gather_object(peaks, mem)
         mem = max(peaks, key=lambda m: m["peak_bytes"])
     return {"rank": rank, "world": world, "threads": torch.get_num_threads(), "params_measured": n_params,
+            "trainable_measured": trainable,
             "step_s": step_s, "losses": losses, "eval_loss": eval_loss, "interrupted": interrupted,
             "memory": mem, "corpus": corpus.describe()}

@@ -35,6 +35,14 @@ def print_probe(result: ProbeResult) -> None:
     c.print(f"  {r.seq} tokens × micro-batch {r.micro_batch} × accumulation {r.grad_accum} × "
             f"{r.nproc} process(es) = {r.tokens_per_step:,} tokens per step; {r.steps_done} of {r.steps} "
             f"steps, {r.warmup} warm-up; data: {result.data.get('source', '')}")
+    if r.finetune is not None:
+        f = r.finetune
+        adapters = (f" rank {f['lora_rank']}, alpha {f['lora_alpha']:g} on {', '.join(f['lora_targets'])};"
+                    if f["lora_rank"] is not None else "")
+        n_m, n_p = f["trainable_params_measured"], f["trainable_params_planner"]
+        same = "the planner's count" if n_m == n_p else f"the planner counts {n_p:,}"
+        who = "PEFT's count" if f["lora_rank"] is not None else "requires_grad"
+        c.print(f"  fine-tune {f['method']}:{adapters} {n_m:,} trainable parameters ({who}; {same}); {f['base']}")
 
     t = Table(title="predicted (trilemma estimate on the `local` profile) vs measured")
     for col in ("", "predicted", "measured", "predicted / measured"):

@@ -29,7 +29,8 @@ def _row(e: Any, loss: Any) -> list[str]:
     lay = e.layout
     return [e.model.name, fmt_count(e.params.total), _gpu(e),
             str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
-            f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})", f"{e.time.mfu:.0%}",
+            "none (fine-tune)" if loss is None else f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})",
+            f"{e.time.mfu:.0%}",
             lay.label(compact=True),
             fmt_bytes(e.memory.per_gpu_bytes), f"{e.memory.free_bytes / e.memory.capacity_bytes:.0%}"]
 
@@ -65,10 +66,15 @@ def print_solve(r: Any) -> None:
     if o.memory.headroom > 0:
         c.print(f"memory: every plan leaves at least {o.memory.headroom:.0%} of device memory free (the memory model's "
                 "80% band; --memory-headroom to change)")
-    c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
+    if r.optimum_loss is not None:
+        c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
+    if o.finetune is not None:
+        from trilemma.report.table import finetune_line
+        c.print(f"fine-tune: {finetune_line(o)}")
     if r.frontier is not None:
         f = r.frontier
-        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over (time, cost, loss), {int(f.feasible.sum())} within "
+        corners = "(time, cost, loss)" if r.optimum_loss is not None else "(time, cost): a fine-tune has no loss corner"
+        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over {corners}, {int(f.feasible.sum())} within "
                 f"the pins (--frontier out.csv, --plot out.png)")
     c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
     for w in (*r.warnings, *o.warnings):
@@ -83,7 +89,8 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
         rows.append({"model": tab.models[tab.model_idx[i]].name, "gpu": tab.gpus[tab.gpu_idx[i]].name,
                      "n_gpus": int(tab.n_gpus[i]), "precision": str(tab.precisions[tab.prec_idx[i]]),
                      "tokens": float(f.tokens[k]), "time_s": float(f.time_s[k]), "usd": float(f.usd[k]),
-                     "loss": float(f.loss[k]), "feasible": bool(f.feasible[k])})
+                     "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
+                     "feasible": bool(f.feasible[k])})
     return rows
 
 
@@ -105,7 +112,8 @@ def plot_frontier(r: Any, path: str) -> None:
     f, p = r.frontier, r.pins
     o = r.optimum
     pts = {"time (days)": f.time_s / DAY, "cost ($M)": f.usd / MEGA, "loss": f.loss}
-    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA, "loss": r.optimum_loss.mean}
+    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA,
+           "loss": 0.0 if r.optimum_loss is None else r.optimum_loss.mean}
     pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / DAY,
             "cost ($M)": None if p.budget_usd is None else p.budget_usd / MEGA, "loss": p.target_loss}
     pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]

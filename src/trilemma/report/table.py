@@ -41,6 +41,18 @@ def _console() -> Console:
     return Console(highlight=False, width=None if probe.is_terminal else 200)
 
 
+def finetune_line(est: Any) -> str:
+    """What a fine-tune trains and stores, in one line."""
+    f = est.finetune
+    what = f"{f['method']}: {f['trainable_params']:,} trainable ({f['trainable_fraction']:.2%})"
+    if f["lora_rank"] is not None:
+        what += f", rank {f['lora_rank']}, alpha {f['lora_alpha']:g} on {', '.join(f['lora_targets'])}"
+    if f["trainable_layers"] is not None:
+        what += f", last {f['trainable_layers']} layers"
+    return (what + f"; base {f['base_precision']} ({f['base_linear_bits_per_weight']:.3f} bits per linear weight); "
+            f"optimizer {f['optimizer']}; offload {f['offload']}")
+
+
 def print_estimate(est: Any) -> None:
     """Tables for one Estimate: plan, layout, memory, time, cost; then warnings."""
     c = _console()
@@ -60,6 +72,8 @@ def print_estimate(est: Any) -> None:
     batch = ", ".join(f"{fmt_count(s.tokens)} tokens at seq {s.seq_len} × {s.global_batch_sequences} seqs "
                       f"({fmt_count(s.global_batch_tokens)} tokens/step)" for s in st)
     head.add_row("training", f"{batch}, {est.plan.precision}")
+    if est.finetune is not None:
+        head.add_row("fine-tune", finetune_line(est))
     head.add_row("hardware", f"{cl.n_gpus}× {hw.name}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
                              f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device")
     head.add_row("layout", lay.label() + " — "
@@ -78,6 +92,8 @@ def print_estimate(est: Any) -> None:
              ("framework residual (fitted)", mem.framework_residual)]
     for name, v in rows:
         mt.add_row(name, fmt_bytes(v))
+    if mem.host_bytes > 0:
+        mt.add_row("host (offloaded)", f"{fmt_bytes(mem.host_bytes)} of {fmt_bytes(mem.host_capacity_bytes)} host memory per GPU")
     verdict = "[green]fits[/green]" if mem.fits else "[red]OOM[/red]"
     mt.add_row("[bold]total[/bold]", f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}")
     mt.add_row("free", memory_margin(mem))
@@ -95,12 +111,14 @@ def print_estimate(est: Any) -> None:
         tt.add_row("compute by op", ", ".join(f"{names.get(k, k)} {v / t.compute_s:.0%}" for k, v in t.ops_s.items()))
     tt.add_row("throughput", f"{fmt_count(t.tokens_per_s)} tokens/s, {fmt_count(t.tokens_per_s / cl.n_gpus)} per GPU")
     tt.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}  ({fmt_flop_rate(t.mfu * peak)} per GPU)")
-    tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, PaLM convention)")
+    conv = "PaLM convention" if est.finetune is None else "executed: no weight gradients for frozen weights"
+    tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, {conv})")
     band = t.total_s_high > t.total_s_low
     tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold]"
                + (f" (80% band {fmt_duration(t.total_s_low)} – {fmt_duration(t.total_s_high)})" if band else "")
                + f"; {t.steps:,.0f} steps")
-    tt.add_row("goodput", goodput_line(t))
+    tt.add_row("goodput", goodput_line(t) if est.finetune is None else goodput_line(t).replace(
+        "other overheads fitted on whole runs", "a fine-tune: the share fitted on months-long pre-training runs is not applied"))
     tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}" + (f" ({t.gpu_hours_low:,.0f} – {t.gpu_hours_high:,.0f})" if band else ""))
     c.print(tt)
 

@@ -46,8 +46,8 @@ class SolveResult:
 
     SCHEMA: ClassVar[str] = SCHEMA
     optimum: Estimate
-    optimum_loss: LossPrediction
-    runners_up: tuple[tuple[str, Estimate, LossPrediction], ...]  # (why, Estimate, its loss)
+    optimum_loss: LossPrediction | None  # None for a fine-tune (no loss corner)
+    runners_up: tuple[tuple[str, Estimate, LossPrediction | None], ...]  # (why, Estimate, its loss)
     pins: Pins
     frontier: Frontier | None
     table: ConfigTable
@@ -77,7 +77,8 @@ class SolveResult:
             doc["frontier"] = {"points": int(f.time_s.size), "feasible": int(f.feasible.sum()),
                                "time_s": [float(f.time_s.min()), float(f.time_s.max())] if f.time_s.size else [],
                                "usd": [float(f.usd.min()), float(f.usd.max())] if f.usd.size else [],
-                               "loss": [float(f.loss.min()), float(f.loss.max())] if f.loss.size else []}
+                               "loss": [float(f.loss.min()), float(f.loss.max())]
+                               if f.loss.size and self.optimum_loss is not None else []}
         doc["search"] = {"candidates": self.candidates, "configurations": len(self.table), "seconds": self.seconds}
         doc["warnings"] = list(self.warnings) + list(self.optimum.warnings)
         return doc
@@ -98,11 +99,11 @@ def search_limit(max_configurations: int) -> Iterator[None]:
         _MAX_CONFIGURATIONS.reset(token)
 
 
-def plan_document(e: Estimate, loss: LossPrediction, why: str | None = None) -> dict[str, Any]:
-    """One plan of a solve as its JSON document: the estimate's, with the loss of the plan's tokens and, for
-    a runner-up, what it differs in."""
+def plan_document(e: Estimate, loss: LossPrediction | None, why: str | None = None) -> dict[str, Any]:
+    """One plan of a solve as its JSON document: the estimate's, with the loss of the plan's tokens (None for
+    a fine-tune: no from-scratch loss) and, for a runner-up, what it differs in."""
     d = e.to_dict()
-    d["loss"] = loss.to_dict()
+    d["loss"] = None if loss is None else loss.to_dict()
     if why:
         d = {"differs_in": why, **d}
     d.pop("schema", None)
@@ -206,23 +207,53 @@ def _check_pins(est: Estimate, p: Pins) -> None:
                               "small for a training run with a checkpoint")
 
 
+def _no_loss(n_tot: np.ndarray, n_non: np.ndarray, tokens: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """A fine-tune's loss corner: none (zeros keep the frontier's arithmetic; never printed)."""
+    return np.zeros(np.broadcast(n_tot, tokens).shape)
+
+
+def _finetune_objective(model: Any, tokens: Any, target_loss: Any, minimize: str | None, deadline: Any,
+                        budget: Any) -> str:
+    """The corner a fine-tune's solve minimises: time or cost (the flag's, else cost with a deadline, time
+    with a budget, cost with neither); InputError naming the flag for what a fine-tune cannot take."""
+    if model is None:
+        raise InputError("model", None, "the base model to fine-tune (--model) with --finetune")
+    if tokens is None:
+        raise InputError("tokens", None, "the fine-tuning tokens (--tokens, e.g. 100M) with --finetune")
+    if target_loss is not None:
+        raise InputError("target-loss", target_loss, "no value with --finetune (a fine-tune has no predicted loss; "
+                         "pin a --deadline or a --budget)")
+    if minimize is not None and minimize not in ("time", "cost"):
+        raise InputError("minimize", minimize, "time or cost with --finetune (a fine-tune has no loss corner)")
+    return minimize or ("time" if budget is not None and deadline is None else "cost")
+
+
 def solve(*, deadline: str | float | None = None, budget: str | float | None = None, target_loss: float | None = None,
           minimize: str | None = None, model: str | ModelSpec | None = None, params: str | None = None,
           tokens: str | float | None = None, unique_tokens: str | float | None = None,
           gpu: str | list[str] | None = None, max_gpus: int | None = None, precision: str | list[str] | None = None,
           seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True,
-          memory_headroom: float | None = None, compile: bool = False,
-          max_configurations: int | None = None) -> SolveResult:
+          memory_headroom: float | None = None, compile: bool = False, finetune: dict | None = None,
+          host_memory_bytes: float | None = None, max_configurations: int | None = None) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
     ``compile``: every plan runs under torch.compile (TrainingPlan.compile). ``max_configurations``:
     refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
-    combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none)."""
+    combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none).
+
+    ``finetune``: the fine-tune keyword arguments of trilemma.api.estimate (finetune, lora_rank, …,
+    optimizer, offload). A fine-tune needs the model and the tokens, has no loss corner (the laws predict
+    from-scratch losses: FINETUNE_NO_LOSS), so it minimises time or money under the pins — cost when a
+    deadline is pinned, time when a budget is, cost when neither — and says so in its warnings."""
     from trilemma.estimate.choose import estimate_plan
-    from trilemma.specs.build import make_cluster, make_plan
+    from trilemma.specs.build import finetune_fields, make_cluster, make_plan
     from trilemma.quality.laws import get_law
 
     t0 = _time.perf_counter()
+    ft_args = {k: v for k, v in (finetune or {}).items() if v is not None}
+    is_ft = ft_args.get("finetune") is not None
+    if is_ft:
+        minimize = _finetune_objective(model, tokens, target_loss, minimize, deadline, budget)
     pins = make_pins(deadline, budget, target_loss, minimize)
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:  # the plan's limit (trilemma.specs.plan.Stage.tokens)
@@ -234,6 +265,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         raise InfeasibleError(f"target loss (--target-loss) {pins.target_loss} is at or below the law's irreducible loss "
                               f"E = {law_E:.3f} ({getattr(the_law, 'name', law)}): no plan reaches it")
     models = _models(model, params)
+    plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
+    cluster_fields = {} if host_memory_bytes is None else {"host_memory_bytes": host_memory_bytes}
     gpus = _gpus(gpu)
     precs = _precisions(precision)
     max_n = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
@@ -253,31 +286,33 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     # the batch: the user's, or each model's DeepSeek-LLM optimum for its compute (trilemma.quality.batch)
     batch = global_batch_tokens or [batch_for(m, seq, fixed_tokens) for m in models]
     table = search_configs(models, gpus, precs, counts, seq, batch, layout, memory_headroom=memory_headroom,
-                           compile=compile)
+                           compile=compile, plan_fields=plan_fields, cluster_fields=cluster_fields)
     if fixed_tokens is not None and len(table) and fixed_tokens < float(table.batch_tokens.min()):
         raise InputError("tokens", tokens, f"at least one global batch ({fmt_count(float(table.batch_tokens.min()))} "
                          "tokens; --global-batch sets a smaller one)")
     e = constants()["energy"]
-    c = rates(table, table_goodput(table, seq), prices or {}, e)
-    loss_fn = _law_fn(the_law, uniq)
+    c = rates(table, table_goodput(table, seq, plan_fields), prices or {}, e)
+    loss_fn = _law_fn(the_law, uniq) if not is_ft else _no_loss
     ch = choose_tokens(c, pins, loss_fn, fixed_tokens)
     best = best_index(ch, pins.minimize)
     if best is None:
         raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
     picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
 
-    def realise(cand: Candidate) -> tuple[Estimate, LossPrediction]:
+    def realise(cand: Candidate) -> tuple[Estimate, LossPrediction | None]:
         return plan_at(cand.row, cand.tokens)
 
-    def plan_at(i: int, tokens: float) -> tuple[Estimate, LossPrediction]:
+    def plan_at(i: int, tokens: float) -> tuple[Estimate, LossPrediction | None]:
         m = table.models[table.model_idx[i]]
         hw = table.gpus[table.gpu_idx[i]]
         prec = table.precisions[table.prec_idx[i]]
-        cl = make_cluster(hw, int(table.n_gpus[i]), memory_headroom=memory_headroom,
+        cl = make_cluster(hw, int(table.n_gpus[i]), memory_headroom=memory_headroom, **cluster_fields,
                           **({"price_usd_per_hour": prices[hw.name]} if prices and hw.name in prices else {}))
-        plan = make_plan(m, tokens, seq, float(table.batch_tokens[i]), prec, compile=compile)
+        plan = make_plan(m, tokens, seq, float(table.batch_tokens[i]), prec, compile=compile, **plan_fields)
         plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
+        if is_ft:
+            return est, None
         return est, predict_loss_block(m, tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
 
     opt, opt_loss = realise(picks[0])
@@ -285,9 +320,13 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     ups = tuple((p.why, *realise(p)) for p in picks[1:])
     front = frontier(table, c, pins, loss_fn, fixed_tokens) if want_frontier else None
     warnings = []
+    if is_ft:
+        from trilemma.estimate.finetune import FINETUNE_NO_LOSS
+        warnings.append(f"fine-tune: the search minimised {pins.minimize} under the pins (a fine-tune has no loss "
+                        "corner to trade); " + FINETUNE_NO_LOSS.removeprefix("quality: "))
     if model is None and table.model_idx[best] in (0, len(models) - 1):
         warnings.append("the optimum sits at the edge of the model sizes searched: widen --params")
-    if global_batch_tokens is None:
+    if global_batch_tokens is None and not is_ft:
         m_best = models[table.model_idx[best]]
         want = optimal_batch_tokens(non_embedding_flop_per_token(m_best, seq) * float(ch.tokens[best]))
         used = float(table.batch_tokens[best])

@@ -63,11 +63,15 @@ class Corners:
     batch_tokens: np.ndarray  # the configuration's global batch, tokens: a plan trains at least one
 
 
-def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
+def table_goodput(table: ConfigTable, seq_len: int, plan_fields: dict | None = None) -> np.ndarray:
     """Goodput per configuration: the failure model's steady share for its GPU count and checkpoint size
     (trilemma.estimate.goodput.steady_goodput: runs longer than one checkpoint interval), times the
-    slow-node share for its node count (goodput.slow_node_share). ``estimate`` recomputes it for the
-    chosen plan's own duration."""
+    slow-node share for its node count (goodput.slow_node_share; not for a fine-tune:
+    trilemma.estimate.evaluate.slow_node_spread_for). ``estimate`` recomputes it for the chosen plan's own
+    duration."""
+    from trilemma.estimate.evaluate import slow_node_spread_for
+    from trilemma.estimate.finetune import checkpoint_bytes
+    from trilemma.estimate.params import param_counts
     from trilemma.estimate.goodput import slow_node_share, steady_goodput
     from trilemma.presets import constants
     from trilemma.specs.build import make_plan
@@ -76,12 +80,16 @@ def table_goodput(table: ConfigTable, seq_len: int) -> np.ndarray:
         return np.zeros(0)
     batch = float(table.batch_tokens[0])
     # one global batch of tokens: the plan only carries the precision's storage (its checkpoint bytes)
-    per_param = np.array([make_plan(table.models[0], batch, seq_len, batch, p).checkpoint_bytes_per_param
-                          for p in table.precisions])[table.prec_idx]
+    plans = [make_plan(table.models[0], batch, seq_len, batch, p, **(plan_fields or {})) for p in table.precisions]
     tot, _ = params_of(table)
+    if plans[0].finetune is not None:  # one model: a fine-tune saves what trains (finetune.checkpoint_bytes)
+        m = table.models[0]
+        ckpt = np.array([float(checkpoint_bytes(m, param_counts(m), pl)) for pl in plans])[table.prec_idx]
+    else:
+        ckpt = tot * np.array([pl.checkpoint_bytes_per_param for pl in plans])[table.prec_idx]
     per_node = np.array([h.devices_per_node for h in table.gpus])[table.gpu_idx]
-    return (np.asarray(steady_goodput(table.n_gpus, tot * per_param))
-            * np.asarray(slow_node_share(table.n_gpus, per_node, constants()["run"]["slow_node_spread"])))
+    return (np.asarray(steady_goodput(table.n_gpus, ckpt))
+            * np.asarray(slow_node_share(table.n_gpus, per_node, slow_node_spread_for(plans[0], constants()))))
 
 
 def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, float], energy: dict[str, float]) -> Corners:

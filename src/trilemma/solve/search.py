@@ -59,10 +59,12 @@ def _precisions_for(hw: HardwareSpec, wanted: list[Precision]) -> list[Precision
 def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions: list[Precision],
                    counts: list[int], seq_len: int, global_batch_tokens: float | list[float],
                    pinned: dict | None = None, consts: dict | None = None,
-                   memory_headroom: float | None = None, compile: bool = False) -> ConfigTable:
+                   memory_headroom: float | None = None, compile: bool = False,
+                   plan_fields: dict | None = None, cluster_fields: dict | None = None) -> ConfigTable:
     """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped.
     ``global_batch_tokens``: one batch for every model, or one per model; ``compile``: the plans run
-    under torch.compile (TrainingPlan.compile)."""
+    under torch.compile (TrainingPlan.compile); ``plan_fields`` more TrainingPlan fields (a fine-tune:
+    trilemma.specs.build.finetune_fields), ``cluster_fields`` more ClusterSpec fields (host memory)."""
     consts = consts or constants()
     moe = any(m.is_moe for m in models)
     axes = resolve_axes(solve_axes(moe), pinned)
@@ -83,11 +85,11 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
             if p not in precisions:
                 precisions.append(p)
             pi = precisions.index(p)
-            cl = make_cluster(hw, 1, memory_headroom=memory_headroom)
+            cl = make_cluster(hw, 1, memory_headroom=memory_headroom, **(cluster_fields or {}))
             for start, stop in chunks:
                 chunk = models[start:stop]
                 model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
-                plan = make_plan(chunk[0], tokens, seq_len, batches[start], p, compile=compile)
+                plan = make_plan(chunk[0], tokens, seq_len, batches[start], p, compile=compile, **(plan_fields or {}))
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
                 # each shape's own target batch, along the shape axis
                 target = np.maximum(1, np.rint(np.array(batches[start:stop]) / seq_len)).astype(np.int64)

@@ -47,6 +47,7 @@ R_EXPERTS = 1 << 6  # ep does not divide experts or dp; ep > 1 on a dense model
 R_SEQ = 1 << 7  # cp does not divide the sequence (2·cp for load-balanced causal CP)
 R_VP = 1 << 8  # virtual stages without pipeline parallelism
 R_OOM = 1 << 9  # does not fit in device memory
+R_HOST_OOM = 1 << 10  # offloaded states do not fit in host memory
 
 
 class SearchContext(NamedTuple):
@@ -252,6 +253,7 @@ REASONS: dict[int, str] = dict(sorted({
     R_DP_TOO_LARGE: "the global batch cannot be rounded to a multiple of dp × micro-batch within tolerance: "
                     "more data-parallel GPUs than the batch can use",
     R_OOM: "out of memory",
+    R_HOST_OOM: "the offloaded optimizer states (and weights) do not fit in host memory",
     **{r.bit: r.text for a in AXES for r in a.rules},
 }.items()))
 

@@ -68,12 +68,21 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
     """A TrainingPlan from flags, falling back on the model's published recipe."""
     if stages is None:
         seq = seq_len or model.seq_len or 2048
+        finetune = plan_fields.get("finetune") is not None
         if tokens is None:
+            if finetune:  # the published count is the pre-training run's, not a fine-tune's
+                raise InputError("tokens", None, "the fine-tuning tokens, e.g. --tokens 100M (a fine-tune has no "
+                                 "published default)")
             if model.tokens is None:
                 raise InputError("tokens", None, f"a token count such as --tokens 2T ({model.name} has no published default)")
             tokens = model.tokens
         explicit = global_batch_tokens is not None
-        gbt = global_batch_tokens if explicit else (model.global_batch_tokens or 512 * seq)
+        if explicit:
+            gbt = global_batch_tokens
+        elif finetune:  # not the pre-training batch of millions of tokens (constants.toml [finetune])
+            gbt = constants()["finetune"]["default_batch_sequences"] * seq
+        else:
+            gbt = model.global_batch_tokens or 512 * seq
         if tokens < gbt:
             raise InputError("tokens", tokens, f"at least one global batch ({gbt:,.0f} tokens; --global-batch "
                                                "sets a smaller one)")
@@ -81,6 +90,30 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
     prec = Precision(precision) if not isinstance(precision, Precision) else precision
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
+
+
+def finetune_fields(model: ModelSpec, finetune: str | None = None, *, trainable_layers: int | None = None,
+                    lora_rank: int | None = None, lora_alpha: float | None = None,
+                    lora_targets: str | list[str] | None = None, base_precision: str | None = None,
+                    lora_dropout: float | None = None, optimizer: str | None = None,
+                    offload: str | None = None) -> dict[str, Any]:
+    """TrainingPlan fields for a fine-tune and its optimizer and offload (``make_plan(**fields)``); {} when
+    none of them is given. One-line errors naming the flag (trilemma.specs.finetune.make_finetune)."""
+    from trilemma.specs.enums import Offload, Optimizer
+    from trilemma.specs.finetune import make_finetune
+
+    ft = make_finetune(finetune, n_layers=model.n_layers, gated=model.ffn_matrices == 3,
+                       trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
+                       lora_targets=lora_targets, base_precision=base_precision, lora_dropout=lora_dropout,
+                       optimizer=optimizer, offload=offload)
+    out: dict[str, Any] = {}
+    if ft is not None:
+        out["finetune"] = ft
+    if optimizer is not None:
+        out["optimizer"] = Optimizer.parse(optimizer, "optimizer")
+    if offload is not None:
+        out["offload"] = Offload.parse(offload, "offload")
+    return out
 
 
 def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> ClusterSpec:
@@ -94,4 +127,4 @@ def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> Cl
     return ClusterSpec.build(prefix="cluster", hardware=resolve_hardware(hardware), n_gpus=n_gpus, **fields)
 
 
-__all__ = ["grid_intensity", "make_cluster", "make_plan", "resolve_hardware", "resolve_model"]
+__all__ = ["finetune_fields", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware", "resolve_model"]

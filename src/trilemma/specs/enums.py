@@ -17,7 +17,7 @@ class StrEnum(str, Enum):
         naming ``field`` and listing the values (exit status 2 on the command line)."""
         key = str(value).strip().lower()
         for m in cls:
-            if key in (m.value, m.value.replace("_", "-")) or key.replace("-", "_") == m.value:
+            if key.replace("_", "-") == m.value.replace("_", "-"):
                 return m
         from trilemma.errors import InputError
 
@@ -89,8 +89,40 @@ class PositionType(StrEnum):
 
 
 class Optimizer(StrEnum):
+    """The optimizer; its state per trainable parameter is ``trilemma.estimate.finetune.optimizer_state_bytes``."""
+
     ADAMW = "adamw"  # two fp32 moments per trainable parameter
     SGD = "sgd"  # one fp32 momentum buffer
+    ADAMW_8BIT = "adamw-8bit"  # bitsandbytes AdamW8bit: two block-wise quantised 8-bit moments (Dettmers et al. 2022)
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"  # the same in paged (unified) memory (QLoRA, Dettmers et al. 2023 §3)
+    ADAFACTOR = "adafactor"  # factored second moment, no first moment (Shazeer & Stern 2018)
+    LION = "lion"  # one momentum buffer (Chen et al. 2023)
+
+
+class FinetuneMethod(StrEnum):
+    """How an existing model is fine-tuned (None on a plan: pre-training from scratch)."""
+
+    FULL = "full"  # every weight trains
+    LORA = "lora"  # low-rank adapters on a frozen base (Hu et al. 2021)
+    QLORA = "qlora"  # LoRA on a 4-bit NormalFloat base with double quantisation (Dettmers et al. 2023)
+    FREEZE = "freeze"  # only the last N layers train (LLaMA-Factory's freeze tuning)
+
+
+class BasePrecision(StrEnum):
+    """Storage of a fine-tune's frozen base weights."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    INT8 = "int8"  # LLM.int8 (Dettmers et al. 2022, arXiv 2208.07339): int8 rows + an fp32 scale per row
+    NF4 = "nf4"  # 4-bit NormalFloat, block-wise scales (QLoRA)
+
+
+class Offload(StrEnum):
+    """What moves to host memory (DeepSpeed ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari 2021)."""
+
+    NONE = "none"
+    OPTIMIZER = "optimizer"  # fp32 master, moments and the fp16 gradients on the host; CPU Adam
+    OPTIMIZER_PARAMS = "optimizer+params"  # also the 16-bit weights, streamed in layer by layer
 
 
 class Dtype(StrEnum):

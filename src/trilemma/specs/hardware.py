@@ -89,6 +89,8 @@ class ClusterSpec(Spec):
     power_fraction: float = Field(1.0, gt=0.0, le=1.5, description="average draw as a fraction of board power")
     host_power_fraction: float = Field(0.0, ge=0.0, le=2.0, description="host (CPU, NIC, fans) power as a fraction of device power")
     grid_kg_co2_per_kwh: float = Field(0.385, ge=0.0, le=2.0, description="grid carbon intensity")
+    host_memory_bytes: float | None = Field(None, gt=0, description="host (CPU) memory per node, bytes, for offloaded "
+                                            "states; None: offload.host_memory_bytes_per_device × devices per node")
     memory_headroom: float | None = Field(None, ge=0.0, lt=1.0, description="share of device memory a plan must "
                                           "leave free to count as fitting; None: from the memory model's leave-one-"
                                           "source-out error (calibrated.toml bands.memory_log_q10)")

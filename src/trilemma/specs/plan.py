@@ -6,7 +6,8 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
-from trilemma.specs.enums import DTYPE_BYTES, Dtype, Optimizer, Precision
+from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision
+from trilemma.specs.finetune import FinetuneSpec
 
 
 class Stage(Spec):
@@ -72,7 +73,12 @@ class TrainingPlan(Spec):
     precision: Precision = Precision.BF16
     dtypes: DtypeSpec = DtypeSpec()
     optimizer: Optimizer = Optimizer.ADAMW
-    trainable_fraction: float = Field(1.0, ge=0.0, le=1.0, description="share of parameters that train (LoRA, frozen bases later)")
+    trainable_fraction: float = Field(1.0, ge=0.0, le=1.0, description="share of parameters that train when "
+                                      "finetune is None (a fine-tune says what trains: trilemma.estimate.finetune)")
+    finetune: FinetuneSpec | None = Field(None, description="fine-tune an existing model (full, LoRA, QLoRA, freeze); "
+                                          "None: pre-training from scratch")
+    offload: Offload = Field(Offload.NONE, description="optimizer states (and weights) in host memory: ZeRO-Offload "
+                             "/ ZeRO-Infinity (trilemma.estimate.finetune)")
     flash_attention: bool = True
     fused_loss: bool = Field(False, description="a fused cross-entropy kernel (Megatron's vocab-parallel one, "
                              "llm-foundry's fused_crossentropy): fewer bytes per logit than eager PyTorch's "
@@ -91,8 +97,14 @@ class TrainingPlan(Spec):
 
     @property
     def optimizer_moments(self) -> int:
-        """Moment tensors the optimizer keeps per trainable parameter: AdamW 2 (m, v), SGD/LION 1."""
-        return 2 if self.optimizer == Optimizer.ADAMW else 1
+        """Moment tensors the optimizer keeps per trainable parameter: AdamW (8-bit too) 2 (m, v), SGD/LION 1,
+        Adafactor 1 (its factored second moment, counted as one tensor here; its bytes:
+        trilemma.estimate.finetune.optimizer_state_bytes)."""
+        return 2 if self.optimizer in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.PAGED_ADAMW_8BIT) else 1
+
+    @property
+    def is_finetune(self) -> bool:
+        return self.finetune is not None
 
     @property
     def checkpoint_bytes_per_param(self) -> float:

@@ -1,0 +1,94 @@
+"""Published fine-tuning memory measurements (``data/finetune_memory.csv``) against the planner.
+
+Each row is one measured fine-tune: the model preset, the method and its adapters, the optimizer,
+offload, precision, micro-batch, GPU count, ZeRO stage and recompute, and the reported device memory
+with what was counted (``metric``). :func:`predict_row` evaluates that one layout with the same
+estimators every verb uses and returns the planner's figure in the reported quantity:
+
+- ``device_memory_in_use`` (nvidia-smi / NVML): the allocator's reserved peak — the tensors ×
+  (1 + memory.fragmentation) — plus what is outside the allocator (CUDA context, NCCL, residual); a row
+  whose source measured its own CUDA context (``cuda_context_mib``) uses that one.
+- A ``classification`` task has a head of a few classes, not a vocabulary: the logits term (s·b·V
+  elements) is left out.
+
+Rows are evidence, never fitted: no constant is tuned on them.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from trilemma.estimate.evaluate import evaluate
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.presets import constants
+from trilemma.specs import Layout
+from trilemma.specs.build import finetune_fields, make_cluster, make_plan, resolve_hardware, resolve_model
+from trilemma.units import GIB, IEC
+
+DATA = "finetune_memory.csv"
+
+
+@dataclass(frozen=True)
+class FinetuneMemoryCase:
+    """One published measurement and the planner's figure for it (GiB)."""
+
+    case: str
+    reported_gib: float
+    predicted_gib: float
+    source: str
+
+    @property
+    def error(self) -> float:
+        """predicted / reported − 1."""
+        return self.predicted_gib / self.reported_gib - 1
+
+
+def rows() -> list[dict[str, str]]:
+    """The shipped rows, as read (strings)."""
+    text = resources.files("trilemma").joinpath("data").joinpath(DATA).read_text("utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+def predict_row(row: dict[str, str]) -> FinetuneMemoryCase:
+    """The planner's device memory for one row, in the reported quantity (module docstring)."""
+    m, _ = resolve_model(row["model_preset"])
+    hw = resolve_hardware(row["gpu"])
+    hw = hw.replace(hbm_bytes=float(row["gpu_hbm_gib"]) * GIB,
+                    **({"cuda_context_bytes": float(row["cuda_context_mib"]) * IEC["Mi"]} if row["cuda_context_mib"] else {}))
+    n = int(row["n_gpus"])
+    cl = make_cluster(hw, n, memory_headroom=0.0)
+    ft_args: dict[str, Any] = {"optimizer": row["optimizer"] or None, "offload": row["offload"] or None}
+    if row["method"] != "full" or row["task"] != "classification":
+        ft_args["finetune"] = row["method"]
+    if row["method"] in ("lora", "qlora"):
+        ft_args.update(lora_rank=int(row["lora_rank"]), lora_alpha=float(row["lora_alpha"]),
+                       lora_targets=row["lora_targets"], lora_dropout=float(row["lora_dropout"] or 0.0))
+        if row["method"] == "lora" and row["base_precision"]:
+            ft_args["base_precision"] = row["base_precision"]
+    seq, mb, gb = int(row["seq_len"]), int(row["micro_batch"]), int(row["global_batch"])
+    plan = make_plan(m, 10 * gb * seq, seq, gb * seq, row["precision"], flash_attention=row["flash"] == "true",
+                     **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}))
+    lay = Layout(tp=1, pp=1, dp=n, micro_batch=mb, zero=int(row["zero"]), recompute=row["recompute"])
+    ev = evaluate(m, cl, plan, LayoutArrays.from_layouts([lay]), constants())
+    mem = ev.stages[0].memory
+    total = float(np.asarray(mem.total).reshape(-1)[0])
+    if row["task"] == "classification":  # a few classes, not a vocabulary: no logits term
+        total -= float(np.asarray(mem.logits_picked).reshape(-1)[0])
+    overhead = float(np.asarray(mem.overhead_bytes).reshape(-1)[0])
+    if row["metric"] != "device_memory_in_use":
+        raise ValueError(f"{DATA}: metric {row['metric']!r}: device_memory_in_use")
+    device = (total - overhead) * (1 + mem.fragmentation) + overhead
+    return FinetuneMemoryCase(case=row["case"], reported_gib=float(row["reported_gib"]), predicted_gib=device / GIB,
+                              source=row["source"])
+
+
+def predict_all() -> list[FinetuneMemoryCase]:
+    return [predict_row(r) for r in rows()]
+
+
+__all__ = ["FinetuneMemoryCase", "predict_all", "predict_row", "rows"]
