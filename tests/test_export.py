@@ -488,3 +488,28 @@ def test_megatron_exports_a_mixture_of_experts():
     a = megatron_args(export(est, "megatron").files["train_megatron.sh"])
     assert (int(a["--num-experts"]), int(a["--moe-router-topk"]), int(a["--expert-model-parallel-size"])) == (8, 2, 8)
     assert int(a["--num-query-groups"]) == 8 and "--group-query-attention" in a  # Mixtral: 32 heads, 8 KV heads
+
+
+@pytest.mark.slow
+def test_a_cli_fine_tune_exports_the_plans_own_adapters(capsys, transformers_classes):
+    """`trilemma export --to hf` of a real --finetune plan: peft's LoraConfig and transformers'
+    TrainingArguments read the files, and every number is the plan's (rank 8, alpha 16, q/v, nf4 double
+    quantisation, paged 8-bit AdamW, dropout 0 as the plan's memory assumes); steps = ⌈100M / (128 × 4096)⌉
+    = ⌈190.73⌉ = 191."""
+    from trilemma.cli import main
+
+    TrainingArguments, LoraConfig, BitsAndBytesConfig = transformers_classes
+    code = main(["export", "--to", "hf", "--json", "--model", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "1",
+                 "--tokens", "100M", "--finetune", "qlora", "--lora-rank", "8", "--lora-alpha", "16",
+                 "--lora-targets", "q_proj,v_proj", "--optimizer", "paged-adamw-8bit"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    files = doc["files"]
+    lora = LoraConfig(**json.loads(files["lora_config.json"]))
+    assert (lora.r, lora.lora_alpha, lora.lora_dropout) == (8, 16, 0.0)
+    assert lora.target_modules == {"q_proj", "v_proj"}
+    bnb = BitsAndBytesConfig(**json.loads(files["bnb_config.json"]))
+    assert bnb.load_in_4bit and bnb.bnb_4bit_quant_type == "nf4" and bnb.bnb_4bit_use_double_quant
+    args = TrainingArguments(**json.loads(files["training_args.json"]), use_cpu=True)
+    assert args.optim == "paged_adamw_8bit" and args.max_steps == 191
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 128

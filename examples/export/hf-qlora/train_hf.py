@@ -1,7 +1,7 @@
-"""Hugging Face Trainer: llama2-7b on 8× a100-80gb, tp=1 pp=1 dp=8 zero=2 recompute=none micro_batch=2, bf16.
+"""Hugging Face Trainer: llama2-7b on 1× a100-80gb, tp=1 pp=1 dp=1 zero=0 recompute=none micro_batch=2, bf16.
 
 Run beside training_args.json (and lora_config.json / bnb_config.json for a fine-tune) on each node:
-    torchrun --nnodes 1 --nproc-per-node 8 train_hf.py MODEL DATA
+    torchrun --nnodes 1 --nproc-per-node 1 train_hf.py MODEL DATA
 MODEL: a model name or path (its weights for a fine-tune, its config for training from scratch);
 DATA: text files (a glob) packed into 4096-token sequences.
 """

@@ -32,6 +32,8 @@ LLAMA_MODULES = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_pro
                  "mlp": ["gate_proj", "up_proj", "down_proj"]}
 # trilemma optimizer names → TrainingArguments.optim (transformers OptimizerNames)
 OPTIM = {"adamw": "adamw_torch_fused", "sgd": "sgd", "adamw_8bit": "adamw_bnb_8bit", "adamw8bit": "adamw_bnb_8bit",
+         "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit", "adafactor": "adafactor",
+         "lion": "lion_32bit",
          "paged_adamw_8bit": "paged_adamw_8bit", "paged_adamw": "paged_adamw_32bit", "paged_adamw_32bit": "paged_adamw_32bit"}
 
 
@@ -57,7 +59,7 @@ def lora_config(ft: FineTune, rec: dict[str, Any], m: ModelSpec) -> dict[str, An
     if ft.lora_rank is None:
         raise ExportError(ENGINE, "LoRA rank", None, "a fine-tune with adapters needs its rank")
     return {"r": ft.lora_rank, "lora_alpha": ft.lora_alpha if ft.lora_alpha is not None else 2 * ft.lora_rank,
-            "target_modules": lora_targets(ft, m), "lora_dropout": rec["lora_dropout"], "bias": "none",
+            "target_modules": lora_targets(ft, m), "lora_dropout": ft.lora_dropout, "bias": "none",
             "task_type": "CAUSAL_LM"}
 
 

@@ -116,6 +116,7 @@ class FineTune:
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] = ()
+    lora_dropout: float = 0.0  # the plan's (FinetuneSpec.lora_dropout): its memory counts the dropout mask or not
     base_precision: str | None = None
     optimizer: str | None = None
     offload: str = "none"
@@ -125,33 +126,17 @@ class FineTune:
         return self.method in ("lora", "qlora")
 
 
-def _first(obj: Any, *names: str) -> Any:
-    for n in names:
-        v = getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n)
-        if v is not None:
-            return v
-    return None
-
-
 def finetune_of(plan: TrainingPlan) -> FineTune | None:
-    """The plan's fine-tune fields, or None for a training run from scratch: the one place that reads
-    them. TrainingPlan gains its fine-tune fields on another branch (issue: --finetune); until they
-    land a plan has none and every export is of full training."""
-    ft = getattr(plan, "finetune", None)
+    """The plan's fine-tune (TrainingPlan.finetune, a FinetuneSpec; optimizer and offload are the plan's),
+    or None for a training run from scratch: the one place exporters read it."""
+    ft = plan.finetune
     if ft is None:
         return None
-    method = str(_first(ft, "method", "mode", "kind") or ft).lower()
-    if method in ("none", "pretrain", ""):
-        return None
-    targets = _first(ft, "lora_targets", "targets", "target_modules") or ()
-    if isinstance(targets, str):
-        targets = tuple(t.strip() for t in targets.split(",") if t.strip())
-    rank, alpha = _first(ft, "lora_rank", "rank", "r"), _first(ft, "lora_alpha", "alpha")
-    base, opt, off = _first(ft, "base_precision", "base_dtype"), _first(ft, "optimizer"), _first(ft, "offload")
-    return FineTune(method=method, lora_rank=None if rank is None else int(rank),
-                    lora_alpha=None if alpha is None else float(alpha), lora_targets=tuple(str(t) for t in targets),
-                    base_precision=None if base is None else str(base),
-                    optimizer=None if opt is None else str(opt), offload="none" if off is None else str(off).lower())
+    adapters = ft.adapters
+    return FineTune(method=str(ft.method), lora_rank=ft.lora_rank if adapters else None,
+                    lora_alpha=float(ft.lora_alpha) if adapters else None,
+                    lora_targets=tuple(ft.targets) if adapters else (), lora_dropout=float(ft.lora_dropout),
+                    base_precision=str(ft.base_precision), optimizer=str(plan.optimizer), offload=str(plan.offload))
 
 
 def recipe(finetune: FineTune | None) -> dict[str, Any]:
