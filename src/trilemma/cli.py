@@ -183,6 +183,8 @@ def solve(
     compile_model: Optional[bool] = typer.Option(None, "--compile/--no-compile", help=COMPILE_HELP),
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
+    frontier_all: Optional[bool] = typer.Option(None, "--frontier-all", help="keep every plan on the frontier: by default "
+                                                "it drops runs of fewer than 1,000 steps, under 10 minutes or over a year"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
 ) -> Any:
@@ -195,7 +197,7 @@ def solve(
         deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
         global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
-        plot=plot, compile=compile_model))
+        plot=plot, compile=compile_model, frontier_all=frontier_all))
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
@@ -203,7 +205,8 @@ def solve(
         precision=args["precision"], seq_len=_seq(None if args["seq"] is None else str(args["seq"])),
         global_batch_tokens=_int(args["global_batch"], "global-batch"),
         law=args["law"], prices=_prices(args["price"], args["gpu"]),
-        memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]))
+        memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]),
+        frontier_all=bool(args["frontier_all"]))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:

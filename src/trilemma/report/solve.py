@@ -68,8 +68,7 @@ def print_solve(r: Any) -> None:
     c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
     if r.frontier is not None:
         f = r.frontier
-        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over (time, cost, loss), {int(f.feasible.sum())} within "
-                f"the pins (--frontier out.csv, --plot out.png)")
+        c.print(f"frontier: {f.summary()}; {int(f.feasible.sum()):,} within the pins (--frontier out.csv, --plot out.png)")
     c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
     for w in (*r.warnings, *o.warnings):
         c.print(f"[yellow]note:[/yellow] {w}")
@@ -77,22 +76,27 @@ def print_solve(r: Any) -> None:
 
 def _frontier_rows(r: Any) -> list[dict[str, Any]]:
     f, tab = r.frontier, r.table
+    names = f.filters.NAMES
     rows = []
     for k in range(f.time_s.size):
         i = int(f.config[k])
         rows.append({"model": tab.models[tab.model_idx[i]].name, "gpu": tab.gpus[tab.gpu_idx[i]].name,
                      "n_gpus": int(tab.n_gpus[i]), "precision": str(tab.precisions[tab.prec_idx[i]]),
                      "tokens": float(f.tokens[k]), "time_s": float(f.time_s[k]), "usd": float(f.usd[k]),
-                     "loss": float(f.loss[k]), "feasible": bool(f.feasible[k])})
+                     "loss": float(f.loss[k]), "feasible": bool(f.feasible[k]), "steps": float(f.steps[k]),
+                     "removed_by": names[f.removed_by[k] - 1] if f.removed_by[k] else ""})
     return rows
 
 
 def write_frontier(r: Any, path: str) -> None:
+    """The frontier's points, one a row (row k is ``--point k`` of `trilemma export`): ``removed_by`` names the
+    filter (FrontierFilters.NAMES: steps, short, long) that drops the point by default, set only under
+    --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed."""
     rows = _frontier_rows(r)
     try:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=["model", "gpu", "n_gpus", "precision", "tokens", "time_s", "usd", "loss",
-                                               "feasible"])
+                                               "feasible", "steps", "removed_by"])
             w.writeheader()
             w.writerows(rows)
     except OSError as exc:

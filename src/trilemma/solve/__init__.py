@@ -23,7 +23,7 @@ import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.presets import constants, hardware_presets
-from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, candidate, choose_tokens, default_objective,
+from trilemma.solve.optimize import (Candidate, Frontier, FrontierFilters, Pins, best_index, candidate, choose_tokens, default_objective,
                                      explain_infeasible, frontier, rates, runners_up,
                                      table_goodput)
 from trilemma.estimate.result import Estimate
@@ -77,7 +77,11 @@ class SolveResult:
             doc["frontier"] = {"points": int(f.time_s.size), "feasible": int(f.feasible.sum()),
                                "time_s": [float(f.time_s.min()), float(f.time_s.max())] if f.time_s.size else [],
                                "usd": [float(f.usd.min()), float(f.usd.max())] if f.usd.size else [],
-                               "loss": [float(f.loss.min()), float(f.loss.max())] if f.loss.size else []}
+                               "loss": [float(f.loss.min()), float(f.loss.max())] if f.loss.size else [],
+                               # what the frontier keeps (FrontierFilters), and how many points of the frontier
+                               # over every plan each filter removes
+                               "filters": {**f.filters.as_dict(), "applied": not f.keep_all},
+                               "unfiltered_points": f.unfiltered_points, "removed": dict(f.removed)}
         doc["search"] = {"candidates": self.candidates, "configurations": len(self.table), "seconds": self.seconds}
         doc["warnings"] = list(self.warnings) + list(self.optimum.warnings)
         return doc
@@ -213,11 +217,14 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True,
           memory_headroom: float | None = None, compile: bool = False,
-          max_configurations: int | None = None) -> SolveResult:
+          max_configurations: int | None = None, frontier_all: bool = False,
+          frontier_filters: FrontierFilters | None = None) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
     ``compile``: every plan runs under torch.compile (TrainingPlan.compile). ``max_configurations``:
     refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
-    combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none)."""
+    combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none).
+    ``frontier_all``: the frontier over every plan, not only those that pass ``frontier_filters``
+    (default FrontierFilters(): at least 1,000 steps and 10 minutes, at most a year)."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import make_cluster, make_plan
     from trilemma.quality.laws import get_law
@@ -283,7 +290,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     opt, opt_loss = realise(picks[0])
     _check_pins(opt, pins)
     ups = tuple((p.why, *realise(p)) for p in picks[1:])
-    front = frontier(table, c, pins, loss_fn, fixed_tokens) if want_frontier else None
+    front = (frontier(table, c, pins, loss_fn, fixed_tokens, filters=frontier_filters, keep_all=frontier_all)
+             if want_frontier else None)
     warnings = []
     if model is None and table.model_idx[best] in (0, len(models) - 1):
         warnings.append("the optimum sits at the edge of the model sizes searched: widen --params")
