@@ -65,3 +65,39 @@ def test_csv_and_json_say_what_each_filter_removed(tmp_path, capsys):
     d2 = json.loads(capsys.readouterr().out)
     assert d2["frontier"]["points"] == d["frontier"]["points"] - sum(counts.values())
     assert d2["frontier"]["filters"] == {"min_steps": 1000, "min_time_s": 600, "max_time_s": YEAR, "applied": True}
+
+
+def _levers(e) -> dict[str, object]:
+    return {"gpu": e.cluster.hardware.name, "model": e.model.name, "n_gpus": e.cluster.n_gpus,
+            "precision": str(e.plan.precision), "tokens": e.plan.total_tokens}
+
+
+NAMED = {"GPU type": "gpu", "model size": "model", "GPU count": "n_gpus", "precision": "precision",
+         "tokens ×½": "tokens", "tokens ×2": "tokens"}
+
+
+@pytest.mark.parametrize("gpu", ["v100-32gb,h100-sxm", "a100-80gb,h100-sxm"])
+def test_each_runner_up_differs_from_the_optimum_in_exactly_its_named_lever(gpu):
+    from trilemma.presets import get_hardware
+
+    r = solve(deadline="30d", budget="$2M", gpu=gpu, params="100M..3B", max_gpus=256, precision="bf16,fp8")
+    o = _levers(r.optimum)
+    assert {why for why, _, _ in r.runners_up} >= {"GPU type", "precision", "model size", "GPU count", "tokens ×½"}
+    doc = r.to_dict()
+    for (why, e, loss), d in zip(r.runners_up, doc["runners_up"]):
+        a = _levers(e)
+        differs = {k for k in o if a[k] != o[k]}
+        if why == "GPU type" and o["precision"] not in map(str, get_hardware(a["gpu"]).peak_flop_per_s):
+            assert differs == {"gpu", "precision"}  # the chip lacks the optimum's precision: forced, not a lever
+        else:
+            assert differs == {NAMED[why]}, (why, differs)
+        if why.startswith("tokens"):
+            assert a["tokens"] / o["tokens"] == pytest.approx(0.5 if "½" in why else 2.0)
+        # Δ against the optimum, as the JSON carries it
+        assert d["differs_in"] == why
+        assert d["delta"]["time_s"] == pytest.approx(e.time.total_s - r.optimum.time.total_s)
+        assert d["delta"]["usd"] == pytest.approx(e.cost.usd - r.optimum.cost.usd)
+        assert d["delta"]["loss"] == pytest.approx(loss.mean - r.optimum_loss.mean)
+        # a lever that only changes speed or cost leaves the loss where it was
+        if why in ("GPU type", "GPU count") and a["precision"] == o["precision"]:
+            assert d["delta"]["loss"] == pytest.approx(0.0, abs=1e-12)

@@ -56,6 +56,8 @@ def print_solve(r: Any) -> None:
     for why, e, loss in r.runners_up:
         t.add_row(why, *_row(e, loss))
     c.print(t)
+    if r.runners_up:
+        c.print(runners_up_table(r))
     if any(not family_calibrated(e.cluster.hardware.family) for e in (r.optimum, *(e for _, e, _ in r.runners_up))):
         c.print(UNCALIBRATED_NOTE)
     o = r.optimum
@@ -72,6 +74,28 @@ def print_solve(r: Any) -> None:
     c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
     for w in (*r.warnings, *o.warnings):
         c.print(f"[yellow]note:[/yellow] {w}")
+
+
+def _signed(x: float, fmt: Any) -> str:
+    """A change: '+1.2 days', '−$30k', '±0' for none."""
+    if x == 0:
+        return "±0"
+    return ("+" if x > 0 else "−") + fmt(abs(x))
+
+
+def runners_up_table(r: Any) -> Table:
+    """What each lever buys or costs: one row per runner-up (one lever changed from the optimum), with the
+    change in time, cost and loss and the pins it breaks."""
+    t = Table(title="runners-up: one lever changed from the optimum (Δ against it)")
+    for col in ("lever", "model", "GPUs", "precision", "tokens", "Δ time", "Δ cost", "Δ loss", "meets the pins"):
+        t.add_column(col)
+    for why, e, loss in r.runners_up:
+        ch = r.change(e, loss)
+        d = ch["delta"]
+        t.add_row(why, e.model.name, _gpu(e), str(e.plan.precision), fmt_count(e.plan.total_tokens),
+                  _signed(d["time_s"], fmt_duration), _signed(d["usd"], fmt_usd), _signed(round(d["loss"], 3), "{:.3f}".format),
+                  "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]))
+    return t
 
 
 def _frontier_rows(r: Any) -> list[dict[str, Any]]:

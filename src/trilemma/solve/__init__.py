@@ -66,11 +66,19 @@ class SolveResult:
             raise InputError("point", point, f"a frontier index from 0 to {n - 1}" if n else "a solve with a frontier")
         return self.plan_at(int(self.frontier.config[point]), float(self.frontier.tokens[point]))[0]
 
+    def change(self, e: Estimate, loss: LossPrediction) -> dict[str, Any]:
+        """A runner-up against the optimum: Δ time (s), Δ cost ($), Δ loss (nats/token), and the pins it
+        breaks (``deadline``, ``budget``, ``target loss``; 1% slack, as the optimum's own check)."""
+        return {"delta": {"time_s": e.time.total_s - self.optimum.time.total_s,
+                          "usd": e.cost.usd - self.optimum.cost.usd, "loss": loss.mean - self.optimum_loss.mean},
+                "breaks": broken_pins(self.pins, e, loss)}
+
     def to_dict(self) -> dict[str, Any]:
         plan = plan_document
         doc: dict[str, Any] = {"optimum": plan(self.optimum, self.optimum_loss)}
         doc["schema"] = self.SCHEMA
-        doc["runners_up"] = [plan(e, loss, why) for why, e, loss in self.runners_up]
+        doc["runners_up"] = [{"differs_in": why, **self.change(e, loss), **plan(e, loss)}
+                             for why, e, loss in self.runners_up]
         doc["pins"] = self.pins.as_dict()
         if self.frontier is not None:
             f = self.frontier
@@ -100,6 +108,20 @@ def search_limit(max_configurations: int) -> Iterator[None]:
         yield
     finally:
         _MAX_CONFIGURATIONS.reset(token)
+
+
+def broken_pins(p: Pins, e: Estimate, loss: LossPrediction) -> list[str]:
+    """The pins a plan misses: deadline, budget (dollars, GPU-hours or energy) by more than 1% (the slack of
+    the optimum's own check), target loss by more than 1e-4."""
+    out = []
+    if p.deadline_s is not None and e.time.total_s > p.deadline_s * 1.01:
+        out.append("deadline")
+    if any(limit is not None and got > limit * 1.01 for got, limit in (
+            (e.cost.usd, p.budget_usd), (e.time.gpu_hours, p.budget_gpu_hours), (e.cost.energy_kwh, p.budget_kwh))):
+        out.append("budget")
+    if p.target_loss is not None and loss.mean > p.target_loss + 1e-4:
+        out.append("target loss")
+    return out
 
 
 def plan_document(e: Estimate, loss: LossPrediction, why: str | None = None) -> dict[str, Any]:
@@ -271,7 +293,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     best = best_index(ch, pins.minimize)
     if best is None:
         raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
-    picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
+    picks = [candidate(ch, best, "optimum")]
+    # each runner-up differs from the optimum in one lever: (label, configuration, tokens)
+    levers = runners_up(table, c, pins, loss_fn, float(ch.tokens[best]), best)
 
     def realise(cand: Candidate) -> tuple[Estimate, LossPrediction]:
         return plan_at(cand.row, cand.tokens)
@@ -289,7 +313,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
 
     opt, opt_loss = realise(picks[0])
     _check_pins(opt, pins)
-    ups = tuple((p.why, *realise(p)) for p in picks[1:])
+    ups = tuple((why, *plan_at(i, d)) for why, i, d in levers)
     front = (frontier(table, c, pins, loss_fn, fixed_tokens, filters=frontier_filters, keep_all=frontier_all)
              if want_frontier else None)
     warnings = []
@@ -314,4 +338,4 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
                        plan_at=plan_at)
 
 
-__all__ = ["SolveResult", "make_pins", "plan_document", "search_limit", "solve"]
+__all__ = ["SolveResult", "broken_pins", "make_pins", "plan_document", "search_limit", "solve"]

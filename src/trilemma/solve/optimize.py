@@ -171,23 +171,66 @@ def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> in
     return int(np.argmin(np.where(near, ch.metric(objective), np.inf)))
 
 
-def runners_up(table: ConfigTable, ch: Choice, objective: str, best: int) -> list[tuple[str, int]]:
-    """The best plans that differ in kind from the optimum: GPU type, model size, precision,
-    and a much smaller or larger GPU count."""
-    out: list[tuple[str, int]] = []
-    kinds = [
-        ("another GPU type", table.gpu_idx != table.gpu_idx[best]),
-        ("another model size", table.model_idx != table.model_idx[best]),
-        ("another precision", table.prec_idx != table.prec_idx[best]),
-        ("fewer GPUs", table.n_gpus * 4 <= table.n_gpus[best]),
-        ("more GPUs", table.n_gpus >= table.n_gpus[best] * 4),
-    ]
-    seen = {best}
-    for why, mask in kinds:
-        i = best_index(ch, objective, mask)
-        if i is not None and i not in seen:
-            out.append((why, i))
-            seen.add(i)
+#: the levers a runner-up changes, one each: (label, the ConfigTable column it changes, or "tokens")
+LEVERS = (("GPU type", "gpu_idx"), ("model size", "model_idx"), ("GPU count", "n_gpus"), ("precision", "prec_idx"))
+#: the token multiples shown for the tokens lever (what half or twice the data buys or costs)
+TOKEN_STEPS = (("tokens ×½", 0.5), ("tokens ×2", 2.0))
+
+
+def at_tokens(c: Corners, p: Pins, loss_fn, tokens: float) -> Choice:
+    """Every configuration trained on the same ``tokens``: its corners, and whether they meet the pins."""
+    D = np.full(c.s_per_token.shape, float(tokens))
+    loss = loss_fn(c.n_total, c.n_non_embedding, D, c.precision)
+    feasible = (D <= cap_tokens(c, p) * (1 + 1e-9)) & (D >= c.batch_tokens)
+    if p.target_loss is not None:
+        feasible &= loss <= p.target_loss * (1 + 1e-9)
+    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token, gpu_hours=D * c.gpu_hours_per_token,
+                  kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
+
+
+def over_pins(ch: Choice, p: Pins) -> np.ndarray:
+    """Per configuration: the largest ratio of a corner to its pin (≤ 1 meets every pin)."""
+    worst = np.zeros(ch.time_s.shape)
+    for limit, v in ((p.deadline_s, ch.time_s), (p.budget_usd, ch.usd), (p.budget_gpu_hours, ch.gpu_hours),
+                     (p.budget_kwh, ch.kwh), (p.target_loss, ch.loss)):
+        if limit is not None:
+            worst = np.maximum(worst, v / limit)
+    return worst
+
+
+def runners_up(table: ConfigTable, c: Corners, p: Pins, loss_fn, tokens: float, best: int) -> list[tuple[str, int, float]]:
+    """Plans that differ from the optimum (configuration ``best`` on ``tokens``) in exactly one lever, named
+    by the row, so the row shows what that lever buys or costs: (label, configuration, tokens).
+
+    GPU type, model size, GPU count and precision keep everything else, tokens included; of the
+    configurations that differ only there, the best on the objective among those that meet the pins, else
+    the one that breaks them least (``over_pins``). A chip that lacks the optimum's precision runs another
+    (bf16 → fp16 on a V100: the search's fallback, trilemma.solve.search; fp8 → bf16 on an A100): the chip
+    forced that change, so it is the GPU-type row, not a precision row; precision rows change it on the
+    optimum's own chip. Tokens: the optimum's plan on half
+    and on twice its tokens."""
+    ch = at_tokens(c, p, loss_fn, tokens)
+    col = {k: getattr(table, k) for _, k in LEVERS}
+    prec = table.precisions[table.prec_idx[best]]
+    forced = np.array([prec not in h.peak_flop_per_s for h in table.gpus])[table.gpu_idx]  # chip lacks it
+    out: list[tuple[str, int, float]] = []
+    for label, k in LEVERS:
+        same = np.ones(len(table), dtype=bool)
+        for _, other in LEVERS:
+            if other != k and not (k == "gpu_idx" and other == "prec_idx"):
+                same &= col[other] == col[other][best]
+        mask = same & (col[k] != col[k][best]) & (tokens >= c.batch_tokens)  # a plan trains one batch at least
+        if k == "gpu_idx":
+            mask &= (table.prec_idx == table.prec_idx[best]) | forced
+        if not mask.any():
+            continue
+        i = best_index(ch, p.minimize, mask)
+        if i is None:  # none meets the pins: the one that misses them by least
+            i = int(np.argmin(np.where(mask, over_pins(ch, p), np.inf)))
+        out.append((label, i, float(tokens)))
+    for label, f in TOKEN_STEPS:
+        if D_MIN <= tokens * f <= D_MAX and tokens * f >= c.batch_tokens[best]:
+            out.append((label, best, float(tokens * f)))
     return out
 
 
@@ -412,5 +455,5 @@ def candidate(ch: Choice, i: int, why: str) -> Candidate:
 
 
 __all__ = ["Candidate", "Choice", "Corners", "Frontier", "Pins", "best_index", "candidate", "choose_tokens",
-           "default_objective", "explain_infeasible", "frontier", "FrontierFilters", "pareto_mask", "rates", "runners_up",
+           "default_objective", "explain_infeasible", "frontier", "FrontierFilters", "LEVERS", "at_tokens", "over_pins", "pareto_mask", "rates", "runners_up",
            "tokens_for_loss", "DAY", "InfeasibleError"]
