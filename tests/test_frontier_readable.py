@@ -101,3 +101,33 @@ def test_each_runner_up_differs_from_the_optimum_in_exactly_its_named_lever(gpu)
         # a lever that only changes speed or cost leaves the loss where it was
         if why in ("GPU type", "GPU count") and a["precision"] == o["precision"]:
             assert d["delta"]["loss"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_axis_formatters_read_as_a_person_writes():
+    from trilemma.report.frontier_plot import fmt_time_axis, fmt_usd_axis, window
+
+    day, hour = 86400.0, 3600.0
+    assert fmt_time_axis(3.2 * day) == "3.2 days"
+    assert fmt_time_axis(1 * day) == "1 day"
+    assert fmt_time_axis(6 * hour) == "6 h"
+    assert fmt_time_axis(600.0) == "10 min"
+    assert fmt_time_axis(2 * 365.25 * day) == "2 years"
+    assert fmt_usd_axis(1.5e6) == "$1.5M"
+    assert fmt_usd_axis(100e3) == "$100k"
+    assert fmt_usd_axis(2.5e9) == "$2.5B"
+    assert fmt_usd_axis(50.0) == "$50"
+    # a decade beyond the pins and the optimum, each side
+    lo, hi = window([2.2 * day, 3 * day])
+    assert lo == pytest.approx(0.22 * day) and hi == pytest.approx(30 * day)
+
+
+@pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG"), (".svg", b"<?xml")])
+def test_plot_writes_the_format_its_suffix_names(pair, tmp_path, suffix, magic):
+    pytest.importorskip("matplotlib")
+    from trilemma.errors import InputError
+    from trilemma.report.frontier_plot import plot_frontier
+
+    out = plot_frontier(pair[1], tmp_path / f"f{suffix}", "pins" if suffix == ".png" else "full")
+    assert out.read_bytes().startswith(magic)
+    with pytest.raises(InputError):
+        plot_frontier(pair[0], tmp_path / "f.png", "everything")

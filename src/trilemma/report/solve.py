@@ -1,4 +1,4 @@
-"""Output of `trilemma solve`: tables, the frontier CSV, the frontier plot (matplotlib, lazily)."""
+"""Output of `trilemma solve`: tables, the frontier CSV; the plot is ``trilemma.report.frontier_plot``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from rich.table import Table
 
 from trilemma.errors import InputError
 from trilemma.estimate.result import family_calibrated
-from trilemma.report.figure import pyplot, save_figure
+from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
-from trilemma.units import DAY, KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
+from trilemma.units import KILO, fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
 
 #: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
@@ -93,7 +93,7 @@ def runners_up_table(r: Any) -> Table:
         ch = r.change(e, loss)
         d = ch["delta"]
         t.add_row(why, e.model.name, _gpu(e), str(e.plan.precision), fmt_count(e.plan.total_tokens),
-                  _signed(d["time_s"], fmt_duration), _signed(d["usd"], fmt_usd), _signed(round(d["loss"], 3), "{:.3f}".format),
+                  _signed(d["time_s"], fmt_duration), _signed(d["usd"], fmt_usd_axis), _signed(round(d["loss"], 3), "{:.3f}".format),
                   "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]))
     return t
 
@@ -127,31 +127,4 @@ def write_frontier(r: Any, path: str) -> None:
         raise InputError("frontier", path, f"a writable file path ({exc.strerror})") from None
 
 
-def plot_frontier(r: Any, path: str) -> None:
-    """Three 2-D projections of the frontier, the optimum marked, the pins drawn."""
-    plt = pyplot(path)
-    f, p = r.frontier, r.pins
-    o = r.optimum
-    pts = {"time (days)": f.time_s / DAY, "cost ($M)": f.usd / MEGA, "loss": f.loss}
-    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA, "loss": r.optimum_loss.mean}
-    pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / DAY,
-            "cost ($M)": None if p.budget_usd is None else p.budget_usd / MEGA, "loss": p.target_loss}
-    pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for ax, (x, y) in zip(axes, pairs):
-        ax.scatter(pts[x][~f.feasible], pts[y][~f.feasible], s=6, c="0.7", label="frontier")
-        ax.scatter(pts[x][f.feasible], pts[y][f.feasible], s=8, c="tab:blue", label="within the pins")
-        ax.scatter([opt[x]], [opt[y]], s=120, marker="*", c="tab:red", label="optimum", zorder=5)
-        if pins[x] is not None:
-            ax.axvline(pins[x], ls="--", c="k", lw=1)
-        if pins[y] is not None:
-            ax.axhline(pins[y], ls="--", c="k", lw=1)
-        ax.set_xscale("log")
-        if y != "loss":
-            ax.set_yscale("log")
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
-    axes[0].legend(loc="best", fontsize=8)
-    fig.suptitle("trilemma solve: Pareto frontier over time, cost and loss")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+__all__ = ["plot_frontier", "print_solve", "runners_up_table", "write_frontier"]

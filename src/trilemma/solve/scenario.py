@@ -22,11 +22,11 @@ from trilemma.errors import InputError
 
 KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tokens", "unique_tokens", "gpu",
         "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot", "compile",
-        "frontier_all")
+        "frontier_all", "plot_range")
 
 
 #: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
-_TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot"})
+_TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot", "plot_range"})
 #: keys whose value is true or false
 _BOOLS = frozenset({"compile", "frontier_all"})
 #: keys that may be a list of names (joined with commas, as the flags take them)
