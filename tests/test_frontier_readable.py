@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 
-import numpy as np
 import pytest
 
 from trilemma.cli import main
