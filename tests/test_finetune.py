@@ -204,6 +204,10 @@ def test_solve_finetune_minimises_time_or_cost(capsys) -> None:
     doc = json.loads(out)
     assert doc["pins"]["minimize"] == "cost" and doc["optimum"]["loss"] is None
     assert any("minimised cost" in w for w in doc["warnings"])
+    # 20M tokens at 65,536 a step = 305 steps: a fine-tune keeps no pre-training step floor on its frontier
+    # (FrontierFilters.FINETUNE), so the optimum is on it and each Δ loss is None (no loss corner)
+    assert doc["frontier"]["filters"]["min_steps"] == 1 and doc["frontier"]["points"] >= 1
+    assert all(r["delta"]["loss"] is None for r in doc["runners_up"])
     code, _, err = run(capsys, "solve", "--finetune", "lora", "--model", "llama2-7b", "--tokens", "20M",
                        "--target-loss", "2.0", "--deadline", "1d")
     assert code == 2 and err.startswith("trilemma: error: target-loss:")

@@ -339,7 +339,7 @@ def test_openapi_keys_are_the_cli_flags(client):
     spec = client.get("/openapi.json").json()
     assert {f"/api/{v}" for v in VERBS} | {"/api/solve/point"} <= set(spec["paths"])
     cmd = typer.main.get_command(app)
-    for verb, hidden in [("estimate", {"json", "export"}), ("solve", {"json", "frontier", "plot", "export"}), ("optimal", {"json"})]:
+    for verb, hidden in [("estimate", {"json", "export"}), ("solve", {"json", "frontier", "plot", "plot-range", "export"}), ("optimal", {"json"})]:
         flags = {o.removeprefix("--") for p in cmd.commands[verb].params for o in p.opts if o.startswith("--")}
         keys = set(spec["components"]["schemas"][f"{verb.title()}Request"]["properties"])
         assert keys == flags - hidden, (verb, keys ^ (flags - hidden))

@@ -241,7 +241,11 @@ def solve(
     memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     compile_model: Optional[bool] = typer.Option(None, "--compile/--no-compile", help=COMPILE_HELP),
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this PNG"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this image (.png, .svg or .pdf)"),
+    plot_range: Optional[str] = typer.Option(None, "--plot-range", help="what --plot shows: pins (default: a decade "
+                                             "around the pins and the optimum) or full (every point)"),
+    frontier_all: Optional[bool] = typer.Option(None, "--frontier-all", help="keep every plan on the frontier: by default "
+                                                "it drops runs of fewer than 1,000 steps, under 10 minutes or over a year"),
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
@@ -257,8 +261,11 @@ def solve(
         deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
         global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
-        plot=plot, compile=compile_model, host_memory=host_memory, **(finetune or {})))
+        plot=plot, compile=compile_model, host_memory=host_memory, frontier_all=frontier_all, plot_range=plot_range,
+        **(finetune or {})))
     from trilemma.solve.scenario import FINETUNE_KEYS
+    if args["plot_range"] not in (None, "pins", "full"):
+        raise InputError("plot-range", args["plot_range"], "pins or full")
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
@@ -268,11 +275,12 @@ def solve(
         law=args["law"], prices=_prices(args["price"], args["gpu"]),
         memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]),
         finetune=finetune_args({k: args[k] for k in FINETUNE_KEYS}),
-        host_memory_bytes=None if args["host_memory"] is None else parse_bytes(args["host_memory"], "host-memory"))
+        host_memory_bytes=None if args["host_memory"] is None else parse_bytes(args["host_memory"], "host-memory"),
+        frontier_all=bool(args["frontier_all"]))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:
-        plot_frontier(result, args["plot"])
+        plot_frontier(result, args["plot"], args["plot_range"] or "pins")
     if export:
         from trilemma.export import export_solve
         return _emit_export(export_solve(result, export, _EXPORT.get().get("point")), as_json)

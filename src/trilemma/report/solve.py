@@ -1,4 +1,4 @@
-"""Output of `trilemma solve`: tables, the frontier CSV, the frontier plot (matplotlib, lazily)."""
+"""Output of `trilemma solve`: tables, the frontier CSV; the plot is ``trilemma.report.frontier_plot``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from rich.table import Table
 
 from trilemma.errors import InputError
 from trilemma.estimate.result import family_calibrated
-from trilemma.report.figure import pyplot, save_figure
+from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
-from trilemma.units import DAY, KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
+from trilemma.units import KILO, fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
 
 #: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
@@ -57,6 +57,8 @@ def print_solve(r: Any) -> None:
     for why, e, loss in r.runners_up:
         t.add_row(why, *_row(e, loss))
     c.print(t)
+    if r.runners_up:
+        c.print(runners_up_table(r))
     if any(not family_calibrated(e.cluster.hardware.family) for e in (r.optimum, *(e for _, e, _ in r.runners_up))):
         c.print(UNCALIBRATED_NOTE)
     o = r.optimum
@@ -73,16 +75,40 @@ def print_solve(r: Any) -> None:
         c.print(f"fine-tune: {finetune_line(o)}")
     if r.frontier is not None:
         f = r.frontier
-        corners = "(time, cost, loss)" if r.optimum_loss is not None else "(time, cost): a fine-tune has no loss corner"
-        c.print(f"frontier: {f.time_s.size} Pareto-optimal plans over {corners}, {int(f.feasible.sum())} within "
-                f"the pins (--frontier out.csv, --plot out.png)")
+        corners = "" if r.optimum_loss is not None else " (time, cost: a fine-tune has no loss corner)"
+        c.print(f"frontier: {f.summary()}{corners}; {int(f.feasible.sum()):,} within the pins (--frontier out.csv, "
+                f"--plot out.png)")
     c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
     for w in (*r.warnings, *o.warnings):
         c.print(f"[yellow]note:[/yellow] {w}")
 
 
+def _signed(x: float, fmt: Any) -> str:
+    """A change: '+1.2 days', '−$30k', '±0' for none."""
+    if x == 0:
+        return "±0"
+    return ("+" if x > 0 else "−") + fmt(abs(x))
+
+
+def runners_up_table(r: Any) -> Table:
+    """What each lever buys or costs: one row per runner-up (one lever changed from the optimum), with the
+    change in time, cost and loss and the pins it breaks."""
+    t = Table(title="runners-up: one lever changed from the optimum (Δ against it)")
+    for col in ("lever", "model", "GPUs", "precision", "tokens", "Δ time", "Δ cost", "Δ loss", "meets the pins"):
+        t.add_column(col)
+    for why, e, loss in r.runners_up:
+        ch = r.change(e, loss)
+        d = ch["delta"]
+        t.add_row(why, e.model.name, _gpu(e), str(e.plan.precision), fmt_count(e.plan.total_tokens),
+                  _signed(d["time_s"], fmt_duration), _signed(d["usd"], fmt_usd_axis),
+                  "—" if d["loss"] is None else _signed(round(d["loss"], 3), "{:.3f}".format),
+                  "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]))
+    return t
+
+
 def _frontier_rows(r: Any) -> list[dict[str, Any]]:
     f, tab = r.frontier, r.table
+    names = f.filters.NAMES
     rows = []
     for k in range(f.time_s.size):
         i = int(f.config[k])
@@ -90,48 +116,24 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
                      "n_gpus": int(tab.n_gpus[i]), "precision": str(tab.precisions[tab.prec_idx[i]]),
                      "tokens": float(f.tokens[k]), "time_s": float(f.time_s[k]), "usd": float(f.usd[k]),
                      "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
-                     "feasible": bool(f.feasible[k])})
+                     "feasible": bool(f.feasible[k]), "steps": float(f.steps[k]),
+                     "removed_by": names[f.removed_by[k] - 1] if f.removed_by[k] else ""})
     return rows
 
 
 def write_frontier(r: Any, path: str) -> None:
+    """The frontier's points, one a row (row k is ``--point k`` of `trilemma export`): ``removed_by`` names the
+    filter (FrontierFilters.NAMES: steps, short, long) that drops the point by default, set only under
+    --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed."""
     rows = _frontier_rows(r)
     try:
         with open(path, "w", newline="", encoding="utf-8") as fh:
             w = csv.DictWriter(fh, fieldnames=["model", "gpu", "n_gpus", "precision", "tokens", "time_s", "usd", "loss",
-                                               "feasible"])
+                                               "feasible", "steps", "removed_by"])
             w.writeheader()
             w.writerows(rows)
     except OSError as exc:
         raise InputError("frontier", path, f"a writable file path ({exc.strerror})") from None
 
 
-def plot_frontier(r: Any, path: str) -> None:
-    """Three 2-D projections of the frontier, the optimum marked, the pins drawn."""
-    plt = pyplot(path)
-    f, p = r.frontier, r.pins
-    o = r.optimum
-    pts = {"time (days)": f.time_s / DAY, "cost ($M)": f.usd / MEGA, "loss": f.loss}
-    opt = {"time (days)": o.time.total_s / DAY, "cost ($M)": o.cost.usd / MEGA,
-           "loss": 0.0 if r.optimum_loss is None else r.optimum_loss.mean}
-    pins = {"time (days)": None if p.deadline_s is None else p.deadline_s / DAY,
-            "cost ($M)": None if p.budget_usd is None else p.budget_usd / MEGA, "loss": p.target_loss}
-    pairs = [("time (days)", "cost ($M)"), ("time (days)", "loss"), ("cost ($M)", "loss")]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for ax, (x, y) in zip(axes, pairs):
-        ax.scatter(pts[x][~f.feasible], pts[y][~f.feasible], s=6, c="0.7", label="frontier")
-        ax.scatter(pts[x][f.feasible], pts[y][f.feasible], s=8, c="tab:blue", label="within the pins")
-        ax.scatter([opt[x]], [opt[y]], s=120, marker="*", c="tab:red", label="optimum", zorder=5)
-        if pins[x] is not None:
-            ax.axvline(pins[x], ls="--", c="k", lw=1)
-        if pins[y] is not None:
-            ax.axhline(pins[y], ls="--", c="k", lw=1)
-        ax.set_xscale("log")
-        if y != "loss":
-            ax.set_yscale("log")
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
-    axes[0].legend(loc="best", fontsize=8)
-    fig.suptitle("trilemma solve: Pareto frontier over time, cost and loss")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
+__all__ = ["plot_frontier", "print_solve", "runners_up_table", "write_frontier"]

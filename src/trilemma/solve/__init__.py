@@ -23,7 +23,7 @@ import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.presets import constants, hardware_presets
-from trilemma.solve.optimize import (Candidate, Frontier, Pins, best_index, candidate, choose_tokens, default_objective,
+from trilemma.solve.optimize import (Candidate, Frontier, FrontierFilters, Pins, best_index, candidate, choose_tokens, default_objective,
                                      explain_infeasible, frontier, rates, runners_up,
                                      table_goodput)
 from trilemma.estimate.result import Estimate
@@ -66,11 +66,21 @@ class SolveResult:
             raise InputError("point", point, f"a frontier index from 0 to {n - 1}" if n else "a solve with a frontier")
         return self.plan_at(int(self.frontier.config[point]), float(self.frontier.tokens[point]))[0]
 
+    def change(self, e: Estimate, loss: LossPrediction | None) -> dict[str, Any]:
+        """A runner-up against the optimum: Δ time (s), Δ cost ($), Δ loss (nats/token; None for a fine-tune,
+        which has no loss corner), and the pins it breaks (``deadline``, ``budget``, ``target loss``; 1% slack,
+        as the optimum's own check)."""
+        d_loss = None if loss is None or self.optimum_loss is None else loss.mean - self.optimum_loss.mean
+        return {"delta": {"time_s": e.time.total_s - self.optimum.time.total_s,
+                          "usd": e.cost.usd - self.optimum.cost.usd, "loss": d_loss},
+                "breaks": broken_pins(self.pins, e, loss)}
+
     def to_dict(self) -> dict[str, Any]:
         plan = plan_document
         doc: dict[str, Any] = {"optimum": plan(self.optimum, self.optimum_loss)}
         doc["schema"] = self.SCHEMA
-        doc["runners_up"] = [plan(e, loss, why) for why, e, loss in self.runners_up]
+        doc["runners_up"] = [{"differs_in": why, **self.change(e, loss), **plan(e, loss)}
+                             for why, e, loss in self.runners_up]
         doc["pins"] = self.pins.as_dict()
         if self.frontier is not None:
             f = self.frontier
@@ -78,7 +88,11 @@ class SolveResult:
                                "time_s": [float(f.time_s.min()), float(f.time_s.max())] if f.time_s.size else [],
                                "usd": [float(f.usd.min()), float(f.usd.max())] if f.usd.size else [],
                                "loss": [float(f.loss.min()), float(f.loss.max())]
-                               if f.loss.size and self.optimum_loss is not None else []}
+                               if f.loss.size and self.optimum_loss is not None else [],
+                               # what the frontier keeps (FrontierFilters), and how many points of the frontier
+                               # over every plan each filter removes
+                               "filters": {**f.filters.as_dict(), "applied": not f.keep_all},
+                               "unfiltered_points": f.unfiltered_points, "removed": dict(f.removed)}
         doc["search"] = {"candidates": self.candidates, "configurations": len(self.table), "seconds": self.seconds}
         doc["warnings"] = list(self.warnings) + list(self.optimum.warnings)
         return doc
@@ -97,6 +111,20 @@ def search_limit(max_configurations: int) -> Iterator[None]:
         yield
     finally:
         _MAX_CONFIGURATIONS.reset(token)
+
+
+def broken_pins(p: Pins, e: Estimate, loss: LossPrediction | None) -> list[str]:
+    """The pins a plan misses: deadline, budget (dollars, GPU-hours or energy) by more than 1% (the slack of
+    the optimum's own check), target loss by more than 1e-4 (a fine-tune has no loss: never that one)."""
+    out = []
+    if p.deadline_s is not None and e.time.total_s > p.deadline_s * 1.01:
+        out.append("deadline")
+    if any(limit is not None and got > limit * 1.01 for got, limit in (
+            (e.cost.usd, p.budget_usd), (e.time.gpu_hours, p.budget_gpu_hours), (e.cost.energy_kwh, p.budget_kwh))):
+        out.append("budget")
+    if p.target_loss is not None and loss is not None and loss.mean > p.target_loss + 1e-4:
+        out.append("target loss")
+    return out
 
 
 def plan_document(e: Estimate, loss: LossPrediction | None, why: str | None = None) -> dict[str, Any]:
@@ -235,7 +263,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           seq_len: int | None = None, global_batch_tokens: float | None = None, law: str | None = None,
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True,
           memory_headroom: float | None = None, compile: bool = False, finetune: dict | None = None,
-          host_memory_bytes: float | None = None, max_configurations: int | None = None) -> SolveResult:
+          host_memory_bytes: float | None = None, max_configurations: int | None = None,
+          frontier_all: bool = False, frontier_filters: FrontierFilters | None = None) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
     ``compile``: every plan runs under torch.compile (TrainingPlan.compile). ``max_configurations``:
     refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
@@ -244,7 +273,10 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     ``finetune``: the fine-tune keyword arguments of trilemma.api.estimate (finetune, lora_rank, …,
     optimizer, offload). A fine-tune needs the model and the tokens, has no loss corner (the laws predict
     from-scratch losses: FINETUNE_NO_LOSS), so it minimises time or money under the pins — cost when a
-    deadline is pinned, time when a budget is, cost when neither — and says so in its warnings."""
+    deadline is pinned, time when a budget is, cost when neither — and says so in its warnings.
+
+    ``frontier_all``: the frontier over every plan, not only those that pass ``frontier_filters``
+    (default FrontierFilters(): at least 1,000 steps and 10 minutes, at most a year)."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import finetune_fields, make_cluster, make_plan
     from trilemma.quality.laws import get_law
@@ -297,7 +329,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     best = best_index(ch, pins.minimize)
     if best is None:
         raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
-    picks = [candidate(ch, best, "optimum")] + [candidate(ch, i, why) for why, i in runners_up(table, ch, pins.minimize, best)]
+    picks = [candidate(ch, best, "optimum")]
+    # each runner-up differs from the optimum in one lever: (label, configuration, tokens)
+    levers = runners_up(table, c, pins, loss_fn, float(ch.tokens[best]), best)
 
     def realise(cand: Candidate) -> tuple[Estimate, LossPrediction | None]:
         return plan_at(cand.row, cand.tokens)
@@ -317,8 +351,11 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
 
     opt, opt_loss = realise(picks[0])
     _check_pins(opt, pins)
-    ups = tuple((p.why, *realise(p)) for p in picks[1:])
-    front = frontier(table, c, pins, loss_fn, fixed_tokens) if want_frontier else None
+    ups = tuple((why, *plan_at(i, d)) for why, i, d in levers)
+    if frontier_filters is None and is_ft:
+        frontier_filters = FrontierFilters.FINETUNE
+    front = (frontier(table, c, pins, loss_fn, fixed_tokens, filters=frontier_filters, keep_all=frontier_all)
+             if want_frontier else None)
     warnings = []
     if is_ft:
         from trilemma.estimate.finetune import FINETUNE_NO_LOSS
@@ -345,4 +382,4 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
                        plan_at=plan_at)
 
 
-__all__ = ["SolveResult", "make_pins", "plan_document", "search_limit", "solve"]
+__all__ = ["SolveResult", "broken_pins", "make_pins", "plan_document", "search_limit", "solve"]

@@ -23,17 +23,17 @@ from trilemma.errors import InputError
 KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tokens", "unique_tokens", "gpu",
         "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot", "compile",
         "finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision", "optimizer",
-        "offload", "host_memory")
+        "offload", "host_memory", "frontier_all", "plot_range")
 #: the fine-tune keys (the flags of trilemma.cli.finetune_options)
 FINETUNE_KEYS = ("finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision",
                  "optimizer", "offload")
 
 
 #: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
-_TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot", "finetune",
-                   "base_precision", "optimizer", "offload"})
+_TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot", "plot_range",
+                   "finetune", "base_precision", "optimizer", "offload"})
 #: keys whose value is true or false
-_BOOLS = frozenset({"compile"})
+_BOOLS = frozenset({"compile", "frontier_all"})
 #: keys that may be a list of names (joined with commas, as the flags take them)
 _LISTS = frozenset({"gpu", "precision", "price", "lora_targets"})
 

@@ -65,7 +65,7 @@ MAX_WAITING = 4  # computations queued behind the running one before a request i
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 
 #: what each endpoint runs: the verb and the command parameters HTTP does not offer (files, slow modes, output)
-HIDDEN = {"estimate": {"as_json", "export"}, "solve": {"as_json", "scenario", "frontier_csv", "plot", "export"},
+HIDDEN = {"estimate": {"as_json", "export"}, "solve": {"as_json", "scenario", "frontier_csv", "plot", "plot_range", "export"},
           "optimal": {"as_json"}, "validate": {"as_json", "csv_path", "data", "live_loso"},
           "presets": {"as_json"}}
 #: fields naming something that could be a file on the server: only names and sizes are taken

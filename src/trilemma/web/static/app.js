@@ -323,11 +323,17 @@ async function drawFrontier(doc) {
                                   x1: p.deadline_s / DAY_S, y0: 0, y1: 1, line: { dash: "dash", width: 1 } });
   if (p.budget_usd) shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: p.budget_usd,
                                   y1: p.budget_usd, line: { dash: "dash", width: 1 } });
+  // open a decade around the pins and the optimum (as `solve --plot`); the autoscale button shows every point
+  const around = (vals) => {
+    const v = vals.filter((x) => x > 0 && Number.isFinite(x));
+    return [Math.log10(Math.min(...v)) - 1, Math.log10(Math.max(...v)) + 1];
+  };
   const layout = {
     margin: { l: 70, r: 10, t: 10, b: 50 }, height: 400, showlegend: true,
     legend: { orientation: "h", y: -0.18 }, hovermode: "closest", shapes,
-    xaxis: { type: "log", title: { text: "time to train (days)" }, exponentformat: "power" },
-    yaxis: { type: "log", title: { text: "cost (USD)" }, tickprefix: "$" },
+    xaxis: { type: "log", title: { text: "time to train (days; autoscale for every point)" }, exponentformat: "power",
+             range: around([o.time.total_s / DAY_S, p.deadline_s ? p.deadline_s / DAY_S : 0]) },
+    yaxis: { type: "log", title: { text: "cost (USD)" }, tickprefix: "$", range: around([o.cost.usd, p.budget_usd || 0]) },
   };
   const picked = { type: "scatter", mode: "markers", name: "shown", x: [], y: [], hoverinfo: "skip", showlegend: false,
                   marker: { symbol: "circle-open", size: 18, color: "#d62728", line: { width: 2 } } };
