@@ -66,14 +66,12 @@ def _conformal_ends(values: np.ndarray, n_units: int, level: float = LEVEL) -> t
     """The split-conformal ends of sorted-able ``values`` (Lei et al. 2018 §2.2, each side at (1−level)/2),
     the index taken over ``n_units`` exchangeable units (rows, or sources): as a quantile level,
     ⌊(n+1)·a⌋/n and ⌈(n+1)·(1−a)⌉/n, a = (1 − level)/2, clipped to [0, 1]."""
-    a = (1 - level) / 2
+    a = round((1 - level) / 2, 9)  # 0.1, not 0.09999999999999998: (n+1)·a must not fall below a whole number
+    k_lo, k_hi = math.floor(round((n_units + 1) * a, 9)), math.ceil(round((n_units + 1) * (1 - a), 9))
     s = np.sort(values)
     if n_units == len(s):  # rows are the units: order statistics
-        k_lo = max(1, math.floor((n_units + 1) * a))
-        k_hi = min(n_units, math.ceil((n_units + 1) * (1 - a)))
-        return float(s[k_lo - 1]), float(s[k_hi - 1])
-    lo = min(1.0, max(0.0, math.floor((n_units + 1) * a) / n_units))
-    hi = min(1.0, max(0.0, math.ceil((n_units + 1) * (1 - a)) / n_units))
+        return float(s[max(1, k_lo) - 1]), float(s[min(n_units, k_hi) - 1])
+    lo, hi = min(1.0, max(0.0, k_lo / n_units)), min(1.0, max(0.0, k_hi / n_units))
     return float(np.quantile(s, lo)), float(np.quantile(s, hi))
 
 

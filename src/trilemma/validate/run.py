@@ -12,9 +12,8 @@ import numpy as np
 
 from trilemma.presets import calibration, calibration_rows, constants, hardware_presets, uncalibrated_constants
 from trilemma.tomlw import toml_value
-from trilemma.validate import MEMORY_METRICS, Skipped
-from trilemma.validate.bands import (CHECKED, LEVEL, coverage, named_bands, residuals_from_predictions,
-                                     residuals_from_rows)
+from trilemma.validate import Skipped
+from trilemma.validate.bands import LEVEL, coverage, named_bands, residuals_from_predictions
 from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
                                    summarise)
