@@ -135,3 +135,22 @@ def test_validate_json_carries_each_bands_coverage(res):
     doc = run_validate(kind="memory")
     bc = doc["summary"]["memory"]["band_coverage"]
     assert bc["level"] == 0.8 and bc["memory"] == coverage(res)["memory"]["memory"]
+
+
+@pytest.mark.slow
+def test_the_loss_band_holds_larger_models_it_was_not_fitted_on():
+    """The loss band (the law's bootstrap spread times its out-of-sample error, growing per e-fold of N
+    beyond the fitted sizes: trilemma.quality.predict.residual_sd) fitted on Chinchilla's Fig. 4 runs
+    below 2B parameters (188 runs) and asked about the 52 larger ones (2.3B-16B): measured 49/52 = 94%
+    inside (wide, not narrow: at least 70% is the floor asked)."""
+    from test_fit_law import chinchilla_points  # the tests' folder is on the path (as for clitools)
+
+    from trilemma.quality.fit import fit_runs
+    from trilemma.quality.predict import predict_loss
+    from trilemma.quality.runs import Runs
+
+    n, d, loss = chinchilla_points()
+    small = n < 2e9
+    law = fit_runs(Runs(n[small], d[small], loss[small], "chinchilla-small"), n_boot=100, holdout=0).law
+    inside = [(p := predict_loss(law, ni, ni, di)).low <= li <= p.high for ni, di, li in zip(n[~small], d[~small], loss[~small])]
+    assert len(inside) >= 10 and np.mean(inside) >= 0.70
