@@ -81,8 +81,8 @@ def _widths(lo: float, hi: float) -> tuple[float, float]:
        family=st.sampled_from(["nvidia-ampere", "nvidia-hopper", "amd-cdna3", "google-tpu-v5p"]),
        precision=st.sampled_from(["bf16", "fp16", "fp8", "fp32", "tf32"]), kind=st.sampled_from(["time", "throughput"]))
 def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(gpus, params, more, family, precision, kind):
-    """More devices, a larger model, an uncalibrated precision or chip family: each side of the band only
-    widens, and it always holds the point."""
+    """More devices, a larger model, an uncalibrated precision or chip family, a fine-tune (no calibrated
+    row is one): each side of the band only widens, and it always holds the point."""
     base = band_outside("nvidia-ampere", gpus, params, "bf16", kind)
     lo, hi, _ = base
     assert lo <= 1.0 <= hi
@@ -90,7 +90,8 @@ def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(gpus, 
                   band_outside("nvidia-ampere", gpus, params * more, "bf16", kind),
                   band_outside("nvidia-ampere", gpus, params, precision, kind),
                   band_outside(family, gpus, params, "bf16", kind),
-                  band_outside(family, gpus * more, params * more, precision, kind)):
+                  band_outside("nvidia-ampere", gpus, params, "bf16", kind, finetune=True),
+                  band_outside(family, gpus * more, params * more, precision, kind, finetune=True)):
         w0, w1 = _widths(lo, hi), _widths(moved[0], moved[1])
         assert w1[0] >= w0[0] - 1e-12 and w1[1] >= w0[1] - 1e-12
         assert len(moved[2]) >= len(base[2])  # every reason stays, and says so
@@ -108,6 +109,8 @@ def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
     # a precision with no calibrated rows; two reasons at once with a chip family not calibrated
     assert outside_reasons("amd-cdna3", 8, 7e9, "fp32")[0] == BAND_CROSS_FAMILY
     assert len(outside_reasons("amd-cdna3", 8, 7e9, "fp32")) == 2
+    assert calibration()["regime"]["finetune_cases"] == 0 and "fine-tune" in outside_reasons("nvidia-ampere", 8, 7e9,
+                                                                                               "bf16", True)[0]
 
 
 def test_every_corner_has_a_band_holding_its_point():

@@ -249,10 +249,10 @@ def family_calibrated(family: str) -> bool:
 
 
 def outside_reasons(family: str, n_gpus: float | None = None, params_total: float | None = None,
-                    precision: str | None = None) -> tuple[str, ...]:
+                    precision: str | None = None, finetune: bool = False) -> tuple[str, ...]:
     """Why a plan lies outside what the time calibration measured (calibrated.toml [families], [regime]):
     a chip family with no step times or runs, more devices or a larger model than the largest calibrated
-    one, a precision no throughput or run was measured in. Empty: inside."""
+    one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was. Empty: inside."""
     out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
     reg = calibration().get("regime", {})
     if n_gpus is not None and "max_gpus" in reg and n_gpus > reg["max_gpus"]:
@@ -263,6 +263,8 @@ def outside_reasons(family: str, n_gpus: float | None = None, params_total: floa
     if precision is not None and "precisions" in reg and str(precision) not in reg["precisions"]:
         out.append(f"precision {precision} has no calibrated step times or runs ({', '.join(reg['precisions'])} have): "
                    "out-of-regime error added")
+    if finetune and reg.get("finetune_cases", 1) == 0:
+        out.append("a fine-tune: no calibrated step times or runs are of fine-tunes: out-of-regime error added")
     return tuple(out)
 
 
@@ -292,11 +294,12 @@ def widened(q10: float, q90: float, k: int) -> tuple[float, float]:
 
 
 def band_outside(family: str, n_gpus: float | None = None, params_total: float | None = None,
-                 precision: str | None = None, kind: str = "time") -> tuple[float, float, tuple[str, ...]]:
+                 precision: str | None = None, kind: str = "time",
+                 finetune: bool = False) -> tuple[float, float, tuple[str, ...]]:
     """Multipliers (low, high) of the 80% band on ``kind`` ("time": a whole run's time, GPU-hours, $,
     energy; "throughput": a step's time) for a plan, and the reasons it was widened (``outside_reasons``,
     ``widened``)."""
-    reasons = outside_reasons(family, n_gpus, params_total, precision)
+    reasons = outside_reasons(family, n_gpus, params_total, precision, finetune)
     lo, hi = widened(*_q(kind), len(reasons))
     return lo, hi, reasons
 
@@ -355,8 +358,10 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                              framework_residual=float(mm.residual_bytes), float8_casts=_f(mm.float8_casts, i),
                              per_gpu_bytes_low=_f(ev.per_gpu_bytes, i) * m_lo, per_gpu_bytes_high=_f(ev.per_gpu_bytes, i) * m_hi)
     t = sa.time
-    lo, hi, reasons = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision))
-    s_lo, s_hi, _ = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), kind="throughput")
+    # a fine-tune (TrainingPlan.finetune, where the plan has one): no calibrated row is one
+    ft = getattr(pl, "finetune", None) is not None
+    lo, hi, reasons = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), finetune=ft)
+    s_lo, s_hi, _ = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
                          hfu=_f(ev.hfu, i), steps=sum(_f(s.steps, i) for s in ev.stages), busy_s=_f(ev.busy_s, i),

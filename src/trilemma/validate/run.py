@@ -112,7 +112,7 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
 
 def regime(cases: list[Any]) -> dict[str, Any]:
     """What the time calibration measured: the largest device count and model (total parameters) among
-    its throughput and runs cases, and their precisions. A plan beyond it gets a wider band
+    its throughput and runs cases, their precisions and how many are fine-tunes. A plan beyond it gets a wider band
     (trilemma.estimate.result.band_outside)."""
     from trilemma.estimate.params import param_counts
 
@@ -120,7 +120,8 @@ def regime(cases: list[Any]) -> dict[str, Any]:
     if not t:
         return {}
     return {"max_gpus": max(c.n_gpus for c in t), "max_params": max(param_counts(c.model).total for c in t),
-            "precisions": sorted({str(c.plan.precision) for c in t})}
+            "precisions": sorted({str(c.plan.precision) for c in t}),
+            "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None)}
 
 
 def band_lines(bands: dict[str, Any]) -> list[str]:
