@@ -46,6 +46,10 @@ class MemoryBreakdown:
     float8_casts: float = 0.0  # of ``activations``: float8 linears' casts at one linear's backward
     host_bytes: float = 0.0  # offloaded states in host memory, per device (fine-tunes with --offload)
     host_capacity_bytes: float = 0.0  # host memory per device the check allows (node's host memory / devices)
+    # the 80% band on the peak (calibrated.toml bands.memory_*): the measured peak lies in it 80% of the time;
+    # with the default headroom, a plan fits exactly when the band's upper end is within capacity
+    per_gpu_bytes_low: float = 0.0
+    per_gpu_bytes_high: float = 0.0
 
     @property
     def usable_bytes(self) -> float:
@@ -83,7 +87,7 @@ class TimeBreakdown:
     bubble_s: float
     dp_comm_s: float  # exposed DP/ZeRO communication + the slowdown of the compute it overlaps, s
     optimizer_s: float
-    band_reason: str  # what the band is: BAND_LOSO, or BAND_CROSS_FAMILY on a chip family not calibrated
+    band_reason: str  # what the band is: BAND_LOSO, or why it was widened (band_reasons joined by '; ')
     # compute_s by operation class (gemm, attention, elementwise, kernel_launch, lm_head), seconds per step
     ops_s: dict[str, float] = field(default_factory=dict)
     # the failure model for this run (trilemma.estimate.goodput.Goodput.to_dict: MTBF, checkpoint write and
@@ -91,6 +95,10 @@ class TimeBreakdown:
     reliability: dict[str, Any] = field(default_factory=dict)
     other_share: float = 1.0  # slow nodes, evaluation, stalls for this node count (goodput.slow_node_share)
     goodput_given: bool = False  # the plan's --goodput replaced the model
+    step_s_low: float = 0.0  # 80% band on step time (calibrated.toml bands.throughput_*, widened like total_s)
+    step_s_high: float = 0.0
+    # every reason the bands were widened beyond the leave-one-source-out ones (empty: none); band_reason joins them
+    band_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,12 @@ class CostBreakdown:
     household_years: float
     pue: float
     grid_kg_co2_per_kwh: float
+    # 80% bands: the time band's factors (energy is power × time; the power model has no measured energy
+    # to be checked against, so this band holds the time model's error only)
+    energy_kwh_low: float = 0.0
+    energy_kwh_high: float = 0.0
+    co2_kg_low: float = 0.0
+    co2_kg_high: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -173,8 +187,11 @@ class Estimate:
                       "total_model": self.total_model_flop, "total_hardware": self.total_hardware_flop},
             "layout": lay,
             "batch": {"tokens": self.plan.total_tokens, "stages": [asdict(s) for s in self.stages]},
-            "memory": {"per_gpu_bytes": self.memory.per_gpu_bytes, "capacity_bytes": self.memory.capacity_bytes,
-                       "fits": self.memory.fits,
+            "memory": {"per_gpu_bytes": self.memory.per_gpu_bytes,
+                       # 80% band on the peak (leave-one-source-out, trilemma.validate.bands)
+                       "per_gpu_bytes_low": self.memory.per_gpu_bytes_low,
+                       "per_gpu_bytes_high": self.memory.per_gpu_bytes_high,
+                       "capacity_bytes": self.memory.capacity_bytes, "fits": self.memory.fits,
                        "breakdown": {"weights": self.memory.weights, "gradients": self.memory.gradients,
                                      "optimizer": self.memory.optimizer, "activations": self.memory.activations,
                                      "other": self.memory.other},
@@ -227,17 +244,22 @@ def finetune_block(m: ModelSpec, pc: ParamCounts, pl: TrainingPlan, host_bytes: 
                        "the slow-node share (run.slow_node_spread), fitted on months-long pre-training runs, is not applied"}
 
 
-def band_factors() -> tuple[float, float]:
-    """Multipliers (low, high) for an 80% interval on time and cost: from the leave-one-source-out
-    residuals r = log(predicted time / reported time) of the last calibration (a rate's ratio inverted),
-    low = exp(−q90), high = exp(−q10)."""
+def _q(name: str) -> tuple[float, float]:
+    """(q10, q90) of calibrated.toml's ``{name}_log_q10/q90`` (0, 0 when absent: no band)."""
     b = calibration().get("bands", {})
-    if not b:
-        return 1.0, 1.0
-    return math.exp(-b["time_log_q90"]), math.exp(-b["time_log_q10"])
+    return float(b.get(f"{name}_log_q10", 0.0)), float(b.get(f"{name}_log_q90", 0.0))
 
 
-#: ``time.band_reason``: the band is the leave-one-source-out one (the chip's family is calibrated)
+def band_factors(kind: str = "time") -> tuple[float, float]:
+    """Multipliers (low, high) for an 80% interval on a prediction: from the leave-one-source-out residuals
+    r = log(predicted / reported) of the last calibration (time: a duration's sign), low = exp(−q90),
+    high = exp(−q10). ``kind``: "time" (a whole run's time, GPU-hours, $, energy, CO2), "throughput" (a
+    step's time), "memory" (the peak per device) — trilemma.validate.bands."""
+    q10, q90 = _q(kind)
+    return math.exp(-q90), math.exp(-q10)
+
+
+#: ``time.band_reason``: the band is the leave-one-source-out one (the plan is inside the calibrated regime)
 BAND_LOSO = "leave-one-source-out"
 #: ``time.band_reason``: the chip's family has no step times or runs in the calibration
 BAND_CROSS_FAMILY = "chip family not calibrated: cross-family error added"
@@ -259,30 +281,68 @@ def family_calibrated(family: str) -> bool:
     return sum(family_coverage(family).get(k, 0) for k in TIME_KINDS) > 0
 
 
-def band_for(family: str) -> tuple[float, float, str]:
-    """Multipliers (low, high) of the 80% band on time, GPU-hours and dollars for a chip family, and
-    the reason (``BAND_LOSO`` or ``BAND_CROSS_FAMILY``).
+def outside_reasons(family: str, n_gpus: float | None = None, params_total: float | None = None,
+                    precision: str | None = None, finetune: bool = False) -> tuple[str, ...]:
+    """Why a plan lies outside what the time calibration measured (calibrated.toml [families], [regime]):
+    a chip family with no step times or runs, more devices or a larger model than the largest calibrated
+    one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was. Empty: inside."""
+    out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
+    reg = calibration().get("regime", {})
+    if n_gpus is not None and "max_gpus" in reg and n_gpus > reg["max_gpus"]:
+        out.append(f"{n_gpus:,.0f} devices, more than the largest calibrated ({reg['max_gpus']:,}): out-of-regime error added")
+    if params_total is not None and "max_params" in reg and params_total > reg["max_params"]:
+        out.append(f"{params_total:.3g} parameters, more than the largest calibrated model ({reg['max_params']:.3g}): "
+                   "out-of-regime error added")
+    if precision is not None and "precisions" in reg and str(precision) not in reg["precisions"]:
+        out.append(f"precision {precision} has no calibrated step times or runs ({', '.join(reg['precisions'])} have): "
+                   "out-of-regime error added")
+    if finetune and reg.get("finetune_cases", 1) == 0:
+        out.append("a fine-tune: no calibrated step times or runs are of fine-tunes: out-of-regime error added")
+    return tuple(out)
 
-    A calibrated family gets ``band_factors()``. On a family with no step times or runs the error has
-    two parts: the source-to-source error the leave-one-source-out residuals measure (quantiles l10,
-    l90) and the family-to-family error the cross-family hold-out measures (c10, c90; calibrated.toml
-    [bands]). Taken as independent, their quantiles add in quadrature, each side on its own (the
-    residuals are skewed), and only the part of each quantile on its own side of the point counts
-    (a quantile on the wrong side would otherwise narrow the band):
 
-        low  = point · exp(−√(max(l90, 0)² + max(c90, 0)²))
-        high = point · exp(+√(min(l10, 0)² + min(c10, 0)²))
+def widened(q10: float, q90: float, k: int) -> tuple[float, float]:
+    """Multipliers (low, high) of a band with leave-one-source-out quantiles (q10, q90), widened for ``k``
+    reasons the plan lies outside the calibrated regime.
 
-    so the widened band always contains the leave-one-source-out one. The cross-family residuals
-    already hold some source-to-source spread, so this counts that part twice: it errs wide, on
-    purpose, for a chip no calibration row was measured on."""
-    lo, hi = band_factors()
+    The error outside has two parts: the source-to-source error the leave-one-source-out residuals
+    measure (q10, q90) and the error of predicting a regime the constants never saw, measured where it
+    can be: each chip family held out in turn (c10, c90; calibrated.toml [bands] cross_family_*). No
+    calibrated row lies beyond the largest device count or model or in another precision, so each such
+    reason is taken to add an error of that same size, independent of the others. Independent errors'
+    quantiles add in quadrature, each side on its own (the residuals are skewed), and only the part of
+    each quantile on its own side of the point counts (a quantile on the wrong side would narrow it):
+
+        low  = exp(−√(max(q90, 0)² + k·max(c90, 0)²))
+        high = exp(+√(min(q10, 0)² + k·min(c10, 0)²))
+
+    so a band never narrows as reasons are added. The cross-family residuals already hold some
+    source-to-source spread, so this counts that part twice: it errs wide, on purpose."""
     b = calibration().get("bands", {})
-    if family_calibrated(family) or "cross_family_log_q90" not in b:
-        return lo, hi, BAND_LOSO
-    up = math.hypot(max(b["time_log_q90"], 0.0), max(b["cross_family_log_q90"], 0.0))
-    down = math.hypot(min(b["time_log_q10"], 0.0), min(b["cross_family_log_q10"], 0.0))
-    return math.exp(-up), math.exp(down), BAND_CROSS_FAMILY
+    if k <= 0 or "cross_family_log_q90" not in b:
+        return math.exp(-q90), math.exp(-q10)
+    up = math.sqrt(max(q90, 0.0) ** 2 + k * max(b["cross_family_log_q90"], 0.0) ** 2)
+    down = math.sqrt(min(q10, 0.0) ** 2 + k * min(b["cross_family_log_q10"], 0.0) ** 2)
+    return math.exp(-up), math.exp(down)
+
+
+def band_outside(family: str, n_gpus: float | None = None, params_total: float | None = None,
+                 precision: str | None = None, kind: str = "time",
+                 finetune: bool = False) -> tuple[float, float, tuple[str, ...]]:
+    """Multipliers (low, high) of the 80% band on ``kind`` ("time": a whole run's time, GPU-hours, $,
+    energy; "throughput": a step's time) for a plan, and the reasons it was widened (``outside_reasons``,
+    ``widened``)."""
+    reasons = outside_reasons(family, n_gpus, params_total, precision, finetune)
+    lo, hi = widened(*_q(kind), len(reasons))
+    return lo, hi, reasons
+
+
+def band_for(family: str) -> tuple[float, float, str]:
+    """Multipliers (low, high) of the 80% band on time, GPU-hours and dollars for a chip family alone, and
+    the reason (``BAND_LOSO`` or ``BAND_CROSS_FAMILY``): ``band_outside`` with the family as the only
+    coordinate, so the widened band always contains the leave-one-source-out one."""
+    lo, hi, reasons = band_outside(family)
+    return lo, hi, reasons[0] if reasons else BAND_LOSO
 
 
 def uncalibrated_family_warning(hw_name: str, family: str) -> str | None:
@@ -320,6 +380,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     main = max(range(len(pl.stages)), key=lambda k: pl.stages[k].tokens)
     sa = ev.stages[main]
     # memory: report the stage that needs the most
+    m_lo, m_hi = band_factors("memory")
     k_mem = int(np.argmax([_f(s.memory.total, i) for s in ev.stages]))
     mm = ev.stages[k_mem].memory
     host_cap = host_memory_bytes(cl, consts) / min(cl.n_gpus, cl.node_size)
@@ -329,9 +390,13 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                              headroom=memory_headroom(cl), logits=_f(mm.logits_picked, i),
                              cuda_context=float(mm.context_bytes), nccl=_f(mm.nccl_bytes, i),
                              framework_residual=float(mm.residual_bytes), float8_casts=_f(mm.float8_casts, i),
-                             host_bytes=_f(mm.host_bytes, i), host_capacity_bytes=host_cap)
+                             host_bytes=_f(mm.host_bytes, i), host_capacity_bytes=host_cap,
+                             per_gpu_bytes_low=_f(ev.per_gpu_bytes, i) * m_lo, per_gpu_bytes_high=_f(ev.per_gpu_bytes, i) * m_hi)
     t = sa.time
-    lo, hi, band_reason = band_for(cl.hardware.family)
+    # a fine-tune (TrainingPlan.finetune, where the plan has one): no calibrated row is one
+    ft = getattr(pl, "finetune", None) is not None
+    lo, hi, reasons = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), finetune=ft)
+    s_lo, s_hi, _ = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),
                          hfu=_f(ev.hfu, i), steps=sum(_f(s.steps, i) for s in ev.stages), busy_s=_f(ev.busy_s, i),
@@ -339,16 +404,19 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                          gpu_hours=hours, gpu_hours_low=hours * lo, gpu_hours_high=hours * hi,
                          compute_s=_f(t.compute_s, i), tp_comm_s=_f(t.tp_comm_s, i), pp_comm_s=_f(t.pp_comm_s, i),
                          bubble_s=_f(t.bubble_s, i), dp_comm_s=_f(t.dp_comm_s, i), optimizer_s=_f(t.optimizer_s, i),
-                         band_reason=band_reason, ops_s={k: _f(v, i) for k, v in t.ops_s.items()},
+                         band_reason="; ".join(reasons) or BAND_LOSO, ops_s={k: _f(v, i) for k, v in t.ops_s.items()},
                          reliability={k: (_f(v, i) if not isinstance(v, dict) else {kk: _f(vv, i) for kk, vv in v.items()})
                                       for k, v in _reliability_dict(ev).items()},
-                         other_share=_f(ev.other_share, i), goodput_given=ev.goodput_given is not None)
+                         other_share=_f(ev.other_share, i), goodput_given=ev.goodput_given is not None,
+                         step_s_low=_f(t.step_s, i) * s_lo, step_s_high=_f(t.step_s, i) * s_hi, band_reasons=reasons)
     energy_j = _f(ev.cost.energy_j, i)
     hw = cl.hardware
     cost = CostBreakdown(usd=usd, usd_low=usd * lo, usd_high=usd * hi, price_usd_per_gpu_hour=cl.price,
                          price_date=hw.price_date if cl.price_usd_per_hour is None else "user",
                          price_source=hw.price_source if cl.price_usd_per_hour is None else "user",
                          energy_kwh=energy_j / KWH, co2_kg=_f(ev.cost.co2_kg, i),
+                         energy_kwh_low=energy_j / KWH * lo, energy_kwh_high=energy_j / KWH * hi,
+                         co2_kg_low=_f(ev.cost.co2_kg, i) * lo, co2_kg_high=_f(ev.cost.co2_kg, i) * hi,
                          household_years=float(household_years(energy_j, consts["energy"]["household_kwh_per_year"])),
                          pue=cl.pue, grid_kg_co2_per_kwh=cl.grid_kg_co2_per_kwh)
     stages = tuple(StageResult(tokens=s.tokens, seq_len=s.seq_len, global_batch_sequences=int(_f(a.batch_seqs, i)),
@@ -366,6 +434,10 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     uncal = uncalibrated_family_warning(hw.name, hw.family)
     if uncal:
         warnings.append(uncal)
+    others = [r for r in reasons if r != BAND_CROSS_FAMILY]
+    if others:
+        warnings.append(f"outside the calibrated regime ({'; '.join(others)}): time, cost and energy bands widened to "
+                        f"×{lo:.2f}–×{hi:.2f} of the point")
     if cl.price_usd_per_hour is None and hw.price_date:
         warnings.append(f"price ${cl.price:.2f}/GPU-hour is the {hw.name} reference of {hw.price_date}; set --price for yours")
     mfpt = float(ev.model_flop) / pl.total_tokens
@@ -379,5 +451,5 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
 
 
 __all__ = ["BAND_CROSS_FAMILY", "BAND_LOSO", "SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult",
-           "TimeBreakdown", "band_factors", "band_for", "family_calibrated", "family_coverage", "from_evaluation",
-           "uncalibrated_family_warning"]
+           "TimeBreakdown", "band_factors", "band_for", "band_outside", "family_calibrated", "family_coverage",
+           "from_evaluation", "outside_reasons", "uncalibrated_family_warning", "widened"]

@@ -96,6 +96,8 @@ def print_estimate(est: Any) -> None:
         mt.add_row("host (offloaded)", f"{fmt_bytes(mem.host_bytes)} of {fmt_bytes(mem.host_capacity_bytes)} host memory per GPU")
     verdict = "[green]fits[/green]" if mem.fits else "[red]OOM[/red]"
     mt.add_row("[bold]total[/bold]", f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}")
+    if mem.per_gpu_bytes_high > mem.per_gpu_bytes_low:
+        mt.add_row("80% band", f"{fmt_bytes(mem.per_gpu_bytes_low)} – {fmt_bytes(mem.per_gpu_bytes_high)}")
     mt.add_row("free", memory_margin(mem))
     c.print(mt)
 
@@ -104,7 +106,9 @@ def print_estimate(est: Any) -> None:
     tt.add_column()
     tt.add_row("step time", f"{fmt_duration(t.step_s)}  (compute {fmt_duration(t.compute_s)}, TP/EP comm "
                             f"{fmt_duration(t.tp_comm_s)}, PP {fmt_duration(t.pp_comm_s)}, bubble "
-                            f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)})")
+                            f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)})"
+                            + (f"; 80% band {fmt_duration(t.step_s_low)} – {fmt_duration(t.step_s_high)}"
+                               if t.step_s_high > t.step_s_low else ""))
     if t.ops_s and t.compute_s > 0:
         names = {"gemm": "GEMMs", "attention": "attention", "elementwise": "memory-bound", "kernel_launch": "launches",
                  "lm_head": "LM head"}
@@ -120,6 +124,8 @@ def print_estimate(est: Any) -> None:
     tt.add_row("goodput", goodput_line(t) if est.finetune is None else goodput_line(t).replace(
         "other overheads fitted on whole runs", "a fine-tune: the share fitted on months-long pre-training runs is not applied"))
     tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}" + (f" ({t.gpu_hours_low:,.0f} – {t.gpu_hours_high:,.0f})" if band else ""))
+    if t.band_reasons:
+        tt.add_row("bands widened", "; ".join(t.band_reasons))
     c.print(tt)
 
     ct = Table(title="cost", show_header=False)
@@ -127,8 +133,13 @@ def print_estimate(est: Any) -> None:
     ct.add_column()
     ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold]" + (f" ({fmt_usd(co.usd_low)} – {fmt_usd(co.usd_high)})" if band else "")
                + f" at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
-    ct.add_row("energy", f"{co.energy_kwh / KILO:,.1f} MWh (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
-    ct.add_row("CO2", f"{co.co2_kg / KILO:,.1f} t CO2e at {co.grid_kg_co2_per_kwh} kg/kWh")
+    eband = band and co.energy_kwh_high > co.energy_kwh_low
+    ct.add_row("energy", f"{co.energy_kwh / KILO:,.1f} MWh"
+               + (f" ({co.energy_kwh_low / KILO:,.1f} – {co.energy_kwh_high / KILO:,.1f})" if eband else "")
+               + f" (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
+    ct.add_row("CO2", f"{co.co2_kg / KILO:,.1f} t CO2e"
+               + (f" ({co.co2_kg_low / KILO:,.1f} – {co.co2_kg_high / KILO:,.1f})" if eband else "")
+               + f" at {co.grid_kg_co2_per_kwh} kg/kWh")
     c.print(ct)
     if est.loss is not None:
         from trilemma.quality.predict import format_loss_line

@@ -12,7 +12,8 @@ import numpy as np
 
 from trilemma.presets import calibration, calibration_rows, constants, hardware_presets, uncalibrated_constants
 from trilemma.tomlw import toml_value
-from trilemma.validate import MEMORY_METRICS, Skipped
+from trilemma.validate import Skipped
+from trilemma.validate.bands import LEVEL, coverage, named_bands, residuals_from_predictions
 from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
                                    summarise)
@@ -84,6 +85,9 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
     else:
         lp = stored_loso() if data is None else {}
     rows = [row_dict(p, lp.get((p.case.kind, p.case.row))) for p in preds]
+    # coverage: every kind's LOSO residuals (a band borrows other kinds' sources), then reported per kind
+    every = [Prediction(c, lp.get((c.kind, c.row)), None, True) for c in cases]
+    cov = coverage(residuals_from_predictions(every)) if lp else {}
     summary = {}
     for k in KINDS:
         if kind not in (None, k):
@@ -93,7 +97,10 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
         # a user's rows were not in the fit of the shipped constants: out of sample, not "in-sample"
         first = "in_sample" if data is None else "shipped_constants"
         summary[k] = {first: summarise(mine), "leave_one_source_out": summarise(lo),
-                      "skipped": sum(1 for s in skipped if s.kind == k)}
+                      "skipped": sum(1 for s in skipped if s.kind == k),
+                      # per band an estimate prints: the share of rows inside the band built without their
+                      # source (trilemma.validate.bands.coverage); the target is the level
+                      "band_coverage": {"level": LEVEL, **cov.get(k, {})}}
     return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows,
             "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
                         for s in skipped if kind in (None, s.kind)],
@@ -103,6 +110,48 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
 
 # ------------------------------------------------------------------ calibration file
 
+def regime(cases: list[Any]) -> dict[str, Any]:
+    """What the time calibration measured: the largest device count and model (total parameters) among
+    its throughput and runs cases, their precisions and how many are fine-tunes. A plan beyond it gets a wider band
+    (trilemma.estimate.result.band_outside)."""
+    from trilemma.estimate.params import param_counts
+
+    t = [c for c in cases if c.kind in ("throughput", "runs")]
+    if not t:
+        return {}
+    return {"max_gpus": max(c.n_gpus for c in t), "max_params": max(param_counts(c.model).total for c in t),
+            "precisions": sorted({str(c.plan.precision) for c in t}),
+            "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None)}
+
+
+def band_lines(bands: dict[str, Any]) -> list[str]:
+    """calibrated.toml's [bands] lines: each kind's 80% band and the whole run's (the cross-family figures
+    that follow them are the caller's)."""
+    lines = ["[bands]",
+             "# 80% bands from leave-one-source-out log residuals r = log(predicted / reported), signed as a",
+             "# duration for time (a rate's ratio inverted), as a size for memory: a prediction p has the band",
+             "# [p·exp(−q90), p·exp(−q10)]. Each kind's by split conformal prediction, each side on its own, or on",
+             "# two levels (sources borrowed) for a kind with fewer than 3 sources: trilemma.validate.bands.",
+             "# time_*: a whole run's time, GPU-hours, $, energy, CO2 (outward of runs' and throughput's);",
+             "# throughput_*: a step's time; memory_*: the peak per device (a plan fits when its peak is at most",
+             "# capacity · exp(memory_log_q10): trilemma.estimate.evaluate.memory_headroom)",
+             f"quantiles = {toml_value([round((1 - LEVEL) / 2, 9), round((1 + LEVEL) / 2, 9)])}"]
+    for name in ("time", "runs", "throughput", "memory"):
+        b = bands.get(name)
+        if b is None:
+            continue
+        lines += [f"{name}_log_q10 = {toml_value(b.q_lo)}", f"{name}_log_q90 = {toml_value(b.q_hi)}"]
+        lines += ["n = " + toml_value(b.n)] if name == "time" else [f"{name}_n = {toml_value(b.n)}"]
+        lines += [f"{name}_sources = {toml_value(b.sources)}", f"{name}_method = {toml_value(b.method)}"]
+    return lines
+
+
+def regime_lines(reg: dict[str, Any]) -> list[str]:
+    """calibrated.toml's [regime] lines (``regime``)."""
+    return ["[regime]", "# what the time calibration measured (throughput and runs cases): a plan beyond it gets a",
+            "# wider band (trilemma.estimate.result.band_outside)",
+            *[f"{k} = {toml_value(v)}" for k, v in reg.items()], ""]
+
 def calibrate_and_write(path: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Fit on all cases, cross-validate by source, write calibrated.toml; returns what was written."""
     cases, skipped = load_cases(None)
@@ -111,11 +160,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     ins = predict(cases, fitted)
     lo = loso(cases, start, progress, full=fitted)
     lo_by = {(p.case.kind, p.case.row): p for p in lo}
-    # bands from LOSO residuals of time-like cases, signed as durations: reported ≈ predicted / exp(r)
-    r = np.array([p.time_log_ratio for p in lo if p.time_log_ratio is not None])
-    q_lo, q_hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES) if len(r) else (0.0, 0.0)
-    rm = np.array([p.log_ratio for p in lo if p.case.metric in MEMORY_METRICS and p.log_ratio is not None])
-    m_lo, m_hi = (float(np.quantile(rm, q)) for q in BAND_QUANTILES) if len(rm) else (0.0, 0.0)
+    bands = named_bands(residuals_from_predictions(lo))
     xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
     changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
     changed = {s: v for s, v in changed.items() if v}
@@ -134,19 +179,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         f"skipped = {toml_value(len(skipped))}",
         f"groups = {toml_value(sorted({c.group for c in cases}))}",
         "",
-        "[bands]",
-        "# 80% interval on time, GPU-hours and dollars from leave-one-source-out log residuals",
-        "# r = log(predicted time / reported time) (a rate's ratio inverted): low = point · exp(−q90), "
-        "high = point · exp(−q10)",
-        f"quantiles = {toml_value(list(BAND_QUANTILES))}",
-        f"time_log_q10 = {toml_value(q_lo)}",
-        f"time_log_q90 = {toml_value(q_hi)}",
-        f"n = {toml_value(len(r))}",
-        "# memory: the same quantiles of r = log(predicted / measured peak) over the memory rows; a plan fits",
-        "# when its peak is at most capacity · exp(memory_log_q10) (trilemma.estimate.evaluate.memory_headroom)",
-        f"memory_log_q10 = {toml_value(m_lo)}",
-        f"memory_log_q90 = {toml_value(m_hi)}",
-        f"memory_n = {toml_value(len(rm))}",
+        *band_lines(bands),
         "# cross-family: each chip family with measured step times or runs held out in turn (time constants",
         "# refitted without its rows, run.slow_node_spread too where they test it), its rows predicted; r pooled over",
         "# families ([families] has each one's median). Widens the band of a family with no such rows",
@@ -156,6 +189,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
         f"cross_family_log_q90 = {toml_value(xf['log_q90'])}",
         f"cross_family_n = {toml_value(xf['n'])}",
         "",
+        *regime_lines(regime(cases)),
     ]
     for s, vals in changed.items():
         lines.append(f"[constants.{s}]")
@@ -192,5 +226,7 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
     with open(target, "w", encoding="utf-8") as f:
         f.write(text)
-    return {"constants": changed, "summary": summary, "bands": (q_lo, q_hi), "cross_family": xf, "path": target,
+    t = bands["time"]
+    return {"constants": changed, "summary": summary, "bands": (t.q_lo, t.q_hi) if t else (0.0, 0.0),
+            "cross_family": xf, "path": target,
             "skipped": [s for s in skipped if isinstance(s, Skipped)]}
