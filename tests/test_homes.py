@@ -100,6 +100,43 @@ def test_energy_factors_by_hand_and_run_cost_uses_them():
     assert c.co2_kg == pytest.approx(8 * 7200 * 739.2 / KWH * 0.5, rel=1e-12)
 
 
+def test_facility_power_and_homes_by_hand():
+    # Llama 3.1 405B's 16,384 H100 SXM (Dubey et al. 2024 §3.3.1) at 700 W (TDP), PUE 1.1, no host:
+    # 16,384 × 700 × 1.1 = 12.616 MW; an average US home uses 10,791 kWh a year (EIA 2022) =
+    # 10,791,000 Wh / 8,766 h = 1,231.0 W, so that draw is 12,615,680 / 1,231.0 = 10,248 homes
+    from trilemma.estimate.cost import facility_power_w, homes_powered
+
+    p = facility_power_w(16_384, wall_power_w(700.0, pue=1.1))
+    assert p == pytest.approx(12_615_680.0, rel=1e-12)
+    assert homes_powered(p, 10_791.0) == pytest.approx(12_615_680.0 / (10_791_000.0 / 8_766.0), rel=1e-12)
+    # a DGX H100's host share: (10,200 − 8 × 700) / 8 = 575 W per GPU on top of its 700 W, × PUE
+    assert wall_power_w(700.0, pue=1.1, host_w_per_device=575.0) == pytest.approx((700 + 575) * 1.1, rel=1e-12)
+
+
+def test_estimate_power_default_and_host_power_flag():
+    from trilemma.api import estimate
+
+    e = estimate("llama2-7b", "h100-sxm", 64, tokens=1e9)
+    assert e.cost.host_power_w_per_device == pytest.approx((10_200 - 8 * 700) / 8)
+    assert e.cost.power_w == pytest.approx(64 * (700 + 575) * e.cluster.pue, rel=1e-12)
+    assert e.cost.energy_kwh == pytest.approx(e.cost.power_w * e.time.total_s / KWH, rel=1e-12)
+    # --host-power per node: 0 gives the devices alone (the published convention); 8 kW over 8 devices = 1 kW each
+    z = estimate("llama2-7b", "h100-sxm", 64, tokens=1e9, cluster={"host_power_w_per_node": 0.0})
+    assert z.cost.power_w == pytest.approx(64 * 700 * z.cluster.pue, rel=1e-12)
+    k = estimate("llama2-7b", "h100-sxm", 64, tokens=1e9, cluster={"host_power_w_per_node": 8000.0})
+    assert k.cost.host_power_w_per_device == pytest.approx(1000.0)
+
+
+def test_parse_power():
+    from trilemma.units import parse_power
+
+    assert parse_power("4.6kW") == pytest.approx(4600.0) and parse_power("4600W") == 4600.0 and parse_power("0") == 0.0
+    with pytest.raises(InputError):
+        parse_power("-3kW")
+    with pytest.raises(InputError):
+        parse_power("4.6 kWh")
+
+
 # ------------------------------------------------------------------ bit widths
 
 

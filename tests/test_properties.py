@@ -112,9 +112,12 @@ def test_time_is_linear_in_tokens_and_cost_is_hours_times_price(name, tokens, k,
     for e in (a, b):
         assert e.cost.usd == pytest.approx(e.time.gpu_hours * e.cluster.price, rel=1e-12)
         assert e.time.gpu_hours == pytest.approx(gpus * e.time.total_s / 3600, rel=1e-12)
+        # each device draws its board power × power fraction plus the host and network share, × PUE
         assert e.cost.energy_kwh == pytest.approx(
-            e.time.gpu_hours * e.cluster.hardware.board_power_w / 1000 * e.cluster.pue * e.cluster.power_fraction,
-            rel=1e-12)
+            e.time.gpu_hours * (e.cluster.hardware.board_power_w * e.cluster.power_fraction
+                                + e.cost.host_power_w_per_device) / 1000 * e.cluster.pue, rel=1e-12)
+        # energy = facility power × wall time
+        assert e.cost.energy_kwh == pytest.approx(e.cost.power_w * e.time.total_s / 3.6e6, rel=1e-12)
 
 
 @settings(max_examples=10, deadline=None)

@@ -14,7 +14,7 @@ import typer
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.specs.axes import AXES, MAX_DEGREE
-from trilemma.units import IEC, parse_bandwidth, parse_bytes, parse_count, parse_usd
+from trilemma.units import IEC, parse_bandwidth, parse_bytes, parse_count, parse_power, parse_usd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
@@ -81,6 +81,9 @@ BASE_PRECISION_HELP = "storage of the frozen base: bf16 (default), fp16, int8 (L
 OPTIMIZER_HELP = "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"
 OFFLOAD_HELP = ("none (default), optimizer (ZeRO-Offload: states and CPU Adam on the host) or optimizer+params "
                 "(ZeRO-Infinity: the weights too); host memory is checked (--host-memory)")
+HOST_POWER_HELP = ("host and network power per node (CPUs, memory, NICs, fans), e.g. 4.6kW; 0 counts the devices "
+                   "alone, as published energy figures do (default 575 W per device: a DGX H100's 10.2 kW less its 8 "
+                   "GPUs' 5.6 kW)")
 HOST_MEMORY_HELP = "host memory per node for offloaded states, e.g. 1TB (default 125 GB per device, a DGX A100's share)"
 
 
@@ -173,6 +176,7 @@ def estimate(
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
+    host_power: Optional[str] = typer.Option(None, "--host-power", help=HOST_POWER_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP),
     layout: Optional[dict] = None,
@@ -202,6 +206,7 @@ def estimate(
         "price_usd_per_hour": None if price is None else parse_usd(price, "price"),
         "pue": pue, "region": region,
         "host_memory_bytes": None if host_memory is None else parse_bytes(host_memory, "host-memory"),
+        "host_power_w_per_node": None if host_power is None else parse_power(host_power, "host-power"),
     }
     n = _int(gpus, "gpus")
     m, _ = resolve_model(model)

@@ -87,6 +87,21 @@ def parse_bytes(text: str | float | int, field: str = "bytes") -> float:
     return value
 
 
+def parse_power(text: str | float | int, field: str = "power") -> float:
+    """Parse a power such as ``4.6kW``, ``4600W``, ``4600`` (watts) or ``0`` → watts (0 allowed)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = _ungroup(str(text).strip().replace(" ", ""))
+        m = s is not None and re.fullmatch(_NUM + r"([kM])?W?", s)
+        if not m:
+            raise _bad(field, text, "a power such as 4.6kW, 4600W or 0")
+        value = float(m.group(1)) * SI[m.group(2) or ""]
+    if not math.isfinite(value) or value < 0:
+        raise _bad(field, text, "a power of 0 W or more, e.g. 4.6kW")
+    return value
+
+
 #: a bandwidth given as text without a unit below this (bytes/s) is taken for a unit left out
 MIN_BANDWIDTH = 1e6
 

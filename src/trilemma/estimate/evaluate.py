@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from trilemma.estimate.cost import CostArrays, run_cost
+from trilemma.estimate.cost import CostArrays, facility_power_w, run_cost, wall_power_w
 from trilemma.estimate.goodput import Goodput
 from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.goodput import slow_node_share
@@ -61,6 +61,7 @@ class Evaluation:
     peak_flop_per_s: float
     n_gpus: np.ndarray | int
     cluster: ClusterSpec
+    host_w_per_device: float = 0.0  # host and network power per device, W (host_power_w_per_device)
 
     @property
     def ok(self) -> np.ndarray:
@@ -106,7 +107,25 @@ class Evaluation:
     def cost(self) -> CostArrays:
         cl = self.cluster
         return run_cost(self.n_gpus, self.total_s, cl.price, cl.hardware.board_power_w, cl.power_fraction,
-                        cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh)
+                        cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh, self.host_w_per_device)
+
+    @cached_property
+    def power_w(self) -> np.ndarray | float:
+        """The run's facility power while it runs, W (trilemma.estimate.cost.facility_power_w)."""
+        cl = self.cluster
+        return facility_power_w(self.n_gpus, wall_power_w(cl.hardware.board_power_w, cl.power_fraction,
+                                                          cl.host_power_fraction, cl.pue, self.host_w_per_device))
+
+
+def host_power_w_per_device(cluster: ClusterSpec, consts: Constants) -> float:
+    """Host and network power per device, W: the cluster's per node over its devices per node, else
+    energy.host_power_w_per_device (constants.toml: a DGX H100's share); 0 on a CPU profile, whose board
+    power is the host's."""
+    if cluster.host_power_w_per_node is not None:
+        return cluster.host_power_w_per_node / cluster.node_size
+    if cluster.is_cpu:
+        return 0.0
+    return float(consts["energy"].get("host_power_w_per_device", 0.0))
 
 
 def outside_allocator(cluster: ClusterSpec, consts: Constants) -> dict[str, float]:
@@ -213,7 +232,8 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
                       hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput_given=plan.goodput,
                       slow_node_spread=slow_node_spread_for(plan, consts),
                       checkpoint_bytes=np.asarray(ft_checkpoint_bytes(model, pc, plan), dtype=float),
-                      peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster)
+                      peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster,
+                      host_w_per_device=host_power_w_per_device(cluster, consts))
 
 
 def best_row(ev: Evaluation) -> int | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from trilemma.estimate.cost import household_years
+from trilemma.estimate.cost import homes_powered, household_years
 from trilemma.estimate.evaluate import Evaluation, host_memory_bytes, memory_headroom
 from trilemma.estimate.layouts import batch_sequences
 from trilemma.estimate.params import ParamCounts
@@ -118,6 +118,10 @@ class CostBreakdown:
     # to be checked against, so this band holds the time model's error only)
     energy_kwh_low: float = 0.0
     energy_kwh_high: float = 0.0
+    # the run's draw while it runs: devices × (board power × power fraction + host and network share) × PUE
+    power_w: float = 0.0
+    host_power_w_per_device: float = 0.0  # the host and network share in power_w, W per device (before PUE)
+    homes_powered: float = 0.0  # average US homes that power would supply for the run's duration (EIA)
     co2_kg_low: float = 0.0
     co2_kg_high: float = 0.0
 
@@ -418,7 +422,9 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                          energy_kwh_low=energy_j / KWH * lo, energy_kwh_high=energy_j / KWH * hi,
                          co2_kg_low=_f(ev.cost.co2_kg, i) * lo, co2_kg_high=_f(ev.cost.co2_kg, i) * hi,
                          household_years=float(household_years(energy_j, consts["energy"]["household_kwh_per_year"])),
-                         pue=cl.pue, grid_kg_co2_per_kwh=cl.grid_kg_co2_per_kwh)
+                         pue=cl.pue, grid_kg_co2_per_kwh=cl.grid_kg_co2_per_kwh, power_w=_f(ev.power_w, i),
+                         host_power_w_per_device=ev.host_w_per_device,
+                         homes_powered=float(homes_powered(_f(ev.power_w, i), consts["energy"]["household_kwh_per_year"])))
     stages = tuple(StageResult(tokens=s.tokens, seq_len=s.seq_len, global_batch_sequences=int(_f(a.batch_seqs, i)),
                                global_batch_tokens=_f(a.batch_seqs, i) * s.seq_len, micro_batches=_f(a.n_micro, i),
                                steps=_f(a.steps, i), step_s=_f(a.time.step_s, i), per_gpu_bytes=_f(a.memory.total, i))

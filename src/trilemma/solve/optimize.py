@@ -95,8 +95,9 @@ def table_goodput(table: ConfigTable, seq_len: int, plan_fields: dict | None = N
 def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
     g = table.gpu_idx
     price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
+    host = np.array([0.0 if h.family == "cpu" else energy.get("host_power_w_per_device", 0.0) for h in table.gpus])[g]
     watts = wall_power_w(np.array([h.board_power_w for h in table.gpus])[g], energy["power_fraction"],
-                         energy["host_power_fraction"], energy["pue"])
+                         energy["host_power_fraction"], energy["pue"], host)
     spt = 1.0 / (table.tokens_per_s * goodput)
     n = table.n_gpus.astype(float)
     tot, non = params_of(table)

@@ -88,6 +88,9 @@ class ClusterSpec(Spec):
     pue: float = Field(1.1, ge=1.0, le=3.0, description="datacentre power usage effectiveness")
     power_fraction: float = Field(1.0, gt=0.0, le=1.5, description="average draw as a fraction of board power")
     host_power_fraction: float = Field(0.0, ge=0.0, le=2.0, description="host (CPU, NIC, fans) power as a fraction of device power")
+    host_power_w_per_node: float | None = Field(None, ge=0.0, description="host and network power per node "
+                                                "(CPUs, memory, NICs, fans), W; None: energy.host_power_w_per_device "
+                                                "× devices per node (constants.toml; a DGX H100's), 0 on a CPU profile")
     grid_kg_co2_per_kwh: float = Field(0.385, ge=0.0, le=2.0, description="grid carbon intensity")
     host_memory_bytes: float | None = Field(None, gt=0, description="host (CPU) memory per node, bytes, for offloaded "
                                             "states; None: offload.host_memory_bytes_per_device × devices per node")
