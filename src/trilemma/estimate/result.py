@@ -437,6 +437,11 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
                             f"(a multiple of dp × micro-batch = {lay.dp} × {lay.micro_batch})")
     if lay.tp > cl.node_size:
         warnings.append(f"tensor parallelism ({lay.tp}) spans nodes of {cl.node_size} devices: slow inter-node all-reduces")
+    from trilemma.estimate.stability import stability_warning
+
+    unstable = stability_warning(str(pl.precision), pc.total)
+    if unstable:
+        warnings.append(unstable)
     uncal = uncalibrated_family_warning(hw.name, hw.family)
     if uncal:
         warnings.append(uncal)

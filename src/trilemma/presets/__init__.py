@@ -85,6 +85,12 @@ def regions() -> dict[str, dict[str, Any]]:
 
 
 @cache
+def precision_presets() -> dict[str, Any]:
+    """presets/precision.toml: Kumar 2024's assumed form and the measured tables per named precision."""
+    return _read_toml("precision.toml")
+
+
+@cache
 def constants() -> Constants:
     """Stated defaults (constants.toml) overlaid with the fitted ones (calibrated.toml, written by
     ``python scripts/calibrate.py``), frozen."""

@@ -300,6 +300,12 @@ def _precision_presets() -> dict[str, Any]:
     return tomllib.loads(_ROOT.joinpath("precision.toml").read_text(encoding="utf-8"))
 
 
+def precision_table(name: str) -> dict[str, Any]:
+    """presets/precision.toml's measured table of a named training precision ([fp8], [fp16]); {} if none."""
+    t = _precision_presets().get(str(name).strip().lower(), {})
+    return dict(t) if isinstance(t, dict) and name != "kumar2024" else {}
+
+
 def precision_constants(law: Law) -> dict[str, Any]:
     """Kumar et al. 2024 constants (presets/precision.toml), overridden by the law file's [precision] table.
 

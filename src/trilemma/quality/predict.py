@@ -36,6 +36,7 @@ from trilemma.quality.laws import (
     Law,
     get_law,
     precision_constants,
+    precision_table,
     repetition_constants,
 )
 from trilemma.specs.enums import DTYPE_BYTES, LossUnit, NCounts, Precision
@@ -58,8 +59,29 @@ def precision_bits(precision: Any) -> float:
     raise InputError("precision", precision, "bf16, fp16, fp32, tf32, fp8, or a bit width such as int4 or 6bit")
 
 
+def precision_loss_penalty(law: Law, precision: Any = "bf16") -> float:
+    """Relative loss penalty of a named training precision from a published comparison against bf16
+    (presets/precision.toml: fp8 → DeepSeek-V3's < 0.25%, arXiv 2412.19437 §3.3): the loss is × (1 + this).
+    0 for the rest, and when the law carries its own [precision] table (its Kumar form then applies)."""
+    if law.precision:
+        return 0.0
+    return float(precision_table(str(precision)).get("relative_loss_penalty", 0.0))
+
+
+def _penalties(law: Law, precision: Any) -> Any:
+    """``precision_loss_penalty`` for one precision or an array of them (one lookup per distinct value)."""
+    if isinstance(precision, (str, bytes)) or np.ndim(precision) == 0:
+        return precision_loss_penalty(law, precision)
+    p = np.asarray(precision).astype(str)
+    values, inverse = np.unique(p, return_inverse=True)
+    return np.array([precision_loss_penalty(law, v) for v in values])[inverse].reshape(p.shape)
+
+
 def precision_factor(law: Law, precision: Any = "bf16") -> float:
-    """N_eff / N for training at ``precision`` relative to 16-bit training (Kumar 2024 Eq. 3-4)."""
+    """N_eff / N for training at ``precision`` relative to 16-bit training (Kumar 2024 Eq. 3-4); 1 for a named
+    precision with a measured penalty instead (``precision_loss_penalty``)."""
+    if precision_loss_penalty(law, precision) > 0:
+        return 1.0
     bits = precision_bits(precision)
     k = precision_constants(law)
     ref = float(k["reference_bits"])
@@ -141,7 +163,7 @@ def loss_mean(law: Law | str | None, params_total: ArrayLike, params_non_embeddi
         p = np.asarray(precision).astype(str)
         values, inverse = np.unique(p, return_inverse=True)
         kfac = np.array([precision_factor(law, v) for v in values])[inverse].reshape(p.shape)
-    return _loss(law, law.constants, n, d, unique_tokens, kfac)
+    return _loss(law, law.constants, n, d, unique_tokens, kfac) * (1 + _penalties(law, precision))
 
 
 def loss_samples(law: Law, params_total: float, params_non_embedding: float, tokens: float,
@@ -154,6 +176,7 @@ def loss_samples(law: Law, params_total: float, params_non_embedding: float, tok
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         # an extreme (finite) bootstrap refit can overflow here; band() leaves such samples out
         out = _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
+        out = out * (1 + precision_loss_penalty(law, precision))
         r = law.uncertainty.residual if law.uncertainty is not None else None
         if r and np.ndim(out) == 1 and len(out):
             out = out * np.exp(residual_sd(law, float(n)) * _t_draws(r["df"], len(out)))
@@ -271,7 +294,8 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
     u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
     n = float(_params_for(law, n_tot, n_ne))
-    mean = float(_loss(law, law.constants, np.asarray(n), np.asarray(d), u, kfac))
+    pen = precision_loss_penalty(law, precision)
+    mean = float(_loss(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)) * (1 + pen)
     lo, hi = band(law, mean, loss_samples(law, n_tot, n_ne, d, u, precision))
     n_eff, d_eff = _effective(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)
 
@@ -287,6 +311,10 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
         if "D_max" in r and d > r["D_max"] * 1.5:
             notes.append(f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({_fmt(r['D_max'])}): "
                          "an extrapolation")
+    if pen > 0:
+        t = precision_table(str(precision))
+        notes.append(f"training precision {precision}: loss × {1 + pen:.4f}, the published bound on its penalty against bf16 "
+                     f"({t['source']})")
     if kfac != 1.0:
         k = precision_constants(law)
         notes.append(f"training precision {precision}: effective parameters x{kfac:.3f} in the form of Kumar et al. 2024 "

@@ -11,6 +11,7 @@ from trilemma.errors import InputError
 from trilemma.estimate.result import family_calibrated
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
+from trilemma.estimate.stability import stability_flag
 from trilemma.units import KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
 
 
@@ -28,7 +29,8 @@ def _row(e: Any, loss: Any) -> list[str]:
     """One table row: an Estimate and its LossPrediction."""
     lay = e.layout
     return [e.model.name, fmt_count(e.params.total), _gpu(e),
-            str(e.plan.precision), fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
+            str(e.plan.precision), stability_flag(str(e.plan.precision), e.params.total) or "—",
+            fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
             "none (fine-tune)" if loss is None else f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})",
             f"{e.time.mfu:.0%}",
             lay.label(compact=True),
@@ -50,7 +52,7 @@ def print_solve(r: Any) -> None:
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
     t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")
-    for col in ("", "model", "params", "GPUs", "precision", "tokens", "time", "cost", "loss (80%)", "MFU", "layout",
+    for col in ("", "model", "params", "GPUs", "precision", "stability", "tokens", "time", "cost", "loss (80%)", "MFU", "layout",
                 "memory/GPU", "free"):
         t.add_column(col)
     t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss))

@@ -27,6 +27,7 @@ from trilemma.solve.optimize import (Candidate, Frontier, FrontierFilters, Pins,
                                      explain_infeasible, frontier, rates, runners_up,
                                      table_goodput)
 from trilemma.estimate.result import Estimate
+from trilemma.estimate.stability import stability_flag
 from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, optimal_batch_tokens
 from trilemma.quality.predict import LossPrediction, check_unique_tokens, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
@@ -132,6 +133,8 @@ def plan_document(e: Estimate, loss: LossPrediction | None, why: str | None = No
     a fine-tune: no from-scratch loss) and, for a runner-up, what it differs in."""
     d = e.to_dict()
     d["loss"] = None if loss is None else loss.to_dict()
+    # a documented training-stability risk of the plan's precision at its size (estimate.stability), or None
+    d["stability"] = stability_flag(str(e.plan.precision), e.params.total) or None
     if why:
         d = {"differs_in": why, **d}
     d.pop("schema", None)

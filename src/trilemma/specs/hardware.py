@@ -72,7 +72,9 @@ class HardwareSpec(Spec):
         p = Precision(precision)
         if p not in self.peak_flop_per_s:
             have = ", ".join(sorted(str(k) for k in self.peak_flop_per_s))
-            raise InputError("precision", str(p), f"one this device ({self.name}) supports: {have}")
+            why = (f" ({self.name} has no bf16: fp16 is its 16-bit path, with loss scaling and, from 100B "
+                   "parameters, a documented divergence risk)" if p == Precision.BF16 and Precision.FP16 in self.peak_flop_per_s else "")
+            raise InputError("precision", str(p), f"one this device ({self.name}) supports: {have}{why}")
         return self.peak_flop_per_s[p]
 
 
