@@ -47,12 +47,12 @@ def layout_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _seq(text: Optional[str]) -> Optional[int]:
+def _seq(text: Optional[str], field: str = "seq") -> Optional[int]:
     """--seq: a whole number of tokens; 4k / 8K / 32k are 4,096 / 8,192 / 32,768, as context lengths are
     named (binary), not 4,000."""
     if text is not None and re.fullmatch(r"\d+[kK]", str(text).strip()):
         return int(str(text).strip()[:-1]) * int(IEC["Ki"])
-    return _int(text, "seq")
+    return _int(text, field)
 
 
 def _int(text: Optional[str], field: str) -> Optional[int]:
@@ -84,6 +84,10 @@ OFFLOAD_HELP = ("none (default), optimizer (ZeRO-Offload: states and CPU Adam on
 HOST_POWER_HELP = ("host and network power per node (CPUs, memory, NICs, fans), e.g. 4.6kW; 0 counts the devices "
                    "alone, as published energy figures do (default 575 W per device: a DGX H100's 10.2 kW less its 8 "
                    "GPUs' 5.6 kW)")
+DEPLOY_HELP = ("where the trained model must run: a device preset (iphone-15-pro, snapdragon-8-gen3, tensor-g3, "
+               "macbook-air-m2-8gb, rtx-4090, ...: presets/devices.toml) or a hardware preset")
+DEPLOY_PRECISION_HELP = "weights on the device: int4, int8 (one fp16 scale per 32 weights) or fp16 (default int4)"
+CONTEXT_HELP = "tokens of KV cache on the device, e.g. 4k (default: the plan's sequence length)"
 HOST_MEMORY_HELP = "host memory per node for offloaded states, e.g. 1TB (default 125 GB per device, a DGX A100's share)"
 
 
@@ -177,6 +181,9 @@ def estimate(
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
     host_power: Optional[str] = typer.Option(None, "--host-power", help=HOST_POWER_HELP),
+    deploy: Optional[str] = typer.Option(None, "--deploy", help=DEPLOY_HELP),
+    deploy_precision: str = typer.Option("int4", "--deploy-precision", help=DEPLOY_PRECISION_HELP),
+    context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP),
     layout: Optional[dict] = None,
@@ -217,6 +224,9 @@ def estimate(
                      **finetune_fields(m, **finetune_args(finetune)))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
+    if deploy is not None:
+        from trilemma.api import with_deploy
+        est = with_deploy(est, deploy, deploy_precision.lower(), _seq(context, "context"))
     if export:
         from trilemma.export import export as export_plan
         return _emit_export(export_plan(est, export), as_json)

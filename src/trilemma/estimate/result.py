@@ -163,6 +163,7 @@ class Estimate:
     warnings: tuple[str, ...] = field(default=())
     loss: LossPrediction | None = None  # the quality corner, added by trilemma.api.with_loss
     finetune: dict[str, Any] | None = None  # what a fine-tune trains and stores (None: pre-training)
+    deploy: dict[str, Any] | None = None  # where the trained model must run (trilemma.api.with_deploy), or None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (stable keys, SI units, fractions 0-1)."""
@@ -216,6 +217,7 @@ class Estimate:
             "cost": asdict(self.cost),
             **({"loss": self.loss.to_dict()} if self.loss is not None else {}),
             **({"finetune": self.finetune} if self.finetune is not None else {}),
+            **({"deploy": self.deploy} if self.deploy is not None else {}),
             "warnings": list(self.warnings),
         }
 

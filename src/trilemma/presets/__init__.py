@@ -27,6 +27,7 @@ else:  # pragma: no cover
 from trilemma.errors import InputError, UnknownPresetError
 from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
+from trilemma.specs.device import DeviceSpec
 from trilemma.specs.constants import Constants
 
 S = TypeVar("S", bound=Spec)
@@ -82,6 +83,39 @@ def hardware_presets() -> dict[str, HardwareSpec]:
 def regions() -> dict[str, dict[str, Any]]:
     """Grid carbon intensity presets: name → {kg_co2_per_kwh, source}."""
     return _read_toml("regions.toml")
+
+
+@cache
+def device_presets() -> dict[str, DeviceSpec]:
+    """Deployment targets (devices.toml): phones, laptops, desktops, with their sources."""
+    table = {k: v for k, v in _read_toml("devices.toml").items() if k != "efficiency"}
+    return _entries(table, DeviceSpec)
+
+
+@cache
+def deploy_efficiency() -> dict[str, Any]:
+    """devices.toml [efficiency]: the fitted bandwidth efficiency per runtime class, with its fit."""
+    return dict(_read_toml("devices.toml").get("efficiency", {}))
+
+
+def get_device(name: str) -> DeviceSpec:
+    """A deployment target by name or alias; a hardware preset (a datacentre GPU) serves as one too:
+    its HBM less the CUDA context, its bandwidth, fp16/int8 peaks, board power, runtime class "gpu"."""
+    devices = device_presets()
+    try:
+        return _lookup("devices", name, devices)
+    except UnknownPresetError:
+        try:
+            hw = get_hardware(name)
+        except UnknownPresetError:
+            raise UnknownPresetError("devices", name, [*difflib.get_close_matches(name.lower(), list(devices), n=3)]) from None
+    ctx = float(constants()["memory"]["cuda_context_bytes"])
+    peaks = {str(k): float(v) for k, v in hw.peak_flop_per_s.items() if str(k) in ("fp16", "fp8")}
+    return DeviceSpec.build(prefix=f"device {hw.name}", name=hw.name, kind="datacentre", chip=hw.name,
+                            ram_bytes=hw.hbm_bytes, usable_bytes=hw.hbm_bytes - ctx,
+                            usable_source="device memory less the CUDA context (constants.toml memory.cuda_context_bytes)",
+                            bandwidth_bytes_per_s=hw.hbm_bw_bytes_per_s, peak_flop_per_s=peaks, power_w=hw.board_power_w,
+                            runtime="gpu", source=hw.source)
 
 
 @cache

@@ -148,8 +148,33 @@ def print_estimate(est: Any) -> None:
         from trilemma.quality.predict import format_loss_line
 
         c.print(f"[bold]quality[/bold]  {format_loss_line(est.loss.to_dict())}")
+    if est.deploy is not None:
+        c.print(deploy_table(est.deploy))
     for w in est.warnings:
         c.print(f"[yellow]note:[/yellow] {w}")
+
+
+def deploy_table(d: dict[str, Any]) -> Table:
+    """The ``deploy`` block of an estimate: memory on the device, fits and margin, speed, energy."""
+    t = Table(title=f"deployed on {d['device']} ({d['kind']}), {d['precision']} weights, {d['context']:,}-token context",
+              show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    verdict = "[green]fits[/green]" if d["fits"] else "[red]does not fit[/red]"
+    t.add_row("memory", f"{fmt_bytes(d['weights_bytes'])} weights ({d['bits_per_weight']:g} bits each with scales) + "
+                        f"{fmt_bytes(d['kv_cache_bytes'])} KV cache + {fmt_bytes(d['runtime_bytes'])} runtime share "
+                        f"of the {fmt_bytes(d['usable_bytes'])} an app may use: {verdict}, margin "
+                        f"{fmt_bytes(abs(d['margin_bytes']))}{'' if d['fits'] else ' short'}")
+    t.add_row("decode", f"[bold]{d['decode_tokens_per_s']:,.1f} tokens/s[/bold] (80% band {d['decode_tokens_per_s_low']:,.1f} – "
+                        f"{d['decode_tokens_per_s_high']:,.1f}; memory-bound, {d['runtime']} reaches "
+                        f"{d['bandwidth_efficiency']:.0%} of peak bandwidth)")
+    t.add_row("prefill", f"{d['prefill_tokens_per_s']:,.0f} tokens/s (compute-bound)")
+    t.add_row("energy", f"{d['energy_per_token_j']:.3g} J per token")
+    q = d.get("quantisation_loss_nats")
+    t.add_row("quantisation", (f"loss + {q:.5f} nats: " if q is not None else "") + f"{d['quantisation_loss_source']}")
+    for n in d.get("notes", []):
+        t.add_row("note", n)
+    return t
 
 
 def presets_document(kind: str) -> dict[str, Any]:
