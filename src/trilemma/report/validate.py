@@ -57,6 +57,12 @@ def print_validate(doc: dict[str, Any]) -> None:
             s.add_row(kind, which, str(st["n"]), f"{st['median_error']:.1%}", f"{st['worst_error']:.0%}",
                       f"{st['within_10pct']:.0%}", f"{st['within_25pct']:.0%}", str(parts["skipped"]), cov)
     c.print(s)
+    od = doc.get("ondevice")
+    if od:
+        c.print(f"on-device decode (data/ondevice.csv, {od['measured_rows']} published tokens/s rows, {od['rows']} memory "
+                f"verdicts): median error {od['median_abs_error']:.0%} with the fitted efficiencies, "
+                f"{od['median_abs_error_loo']:.0%} leave-one-out ({od['within_25pct_loo']} within 25%); fits / does not "
+                f"fit right on {od['fits_right']} of {od['rows']}")
     if doc["skipped"]:
         c.print(f"{len(doc['skipped'])} rows skipped (see --json for reasons)")
     cal = doc.get("calibration") or {}

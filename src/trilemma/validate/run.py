@@ -101,7 +101,11 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
                       # per band an estimate prints: the share of rows inside the band built without their
                       # source (trilemma.validate.bands.coverage); the target is the level
                       "band_coverage": {"level": LEVEL, **cov.get(k, {})}}
-    return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows,
+    # on-device decode speed and memory verdicts (data/ondevice.csv, trilemma.validate.ondevice): shipped rows only
+    from trilemma.validate.ondevice import summary as ondevice_summary
+
+    ondevice = ondevice_summary() if data is None and kind is None else None
+    return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows, "ondevice": ondevice,
             "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
                         for s in skipped if kind in (None, s.kind)],
             "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},

@@ -1,0 +1,68 @@
+"""On-device deployment (issue 15): memory and speed by hand, the published decode rows, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trilemma.estimate.deploy import DEPLOY_BITS, decode_bytes_per_token, deploy, kv_cache_bytes
+from trilemma.presets import deploy_efficiency, device_presets, get_device
+from trilemma.validate.ondevice import fit, rows, summary
+from clitools import run
+
+
+def test_memory_and_speed_by_hand():
+    # Llama-2-7B (6,738,415,616 params, 32 layers, KV width 4,096, untied 32,000 × 4,096 input table) at int4:
+    # 4 bits + one fp16 scale per 32 = 4.5 bits; KV cache at 4,096 tokens: 2 × 32 × 4,096 × 4,096 × 2 bytes
+    assert DEPLOY_BITS["int4"] == 4.5 and DEPLOY_BITS["int8"] == 8.5
+    assert kv_cache_bytes(32, 4096, 4096) == 2 * 32 * 4096 * 4096 * 2
+    phone = get_device("iphone-15-pro")
+    eff = {**deploy_efficiency(), "metal": 0.5}
+    d = deploy(6_738_415_616, 6_738_415_616 - 131_072_000, 32, 4096, phone, "int4", 4096, eff)
+    assert d.weights_bytes == 6_738_415_616 * 4.5 / 8
+    per_token = (6_738_415_616 - 131_072_000) * 4.5 / 8 + 2 * 32 * 4096 * 4096 * 2
+    assert d.decode_tokens_per_s == pytest.approx(0.5 * 51.2e9 / per_token, rel=1e-12)
+    assert d.energy_per_token_j == pytest.approx(phone.power_w / d.decode_tokens_per_s, rel=1e-12)
+    # fits ⇔ weights + KV ≤ usable × (1 − runtime share); the margin says by how much
+    assert d.fits == (d.margin_bytes >= 0)
+    assert d.margin_bytes == pytest.approx(phone.usable_bytes * (1 - eff["runtime_share"]) - d.weights_bytes - d.kv_cache_bytes)
+    # a longer context reads more KV per token: slower, never faster
+    assert decode_bytes_per_token(1e9, 4.5, 16, 512, 8192) > decode_bytes_per_token(1e9, 4.5, 16, 512, 1024)
+
+
+def test_usable_memory_is_less_than_ram():
+    # macOS Metal: 2/3 of RAM up to 32 GB (10,922.67 MB on 16 GB, llama-cpp-python#687); iPhone 15 Pro: 6 GB of 8
+    for dev in device_presets().values():
+        assert 0 < dev.usable_bytes < dev.ram_bytes, dev.name
+    assert get_device("macbook-pro-m1-pro-16gb").usable_bytes / 2**20 == pytest.approx(10922.67, abs=0.01)
+
+
+def test_published_decode_rows_floor_and_fits():
+    # issue 15 floors: ≥ 15 published rows, decode within 25% median (leave-one-out), fits right on all
+    s = summary()
+    assert s["measured_rows"] >= 15
+    assert s["median_abs_error_loo"] <= 0.25 and s["median_abs_error"] <= 0.25
+    assert s["fits_right"] == s["rows"]
+    assert any(r["fits"] == "no" for r in rows())  # the verdict is tested both ways
+    assert {get_device(r["device"]).kind for r in rows()} >= {"phone", "laptop", "desktop-gpu"}
+
+
+def test_shipped_efficiency_is_the_fit():
+    shipped, refit = deploy_efficiency(), fit()
+    for runtime, eta in refit.items():
+        assert shipped[runtime] == pytest.approx(eta, abs=5e-4), runtime
+
+
+def test_cli_deploy_json_and_bad_input(capsys):
+    code, out, err = run(capsys, "estimate", "-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "10B",
+                         "--deploy", "rtx-4090", "--deploy-precision", "int8", "--context", "2k", "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    d = doc["deploy"]
+    assert d["device"] == "rtx-4090" and d["precision"] == "int8" and d["context"] == 2048 and d["fits"]
+    assert d["weights_bytes"] == pytest.approx(6_738_415_616 * 8.5 / 8)
+    for args, field in ((["--deploy", "no-such-phone"], "no-such-phone"), (["--deploy", "rtx-4090", "--deploy-precision", "int3"], "deploy-precision"),
+                        (["--deploy", "rtx-4090", "--context", "-5"], "context")):
+        code, out, err = run(capsys, "estimate", "-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "10B", *args)
+        assert code == 2 and field in err and "Traceback" not in err
