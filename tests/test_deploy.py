@@ -66,3 +66,26 @@ def test_cli_deploy_json_and_bad_input(capsys):
                         (["--deploy", "rtx-4090", "--context", "-5"], "context")):
         code, out, err = run(capsys, "estimate", "-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "10B", *args)
         assert code == 2 and field in err and "Traceback" not in err
+
+
+def test_solve_deploy_pin_and_inference_aware(capsys):
+    # issue 15 floor: solve --deploy <a phone> --min-tokens-per-s 10 returns a model that fits there with margin and
+    # meets the rate; with --inference-tokens 10T (Sardana et al. 2023) a smaller model trained on more tokens
+    args = ("solve", "--deadline", "14d", "--target-loss", "2.3", "--minimize", "cost", "--params", "100M..3B",
+            "--gpu", "h100-sxm", "--max-gpus", "64", "--deploy", "iphone-15-pro", "--min-tokens-per-s", "10", "--json")
+    docs = []
+    for extra in ((), ("--inference-tokens", "10T")):
+        code, out, err = run(capsys, *args, *extra)
+        assert code == 0 and err == ""
+        docs.append(json.loads(out))
+    for d in docs:
+        dep = d["optimum"]["deploy"]
+        assert dep["fits"] and dep["margin_bytes"] > 0 and dep["decode_tokens_per_s"] >= 10
+    plain, served = (d["optimum"] for d in docs)
+    assert served["model"]["params_total"] < plain["model"]["params_total"]
+    assert served["batch"]["tokens"] > plain["batch"]["tokens"]
+    life = docs[1]["lifetime"]
+    assert life["lifetime_usd"] == pytest.approx(life["training_usd"] + life["serving_usd"])
+    # no size decodes 1,000 tokens/s on a phone: infeasible (exit 1), and the reason names the device
+    code, out, err = run(capsys, *args[:-2], "1000")
+    assert code == 1 and "iphone-15-pro" in (out + err)

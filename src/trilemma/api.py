@@ -64,29 +64,10 @@ def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = 
 
 
 def with_deploy(est: Estimate, device: str, precision: str = "int4", context: int | None = None) -> Estimate:
-    """The estimate with where the trained model must run: ``device`` (presets/devices.toml, or a hardware
-    preset) at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens (default: the plan's
-    sequence length) — memory, fits with its margin, decode and prefill tokens/s, energy per token
-    (trilemma.estimate.deploy), and the quantisation's loss penalty where one is measured."""
-    from trilemma.estimate.deploy import DEPLOY_BITS, QUANT_LOSS_NATS, QUANT_LOSS_SOURCE, deploy_model
-    from trilemma.presets import deploy_efficiency, get_device
-    from trilemma.units import fmt_bytes
+    """The estimate with where the trained model must run (trilemma.estimate.deploy.with_deploy)."""
+    from trilemma.estimate.deploy import with_deploy as attach
 
-    if precision not in DEPLOY_BITS:
-        raise InputError("deploy-precision", precision, ", ".join(DEPLOY_BITS))
-    ctx = max(s.seq_len for s in est.plan.stages) if context is None else int(context)
-    if ctx < 1:
-        raise InputError("context", context, "a positive number of tokens")
-    dep = deploy_model(est.model, est.params, get_device(device), precision, ctx, deploy_efficiency())
-    doc = dep.to_dict()
-    pen = QUANT_LOSS_NATS[precision]
-    doc["quantisation_loss_nats"] = pen
-    doc["quantisation_loss_source"] = QUANT_LOSS_SOURCE[precision]
-    if est.loss is not None:
-        doc["loss_deployed"] = None if pen is None else est.loss.mean + pen
-    warnings = () if dep.fits else (f"{est.model.name} at {precision} does not fit {dep.device}: it needs "
-                                    f"{fmt_bytes(dep.total_bytes)} of the {fmt_bytes(dep.usable_bytes)} an app may use there",)
-    return replace(est, deploy=doc, warnings=est.warnings + warnings)
+    return attach(est, device, precision, context)
 
 
 def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import math
 import re
 import sys
 import warnings
@@ -53,6 +54,26 @@ def _seq(text: Optional[str], field: str = "seq") -> Optional[int]:
     if text is not None and re.fullmatch(r"\d+[kK]", str(text).strip()):
         return int(str(text).strip()[:-1]) * int(IEC["Ki"])
     return _int(text, field)
+
+
+def _inference_tokens(value: Any) -> Optional[float]:
+    """--inference-tokens: a token count such as 10T, or 0 (none: training cost only, overriding a scenario's)."""
+    if value is None:
+        return None
+    if str(value).strip() in ("0", "0.0"):
+        return 0.0
+    return parse_count(value, "inference-tokens")
+
+
+def _float(text: Any, field: str) -> float:
+    """A finite number given as a flag or scenario value; a one-line error naming ``field`` otherwise."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        raise InputError(field, text, "a number") from None
+    if not math.isfinite(v):
+        raise InputError(field, text, "a finite number")
+    return v
 
 
 def _int(text: Optional[str], field: str) -> Optional[int]:
@@ -262,6 +283,14 @@ def solve(
     frontier_all: Optional[bool] = typer.Option(None, "--frontier-all", help="keep every plan on the frontier: by default "
                                                 "it drops runs of fewer than 1,000 steps, under 10 minutes or over a year"),
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
+    deploy: Optional[str] = typer.Option(None, "--deploy", help=DEPLOY_HELP + ": only model sizes that fit it are searched"),
+    deploy_precision: Optional[str] = typer.Option(None, "--deploy-precision", help=DEPLOY_PRECISION_HELP),
+    context: Optional[str] = typer.Option(None, "--context", help="tokens of KV cache on the device (default: --seq)"),
+    min_tokens_per_s: Optional[str] = typer.Option(None, "--min-tokens-per-s", help="with --deploy: the model must decode "
+                                                   "at least this many tokens/s on the device"),
+    inference_tokens: Optional[str] = typer.Option(None, "--inference-tokens", help="tokens the model will serve, e.g. 10T: "
+                                                   "their cost (Sardana et al. 2023: 2N FLOPs each, at the plan's $ per "
+                                                   "FLOP) is added, and a $ budget holds training + serving"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
     finetune: Optional[dict] = None,
@@ -277,7 +306,8 @@ def solve(
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
         global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
         plot=plot, compile=compile_model, host_memory=host_memory, frontier_all=frontier_all, plot_range=plot_range,
-        **(finetune or {})))
+        deploy=deploy, deploy_precision=deploy_precision, context=context, min_tokens_per_s=min_tokens_per_s,
+        inference_tokens=inference_tokens, **(finetune or {})))
     from trilemma.solve.scenario import FINETUNE_KEYS
     if args["plot_range"] not in (None, "pins", "full"):
         raise InputError("plot-range", args["plot_range"], "pins or full")
@@ -291,7 +321,11 @@ def solve(
         memory_headroom=_headroom(args["memory_headroom"]), compile=bool(args["compile"]),
         finetune=finetune_args({k: args[k] for k in FINETUNE_KEYS}),
         host_memory_bytes=None if args["host_memory"] is None else parse_bytes(args["host_memory"], "host-memory"),
-        frontier_all=bool(args["frontier_all"]))
+        frontier_all=bool(args["frontier_all"]), deploy=args["deploy"],
+        deploy_precision=str(args["deploy_precision"] or "int4").lower(),
+        context=_seq(None if args["context"] is None else str(args["context"]), "context"),
+        min_tokens_per_s=None if args["min_tokens_per_s"] is None else _float(args["min_tokens_per_s"], "min-tokens-per-s"),
+        inference_tokens=_inference_tokens(args["inference_tokens"]))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:

@@ -17,10 +17,13 @@ one fp16 scale per group of 32 (ggml Q4_0/Q8_0, MLC-LLM q4f16_1): 4.5 and 8.5 bi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from trilemma.errors import InputError
+from trilemma.presets import deploy_efficiency, get_device
 from trilemma.specs.device import DeviceSpec
+from trilemma.units import fmt_bytes
 
 #: bits per weight with group scales: 4 or 8 bits + a 16-bit scale per 32 weights (ggml block_q4_0/block_q8_0:
 #: 18 and 34 bytes per 32 weights, ggml-common.h; MLC-LLM q4f16_1: group 32, fp16 scale)
@@ -143,3 +146,26 @@ def deploy_model(model: Any, pc: Any, device: DeviceSpec, precision: str, contex
     unread = 0 if model.tied_embeddings else model.vocab_size * model.d_model
     return deploy(float(pc.total), float(pc.active) - unread, model.n_layers, model.d_kv, device, precision, context,
                   efficiency)
+
+
+def with_deploy(est: Any, device: str, precision: str = "int4", context: int | None = None) -> Any:
+    """The estimate with where the trained model must run: ``device`` (presets/devices.toml, or a hardware
+    preset) at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens (default: the plan's
+    sequence length) — memory, fits with its margin, decode and prefill tokens/s, energy per token
+    (trilemma.estimate.deploy), and the quantisation's loss penalty where one is measured."""
+
+    if precision not in DEPLOY_BITS:
+        raise InputError("deploy-precision", precision, ", ".join(DEPLOY_BITS))
+    ctx = max(s.seq_len for s in est.plan.stages) if context is None else int(context)
+    if ctx < 1:
+        raise InputError("context", context, "a positive number of tokens")
+    dep = deploy_model(est.model, est.params, get_device(device), precision, ctx, deploy_efficiency())
+    doc = dep.to_dict()
+    pen = QUANT_LOSS_NATS[precision]
+    doc["quantisation_loss_nats"] = pen
+    doc["quantisation_loss_source"] = QUANT_LOSS_SOURCE[precision]
+    if est.loss is not None:
+        doc["loss_deployed"] = None if pen is None else est.loss.mean + pen
+    warnings = () if dep.fits else (f"{est.model.name} at {precision} does not fit {dep.device}: it needs "
+                                    f"{fmt_bytes(dep.total_bytes)} of the {fmt_bytes(dep.usable_bytes)} an app may use there",)
+    return replace(est, deploy=doc, warnings=est.warnings + warnings)

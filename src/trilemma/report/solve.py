@@ -68,6 +68,15 @@ def print_solve(r: Any) -> None:
             f"{o.cost.power_w / MEGA:,.2f} MW while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
             f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
             f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
+    if r.lifetime:
+        lt = r.lifetime
+        c.print(f"lifetime: training {fmt_usd(lt['training_usd'])} + serving {fmt_count(lt['inference_tokens'])} tokens "
+                f"{fmt_usd(lt['serving_usd'])} = [bold]{fmt_usd(lt['lifetime_usd'])}[/bold] ({lt['convention']})"
+                + (f"; on the device the serving draws {lt['serving_energy_kwh_on_device'] / KILO:,.0f} MWh"
+                   if "serving_energy_kwh_on_device" in lt else ""))
+    if o.deploy is not None:
+        from trilemma.report.table import deploy_table
+        c.print(deploy_table(o.deploy))
     if o.memory.headroom > 0:
         c.print(f"memory: every plan leaves at least {o.memory.headroom:.0%} of device memory free (the memory model's "
                 "80% band; --memory-headroom to change)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -24,7 +24,7 @@ import numpy as np
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.presets import constants, hardware_presets
 from trilemma.solve.optimize import (Candidate, Frontier, FrontierFilters, Pins, best_index, candidate, choose_tokens, default_objective,
-                                     explain_infeasible, frontier, rates, runners_up,
+                                     explain_infeasible, frontier, rates, runners_up, serving_usd,
                                      table_goodput)
 from trilemma.estimate.result import Estimate
 from trilemma.estimate.stability import stability_flag
@@ -32,7 +32,7 @@ from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, opti
 from trilemma.quality.predict import LossPrediction, check_unique_tokens, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
-from trilemma.units import SI, fmt_count, parse_budget, parse_count, parse_duration
+from trilemma.units import KWH, SI, fmt_bytes, fmt_count, parse_budget, parse_count, parse_duration
 
 SCHEMA = "trilemma.solve/1"
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
@@ -55,6 +55,8 @@ class SolveResult:
     candidates: int
     seconds: float
     warnings: tuple[str, ...] = field(default=())
+    #: --inference-tokens: training and serving dollars of the optimum (Sardana et al. 2023), or None
+    lifetime: dict[str, Any] | None = None
     #: the plan of config-table row ``i`` trained on ``tokens`` tokens, realised through estimate as the optimum
     #: is: ``plan_at(i, tokens) -> (Estimate, LossPrediction)`` (a frontier point's plan, trilemma.web)
     plan_at: Callable[[int, float], tuple[Estimate, LossPrediction]] | None = field(default=None, repr=False,
@@ -94,6 +96,7 @@ class SolveResult:
                                # over every plan each filter removes
                                "filters": {**f.filters.as_dict(), "applied": not f.keep_all},
                                "unfiltered_points": f.unfiltered_points, "removed": dict(f.removed)}
+        doc["lifetime"] = self.lifetime
         doc["search"] = {"candidates": self.candidates, "configurations": len(self.table), "seconds": self.seconds}
         doc["warnings"] = list(self.warnings) + list(self.optimum.warnings)
         return doc
@@ -267,7 +270,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           prices: dict[str, float] | None = None, layout: dict | None = None, want_frontier: bool = True,
           memory_headroom: float | None = None, compile: bool = False, finetune: dict | None = None,
           host_memory_bytes: float | None = None, max_configurations: int | None = None,
-          frontier_all: bool = False, frontier_filters: FrontierFilters | None = None) -> SolveResult:
+          frontier_all: bool = False, frontier_filters: FrontierFilters | None = None,
+          deploy: str | None = None, deploy_precision: str = "int4", context: int | None = None,
+          min_tokens_per_s: float | None = None, inference_tokens: float | None = None) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
     ``compile``: every plan runs under torch.compile (TrainingPlan.compile). ``max_configurations``:
     refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
@@ -279,7 +284,14 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     deadline is pinned, time when a budget is, cost when neither — and says so in its warnings.
 
     ``frontier_all``: the frontier over every plan, not only those that pass ``frontier_filters``
-    (default FrontierFilters(): at least 1,000 steps and 10 minutes, at most a year)."""
+    (default FrontierFilters(): at least 1,000 steps and 10 minutes, at most a year).
+
+    ``deploy`` (a device, trilemma.presets.get_device) pins where the trained model must run: only model sizes
+    that fit it at ``deploy_precision`` with a KV cache of ``context`` tokens (default: the sequence length) and
+    decode at ``min_tokens_per_s`` or faster there are searched (trilemma.estimate.deploy). ``inference_tokens``:
+    the model will serve that many tokens; their cost (Sardana et al. 2023: 2·N FLOPs a token at the plan's
+    dollars per FLOP, trilemma.solve.optimize.serving_usd) is added to each plan's, and a dollar budget holds
+    training + serving."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import finetune_fields, make_cluster, make_plan
     from trilemma.quality.laws import get_law
@@ -300,6 +312,12 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         raise InfeasibleError(f"target loss (--target-loss) {pins.target_loss} is at or below the law's irreducible loss "
                               f"E = {law_E:.3f} ({getattr(the_law, 'name', law)}): no plan reaches it")
     models = _models(model, params)
+    seq = seq_len or DEFAULT_SEQ
+    deploy_of: dict[str, Any] = {}
+    if deploy is not None or min_tokens_per_s is not None:
+        models, deploy_of = _deployable(models, deploy, deploy_precision, context or seq, min_tokens_per_s)
+    if inference_tokens is not None and (not math.isfinite(float(inference_tokens)) or float(inference_tokens) < 0):
+        raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T")
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
     cluster_fields = {} if host_memory_bytes is None else {"host_memory_bytes": host_memory_bytes}
     gpus = _gpus(gpu)
@@ -317,7 +335,6 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
                          f"{len(counts)} GPU counts = {size:,} configurations",
                          f"at most {max_configurations:,} configurations: narrow --params, --gpu, --precision "
                          "or --max-gpus")
-    seq = seq_len or DEFAULT_SEQ
     # the batch: the user's, or each model's DeepSeek-LLM optimum for its compute (trilemma.quality.batch)
     batch = global_batch_tokens or [batch_for(m, seq, fixed_tokens) for m in models]
     table = search_configs(models, gpus, precs, counts, seq, batch, layout, memory_headroom=memory_headroom,
@@ -327,6 +344,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
                          "tokens; --global-batch sets a smaller one)")
     e = constants()["energy"]
     c = rates(table, table_goodput(table, seq, plan_fields), prices or {}, e)
+    if inference_tokens:
+        c = replace(c, fixed_usd=serving_usd(c, float(inference_tokens)))
     loss_fn = _law_fn(the_law, uniq) if not is_ft else _no_loss
     ch = choose_tokens(c, pins, loss_fn, fixed_tokens)
     best = best_index(ch, pins.minimize)
@@ -353,6 +372,22 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         return est, predict_loss_block(m, tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
 
     opt, opt_loss = realise(picks[0])
+    lifetime = None
+    if inference_tokens:
+        serve = float(np.asarray(c.fixed_usd)[best])
+        lifetime = {"inference_tokens": float(inference_tokens), "training_usd": opt.cost.usd, "serving_usd": serve,
+                    "lifetime_usd": opt.cost.usd + serve,
+                    "convention": "Sardana et al. 2023 (arXiv 2401.00448): 2·N FLOPs per served token, at the cheapest "
+                                  "dollars per training FLOP among the plans searched (trilemma.solve.optimize.serving_usd)"}
+    if deploy is not None:
+        from trilemma.estimate.deploy import with_deploy
+
+        opt = with_deploy(opt, deploy, deploy_precision, context or seq)
+        if inference_tokens:
+            lifetime["serving_energy_kwh_on_device"] = (float(inference_tokens) * opt.deploy["energy_per_token_j"]
+                                                        / KWH)
+        if min_tokens_per_s is not None:
+            opt = replace(opt, deploy={**opt.deploy, "min_tokens_per_s": float(min_tokens_per_s)})
     _check_pins(opt, pins)
     ups = tuple((why, *plan_at(i, d)) for why, i, d in levers)
     if frontier_filters is None and is_ft:
@@ -380,9 +415,45 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
                         "bind; set one below that for a plan that trains")
     if table.n_gpus[best] == max(counts):
         warnings.append(f"the optimum uses the most GPUs allowed ({max(counts)}): raise --max-gpus to go further")
+    if deploy_of:
+        warnings.append(deploy_of["note"])
     return SolveResult(optimum=opt, optimum_loss=opt_loss, runners_up=ups, pins=pins, frontier=front, table=table,
                        candidates=table.candidates, seconds=_time.perf_counter() - t0, warnings=tuple(warnings),
-                       plan_at=plan_at)
+                       plan_at=plan_at, lifetime=lifetime)
+
+
+def _deployable(models: list[ModelSpec], device: str | None, precision: str, context: int,
+                min_tokens_per_s: float | None) -> tuple[list[ModelSpec], dict[str, Any]]:
+    """The model sizes that fit ``device`` at ``precision`` with ``context`` tokens of KV cache and decode at
+    ``min_tokens_per_s`` or faster there (trilemma.estimate.deploy), and a note of what the pin removed;
+    InfeasibleError when none does."""
+    from trilemma.estimate.deploy import DEPLOY_BITS, deploy_model
+    from trilemma.estimate.params import param_counts
+    from trilemma.presets import deploy_efficiency, get_device
+
+    if device is None:
+        raise InputError("min-tokens-per-s", min_tokens_per_s, "a value with --deploy DEVICE (the device it is measured on)")
+    if precision not in DEPLOY_BITS:
+        raise InputError("deploy-precision", precision, ", ".join(DEPLOY_BITS))
+    rate = 0.0 if min_tokens_per_s is None else float(min_tokens_per_s)
+    if not math.isfinite(rate) or rate < 0:
+        raise InputError("min-tokens-per-s", min_tokens_per_s, "a non-negative number of tokens per second")
+    dev, eff = get_device(device), deploy_efficiency()
+    deps = [deploy_model(m, param_counts(m), dev, precision, context, eff) for m in models]
+    keep = [m for m, d in zip(models, deps) if d.fits and d.decode_tokens_per_s >= rate]
+    if not keep:
+        fit = [(m, d) for m, d in zip(models, deps) if d.fits]
+        why = (f"none of the {len(models)} model sizes searched fits {dev.name} at {precision} with a {context:,}-token "
+               f"KV cache (the smallest needs {fmt_bytes(deps[0].total_bytes)} of {fmt_bytes(dev.usable_bytes)})"
+               if not fit else
+               f"the fastest model that fits {dev.name} ({fit[0][0].name}) decodes {fit[0][1].decode_tokens_per_s:.1f} "
+               f"tokens/s there, under --min-tokens-per-s {rate:g}: allow smaller models (--params) or a lower rate")
+        raise InfeasibleError("no plan meets the pins: " + why)
+    largest = max(keep, key=lambda m: param_counts(m).total)
+    note = (f"deploy: {len(keep)} of {len(models)} model sizes fit {dev.name} at {precision} with a {context:,}-token "
+            f"KV cache" + (f" and decode at ≥ {rate:g} tokens/s there" if min_tokens_per_s is not None else "")
+            + f" (largest {fmt_count(param_counts(largest).total)} parameters)")
+    return keep, {"note": note}
 
 
 __all__ = ["SolveResult", "broken_pins", "make_pins", "plan_document", "search_limit", "solve"]

@@ -61,6 +61,9 @@ class Corners:
     n_non_embedding: np.ndarray
     precision: np.ndarray  # per configuration: lower precision costs quality through the law
     batch_tokens: np.ndarray  # the configuration's global batch, tokens: a plan trains at least one
+    # serving the trained model (--inference-tokens), dollars per configuration, whatever the training tokens:
+    # lifetime cost = training + this (serving_usd)
+    fixed_usd: np.ndarray | float = 0.0
 
 
 def table_goodput(table: ConfigTable, seq_len: int, plan_fields: dict | None = None) -> np.ndarray:
@@ -107,6 +110,17 @@ def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, flo
                    batch_tokens=table.batch_tokens.astype(float))
 
 
+def serving_usd(c: Corners, inference_tokens: float) -> np.ndarray:
+    """Serving ``inference_tokens`` with each configuration's model, dollars, as Sardana et al. 2023 count it
+    ("Beyond Chinchilla-Optimal", arXiv 2401.00448, Eq. 2: total FLOPs = 6·N·D_tr + 2·N·D_inf): 2·N FLOPs per
+    served token, priced at the cheapest dollars per training FLOP (6·N per token) among the configurations
+    searched — one rate for every model, so serving depends on the model alone, not on how it was trained.
+    A larger model costs more to serve: with many inference tokens the optimum moves to a smaller model
+    trained on more tokens."""
+    usd_per_flop = float(np.min(c.usd_per_token / (6.0 * c.n_total)))
+    return 2.0 * c.n_total * float(inference_tokens) * usd_per_flop
+
+
 def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float, prec: np.ndarray) -> np.ndarray:
     """Smallest D in [D_MIN, D_MAX] with loss(N, D) ≤ target per configuration; inf if unreachable
     (trilemma.quality.forms.tokens_for_loss: bisection in ln D, 48 halvings)."""
@@ -121,7 +135,8 @@ def cap_tokens(c: Corners, p: Pins) -> np.ndarray:
     for limit, per in ((p.deadline_s, c.s_per_token), (p.budget_usd, c.usd_per_token),
                        (p.budget_gpu_hours, c.gpu_hours_per_token), (p.budget_kwh, c.kwh_per_token)):
         if limit is not None:
-            cap = np.minimum(cap, limit / per)
+            left = limit - c.fixed_usd if per is c.usd_per_token else limit  # the serving cost comes off the budget
+            cap = np.minimum(cap, np.maximum(left, 0.0) / per)
     return cap
 
 
@@ -160,8 +175,8 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
     feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= np.maximum(D_MIN, c.batch_tokens))
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
-    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token, gpu_hours=D * c.gpu_hours_per_token,
-                  kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
+    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token + c.fixed_usd,
+                  gpu_hours=D * c.gpu_hours_per_token, kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
 
 
 def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> int | None:
@@ -193,8 +208,8 @@ def at_tokens(c: Corners, p: Pins, loss_fn, tokens: float) -> Choice:
     feasible = (D <= cap_tokens(c, p) * (1 + 1e-9)) & (D >= c.batch_tokens)
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
-    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token, gpu_hours=D * c.gpu_hours_per_token,
-                  kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
+    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token + c.fixed_usd,
+                  gpu_hours=D * c.gpu_hours_per_token, kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
 
 
 def over_pins(ch: Choice, p: Pins) -> np.ndarray:
@@ -385,7 +400,7 @@ def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: flo
     cfg = np.broadcast_to(np.arange(R)[:, None], D.shape).ravel()
     D = D.ravel()
     t = D * c.s_per_token[cfg]
-    usd = D * c.usd_per_token[cfg]
+    usd = D * c.usd_per_token[cfg] + (c.fixed_usd[cfg] if np.ndim(c.fixed_usd) else c.fixed_usd)
     loss = loss_fn(c.n_total[cfg], c.n_non_embedding[cfg], D, c.precision[cfg])
     steps = D / c.batch_tokens[cfg]
     why = filters.removed_by(steps, t)
@@ -422,7 +437,7 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
             return (f"target loss {p.target_loss} is out of reach of the models searched (best {best:.3f} with "
                     f"{fmt_count(D_MAX)} tokens): allow larger models (--params)")
         t = np.where(reach, D * c.s_per_token, np.inf)
-        usd = np.where(reach, D * c.usd_per_token, np.inf)
+        usd = np.where(reach, D * c.usd_per_token + c.fixed_usd, np.inf)
         goal = f"loss {p.target_loss}"
         if p.deadline_s is not None:  # hold the deadline, move the money
             within = t <= p.deadline_s
