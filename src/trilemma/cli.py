@@ -428,14 +428,14 @@ def validate(
 
 @app.command()
 def presets(
-    kind: str = typer.Argument("all", help="models, hardware or all"),
+    kind: str = typer.Argument("all", help="models, hardware, devices (deployment targets) or all"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
 ) -> Any:
     """List the model and hardware presets (with sources)."""
     from trilemma.report.table import presets_document, print_presets
 
-    if kind not in ("models", "hardware", "all"):
-        raise InputError("kind", kind, "models, hardware or all")
+    if kind not in ("models", "hardware", "devices", "all"):
+        raise InputError("kind", kind, "models, hardware, devices or all")
     return emit(presets_document(kind), as_json, lambda d: d, lambda d: print_presets(kind))
 
 

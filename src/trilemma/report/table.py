@@ -187,6 +187,10 @@ def presets_document(kind: str) -> dict[str, Any]:
                           "params_active": param_counts(m).active} for m in model_presets().values()]
     if kind in ("hardware", "all"):
         doc["hardware"] = [h.model_dump(mode="json") for h in all_hardware_presets().values()]
+    if kind in ("devices", "all"):
+        from trilemma.presets import device_presets
+
+        doc["devices"] = [d.model_dump(mode="json") for d in device_presets().values()]
     return doc
 
 
@@ -216,4 +220,15 @@ def print_presets(kind: str) -> None:
                       fmt_rate(h.hbm_bw_bytes_per_s), fmt_rate(h.intra_node_bw_bytes_per_s),
                       fmt_rate(h.inter_node_bw_bytes_per_s), str(h.devices_per_node), f"{h.board_power_w:.0f}",
                       f"{h.price_usd_per_hour:.2f}")
+        c.print(t)
+    if kind in ("devices", "all"):
+        from trilemma.presets import device_presets
+
+        t = Table(title="deployment targets (--deploy)")
+        for col in ("name", "kind", "chip", "memory", "an app may use", "bandwidth", "fp16", "W", "runtime"):
+            t.add_column(col, justify="left" if col in ("name", "kind", "chip", "runtime") else "right")
+        for d in device_presets().values():
+            t.add_row(d.name, d.kind, d.chip, fmt_bytes(d.ram_bytes), fmt_bytes(d.usable_bytes),
+                      fmt_rate(d.bandwidth_bytes_per_s), fmt_flop_rate(d.peak_flop_per_s.get("fp16", 0.0)),
+                      f"{d.power_w:.0f}", d.runtime)
         c.print(t)
