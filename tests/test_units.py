@@ -210,3 +210,12 @@ def test_formatting():
     assert fmt_duration(0.5) == "500.0 ms"
     assert fmt_usd(1.5e6) == "$1.50M"
     assert fmt_usd(250e3) == "$250k"
+
+
+def test_fmt_power_picks_the_unit_a_person_reads():
+    """A frontier run in MW, a node-sized job in kW (22.98 MW is Llama 3.1 405B's 16,384 H100s with hosts)."""
+    from trilemma.units import fmt_power
+
+    assert fmt_power(22_980_000.0) == "22.98 MW"
+    assert fmt_power(8_580.0) == "8.58 kW"
+    assert fmt_power(575.0) == "575 W"

@@ -216,6 +216,11 @@ def fmt_flop_rate(f: float) -> str:
     return _scaled(f, [(1e15, " PFLOP/s"), (1e12, " TFLOP/s"), (1e9, " GFLOP/s"), (1.0, " FLOP/s")])
 
 
+def fmt_power(w: float) -> str:
+    """Watts as MW, kW or W, four significant figures (a frontier run in MW, a fine-tune in kW)."""
+    return _scaled(w, [(1e6, " MW"), (1e3, " kW"), (1.0, " W")], digits=4)
+
+
 def fmt_rate(bps: float) -> str:
     return _scaled(bps, [(1e12, " TB/s"), (1e9, " GB/s"), (1e6, " MB/s"), (1.0, " B/s")])
 

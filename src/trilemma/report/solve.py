@@ -12,7 +12,7 @@ from trilemma.estimate.result import family_calibrated
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
 from trilemma.estimate.stability import stability_flag
-from trilemma.units import KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_usd
+from trilemma.units import KILO, fmt_bytes, fmt_count, fmt_duration, fmt_power, fmt_usd
 
 
 #: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
@@ -65,7 +65,7 @@ def print_solve(r: Any) -> None:
         c.print(UNCALIBRATED_NOTE)
     o = r.optimum
     c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / KILO:,.1f} MWh, "
-            f"{o.cost.power_w / MEGA:,.2f} MW while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
+            f"{fmt_power(o.cost.power_w)} while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
             f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
             f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
     if r.lifetime:

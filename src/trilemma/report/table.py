@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trilemma.estimate.params import param_counts
-from trilemma.units import (KILO, MEGA, fmt_bytes, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
+from trilemma.units import (KILO, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
                             fmt_usd)
 
 
@@ -137,7 +137,7 @@ def print_estimate(est: Any) -> None:
     ct.add_row("energy", f"{co.energy_kwh / KILO:,.1f} MWh"
                + (f" ({co.energy_kwh_low / KILO:,.1f} – {co.energy_kwh_high / KILO:,.1f})" if eband else "")
                + f" (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
-    ct.add_row("power", f"[bold]{co.power_w / MEGA:,.2f} MW[/bold] while it runs (host and network "
+    ct.add_row("power", f"[bold]{fmt_power(co.power_w)}[/bold] while it runs (host and network "
                f"{co.host_power_w_per_device:,.0f} W per device, PUE {co.pue}) ≈ {co.homes_powered:,.0f} average US homes "
                "powered for the run's duration")
     ct.add_row("CO2", f"{co.co2_kg / KILO:,.1f} t CO2e"
