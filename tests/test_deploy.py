@@ -89,3 +89,15 @@ def test_solve_deploy_pin_and_inference_aware(capsys):
     # no size decodes 1,000 tokens/s on a phone: infeasible (exit 1), and the reason names the device
     code, out, err = run(capsys, *args[:-2], "1000")
     assert code == 1 and "iphone-15-pro" in (out + err)
+
+
+def test_bad_deploy_and_empty_lora_targets_name_their_flags(capsys):
+    """An unknown --deploy names the flag (not an internal 'device'), and an empty --lora-targets is refused
+    instead of silently taking the default modules."""
+    from clitools import run
+
+    code, out, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "8", "--tokens", "1B", "--deploy", "nope")
+    assert code == 2 and out == "" and err.startswith("trilemma: error: deploy: unknown preset 'nope'")
+    code, out, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "8", "--tokens", "1B", "--finetune", "lora",
+                         "--lora-targets", "")
+    assert code == 2 and err.startswith("trilemma: error: lora-targets:")

@@ -34,8 +34,8 @@ class InputError(TrilemmaError, ValueError):
 class UnknownPresetError(InputError):
     """A preset name that does not exist; suggests the closest names."""
 
-    def __init__(self, kind: str, name: str, suggestions: list[str]) -> None:
-        field = kind.rstrip("s")
+    def __init__(self, kind: str, name: str, suggestions: list[str], field: str | None = None) -> None:
+        field = field or kind.rstrip("s")
         hint = ("did you mean " + ", ".join(suggestions) + "? ") if suggestions else ""
         allowed = f"a known {field} preset ({hint}`trilemma presets {kind}` lists them)"
         super().__init__(field, name, allowed)

@@ -108,7 +108,8 @@ def get_device(name: str) -> DeviceSpec:
         try:
             hw = get_hardware(name)
         except UnknownPresetError:
-            raise UnknownPresetError("devices", name, [*difflib.get_close_matches(name.lower(), list(devices), n=3)]) from None
+            raise UnknownPresetError("devices", name, [*difflib.get_close_matches(name.lower(), list(devices), n=3)],
+                                     field="deploy") from None
     ctx = float(constants()["memory"]["cuda_context_bytes"])
     peaks = {str(k): float(v) for k, v in hw.peak_flop_per_s.items() if str(k) in ("fp16", "fp8")}
     return DeviceSpec.build(prefix=f"device {hw.name}", name=hw.name, kind="datacentre", chip=hw.name,

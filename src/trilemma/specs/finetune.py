@@ -129,7 +129,7 @@ def make_finetune(method: str | FinetuneMethod | None, *, n_layers: int, gated: 
     if lora_alpha is not None and not lora_alpha > 0:
         raise InputError("lora-alpha", lora_alpha, "a positive number, e.g. 16 or 32")
     fields: dict = {"method": meth, "base_precision": base or BasePrecision.BF16,
-                    "targets": parse_targets(lora_targets or DEFAULT_LORA_TARGETS, gated)}
+                    "targets": parse_targets(DEFAULT_LORA_TARGETS if lora_targets is None else lora_targets, gated)}
     if lora_rank is not None:
         fields["lora_rank"] = int(lora_rank)
     if lora_alpha is not None:
