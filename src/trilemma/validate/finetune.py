@@ -91,4 +91,23 @@ def predict_all() -> list[FinetuneMemoryCase]:
     return [predict_row(r) for r in rows()]
 
 
-__all__ = ["FinetuneMemoryCase", "predict_all", "predict_row", "rows"]
+#: issue 14's criterion for a published fine-tuning measurement: predicted within 15% of reported
+WITHIN = 0.15
+
+
+def section() -> dict[str, Any]:
+    """``trilemma validate``'s fine-tune memory section: each row (bytes, predicted / reported, its source) and
+    the summary — |predicted / reported − 1| (not fitted: these rows are evidence only, so there is no
+    leave-one-source-out figure), its median and worst, the share within ``WITHIN``."""
+    cases = predict_all()
+    err = np.abs([c.error for c in cases])
+    summary: dict[str, Any] = {"n": len(cases)}
+    if len(cases):
+        summary.update(median_error=float(np.median(err)), worst_error=float(err.max()),
+                       within=WITHIN, within_share=float(np.mean(err <= WITHIN)), within_count=int(np.sum(err <= WITHIN)))
+    return {"data": DATA, "fitted": False, "summary": summary,
+            "rows": [{"case": c.case, "predicted_bytes": c.predicted_gib * GIB, "reported_bytes": c.reported_gib * GIB,
+                      "ratio": c.predicted_gib / c.reported_gib, "source": c.source} for c in cases]}
+
+
+__all__ = ["WITHIN", "FinetuneMemoryCase", "predict_all", "predict_row", "rows", "section"]

@@ -101,7 +101,13 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
                       # per band an estimate prints: the share of rows inside the band built without their
                       # source (trilemma.validate.bands.coverage); the target is the level
                       "band_coverage": {"level": LEVEL, **cov.get(k, {})}}
-    return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows,
+    # published fine-tuning memory (data/finetune_memory.csv): evidence beside the kinds, never fitted
+    ft = None
+    if data is None and kind in (None, "finetune"):
+        from trilemma.validate.finetune import section
+
+        ft = section()
+    return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows, "finetune_memory": ft,
             "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
                         for s in skipped if kind in (None, s.kind)],
             "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},
