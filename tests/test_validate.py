@@ -56,6 +56,27 @@ def test_validate_cli_json_csv_and_bad_kind(tmp_path, capsys):
     assert main(["validate", "--kind", "gadgets"]) == 2
 
 
+def test_validate_reads_the_published_finetune_memory(doc, capsys):
+    """data/finetune_memory.csv beside the kinds: every row with its ratio, the issue-14 criterion (within 15%)
+    counted from the rows, nothing fitted on them; `--kind finetune` prints that section alone."""
+    import csv
+    from importlib import resources
+
+    ft = doc["finetune_memory"]
+    text = resources.files("trilemma").joinpath("data", "finetune_memory.csv").read_text("utf-8")
+    shipped = list(csv.DictReader(text.splitlines()))
+    assert [r["case"] for r in ft["rows"]] == [r["case"] for r in shipped] and not ft["fitted"]
+    gib = 2 ** 30
+    for r, row in zip(ft["rows"], shipped):
+        assert r["reported_bytes"] == pytest.approx(float(row["reported_gib"]) * gib)
+        assert r["ratio"] == pytest.approx(r["predicted_bytes"] / r["reported_bytes"])
+    s = ft["summary"]
+    assert s["within_count"] == sum(abs(r["ratio"] - 1) <= 0.15 for r in ft["rows"]) >= 10  # issue 14: at least 10
+    assert main(["validate", "--kind", "finetune", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["summary"] == {} and d["rows"] == [] and d["finetune_memory"]["summary"] == s
+
+
 def test_estimates_carry_a_band_from_the_backtest():
     e = estimate("llama2-7b", "a100-80gb", 256, 1e12)
     b = calibration()["bands"]

@@ -405,7 +405,8 @@ def export(
 
 @app.command()
 def validate(
-    kind: Optional[str] = typer.Option(None, "--kind", help="runs, throughput or memory (default: all)"),
+    kind: Optional[str] = typer.Option(None, "--kind", help="runs, throughput, memory or finetune (published "
+                                       "fine-tuning memory, not fitted; default: all)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="also write one line per row to this CSV file"),
     live_loso: bool = typer.Option(False, "--loso", help="recompute leave-one-source-out now (about a minute) "
@@ -418,8 +419,8 @@ def validate(
     from trilemma.report.validate import print_validate, write_csv
     from trilemma.validate.run import run_validate
 
-    if kind is not None and kind not in ("runs", "throughput", "memory"):
-        raise InputError("kind", kind, "runs, throughput or memory")
+    if kind is not None and kind not in ("runs", "throughput", "memory", "finetune"):
+        raise InputError("kind", kind, "runs, throughput, memory or finetune")
     doc = run_validate(kind, live_loso=live_loso, data=data)
     if csv_path:
         write_csv(doc, csv_path)

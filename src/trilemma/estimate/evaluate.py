@@ -133,7 +133,7 @@ def outside_allocator(cluster: ClusterSpec, consts: Constants) -> dict[str, floa
     ``cuda_context_bytes`` (the device's measured context, else memory.cuda_context_bytes),
     ``framework_residual_bytes`` (fitted) and ``nccl_channels`` (NCCL's buffers follow the layout).
     A device with a measured overhead (a `trilemma probe` CPU profile: oneDNN/MKL and OpenMP buffers,
-    the allocator's keep) carries it whole as the residual, with no context and no NCCL; a CPU without
+    code paged in) carries it whole as the residual, with no context and no NCCL; a CPU without
     one has none of the three (no CUDA context, gloo instead of NCCL, no caching allocator)."""
     hw = cluster.hardware
     if hw.framework_overhead_bytes is not None or cluster.is_cpu:
@@ -193,8 +193,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     pc = param_counts(model)
     headroom = memory_headroom(cluster)
     capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
-    # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU's
-    # allocator keep is inside its measured runtime overhead
+    # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU has none:
+    # the probe measures it with glibc's mmap threshold fixed, where freed tensors leave the resident set
+    # (trilemma.probe.train._mmap_large_allocations)
     mem_consts = {**consts["memory"], **outside_allocator(cluster, consts),
                   "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
                   **({"fragmentation": 0.0} if cluster.is_cpu else {})}

@@ -10,8 +10,11 @@ and the loopback link that gloo uses between processes on one host.
   GPU, the host-to-device copy rate.
 - Runtime memory (CPU): what a fresh process's resident set grows by when it trains a one-layer
   model (d 64) for a few AdamW steps, less its tensors: the math libraries' scratch buffers
-  (oneDNN/MKL), OpenMP thread stacks and what the allocator keeps. The planner adds it to a CPU
-  plan's memory as that device's framework overhead (a GPU's is the calibrated constant).
+  (oneDNN/MKL), OpenMP thread stacks, code paged in. Measured from ``train.cpu_memory_baseline``,
+  as the probe's training is: the modules a step imports loaded first (AdamW imports torch._dynamo,
+  about 70 MiB of modules), glibc's mmap threshold held at 128 KiB (freed tensors leave the resident
+  set). The planner adds it to a CPU plan's memory as that device's framework overhead (a GPU's is
+  the calibrated constant).
 
 Results are cached per machine fingerprint (device, CPU model, cores, torch version, threads)
 in ``<config dir>/probe/machine.json``; ``--remeasure`` measures again. A measurement knows its
@@ -42,7 +45,8 @@ import torch
 from trilemma.presets import user_config_dir
 from trilemma.probe.launch import BUSY, OtherLoad
 from trilemma.probe.profile import Conditions, MachineMeasurement, MatmulCurve
-from trilemma.units import DAY, GIB, MIB
+from trilemma.probe.train import MMAP_THRESHOLD_BYTES
+from trilemma.units import DAY, GIB, KIB, MIB
 
 __all__ = ["LoadReading", "MachineMeasurement", "MatmulCurve", "busy_reason", "cpu_model", "dtype_of", "load_reading",
            "machine", "stale_reason", "usable_cores"]
@@ -199,20 +203,23 @@ def host_to_device_bandwidth() -> float:  # pragma: no cover - GPU only
 
 # ------------------------------------------------------------------ cache
 
+#: how ``runtime_memory`` measures: from ``trilemma.probe.train.cpu_memory_baseline``, as the probe's training
+#: does, with glibc's mmap threshold held fixed (a cached figure measured otherwise is measured again)
+RUNTIME_MEMORY_METHOD = f"cpu_memory_baseline/2: step modules imported, mmap threshold {MMAP_THRESHOLD_BYTES / KIB:.0f} KiB"
+
+
 def _runtime_memory_child(threads: int, out_path: str) -> None:
     """Run in a fresh process by ``runtime_memory``: a one-layer model's AdamW steps; writes the resident
     growth beyond its tensors (bytes) to the file ``out_path``."""
     from trilemma.probe.inputs import probe_model
     from trilemma.probe.model import build_model
-    from trilemma.probe.train import _reset_peak_rss, _rss, _trim
+    from trilemma.probe.train import _rss, cpu_memory_baseline
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     spec = probe_model(layers=1, d_model=64)
     spec = spec[0] if isinstance(spec, tuple) else spec
-    _trim()
-    _reset_peak_rss()
-    base, _ = _rss()
+    _, base = cpu_memory_baseline()
     model = build_model(spec, "cpu")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randint(0, spec.vocab_size, (1, 256))
@@ -380,7 +387,8 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
     if why:
         meas = None
     missing = [p for p in precisions if meas is None or p not in meas.matmul]
-    runtime_missing = device == "cpu" and (meas is None or not meas.runtime_memory_bytes)
+    runtime_missing = device == "cpu" and (meas is None or not meas.runtime_memory_bytes
+                                           or meas.runtime_memory_method != RUNTIME_MEMORY_METHOD)
     if meas is not None and not missing and not runtime_missing:
         return replace(meas, from_cache=True, seconds=0.0)
 
@@ -405,7 +413,7 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
                                       memory_bw_bytes_per_s=memory_bandwidth(device),
                                       link_bw_bytes_per_s=link, link_kind=kind)
         if runtime_missing:
-            meas = replace(meas, runtime_memory_bytes=runtime_memory(threads))
+            meas = replace(meas, runtime_memory_bytes=runtime_memory(threads), runtime_memory_method=RUNTIME_MEMORY_METHOD)
         share = during.share()
         # a CPU's figures hold what other processes did while they were taken (a GPU's: the GPU's own work)
         during_why = busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""

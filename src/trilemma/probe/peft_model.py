@@ -5,6 +5,7 @@ modules, the last N layers (freeze), or everything (full). Imported only by a pr
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -71,7 +72,9 @@ def build_finetune_model(spec: ModelSpec, device: torch.device, ft: dict[str, An
             raise InputError("finetune", method, "peft installed: pip install 'trilemma[finetune]'") from None
         conf = peft.LoraConfig(r=ft["lora_rank"], lora_alpha=ft["lora_alpha"], lora_dropout=ft.get("lora_dropout", 0.0),
                                target_modules=list(ft["targets"]), bias="none")
-        hf = peft.get_peft_model(hf, conf)
+        with warnings.catch_warnings():  # PEFT reads transformers' deprecated is_gradient_checkpointing
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            hf = peft.get_peft_model(hf, conf)
         trainable = int(hf.get_nb_trainable_parameters()[0])
     else:
         if method == "freeze":

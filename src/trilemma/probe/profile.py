@@ -92,8 +92,11 @@ class MachineMeasurement:
     link_kind: str
     matmul: dict[str, MatmulCurve] = field(default_factory=dict)
     # resident memory a training process grows by beyond its tensors (CPU: oneDNN/MKL scratch, OpenMP
-    # threads, the allocator's keep), bytes, from a one-layer model's steps; 0: not measured
+    # threads, code paged in), bytes, from a one-layer model's steps; 0: not measured
     runtime_memory_bytes: float = 0.0
+    # how runtime_memory_bytes was measured (trilemma.probe.bench.RUNTIME_MEMORY_METHOD); another method's
+    # figure is measured again
+    runtime_memory_method: str = ""
     measured_at: str = ""
     seconds: float = 0.0  # time spent measuring (this call; 0 from the cache)
     from_cache: bool = False

@@ -154,6 +154,10 @@ def _training(s: _Setup) -> tuple[dict[str, Any], float, float | None]:
     others = meter.share()
     if raw["interrupted"]:
         s.warnings.append(f"interrupted after {len(raw['step_s'])} of {s.job.steps} steps: figures cover the steps done")
+    if raw["memory"].get("trained_before"):
+        s.warnings.append("this process trained on the CPU before: glibc's heap keeps the blocks that run freed and "
+                          "serves this run's tensors from them, so freed memory stays resident and the measured "
+                          "memory is an upper bound; a fresh process (each `trilemma probe` command) measures it")
     if len(raw["step_s"]) <= s.job.warmup:
         s.warnings.append("no step after the warm-up finished: no steady-state figures")
     if s.job.device == "cpu" and others is not None and others > BUSY:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from trilemma.errors import InputError
 from trilemma.report.table import _console
+from trilemma.units import fmt_bytes
 
 _UNIT = {"gpu_hours": (1.0, "GPU-h"), "days": (1.0, "days"), "tokens_per_s_per_gpu": (1.0, "tok/s/GPU"),
          "model_tflops_per_gpu": (1.0, "model TFLOP/s"), "hardware_tflops_per_gpu": (1.0, "hw TFLOP/s"),
@@ -42,7 +43,8 @@ def print_validate(doc: dict[str, Any]) -> None:
         t.add_row(r["kind"], str(r["row"]), r["model"][:40], str(r["n_gpus"]), r["hardware"], _UNIT[r["metric"]][1],
                   _v(r["predicted"], r["metric"]), _v(r["reported"], r["metric"]), _ratio(r["ratio"]),
                   _ratio(r["loso_ratio"]), r["note"])
-    c.print(t)
+    if doc["rows"] or doc["summary"]:  # (--kind finetune: the fine-tune section alone)
+        c.print(t)
     s = Table(title="summary: |log(predicted/reported)| as %")
     for col in ("kind", "fit", "rows", "median", "worst", "≤10%", "≤25%", "skipped", "80% band coverage"):
         s.add_column(col, justify="left" if col in ("kind", "fit", "80% band coverage") else "right")
@@ -56,13 +58,15 @@ def print_validate(doc: dict[str, Any]) -> None:
                 continue
             s.add_row(kind, which, str(st["n"]), f"{st['median_error']:.1%}", f"{st['worst_error']:.0%}",
                       f"{st['within_10pct']:.0%}", f"{st['within_25pct']:.0%}", str(parts["skipped"]), cov)
-    c.print(s)
+    if doc["summary"]:
+        c.print(s)
     od = doc.get("ondevice")
     if od:
         c.print(f"on-device decode (data/ondevice.csv, {od['measured_rows']} published tokens/s rows, {od['rows']} memory "
                 f"verdicts): median error {od['median_abs_error']:.0%} with the fitted efficiencies, "
                 f"{od['median_abs_error_loo']:.0%} leave-one-out ({od['within_25pct_loo']} within 25%); fits / does not "
                 f"fit right on {od['fits_right']} of {od['rows']}")
+    _print_finetune(c, doc.get("finetune_memory"))
     if doc["skipped"]:
         c.print(f"{len(doc['skipped'])} rows skipped (see --json for reasons)")
     cal = doc.get("calibration") or {}
@@ -70,6 +74,21 @@ def print_validate(doc: dict[str, Any]) -> None:
         c.print(f"constants fitted {cal['date']} by `{cal['command']}`; LOSO = calibrated without the row's source")
     c.print("80% band coverage: share of rows inside the band an estimate prints, the band built without the "
             "row's source (time: a whole run's; runs, throughput, memory: each kind's)")
+
+
+def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
+    """The published fine-tuning memory rows (data/finetune_memory.csv), evidence not fitted, and their summary."""
+    if not ft or not ft["rows"]:
+        return
+    t = Table(title=f"fine-tune memory per GPU — predicted vs published ({ft['data']}; evidence, not fitted)")
+    for col in ("case", "predicted", "reported", "ratio"):
+        t.add_column(col, justify="left" if col == "case" else "right")
+    for r in ft["rows"]:
+        t.add_row(r["case"], fmt_bytes(r["predicted_bytes"]), fmt_bytes(r["reported_bytes"]), _ratio(r["ratio"]))
+    c.print(t)
+    s = ft["summary"]
+    c.print(f"fine-tune memory: {s['within_count']} of {s['n']} within {s['within']:.0%}; |predicted / reported - 1| "
+            f"median {s['median_error']:.1%}, worst {s['worst_error']:.0%}")
 
 
 def _coverage(parts: dict[str, Any]) -> str:

@@ -105,7 +105,14 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
     from trilemma.validate.ondevice import summary as ondevice_summary
 
     ondevice = ondevice_summary() if data is None and kind is None else None
+    # published fine-tuning memory (data/finetune_memory.csv): evidence beside the kinds, never fitted
+    ft = None
+    if data is None and kind in (None, "finetune"):
+        from trilemma.validate.finetune import section
+
+        ft = section()
     return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows, "ondevice": ondevice,
+            "finetune_memory": ft,
             "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
                         for s in skipped if kind in (None, s.kind)],
             "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},
