@@ -374,3 +374,24 @@ def test_a_second_cpu_run_in_one_process_says_its_memory_is_an_upper_bound():
     run_probe(**TINY, steps=2, warmup=1, eval_batches=0)
     r = run_probe(**TINY, steps=2, warmup=1, eval_batches=0)
     assert any("trained on the CPU before" in w for w in r.warnings)
+
+
+def test_cpu_memory_per_process_prediction_adds_the_measured_runtime_baseline():
+    """On a CPU the measured memory per process is the whole resident set (interpreter, torch, data and
+    training): its prediction is the baseline measured before training plus the planner's total. By hand:
+    362 MiB baseline + 200 MiB planned against 554 MiB measured → (362 + 200) / 554 = 1.0144; the training
+    state compares the planner alone, 200 / 192."""
+    from trilemma.probe.compare import comparison
+    from trilemma.probe.result import Measured, Predicted
+    from trilemma.units import MIB
+
+    pred = Predicted(hardware="local", step_time_s=0.3, tokens_per_s=1.0, memory_bytes=200 * MIB,
+                     memory_training_bytes=200 * MIB, framework_overhead_bytes=0.0, mfu=0.5, compute_s=0.3,
+                     dp_comm_s=0.0, optimizer_s=0.0, memory_breakdown={})
+    meas = Measured(step_time=None, tokens_per_s=None, model_flop_per_token=1.0, hardware_flop_per_token=1.0,
+                    model_flop_per_s=None, mfu=None, hfu=None, peak_flop_per_s=1.0, mfu_datasheet=None, datasheet=None,
+                    memory_bytes=554 * MIB, memory_training_bytes=192 * MIB, memory_baseline_bytes=362 * MIB,
+                    memory_kind="VmHWM", loss_first=None, loss_last=None, train_loss=None, eval_loss=None, params=1)
+    c = comparison(pred, meas)
+    assert c["memory"].ratio == pytest.approx(562 / 554) and c["memory"].predicted == 562 * MIB
+    assert c["memory_training"].ratio == pytest.approx(200 / 192)

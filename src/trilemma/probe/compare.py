@@ -86,13 +86,16 @@ def measured(raw: dict[str, Any], job: Job, spec: ModelSpec, nproc: int, peak: f
 
 
 def comparison(pred: Predicted, meas: Measured) -> dict[str, Comparison]:
-    """Predicted / measured for step time (s), tokens/s and memory (bytes), where it was measured."""
+    """Predicted / measured for step time (s), tokens/s and memory (bytes), where it was measured. On a CPU
+    the measured memory per process is the whole resident set, interpreter and libraries included: its
+    prediction is that runtime baseline, measured before training (the same for every plan, not something
+    the planner predicts), plus the planner's total; ``memory_training`` compares the planner alone."""
     from trilemma.probe.result import Comparison
 
     out = {}
     pairs = [("step_time", pred.step_time_s, meas.step_time.median_s if meas.step_time else None),
              ("tokens_per_s", pred.tokens_per_s, meas.tokens_per_s),
-             ("memory", pred.memory_bytes, meas.memory_bytes),
+             ("memory", pred.memory_bytes + (meas.memory_baseline_bytes or 0.0), meas.memory_bytes),
              ("memory_training", pred.memory_training_bytes, meas.memory_training_bytes)]
     for k, p, m in pairs:
         if m:

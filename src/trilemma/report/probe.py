@@ -70,9 +70,11 @@ def print_probe(result: ProbeResult) -> None:
                 + (f", {meas.mfu_datasheet:.1%} of the {meas.datasheet} datasheet peak" if meas.mfu_datasheet else ""))
     c.print(f"  memory: {meas.memory_kind}; training state = "
             + ("above the runtime baseline of " + fmt_bytes(meas.memory_baseline_bytes)
+               + " (interpreter, torch, data: measured before training; the predicted memory per process adds it "
+               "to the planner's total)"
                if env.device == "cpu" else "CUDA allocator peak")
             + (f"; the planner's total includes its framework overhead of {fmt_bytes(pred.framework_overhead_bytes)}"
-               if pred else ""))
+               if pred and env.device != "cpu" else ""))
     if meas.loss_first is not None:
         c.print(f"  loss: first {meas.loss_first:.3f}, last {meas.loss_last:.3f}, train (last 5) {meas.train_loss:.3f}"
                 + (f", held-out {meas.eval_loss:.3f}" if meas.eval_loss is not None else "") + " nats/byte")
