@@ -66,6 +66,12 @@ def test_the_explorer_in_a_browser(tmp_path):
             assert rows == ROWS
             assert page.locator("#memory-bar .seg").count() == len(opt["memory"]["breakdown"])
             assert page.evaluate("window.trilemma.shown.model.name") == opt["model"]["name"]
+            # the runners-up: each chip after the optimum's says what its one lever buys or costs (solve's delta)
+            chips = page.locator("#runners .runner").all_inner_texts()
+            assert len(chips) == 1 + len(doc["runners_up"]) and "Δ" not in chips[0]
+            for chip, up in zip(chips[1:], doc["runners_up"]):
+                assert chip.startswith(up["differs_in"]) and "Δ " in chip
+                assert ("meets the pins" in chip) == (not up["breaks"])
 
             # 2. a pin moves: the budget's slider (log10 of dollars) to a tenth; the text follows, and the new
             # plan keeps to it and buys no lower loss

@@ -267,6 +267,16 @@ function showEstimate(status, doc, ms) {
   document.body.dataset.state = "ready";
 }
 
+// a runner-up against the optimum (solve's `delta` and `breaks`): what its one lever buys or costs
+function deltaText(plan) {
+  const d = plan.delta;
+  const sign = (x) => (x > 0 ? "+" : x < 0 ? "−" : "±");
+  const parts = [`${sign(d.time_s)}${fmtDuration(Math.abs(d.time_s))}`, `${sign(d.usd)}${fmtUSD(Math.abs(d.usd))}`];
+  if (d.loss !== null && d.loss !== undefined) parts.push(`${sign(d.loss)}${Math.abs(d.loss).toFixed(3)} loss`);
+  const pins = plan.breaks && plan.breaks.length ? `misses ${plan.breaks.join(", ")}` : "meets the pins";
+  return ` (Δ ${parts.join(", ")}; ${pins})`;
+}
+
 function showRunners(doc) {
   const box = $("runners");
   box.innerHTML = "";
@@ -275,8 +285,9 @@ function showRunners(doc) {
     const b = document.createElement("button");
     b.type = "button";
     b.className = "runner";
+    const loss = plan.loss ? `loss ${plan.loss.mean.toFixed(3)}` : "no loss (fine-tune)";
     b.textContent = `${why}: ${plan.hardware.n_gpus}× ${plan.hardware.name}, ${fmtNum(plan.model.params_total)} params, ` +
-      `${fmtDuration(plan.time.total_s)}, ${fmtUSD(plan.cost.usd)}, loss ${plan.loss.mean.toFixed(3)}`;
+      `${fmtDuration(plan.time.total_s)}, ${fmtUSD(plan.cost.usd)}, ${loss}` + (plan.delta ? deltaText(plan) : "");
     b.addEventListener("click", () => showPlan(plan, why === "optimum" ? "Optimum" : "Runner-up: " + why, []));
     box.appendChild(b);
   }
