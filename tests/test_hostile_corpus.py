@@ -220,9 +220,8 @@ FILES: dict[str, str | bytes | None] = {  # name -> content (None: a directory; 
 }
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("hostile")
+def write_files(root: Path) -> Path:
+    """The corpus's files (FILES) under ``root``: None a folder, bytes or text a file."""
     for name, content in FILES.items():
         p = root / name
         if content is None:
@@ -232,6 +231,11 @@ def files(tmp_path_factory) -> Path:
         else:
             p.write_text(content, encoding="utf-8")
     return root
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    return write_files(tmp_path_factory.mktemp("hostile"))
 
 
 # ------------------------------------------------------------------ cases

@@ -215,18 +215,9 @@ def test_hostile_corpus_as_json(client, sandbox):
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory):
-    from test_hostile_corpus import FILES
+    from test_hostile_corpus import write_files
 
-    root = tmp_path_factory.mktemp("hostile_json")
-    for name, content in FILES.items():
-        p = root / name
-        if content is None:
-            p.mkdir()
-        elif isinstance(content, bytes):
-            p.write_bytes(content)
-        else:
-            p.write_text(content, encoding="utf-8")
-    return root
+    return write_files(tmp_path_factory.mktemp("hostile_json"))
 
 
 # ------------------------------------------------------------------ limits
