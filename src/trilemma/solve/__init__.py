@@ -23,7 +23,7 @@ import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.presets import constants, hardware_presets
-from trilemma.solve.optimize import (Candidate, Frontier, FrontierFilters, Pins, best_index, candidate, choose_tokens, default_objective,
+from trilemma.solve.optimize import (Frontier, FrontierFilters, Pins, best_index, candidate, choose_tokens, default_objective,
                                      explain_infeasible, frontier, rates, runners_up, serving_usd,
                                      table_goodput)
 from trilemma.estimate.result import Estimate
@@ -58,8 +58,8 @@ class SolveResult:
     #: --inference-tokens: training and serving dollars of the optimum (Sardana et al. 2023), or None
     lifetime: dict[str, Any] | None = None
     #: the plan of config-table row ``i`` trained on ``tokens`` tokens, realised through estimate as the optimum
-    #: is: ``plan_at(i, tokens) -> (Estimate, LossPrediction)`` (a frontier point's plan, trilemma.web)
-    plan_at: Callable[[int, float], tuple[Estimate, LossPrediction]] | None = field(default=None, repr=False,
+    #: is: ``plan_at(i, tokens) -> (Estimate, LossPrediction or None for a fine-tune)`` (a frontier point's plan)
+    plan_at: Callable[[int, float], tuple[Estimate, LossPrediction | None]] | None = field(default=None, repr=False,
                                                                                    compare=False)
 
     def frontier_plan(self, point: int) -> Estimate:
@@ -359,12 +359,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     best = best_index(ch, pins.minimize)
     if best is None:
         raise InfeasibleError("no plan meets the pins: " + explain_infeasible(table, c, pins, loss_fn, law_E))
-    picks = [candidate(ch, best, "optimum")]
+    best_cand = candidate(ch, best, "optimum")
     # each runner-up differs from the optimum in one lever: (label, configuration, tokens)
     levers = runners_up(table, c, pins, loss_fn, float(ch.tokens[best]), best)
-
-    def realise(cand: Candidate) -> tuple[Estimate, LossPrediction | None]:
-        return plan_at(cand.row, cand.tokens)
 
     def plan_at(i: int, tokens: float) -> tuple[Estimate, LossPrediction | None]:
         m = table.models[table.model_idx[i]]
@@ -379,7 +376,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
             return est, None
         return est, predict_loss_block(m, tokens, law=the_law, unique_tokens=uniq, precision=str(prec))
 
-    opt, opt_loss = realise(picks[0])
+    opt, opt_loss = plan_at(best_cand.row, best_cand.tokens)
     lifetime = None
     if inference_tokens:
         serve = float(np.asarray(c.fixed_usd)[best])
