@@ -99,10 +99,11 @@ def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(gpus, 
 
 def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
     reg = calibration()["regime"]
-    inside = estimate("llama2-70b", "h100-sxm", 2048, 2e12)
+    inside = estimate("llama2-70b", "h100-sxm", 512, 2e12)  # 64 nodes: inside every bound of [regime]
     beyond = estimate("llama2-70b", "h100-sxm", 2 * reg["max_gpus"], 2e12)
     assert inside.time.band_reason == BAND_LOSO and inside.time.band_reasons == ()
-    assert len(beyond.time.band_reasons) == 1 and "devices" in beyond.time.band_reason
+    assert len(beyond.time.band_reasons) == 2 and "devices" in beyond.time.band_reason
+    assert "slow-node share is extrapolated" in beyond.time.band_reasons[1]
     ratio = lambda t: (t.total_s_high / t.total_s, t.total_s / t.total_s_low)  # noqa: E731
     assert ratio(beyond.time)[0] > ratio(inside.time)[0] and ratio(beyond.time)[1] > ratio(inside.time)[1]
     assert any("outside the calibrated regime" in w for w in beyond.warnings)
@@ -157,3 +158,24 @@ def test_the_loss_band_holds_larger_models_it_was_not_fitted_on():
     law = fit_runs(Runs(n[small], d[small], loss[small], "chinchilla-small"), n_boot=100, holdout=0).law
     inside = [(p := predict_loss(law, ni, ni, di)).low <= li <= p.high for ni, di, li in zip(n[~small], d[~small], loss[~small])]
     assert len(inside) >= 10 and np.mean(inside) >= 0.70
+
+
+def test_more_nodes_than_any_whole_run_widens_the_run_band_but_not_the_step_band():
+    """The slow-node share is fitted on whole runs with a wall time (GPU-hours or days); the most nodes
+    among them, counted here from the shipped rows, bounds where it is measured. A plan beyond it is
+    inside every other bound (devices, parameters, precision) yet its run band is wider, its step band
+    (which has no slow-node share) is not, and a fine-tune (no slow-node share) is never marked."""
+    cases, _ = load_cases(None)
+    nodes = max(math.ceil(c.n_gpus / c.hardware.devices_per_node) for c in cases if c.metric in ("gpu_hours", "days"))
+    reg = calibration()["regime"]
+    assert reg["max_run_nodes"] == nodes
+    gpus = 8 * (nodes + 1)
+    assert gpus <= reg["max_gpus"]
+    at, beyond = estimate("llama2-13b", "a100-80gb", 8 * nodes, 2e12), estimate("llama2-13b", "a100-80gb", gpus, 2e12)
+    assert at.time.band_reasons == ()
+    assert len(beyond.time.band_reasons) == 1 and f"{nodes + 1:,} nodes" in beyond.time.band_reason
+    width = lambda t: (t.total_s_high / t.total_s, t.total_s / t.total_s_low, t.step_s_high / t.step_s)  # noqa: E731
+    assert width(beyond.time)[0] > width(at.time)[0] and width(beyond.time)[1] > width(at.time)[1]
+    assert width(beyond.time)[2] == pytest.approx(width(at.time)[2])
+    ft = outside_reasons("nvidia-ampere", gpus, 13e9, "bf16", finetune=True, nodes=nodes + 1)
+    assert ft[-1].startswith("a fine-tune") and not any("nodes" in r for r in ft)

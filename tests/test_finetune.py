@@ -126,10 +126,12 @@ def test_full_adamw_7b_does_not_fit_one_80gb_gpu() -> None:
 def test_zero_offload_13b_fits_one_v100() -> None:
     """ZeRO-Offload (Ren et al. 2021, abstract): "train models with over 13 billion parameters on a single GPU"
     (a 32 GB V100 of a DGX-2, 1.5 TB of host memory); the host holds 14 bytes per parameter."""
+    # the claim is that the tensors fit the device: the plan is checked against 10% headroom, not the default
+    # (the upper end of the memory model's 80% band, ~15%, a planning margin that moves with each calibration)
     est = estimate("llama2-13b", "v100-32gb", 1, tokens=1e7, seq_len=1024, global_batch_tokens=16 * 1024,
                    precision="fp16", finetune="full", offload="optimizer", layout={"recompute": "full", "micro_batch": 1},
-                   cluster={"host_memory_bytes": 1.5e12})
-    assert est.memory.fits
+                   cluster={"host_memory_bytes": 1.5e12, "memory_headroom": 0.10})
+    assert est.memory.fits and est.memory.per_gpu_bytes <= 0.9 * est.memory.capacity_bytes
     assert est.memory.host_bytes == pytest.approx(14 * est.params.total)
     with pytest.raises(LayoutError):  # a host of 64 GB cannot hold them
         estimate("llama2-13b", "v100-32gb", 1, tokens=1e7, seq_len=1024, global_batch_tokens=16 * 1024,

@@ -86,9 +86,10 @@ def test_interleaving_divides_the_bubble_by_v():
 
 def test_uneven_pipeline_stages_wait_for_the_heaviest():
     """Llama 3.1 405B: 126 layers on pp = 16 (Dubey et al. 2024 §3.3.2: one layer fewer on the first and
-    last stages). The heaviest rank holds ceil(126/16) = 8 layers, so the step is that of 128 layers,
-    apart from the parameter count the data-parallel traffic carries; interleaved chunks may be uneven too."""
-    from trilemma.specs.axes import stage_layers
+    last stages). The heaviest rank holds ceil(126/16) = 8 layers; the last rank, which also runs the LM
+    head and the loss, holds 7. The step waits for the slower of the two: 8 layers, or 7 and the head.
+    Interleaved chunks may be uneven too."""
+    from trilemma.specs.axes import last_stage_layers, stage_layers
 
     assert stage_layers(126, 16) == 8 and stage_layers(128, 16) == 8 and stage_layers(96, 8, 2) == 12
     assert stage_layers(32, 1) == 32 and stage_layers(33, 32) == 2
@@ -97,19 +98,51 @@ def test_uneven_pipeline_stages_wait_for_the_heaviest():
     from trilemma.presets import get_model
 
     base = get_model("gpt3-6.7b")  # 32 layers: 8 per stage on pp = 4
-    uneven = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, **kw)  # 8, 8, 8, 6
+    uneven = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, **kw)  # 7, 8, 8, 7
     even = estimate(base, "a100-80gb", 64, 10e9, **kw)
-    assert uneven.time.compute_s == pytest.approx(even.time.compute_s, rel=1e-12)
-    assert uneven.time.bubble_s == pytest.approx(even.time.bubble_s, rel=1e-3)
+    # the even step: 8 layers and the head on the last rank; the uneven one: the slower of 8 layers (a
+    # middle rank) and 7 layers with the head (the last), each layer timed alike
+    head = even.time.ops_s["lm_head"]
+    layer = (even.time.compute_s - head) / 8
+    assert uneven.time.compute_s == pytest.approx(max(8 * layer, 7 * layer + head), rel=1e-9)
+    assert uneven.time.compute_s < even.time.compute_s
     # interleaving with uneven chunks (Llama 3.1 405B's schedule): ceil(30 / 8) = 4 layers per chunk, 8 per
-    # rank, as for 32 layers; a virtual stage needs at least one layer
+    # rank as for 32 layers, less the one the last chunk (on the last rank) gives up; a virtual stage needs
+    # at least one layer
     inter = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, seq_len=2048,
                      global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=2, zero=1, recompute="none",
                                                                  micro_batch=1))
-    assert inter.time.compute_s == pytest.approx(even.time.compute_s, rel=1e-12)
+    assert last_stage_layers(30, 4, 2) == 7
+    assert inter.time.compute_s == pytest.approx(uneven.time.compute_s, rel=1e-9)
     with pytest.raises(Exception, match="pp × virtual stages must not exceed the number of layers"):
         estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9,
                  seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=16, vp=2))
+
+
+def _placed_last_rank_layers(n_layers: int, pp: int, vp: int) -> int:
+    """The last rank's layers when torchtitan's exporter places the chunks (trilemma.export.torchtitan
+    .stage_modules, one module list per chunk) and the interleaved schedule gives rank r the chunks
+    r, r + pp, r + 2pp, ... (torch.distributed.pipelining's looped schedules)."""
+    from trilemma.export.torchtitan import stage_modules
+
+    chunks = stage_modules(n_layers, pp * vp)
+    return sum(sum(1 for mod in chunks[i] if mod.startswith("layers.")) for i in range(pp - 1, pp * vp, pp))
+
+
+@pytest.mark.parametrize("n_layers,pp,vp", [(126, 16, 1), (126, 16, 4), (126, 16, 7), (30, 4, 1), (30, 4, 2),
+                                            (80, 8, 1), (80, 8, 2), (61, 8, 1), (61, 4, 3), (9, 4, 1), (13, 8, 1),
+                                            (95, 4, 4), (32, 32, 1), (33, 32, 1), (62, 4, 5)])
+def test_last_stage_layers_are_where_the_exporter_puts_them(n_layers: int, pp: int, vp: int) -> None:
+    """The closed form the step uses is the layer count the exported plan runs on its last rank; it is at
+    most the heaviest rank's and equal to it when the chunks divide the layers. By hand: 126 layers on 16
+    stages lose one on the first and one on the last (Llama 3: 7 + 14 × 8 + 7)."""
+    from trilemma.specs.axes import last_stage_layers, stage_layers
+
+    assert last_stage_layers(n_layers, pp, vp) == _placed_last_rank_layers(n_layers, pp, vp)
+    assert last_stage_layers(n_layers, pp, vp) <= stage_layers(n_layers, pp, vp)
+    if n_layers % (pp * vp) == 0:
+        assert last_stage_layers(n_layers, pp, vp) == stage_layers(n_layers, pp, vp)
+    assert last_stage_layers(126, 16) == 7
 
 
 def test_elementwise_inventory_by_hand():

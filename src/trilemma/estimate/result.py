@@ -288,10 +288,13 @@ def family_calibrated(family: str) -> bool:
 
 
 def outside_reasons(family: str, n_gpus: float | None = None, params_total: float | None = None,
-                    precision: str | None = None, finetune: bool = False) -> tuple[str, ...]:
+                    precision: str | None = None, finetune: bool = False,
+                    nodes: float | None = None) -> tuple[str, ...]:
     """Why a plan lies outside what the time calibration measured (calibrated.toml [families], [regime]):
     a chip family with no step times or runs, more devices or a larger model than the largest calibrated
-    one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was. Empty: inside."""
+    one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was, and (given
+    ``nodes``, for a whole run's time) more nodes than the largest whole run with a wall time, beyond which
+    the slow-node share (trilemma.estimate.goodput.slow_node_share) is extrapolated. Empty: inside."""
     out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
     reg = calibration().get("regime", {})
     if n_gpus is not None and "max_gpus" in reg and n_gpus > reg["max_gpus"]:
@@ -304,6 +307,9 @@ def outside_reasons(family: str, n_gpus: float | None = None, params_total: floa
                    "out-of-regime error added")
     if finetune and reg.get("finetune_cases", 1) == 0:
         out.append("a fine-tune: no calibrated step times or runs are of fine-tunes: out-of-regime error added")
+    if nodes is not None and not finetune and "max_run_nodes" in reg and nodes > reg["max_run_nodes"]:
+        out.append(f"{nodes:,.0f} nodes, more than the largest whole run with a wall time ({reg['max_run_nodes']:,}): "
+                   "the slow-node share is extrapolated: out-of-regime error added")
     return tuple(out)
 
 
@@ -334,11 +340,11 @@ def widened(q10: float, q90: float, k: int) -> tuple[float, float]:
 
 def band_outside(family: str, n_gpus: float | None = None, params_total: float | None = None,
                  precision: str | None = None, kind: str = "time",
-                 finetune: bool = False) -> tuple[float, float, tuple[str, ...]]:
+                 finetune: bool = False, nodes: float | None = None) -> tuple[float, float, tuple[str, ...]]:
     """Multipliers (low, high) of the 80% band on ``kind`` ("time": a whole run's time, GPU-hours, $,
     energy; "throughput": a step's time) for a plan, and the reasons it was widened (``outside_reasons``,
-    ``widened``)."""
-    reasons = outside_reasons(family, n_gpus, params_total, precision, finetune)
+    ``widened``). ``nodes`` counts for a whole run's time only: a step has no slow-node share."""
+    reasons = outside_reasons(family, n_gpus, params_total, precision, finetune, nodes if kind == "time" else None)
     lo, hi = widened(*_q(kind), len(reasons))
     return lo, hi, reasons
 
@@ -401,7 +407,8 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     t = sa.time
     # a fine-tune (TrainingPlan.finetune, where the plan has one): no calibrated row is one
     ft = getattr(pl, "finetune", None) is not None
-    lo, hi, reasons = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), finetune=ft)
+    nodes = math.ceil(cl.n_gpus / cl.hardware.devices_per_node)
+    lo, hi, reasons = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), finetune=ft, nodes=nodes)
     s_lo, s_hi, _ = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)
     time = TimeBreakdown(step_s=_f(t.step_s, i), tokens_per_s=_f(ev.tokens_per_s, i), mfu=_f(ev.mfu, i),

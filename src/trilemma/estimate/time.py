@@ -31,7 +31,7 @@ from trilemma.estimate.finetune import (ADAPTER_BYTES, backward_shares, base_lin
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, ModelSpec, Precision, TrainingPlan
-from trilemma.specs.axes import stage_layers
+from trilemma.specs.axes import last_stage_layers, stage_layers
 from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Offload
 from trilemma.units import MEGA
 
@@ -310,15 +310,22 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     # recomputation counted in its class: full re-runs a layer's forward, selective the attention core
-    ops_mb = {"gemm": layers * (gemm_fwd + gemm_bwd + dq_pass + np.where(
-                  full_rc, gemm_fwd + dq_pass, np.where(op_rc, op_share * gemm_fwd, 0.0))),
-              "attention": layers * (attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0)),
-              "elementwise": layers * (elem_fwd + elem_bwd + np.where(full_rc | op_rc, elem_fwd, 0.0)),
-              "kernel_launch": layers * (kern_fwd + kern_bwd + np.where(full_rc, kern_fwd, np.where(
-                  sel_rc, kern_fwd / k_f, np.where(op_rc, op_kern, 0.0)))),
-              "lm_head": head}
+    per_layer = {"gemm": gemm_fwd + gemm_bwd + dq_pass + np.where(
+                     full_rc, gemm_fwd + dq_pass, np.where(op_rc, op_share * gemm_fwd, 0.0)),
+                 "attention": attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0),
+                 "elementwise": elem_fwd + elem_bwd + np.where(full_rc | op_rc, elem_fwd, 0.0),
+                 "kernel_launch": kern_fwd + kern_bwd + np.where(full_rc, kern_fwd, np.where(
+                     sel_rc, kern_fwd / k_f, np.where(op_rc, op_kern, 0.0)))}
+    # the slowest rank: the heaviest one, or the last one (the head's) when its fewer layers plus the
+    # head take longer; at pp = 1, or when the chunks divide the layers, the last rank is a heaviest one
+    last = last_stage_layers(m.n_layers, pp, vp)
+    layer_s = sum(per_layer.values())
+    head_rank = last * layer_s + head >= layers * layer_s
+    n_l = np.where(head_rank, last, layers)
+    ops_mb = {k: n_l * v for k, v in per_layer.items()}
+    ops_mb["lm_head"] = np.where(head_rank, head, 0.0)
     compute_mb = sum(ops_mb.values())
-    ops_mb["lm_head"] = np.broadcast_to(head, np.shape(compute_mb))  # every class at the rows' shape
+    ops_mb = {k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()}  # every class at the rows' shape
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
     act_msg = e * T * d / np.where(L.sp > 0, tp, 1)
     p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)

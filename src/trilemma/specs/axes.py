@@ -177,6 +177,26 @@ def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
     return -(-n_layers // chunks) * vp
 
 
+def last_stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
+    """Layers on the last pipeline rank, the one that also holds the final norm, the LM head and the loss.
+
+    The ``pp·vp`` chunks hold ⌈n_layers / (pp·vp)⌉ layers each, less a deficit D = pp·vp·⌈…⌉ − n_layers
+    taken one layer at a time off the chunks at the two ends in turn (first, last, second, second to
+    last, …), as torchtitan's stage split does (trilemma.export.torchtitan.stage_modules) and as Llama 3
+    placed its 126 layers on 16 stages, one fewer on the first and the last (Dubey et al. 2024,
+    arXiv 2407.21783 §3.3.2). With the interleaved schedule the last rank holds the chunks pp−1, 2pp−1,
+    …; D < pp·vp, so each chunk loses at most one layer: the last-end cuts take the chunks ⌊D/2⌋ from the
+    end, the first-end cuts ⌈D/2⌉ from the start, and the last rank loses
+    ⌈⌊D/2⌋ / pp⌉ + ⌊⌈D/2⌉ / pp⌋ of them. Megatron-LM's ``--decoder-last-pipeline-num-layers`` split
+    (trilemma.export.megatron) takes ⌊D/2⌋ off the last stage, as many or more: counting the fewer
+    removed errs slow. Equal to ``stage_layers`` when the chunks divide the layers."""
+    chunks = pp * vp
+    per = -(-n_layers // chunks)
+    deficit = chunks * per - n_layers
+    lost = -(-(deficit // 2) // pp) + (-(-deficit // 2)) // pp
+    return per * vp - lost
+
+
 def _layers_ok(m: Any, L: Any, seq: int) -> Any:
     # every virtual stage holds at least one layer; uneven chunks are allowed with interleaving too
     # (Llama 3.1 405B ran the interleaved schedule with one layer fewer on the first and last
@@ -305,4 +325,4 @@ Layout.__doc__ = _LayoutBase.__doc__
 
 
 __all__ = ["AXES", "AXIS", "Axis", "Layout", "MAX_DEGREE", "REASONS", "Rule", "SearchContext", "reason_text",
-           "stage_layers"]
+           "last_stage_layers", "stage_layers"]
