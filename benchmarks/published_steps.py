@@ -1,0 +1,83 @@
+"""Step MFU, goodput and totals of famous runs beside what their authors published (issue 12).
+
+    python benchmarks/published_steps.py
+
+Each line is `trilemma.api.estimate` at the run's own GPU count, tokens, sequence, batch and, where
+the source gives it, layout (the rest searched), set beside the source's figure. The step figures
+compare like with like: model FLOPs (MFU, PaLM's convention) or hardware FLOPs (HFU, recomputation
+included) as the source counts them. Goodput is the failure model's share × the slow-node share.
+Which of these rows the constants were fitted on is said in the last column: a fitted row is a check
+of consistency, not of generalisation; the Llama 3.1 model card's GPU-hours are kept independent
+(../shared/calibration/README.md) and never fitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trilemma.api import estimate
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    args: tuple[str, str, int, float]  # model, GPU, GPU count, tokens
+    kw: dict[str, Any]
+    step: tuple[str, float, str]  # "mfu" or "hfu", published value (0-1), its source
+    total: tuple[str, float, str] | None  # "gpu_hours" or "days", published value, its source
+    fitted: str
+
+
+CHECKS = (
+    Check("Llama 2 70B", ("llama2-70b", "a100-80gb", 2048, 2e12), dict(seq_len=4096, global_batch_tokens=1024 * 4096),
+          ("mfu", float("nan"), "no step figure published"),
+          ("gpu_hours", 1_720_320, "arXiv:2307.09288 Table 2"), "its GPU-hours are a runs row (at an assumed 256 GPUs)"),
+    Check("LLaMA-65B", ("llama-65b", "a100-80gb", 2048, 1.4e12),
+          dict(seq_len=2048, global_batch_tokens=2048 * 2048, layout=dict(recompute="selective", sp=True)),
+          ("mfu", 6 * 65.2e9 * 380 / 312e12, "arXiv:2302.13971 §2.4: 380 tokens/s/GPU (6·N per token)"),
+          ("gpu_hours", 1_022_362, "arXiv:2302.13971 Table 15 (= 1.4T / 380 / 3600: no idle time)"),
+          "the 380 tokens/s is a throughput row"),
+    Check("GPT-3 175B, Narayanan's layout", ("gpt3-175b", "a100-80gb", 1024, 300e9),
+          dict(seq_len=2048, global_batch_tokens=1536 * 2048, precision="fp16",
+               layout=dict(tp=8, pp=16, recompute="full")),
+          ("hfu", 140e12 / 312e12, "arXiv:2104.04473 §5.1: 140 TFLOP/s per GPU (hardware FLOPs)"),
+          ("days", 34.0, "arXiv:2104.04473 §5.1: 34 days estimated at 140 TFLOP/s (no idle time)"),
+          "its Table 1 neighbours (145.6B on 1,536 GPUs) are throughput rows"),
+    Check("Llama 3.1 405B (16,384 GPUs)", ("llama3.1-405b", "h100-sxm", 16384, 15.6e12),
+          dict(seq_len=8192, global_batch_tokens=16_777_216, layout=dict(tp=8, pp=16)),
+          ("mfu", 0.41, "arXiv:2407.21783 Table 4 (BF16 MFU)"),
+          ("gpu_hours", 30.84e6, "Llama 3.1 model card (kept independent)"),
+          "none: Table 4's rows are carried skipped (FSDP inside pipeline stages)"),
+    Check("Llama 3.1 405B (8,192 GPUs)", ("llama3.1-405b", "h100-sxm", 8192, 15.6e12),
+          dict(seq_len=8192, global_batch_tokens=16_777_216, layout=dict(tp=8, pp=16)),
+          ("mfu", 0.43, "arXiv:2407.21783 Table 4 (BF16 MFU)"), None, "none (as above)"),
+)
+
+
+def main() -> None:
+    rows = []
+    for c in CHECKS:
+        e = estimate(*c.args, **c.kw)
+        t = e.time
+        kind, pub, src = c.step
+        ours = t.mfu if kind == "mfu" else t.hfu
+        step = f"{kind.upper()} {ours:.1%}" + (f" vs {pub:.1%} ({ours / pub:.2f}×) — {src}" if pub == pub else f" — {src}")
+        fail = t.reliability.get("goodput", t.goodput)
+        good = f"{t.goodput:.3f} = {fail:.3f} × {t.other_share:.3f}"
+        if c.total is None:
+            total = "—"
+        else:
+            what, value, tsrc = c.total
+            mine = t.gpu_hours if what == "gpu_hours" else t.total_s / 86400
+            unit = "GPU-h" if what == "gpu_hours" else "days"
+            total = f"{mine:,.4g} vs {value:,.4g} {unit} ({mine / value:.2f}×) — {tsrc}"
+        lay = e.layout
+        rows.append((c.name, f"tp {lay.tp} pp {lay.pp} vp {lay.vp} dp {lay.dp} {lay.recompute}", step, good, total,
+                     c.fitted))
+    for name, lay, step, good, total, fitted in rows:
+        print(f"{name} [{lay}]\n  step    {step}\n  goodput {good}\n  total   {total}\n  fitted  {fitted}")
+
+
+if __name__ == "__main__":
+    main()
