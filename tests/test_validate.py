@@ -122,7 +122,8 @@ def test_loso_throughput_floor(loso_summary):
 
 @pytest.mark.slow
 def test_loso_runs_floor(loso_summary):
-    """Whole runs: issue 12 asks ≤ 12% (not reached: 14.1% with the shipped data); this guards what is
+    """Whole runs: issue 12 asks ≤ 12% (not reached: 13.8% with the shipped 17 rows; 12.0% before BLOOM's
+    run, whose own step rate shows the residual absorbing a step bias, was added); this guards what is
     reached (17.7% before the rows were described from their primary sources)."""
     assert loso_summary["runs"]["median_error"] <= 0.15
 

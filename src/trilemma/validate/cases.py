@@ -27,7 +27,7 @@ from trilemma.specs import (
     Stage,
 )
 from trilemma.specs.build import make_plan
-from trilemma.units import GIB
+from trilemma.units import GIB, GIGA
 from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
 from trilemma.validate.schema import (
     ASSUMPTION_SEP,
@@ -124,6 +124,8 @@ def _hardware(m: _Mapping) -> HardwareSpec:
         changes["hbm_bytes"] = float(m.get("gpu_hbm_gib") * GIB)
     if m.get("gpu_power_w"):
         changes["board_power_w"] = float(m.get("gpu_power_w"))
+    if m.get("gpu_inter_node_gb_s"):
+        changes["inter_node_bw_bytes_per_s"] = float(m.get("gpu_inter_node_gb_s") * GIGA)
     if not changes:
         return hw
     return hw.replace(name=f"{hw.name} ({m.get('gpu_type') or 'as stated'})", **changes)

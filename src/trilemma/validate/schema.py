@@ -157,6 +157,8 @@ COLUMNS: tuple[Column, ...] = (
        "hardware in the output"),
     _C("gpu_hbm_gib", _positive, _POS, unit="GiB", doc="device memory when it differs from the preset's"),
     _C("gpu_power_w", _positive, _POS, unit="W", doc="board power when it differs from the preset's"),
+    _C("gpu_inter_node_gb_s", _positive, _POS, unit="GB/s", doc="network bandwidth per device to other nodes "
+       "(one direction, 10^9 bytes/s) when the cluster's differs from the preset's"),
     # model
     _C("model_preset", _text, "a model preset name (`trilemma presets models`)",
        doc="the model; dimension columns given beside it override the preset's"),
