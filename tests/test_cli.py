@@ -402,3 +402,26 @@ def test_llama31_405b_as_meta_ran_it_and_any_gpu_count(capsys):
     assert code == 0, err
     lay = one_json(out)["layout"]
     assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == 25000
+
+
+def test_a_batch_no_layout_splits_gets_batches_and_gpu_counts_that_would(capsys):
+    """2,048 sequences over 25,000 GPUs: every data-parallel degree the layouts allow (25,000 / (tp·cp·pp))
+    has a factor 5 that 2,048 = 2^11 lacks, so no layout divides the batch. The error says so in the
+    user's terms and names batches and GPU counts that would, each of which is then accepted."""
+    import re
+
+    base = ["estimate", "--model", "llama3.1-405b", "--gpu", "h100-sxm", "--tokens", "15.6T", "--seq", "8192"]
+    code, out, err = run(capsys, *base, "--gpus", "25000", "--global-batch", "16777216")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "The 2,048-sequence batch (16,777,216 tokens) splits evenly over 25,000 GPUs in no layout" in err
+    batches = [int(b.replace(",", "")) for b in re.findall(r"([\d,]+) sequences \(", err)]
+    gpus = [int(g.replace(",", "")) for g in re.search(r"--gpus ([\d,]+) or ([\d,]+)", err).groups()]
+    assert len(batches) == 2 and batches[0] < 2048 < batches[1] and all(abs(b - 2048) <= 205 for b in batches)
+    assert gpus[0] < 25000 < gpus[1]
+    for b in batches:  # each suggested batch runs on the 25,000 GPUs ...
+        code, out, err = run(capsys, *base, "--gpus", "25000", "--global-batch", str(b * 8192), "--json")
+        assert code == 0, err
+        assert one_json(out)["batch"]["stages"][0]["global_batch_sequences"] == b
+    for g in gpus:  # ... and each suggested GPU count with the 2,048 sequences
+        code, out, err = run(capsys, *base, "--gpus", str(g), "--global-batch", "16777216", "--json")
+        assert code == 0, err

@@ -8,12 +8,12 @@ import numpy as np
 
 from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
-from trilemma.estimate.layouts import LayoutArrays, candidate_layouts
+from trilemma.estimate.layouts import LayoutArrays, batch_sequences, candidate_layouts
 from trilemma.estimate.result import Estimate, from_evaluation
 from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
 from trilemma.specs.constants import Constants
-from trilemma.specs.axes import AXES, AXIS, R_DP_TOO_LARGE, R_OOM, reason_text
+from trilemma.specs.axes import AXES, AXIS, R_BATCH, R_DP_TOO_LARGE, R_OOM, reason_text
 from trilemma.units import GIB
 
 
@@ -102,7 +102,52 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
         msg += ". Use more GPUs, a larger-memory device, a shorter sequence or a smaller model"
     elif (bits & R_DP_TOO_LARGE).all():
         msg += ". Use fewer GPUs or a larger global batch"
+    elif (bits & R_BATCH).all():
+        msg += _batch_suggestions(cl, pl, ev)
     return msg
+
+
+def _batch_suggestions(cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation) -> str:
+    """What would split an explicit global batch that no layout on these GPUs divides: the nearest
+    batches (in sequences, below and above) that a data-parallel degree of the otherwise legal layouts
+    divides, and the nearest GPU counts whose layouts divide the batch as given (the same model-parallel
+    groups, tp · cp · pp, times a divisor of the batch). Layouts that also fit in memory are preferred.
+    Empty when the batch is not the only problem."""
+    stage = pl.stages[0]
+    seqs = batch_sequences(stage)
+    L = ev.layouts
+    ok = (ev.reasons & ~R_BATCH) == 0  # legal and fitting but for the batch
+    if not ok.any():
+        ok = (ev.reasons & ~(R_BATCH | R_OOM)) == 0  # legal but for the batch, memory aside
+    if not ok.any():
+        return ""
+    dps = sorted({int(d) for d in np.asarray(L.dp)[ok]})
+    groups = sorted({int(g) for g in (np.asarray(L.tp) * np.asarray(L.cp) * np.asarray(L.pp))[ok]})
+
+    def splits(b: int) -> int | None:
+        return next((d for d in reversed(dps) if b % d == 0), None)
+
+    def pick(side: range) -> int | None:
+        """Within 10% of the batch (the rounding a target batch may take, legal_mask), the batch whose
+        data-parallel degree is largest (the shallowest model-parallel groups), nearest on ties; else
+        the nearest that any degree divides."""
+        near = [b for b in side if abs(b - seqs) <= 0.1 * seqs and splits(b)]
+        if near:
+            return max(near, key=lambda b: (splits(b), -abs(b - seqs)))
+        return next((b for b in side if splits(b)), None)
+
+    below = pick(range(seqs - 1, 0, -1))
+    above = pick(range(seqs + 1, 4 * seqs + max(dps)))
+    seq = stage.seq_len
+    opts = [f"{b:,} sequences ({b * seq:,} tokens, dp {splits(b)})" for b in (below, above) if b]
+    divisors = [d for d in range(1, seqs + 1) if seqs % d == 0]
+    counts = sorted({g * d for g in groups for d in divisors} - {cl.n_gpus})
+    fewer = max((c for c in counts if c < cl.n_gpus), default=None)
+    more = min((c for c in counts if c > cl.n_gpus), default=None)
+    gpus = " or ".join(f"{c:,}" for c in (fewer, more) if c)
+    out = (f". The {seqs:,}-sequence batch ({seqs * seq:,} tokens) splits evenly over {cl.n_gpus:,} GPUs in no "
+           f"layout; --global-batch " + " or ".join(opts) + " would")
+    return out + (f", or --gpus {gpus} with this batch" if gpus else "")
 
 
 def _lay(a: Layout) -> str:
