@@ -233,6 +233,12 @@ def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *
                    rework_s=out(rework), restart_s=out(restarts), wall_s=out(wall), goodput=out(good))
 
 
+def node_count(n_gpus: ArrayLike, gpus_per_node: ArrayLike) -> ArrayLike:
+    """Nodes a job spans: ⌈GPUs / GPUs per node⌉, at least one (the count the slow-node share uses)."""
+    return _scalar_or_array(np.maximum(np.ceil(np.asarray(n_gpus, dtype=float) / np.asarray(gpus_per_node, dtype=float)),
+                                       1.0))
+
+
 def slow_node_share(n_gpus: ArrayLike, gpus_per_node: ArrayLike, spread: float) -> ArrayLike:
     """Share of wall time left after slow nodes, 1 / (1 + σ·√(2 ln nodes)); 1 on one node.
 
@@ -246,7 +252,7 @@ def slow_node_share(n_gpus: ArrayLike, gpus_per_node: ArrayLike, spread: float) 
     σ is ``run.slow_node_spread``, fitted on whole published runs (trilemma.validate.fit.fit_goodput);
     throughput benchmarks, minutes long on hand-picked nodes, do not see it and are not charged it.
     Units: GPUs, GPUs per node; returns a fraction in (0, 1]."""
-    nodes = np.maximum(np.ceil(np.asarray(n_gpus, dtype=float) / np.asarray(gpus_per_node, dtype=float)), 1.0)
+    nodes = np.asarray(node_count(n_gpus, gpus_per_node))
     return _scalar_or_array(1.0 / (1.0 + spread * np.sqrt(2.0 * np.log(nodes))))
 
 

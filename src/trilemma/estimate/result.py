@@ -11,6 +11,7 @@ import numpy as np
 
 from trilemma.estimate.cost import homes_powered, household_years
 from trilemma.estimate.evaluate import Evaluation, host_memory_bytes, memory_headroom
+from trilemma.estimate.goodput import node_count
 from trilemma.estimate.layouts import batch_sequences
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import calibration
@@ -407,7 +408,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
     t = sa.time
     # a fine-tune (TrainingPlan.finetune, where the plan has one): no calibrated row is one
     ft = getattr(pl, "finetune", None) is not None
-    nodes = math.ceil(cl.n_gpus / cl.hardware.devices_per_node)
+    nodes = node_count(cl.n_gpus, cl.node_size)  # as the slow-node share counts them (--gpus-per-node too)
     lo, hi, reasons = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), finetune=ft, nodes=nodes)
     s_lo, s_hi, _ = band_outside(cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft)
     total, hours, usd = _f(ev.total_s, i), _f(ev.cost.gpu_hours, i), _f(ev.cost.usd, i)

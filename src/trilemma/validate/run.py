@@ -126,6 +126,7 @@ def regime(cases: list[Any]) -> dict[str, Any]:
     its throughput and runs cases, their precisions, how many are fine-tunes, and the most nodes of a whole
     run with a wall time (GPU-hours or days: the rows that fit the slow-node share). A plan beyond it gets a
     wider band (trilemma.estimate.result.band_outside)."""
+    from trilemma.estimate.goodput import node_count
     from trilemma.estimate.params import param_counts
 
     t = [c for c in cases if c.kind in ("throughput", "runs")]
@@ -134,7 +135,7 @@ def regime(cases: list[Any]) -> dict[str, Any]:
     return {"max_gpus": max(c.n_gpus for c in t), "max_params": max(param_counts(c.model).total for c in t),
             "precisions": sorted({str(c.plan.precision) for c in t}),
             "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None),
-            "max_run_nodes": max((math.ceil(c.n_gpus / c.hardware.devices_per_node) for c in t
+            "max_run_nodes": max((int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t
                                   if c.metric in RUN_METRICS), default=0)}
 
 
