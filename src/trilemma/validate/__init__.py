@@ -18,6 +18,7 @@ Kind = Literal["runs", "throughput", "memory"]
 Metric = Literal[
     "gpu_hours",  # whole run, device-hours (includes goodput losses)
     "days",  # whole run wall-clock, days
+    "busy_gpu_hours",  # whole run, device-hours of the training steps alone: tokens over the measured rate (no goodput losses)
     "tokens_per_s_per_gpu",  # training throughput per device
     "model_tflops_per_gpu",  # achieved model FLOP/s per device / 1e12 (PaLM convention)
     "hardware_tflops_per_gpu",  # achieved hardware FLOP/s per device / 1e12 (with recomputation)

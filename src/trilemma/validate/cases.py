@@ -45,7 +45,7 @@ KINDS: tuple[Kind, ...] = ("runs", "throughput", "memory")
 _RATES = frozenset({"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu",
                     "step_s"})
 #: the metrics each kind of row may report
-KIND_METRICS: dict[str, frozenset[str]] = {"runs": _RATES | {"gpu_hours", "days"}, "throughput": _RATES,
+KIND_METRICS: dict[str, frozenset[str]] = {"runs": _RATES | {"gpu_hours", "days", "busy_gpu_hours"}, "throughput": _RATES,
                                            "memory": MEMORY_METRICS}
 #: the FLOP-counting convention a metric implies
 _CONVENTION = {"mfu": "model", "model_tflops_per_gpu": "model", "hfu": "hardware",
@@ -196,8 +196,8 @@ def _stage(m: _Mapping, model: ModelSpec, seq: int, lay: dict[str, Any]) -> Stag
         exact = False
     tokens = m.get("tokens")
     if tokens is None:
-        if m.get("metric") in ("gpu_hours", "days"):
-            raise m.error("tokens", "the run's training tokens (gpu_hours and days need them)")
+        if m.get("metric") in ("gpu_hours", "days", "busy_gpu_hours"):
+            raise m.error("tokens", "the run's training tokens (gpu_hours, days and busy_gpu_hours need them)")
         tokens = gbt * STEPS_FOR_RATE_ROWS
         m.note(f"tokens = {STEPS_FOR_RATE_ROWS} global batches (a rate needs only a step; any multiple works)")
     return Stage.build(prefix="plan.stage", tokens=tokens, seq_len=seq, global_batch_tokens=gbt,
@@ -293,11 +293,11 @@ def load_cases(kind: str | None = None) -> tuple[list[Case], list[Skipped]]:
 
 def load_file(path: str, kind: str | None = None) -> tuple[Kind, list[Case], list[Skipped]]:
     """A user's CSV in the backtest schema: (its kind, cases, skipped). Without ``kind``, the metrics decide:
-    all memory metrics → memory; any gpu_hours or days → runs; else throughput."""
+    all memory metrics → memory; any gpu_hours, days or busy_gpu_hours → runs; else throughput."""
     where, raw = read_csv(path)
     if kind is None:
         metrics = {(r.get("metric") or "").strip() for r in raw if not (r.get("skip_reason") or "").strip()}
         kind = ("memory" if metrics and metrics <= MEMORY_METRICS else
-                "runs" if metrics & {"gpu_hours", "days"} else "throughput")
+                "runs" if metrics & {"gpu_hours", "days", "busy_gpu_hours"} else "throughput")
     cases, skipped = map_rows(kind, raw, where)  # type: ignore[arg-type]
     return kind, cases, skipped  # type: ignore[return-value]

@@ -49,9 +49,12 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "dp_overlap", 0.0, 1.0),
     ("efficiency", "kernel_s", 1e-6, 1e-5),
 )
-TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s"}
+# busy_gpu_hours (a run's GPU-hours as its source computes them: tokens over the measured rate, no idle time)
+# tests the step time alone, as a rate does: a time metric, not a whole-run one (no goodput in it)
+TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s",
+                "busy_gpu_hours"}
 RUN_METRICS = {"gpu_hours", "days"}
-DURATION_METRICS = {"step_s", "gpu_hours", "days"}  # the others of TIME_METRICS are rates
+DURATION_METRICS = {"step_s", "gpu_hours", "days", "busy_gpu_hours"}  # the others of TIME_METRICS are rates
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ def metric_value(case: Case, ev: Evaluation) -> float:
         return n * float(ev.total_s[0]) / HOUR
     if m == "days":
         return float(ev.total_s[0]) / DAY
+    if m == "busy_gpu_hours":
+        return n * float(ev.busy_s[0]) / HOUR
     if m == "tokens_per_s_per_gpu":
         return float(ev.tokens_per_s[0]) / n
     if m == "model_tflops_per_gpu":

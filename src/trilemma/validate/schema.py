@@ -144,7 +144,7 @@ COLUMNS: tuple[Column, ...] = (
        doc="what was assumed to write the row's plan; shown with each backtest row"),
     # the figure to compare with
     _C("metric", _choice(METRICS), _one_of(METRICS), required=True, doc="what `reported` measures"),
-    _C("reported", _positive, _POS, unit="by metric: gpu_hours h, days d, tokens_per_s_per_gpu tokens/s per "
+    _C("reported", _positive, _POS, unit="by metric: gpu_hours and busy_gpu_hours h, days d, tokens_per_s_per_gpu tokens/s per "
        "GPU, *_tflops_per_gpu TFLOP/s per GPU, mfu/hfu percent 0-100, step_s s, peak_memory_bytes, peak_reserved_bytes and peak_allocated_bytes GiB",
        required=True, doc="the measured value"),
     _C("flop_convention", _choice(("model", "hardware")), "model or hardware",
@@ -180,7 +180,7 @@ COLUMNS: tuple[Column, ...] = (
     _C("max_positions", _int_ge(1), _WHOLE, doc="learned positions: default seq_len"),
     _C("seq_len", _int_ge(1), _WHOLE, unit="tokens", required=True),
     # plan
-    _C("tokens", _positive, _POS, unit="tokens", doc="training tokens (runs: required for gpu_hours and days); "
+    _C("tokens", _positive, _POS, unit="tokens", doc="training tokens (runs: required for gpu_hours, days and busy_gpu_hours); "
        "default 100 global batches (a rate needs only a step)"),
     _C("global_batch", _positive, _POS, unit="sequences", doc="global batch; or give global_batch_tokens"),
     _C("global_batch_tokens", _positive, _POS, unit="tokens"),
