@@ -38,14 +38,15 @@ def test_a_kind_with_few_sources_borrows_the_spread_of_every_source():
     """Two levels (Dunn, Wasserman & Ramdas 2023): memory from one source, whose rows agree (deviation 0),
     still gets the spread between the other kinds' sources. By hand: throughput sources at medians
     −0.2, 0, 0.1, 0.3 (centre 0.05: shifts −0.25, −0.05, 0.05, 0.25); memory one source at 0.1 (centre
-    0.1, shift 0). Sums 0.1 + shift: −0.15, 0.05, 0.1, 0.15, 0.35 over n = 5 sources: conformal levels
-    ⌊6·0.1⌋/5 = 0 and min(1, ⌈6·0.9⌉/5) = 1: the smallest and the largest sum (five sources are too few
-    for the guarantee)."""
+    0.1, shift 0). Memory's centre is its one source's median, so the shifts are widened by √(1 + 1/1)
+    (a new source against a centre from k = 1 source: Higgins et al. 2009). Sums 0.1 + √2·shift over
+    n = 5 sources: conformal levels ⌊6·0.1⌋/5 = 0 and min(1, ⌈6·0.9⌉/5) = 1: the smallest and the largest
+    sum, 0.1 ∓ 0.25·√2 (five sources are too few for the guarantee)."""
     res = [Residual("throughput", f"s{i}", r) for i, r in enumerate((-0.2, 0.0, 0.1, 0.3))]
     res += [Residual("memory", "m", 0.1), Residual("memory", "m", 0.1)]
     b = kind_band(res, "memory")
     assert b.method == "two-level" and b.sources == 1
-    assert b.q_lo == pytest.approx(-0.15) and b.q_hi == pytest.approx(0.35)
+    assert b.q_lo == pytest.approx(0.1 - 0.25 * math.sqrt(2)) and b.q_hi == pytest.approx(0.1 + 0.25 * math.sqrt(2))
     # with three or more of its own sources a kind uses its own rows only
     own = kind_band(res, "throughput")
     assert own.method == "conformal" and (own.q_lo, own.q_hi) == (-0.2, 0.3)

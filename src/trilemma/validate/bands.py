@@ -19,7 +19,9 @@ source-to-source spread, so its band is built on two levels (Dunn, Wasserman & R
 pooling within-group deviations): r = centre of the kind + shift of the source + deviation within the
 source, the shifts (source median less its kind's centre) borrowed from every kind's sources, the
 deviations from this kind's rows; the quantiles of all their sums, the conformal index taken over the
-number of sources (the exchangeable unit).
+number of sources (the exchangeable unit). The kind's centre is itself the median of its own k sources,
+so the borrowed shifts are widened by √(1 + 1/k): a new source's offset from a centre estimated on k
+sources (Higgins, Thompson & Spiegelhalter 2009, JRSS A 172:137, the random-effects prediction interval).
 
 Coverage (``coverage``): for each row, the band built without any row of its source (so its source
 neither made the prediction nor the band), and whether the row's r lies inside.
@@ -92,7 +94,11 @@ def kind_band(res: Iterable[Residual], kind: str, without: str | None = None) ->
             by_src[(x.kind, x.group)].append(x.r)
         med = {k: float(np.median(v)) for k, v in by_src.items()}
         centre = {k: float(np.median([m for (kk, _), m in med.items() if kk == k])) for k, _ in med}
-        shifts = np.array([m - centre[k] for (k, _), m in med.items()])
+        # the centre is the median of this kind's own k sources, each with its own shift: a new source lies
+        # off it by its shift less their mean, variance τ²·(1 + 1/k), so the borrowed shifts are widened by
+        # √(1 + 1/k) (the random-effects prediction interval, Higgins, Thompson & Spiegelhalter 2009,
+        # "A re-evaluation of random-effects meta-analysis", JRSS A 172:137, §3.3: τ² + SE(μ̂)², SE² = τ²/k)
+        shifts = np.array([m - centre[k] for (k, _), m in med.items()]) * math.sqrt(1.0 + 1.0 / len(own_sources))
         dev = np.array([x.r - med[(x.kind, x.group)] for x in mine])
         sums = (centre[kind] + shifts[:, None] + dev[None, :]).ravel()
         lo, hi = _conformal_ends(sums, len(shifts))
