@@ -12,45 +12,19 @@
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 
 from trilemma.api import estimate
-from trilemma.estimate.flops import model_flop_per_token
-from trilemma.estimate.params import param_counts
-from trilemma.units import TERA
-from trilemma.validate.cases import load_cases
+from trilemma.validate.floors import measured_mfu, small_config_errors
 
 MODELS = ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b")
 COUNTS = (64, 512, 2048)
 
 
-def _measured_mfu() -> dict[str, float]:
-    """The best measured step MFU per chip family, from the shipped throughput rows."""
-    best: dict[str, float] = collections.defaultdict(float)
-    for c in load_cases("throughput")[0]:
-        st = c.plan.stages[0]
-        peak = c.hardware.peak(c.plan.precision)
-        per_token = float(model_flop_per_token(c.model, st.seq_len, param_counts(c.model)))
-        if c.metric == "mfu":
-            v = c.reported
-        elif c.metric == "model_tflops_per_gpu":
-            v = c.reported * TERA / peak
-        elif c.metric == "tokens_per_s_per_gpu":
-            v = c.reported * per_token / peak
-        elif c.metric == "step_s":
-            v = st.global_batch_tokens * per_token / (c.reported * c.n_gpus * peak)
-        else:
-            continue
-        best[c.hardware.family] = max(best[c.hardware.family], v)
-    return dict(best)
-
-
 def test_measured_ceilings_are_what_the_sources_say():
     """Sanity of the reference: the best A100 step is llm-foundry's MPT-7B on 8 GPUs (~64% MFU in its
     README's table), the best H100 one ~46%: well below 100%, above Korthikanti's 56.3% on A100."""
-    best = _measured_mfu()
+    best = measured_mfu()
     assert 0.563 <= best["nvidia-ampere"] < 0.70
     assert 0.40 <= best["nvidia-hopper"] < 0.55
 
@@ -63,7 +37,7 @@ def test_measured_ceilings_are_what_the_sources_say():
 def test_no_plan_above_the_best_measured_step_plus_five_points(gpu):
     from trilemma.presets import get_hardware
 
-    ceiling = _measured_mfu()[get_hardware(gpu).family] + 0.05
+    ceiling = measured_mfu()[get_hardware(gpu).family] + 0.05
     # headroom 0: every plan that fits physically, not only those the memory band's margin admits
     worst = max((estimate(m, gpu, n, 1e11, cluster={"memory_headroom": 0.0}).time.mfu, m, n) for m in MODELS for n in COUNTS
                 if not (m in ("llama2-70b", "gpt3-175b") and n < 64))
@@ -79,15 +53,6 @@ def test_small_configurations_leave_one_source_out_floor():
 
     import numpy as np
 
-    from trilemma.presets import calibration_rows
-
-    cases = {(c.kind, c.row): c for c in load_cases("throughput")[0]}
-    errors = []
-    for r in calibration_rows():
-        c = cases.get((r["kind"], int(r["row"])))
-        if c is None or r.get("loso_predicted") is None:
-            continue
-        if c.n_gpus <= c.hardware.devices_per_node and param_counts(c.model).total <= 2e9:
-            errors.append(abs(math.log(r["loso_predicted"] / r["reported"])))
+    errors = small_config_errors()
     assert len(errors) >= 50
     assert math.exp(float(np.median(errors))) - 1 <= 0.15

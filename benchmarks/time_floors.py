@@ -1,0 +1,82 @@
+"""Issue 12's floors, each beside the figure that meets or misses it.
+
+    python benchmarks/time_floors.py            # about a minute; --speed adds benchmarks/solve_speed.py
+
+- Leave-one-source-out medians (throughput, whole runs) as the last calibration stored them
+  (`python scripts/calibrate.py` reproduces them), and the small configurations' (one node, ≤ 2B
+  parameters: trilemma.validate.floors.small_config_errors).
+- Step MFU: no plan above 100% of its precision's peak, none more than 5 points above the best MFU
+  measured for its chip family in the data (trilemma.validate.floors.measured_mfu), over Llama 2
+  7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 GPUs in each precision the chip has.
+- Llama 3.1 405B with Meta's layout on 16,384 H100s is accepted; 25,000 GPUs find a layout.
+"""
+
+from __future__ import annotations
+
+import math
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def _row(what: str, value: str, floor: str, ok: bool) -> None:
+    print(f"{'ok  ' if ok else 'MISS'} {what:<58} {value:>16}   floor {floor}")
+
+
+def main() -> None:
+    from trilemma.api import estimate
+    from trilemma.errors import TrilemmaError
+    from trilemma.presets import calibration, get_hardware
+    from trilemma.validate.floors import measured_mfu, small_config_errors
+
+    s = calibration()["summary"]
+    for kind, floor in (("throughput", 0.10), ("runs", 0.12)):
+        loso = s[kind]["leave_one_source_out"]
+        med = loso["median_error"]
+        _row(f"{kind}: leave-one-source-out median ({loso['n']} rows)", f"{med:.1%}", f"≤ {floor:.0%}", med <= floor)
+    small = small_config_errors()
+    med = math.exp(float(np.median(small))) - 1
+    _row(f"small configurations: LOSO median ({len(small)} rows)", f"{med:.1%}", "≤ 15%", med <= 0.15)
+
+    best = measured_mfu()
+    calibrated = set(calibration()["regime"]["precisions"])
+    for gpu in ("a100-80gb", "h100-sxm"):
+        hw = get_hardware(gpu)
+        ceiling = best[hw.family] + 0.05
+        for measured in (True, False):  # the precisions with measured rows, then those without
+            worst = (0.0, "", 0, "")
+            for prec in (p for p in hw.peak_flop_per_s if (str(p) in calibrated) == measured):
+                for m in ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b"):
+                    for n in (64, 512, 2048):
+                        try:
+                            e = estimate(m, gpu, n, 1e11, precision=str(prec), cluster={"memory_headroom": 0.0})
+                        except TrilemmaError:  # nothing fits at this precision and count
+                            continue
+                        worst = max(worst, (e.time.mfu, m, n, str(prec)))
+            mfu, m, n, prec = worst
+            if not m:
+                continue
+            if measured:
+                _row(f"{gpu}: highest step MFU ({m}, {n} GPUs, {prec})", f"{mfu:.1%}",
+                     f"≤ {ceiling:.1%} (best measured {best[hw.family]:.1%} + 5)", mfu <= ceiling)
+            else:  # no row measures these: the floor's reference is the other precisions' best
+                _row(f"{gpu}: highest step MFU, no measured rows ({m}, {n} GPUs, {prec})", f"{mfu:.1%}",
+                     f"≤ 100%; ≤ {ceiling:.1%} ({prec} has no rows)", mfu <= ceiling)
+
+    e = estimate("llama3.1-405b", "h100-sxm", 16384, 15.6e12, seq_len=8192, global_batch_tokens=16_777_216,
+                 layout={"tp": 8, "pp": 16})
+    _row("Llama 3.1 405B, 16,384 H100, tp 8 pp 16, 16M-token batch", f"MFU {e.time.mfu:.1%}", "accepted", True)
+    e = estimate("llama3.1-405b", "h100-sxm", 25000, 15.6e12, seq_len=8192)
+    lay = e.layout
+    _row("Llama 3.1 405B on 25,000 H100", f"tp{lay.tp} pp{lay.pp} dp{lay.dp}", "a layout", True)
+
+    if "--speed" in sys.argv:
+        runpy.run_path(str(Path(__file__).with_name("solve_speed.py")), run_name="__main__")
+    else:
+        print("speed (≥ 5M candidates/s, solve < 3 s): python benchmarks/solve_speed.py, or this script with --speed")
+
+
+if __name__ == "__main__":
+    main()

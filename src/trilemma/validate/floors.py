@@ -1,0 +1,61 @@
+"""The figures issue 12's floors are stated in, computed from the shipped data and calibration.
+
+- ``measured_mfu``: the best step MFU measured per chip family in the throughput rows (model FLOPs,
+  PaLM's convention: MFU rows as reported; TFLOP/s, tokens/s and step times converted with the row's
+  own model FLOPs per token), the reference no plan may exceed by more than 5 points.
+- ``small_config_errors``: the leave-one-source-out |log(predicted / reported)| of the single-node
+  throughput rows of models of at most 2B parameters, as the last calibration stored them.
+
+``benchmarks/time_floors.py`` prints both beside the floors; ``tests/test_step_mfu.py`` asserts them.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+from trilemma.estimate.flops import model_flop_per_token
+from trilemma.estimate.params import param_counts
+from trilemma.units import TERA
+from trilemma.validate.cases import load_cases
+
+#: single node, at most this many parameters: issue 12's "small configurations"
+SMALL_PARAMS = 2e9
+
+
+def measured_mfu() -> dict[str, float]:
+    """The best measured step MFU (0-1) per chip family (``HardwareSpec.family``), from the shipped
+    throughput rows."""
+    best: dict[str, float] = collections.defaultdict(float)
+    for c in load_cases("throughput")[0]:
+        st = c.plan.stages[0]
+        peak = c.hardware.peak(c.plan.precision)
+        per_token = float(model_flop_per_token(c.model, st.seq_len, param_counts(c.model)))
+        if c.metric == "mfu":
+            v = c.reported
+        elif c.metric == "model_tflops_per_gpu":
+            v = c.reported * TERA / peak
+        elif c.metric == "tokens_per_s_per_gpu":
+            v = c.reported * per_token / peak
+        elif c.metric == "step_s":
+            v = st.global_batch_tokens * per_token / (c.reported * c.n_gpus * peak)
+        else:  # hardware FLOPs count recomputation: not comparable with model FLOPs
+            continue
+        best[c.hardware.family] = max(best[c.hardware.family], v)
+    return dict(best)
+
+
+def small_config_errors() -> list[float]:
+    """|log(LOSO predicted / reported)| of each small-configuration throughput row (one node, at most
+    SMALL_PARAMS parameters), from calibrated.toml's stored leave-one-source-out predictions."""
+    from trilemma.presets import calibration_rows
+
+    cases = {(c.kind, c.row): c for c in load_cases("throughput")[0]}
+    out = []
+    for r in calibration_rows():
+        c = cases.get((r["kind"], int(r["row"])))
+        if c is None or r.get("loso_predicted") is None:
+            continue
+        if c.n_gpus <= c.hardware.devices_per_node and param_counts(c.model).total <= SMALL_PARAMS:
+            out.append(abs(math.log(r["loso_predicted"] / r["reported"])))
+    return out
