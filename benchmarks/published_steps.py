@@ -19,7 +19,7 @@ from typing import Any
 from trilemma.api import estimate
 from trilemma.presets import get_hardware
 from trilemma.specs.build import make_plan, resolve_model
-from trilemma.units import GIGA
+from trilemma.units import DAY, GIGA, HOUR
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def main() -> None:
             what, value, tsrc = c.total
             # busy_*: the source's figure is its steps alone (tokens over its measured rate): no goodput
             secs = t.busy_s if what.startswith("busy_") else t.total_s
-            mine = secs * n / 3600 if what.endswith("gpu_hours") else secs / 86400
+            mine = secs * n / HOUR if what.endswith("gpu_hours") else secs / DAY
             unit = ("GPU-h" if what.endswith("gpu_hours") else "days") + (" busy" if what.startswith("busy_") else "")
             total = f"{mine:,.4g} vs {value:,.4g} {unit} ({mine / value:.2f}×) — {tsrc}"
         lay = e.layout

@@ -27,9 +27,8 @@ def _row(what: str, value: str, floor: str, ok: bool) -> None:
 
 def main() -> None:
     from trilemma.api import estimate
-    from trilemma.errors import TrilemmaError
     from trilemma.presets import calibration, get_hardware
-    from trilemma.validate.floors import measured_mfu, small_config_errors
+    from trilemma.validate.floors import highest_plan_mfu, measured_mfu, small_config_errors
 
     s = calibration()["summary"]
     for kind, floor in (("throughput", 0.10), ("runs", 0.12)):
@@ -45,17 +44,9 @@ def main() -> None:
     for gpu in ("a100-80gb", "h100-sxm"):
         hw = get_hardware(gpu)
         ceiling = best[hw.family] + 0.05
+        precs = [str(p) for p in hw.peak_flop_per_s]
         for measured in (True, False):  # the precisions with measured rows, then those without
-            worst = (0.0, "", 0, "")
-            for prec in (p for p in hw.peak_flop_per_s if (str(p) in calibrated) == measured):
-                for m in ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b"):
-                    for n in (64, 512, 2048):
-                        try:
-                            e = estimate(m, gpu, n, 1e11, precision=str(prec), cluster={"memory_headroom": 0.0})
-                        except TrilemmaError:  # nothing fits at this precision and count
-                            continue
-                        worst = max(worst, (e.time.mfu, m, n, str(prec)))
-            mfu, m, n, prec = worst
+            mfu, m, n, prec = highest_plan_mfu(gpu, tuple(p for p in precs if (p in calibrated) == measured))
             if not m:
                 continue
             if measured:

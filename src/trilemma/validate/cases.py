@@ -44,8 +44,10 @@ __all__ = ["KINDS", "KIND_METRICS", "load_cases", "load_file", "map_rows", "read
 KINDS: tuple[Kind, ...] = ("runs", "throughput", "memory")
 _RATES = frozenset({"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu",
                     "step_s"})
+#: a whole run's totals: they need the run's tokens, and only runs rows report them
+_RUN_TOTALS = frozenset({"gpu_hours", "days", "busy_gpu_hours"})
 #: the metrics each kind of row may report
-KIND_METRICS: dict[str, frozenset[str]] = {"runs": _RATES | {"gpu_hours", "days", "busy_gpu_hours"}, "throughput": _RATES,
+KIND_METRICS: dict[str, frozenset[str]] = {"runs": _RATES | _RUN_TOTALS, "throughput": _RATES,
                                            "memory": MEMORY_METRICS}
 #: the FLOP-counting convention a metric implies
 _CONVENTION = {"mfu": "model", "model_tflops_per_gpu": "model", "hfu": "hardware",
@@ -196,7 +198,7 @@ def _stage(m: _Mapping, model: ModelSpec, seq: int, lay: dict[str, Any]) -> Stag
         exact = False
     tokens = m.get("tokens")
     if tokens is None:
-        if m.get("metric") in ("gpu_hours", "days", "busy_gpu_hours"):
+        if m.get("metric") in _RUN_TOTALS:
             raise m.error("tokens", "the run's training tokens (gpu_hours, days and busy_gpu_hours need them)")
         tokens = gbt * STEPS_FOR_RATE_ROWS
         m.note(f"tokens = {STEPS_FOR_RATE_ROWS} global batches (a rate needs only a step; any multiple works)")
@@ -298,6 +300,6 @@ def load_file(path: str, kind: str | None = None) -> tuple[Kind, list[Case], lis
     if kind is None:
         metrics = {(r.get("metric") or "").strip() for r in raw if not (r.get("skip_reason") or "").strip()}
         kind = ("memory" if metrics and metrics <= MEMORY_METRICS else
-                "runs" if metrics & {"gpu_hours", "days", "busy_gpu_hours"} else "throughput")
+                "runs" if metrics & _RUN_TOTALS else "throughput")
     cases, skipped = map_rows(kind, raw, where)  # type: ignore[arg-type]
     return kind, cases, skipped  # type: ignore[return-value]

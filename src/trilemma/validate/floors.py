@@ -3,6 +3,8 @@
 - ``measured_mfu``: the best step MFU measured per chip family in the throughput rows (model FLOPs,
   PaLM's convention: MFU rows as reported; TFLOP/s, tokens/s and step times converted with the row's
   own model FLOPs per token), the reference no plan may exceed by more than 5 points.
+- ``highest_plan_mfu``: the highest step MFU the planner gives any plan of a fixed sweep (Llama 2
+  7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 devices) at given precisions, set against that.
 - ``small_config_errors``: the leave-one-source-out |log(predicted / reported)| of the single-node
   throughput rows of models of at most 2B parameters, as the last calibration stored them.
 
@@ -21,6 +23,9 @@ from trilemma.validate.cases import load_cases
 
 #: single node, at most this many parameters: issue 12's "small configurations"
 SMALL_PARAMS = 2e9
+#: the plans whose step MFU is set against the measured best: models and device counts
+SWEEP_MODELS = ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b")
+SWEEP_COUNTS = (64, 512, 2048)
 
 
 def measured_mfu() -> dict[str, float]:
@@ -43,6 +48,25 @@ def measured_mfu() -> dict[str, float]:
             continue
         best[c.hardware.family] = max(best[c.hardware.family], v)
     return dict(best)
+
+
+def highest_plan_mfu(gpu: str, precisions: tuple[str, ...] = ("bf16",)) -> tuple[float, str, int, str]:
+    """(step MFU 0-1, model, devices, precision) of the sweep's plan with the highest MFU on ``gpu``: 1e11
+    tokens, every plan that fits physically (memory headroom 0, not only those the band's margin admits);
+    a precision and count at which nothing fits is passed over. (0, "", 0, "") when none fits."""
+    from trilemma.api import estimate
+    from trilemma.errors import TrilemmaError
+
+    best = (0.0, "", 0, "")
+    for prec in precisions:
+        for m in SWEEP_MODELS:
+            for n in SWEEP_COUNTS:
+                try:
+                    e = estimate(m, gpu, n, 1e11, precision=prec, cluster={"memory_headroom": 0.0})
+                except TrilemmaError:
+                    continue
+                best = max(best, (e.time.mfu, m, n, prec))
+    return best
 
 
 def small_config_errors() -> list[float]:
