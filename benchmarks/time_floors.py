@@ -9,6 +9,10 @@
   measured for its chip family in the data (trilemma.validate.floors.measured_mfu), over Llama 2
   7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 GPUs in each precision the chip has.
 - Llama 3.1 405B with Meta's layout on 16,384 H100s is accepted; 25,000 GPUs find a layout.
+
+Then a piece on its own (issue 12: "check the pieces"): the GEMM term against each chip's measured best
+matmul (MAMF, stas00/ml-engineering): no GEMM of any shape may beat it; how far below it the term sits at
+the measured shape is printed, not bounded (the calibrated rate includes what a training step loses).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ def _row(what: str, value: str, floor: str, ok: bool) -> None:
 def main() -> None:
     from trilemma.api import estimate
     from trilemma.presets import calibration, get_hardware
-    from trilemma.validate.floors import highest_plan_mfu, measured_mfu, small_config_errors
+    from trilemma.validate.floors import gemm_against_mamf, highest_plan_mfu, measured_mfu, small_config_errors
 
     s = calibration()["summary"]
     for kind, floor in (("throughput", 0.10), ("runs", 0.12)):
@@ -62,6 +66,13 @@ def main() -> None:
     e = estimate("llama3.1-405b", "h100-sxm", 25000, 15.6e12, seq_len=8192)
     lay = e.layout
     _row("Llama 3.1 405B on 25,000 H100", f"tp{lay.tp} pp{lay.pp} dp{lay.dp}", "a layout", True)
+
+    print("GEMM term against the measured best matmul (MAMF), fraction of peak: at MAMF's shape / fastest over a "
+          "128-32,768 grid / measured")
+    for gpu in ("a100-80gb", "h100-sxm", "h200", "b200", "mi300x"):
+        for prec, at, mamf, top in gemm_against_mamf(gpu):
+            _row(f"{gpu} {prec}: GEMM at MAMF shape {at:.1%}, fastest {top:.1%}", f"MAMF {mamf:.1%}",
+                 "fastest ≤ MAMF", top <= mamf * (1 + 1e-9))
 
     if "--speed" in sys.argv:
         runpy.run_path(str(Path(__file__).with_name("solve_speed.py")), run_name="__main__")

@@ -264,6 +264,45 @@ def test_no_precision_runs_a_step_above_the_fitted_ceiling(gpu):
         assert 0 < e.time.mfu <= ceiling * 1.05, (prec, e.time.mfu)
 
 
+MAMF_GPUS = ("a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200", "mi300x")
+
+
+@pytest.mark.parametrize("gpu", MAMF_GPUS)
+def test_no_gemm_beats_the_chips_measured_best_matmul(gpu):
+    """A chip's Maximum Achievable Matmul FLOPS (stas00/ml-engineering, compute/accelerator/README.md:
+    the best shape of mamf-finder.py's search; A100 SXM 271.2, H100 SXM 794.5, B200 1745.0, MI300X 668.4
+    TFLOP/s bf16) bounds every GEMM of the step model, at any shape from 128 to 32,768 on each side and
+    at each precision measured. Uncapped, the fitted law reached 87.9% of A100's peak at 32k-wide shapes
+    (measured best 86.9%) and 66.7% of MI300X's (measured best 51.1%)."""
+    from trilemma.presets import get_hardware
+    from trilemma.validate.floors import gemm_against_mamf
+
+    hw = get_hardware(gpu)
+    assert hw.mamf_flop_per_s, gpu
+    for prec, mamf in hw.mamf_flop_per_s.items():
+        assert mamf < hw.peak(prec)  # a measured rate, below the datasheet's
+    rows = gemm_against_mamf(gpu)
+    assert {r[0] for r in rows} == {str(p) for p in hw.mamf_flop_per_s}
+    for prec, at_shape, mamf, top in rows:
+        assert at_shape <= mamf * (1 + 1e-9) and top <= mamf * (1 + 1e-9), (prec, at_shape, top, mamf)
+
+
+def test_mi300x_gemm_is_held_to_its_measured_best_not_its_datasheet():
+    """MI300X has no calibration row: its GEMMs come from the balance law fitted on A100 and H100, which at
+    mamf-finder's best MI300X shape (10240×15360×8192, bf16) gives more than the 668.4 TFLOP/s measured
+    there (51.1% of the 1307.4 TFLOP/s peak). The cap holds it to the measurement, and a 7B step on 256 of
+    them is no faster than one whose every GEMM ran at that rate."""
+    from trilemma.estimate.time import gemm_rate
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import Precision
+
+    hw, c = get_hardware("mi300x"), constants()
+    rate = gemm_rate(hw, Precision.BF16, 10240, 15360, 8192, c)
+    assert rate == pytest.approx(668.4e12, rel=1e-9)
+    e = estimate("llama2-7b", "mi300x", 256, 1e12)
+    assert e.time.mfu <= 668.4e12 / 1307.4e12 * 1.05  # the causal-attention allowance of the test above
+
+
 def test_device_constants_replace_the_calibrated_ones():
     """With its own constants a device is held to them: perfect GEMMs (no size penalty, an asymptote above
     the best measured rate) beat poor ones (half the ceiling and a 200 half-dimension: at d = 768 each

@@ -30,7 +30,7 @@ from trilemma.estimate.finetune import (ADAPTER_BYTES, backward_shares, base_lin
                                        module_shapes, state_bytes, trainable_params)
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
-from trilemma.specs import ClusterSpec, ModelSpec, Precision, TrainingPlan
+from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.axes import last_stage_layers, stage_layers
 from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Offload
 from trilemma.units import MEGA
@@ -86,11 +86,32 @@ def balance_factor(peak: float, hbm_bw: float, c: dict) -> float:
 def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:
     """Roofline time of one forward GEMM (seconds)."""
     flop = 2.0 * M * N * K
-    # never above 1: no kernel beats the peak it is measured against, and the balance power law would
-    # grant a bandwidth-rich chip (a CPU: ~6 FLOP/B against the calibration GPUs' 100-300) more than that
-    eff = np.minimum(1.0, gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c), c["gemm_half_dim"]))
+    # never above the device's measured best matmul (``mamf``: Maximum Achievable Matmul FLOPS, the best
+    # shape of mamf-finder.py's search; 1 where none is measured): no GEMM of a training step beats the best
+    # one found for the chip (A100: 86.9% of peak, where the fitted law would reach 88% at 32k-wide shapes;
+    # MI300X: 51.1%, where it gives 62% at that search's best shape). Never above 1 either: the balance power
+    # law would grant a bandwidth-rich chip (a CPU: ~6 FLOP/B against the calibration GPUs' 100-300) more.
+    eff = np.minimum(c.get("mamf", 1.0), gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c),
+                                                        c["gemm_half_dim"]))
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
+
+
+def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> dict:
+    """The efficiency and latency constants one device's step is timed with at ``precision``: the calibrated
+    ones, a device's own measured ones (a ``trilemma probe`` profile) in their place, and ``mamf``, the
+    device's measured best matmul rate as a fraction of its peak (1 where none is measured)."""
+    mamf = hw.mamf_flop_per_s.get(precision)
+    return {**consts["efficiency"], **consts["latency"], **hw.efficiency,
+            "mamf": mamf / hw.peak(precision) if mamf else 1.0}
+
+
+def gemm_rate(hw: HardwareSpec, precision: Precision, M: float, N: float, K: float, consts: dict) -> float:
+    """FLOP/s the step model gives one forward (M×K)·(K×N) matmul on ``hw`` at ``precision``, inputs and
+    output in that precision's bytes: the GEMM term alone, to set against a measured matmul rate."""
+    e = DTYPE_BYTES[precision.value]
+    c = device_constants(consts, hw, precision)
+    return float(2.0 * M * N * K / gemm_s(M, N, K, hw.peak(precision), hw.hbm_bw_bytes_per_s, e, c))
 
 
 def collective_interference_s(hidden_s: np.ndarray, channels: float, compute_units: int | None) -> np.ndarray:
@@ -224,7 +245,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
               seq: float, batch: np.ndarray, consts: dict) -> TimeArrays:
     """Seconds per optimizer step of ``batch`` sequences of ``seq`` tokens, per layout row."""
     hw = cluster.hardware
-    c = {**consts["efficiency"], **consts["latency"], **hw.efficiency}  # a device's measured constants win
+    c = device_constants(consts, hw, plan.precision)
     peak = hw.peak(plan.precision)
     attn_peak = hw.peak(Precision.BF16) if plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s else peak
     bw = hw.hbm_bw_bytes_per_s

@@ -40,6 +40,14 @@ class HardwareSpec(Spec):
         default_factory=dict,
         description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
                     "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it")
+    mamf_flop_per_s: dict[Precision, float] = Field(
+        default_factory=dict,
+        description="Maximum Achievable Matmul FLOPS per precision, FLOP/s: the best rate of one matmul found by "
+                    "mamf-finder.py's search over shapes (measured, not the datasheet). A ceiling the step model's "
+                    "GEMM term is checked against (no GEMM of any shape may beat it); it does not set that term")
+    mamf_shape: dict[Precision, tuple[int, int, int]] = Field(
+        default_factory=dict, description="the M, N, K at which mamf_flop_per_s was measured, per precision")
+    mamf_source: str = ""
     framework_overhead_bytes: float | None = Field(
         None, ge=0.0, description="memory a training process holds beyond its tensors on this device, bytes (a "
                                   "`trilemma probe` CPU profile: measured); it replaces the CUDA context, NCCL "
@@ -59,6 +67,11 @@ class HardwareSpec(Spec):
         for p, v in self.peak_flop_per_s.items():
             if not v > 0:
                 raise ValueError(f"peak_flop_per_s.{p}={v}: a positive FLOP/s")
+        for p, v in self.mamf_flop_per_s.items():
+            if not 0 < v <= self.peak_flop_per_s.get(p, 0.0):
+                raise ValueError(f"mamf_flop_per_s.{p}={v}: a measured FLOP/s above 0 and at most the {p} peak")
+            if p not in self.mamf_shape:
+                raise ValueError(f"mamf_flop_per_s.{p}: needs mamf_shape.{p} (the M, N, K it was measured at)")
         for k, v in self.efficiency.items():
             if k not in DEVICE_EFFICIENCY_KEYS:
                 raise ValueError(f"efficiency.{k}={v}: one of {', '.join(DEVICE_EFFICIENCY_KEYS)}")

@@ -5,6 +5,8 @@
   own model FLOPs per token), the reference no plan may exceed by more than 5 points.
 - ``highest_plan_mfu``: the highest step MFU the planner gives any plan of a fixed sweep (Llama 2
   7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 devices) at given precisions, set against that.
+- ``gemm_against_mamf``: the step model's GEMM term set against a chip's measured best matmul (MAMF):
+  at the measured shape, and the fastest GEMM it gives over a grid of shapes (which must not beat it).
 - ``small_config_errors``: the leave-one-source-out |log(predicted / reported)| of the single-node
   throughput rows of models of at most 2B parameters, as the last calibration stored them.
 
@@ -69,6 +71,28 @@ def highest_plan_mfu(gpu: str, precisions: tuple[str, ...] = ("bf16",)) -> tuple
                     continue
                 best = max(best, (e.time.mfu, name, n, prec))
     return best
+
+
+#: the sides (M, N and K) of the shape grid the GEMM term is searched over: 128 to 32,768, powers of two and 3×
+GEMM_SIDES = tuple(sorted([2.0 ** k for k in range(7, 16)] + [3 * 2.0 ** k for k in range(7, 14)]))
+
+
+def gemm_against_mamf(gpu: str) -> list[tuple[str, float, float, float]]:
+    """(precision, model GEMM rate at the MAMF shape, measured MAMF, fastest model GEMM over GEMM_SIDES³), each
+    as a fraction of the precision's peak, for each precision ``gpu`` has a measured MAMF for."""
+    import itertools
+
+    from trilemma.estimate.time import gemm_rate
+    from trilemma.presets import constants, get_hardware
+
+    hw, c = get_hardware(gpu), constants()
+    out = []
+    for prec, mamf in hw.mamf_flop_per_s.items():
+        peak = hw.peak(prec)
+        at = gemm_rate(hw, prec, *hw.mamf_shape[prec], c) / peak
+        top = max(gemm_rate(hw, prec, M, N, K, c) for M, N, K in itertools.product(GEMM_SIDES, repeat=3)) / peak
+        out.append((str(prec), at, mamf / peak, top))
+    return out
 
 
 def small_config_errors() -> list[float]:
