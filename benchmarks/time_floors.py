@@ -13,6 +13,8 @@
 Then a piece on its own (issue 12: "check the pieces"): the GEMM term against each chip's measured best
 matmul (MAMF, stas00/ml-engineering): no GEMM of any shape may beat it; how far below it the term sits at
 the measured shape is printed, not bounded (the calibrated rate includes what a training step loses).
+And one layer's time in Korthikanti et al.'s Table 4 (arXiv 2205.05198), with the overhead of each
+configuration over no recomputation beside the published one.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def _row(what: str, value: str, floor: str, ok: bool) -> None:
 def main() -> None:
     from trilemma.api import estimate
     from trilemma.presets import calibration, get_hardware
-    from trilemma.validate.floors import gemm_against_mamf, highest_plan_mfu, measured_mfu, small_config_errors
+    from trilemma.validate.floors import (gemm_against_mamf, highest_plan_mfu, korthikanti_layer_ms, measured_mfu,
+                                         small_config_errors)
 
     s = calibration()["summary"]
     for kind, floor in (("throughput", 0.10), ("runs", 0.12)):
@@ -73,6 +76,13 @@ def main() -> None:
         for prec, at, mamf, top in gemm_against_mamf(gpu):
             _row(f"{gpu} {prec}: GEMM at MAMF shape {at:.1%}, fastest {top:.1%}", f"MAMF {mamf:.1%}",
                  "fastest ≤ MAMF", top <= mamf * (1 + 1e-9))
+
+    print("One layer of Korthikanti et al.'s 22B model (8 A100s, TP 8; arXiv 2205.05198 Table 4), forward + backward:")
+    layers = korthikanti_layer_ms()
+    base_m, base_p = layers[("none", False)]
+    for (rc, sp), (m, p) in layers.items():
+        what = f"recompute {rc}{', sequence parallel' if sp else ''}: {m:.1f} ms vs {p:.1f} ms ({m / p:.2f}×)"
+        _row(what, f"{m / base_m - 1:+.0%} vs {p / base_p - 1:+.0%}", "within 15%", abs(m / p - 1) <= 0.15)
 
     if "--speed" in sys.argv:
         runpy.run_path(str(Path(__file__).with_name("solve_speed.py")), run_name="__main__")

@@ -7,6 +7,8 @@
   7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 devices) at given precisions, set against that.
 - ``gemm_against_mamf``: the step model's GEMM term set against a chip's measured best matmul (MAMF):
   at the measured shape, and the fastest GEMM it gives over a grid of shapes (which must not beat it).
+- ``korthikanti_layer_ms``: one transformer layer's forward + backward time, in the five configurations of
+  Korthikanti et al. 2022's Table 4 (22B model, 8 A100s, TP 8), beside the published milliseconds.
 - ``small_config_errors``: the leave-one-source-out |log(predicted / reported)| of the single-node
   throughput rows of models of at most 2B parameters, as the last calibration stored them.
 
@@ -92,6 +94,41 @@ def gemm_against_mamf(gpu: str) -> list[tuple[str, float, float, float]]:
         at = gemm_rate(hw, prec, *hw.mamf_shape[prec], c) / peak
         top = max(gemm_rate(hw, prec, M, N, K, c) for M, N, K in itertools.product(GEMM_SIDES, repeat=3)) / peak
         out.append((str(prec), at, mamf / peak, top))
+    return out
+
+
+#: arXiv 2205.05198 (Korthikanti et al. 2022) Table 4: "Time to complete the forward and backward pass of a
+#: single transformer layer of the 22B model" (h 6144, 64 heads, s 2048, micro-batch 4, TP 8 on 8 A100-80GB),
+#: combined milliseconds by (recompute, sequence parallelism)
+KORTHIKANTI_TABLE_4_MS = {("none", False): 19.6, ("none", True): 19.0, ("full", False): 27.2,
+                          ("selective", False): 20.9, ("selective", True): 20.3}
+
+
+def korthikanti_layer_ms() -> dict[tuple[str, bool], tuple[float, float]]:
+    """(recompute, sp) → (the step model's forward + backward milliseconds of one layer, Table 4's): the
+    22B throughput row's model and plan at its TP 8, micro-batch 4, each configuration of Table 4 in turn.
+    One layer is the layer classes of the compute (GEMMs, attention core, elementwise, launches: the LM
+    head and the optimizer left out) plus the exposed TP communication, over the layers of the one stage."""
+    import numpy as np
+
+    from trilemma.estimate.evaluate import evaluate
+    from trilemma.estimate.layouts import LayoutArrays
+    from trilemma.presets import constants
+    from trilemma.specs.build import make_cluster
+    from trilemma.validate.fit import resolve_layout
+
+    consts = constants()
+    case = next(c for c in load_cases("throughput")[0]
+                if c.group == "arXiv:2205.05198" and c.model.d_model == 6144 and c.model.n_layers == 48)
+    base = resolve_layout(case, consts)[0]
+    cl = make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0)
+    out = {}
+    for (rc, sp), ms in KORTHIKANTI_TABLE_4_MS.items():
+        lay = base.model_copy(update={"recompute": rc, "sp": sp})
+        t = evaluate(case.model, cl, case.plan, LayoutArrays.from_layouts([lay]), consts).stages[0].time
+        layer = sum(float(np.asarray(v).reshape(-1)[0]) for k, v in t.ops_s.items() if k != "lm_head")
+        layer += float(np.asarray(t.tp_comm_s).reshape(-1)[0])
+        out[(rc, sp)] = (1e3 * layer / case.model.n_layers, ms)
     return out
 
 
