@@ -305,21 +305,21 @@ def test_mi300x_gemm_is_held_to_its_measured_best_not_its_datasheet():
 
 def test_one_layer_against_korthikanti_table_4():
     """One piece on its own: a single transformer layer's forward + backward (GEMMs, attention core,
-    elementwise kernels, launches and the exposed TP all-reduces; no head, no optimizer) of the 22B model
+    elementwise kernels, launches and the exposed TP collectives; no head, no optimizer) of the 22B model
     on 8 A100s at TP 8, in the five configurations of arXiv 2205.05198 Table 4 (19.6, 19.0, 27.2, 20.9 and
-    20.3 ms). Each within 15% (the step band's scale), and the recomputation overheads it measured
-    (full +39%, selective +7% over no recomputation) within 5 points: the recomputed work is charged as
-    the layer's own forward, not as a factor. Sequence parallelism makes the layer faster in both, but
-    the model's saving (8%) is larger than Table 4's (3%): left as a known gap. (The paper's Table 5
-    iteration times of the same model are calibration rows; Table 4's layer times are not.)"""
+    20.3 ms). Each within 10% (the throughput rows' leave-one-source-out median), and each configuration's
+    overhead over no recomputation (SP −3%, full +39%, selective +7%, selective + SP +4%) within 5 points:
+    recomputation is charged as the layer's own forward again, with its TP all-reduces exposed (the
+    backward's hide behind the weight-gradient GEMMs, as Megatron-LM issues them: without that rule
+    full recomputation cost +37% and sequence parallelism saved 8%). (The paper's Table 5 iteration
+    times of the same model are calibration rows; Table 4's layer times are not.)"""
     from trilemma.validate.floors import korthikanti_layer_ms
 
     r = korthikanti_layer_ms()
     for key, (model, pub) in r.items():
-        assert abs(model / pub - 1) <= 0.15, (key, model, pub)
+        assert abs(model / pub - 1) <= 0.10, (key, model, pub)
     base_m, base_p = r[("none", False)]
-    for key in (("full", False), ("selective", False)):
-        m, p = r[key]
+    for key, (m, p) in r.items():
         assert abs((m / base_m - 1) - (p / base_p - 1)) <= 0.05, (key, m / base_m, p / base_p)
     assert r[("none", True)][0] < base_m and r[("none", True)][1] < base_p  # SP alone saves time in both
 

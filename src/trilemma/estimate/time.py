@@ -312,9 +312,27 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     op_kern = (k_f - attn_k - 0.5 * (4 + (1 if m.position.value == "relative" else 0))) * c["kernel_s"]
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
-    tp_ar = all_reduce_s(e * T * d, 1, tp, fab)
-    n_tp = 4 + np.where(L.recompute == 2, 2, 0)  # 2 fwd + 2 bwd (+2 when the forward is recomputed)
-    tp_layer = n_tp * tp_ar * (1 - c["tp_overlap"])
+    # TP as Megatron-LM runs it (megatron/core/tensor_parallel/layers.py, in all-reduce units: an all-gather
+    # or reduce-scatter of the same tensor is half of one). Exposed: the forward's two (after the attention
+    # and MLP output projections; under sequence parallelism an all-gather before each input projection
+    # and a reduce-scatter after each output one), twice under full recomputation, and under sequence
+    # parallelism the backward's all-gathers of the output projections' gradients (one more). Hidden:
+    # the input projections' (QKV, MLP up) backward collectives, which LinearWithGradAccumulationAndAsync-
+    # Communication issues asynchronously: the input-gradient all-reduce behind the weight-gradient GEMM,
+    # or under sequence parallelism the all-gather of the saved input behind the input-gradient GEMM and
+    # the reduce-scatter behind the weight-gradient one; exposed only where they outlast those GEMMs, and
+    # what hides slows them (collective_interference_s). Korthikanti et al. 2022 Table 4 measures the
+    # consequences: full recomputation costs 39% (its recomputed forward's all-reduces cannot hide), and
+    # sequence parallelism saves 3% only (benchmarks/time_floors.py prints the model's).
+    tp_ar = all_reduce_s(e * T * d, 1, tp, fab) * (1 - c["tp_overlap"])
+    sp_on = L.sp > 0
+    tp_exposed = (2 + np.where(L.recompute == 2, 2, 0) + np.where(sp_on, 1, 0)) * tp_ar
+    col_gemm = qkv + k_up / (k_up + 1) * (fd * dense_mlp + fm * moe_mlp)  # one forward of the input projections
+    window = (w_share + np.where(sp_on, b_share, 0.0)) * col_gemm
+    tp_bwd = 2 * tp_ar
+    tp_late = np.maximum(0.0, tp_bwd - window)
+    tp_layer = tp_exposed + tp_late + collective_interference_s(tp_bwd - tp_late, consts["memory"]["nccl_channels"],
+                                                                hw.compute_units)
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
     cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))
     if m.is_moe:

@@ -22,7 +22,7 @@ import math
 
 from trilemma.estimate.flops import model_flop_per_token
 from trilemma.estimate.params import param_counts
-from trilemma.units import TERA
+from trilemma.units import KILO, TERA
 from trilemma.validate.cases import load_cases
 
 #: single node, at most this many parameters: issue 12's "small configurations"
@@ -128,7 +128,7 @@ def korthikanti_layer_ms() -> dict[tuple[str, bool], tuple[float, float]]:
         t = evaluate(case.model, cl, case.plan, LayoutArrays.from_layouts([lay]), consts).stages[0].time
         layer = sum(float(np.asarray(v).reshape(-1)[0]) for k, v in t.ops_s.items() if k != "lm_head")
         layer += float(np.asarray(t.tp_comm_s).reshape(-1)[0])
-        out[(rc, sp)] = (1e3 * layer / case.model.n_layers, ms)
+        out[(rc, sp)] = (KILO * layer / case.model.n_layers, ms)  # seconds → milliseconds
     return out
 
 
