@@ -106,12 +106,13 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
             "mamf": mamf / hw.peak(precision) if mamf else 1.0}
 
 
-def gemm_rate(hw: HardwareSpec, precision: Precision, M: float, N: float, K: float, consts: dict) -> float:
-    """FLOP/s the step model gives one forward (M×K)·(K×N) matmul on ``hw`` at ``precision``, inputs and
-    output in that precision's bytes: the GEMM term alone, to set against a measured matmul rate."""
+def gemm_rate(hw: HardwareSpec, precision: Precision, M, N, K, consts: dict) -> np.ndarray:
+    """FLOP/s the step model gives one forward (M×K)·(K×N) matmul on ``hw`` at ``precision`` (elementwise over
+    array M, N, K), inputs and output in that precision's bytes: the GEMM term alone, to set against a
+    measured matmul rate."""
     e = DTYPE_BYTES[precision.value]
     c = device_constants(consts, hw, precision)
-    return float(2.0 * M * N * K / gemm_s(M, N, K, hw.peak(precision), hw.hbm_bw_bytes_per_s, e, c))
+    return 2.0 * M * N * K / gemm_s(M, N, K, hw.peak(precision), hw.hbm_bw_bytes_per_s, e, c)
 
 
 def collective_interference_s(hidden_s: np.ndarray, channels: float, compute_units: int | None) -> np.ndarray:

@@ -43,8 +43,8 @@ class HardwareSpec(Spec):
     mamf_flop_per_s: dict[Precision, float] = Field(
         default_factory=dict,
         description="Maximum Achievable Matmul FLOPS per precision, FLOP/s: the best rate of one matmul found by "
-                    "mamf-finder.py's search over shapes (measured, not the datasheet). A ceiling the step model's "
-                    "GEMM term is checked against (no GEMM of any shape may beat it); it does not set that term")
+                    "mamf-finder.py's search over shapes (measured, not the datasheet). It caps the step model's "
+                    "GEMM term: no GEMM of any shape runs faster")
     mamf_shape: dict[Precision, tuple[int, int, int]] = Field(
         default_factory=dict, description="the M, N, K at which mamf_flop_per_s was measured, per precision")
     mamf_source: str = ""

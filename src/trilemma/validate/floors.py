@@ -82,17 +82,18 @@ GEMM_SIDES = tuple(sorted([2.0 ** k for k in range(7, 16)] + [3 * 2.0 ** k for k
 def gemm_against_mamf(gpu: str) -> list[tuple[str, float, float, float]]:
     """(precision, model GEMM rate at the MAMF shape, measured MAMF, fastest model GEMM over GEMM_SIDES³), each
     as a fraction of the precision's peak, for each precision ``gpu`` has a measured MAMF for."""
-    import itertools
+    import numpy as np
 
     from trilemma.estimate.time import gemm_rate
     from trilemma.presets import constants, get_hardware
 
     hw, c = get_hardware(gpu), constants()
+    M, N, K = np.meshgrid(GEMM_SIDES, GEMM_SIDES, GEMM_SIDES, indexing="ij")
     out = []
     for prec, mamf in hw.mamf_flop_per_s.items():
         peak = hw.peak(prec)
-        at = gemm_rate(hw, prec, *hw.mamf_shape[prec], c) / peak
-        top = max(gemm_rate(hw, prec, M, N, K, c) for M, N, K in itertools.product(GEMM_SIDES, repeat=3)) / peak
+        at = float(gemm_rate(hw, prec, *hw.mamf_shape[prec], c)) / peak
+        top = float(gemm_rate(hw, prec, M, N, K, c).max()) / peak
         out.append((str(prec), at, mamf / peak, top))
     return out
 
