@@ -324,6 +324,48 @@ def test_one_layer_against_korthikanti_table_4():
     assert r[("none", True)][0] < base_m and r[("none", True)][1] < base_p  # SP alone saves time in both
 
 
+#: a profiled fp32 training step on one A100-SXM4-40GB (github.com/yyin-dev/cs336-a2 writeup.md, nsys kernel
+#: table of the GPT-2-XL-shaped model, batch 4 × context 256 = 1,024 tokens; kernels ampere_sgemm_*, so fp32 on
+#: the SIMT cores, TF32 off): (M, N, K) → the forward SGEMM's median time, seconds
+FP32_SGEMMS_A100 = {(1024, 1600, 1600): 310.056e-6,  # ampere_sgemm_128x64_tn: the d × d projections
+                    (1024, 6400, 1600): 1.211e-3}  # ampere_sgemm_32x128_tn: the SwiGLU up and gate projections
+
+
+@pytest.mark.parametrize("shape", sorted(FP32_SGEMMS_A100))
+def test_fp32_gemms_run_near_peak_as_a_profiled_step_measured(shape):
+    """fp32 math runs at 1/16 of A100's bf16 rate, so a GEMM's fixed per-tile cost weighs 1/16 as much:
+    the measured SGEMMs reach 2·M·N·K / t = 86.7% and 88.8% of the 19.5 TFLOP/s fp32 peak. The step model's
+    GEMM term, its half-dimension scaled by that rate (time.math_rate_ratio), is within 10% of each; with the
+    16-bit half-dimension unscaled it gave 58% and 51%."""
+    from trilemma.estimate.time import gemm_rate, math_rate_ratio
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import Precision
+
+    hw = get_hardware("a100-40gb")
+    assert math_rate_ratio(hw, Precision.FP32) == pytest.approx(19.5 / 312)
+    M, N, K = shape
+    measured = 2 * M * N * K / FP32_SGEMMS_A100[shape]
+    assert 0.85 < measured / 19.5e12 < 0.90
+    assert float(gemm_rate(hw, Precision.FP32, M, N, K, constants())) == pytest.approx(measured, rel=0.10)
+
+
+def test_precision_rate_scales_only_slower_math_and_not_a_probed_device():
+    """The half-dimension scales for math slower than the 16-bit path (fp32, tf32) and stays for faster
+    (fp8: its calibration rows were fitted with it) and for a device that measured its own (probe)."""
+    from trilemma.estimate.time import device_constants
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import Precision
+
+    c = constants()
+    half = c["efficiency"]["gemm_half_dim"]
+    hw = get_hardware("h100-sxm")
+    assert device_constants(c, hw, Precision.BF16)["gemm_half_dim"] == pytest.approx(half)
+    assert device_constants(c, hw, Precision.FP8)["gemm_half_dim"] == pytest.approx(half)
+    assert device_constants(c, hw, Precision.TF32)["gemm_half_dim"] == pytest.approx(half * 494.7 / 989.4, rel=1e-3)
+    probed = _cpu_like(gemm_max=0.8, gemm_half_dim=64.0, balance_exponent=0.0)
+    assert device_constants(c, probed, Precision.FP32)["gemm_half_dim"] == 64.0
+
+
 def test_device_constants_replace_the_calibrated_ones():
     """With its own constants a device is held to them: perfect GEMMs (no size penalty, an asymptote above
     the best measured rate) beat poor ones (half the ceiling and a 200 half-dimension: at d = 768 each

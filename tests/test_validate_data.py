@@ -52,7 +52,7 @@ def test_shipped_reported_equals_the_published_figure() -> None:
     """The explicit `reported` repeats the published value column it came from, in that column's unit."""
     col = {"tokens_per_s_per_gpu": "tokens_per_s_reported", "mfu": "mfu_reported", "hfu": "mfu_reported",
            "model_tflops_per_gpu": "tflops_per_gpu_reported", "hardware_tflops_per_gpu": "tflops_per_gpu_reported",
-           "step_s": "step_time_s_reported"}
+           "step_s": "step_time_s_reported", "forward_backward_s": "step_time_s_reported"}
     for c in load_cases("throughput")[0]:
         assert float(read_rows("throughput")[c.row][col[c.metric]]) == float(read_rows("throughput")[c.row]["reported"])
     for c in load_cases("memory")[0]:
@@ -190,3 +190,25 @@ def _file(d: Path, name: str, content: bytes) -> str:
 def test_file_problems_are_one_line(capsys, tmp_path: Path, make, expect: str) -> None:
     code, out, err = run(capsys, "validate", "--data", make(tmp_path))
     assert code == 2 and out == "" and err.count("\n") == 1 and expect in err
+
+
+def test_forward_backward_time_is_the_step_without_its_optimizer_update(tmp_path: Path) -> None:
+    """A benchmark that times forward + loss + backward alone (no optimizer.step(), as the CS336 rows do) is
+    compared with the step less its optimizer update: the same plan's step_s and forward_backward_s predictions
+    differ by exactly the estimate's optimizer_s, and the forward-backward one is the smaller."""
+    from trilemma.api import estimate
+    from trilemma.presets import constants
+    from trilemma.validate.fit import predict
+
+    rows = [["1B", metric, "1.0", "a100-80gb", "1", "llama2-7b", "512", "4", "fp32", "1", "1", "1", "4", "none",
+             "bench"] for metric in ("step_s", "forward_backward_s")]
+    header = _HEADER + ["n_layers", "d_model", "n_heads", "ffn_dim"]
+    path = _write(tmp_path / "fb.csv", header, [r + ["8", "2048", "16", "5504"] for r in rows])
+    _, cases, skipped = load_file(path)
+    assert not skipped
+    step, fb = (p.predicted for p in predict(cases, constants()))
+    e = estimate(cases[0].model, "a100-80gb", 1, tokens=4 * 512 * 100, seq_len=512, global_batch_tokens=4 * 512,
+                 precision="fp32", layout={"tp": 1, "pp": 1, "dp": 1, "micro_batch": 4, "recompute": "none", "zero": 0})
+    assert e.time.optimizer_s > 0 and fb < step
+    assert step - fb == pytest.approx(e.time.optimizer_s, rel=1e-9)
+    assert step == pytest.approx(e.time.step_s, rel=1e-9)

@@ -14,7 +14,7 @@ from trilemma.units import fmt_bytes
 
 _UNIT = {"gpu_hours": (1.0, "GPU-h"), "days": (1.0, "days"), "busy_gpu_hours": (1.0, "busy GPU-h"), "tokens_per_s_per_gpu": (1.0, "tok/s/GPU"),
          "model_tflops_per_gpu": (1.0, "model TFLOP/s"), "hardware_tflops_per_gpu": (1.0, "hw TFLOP/s"),
-         "mfu": (100.0, "% MFU"), "hfu": (100.0, "% HFU"), "step_s": (1.0, "s/step"),
+         "mfu": (100.0, "% MFU"), "hfu": (100.0, "% HFU"), "step_s": (1.0, "s/step"), "forward_backward_s": (1.0, "s fwd+bwd"),
          "peak_memory_bytes": (2.0**-30, "GiB in use"), "peak_reserved_bytes": (2.0**-30, "GiB reserved"),
          "peak_allocated_bytes": (2.0**-30, "GiB allocated")}
 

@@ -25,6 +25,7 @@ Metric = Literal[
     "mfu",  # model FLOPs utilisation, 0-1
     "hfu",  # hardware FLOPs utilisation, 0-1
     "step_s",  # seconds per optimizer step
+    "forward_backward_s",  # seconds of one step's forward and backward, no optimizer update (benchmarks that time loss.backward() alone)
     "peak_memory_bytes",  # peak device memory in use (nvidia-smi / NVML: reserved + CUDA context + NCCL), bytes
     "peak_reserved_bytes",  # peak of the caching allocator's reserved memory (torch.cuda.max_memory_reserved), bytes
     "peak_allocated_bytes",  # peak of allocated tensor memory (torch.cuda.max_memory_allocated), bytes

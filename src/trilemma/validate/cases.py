@@ -43,7 +43,7 @@ __all__ = ["KINDS", "KIND_METRICS", "load_cases", "load_file", "map_rows", "read
 
 KINDS: tuple[Kind, ...] = ("runs", "throughput", "memory")
 _RATES = frozenset({"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu",
-                    "step_s"})
+                    "step_s", "forward_backward_s"})
 #: a whole run's totals: they need the run's tokens, and only runs rows report them
 _RUN_TOTALS = frozenset({"gpu_hours", "days", "busy_gpu_hours"})
 #: the metrics each kind of row may report

@@ -52,9 +52,9 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
 # busy_gpu_hours (a run's GPU-hours as its source computes them: tokens over the measured rate, no idle time)
 # tests the step time alone, as a rate does: a time metric, not a whole-run one (no goodput in it)
 TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s",
-                "busy_gpu_hours"}
+                "forward_backward_s", "busy_gpu_hours"}
 RUN_METRICS = {"gpu_hours", "days"}
-DURATION_METRICS = {"step_s", "gpu_hours", "days", "busy_gpu_hours"}  # the others of TIME_METRICS are rates
+DURATION_METRICS = {"step_s", "forward_backward_s", "gpu_hours", "days", "busy_gpu_hours"}  # the others of TIME_METRICS are rates
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,9 @@ def metric_value(case: Case, ev: Evaluation) -> float:
         return float(ev.hfu[0])
     if m == "step_s":
         return float(ev.stages[0].time.step_s[0])
+    if m == "forward_backward_s":  # the step without its optimizer update (and the clipping pass counted with it)
+        t = ev.stages[0].time
+        return float(t.step_s[0] - t.optimizer_s[0])
     if m in MEMORY_METRICS:
         return memory_quantity(m, float(ev.per_gpu_bytes[0]), ev)
     raise ValueError(f"unknown metric {m}")

@@ -32,11 +32,22 @@ SWEEP_MODELS = ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b")
 SWEEP_COUNTS = (64, 512, 2048)
 
 
-def measured_mfu() -> dict[str, float]:
+#: precisions whose matmuls run at the same rate on the same units, compared as one class
+MATH_CLASS = {"bf16": "16-bit", "fp16": "16-bit"}
+
+
+def math_class(precision: str) -> str:
+    """The class a precision's step MFU is compared within: bf16 and fp16 together, each other alone."""
+    return MATH_CLASS.get(str(precision), str(precision))
+
+
+def measured_mfu(by_precision: bool = False, cases: list | None = None) -> dict:
     """The best measured step MFU (0-1) per chip family (``HardwareSpec.family``), from the shipped
-    throughput rows."""
-    best: dict[str, float] = collections.defaultdict(float)
-    for c in load_cases("throughput")[0]:
+    throughput rows (or ``cases``); with ``by_precision``, per (family, ``math_class`` of the row's
+    precision). A ``forward_backward_s`` row (no optimizer update) counts as the step's MFU: an upper
+    bound on it, by the update's few percent."""
+    best: dict = collections.defaultdict(float)
+    for c in (load_cases("throughput")[0] if cases is None else cases):
         st = c.plan.stages[0]
         peak = c.hardware.peak(c.plan.precision)
         per_token = float(model_flop_per_token(c.model, st.seq_len, param_counts(c.model)))
@@ -46,11 +57,12 @@ def measured_mfu() -> dict[str, float]:
             v = c.reported * TERA / peak
         elif c.metric == "tokens_per_s_per_gpu":
             v = c.reported * per_token / peak
-        elif c.metric == "step_s":
+        elif c.metric in ("step_s", "forward_backward_s"):
             v = st.global_batch_tokens * per_token / (c.reported * c.n_gpus * peak)
         else:  # hardware FLOPs count recomputation: not comparable with model FLOPs
             continue
-        best[c.hardware.family] = max(best[c.hardware.family], v)
+        key = (c.hardware.family, math_class(c.plan.precision)) if by_precision else c.hardware.family
+        best[key] = max(best[key], v)
     return dict(best)
 
 

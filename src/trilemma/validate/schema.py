@@ -145,7 +145,7 @@ COLUMNS: tuple[Column, ...] = (
     # the figure to compare with
     _C("metric", _choice(METRICS), _one_of(METRICS), required=True, doc="what `reported` measures"),
     _C("reported", _positive, _POS, unit="by metric: gpu_hours and busy_gpu_hours h, days d, tokens_per_s_per_gpu tokens/s per "
-       "GPU, *_tflops_per_gpu TFLOP/s per GPU, mfu/hfu percent 0-100, step_s s, peak_memory_bytes, peak_reserved_bytes and peak_allocated_bytes GiB",
+       "GPU, *_tflops_per_gpu TFLOP/s per GPU, mfu/hfu percent 0-100, step_s and forward_backward_s s, peak_memory_bytes, peak_reserved_bytes and peak_allocated_bytes GiB",
        required=True, doc="the measured value"),
     _C("flop_convention", _choice(("model", "hardware")), "model or hardware",
        doc="how the source counts FLOPs: hardware FLOPs include recomputation; must agree with the metric "
