@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from trilemma.api import estimate
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s
@@ -143,6 +145,23 @@ def test_last_stage_layers_are_where_the_exporter_puts_them(n_layers: int, pp: i
     if n_layers % (pp * vp) == 0:
         assert last_stage_layers(n_layers, pp, vp) == stage_layers(n_layers, pp, vp)
     assert last_stage_layers(126, 16) == 7
+
+
+@given(st.integers(1, 160), st.integers(1, 32), st.integers(1, 8))
+@settings(max_examples=300, deadline=None)
+def test_heaviest_rank_holds_what_the_exporter_places_on_it(n_layers: int, pp: int, vp: int) -> None:
+    """The step waits for the rank with the most layers: the closed form is the most any rank holds when
+    torchtitan's exporter places the chunks and the looped schedule gives rank r the chunks r, r + pp, ...
+    By hand: 126 layers, pp 16, vp 7: 112 chunks of 2 less 98, 49 off each end; rank r keeps a two-layer
+    chunk only among chunks 49-62, one of them at most: 8 layers, where ⌈126/112⌉ × 7 = 14 was charged."""
+    from trilemma.export.torchtitan import stage_modules
+    from trilemma.specs.axes import stage_layers
+
+    assume(pp * vp <= n_layers)
+    chunks = [sum(1 for mod in c if mod.startswith("layers.")) for c in stage_modules(n_layers, pp * vp)]
+    ranks = [sum(chunks[r::pp]) for r in range(pp)]
+    assert sum(ranks) == n_layers and stage_layers(n_layers, pp, vp) == max(ranks)
+    assert stage_layers(126, 16, 7) == 8 and stage_layers(126, 16, 1) == 8 and stage_layers(126, 16, 4) == 8
 
 
 def test_elementwise_inventory_by_hand():

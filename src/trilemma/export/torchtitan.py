@@ -93,8 +93,9 @@ def _flavor(m: ModelSpec) -> tuple[str, dict[str, Any] | None]:
 
 def stage_modules(n_layers: int, stages: int) -> list[list[str]]:
     """Module names per pipeline stage (torchtitan llama3: tok_embeddings, layers.i, norm, output):
-    ⌈n_layers / stages⌉ on the heaviest stage, as trilemma times it (trilemma.specs.axes.stage_layers);
-    the remainder taken off the first and last stages, which also hold the embedding and the head."""
+    ⌈n_layers / stages⌉ on the heaviest stage, the remainder taken off the first and last stages, which also
+    hold the embedding and the head; trilemma times the rank whose stages hold the most layers under this
+    placement (trilemma.specs.axes.stage_layers)."""
     if stages > n_layers:
         raise ExportError(ENGINE, "pp × vp", stages, f"at most the {n_layers} layers")
     per = math.ceil(n_layers / stages)

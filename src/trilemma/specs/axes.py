@@ -165,16 +165,29 @@ MAX_DEGREE = 2**31 - 1
 
 
 def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
-    """Layers on the most loaded pipeline rank: ceil(n_layers / (pp·vp)) per virtual stage, vp of them.
+    """Layers on the most loaded pipeline rank.
 
     Stages may be uneven when pp·vp does not divide the layers: Megatron-LM places the remainder with
     ``--decoder-first/last-pipeline-num-layers`` and torchtitan splits its module list by a layer
     budget per stage; Llama 3.1 405B ran 126 layers on pp = 16 with one layer fewer on the first and
-    last stages (Dubey et al. 2024, arXiv 2407.21783 §3.3.2). The step waits for the heaviest stage,
+    last stages (Dubey et al. 2024, arXiv 2407.21783 §3.3.2). The step waits for the heaviest rank,
     so time and memory use its layer count (embeddings and the LM head are added on the end stages,
-    which overstates them slightly where a framework gives those stages fewer layers)."""
+    which overstates them slightly where a framework gives those stages fewer layers).
+
+    The placement is ``last_stage_layers``'s (and trilemma.export.torchtitan.stage_modules'): the pp·vp
+    chunks hold ⌈n_layers / (pp·vp)⌉ = per layers each, less a deficit D taken one layer at a time off the
+    chunks at the two ends in turn, A = ⌈D/2⌉ from the first chunks and B = ⌊D/2⌋ from the last; rank r
+    holds the chunks r, r + pp, …, r + (vp − 1)·pp. It loses ⌊A/pp⌋ + [r < A mod pp] layers at the start and
+    ⌊B/pp⌋ + [r ≥ pp − B mod pp] at the end, so the heaviest rank holds per·vp − ⌊A/pp⌋ − ⌊B/pp⌋ layers,
+    one fewer where (A mod pp) + (B mod pp) ≥ pp leaves no rank uncut. Without interleaving (vp = 1,
+    D < pp) that is ⌈n_layers / pp⌉. (126 layers, pp 16, vp 7: 112 chunks of 2 less 98; every rank holds
+    7 or 8, not the 14 that ⌈126/112⌉·7 would say.)"""
     chunks = pp * vp
-    return -(-n_layers // chunks) * vp
+    per = -(-n_layers // chunks)
+    deficit = chunks * per - n_layers
+    a, b = -(-deficit // 2), deficit // 2
+    all_cut = (a % pp) + (b % pp) >= pp
+    return per * vp - a // pp - b // pp - all_cut * 1
 
 
 def last_stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
