@@ -27,6 +27,10 @@ from pathlib import Path
 import numpy as np
 
 
+#: fp32 forward + backward times measured on an A100 (github.com/yyin-dev/cs336-a2): a check, not calibration rows
+CS336_FP32 = Path(__file__).resolve().parents[1] / "tests" / "data" / "cs336_fp32_a100.csv"
+
+
 def _row(what: str, value: str, floor: str, ok: bool) -> None:
     print(f"{'ok  ' if ok else 'MISS'} {what:<58} {value:>16}   floor {floor}")
 
@@ -34,6 +38,7 @@ def _row(what: str, value: str, floor: str, ok: bool) -> None:
 def main() -> None:
     from trilemma.api import estimate
     from trilemma.presets import calibration, get_hardware
+    from trilemma.validate.cases import load_file
     from trilemma.validate.floors import (gemm_against_mamf, highest_plan_mfu, korthikanti_layer_ms, math_class,
                                          measured_mfu, small_config_errors)
 
@@ -49,9 +54,7 @@ def main() -> None:
     # the floor: no plan more than 5 points above the best step MFU measured on its chip family; where rows
     # measure the plan's own precision class (bf16/fp16 together), the stricter reference is that class's best
     best, by_class = measured_mfu(), measured_mfu(by_precision=True)
-    from trilemma.validate.cases import load_file
-    checks = measured_mfu(by_precision=True, cases=load_file(
-        str(Path(__file__).resolve().parents[1] / "tests" / "data" / "cs336_fp32_a100.csv"), "throughput")[1])
+    checks = measured_mfu(by_precision=True, cases=load_file(str(CS336_FP32), "throughput")[1])
     for gpu in ("a100-80gb", "h100-sxm"):
         hw = get_hardware(gpu)
         classes: dict[str, list[str]] = {}

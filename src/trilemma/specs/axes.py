@@ -186,8 +186,7 @@ def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
     per = -(-n_layers // chunks)
     deficit = chunks * per - n_layers
     a, b = -(-deficit // 2), deficit // 2
-    all_cut = (a % pp) + (b % pp) >= pp
-    return per * vp - a // pp - b // pp - all_cut * 1
+    return per * vp - a // pp - b // pp - ((a % pp) + (b % pp) >= pp)
 
 
 def last_stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
