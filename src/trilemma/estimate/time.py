@@ -71,16 +71,25 @@ def gemm_efficiency(M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float,
     return eff_max * (M / (M + half)) * (N / (N + half)) * (K / (K + half))
 
 
-def balance_factor(peak: float, hbm_bw: float, c: dict) -> float:
+def balance_factor(peak: float, hbm_bw: float, c: dict, width: float = 1.0) -> float:
     """How much of the efficiency ceiling a chip keeps, from its balance of compute to memory
-    bandwidth (FLOP per byte): (ref / (peak / bw))^γ. Chips (or precisions) whose peak outgrows
-    their bandwidth are harder to keep fed — the "memory wall" (Gholami et al. 2024, IEEE Micro,
-    arXiv 2403.14123); γ is fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B).
+    bandwidth: (ref / (peak · width / bw))^γ. Chips (or precisions) whose peak outgrows their bandwidth
+    are harder to keep fed — the "memory wall" (Gholami et al. 2024, IEEE Micro, arXiv 2403.14123); γ is
+    fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B).
 
-    At most 1: a bandwidth-rich chip or precision (A100 fp32: ~10 FLOP/B, tf32: ~77) does not run its
+    ``width`` is the operands' bytes over bf16's 2, for operands wider than 16 bits (``device_constants``):
+    a matmul on 4-byte operands moves twice the bytes per FLOP, so tf32 (half bf16's rate, twice its
+    bytes) sits at bf16's balance. Checked on H100 SXM: XLA's measured matmul table runs f32 dots on the
+    TF32 tensor cores at a median 0.94 of the fraction of peak bf16 reaches at the same shapes
+    (tests/data/xla_h100_matmul.csv), where the peak alone gave TF32 1.9 times bf16's fraction. fp8 is not
+    credited with its narrower operands: its measured best matmul sits below bf16's fraction, not above
+    (H100 MAMF 70.9% against 80.3%), and crediting it took the throughput rows' leave-one-source-out median
+    from 9.8% to 10.9% and whole runs' from 10.5% to 11.3%.
+
+    At most 1: a bandwidth-rich chip or precision (A100 fp32: ~19 FLOP/B at 16-bit width) does not run its
     matmuls closer to peak than the fitted ceiling; without the cap the power law granted A100 fp32
     attention and GEMMs their whole peak and an MFU above 100%."""
-    return float(min(1.0, (c["ref_flop_per_byte"] / (peak / hbm_bw)) ** c["balance_exponent"]))
+    return float(min(1.0, (c["ref_flop_per_byte"] / (peak * width / hbm_bw)) ** c["balance_exponent"]))
 
 
 def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:
@@ -91,8 +100,8 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
     # one found for the chip (A100: 86.9% of peak, where the fitted law would reach 88% at 32k-wide shapes;
     # MI300X: 51.1%, where it gives 62% at that search's best shape). Never above 1 either: the balance power
     # law would grant a bandwidth-rich chip (a CPU: ~6 FLOP/B against the calibration GPUs' 100-300) more.
-    eff = np.minimum(c.get("mamf", 1.0), gemm_efficiency(M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c),
-                                                        c["gemm_half_dim"]))
+    eff = np.minimum(c.get("mamf", 1.0), gemm_efficiency(
+        M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c, c.get("operand_width", 1.0)), c["gemm_half_dim"]))
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
 
@@ -105,28 +114,37 @@ def math_rate_ratio(hw: HardwareSpec, precision: Precision) -> float:
     return hw.peak(precision) / hw.peak_flop_per_s[ref] if ref in hw.peak_flop_per_s else 1.0
 
 
+def operand_width(precision: Precision) -> float:
+    """A matmul operand's bytes at ``precision`` over bf16's 2: fp32 and tf32 (stored as fp32) 2, fp8 1/2."""
+    return DTYPE_BYTES[precision.value] / DTYPE_BYTES[Precision.BF16.value]
+
+
 def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> dict:
     """The efficiency and latency constants one device's step is timed with at ``precision``: the calibrated
-    ones, a device's own measured ones (a ``trilemma probe`` profile) in their place, and ``mamf``, the
-    device's measured best matmul rate as a fraction of its peak (1 where none is measured).
+    ones, a device's own measured ones (a ``trilemma probe`` profile) in their place, ``mamf``, the device's
+    measured best matmul rate as a fraction of its peak (1 where none is measured), and ``operand_width``,
+    the width ``balance_factor`` weighs bandwidth by (the precision's ``operand_width`` where above 1, else 1).
 
-    The GEMM half-dimension is fitted on rows whose matmuls run the 16-bit path or faster (bf16, fp16, fp8).
-    For slower math (fp32 on the SIMT cores, tf32) it scales with the math rate (``math_rate_ratio``): the
-    shape penalty x/(x + half) is a fixed cost per output tile (the prologue that fills the pipeline, the
-    epilogue that writes the tile, the last partial wave), paid in time and weighed against the main loop,
-    which takes 1/ratio as long at that precision. Checked on A100 fp32 (1/16 of bf16's rate): the SGEMMs of a
-    profiled fp32 training step run at 87-89% of the fp32 peak at 1024×1600×1600 and 1024×6400×1600
-    (github.com/yyin-dev/cs336-a2 writeup.md, nsys kernel table: 310 µs and 1.211 ms), where the unscaled
-    half-dimension gave 58% and 51% and whole fp32 steps came out 1.4-1.9× slow; the scaled one gives 86-87%.
-    Faster math (fp8: ratio 2) keeps the fitted value, which its rows were fitted with: in a fit that held
-    the CS336 fp32 times too, scaling it as well took the fp8 rows' leave-one-source-out median from 8.4% to
-    7.8% but whole runs' from 10.6% to 11.4% and the held-out-family error's 90th percentile from +0.24 to
-    +0.44 (log). A probe profile's half-dimension is measured at its own precision: not scaled."""
+    The GEMM half-dimension is fitted on 16-bit and fp8 rows. The shape penalty x/(x + half) is a fixed
+    cost per output tile (the prologue that fills the pipeline, the epilogue that writes the tile, the last
+    partial wave): moving the tile's operands and result, so paid in bytes, and weighed against the main
+    loop's math. At another precision it therefore scales with math rate × operand bytes, against the
+    16-bit path: ``math_rate_ratio`` × ``operand_width``. tf32 (half the rate, twice the bytes) and fp8
+    (twice the rate, half the bytes) keep the fitted value; fp32 on the SIMT cores (A100: 1/16 of the rate,
+    twice the bytes) takes 1/8 of it. Checked on both sides: the SGEMMs of a profiled fp32 training step run
+    at 87-89% of A100's fp32 peak at 1024×1600×1600 and 1024×6400×1600 (github.com/yyin-dev/cs336-a2
+    writeup.md, nsys kernel table: 310 µs and 1.211 ms), where the unscaled half-dimension gave 58% and 51%
+    and whole fp32 steps came out 1.4-1.9× slow; and XLA's measured H100 table has TF32 at a median 0.94 of
+    bf16's fraction of peak (tests/data/xla_h100_matmul.csv), where scaling by the rate alone gave TF32 a
+    half-dimension half as large. A probe profile's half-dimension is measured at its own precision: not
+    scaled."""
     mamf = hw.mamf_flop_per_s.get(precision)
+    width = operand_width(precision)
     c = {**consts["efficiency"], **consts["latency"], **hw.efficiency,
-         "mamf": mamf / hw.peak(precision) if mamf else 1.0}
-    if "gemm_half_dim" not in hw.efficiency:
-        c["gemm_half_dim"] = c["gemm_half_dim"] * min(1.0, math_rate_ratio(hw, precision))
+         "mamf": mamf / hw.peak(precision) if mamf else 1.0, "operand_width": max(1.0, width)}
+    if "gemm_half_dim" not in hw.efficiency and (Precision.BF16 in hw.peak_flop_per_s
+                                                 or Precision.FP16 in hw.peak_flop_per_s):
+        c["gemm_half_dim"] = c["gemm_half_dim"] * math_rate_ratio(hw, precision) * width
     return c
 
 
@@ -304,7 +322,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
     attn_flop = 4.0 * T * seq * m.d_attn / tp * causal_skip
-    attn_fwd = attn_flop / (attn_peak * min(1.0, c["attention"] * balance_factor(attn_peak, bw, c)))  # ≤ peak, as above
+    attn_width = 1.0 if attn_peak != peak else c["operand_width"]  # fp8 plans run attention in bf16
+    attn_fwd = attn_flop / (attn_peak * min(1.0, c["attention"] * balance_factor(attn_peak, bw, c, attn_width)))  # ≤ peak
     if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
         attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
