@@ -206,6 +206,7 @@ def test_numbers_pass_through(x):
 def test_formatting():
     assert fmt_count(7e9) == "7B"
     assert fmt_bytes(80 * 2**30) == "80 GiB"
+    assert fmt_bytes(5.05e-06) == "0 B" and fmt_bytes(512.4) == "512 B" and fmt_bytes(1536) == "1.5 KiB"
     assert fmt_duration(30 * DAY) == "30.0 days"
     assert fmt_duration(0.5) == "500.0 ms"
     assert fmt_usd(1.5e6) == "$1.50M"

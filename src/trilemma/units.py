@@ -204,7 +204,10 @@ def fmt_count(n: float, digits: int = 4) -> str:
 
 
 def fmt_bytes(b: float) -> str:
-    """Bytes in IEC units (GiB), as GPU memory is quoted by allocators and nvidia-smi."""
+    """Bytes in IEC units (GiB), as GPU memory is quoted by allocators and nvidia-smi; whole bytes below a
+    KiB (a fitted size of 5e-06 B is 0 B: there is no fraction of a byte to hold)."""
+    if abs(b) < 2.0**10:
+        return f"{round(b)} B"
     return _scaled(b, [(2.0**40, " TiB"), (2.0**30, " GiB"), (2.0**20, " MiB"), (2.0**10, " KiB"), (1.0, " B")])
 
 
