@@ -37,17 +37,12 @@ def solve_json(name: str) -> dict:
     return json.loads(r.stdout)
 
 
-def count(v: object) -> int:
-    """A frontier field given as a count or as the list of its points."""
-    return len(v) if isinstance(v, list) else int(v)  # type: ignore[arg-type]
-
-
 def unfiltered_feasible(name: str) -> int:
     """Points within the pins on the frontier of every plan (the filters' bounds opened)."""
     real = optimize.FrontierFilters
     optimize.FrontierFilters = lambda *a, **k: real(min_steps=0, min_time_s=0, max_time_s=1e30)  # type: ignore
     try:
-        return count(solve_json(name)["frontier"]["feasible"])
+        return int(solve_json(name)["frontier"]["feasible"])
     finally:
         optimize.FrontierFilters = real
 
@@ -82,7 +77,7 @@ def main() -> None:
         d = results[name] = solve_json(name)
         f, rm = d["frontier"], d["frontier"]["removed"]
         print(f"| {name} | {f['unfiltered_points']:,} | {rm['steps']:,} | {rm['short']:,} | {rm['long']:,} "
-              f"| {count(f['points']):,} | {unfiltered_feasible(name):,} → {count(f['feasible']):,} |")
+              f"| {f['points']:,} | {unfiltered_feasible(name):,} → {f['feasible']:,} |")
     for name, d in results.items():
         print()
         print("\n".join(scenario_block(name, d)))

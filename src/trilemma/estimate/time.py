@@ -106,12 +106,17 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
     return np.maximum(flop / (peak * eff), mem)
 
 
+def sixteen_bit(hw: HardwareSpec) -> Precision | None:
+    """The chip's 16-bit matmul path, bf16 else fp16; None where it publishes neither."""
+    return next((p for p in (Precision.BF16, Precision.FP16) if p in hw.peak_flop_per_s), None)
+
+
 def math_rate_ratio(hw: HardwareSpec, precision: Precision) -> float:
     """How fast ``precision``'s matmul math runs against the chip's 16-bit path (bf16, else fp16):
     peak(precision) / peak(16-bit); 1 where the chip has no 16-bit peak. A100: fp32 1/16 (SIMT cores),
     tf32 1/2; H100: fp32 1/14.8, tf32 1/2, fp8 2."""
-    ref = Precision.BF16 if Precision.BF16 in hw.peak_flop_per_s else Precision.FP16
-    return hw.peak(precision) / hw.peak_flop_per_s[ref] if ref in hw.peak_flop_per_s else 1.0
+    ref = sixteen_bit(hw)
+    return hw.peak(precision) / hw.peak_flop_per_s[ref] if ref is not None else 1.0
 
 
 def operand_width(precision: Precision) -> float:
@@ -142,8 +147,7 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
     width = operand_width(precision)
     c = {**consts["efficiency"], **consts["latency"], **hw.efficiency,
          "mamf": mamf / hw.peak(precision) if mamf else 1.0, "operand_width": max(1.0, width)}
-    if "gemm_half_dim" not in hw.efficiency and (Precision.BF16 in hw.peak_flop_per_s
-                                                 or Precision.FP16 in hw.peak_flop_per_s):
+    if "gemm_half_dim" not in hw.efficiency and sixteen_bit(hw) is not None:
         c["gemm_half_dim"] = c["gemm_half_dim"] * math_rate_ratio(hw, precision) * width
     return c
 
@@ -290,7 +294,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     hw = cluster.hardware
     c = device_constants(consts, hw, plan.precision)
     peak = hw.peak(plan.precision)
-    attn_peak = hw.peak(Precision.BF16) if plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s else peak
+    attn_bf16 = plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s  # fp8 plans: attention in bf16
+    attn_peak = hw.peak(Precision.BF16) if attn_bf16 else peak
     bw = hw.hbm_bw_bytes_per_s
     e = DTYPE_BYTES[plan.dtypes.activation]
     tp, pp, dp, cp, ep, vp, mb = L.tp, L.pp, L.dp, L.cp, L.ep, L.vp, L.micro_batch
@@ -322,7 +327,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
     attn_flop = 4.0 * T * seq * m.d_attn / tp * causal_skip
-    attn_width = 1.0 if attn_peak != peak else c["operand_width"]  # fp8 plans run attention in bf16
+    attn_width = 1.0 if attn_bf16 else c["operand_width"]
     attn_fwd = attn_flop / (attn_peak * min(1.0, c["attention"] * balance_factor(attn_peak, bw, c, attn_width)))  # ≤ peak
     if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
         attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
