@@ -196,3 +196,139 @@ def test_overlapped_collectives_slow_the_compute_they_hide_behind():
     assert collective_interference_s(np.array([1.0]), channels, a100.compute_units)[0] == pytest.approx(16 / 92)
     assert collective_interference_s(np.array([1.0]), channels, get_hardware("tpu-v4").compute_units)[0] == 0.0
     assert collective_interference_s(np.array([0.0]), channels, a100.compute_units)[0] == 0.0
+
+
+def _loss_peak_bytes_per_logit(world: int, vocab: tuple[int, int] = (4096, 8192)) -> float:
+    """Bytes per local logit element at the peak of an LM head + cross-entropy step, as PyTorch's MemTracker
+    counts them: the peak's tensors other than parameters and gradients, differenced over two vocabulary
+    sizes so that what does not scale with the vocabulary (the head's input, the norm's) drops out. One
+    rank: eager cross_entropy(logits.float()); ``world`` > 1: torchtitan's tensor-parallel head (sequence-
+    parallel norm, column-parallel output with vocab-sharded logits) under DTensor's loss_parallel, on a
+    fake process group (no communication happens; every tensor is allocated as on rank 0)."""
+    torch = pytest.importorskip("torch")
+    import contextlib
+
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, SequenceParallel, loss_parallel, parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    b, s, d = 2, 512, 64
+    peaks = []
+    for V in vocab:
+        dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
+        try:
+            mesh = init_device_mesh("cpu", (world,))
+            torch.manual_seed(0)
+            head = nn.Sequential(nn.RMSNorm(d), nn.Linear(d, V, bias=False)).to(torch.bfloat16)
+            x = torch.randn(b, s // world, d, dtype=torch.bfloat16, requires_grad=True)
+            ctx: contextlib.AbstractContextManager = contextlib.nullcontext()
+            if world > 1:
+                parallelize_module(head, mesh, {"0": SequenceParallel(), "1": ColwiseParallel(
+                    input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)})
+                x = DTensor.from_local(x, mesh, [Shard(1)], run_check=False)
+                ctx = loss_parallel()
+            target = torch.randint(0, V, (b, s))
+            mt = MemTracker()
+            mt.track_external(head)
+            with mt, ctx:
+                pred = head(x)
+                loss = F.cross_entropy(pred.flatten(0, 1).float(), target.flatten(0, 1))
+                del pred
+                loss.backward()
+            (snap,) = mt.get_tracker_snapshot("peak").values()
+            by = {str(k).rsplit(".", 1)[-1]: v for k, v in snap.items()}
+            peaks.append(by["Total"] - by["PARAM"] - by["GRAD"])
+        finally:
+            dist.destroy_process_group()
+    return (peaks[1] - peaks[0]) / (b * s * (vocab[1] - vocab[0]) / world)
+
+
+@pytest.mark.parametrize("world, key", [(1, "logits_bytes_per_element"),
+                                        (8, "loss_parallel_logits_bytes_per_element")])
+def test_logits_bytes_per_element_as_pytorch_counts_them(world: int, key: str) -> None:
+    """Eager cross entropy on one rank holds 12 bytes per logit at its peak (the fp32 log-softmax output,
+    its gradient and the gradient of the fp32 cast); DTensor's loss_parallel across TP ranks holds 16 (the
+    output beside three fp32 temporaries of its decomposed backward). Both measured, not assumed."""
+    assert _loss_peak_bytes_per_logit(world) == pytest.approx(constants()["memory"][key], rel=0.02)
+
+
+def test_eager_loss_under_tp_costs_loss_parallels_bytes_and_the_head_input_counts() -> None:
+    """The planner's last-stage logits term by hand: s·b·V/tp elements × 16 bytes (eager, tp > 1) or 8
+    (fused), plus the LM head's whole input and the final norm's sequence shard, 2 bytes each."""
+    m = get_model("llama2-7b")  # _estimate's model, at 4,096 tokens a sequence
+    lay = Layout(tp=8, pp=1, dp=1, zero=0, micro_batch=2, recompute=Recompute.FULL, sp=True)
+    eager = _estimate("h100-sxm", 8, lay)
+    fused = _estimate("h100-sxm", 8, lay, fused_loss=True)
+    tokens = 2 * 4096
+    head = 2 * tokens * m.d_model * (1 + 1 / 8)
+    mem = constants()["memory"]
+    for est, per in ((eager, mem["loss_parallel_logits_bytes_per_element"]),
+                     (fused, mem["fused_logits_bytes_per_element"])):
+        parts = est.to_dict()["memory"]["other_parts"]
+        assert parts["logits"] == pytest.approx(tokens * m.vocab_size / 8 * per + head)
+
+
+def _saved_bytes(fn, *args) -> int:
+    """Bytes of the distinct storages autograd saves for backward while ``fn(*args)`` runs (parameters too)."""
+    torch = pytest.importorskip("torch")
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return sum(seen.values())
+
+
+def test_hugging_face_rmsnorm_keeps_an_fp32_copy_of_its_input() -> None:
+    """transformers' LlamaRMSNorm upcasts its input (hidden_states.to(torch.float32)) and pow saves that copy:
+    4 bytes per element of a bf16 input, not the 2 of a fused kernel, with the weight frozen (a LoRA base); the
+    weight's own product saves the 2-byte normalised tensor besides when the weight trains. DtypeSpec.norm_input
+    fp32 counts the 4."""
+    torch = pytest.importorskip("torch")
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    b, s, d = 2, 64, 256
+    norm = llama.LlamaRMSNorm(d).to(torch.bfloat16)
+    x = torch.randn(b, s, d, dtype=torch.bfloat16, requires_grad=True)
+    rows = b * s  # the saved rsqrt: one fp32 per row
+    norm.weight.requires_grad_(False)
+    weight = d * 2
+    assert _saved_bytes(norm, x) == 4 * b * s * d + 4 * rows + weight
+    norm.weight.requires_grad_(True)
+    assert _saved_bytes(norm, x) == (4 + 2) * b * s * d + 4 * rows + weight
+
+
+def test_autocast_probabilities_by_hand() -> None:
+    """Eager attention under torch.autocast: softmax autocasts to float32 (PyTorch AMP docs, "CUDA Ops that can
+    autocast to float32"), so softmax saves its fp32 output; dropout saves a 1-byte mask; the P·V matmul runs
+    in 16-bit and saves the 16-bit copy autocast made of the dropped-out probabilities. The same chain written
+    out on this CPU (whose autocast keeps softmax in bf16) saves 4 + 1 + 2 bytes per score, as the inventory
+    counts with attention_probs fp32; without the upcast 2 + 1 + 2. (Dropout as F.dropout runs it on a GPU,
+    native_dropout with a bool mask; on a CPU F.dropout keeps a mask of the input's dtype.)"""
+    torch = pytest.importorskip("torch")
+    h, s, d_h = 4, 64, 32
+    scores = torch.randn(1, h, s, s, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(1, h, s, d_h, dtype=torch.bfloat16, requires_grad=True)
+
+    def chain(x, upcast: bool):
+        p = torch.softmax(x.float() if upcast else x, dim=-1)
+        p, _mask = torch.native_dropout(p, 0.1, True)
+        return p.to(torch.bfloat16) @ v
+
+    n = h * s * s
+    assert _saved_bytes(chain, scores, True) - v.nbytes == (4 + 1 + 2) * n
+    assert _saved_bytes(chain, scores, False) - v.nbytes == (2 + 1 + 2) * n
+    m = get_model("bert-large").replace(n_layers=1, d_model=h * d_h, n_heads=h, ffn_dim=4 * h * d_h)
+    L = _L()
+    eager, _ = activation_bytes_per_layer(m, s, L, 2.0, False)
+    amp, _ = activation_bytes_per_layer(m, s, L, 2.0, False, probs_bytes=4.0)
+    assert float(amp[0] - eager[0]) == pytest.approx((7 - 5) * n)
+    fp32_norms, _ = activation_bytes_per_layer(m, s, L, 2.0, False, norm_bytes=4.0)
+    assert float(fp32_norms[0] - eager[0]) == pytest.approx(2 * (4 - 2) * s * m.d_model)  # two norms a layer

@@ -42,8 +42,9 @@ def test_toy_memory_by_hand():
     per_layer = 16_384 + 24_576 + 8_192 + 1_024 + 16_384 + 65_536
     assert mem.activations == 2 * per_layer == 264_192
     # eager cross-entropy on fp32 logits at the start of backward: log-softmax output + its gradient +
-    # the cast's gradient, 4 bytes each
-    logits = 64 * 100 * 12
+    # the cast's gradient, 4 bytes each; beside them the LM head's input and the final norm's input,
+    # 2·64·64 bytes each
+    logits = 64 * 100 * 12 + 2 * (2 * 64 * 64)
     c = constants()["memory"]
     base = 18 * 108_544 + 264_192 + logits
     # what the plan needs: the allocated peak + what is outside the allocator (fragmentation is not

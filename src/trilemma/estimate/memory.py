@@ -109,18 +109,23 @@ class MemoryArrays:
 
 def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_bytes: float,
                                flash: bool, moe_layer: bool = False,
-                               compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                               compiled: bool = False, probs_bytes: float | None = None,
+                               norm_bytes: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bytes one layer saves for backward for one micro-batch, without and with the rows' recompute.
 
     Returns (no-recompute bytes, bytes under the row's recompute mode). Tensor inventory
     (Korthikanti 2022 §4.1; e = activation bytes, s the local sequence s/cp, b micro-batch,
     r = 1/tp when sequence-parallel else 1 for the tensors TP does not split):
-      attention:  norm input e·sbd·r; QKV input e·sbd·r; Q e·sb·d_attn/tp; K, V e·sb·d_kv/tp each;
+      attention:  norm input n·sbd·r (n = ``norm_bytes``, default e; 4 where an eager norm upcasts to fp32:
+                  DtypeSpec.norm_input); QKV input e·sbd·r; Q e·sb·d_attn/tp; K, V e·sb·d_kv/tp each;
                   rotary: rotated Q and K e·sb·(d_attn + d_kv)/tp besides the QKV output;
                   without flash: softmax output e·h·s·S·b/tp (+ dropout mask h·s·S·b/tp and dropout
-                  output e·h·s·S·b/tp); with flash: log-sum-exp 4·sb·h/tp (FlashAttention-2 saves
+                  output e·h·s·S·b/tp) — with ``probs_bytes`` p > e (torch.autocast: softmax autocasts
+                  to float32, PyTorch AMP docs "CUDA Ops that can autocast to float32"), the fp32 softmax
+                  output p (its backward saves it), the mask and the e-byte copy autocast makes for the
+                  P·V matmul, which saves it: (p + drop + e)·h·s·S·b/tp; with flash: log-sum-exp 4·sb·h/tp (FlashAttention-2 saves
                   only O and LSE); output-projection input e·sb·d_attn/tp; dropout mask sbd·r.
-      MLP:        norm input e·sbd·r (not for a parallel block); MLP input e·sbd·r;
+      MLP:        norm input n·sbd·r (not for a parallel block); MLP input e·sbd·r;
                   hidden tensors (2 for GELU/ReLU: pre- and post-activation; 4 for gated in eager
                   PyTorch: gate, up, act(gate), product) e·sb·f/tp each; dropout mask sbd·r.
       MoE:        router input + top_k copies of dispatched tokens e·sbd, top_k × expert hidden
@@ -136,13 +141,14 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     r = np.where(L.sp > 0, 1.0 / tp, 1.0)
     sbd = s * mb * m.d_model
     sb = s * mb
+    n_in = e if norm_bytes is None else norm_bytes  # bytes per element of what a norm saves of its input
 
     shared_norm = m.norms_per_layer == 1
     # rotary positions: attention saves the rotated Q and K, new tensors, while the fused QKV GEMM's
     # output stays alive because V is a view of it (Megatron-LM's and the probe model's fused QKV;
     # Su et al. 2021 rotation applied out of place). Korthikanti's inventory predates RoPE.
     rope = e * sb * (m.d_attn + m.d_kv) / tp if m.position == PositionType.ROTARY else 0.0
-    attn_keep = (e * sbd * r * (1 if shared_norm else 2)  # norm input (+ norm output into QKV)
+    attn_keep = ((n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
                  + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
                  + rope  # rotated Q, K
                  + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
@@ -150,13 +156,15 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     if flash:
         scores = 4.0 * sb * m.n_heads / tp  # log-sum-exp, fp32
     else:
-        scores = (e + drop * (1 + e)) * m.n_heads * s * S * mb / tp
+        p = e if probs_bytes is None else probs_bytes
+        per_score = e + drop * (1 + e) if p <= e else p + drop + e
+        scores = per_score * m.n_heads * s * S * mb / tp
     if shared_norm:
         mlp_in = e * sbd * r * 0  # the shared norm output is already counted
     elif m.parallel_block:
         mlp_in = e * sbd * r  # second norm's output (its input is the layer input, counted)
     else:
-        mlp_in = 2 * e * sbd * r  # norm input + MLP input
+        mlp_in = (n_in + e) * sbd * r  # norm input + MLP input
     # hidden tensors saved per token: GELU/ReLU 2 (pre- and post-activation, Korthikanti §4.1); gated 4
     # in eager PyTorch — the gate, up, act(gate) and their product (torchtitan's FeedForward,
     # w2(silu(w1 x) · w3 x): SiLU saves its input, the product saves both factors, w2 saves the
@@ -343,9 +351,13 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     """Peak bytes per device: the larger of the first pipeline stage and the last."""
     e = DTYPE_BYTES[plan.dtypes.activation]
     flash = plan.flash_attention
-    full_d, kept_d = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=False, compiled=plan.compile)
+    probs = plan.dtypes.bytes_of("attention_probs") or None
+    norm_in = plan.dtypes.bytes_of("norm_input") or None
+    full_d, kept_d = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=False, compiled=plan.compile,
+                                                probs_bytes=probs, norm_bytes=norm_in)
     if m.is_moe:
-        full_m, kept_m = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=True, compiled=plan.compile)
+        full_m, kept_m = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=True, compiled=plan.compile,
+                                                    probs_bytes=probs, norm_bytes=norm_in)
     else:
         full_m, kept_m = full_d, kept_d
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
@@ -369,11 +381,21 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
         f8 = np.maximum(f8, float8_cast_bytes(m, seq, L, moe_layer=True)) if m.is_moe else f8
         transient = transient + f8
 
-    # logits on the last stage: s·b·V/tp elements (vocab-parallel), bytes per element at the start of
-    # backward (constants.toml)
+    # logits on the last stage: s·b·V/tp elements (vocab-parallel), bytes per element at their peak in the
+    # loss's backward (constants.toml: a fused kernel; eager PyTorch on one TP rank; eager PyTorch's
+    # DTensor loss_parallel across TP ranks)
     s_loc = seq / L.cp
-    per_logit = consts["fused_logits_bytes_per_element" if plan.fused_loss else "logits_bytes_per_element"]
+    if plan.fused_loss:
+        per_logit = np.full(np.shape(L.tp), consts["fused_logits_bytes_per_element"], dtype=float)
+    else:
+        per_logit = np.where(L.tp > 1, consts["loss_parallel_logits_bytes_per_element"],
+                             consts["logits_bytes_per_element"])
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
+    # beside them, the LM head's input, kept for its weight gradient (whole on every TP rank: the column-
+    # parallel head all-gathers the sequence-parallel norm output), and the final norm's input (its
+    # sequence shard under SP) — the last layer's output, which no layer's inventory counts
+    r_sp = np.where(L.sp > 0, 1.0 / L.tp, 1.0)
+    logits = logits + e * s_loc * L.micro_batch * m.d_model * (1.0 + r_sp)
 
     transient = transient + dequant
     # freeze: layers below the trainable ones run without autograd (nothing requires a gradient there) and

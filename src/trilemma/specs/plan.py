@@ -47,6 +47,15 @@ class DtypeSpec(Spec):
     optimizer_state: Dtype = Dtype.FP32
     frozen_weight: Dtype = Dtype.BF16
     activation: Dtype = Dtype.BF16
+    attention_probs: Dtype | None = Field(None, description="dtype of the materialised attention probabilities "
+                                          "(flash off): None = the activation dtype, as Megatron-LM's fused "
+                                          "softmax keeps them; fp32 under torch.autocast, whose softmax autocasts "
+                                          "to float32 (trilemma.estimate.memory.activation_bytes_per_layer)")
+    norm_input: Dtype | None = Field(None, description="dtype a norm keeps its input in for backward: None = the "
+                                     "activation dtype, as a fused norm kernel (Apex, Transformer Engine, torch.compile) "
+                                     "keeps it; fp32 in eager PyTorch where the norm runs in fp32 — under torch.autocast "
+                                     "(layer_norm autocasts to float32) or Hugging Face's LlamaRMSNorm (hidden_states.to("
+                                     "torch.float32), whose pow saves the fp32 copy)")
 
     @classmethod
     def for_precision(cls, precision: Precision, grad: Dtype | str = Dtype.FP32) -> "DtypeSpec":

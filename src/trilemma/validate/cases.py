@@ -238,13 +238,17 @@ def _case(m: _Mapping) -> Case:
     dt = DtypeSpec.for_precision(precision, grad=m.get("grad_dtype", "fp32"))
     if m.get("optimizer_state_dtype"):
         dt = dt.replace(optimizer_state=m.get("optimizer_state_dtype"))
+    if m.get("attention_probs_dtype"):
+        dt = dt.replace(attention_probs=m.get("attention_probs_dtype"))
+    if m.get("norm_input_dtype"):
+        dt = dt.replace(norm_input=m.get("norm_input_dtype"))
     plan = make_plan(model, stages=[stage], precision=precision, flash_attention=m.get("flash", True), dtypes=dt,
                      optimizer=Optimizer(m.get("optimizer", "adamw")), fused_loss=m.get("fused_loss", False),
                      compile=m.get("compile", False))
     return Case(kind=m.kind, row=m.row.index, label=m.row.label, source=m.get("source", ""),
                 group=m.get("group") or m.get("source") or m.where, model=model, hardware=hw, n_gpus=n_gpus,
                 plan=plan, layout=lay, metric=metric, reported=reported,  # type: ignore[arg-type]
-                assumptions=tuple(m.assumptions))
+                assumptions=tuple(m.assumptions), lm_head=m.get("task", "causal-lm") != "classification")
 
 
 # ------------------------------------------------------------------ tables of rows

@@ -49,9 +49,10 @@ import numpy as np
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.presets import constants
-from trilemma.specs import Layout
+from trilemma.specs import DtypeSpec, Layout, Precision
 from trilemma.specs.build import finetune_fields, make_cluster, make_plan, resolve_hardware, resolve_model
 from trilemma.units import GIB, IEC
+from trilemma.validate.fit import memory_quantity
 
 DATA = "finetune_memory.csv"
 
@@ -94,18 +95,20 @@ def predict_row(row: dict[str, str]) -> FinetuneMemoryCase:
         if row["method"] == "lora" and row["base_precision"]:
             ft_args["base_precision"] = row["base_precision"]
     seq, mb, gb = int(row["seq_len"]), int(row["micro_batch"]), int(row["global_batch"])
+    # every row is a Hugging Face Trainer run in eager PyTorch: its 16-bit mixed precision is torch.autocast,
+    # which keeps attention probabilities in fp32 when flash is off (DtypeSpec.attention_probs), and its norms
+    # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input)
+    dtypes = DtypeSpec.for_precision(Precision(row["precision"])).replace(attention_probs="fp32", norm_input="fp32")
     plan = make_plan(m, 10 * gb * seq, seq, gb * seq, row["precision"], flash_attention=row["flash"] == "true",
-                     **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}))
+                     dtypes=dtypes, **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}))
     lay = Layout(tp=1, pp=1, dp=n, micro_batch=mb, zero=int(row["zero"]), recompute=row["recompute"])
     ev = evaluate(m, cl, plan, LayoutArrays.from_layouts([lay]), constants())
     mem = ev.stages[0].memory
     total = float(np.asarray(mem.total).reshape(-1)[0])
-    if row["task"] == "classification":  # a few classes, not a vocabulary: no logits term
-        total -= float(np.asarray(mem.logits_picked).reshape(-1)[0])
-    overhead = float(np.asarray(mem.overhead_bytes).reshape(-1)[0])
     if row["metric"] != "device_memory_in_use":
         raise ValueError(f"{DATA}: metric {row['metric']!r}: device_memory_in_use")
-    device = (total - overhead) * (1 + mem.fragmentation) + overhead
+    # a few classes, not a vocabulary: no logits term
+    device = memory_quantity("peak_memory_bytes", total, ev, lm_head=row["task"] != "classification")
     return FinetuneMemoryCase(case=row["case"], reported_gib=float(row["reported_gib"]), predicted_gib=device / GIB,
                               source=row["source"])
 

@@ -131,6 +131,9 @@ def _axis_column(a: Axis) -> Column:
 
 _DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 _C = Column
+#: the heads a row's model may have (data/finetune_memory.csv uses the same words)
+TASKS: tuple[str, ...] = ("causal-lm", "classification")
+
 COLUMNS: tuple[Column, ...] = (
     # what the row is
     _C("model", _text, "text", doc="the row's name as the source gives it (throughput and memory files: "
@@ -194,9 +197,15 @@ COLUMNS: tuple[Column, ...] = (
        "false: eager PyTorch)"),
     _C("compile", _bool, _BOOL, doc="the model ran under torch.compile (inductor): a gated MLP saves 3 hidden "
        "tensors instead of 4 (default false)"),
+    _C("task", _choice(TASKS), _one_of(TASKS), doc="what the model's head predicts: causal-lm (default), a "
+       "vocabulary's logits, or classification, a few classes (a memory figure then counts no vocabulary logits)"),
     _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
     _C("grad_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default fp32"),
     _C("optimizer_state_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default that of the precision"),
+    _C("attention_probs_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="dtype of the attention probabilities when "
+       "flash is off: fp32 under torch.autocast (softmax autocasts to float32); default the activations'"),
+    _C("norm_input_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="dtype a norm keeps its input in: fp32 where an "
+       "eager norm runs in fp32 (torch.autocast's layer_norm, Hugging Face's LlamaRMSNorm); default the activations'"),
     # layout: an empty cell is searched, a given one is pinned; the columns are the registry's axes
     *(_axis_column(a) for a in AXES),
 )
