@@ -332,3 +332,82 @@ def test_autocast_probabilities_by_hand() -> None:
     assert float(amp[0] - eager[0]) == pytest.approx((7 - 5) * n)
     fp32_norms, _ = activation_bytes_per_layer(m, s, L, 2.0, False, norm_bytes=4.0)
     assert float(fp32_norms[0] - eager[0]) == pytest.approx(2 * (4 - 2) * s * m.d_model)  # two norms a layer
+
+
+def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None:
+    """torchtitan's op-level selective checkpointing (its _save_list: matmuls and flash attention, every
+    second matmul recomputed) on a torchtitan-style Llama block — separate wq, wk, wv, wo, w1, w2, w3, GQA,
+    its eager fp32 RMSNorm — keeps what ``activation_bytes_per_layer`` counts for recompute "op": the block's
+    input, Q, V, the attention output with its log-sum-exp, w1's output and w2's. PyTorch's MemTracker at
+    the end of the forward, less the block's input and output, in eager mode and under torch.compile
+    (backend aot_eager_decomp_partition: inductor's partitioner, which honours the policy, without code
+    generation). The same bytes both ways: compile changes nothing that op-level checkpointing keeps."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    d, h, kv, f, S, B = 128, 4, 2, 352, 64, 2
+    hd = d // h
+
+    class Norm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            y = x.float()
+            return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x) * self.weight
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n1, self.n2 = Norm(), Norm()
+            lin = lambda i, o: nn.Linear(i, o, bias=False)  # noqa: E731
+            self.wq, self.wk, self.wv, self.wo = lin(d, d), lin(d, kv * hd), lin(d, kv * hd), lin(d, d)
+            self.w1, self.w2, self.w3 = lin(d, f), lin(f, d), lin(d, f)
+
+        def forward(self, x):
+            y = self.n1(x)
+            q = self.wq(y).view(B, S, h, hd).transpose(1, 2)
+            k = self.wk(y).view(B, S, kv, hd).transpose(1, 2).repeat_interleave(h // kv, 1)
+            v = self.wv(y).view(B, S, kv, hd).transpose(1, 2).repeat_interleave(h // kv, 1)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, S, d)
+            x = x + self.wo(o)
+            z = self.n2(x)
+            return x + self.w2(F.silu(self.w1(z)) * self.w3(z))
+
+    aten = torch.ops.aten
+    save = {aten.mm.default, aten._scaled_dot_product_flash_attention_for_cpu.default}
+
+    def policy():
+        count = {"mm": 0}
+
+        def decide(ctx, op, *args, **kwargs):
+            if op == aten.mm.default:
+                count["mm"] += 1
+            keep = op in save and not (op == aten.mm.default and count["mm"] % 2 == 0)
+            return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+        return create_selective_checkpoint_contexts(decide)
+
+    torch.manual_seed(0)
+    blk = Block()
+
+    def sac(x):
+        return checkpoint(blk, x, use_reentrant=False, context_fn=policy)
+
+    m = get_model("llama3-8b").replace(n_layers=1, d_model=d, n_heads=h, n_kv_heads=kv, ffn_dim=f, vocab_size=256)
+    _, kept = activation_bytes_per_layer(m, S, _L(micro_batch=B, recompute=Recompute.OP), 4.0, True)
+    for fn in (sac, torch.compile(sac, backend="aot_eager_decomp_partition")):
+        x = torch.randn(B, S, d, requires_grad=True)
+        mt = MemTracker()
+        mt.track_external(blk)
+        with mt:
+            out = fn(x)
+            (cats,) = mt.get_tracker_snapshot("current").values()
+            act = {str(k).rsplit(".", 1)[-1]: v for k, v in cats.items()}["ACT"]
+            out.sum().backward()
+        # MemTracker's activations: the block's input (the inventory's one kept layer input), what the
+        # checkpoint keeps, and the block's output, which is the next block's input and not this one's
+        assert act - out.nbytes == pytest.approx(float(kept[0]), rel=0.01)
