@@ -196,7 +196,7 @@ def estimate(
     memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint writes and restarts for this GPU count and duration, times the slow-node share for the node count, 1/(1 + σ√(2 ln nodes)), σ = run.slow_node_spread fitted on whole published runs; the speed table and --json's time.reliability show each part)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
-    fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12"),
+    fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel)"),
     compile_model: bool = typer.Option(False, "--compile/--no-compile", help=COMPILE_HELP),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),

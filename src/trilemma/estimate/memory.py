@@ -123,8 +123,9 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
                   output e·h·s·S·b/tp) — with ``probs_bytes`` p > e (torch.autocast: softmax autocasts
                   to float32, PyTorch AMP docs "CUDA Ops that can autocast to float32"), the fp32 softmax
                   output p (its backward saves it), the mask and the e-byte copy autocast makes for the
-                  P·V matmul, which saves it: (p + drop + e)·h·s·S·b/tp; with flash: log-sum-exp 4·sb·h/tp (FlashAttention-2 saves
-                  only O and LSE); output-projection input e·sb·d_attn/tp; dropout mask sbd·r.
+                  P·V matmul, which saves it: (p + drop + e)·h·s·S·b/tp; with flash: log-sum-exp
+                  4·sb·h/tp (FlashAttention-2 saves only O and LSE); output-projection input e·sb·d_attn/tp;
+                  dropout mask sbd·r.
       MLP:        norm input n·sbd·r (not for a parallel block); MLP input e·sbd·r;
                   hidden tensors (2 for GELU/ReLU: pre- and post-activation; 4 for gated in eager
                   PyTorch: gate, up, act(gate), product) e·sb·f/tp each; dropout mask sbd·r.
