@@ -33,6 +33,12 @@ class _LayoutArraysBase:
     def n_gpus(self) -> np.ndarray:
         return self.tp * self.cp * self.pp * self.dp
 
+    @property
+    def sp_share(self) -> np.ndarray:
+        """Share of a d-wide (residual-stream) tensor one tensor-parallel rank holds: 1/tp under sequence
+        parallelism, which splits it along the sequence (Korthikanti et al. 2022 §4.2.2), else 1 (replicated)."""
+        return np.where(self.sp > 0, 1.0 / self.tp, 1.0)
+
     @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> Any:
         cols = {a.name: np.array([a.code(getattr(x, a.name)) for x in layouts], dtype=np.int64) for a in AXES}

@@ -139,7 +139,7 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     S = seq  # keys attended to (CP gathers K, V)
     e = act_bytes
     drop = 1.0 if m.dropout else 0.0
-    r = np.where(L.sp > 0, 1.0 / tp, 1.0)
+    r = L.sp_share
     sbd = s * mb * m.d_model
     sb = s * mb
     n_in = e if norm_bytes is None else norm_bytes  # bytes per element of what a norm saves of its input
@@ -331,7 +331,7 @@ def finetune_activation_bytes(m: ModelSpec, seq: float, L: LayoutArrays, plan: T
     if ft is None or not ft.adapters:
         return zero, zero
     sb_tok = seq / L.cp * L.micro_batch
-    r = np.where(L.sp > 0, 1.0 / L.tp, 1.0)  # d-wide tensors under sequence parallelism
+    r = L.sp_share  # d-wide tensors under sequence parallelism
     t = set(ft.targets)
     per = 0.0
     for name, (d_in, _d_out) in module_shapes(m).items():
@@ -386,17 +386,13 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # loss's backward (constants.toml: a fused kernel; eager PyTorch on one TP rank; eager PyTorch's
     # DTensor loss_parallel across TP ranks)
     s_loc = seq / L.cp
-    if plan.fused_loss:
-        per_logit = np.full(np.shape(L.tp), consts["fused_logits_bytes_per_element"], dtype=float)
-    else:
-        per_logit = np.where(L.tp > 1, consts["loss_parallel_logits_bytes_per_element"],
-                             consts["logits_bytes_per_element"])
+    per_logit = (consts["fused_logits_bytes_per_element"] if plan.fused_loss else
+                 np.where(L.tp > 1, consts["loss_parallel_logits_bytes_per_element"], consts["logits_bytes_per_element"]))
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
     # beside them, the LM head's input, kept for its weight gradient (whole on every TP rank: the column-
     # parallel head all-gathers the sequence-parallel norm output), and the final norm's input (its
     # sequence shard under SP) — the last layer's output, which no layer's inventory counts
-    r_sp = np.where(L.sp > 0, 1.0 / L.tp, 1.0)
-    logits = logits + e * s_loc * L.micro_batch * m.d_model * (1.0 + r_sp)
+    logits = logits + e * s_loc * L.micro_batch * m.d_model * (1.0 + L.sp_share)
 
     transient = transient + dequant
     # freeze: layers below the trainable ones run without autograd (nothing requires a gradient there) and

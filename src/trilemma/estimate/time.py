@@ -194,7 +194,7 @@ def elementwise_bytes(m: ModelSpec, seq: float, L: LayoutArrays, e: float) -> tu
     """
     tp, cp, mb = L.tp, L.cp, L.micro_batch
     T = mb * seq / cp
-    r = np.where(L.sp > 0, 1.0 / tp, 1.0)
+    r = L.sp_share
     td = e * T * m.d_model * r  # one residual-stream tensor
     norms = m.norms_per_layer
     fwd = norms * 2 * td + 2 * 3 * td
@@ -385,7 +385,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
     cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))
     if m.is_moe:
-        tok_bytes = e * T * m.top_k * d / np.where(L.sp > 0, tp, 1)
+        tok_bytes = e * T * m.top_k * d * L.sp_share
         ep_layer = fm * 4 * all_to_all_s(tok_bytes, tp * cp, ep, fab)
     else:
         ep_layer = 0.0
@@ -415,7 +415,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     compute_mb = sum(ops_mb.values())
     ops_mb = {k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()}  # every class at the rows' shape
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
-    act_msg = e * T * d / np.where(L.sp > 0, tp, 1)
+    act_msg = e * T * d * L.sp_share
     p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)
     stage_mb = compute_mb + comm_mb + p2p_mb
 

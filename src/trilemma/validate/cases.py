@@ -236,12 +236,9 @@ def _case(m: _Mapping) -> Case:
     except TrilemmaError:
         raise _Skip(f"{hw.name} has no {precision} peak") from None
     dt = DtypeSpec.for_precision(precision, grad=m.get("grad_dtype", "fp32"))
-    if m.get("optimizer_state_dtype"):
-        dt = dt.replace(optimizer_state=m.get("optimizer_state_dtype"))
-    if m.get("attention_probs_dtype"):
-        dt = dt.replace(attention_probs=m.get("attention_probs_dtype"))
-    if m.get("norm_input_dtype"):
-        dt = dt.replace(norm_input=m.get("norm_input_dtype"))
+    # the row's dtype columns, each overriding one DtypeSpec field where it is given
+    given = {f: m.get(f"{f}_dtype") for f in ("optimizer_state", "attention_probs", "norm_input")}
+    dt = dt.replace(**{f: v for f, v in given.items() if v})
     plan = make_plan(model, stages=[stage], precision=precision, flash_attention=m.get("flash", True), dtypes=dt,
                      optimizer=Optimizer(m.get("optimizer", "adamw")), fused_loss=m.get("fused_loss", False),
                      compile=m.get("compile", False))
