@@ -265,5 +265,18 @@ def test_hand_checked_skips(mapped) -> None:
     by = {(s.kind, s.label): s.reason for s in skipped}
     assert "TPUv3" in by[("runs", "T5-11B")]
     assert "mixture-of-experts" in by[("runs", "Llama 4 Scout (17Bx16E MoE)")]
-    assert "FSDP2 inside each pipeline stage" in by[("throughput", "Llama 3.1 405B - 3D 1F1B")]
+    assert "FSDP inside each pipeline stage" in by[("throughput", "Llama 3.1 405B - 16,384 GPUs (TP8 CP1 PP16 DP128)")]
+    assert ("throughput", "Llama 3.1 405B - 3D 1F1B") not in by  # torchtitan's FSDP2 + PP: ZeRO-1's state
     assert "Adafactor" in by[("memory", "bert-large-uncased seq-classification - Adafactor")]
+
+
+def test_torchtitans_405b_rows_run_what_torchtitan_ran(mapped) -> None:
+    """Table 5: local batch 32 in micro-batches of local / pp (pipeline_parallel_microbatches defaults to pp);
+    the interleaved schedule puts two stages on each rank (generate_split_points); async TP on."""
+    one = _find(mapped[0], "throughput", label="Llama 3.1 405B - 3D 1F1B")
+    two = _find(mapped[0], "throughput", label="Llama 3.1 405B - 3D Interleaved 1F1B")
+    for c, vp in ((one, 1), (two, 2)):
+        assert c.layout == {"tp": 8, "pp": 8, "dp": 8, "cp": 1, "vp": vp, "zero": 1, "recompute": "full",
+                            "micro_batch": 4}
+        assert c.plan.async_tp and c.plan.precision == Precision.FP8 and c.n_gpus == 512
+        assert c.plan.stages[0].global_batch_tokens == 256 * 8192  # dp 8 × local batch 32 sequences of 8,192

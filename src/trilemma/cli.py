@@ -88,6 +88,9 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
 
 
+ASYNC_TP_HELP = ("asynchronous tensor parallelism (torchtitan's enable_async_tensor_parallel, Megatron-Core's "
+                 "--tp-comm-overlap): under sequence parallelism the forward's TP all-gathers and reduce-scatters "
+                 "are split by rank and overlapped with their matmuls; default off")
 COMPILE_HELP = ("the model runs under torch.compile (inductor): a gated MLP saves 3 hidden tensors per token "
                 "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default off")
 PRECISION_HELP = ("bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao Float8Linear / torchtitan's "
@@ -198,6 +201,7 @@ def estimate(
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
     fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel)"),
     compile_model: bool = typer.Option(False, "--compile/--no-compile", help=COMPILE_HELP),
+    async_tp: bool = typer.Option(False, "--async-tp/--no-async-tp", help=ASYNC_TP_HELP),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
@@ -240,7 +244,7 @@ def estimate(
     m, _ = resolve_model(model)
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      _int(global_batch, "global-batch"), prec,
-                     flash_attention=flash, fused_loss=fused_loss, compile=compile_model,
+                     flash_attention=flash, fused_loss=fused_loss, compile=compile_model, async_tp=async_tp,
                      **({} if goodput is None else {"goodput": goodput}),
                      **finetune_fields(m, **finetune_args(finetune)))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,

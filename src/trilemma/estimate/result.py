@@ -166,11 +166,18 @@ class Estimate:
     finetune: dict[str, Any] | None = None  # what a fine-tune trains and stores (None: pre-training)
     deploy: dict[str, Any] | None = None  # where the trained model must run (trilemma.api.with_deploy), or None
 
+    @property
+    def async_tp_applied(self) -> bool:
+        """Asynchronous TP asked for and in effect: TP > 1 with sequence parallelism (estimate.time.async_tp_s)."""
+        return bool(self.plan.async_tp and self.layout.tp > 1 and self.layout.sp)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (stable keys, SI units, fractions 0-1)."""
         m, hw = self.model, self.cluster.hardware
         lay = self.layout.model_dump(mode="json")
-        lay.update(n_gpus=self.cluster.n_gpus, chosen=self.layout_chosen, candidates_evaluated=self.candidates_evaluated)
+        lay.update(n_gpus=self.cluster.n_gpus, chosen=self.layout_chosen, candidates_evaluated=self.candidates_evaluated,
+                   # asynchronous TP asked for, and whether this layout uses it (TP > 1 with sequence parallelism)
+                   async_tp=self.plan.async_tp, async_tp_applied=self.async_tp_applied)
         return {
             "schema": self.SCHEMA,
             "model": {"name": m.name, "resolved_from": self.model_resolution, "source": m.source,
@@ -445,6 +452,10 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
         if a.global_batch_sequences != target:
             warnings.append(f"global batch rounded from {target} to {a.global_batch_sequences} sequences "
                             f"(a multiple of dp × micro-batch = {lay.dp} × {lay.micro_batch})")
+    if pl.async_tp and not (lay.tp > 1 and lay.sp):
+        warnings.append("--async-tp has no effect on this layout: asynchronous TP overlaps the collectives of "
+                        "tensor parallelism with sequence parallelism, and this layout has "
+                        + ("tp 1" if lay.tp == 1 else "no sequence parallelism"))
     if lay.tp > cl.node_size:
         warnings.append(f"tensor parallelism ({lay.tp}) spans nodes of {cl.node_size} devices: slow inter-node all-reduces")
     from trilemma.estimate.stability import stability_warning

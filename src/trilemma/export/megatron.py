@@ -107,6 +107,11 @@ def arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | Non
         a.append(("--expert-model-parallel-size", n.ep))
     if n.sp:
         a.append(("--sequence-parallel", None))
+        if pl.async_tp:  # Transformer Engine's userbuffers overlap of TP's collectives with the GEMMs
+            a.append(("--tp-comm-overlap", None))
+            notes.append("--tp-comm-overlap: Transformer Engine's userbuffers overlap TP's all-gathers and "
+                         "reduce-scatters with the GEMMs; it needs Transformer Engine (--transformer-impl "
+                         "transformer_engine)")
     zero = {ZeroStage.ONE: [("--use-distributed-optimizer", None)],
             ZeroStage.TWO: [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads")],
             ZeroStage.THREE: [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads_params")]}

@@ -155,6 +155,11 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
         raise ExportError(ENGINE, "recompute", n.recompute, "torchtitan has no attention-core (Korthikanti) "
                           "recomputation: its selective modes are every n-th layer or per op (--recompute op)")
     mode, option = ac[n.recompute]
+    async_tp = pl.async_tp and n.sp  # TP > 1 with sequence parallelism (PlanNumbers.sp)
+    if async_tp and not pl.compile:
+        raise ExportError(ENGINE, "async-tp", "on without --compile", "torchtitan's async TP is an inductor pass: "
+                          "parallelism.enable_async_tensor_parallel is 'currently only effective when compile is "
+                          "enabled' (job_config.py); estimate with --compile too")
     flavor, args = _flavor(m)
     rec = recipe(ft)
     warm = warmup_steps(rec, n.steps)
@@ -172,7 +177,7 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
                      "max_norm": rec["grad_clip"], "steps": n.steps, "mixed_precision_param": mp},
         "parallelism": {"data_parallel_replicate_degree": replicate, "data_parallel_shard_degree": shard,
                         "tensor_parallel_degree": n.tp, "pipeline_parallel_degree": n.pp,
-                        "context_parallel_degree": n.cp},
+                        "context_parallel_degree": n.cp, "enable_async_tensor_parallel": async_tp},
         "activation_checkpoint": {"mode": mode},
         "compile": {"enable": bool(pl.compile)},
     }

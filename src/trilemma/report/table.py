@@ -76,7 +76,7 @@ def print_estimate(est: Any) -> None:
         head.add_row("fine-tune", finetune_line(est))
     head.add_row("hardware", f"{cl.n_gpus}× {hw.name}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
                              f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device")
-    head.add_row("layout", lay.label() + " — "
+    head.add_row("layout", lay.label() + (" · async TP" if est.async_tp_applied else "") + " — "
                            + ("fastest of %d candidates that fits" % est.candidates_evaluated
                               if est.layout_chosen == "auto" else "given"))
     c.print(head)

@@ -95,6 +95,10 @@ class TrainingPlan(Spec):
     compile: bool = Field(False, description="torch.compile (inductor) on the model: fused pointwise chains whose "
                           "intermediates are recomputed in the fused backward — a gated MLP saves 3 hidden "
                           "tensors instead of eager PyTorch's 4 (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)")
+    async_tp: bool = Field(False, description="asynchronous tensor parallelism: under sequence parallelism the forward's "
+                           "TP all-gathers and reduce-scatters are split by rank and overlapped with the matmul each "
+                           "feeds or follows (torchtitan parallelism.enable_async_tensor_parallel; Megatron-Core "
+                           "--tp-comm-overlap); no effect without sequence parallelism (trilemma.estimate.time.async_tp_s)")
     goodput: float | None = Field(None, gt=0.0, le=1.0, description="useful share of wall-clock time; None: "
                                   "modelled (failures, checkpoints and restarts for the GPU count and duration, "
                                   "trilemma.estimate.goodput) times the slow-node share for the node count "

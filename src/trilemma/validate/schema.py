@@ -197,6 +197,9 @@ COLUMNS: tuple[Column, ...] = (
        "false: eager PyTorch)"),
     _C("compile", _bool, _BOOL, doc="the model ran under torch.compile (inductor): a gated MLP saves 3 hidden "
        "tensors instead of 4 (default false)"),
+    _C("async_tp", _bool, _BOOL, doc="asynchronous tensor parallelism (torchtitan's AsyncTP, Megatron-Core's "
+       "--tp-comm-overlap): the forward's TP collectives overlapped with their matmuls under sequence parallelism "
+       "(default false)"),
     _C("task", _choice(TASKS), _one_of(TASKS), doc="what the model's head predicts: causal-lm (default), a "
        "vocabulary's logits, or classification, a few classes (a memory figure then counts no vocabulary logits)"),
     _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
