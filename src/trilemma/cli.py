@@ -88,6 +88,9 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
 
 
+TASK_HELP = ("what the model's head predicts: causal-lm (default: the next token over the vocabulary) or "
+             "classification (a few classes from a pooled token, as a sequence-classification fine-tune: no LM head "
+             "GEMMs, no vocabulary cross-entropy, no logits in memory)")
 ASYNC_TP_HELP = ("asynchronous tensor parallelism (torchtitan's enable_async_tensor_parallel, Megatron-Core's "
                  "--tp-comm-overlap): under sequence parallelism the forward's TP all-gathers and reduce-scatters "
                  "are split by rank and overlapped with their matmuls; default off")
@@ -202,6 +205,7 @@ def estimate(
     fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel)"),
     compile_model: bool = typer.Option(False, "--compile/--no-compile", help=COMPILE_HELP),
     async_tp: bool = typer.Option(False, "--async-tp/--no-async-tp", help=ASYNC_TP_HELP),
+    task: str = typer.Option("causal-lm", "--task", help=TASK_HELP),
     law: Optional[str] = typer.Option(None, "--law", help="scaling law for the loss (name or fitted law file)"),
     unique_tokens: Optional[str] = typer.Option(None, "--unique-tokens", help="unique data available; repetition is priced in"),
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
@@ -220,12 +224,14 @@ def estimate(
     the axes of trilemma.specs.axes) pins that axis; the rest are searched."""
     from trilemma.api import estimate as run_estimate, make_plan, resolve_model
     from trilemma.specs.build import finetune_fields
-    from trilemma.specs import Precision
+    from trilemma.specs import Precision, Task
 
     try:
         prec = Precision(precision.lower())
     except ValueError:
         raise InputError("precision", precision, "bf16, fp16, fp32, tf32 or fp8") from None
+    if task not in {t.value for t in Task}:
+        raise InputError("task", task, " or ".join(t.value for t in Task))
     if goodput is not None and not MIN_GOODPUT <= goodput <= 1:  # 5e-324 made the run time infinite
         raise InputError("goodput", goodput, f"a fraction from {MIN_GOODPUT} to 1")
     if pue is not None and not 1 <= pue <= 3:
@@ -245,6 +251,7 @@ def estimate(
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      _int(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, compile=compile_model, async_tp=async_tp,
+                     task=Task(task),
                      **({} if goodput is None else {"goodput": goodput}),
                      **finetune_fields(m, **finetune_args(finetune)))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,

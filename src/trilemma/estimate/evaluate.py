@@ -21,7 +21,7 @@ from trilemma.estimate.flops import (finetune_flop_per_token, hardware_flop_per_
                                      recompute_flop_per_token)
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.specs.axes import R_HOST_OOM
-from trilemma.specs.enums import Offload
+from trilemma.specs.enums import Offload, Task
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
 from trilemma.estimate.time import TimeArrays, step_time
@@ -221,10 +221,11 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         reasons = reasons | r
         per_gpu = np.maximum(per_gpu, mem.total)
         busy = busy + steps * t.step_s
-        if plan.finetune is None:
+        if plan.finetune is None and plan.task == Task.CAUSAL_LM:
             model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
             hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
-        else:  # the FLOPs a fine-tune executes: no weight gradients for frozen weights (flops.finetune_flop_per_token)
+        else:  # the FLOPs a fine-tune (or a classifier) executes: no weight gradients for frozen weights, no LM head
+            # without one (flops.finetune_flop_per_token)
             ft_flop = np.asarray(finetune_flop_per_token(model, st.seq_len, plan, pc))
             model_flop = model_flop + st.tokens * ft_flop
             hw_flop = hw_flop + st.tokens * (ft_flop + recompute_flop_per_token(model, st.seq_len, layouts.recompute, pc))

@@ -36,7 +36,7 @@ import numpy as np
 
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import TrainingPlan
-from trilemma.specs.enums import BasePrecision, FinetuneMethod, Offload, Optimizer
+from trilemma.specs.enums import BasePrecision, FinetuneMethod, Offload, Optimizer, Task
 from trilemma.specs.finetune import FinetuneSpec
 
 #: why a fine-tune's estimate prints no loss
@@ -244,14 +244,17 @@ def backward_shares(m: Any, plan: TrainingPlan) -> tuple[float, float, int]:
     autograd stops at the lowest layer that requires a gradient). Pre-training and full: (1, 1, 3); LoRA and
     QLoRA: (1, 0, 2) — every layer carries adapters, so the data gradient runs down to the first; freeze
     with N of L layers: (N/L, N/L, 2). The LM head is frozen in every fine-tune but full: logits and their
-    data gradient, 2 GEMMs."""
+    data gradient, 2 GEMMs. A classifier (plan.task classification) has no LM head: 0 (its d × classes
+    matmul on one pooled token per sequence is negligible)."""
     ft = plan.finetune
+    head = 3 if ft is None or ft.method == FinetuneMethod.FULL else 2
+    head = 0 if plan.task == Task.CLASSIFICATION else head
     if ft is None or ft.method == FinetuneMethod.FULL:
-        return 1.0, 1.0, 3
+        return 1.0, 1.0, head
     if ft.method == FinetuneMethod.FREEZE:
         t = ft.trainable_layers / m.n_layers
-        return t, t, 2
-    return 1.0, 0.0, 2
+        return t, t, head
+    return 1.0, 0.0, head
 
 
 def adapter_flop_per_token(m: Any, ft: FinetuneSpec | None) -> Any:

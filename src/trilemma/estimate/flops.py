@@ -95,13 +95,17 @@ def finetune_flop_per_token(m: ModelSpec, seq: ArrayLike, plan: "TrainingPlan", 
     w of them with weight gradients; a linear's backward is a data-gradient and a weight-gradient GEMM, each
     2 FLOPs per MAC: Kaplan et al. 2020 §2.1, Narayanan et al. 2021 eq. (3)):
 
-        forward          2·N_m + A
-        data gradients   2·b·(N_m − N_h) + 2·N_h + 2·b·A     (attention has no weights: its backward is 2A)
-        weight gradients 2·w·(N_m − N_h) + [2·N_h when the head trains]
+        forward          2·(N_m − N_h) + A
+        data gradients   2·b·(N_m − N_h) + 2·b·A              (attention has no weights: its backward is 2A)
+        weight gradients 2·w·(N_m − N_h)
+        LM head          h·2·N_h                              (h head GEMMs: logits, their data gradient, and the
+                                                               weight gradient when the head trains; 0 without one)
         adapters         6·N_adapter                          (adapter_flop_per_token)
 
-    Full fine-tuning (b = w = 1, head trains) gives 6·N_m + 3·A, model_flop_per_token; LoRA
-    4·N_m + 3·A + 6·N_adapter; freeze with N of L layers 2·N_m + A + 2·N_h + (N/L)·(4·(N_m − N_h) + 2·A)."""
+    Full fine-tuning (b = w = 1, h = 3) gives 6·N_m + 3·A, model_flop_per_token; LoRA (h = 2)
+    4·N_m + 3·A + 6·N_adapter; freeze with N of L layers 2·N_m + A + 2·N_h + (N/L)·(4·(N_m − N_h) + 2·A);
+    a classifier (plan.task classification, h = 0) drops the LM head's 2·N_h per GEMM. It also serves
+    pre-training when plan.task is classification (b = w = 1)."""
     from trilemma.estimate.finetune import adapter_flop_per_token, backward_shares
 
     pc = pc or param_counts(m)
@@ -110,8 +114,8 @@ def finetune_flop_per_token(m: ModelSpec, seq: ArrayLike, plan: "TrainingPlan", 
     nh = 2.0 * m.vocab_size * m.d_model + (2.0 * m.d_model**2 if m.pooler else 0.0)
     a = attention_core_flop_fwd(m, seq)
     layers = nm - nh
-    return (nm + a + b * layers + nh + 2 * b * a + w * layers + (head_gemms - 2) * nh
-            + adapter_flop_per_token(m, plan.finetune))
+    # forward, data and weight gradients of the layers; the head's GEMMs (backward_shares: 3, 2 frozen, 0 none)
+    return layers + a + b * layers + 2 * b * a + w * layers + head_gemms * nh + adapter_flop_per_token(m, plan.finetune)
 
 
 def narayanan_flop_per_iteration(batch: float, seq: float, n_layers: int, d_model: int, vocab: int) -> float:

@@ -31,7 +31,7 @@ from trilemma.estimate.finetune import module_shapes, state_bytes, trainable_par
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ModelSpec, PositionType, TrainingPlan
 from trilemma.specs.axes import stage_layers
-from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Dtype, FinetuneMethod, Offload, Precision
+from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Dtype, FinetuneMethod, Offload, Precision, Task
 
 
 @dataclass(frozen=True)
@@ -393,6 +393,8 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # parallel head all-gathers the sequence-parallel norm output), and the final norm's input (its
     # sequence shard under SP) — the last layer's output, which no layer's inventory counts
     logits = logits + e * s_loc * L.micro_batch * m.d_model * (1.0 + L.sp_share)
+    if plan.task == Task.CLASSIFICATION:  # a few classes from a pooled token: no vocabulary logits, no LM head input
+        logits = 0.0 * logits
 
     transient = transient + dequant
     # freeze: layers below the trainable ones run without autograd (nothing requires a gradient there) and

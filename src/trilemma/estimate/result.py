@@ -15,7 +15,7 @@ from trilemma.estimate.goodput import node_count
 from trilemma.estimate.layouts import batch_sequences
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import calibration
-from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
+from trilemma.specs import ClusterSpec, Layout, ModelSpec, Task, TrainingPlan
 from trilemma.specs.constants import Constants
 from trilemma.units import KWH
 
@@ -194,11 +194,13 @@ class Estimate:
                          "intra_node_bw_bytes_per_s": self.cluster.intra_bw,
                          "inter_node_bw_bytes_per_s": self.cluster.inter_bw},
             "flops": {"convention": ("palm (6·N_matmul + 12·L·s·d_attn per token, no causal discount)"
-                                     if self.finetune is None else FINETUNE_FLOPS),
+                                     if self.finetune is None else FINETUNE_FLOPS)
+                      + ("; no LM head (task classification)" if self.plan.task == Task.CLASSIFICATION else ""),
                       "model_per_token": self.model_flop_per_token,
                       "hardware_per_token": self.hardware_flop_per_token,
                       "total_model": self.total_model_flop, "total_hardware": self.total_hardware_flop},
             "layout": lay,
+            "task": str(self.plan.task),  # what the head predicts: causal-lm or classification (TrainingPlan.task)
             "batch": {"tokens": self.plan.total_tokens, "stages": [asdict(s) for s in self.stages]},
             "memory": {"per_gpu_bytes": self.memory.per_gpu_bytes,
                        # 80% band on the peak (leave-one-source-out, trilemma.validate.bands)

@@ -425,9 +425,9 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
 
     # ---- LM head and loss on the last stage
     # (3 GEMMs: logits, and their data and weight gradients; fp32 logits read and written by the
-    # softmax cross-entropy and its gradient; 5 kernels)
+    # softmax cross-entropy and its gradient; 5 kernels); none for a classifier (head_gemms 0)
     head = (head_gemms * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c)
-            + 3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"]) + (head_gemms + 2) * c["kernel_s"])
+            + (head_gemms > 0) * (3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"]) + (head_gemms + 2) * c["kernel_s"]))
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     # recomputation counted in its class: full re-runs a layer's forward, selective the attention core

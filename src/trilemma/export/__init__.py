@@ -44,6 +44,9 @@ def export(est: Any, engine: str, *, finetune: FineTune | None = None, source: s
     """One Estimate (trilemma.api.estimate, or a solve's plan) as ``engine``'s config.
     ``finetune``: the fine-tune fields (default: read from the plan, trilemma.export.plan.finetune_of)."""
     engine = check_engine(engine)
+    if est.plan.task != "causal-lm":
+        raise ExportError(engine, "task", est.plan.task, "every exporter writes causal-LM training (an LM head over "
+                          "the vocabulary and its cross-entropy); a sequence classifier is not one")
     n = PlanNumbers.of(est)
     ft = finetune if finetune is not None else finetune_of(est.plan)
     hw = est.cluster.hardware

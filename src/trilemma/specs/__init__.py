@@ -2,10 +2,10 @@
 
 from trilemma.specs.axes import Layout
 from trilemma.specs.enums import (Dtype, FfnType, NormType, Objective, Optimizer, PositionType, Precision, Recompute,
-                                  ZeroStage)
+                                  Task, ZeroStage)
 from trilemma.specs.hardware import ClusterSpec, HardwareSpec
 from trilemma.specs.model import ModelSpec
 from trilemma.specs.plan import DtypeSpec, Stage, TrainingPlan
 
 __all__ = ["ClusterSpec", "Dtype", "DtypeSpec", "FfnType", "HardwareSpec", "Layout", "ModelSpec", "NormType", "Objective",
-           "Optimizer", "PositionType", "Precision", "Recompute", "Stage", "TrainingPlan", "ZeroStage"]
+           "Optimizer", "PositionType", "Precision", "Recompute", "Stage", "Task", "TrainingPlan", "ZeroStage"]

@@ -125,6 +125,14 @@ class Offload(StrEnum):
     OPTIMIZER_PARAMS = "optimizer+params"  # also the 16-bit weights, streamed in layer by layer
 
 
+class Task(StrEnum):
+    """What the model's head predicts."""
+
+    CAUSAL_LM = "causal-lm"  # the next token over the vocabulary: an LM head, V·d per token, and its logits
+    CLASSIFICATION = "classification"  # a few classes from a pooled token (BertForSequenceClassification): no
+    # vocabulary logits, and its head's FLOPs are a d × classes matmul on one token per sequence (negligible)
+
+
 class Dtype(StrEnum):
     """Storage type of a tensor in the memory inventory (its size: DTYPE_BYTES)."""
 

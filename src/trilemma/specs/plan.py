@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
-from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision
+from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision, Task
 from trilemma.specs.finetune import FinetuneSpec
 
 
@@ -95,6 +95,10 @@ class TrainingPlan(Spec):
     compile: bool = Field(False, description="torch.compile (inductor) on the model: fused pointwise chains whose "
                           "intermediates are recomputed in the fused backward — a gated MLP saves 3 hidden "
                           "tensors instead of eager PyTorch's 4 (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)")
+    task: Task = Field(Task.CAUSAL_LM, description="what the head predicts: causal-lm, the next token over the "
+                       "vocabulary (an LM head and its logits), or classification, a few classes from a pooled "
+                       "token: no LM head GEMMs, cross-entropy over the vocabulary or logits memory "
+                       "(finetune.backward_shares, memory.memory_per_device)")
     async_tp: bool = Field(False, description="asynchronous tensor parallelism: under sequence parallelism the forward's "
                            "TP all-gathers and reduce-scatters are split by rank and overlapped with the matmul each "
                            "feeds or follows (torchtitan parallelism.enable_async_tensor_parallel; Megatron-Core "

@@ -51,7 +51,6 @@ class Case:
     metric: Metric
     reported: float
     assumptions: tuple[str, ...] = field(default=())  # what the mapping had to assume
-    lm_head: bool = True  # the model predicts a vocabulary (task causal-lm); False: a classifier, no vocabulary logits
 
 
 @dataclass(frozen=True)

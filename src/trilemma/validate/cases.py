@@ -241,11 +241,12 @@ def _case(m: _Mapping) -> Case:
     dt = dt.replace(**{f: v for f, v in given.items() if v})
     plan = make_plan(model, stages=[stage], precision=precision, flash_attention=m.get("flash", True), dtypes=dt,
                      optimizer=Optimizer(m.get("optimizer", "adamw")), fused_loss=m.get("fused_loss", False),
-                     compile=m.get("compile", False), async_tp=m.get("async_tp", False))
+                     compile=m.get("compile", False), async_tp=m.get("async_tp", False),
+                     task=m.get("task", "causal-lm"))
     return Case(kind=m.kind, row=m.row.index, label=m.row.label, source=m.get("source", ""),
                 group=m.get("group") or m.get("source") or m.where, model=model, hardware=hw, n_gpus=n_gpus,
                 plan=plan, layout=lay, metric=metric, reported=reported,  # type: ignore[arg-type]
-                assumptions=tuple(m.assumptions), lm_head=m.get("task", "causal-lm") != "classification")
+                assumptions=tuple(m.assumptions))
 
 
 # ------------------------------------------------------------------ tables of rows

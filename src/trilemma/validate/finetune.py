@@ -8,8 +8,8 @@ estimators every verb uses and returns the planner's figure in the reported quan
 - ``device_memory_in_use`` (nvidia-smi / NVML): the allocator's reserved peak — the tensors ×
   (1 + memory.fragmentation) — plus what is outside the allocator (CUDA context, NCCL, residual); a row
   whose source measured its own CUDA context (``cuda_context_mib``) uses that one.
-- A ``classification`` task has a head of a few classes, not a vocabulary: the logits term (s·b·V
-  elements) is left out.
+- A ``classification`` task has a head of a few classes, not a vocabulary: its plan's ``task`` is
+  classification (TrainingPlan.task), which has no logits term and no LM head.
 
 Rows are evidence, never fitted: no constant is tuned on them.
 
@@ -100,15 +100,15 @@ def predict_row(row: dict[str, str]) -> FinetuneMemoryCase:
     # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input)
     dtypes = DtypeSpec.for_precision(Precision(row["precision"])).replace(attention_probs="fp32", norm_input="fp32")
     plan = make_plan(m, 10 * gb * seq, seq, gb * seq, row["precision"], flash_attention=row["flash"] == "true",
-                     dtypes=dtypes, **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}))
+                     dtypes=dtypes, task=row["task"] or "causal-lm",
+                     **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}))
     lay = Layout(tp=1, pp=1, dp=n, micro_batch=mb, zero=int(row["zero"]), recompute=row["recompute"])
     ev = evaluate(m, cl, plan, LayoutArrays.from_layouts([lay]), constants())
     mem = ev.stages[0].memory
     total = float(np.asarray(mem.total).reshape(-1)[0])
     if row["metric"] != "device_memory_in_use":
         raise ValueError(f"{DATA}: metric {row['metric']!r}: device_memory_in_use")
-    # a few classes, not a vocabulary: no logits term
-    device = memory_quantity("peak_memory_bytes", total, ev, lm_head=row["task"] != "classification")
+    device = memory_quantity("peak_memory_bytes", total, ev)  # a classifier's plan has no logits term (plan.task)
     return FinetuneMemoryCase(case=row["case"], reported_gib=float(row["reported_gib"]), predicted_gib=device / GIB,
                               source=row["source"])
 

@@ -132,22 +132,18 @@ def metric_value(case: Case, ev: Evaluation) -> float:
         t = ev.stages[0].time
         return float(t.step_s[0] - t.optimizer_s[0])
     if m in MEMORY_METRICS:
-        return memory_quantity(m, float(ev.per_gpu_bytes[0]), ev, lm_head=case.lm_head)
+        return memory_quantity(m, float(ev.per_gpu_bytes[0]), ev)
     raise ValueError(f"unknown metric {m}")
 
 
-def memory_quantity(metric: str, device_bytes: float, ev: Evaluation, lm_head: bool = True) -> float:
+def memory_quantity(metric: str, device_bytes: float, ev: Evaluation) -> float:
     """The planner's peak in the quantity a memory figure counts, bytes, from its total (allocated peak
     + what is outside the allocator; trilemma.estimate.memory.MemoryArrays.total): the allocated peak is
     the tensors alone, the caching allocator's reserved peak that × (1 + fragmentation), and the device
-    memory in use (nvidia-smi, NVML) the reserved peak + the CUDA context + NCCL's buffers + the residual.
-    ``lm_head`` False: a classifier's head of a few classes, whose logits are negligible — the vocabulary
-    logits term (and the LM head's input beside it) is left out."""
+    memory in use (nvidia-smi, NVML) the reserved peak + the CUDA context + NCCL's buffers + the residual."""
     mem = ev.stages[0].memory
     overhead = float(np.asarray(mem.overhead_bytes).reshape(-1)[0])
     allocated = device_bytes - overhead
-    if not lm_head:
-        allocated -= float(np.asarray(mem.logits_picked).reshape(-1)[0])
     if metric == "peak_allocated_bytes":
         return allocated
     reserved = allocated * (1 + mem.fragmentation)

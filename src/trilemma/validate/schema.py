@@ -19,7 +19,7 @@ from typing import Any, get_args
 
 from trilemma.errors import InputError
 from trilemma.units import MIB
-from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision
+from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision, Task
 from trilemma.specs.axes import AXES, MAX_DEGREE, Axis
 from trilemma.validate import Metric
 
@@ -131,8 +131,8 @@ def _axis_column(a: Axis) -> Column:
 
 _DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
 _C = Column
-#: the heads a row's model may have (data/finetune_memory.csv uses the same words)
-TASKS: tuple[str, ...] = ("causal-lm", "classification")
+#: the heads a row's model may have (TrainingPlan.task; data/finetune_memory.csv uses the same words)
+TASKS: tuple[str, ...] = _enum_values(Task)
 
 COLUMNS: tuple[Column, ...] = (
     # what the row is
@@ -201,7 +201,7 @@ COLUMNS: tuple[Column, ...] = (
        "--tp-comm-overlap): the forward's TP collectives overlapped with their matmuls under sequence parallelism "
        "(default false)"),
     _C("task", _choice(TASKS), _one_of(TASKS), doc="what the model's head predicts: causal-lm (default), a "
-       "vocabulary's logits, or classification, a few classes (a memory figure then counts no vocabulary logits)"),
+       "vocabulary's logits, or classification, a few classes (the plan's task: no LM head, no vocabulary logits)"),
     _C("optimizer", _choice(_enum_values(Optimizer)), _one_of(_enum_values(Optimizer)), doc="default adamw"),
     _C("grad_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default fp32"),
     _C("optimizer_state_dtype", _choice(_DTYPES), _one_of(_DTYPES), doc="default that of the precision"),
