@@ -71,3 +71,17 @@ def test_exports_name_the_engines_switch(capsys):
     assert rc == 2 and "estimate with --compile too" in err
     rc, out, _ = run(capsys, *base, "--recompute", "full", "--export", "megatron")
     assert rc == 0 and "--tp-comm-overlap" in out
+
+
+def test_solve_plans_with_async_tp_from_the_flag_and_a_scenario(tmp_path, capsys):
+    """solve --async-tp (or async_tp = true in a scenario file) gives every plan it searches async TP."""
+    from trilemma.solve import solve
+
+    res = solve(model="llama3-70b", tokens="10B", gpu="h100-sxm", max_gpus=64, deadline="30d", minimize="cost",
+                async_tp=True)
+    assert res.optimum.plan.async_tp
+    sc = tmp_path / "s.toml"
+    sc.write_text('model = "llama3-70b"\ntokens = "10B"\ngpu = "h100-sxm"\nmax_gpus = 64\ndeadline = "30d"\n'
+                  'async_tp = "yes"\n')
+    rc, _, err = run(capsys, "solve", str(sc))
+    assert rc == 2 and "scenario async_tp" in err and "true or false" in err

@@ -52,3 +52,11 @@ def test_a_classifier_is_not_exported(capsys):
     rc, _, err = run(capsys, "estimate", "--model", "bert-large", "--gpu", "a100-80gb", "--gpus", "8",
                      "--tokens", "1B", "--task", "classification", "--export", "hf")
     assert rc == 2 and "a sequence classifier is not one" in err
+
+
+def test_solve_takes_the_task_from_a_scenario(tmp_path):
+    from trilemma.solve import solve
+
+    res = solve(model="bert-large", tokens="1B", finetune={"finetune": "full"}, gpu="a100-80gb", max_gpus=8,
+                budget="$1000", task="classification")
+    assert res.optimum.plan.task == "classification" and res.optimum.memory.logits == 0

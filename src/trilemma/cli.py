@@ -88,6 +88,15 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
 
 
+def _task(v: str) -> str:
+    """--task: causal-lm or classification (trilemma.specs.Task), else a one-line error."""
+    from trilemma.specs import Task
+
+    if v not in {t.value for t in Task}:
+        raise InputError("task", v, " or ".join(t.value for t in Task))
+    return v
+
+
 TASK_HELP = ("what the model's head predicts: causal-lm (default: the next token over the vocabulary) or "
              "classification (a few classes from a pooled token, as a sequence-classification fine-tune: no LM head "
              "GEMMs, no vocabulary cross-entropy, no logits in memory)")
@@ -224,14 +233,12 @@ def estimate(
     the axes of trilemma.specs.axes) pins that axis; the rest are searched."""
     from trilemma.api import estimate as run_estimate, make_plan, resolve_model
     from trilemma.specs.build import finetune_fields
-    from trilemma.specs import Precision, Task
+    from trilemma.specs import Precision
 
     try:
         prec = Precision(precision.lower())
     except ValueError:
         raise InputError("precision", precision, "bf16, fp16, fp32, tf32 or fp8") from None
-    if task not in {t.value for t in Task}:
-        raise InputError("task", task, " or ".join(t.value for t in Task))
     if goodput is not None and not MIN_GOODPUT <= goodput <= 1:  # 5e-324 made the run time infinite
         raise InputError("goodput", goodput, f"a fraction from {MIN_GOODPUT} to 1")
     if pue is not None and not 1 <= pue <= 3:
@@ -251,7 +258,7 @@ def estimate(
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      _int(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, compile=compile_model, async_tp=async_tp,
-                     task=Task(task),
+                     task=_task(task),
                      **({} if goodput is None else {"goodput": goodput}),
                      **finetune_fields(m, **finetune_args(finetune)))
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
@@ -287,6 +294,8 @@ def solve(
     price: Optional[list[str]] = typer.Option(None, "--price", help="GPU=USD_PER_HOUR (repeatable) or one price for all"),
     memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     compile_model: Optional[bool] = typer.Option(None, "--compile/--no-compile", help=COMPILE_HELP),
+    async_tp: Optional[bool] = typer.Option(None, "--async-tp/--no-async-tp", help=ASYNC_TP_HELP),
+    task: Optional[str] = typer.Option(None, "--task", help=TASK_HELP),
     frontier_csv: Optional[str] = typer.Option(None, "--frontier", help="write the Pareto frontier to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="draw the frontier to this image (.png, .svg or .pdf)"),
     plot_range: Optional[str] = typer.Option(None, "--plot-range", help="what --plot shows: pins (default: a decade "
@@ -318,7 +327,7 @@ def solve(
         global_batch=global_batch, law=law, price=price, memory_headroom=memory_headroom, frontier=frontier_csv,
         plot=plot, compile=compile_model, host_memory=host_memory, frontier_all=frontier_all, plot_range=plot_range,
         deploy=deploy, deploy_precision=deploy_precision, context=context, min_tokens_per_s=min_tokens_per_s,
-        inference_tokens=inference_tokens, **(finetune or {})))
+        inference_tokens=inference_tokens, async_tp=async_tp, task=task, **(finetune or {})))
     from trilemma.solve.scenario import FINETUNE_KEYS
     if args["plot_range"] not in (None, "pins", "full"):
         raise InputError("plot-range", args["plot_range"], "pins or full")
@@ -336,7 +345,8 @@ def solve(
         deploy_precision=str(args["deploy_precision"] or "int4").lower(),
         context=_seq(None if args["context"] is None else str(args["context"]), "context"),
         min_tokens_per_s=None if args["min_tokens_per_s"] is None else _float(args["min_tokens_per_s"], "min-tokens-per-s"),
-        inference_tokens=_inference_tokens(args["inference_tokens"]))
+        inference_tokens=_inference_tokens(args["inference_tokens"]),
+        async_tp=bool(args["async_tp"]), task=_task(args["task"] or "causal-lm"))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:

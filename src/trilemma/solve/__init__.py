@@ -280,9 +280,12 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           host_memory_bytes: float | None = None, max_configurations: int | None = None,
           frontier_all: bool = False, frontier_filters: FrontierFilters | None = None,
           deploy: str | None = None, deploy_precision: str = "int4", context: int | None = None,
-          min_tokens_per_s: float | None = None, inference_tokens: float | None = None) -> SolveResult:
+          min_tokens_per_s: float | None = None, inference_tokens: float | None = None,
+          async_tp: bool = False, task: str = "causal-lm") -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
-    ``compile``: every plan runs under torch.compile (TrainingPlan.compile). ``max_configurations``:
+    ``compile``: every plan runs under torch.compile (TrainingPlan.compile); ``async_tp``: with asynchronous
+    tensor parallelism (TrainingPlan.async_tp); ``task``: causal-lm or classification (TrainingPlan.task).
+    ``max_configurations``:
     refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
     combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none).
 
@@ -327,6 +330,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     if inference_tokens is not None and (not math.isfinite(float(inference_tokens)) or float(inference_tokens) < 0):
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T")
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
+    plan_fields = plan_fields | ({"async_tp": True} if async_tp else {}) | ({"task": task} if task != "causal-lm" else {})
     cluster_fields = {} if host_memory_bytes is None else {"host_memory_bytes": host_memory_bytes}
     gpus = _gpus(gpu)
     precs = _precisions(precision)

@@ -24,7 +24,7 @@ KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tok
         "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot", "compile",
         "finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision", "optimizer",
         "offload", "host_memory", "frontier_all", "plot_range", "deploy", "deploy_precision", "context",
-        "min_tokens_per_s", "inference_tokens")
+        "min_tokens_per_s", "inference_tokens", "async_tp", "task")
 #: the fine-tune keys (the flags of trilemma.cli.finetune_options)
 FINETUNE_KEYS = ("finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision",
                  "optimizer", "offload")
@@ -32,9 +32,9 @@ FINETUNE_KEYS = ("finetune", "trainable_layers", "lora_rank", "lora_alpha", "lor
 
 #: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
 _TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot", "plot_range",
-                   "finetune", "base_precision", "optimizer", "offload", "deploy", "deploy_precision"})
+                   "finetune", "base_precision", "optimizer", "offload", "deploy", "deploy_precision", "task"})
 #: keys whose value is true or false
-_BOOLS = frozenset({"compile", "frontier_all"})
+_BOOLS = frozenset({"compile", "frontier_all", "async_tp"})
 #: keys that may be a list of names (joined with commas, as the flags take them)
 _LISTS = frozenset({"gpu", "precision", "price", "lora_targets"})
 
