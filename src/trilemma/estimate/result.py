@@ -168,8 +168,8 @@ class Estimate:
 
     @property
     def async_tp_applied(self) -> bool:
-        """Asynchronous TP asked for and in effect: TP > 1 with sequence parallelism (estimate.time.async_tp_s)."""
-        return bool(self.plan.async_tp and self.layout.tp > 1 and self.layout.sp)
+        """Asynchronous TP asked for and in effect (async_tp_applies)."""
+        return async_tp_applies(self.plan, self.layout)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (stable keys, SI units, fractions 0-1)."""
@@ -230,6 +230,12 @@ class Estimate:
             **({"deploy": self.deploy} if self.deploy is not None else {}),
             "warnings": list(self.warnings),
         }
+
+
+def async_tp_applies(plan: TrainingPlan, layout: Layout) -> bool:
+    """The plan asks for asynchronous TP and the layout can use it: TP > 1 with sequence parallelism, the
+    collectives trilemma.estimate.time.async_tp_s overlaps."""
+    return bool(plan.async_tp and layout.tp > 1 and layout.sp)
 
 
 #: the FLOP convention of a fine-tune's MFU (trilemma.estimate.flops.finetune_flop_per_token)
@@ -454,7 +460,7 @@ def from_evaluation(m: ModelSpec, how: str, cl: ClusterSpec, pl: TrainingPlan, e
         if a.global_batch_sequences != target:
             warnings.append(f"global batch rounded from {target} to {a.global_batch_sequences} sequences "
                             f"(a multiple of dp × micro-batch = {lay.dp} × {lay.micro_batch})")
-    if pl.async_tp and not (lay.tp > 1 and lay.sp):
+    if pl.async_tp and not async_tp_applies(pl, lay):
         warnings.append("--async-tp has no effect on this layout: asynchronous TP overlaps the collectives of "
                         "tensor parallelism with sequence parallelism, and this layout has "
                         + ("tp 1" if lay.tp == 1 else "no sequence parallelism"))

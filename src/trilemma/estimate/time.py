@@ -366,7 +366,8 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     kern_fwd, kern_bwd = k_f * c["kernel_s"], k_b * c["kernel_s"]
 
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
-    gemm_fwd = qkv + out + rel + fd * dense_mlp + fm * moe_mlp
+    mlp_fwd = fd * dense_mlp + fm * moe_mlp  # one forward of a layer's MLP matmuls (dense or MoE)
+    gemm_fwd = qkv + out + rel + mlp_fwd
     # a fine-tune: which layers run a backward and which compute weight gradients (finetune.backward_shares),
     # the adapters' GEMMs and elementwise ops, a quantised base's dequantisation (finetune_layer_s)
     b_share, w_share, head_gemms = backward_shares(m, plan)
@@ -402,18 +403,17 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab) * (1 - c["tp_overlap"])
     sp_on = L.sp > 0
     tp_exposed = (2 + np.where(L.recompute == 2, 2, 0) + np.where(sp_on, 1, 0)) * tp_ar
-    col_gemm = qkv + k_up / (k_up + 1) * (fd * dense_mlp + fm * moe_mlp)  # one forward of the input projections
+    up = k_up / (k_up + 1) * mlp_fwd  # the MLP's input projections (gate and up); down is the rest
+    col_gemm = qkv + up  # one forward of the input projections
     window = (w_share + np.where(sp_on, b_share, 0.0)) * col_gemm
     tp_bwd = 2 * tp_ar
     tp_late = np.maximum(0.0, tp_bwd - window)
     tp_layer = tp_exposed + tp_late + collective_interference_s(tp_bwd - tp_late, consts["memory"]["nccl_channels"],
                                                                 hw.compute_units)
     if plan.async_tp:  # the forward's four collectives paired with their matmuls instead (async_tp_s)
-        up = k_up / (k_up + 1) * (fd * dense_mlp + fm * moe_mlp)
-        down = (fd * dense_mlp + fm * moe_mlp) - up
-        one = all_gather_s(e * T * d, 1, tp, fab) * (1 - c["tp_overlap"])
         rs_sum = 2 * e * T * d * (1 + 1 / tp) / (bw * c["hbm"])  # the two reduce-scatters' local sums
-        tp_async = tp_layer - 2 * tp_ar + async_tp_s(one, tp, (qkv, up), (out, down)) + rs_sum
+        # one all-gather or reduce-scatter is half an all-reduce (tp_ar)
+        tp_async = tp_layer - 2 * tp_ar + async_tp_s(tp_ar / 2, tp, (qkv, up), (out, mlp_fwd - up)) + rs_sum
         tp_layer = np.where(sp_on & (tp > 1), tp_async, tp_layer)
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
     cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))

@@ -21,6 +21,7 @@ from typing import Any
 from trilemma.errors import InputError
 from trilemma.export.document import SCHEMA, ExportDocument
 from trilemma.export.plan import ENGINES, ExportError, FineTune, PlanNumbers, finetune_of
+from trilemma.specs import Task
 
 
 def _exporter(engine: str) -> Any:
@@ -44,7 +45,7 @@ def export(est: Any, engine: str, *, finetune: FineTune | None = None, source: s
     """One Estimate (trilemma.api.estimate, or a solve's plan) as ``engine``'s config.
     ``finetune``: the fine-tune fields (default: read from the plan, trilemma.export.plan.finetune_of)."""
     engine = check_engine(engine)
-    if est.plan.task != "causal-lm":
+    if est.plan.task != Task.CAUSAL_LM:
         raise ExportError(engine, "task", est.plan.task, "every exporter writes causal-LM training (an LM head over "
                           "the vocabulary and its cross-entropy); a sequence classifier is not one")
     n = PlanNumbers.of(est)

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trilemma.estimate.params import param_counts
+from trilemma.specs import Task
 from trilemma.units import (KILO, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
                             fmt_usd)
 
@@ -116,7 +117,7 @@ def print_estimate(est: Any) -> None:
     tt.add_row("throughput", f"{fmt_count(t.tokens_per_s)} tokens/s, {fmt_count(t.tokens_per_s / cl.n_gpus)} per GPU")
     tt.add_row("MFU / HFU", f"{t.mfu:.1%} / {t.hfu:.1%}  ({fmt_flop_rate(t.mfu * peak)} per GPU)")
     conv = "PaLM convention" if est.finetune is None else "executed: no weight gradients for frozen weights"
-    conv += ", no LM head (classification)" if est.plan.task == "classification" else ""
+    conv += ", no LM head (classification)" if est.plan.task == Task.CLASSIFICATION else ""
     tt.add_row("compute", f"{fmt_flop(est.total_model_flop)} model ({fmt_count(est.model_flop_per_token)} FLOP/token, {conv})")
     band = t.total_s_high > t.total_s_low
     tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold]"

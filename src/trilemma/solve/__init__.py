@@ -330,7 +330,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     if inference_tokens is not None and (not math.isfinite(float(inference_tokens)) or float(inference_tokens) < 0):
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T")
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
-    plan_fields = plan_fields | ({"async_tp": True} if async_tp else {}) | ({"task": task} if task != "causal-lm" else {})
+    plan_fields = plan_fields | {"async_tp": async_tp, "task": task}
     cluster_fields = {} if host_memory_bytes is None else {"host_memory_bytes": host_memory_bytes}
     gpus = _gpus(gpu)
     precs = _precisions(precision)
