@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -54,11 +56,19 @@ def test_units_a_user_leaves_out_or_abbreviates(capsys):
 
 
 def test_json_never_carries_nan_or_infinity(capsys):
-    """Issue 16: `optimal --inference-tokens 1e30` overflowed to Infinity in --json with exit 0; now the
-    key that would hold it is named, exit 1, nothing on stdout, no numpy warning on stderr."""
-    code = main(["optimal", "--flops", "1e23", "--inference-tokens", "1e30", "--json"])
+    """Issue 16: `optimal --inference-tokens 1e30` overflowed to Infinity in --json with exit 0. The search
+    now keeps the training tokens at or below 1e18 (the smallest model that reaches the loss within them),
+    so 1e30 has a finite answer; a count whose FLOPs overflow a double is refused naming the flag, exit 2,
+    nothing on stdout, no numpy warning on stderr."""
+    import json
+
+    assert main(["optimal", "--flops", "1e23", "--inference-tokens", "1e30", "--json"]) == 0
+    inf = json.loads(capsys.readouterr().out)["results"][0]["inference_optimal"]
+    assert 0 < inf["tokens"] <= 1e18 and math.isfinite(inf["total_flops"])
+    assert any("limit of 1e+18" in w for w in inf["warnings"])
+    code = main(["optimal", "--flops", "1e23", "--inference-tokens", "1e300", "--json"])
     out, err = capsys.readouterr()
-    assert code == 1 and out == "" and err.count("\n") == 1 and "would be inf" in err and "Warning" not in err
+    assert code == 2 and out == "" and err.count("\n") == 1 and "inference-tokens" in err and "Warning" not in err
 
 
 def test_dumps_json_names_the_key_of_a_nan():

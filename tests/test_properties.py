@@ -98,8 +98,8 @@ def test_a_new_process_group_costs_one_communicator():
 @given(name=st.sampled_from(["gpt2-124m", "llama2-7b", "mixtral-8x7b"]), tokens=st.floats(1e9, 1e13),
        k=st.floats(1.5, 50), gpus=st.sampled_from([16, 64, 512]))
 def test_time_is_linear_in_tokens_and_cost_is_hours_times_price(name, tokens, k, gpus):
-    a = estimate(name, "h100-sxm", gpus, tokens, seq_len=2048)
-    b = estimate(name, "h100-sxm", gpus, tokens * k, seq_len=2048, layout=a.layout)
+    a = estimate(name, "h100-sxm", gpus, tokens, seq_len=1024)
+    b = estimate(name, "h100-sxm", gpus, tokens * k, seq_len=1024, layout=a.layout)
     assert b.time.busy_s == pytest.approx(k * a.time.busy_s, rel=1e-9)
     # wall time too once a run spans at least one checkpoint interval (every interval alike: the failure
     # model's goodput no longer depends on the length); a run shorter than its optimal interval is one

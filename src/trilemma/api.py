@@ -17,7 +17,7 @@ from trilemma.estimate.choose import estimate_plan, evaluate_layout
 from trilemma.estimate.finetune import FINETUNE_NO_LOSS
 from trilemma.estimate.result import SCHEMA, CostBreakdown, Estimate, MemoryBreakdown, StageResult, TimeBreakdown
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
-from trilemma.specs.build import (finetune_fields, grid_intensity, make_cluster, make_plan, resolve_hardware,
+from trilemma.specs.build import (check_positions, finetune_fields, grid_intensity, make_cluster, make_plan, resolve_hardware,
                                   resolve_model)
 
 
@@ -46,6 +46,8 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
                          lora_targets=lora_targets, base_precision=base_precision, optimizer=optimizer,
                          offload=offload)
     pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, **ft)
+    for stage in pl.stages:
+        check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
     return with_loss(estimate_plan(m, cl, pl, layout, how), law, unique_tokens)
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from trilemma.errors import InputError, TrilemmaError
+from trilemma.errors import InputError, TrilemmaError, check_output_file
 from trilemma.specs.axes import AXES, MAX_DEGREE
 from trilemma.units import IEC, parse_bandwidth, parse_bytes, parse_count, parse_power, parse_usd
 
@@ -92,9 +92,10 @@ def _task(v: str) -> str:
     """--task: causal-lm or classification (trilemma.specs.Task), else a one-line error."""
     from trilemma.specs import Task
 
-    if v not in {t.value for t in Task}:
+    key = str(v).strip().lower()
+    if key not in {t.value for t in Task}:
         raise InputError("task", v, " or ".join(t.value for t in Task))
-    return v
+    return key
 
 
 TASK_HELP = ("what the model's head predicts: causal-lm (default: the next token over the vocabulary) or "
@@ -220,7 +221,7 @@ def estimate(
     host_memory: Optional[str] = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
     host_power: Optional[str] = typer.Option(None, "--host-power", help=HOST_POWER_HELP),
     deploy: Optional[str] = typer.Option(None, "--deploy", help=DEPLOY_HELP),
-    deploy_precision: str = typer.Option("int4", "--deploy-precision", help=DEPLOY_PRECISION_HELP),
+    deploy_precision: Optional[str] = typer.Option(None, "--deploy-precision", help=DEPLOY_PRECISION_HELP),
     context: Optional[str] = typer.Option(None, "--context", help=CONTEXT_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
     export: Optional[str] = typer.Option(None, "--export", help=EXPORT_HELP),
@@ -235,6 +236,8 @@ def estimate(
     from trilemma.specs.build import finetune_fields
     from trilemma.specs import Precision
 
+    _check_export(export)
+    _check_deploy_flags(deploy, deploy_precision, context)
     try:
         prec = Precision(precision.lower())
     except ValueError:
@@ -265,7 +268,7 @@ def estimate(
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if deploy is not None:
         from trilemma.api import with_deploy
-        est = with_deploy(est, deploy, deploy_precision.lower(), _seq(context, "context"))
+        est = with_deploy(est, deploy, (deploy_precision or "int4").lower(), _seq(context, "context"))
     if export:
         from trilemma.export import export as export_plan
         return _emit_export(export_plan(est, export), as_json)
@@ -321,6 +324,7 @@ def solve(
     from trilemma.solve import solve as run_solve
     from trilemma.solve.scenario import merge_scenario
 
+    _check_export(export)
     args = merge_scenario(scenario, dict(
         deadline=deadline, budget=budget, target_loss=target_loss, minimize=minimize, model=model, params=params,
         tokens=tokens, unique_tokens=unique_tokens, gpu=gpu, max_gpus=max_gpus, precision=precision, seq=seq,
@@ -329,8 +333,14 @@ def solve(
         deploy=deploy, deploy_precision=deploy_precision, context=context, min_tokens_per_s=min_tokens_per_s,
         inference_tokens=inference_tokens, async_tp=async_tp, task=task, **(finetune or {})))
     from trilemma.solve.scenario import FINETUNE_KEYS
+    _check_deploy_flags(args["deploy"], args["deploy_precision"], args["context"])
     if args["plot_range"] not in (None, "pins", "full"):
         raise InputError("plot-range", args["plot_range"], "pins or full")
+    if args["plot_range"] is not None and args["plot"] is None:
+        raise InputError("plot-range", args["plot_range"], "a value with --plot FILE.png (the plot it frames)")
+    for field, key in (("frontier", "frontier"), ("plot", "plot")):
+        if args[key] is not None:  # before the search, not after it
+            check_output_file(field, args[key])
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
@@ -379,6 +389,20 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
             for n in names:
                 out[resolve_hardware(n).name] = value
     return out
+
+
+def _check_deploy_flags(deploy: str | None, deploy_precision: str | None, context: object) -> None:
+    """--deploy-precision and --context describe the device of --deploy: without it they would do nothing."""
+    for flag, v in (("deploy-precision", deploy_precision), ("context", context)):
+        if deploy is None and v is not None:
+            raise InputError(flag, v, "a value with --deploy DEVICE (the device the model will run on)")
+
+
+def _check_export(engine: str | None) -> None:
+    """--export's engine checked before any work (named as the flag the user typed)."""
+    if engine is not None:
+        from trilemma.export import check_engine
+        check_engine(engine, "export")
 
 
 def _emit_export(doc: Any, as_json: bool) -> Any:
@@ -440,8 +464,14 @@ def validate(
     from trilemma.report.validate import print_validate, write_csv
     from trilemma.validate.run import run_validate
 
+    kind = kind.strip().lower() if kind is not None else None
     if kind is not None and kind not in ("runs", "throughput", "memory", "finetune"):
         raise InputError("kind", kind, "runs, throughput, memory or finetune")
+    if data is not None and kind == "finetune":
+        raise InputError("kind", kind, "runs, throughput or memory with --data (finetune is the shipped "
+                                       "fine-tuning memory table, not a kind of your rows)")
+    if csv_path is not None and not csv_path.strip():
+        raise InputError("csv", csv_path, "a file path to write")
     doc = run_validate(kind, live_loso=live_loso, data=data)
     if csv_path:
         write_csv(doc, csv_path)
@@ -456,6 +486,7 @@ def presets(
     """List the model and hardware presets (with sources)."""
     from trilemma.report.table import presets_document, print_presets
 
+    kind = kind.strip().lower()
     if kind not in ("models", "hardware", "devices", "all"):
         raise InputError("kind", kind, "models, hardware, devices or all")
     return emit(presets_document(kind), as_json, lambda d: d, lambda d: print_presets(kind))
@@ -472,6 +503,14 @@ def serve(
 
     if not 1 <= port <= 65535:
         raise InputError("port", port, "a TCP port from 1 to 65535")
+    if not host.strip():
+        raise InputError("host", host, "an address to listen on, e.g. 127.0.0.1 (this machine) or 0.0.0.0 (all)")
+    import socket
+
+    try:  # a name or address this machine can bind, checked before the banner
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        raise InputError("host", host, f"an address or name this machine resolves ({exc})") from None
     missing = [m for m in ("fastapi", "uvicorn", "plotly") if importlib.util.find_spec(m) is None]
     if missing:
         raise InputError("serve", ", ".join(missing), "the web extra installed (pip install 'trilemma[web]')")
@@ -497,6 +536,25 @@ from trilemma.cli_ladder import ladder  # noqa: E402
 app.command("ladder")(ladder)
 
 
+def _typed_value_message(exc: Exception, argv: list[str]) -> str | None:
+    """A number the command line could not parse, in InputError's words ("pue: 'abc' is not allowed; expected
+    a number"), with the value as typed (click's message names the option but not the value); None for
+    anything else."""
+    text = str(getattr(exc, "message", ""))
+    param = getattr(exc, "param", None)
+    allowed = ("a whole number" if "valid integer" in text else "a number" if "valid number" in text else None)
+    if type(exc).__name__ != "BadParameter" or param is None or allowed is None:
+        return None
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+    for i, tok in enumerate(argv):
+        for o in opts:
+            if tok == o and i + 1 < len(argv):
+                return str(InputError(o.lstrip("-"), argv[i + 1], allowed))
+            if tok.startswith(o + "="):
+                return str(InputError(o.lstrip("-"), tok[len(o) + 1:], allowed))
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request.
 
@@ -519,7 +577,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "Abort":
             sys.stderr.write("trilemma: aborted\n")
             return 130
-        msg = " ".join(str(exc.format_message()).split())  # one line
+        msg = _typed_value_message(exc, sys.argv[1:] if argv is None else argv) or " ".join(
+            str(exc.format_message()).split())  # one line
         if name == "NoArgsIsHelpError":  # the help is already on stdout; its message is empty
             msg = ("missing command: estimate, solve, export, optimal, fit, validate, probe, ladder, presets or serve "
                    "(see trilemma --help)")

@@ -56,3 +56,25 @@ class InfeasibleError(TrilemmaError):
     """The request is valid but no plan meets it (exit status 1)."""
 
     exit_code = 1
+
+
+def check_output_file(field: str, path: object) -> None:
+    """InputError unless ``path`` names a file trilemma can create or append to: not empty, not a folder,
+    in a folder that exists and is writable. Checked before long work, so that a run of minutes is not
+    lost to a typo at its end (the write itself still reports what the OS says)."""
+    import os
+    from pathlib import Path
+
+    text = str(path)
+    if not text.strip():
+        raise InputError(field, text, "a file path to write")
+    p = Path(text).expanduser()
+    if p.is_dir():
+        raise InputError(field, text, "a file path to write, not a folder")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(field, text, f"a file in an existing folder ({str(parent)!r} does not exist)")
+    if p.exists() and not (p.is_file() and os.access(p, os.W_OK)):
+        raise InputError(field, text, "a regular file this user can write")
+    if not p.exists() and not os.access(parent, os.W_OK):
+        raise InputError(field, text, f"a file in a folder this user can write ({str(parent)!r} is not)")

@@ -130,8 +130,10 @@ def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
     return value
 
 
-_DURATION = {"s": SECOND, "sec": SECOND, "min": MINUTE, "m": MINUTE, "h": HOUR, "hr": HOUR,
-             "d": DAY, "day": DAY, "days": DAY, "w": WEEK, "wk": WEEK, "y": YEAR, "yr": YEAR}
+_DURATION = {"s": SECOND, "sec": SECOND, "secs": SECOND, "seconds": SECOND, "min": MINUTE, "mins": MINUTE,
+             "minutes": MINUTE, "m": MINUTE, "h": HOUR, "hr": HOUR, "hrs": HOUR, "hours": HOUR,
+             "d": DAY, "day": DAY, "days": DAY, "w": WEEK, "wk": WEEK, "weeks": WEEK, "y": YEAR, "yr": YEAR,
+             "years": YEAR}
 
 
 def parse_duration(text: str | float | int, field: str = "duration") -> float:
@@ -140,10 +142,13 @@ def parse_duration(text: str | float | int, field: str = "duration") -> float:
         value = float(text)
     else:
         s = str(text).strip().replace(" ", "")
-        m = re.fullmatch(_NUM + r"([a-z]*)", s)
-        if not m or m.group(2) not in {"", *_DURATION}:
+        m = re.fullmatch(_NUM + r"([A-Za-z]*)", s)
+        if m and m.group(2) == "M":  # minutes or months? neither guessed
+            raise _bad(field, text, "a duration with an unambiguous unit: min for minutes, or days (30d) for a month")
+        unit = m.group(2).lower() if m else ""
+        if not m or unit not in {"", *_DURATION}:
             raise _bad(field, text, "a duration such as 30d, 12h, 90min or 3600 (seconds)")
-        value = float(m.group(1)) * _DURATION.get(m.group(2), SECOND)
+        value = float(m.group(1)) * _DURATION.get(unit, SECOND)
     if not math.isfinite(value) or value <= 0:
         raise _bad(field, text, "a positive duration")
     return value
@@ -229,6 +234,11 @@ def fmt_rate(bps: float) -> str:
 
 
 def fmt_duration(s: float) -> str:
+    """Seconds as years, days, h, min, s or ms (two of the unit at least; years past 1,000 in powers of 10)."""
+    if s >= 1e3 * YEAR:
+        return f"{s / YEAR:.3g} years"
+    if s >= 2 * YEAR:
+        return f"{s / YEAR:.1f} years"
     if s >= 2 * DAY:
         return f"{s / DAY:.1f} days"
     if s >= 2 * HOUR:
@@ -241,11 +251,23 @@ def fmt_duration(s: float) -> str:
 
 
 def fmt_usd(x: float) -> str:
+    """Dollars: $1.50M, $2.34B, $5.00T, and past $1,000T in powers of 10 ($2.79e+17)."""
+    if x >= 1e15:
+        return f"${x:.3g}"
+    if x >= 1e12:
+        return f"${x / 1e12:.2f}T"
+    if x >= 1e9:
+        return f"${x / 1e9:.2f}B"
     if x >= 1e6:
         return f"${x / 1e6:.2f}M"
     if x >= 1e4:
         return f"${x / 1e3:.0f}k"
     return f"${x:,.2f}"
+
+
+def fmt_energy_kwh(kwh: float) -> str:
+    """Energy given in kWh as kWh, MWh, GWh or TWh, four significant figures."""
+    return _scaled(kwh, [(1e9, " TWh"), (1e6, " GWh"), (1e3, " MWh"), (1.0, " kWh")], digits=4)
 
 
 GIGA = 1e9  # SI giga: GFLOP/s in messages

@@ -65,11 +65,18 @@ def export_solve(result: Any, engine: str, point: int | None = None, *,
                  finetune: FineTune | None = None) -> ExportDocument:
     """A solve's optimum (``point`` None) or the frontier point of that index (the row of
     ``solve --frontier``'s CSV, 0-based) as ``engine``'s config."""
-    if point is None:
-        return export(result.optimum, engine, finetune=finetune, source="solve optimum")
     check_engine(engine)
-    est = result.frontier_plan(point)
-    return export(est, engine, finetune=finetune, source=f"solve frontier point {point}")
+    est = result.optimum if point is None else result.frontier_plan(point)
+    try:
+        return export(est, engine, finetune=finetune,
+                      source="solve optimum" if point is None else f"solve frontier point {point}")
+    except ExportError as exc:
+        if "pin --" not in exc.why:
+            raise
+        # the layout flags an exporter names belong to `estimate`: solve searches the layout
+        raise ExportError(exc.engine, exc.feature, exc.value, (
+            f"{exc.why}; `solve` searches the layout and has no such flag: give `trilemma export --to {engine} "
+            f"estimate` this plan's model, hardware and GPU count ({est.cluster.n_gpus}) with it")) from None
 
 
 __all__ = ["ENGINES", "SCHEMA", "ExportDocument", "ExportError", "FineTune", "PlanNumbers", "check_engine", "export",

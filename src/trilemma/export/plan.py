@@ -28,8 +28,9 @@ class ExportError(TrilemmaError):
     feature, its value, and why."""
 
     def __init__(self, engine: str, feature: str, value: object, why: str) -> None:
-        super().__init__(f"export --to {engine}: {feature} {value!s} cannot be expressed: {why}")
-        self.engine, self.feature, self.value = engine, feature, value
+        where = "export" if engine == "any engine" else f"export --to {engine}"
+        super().__init__(f"{where}: {feature} {value!s} cannot be expressed: {why}")
+        self.engine, self.feature, self.value, self.why = engine, feature, value, why
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,11 @@ class PlanNumbers:
     @classmethod
     def of(cls, est: Any) -> "PlanNumbers":
         """From an Estimate (trilemma.estimate.result): its layout, cluster and single stage."""
+        hw = est.cluster.hardware
+        if hw.family.startswith("google-tpu"):
+            raise ExportError("any engine", "hardware", hw.name,
+                              "every exporter writes a torchrun or deepspeed launch for CUDA or ROCm GPUs; a TPU "
+                              "trains through JAX/XLA (MaxText, Levanter), which trilemma does not export to")
         if len(est.stages) != 1:
             raise ExportError("any engine", "a plan of", f"{len(est.stages)} stages",
                               "an engine's config holds one sequence length and global batch: export each stage")

@@ -27,7 +27,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from trilemma.errors import InputError, TrilemmaError
+from trilemma.errors import InputError, TrilemmaError, check_output_file
 from trilemma.estimate.cost import gpu_hours
 from trilemma.ladder.choose import _cores, choose_grid, local_profile
 from trilemma.ladder.lock import directory_lock
@@ -139,6 +139,8 @@ def _check_options(*, workers: int | None, threads: int | None, seed: int, n_boo
             raise InputError(name, v, "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"))
     if workers is not None and workers > cores:
         raise InputError("workers", workers, f"at most {cores}: this machine has {cores} cores")
+    if threads is not None and threads > cores:
+        raise InputError("threads", threads, f"at most {cores}: this machine has {cores} cores")
     if price is not None and not (isinstance(price, (int, float)) and price >= 0):
         raise InputError("price", price, "a non-negative price in USD per machine-hour")
     if plot is not None:
@@ -146,10 +148,13 @@ def _check_options(*, workers: int | None, threads: int | None, seed: int, n_boo
 
         if importlib.util.find_spec("matplotlib") is None:
             raise InputError("plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')")
+        check_output_file("plot", plot)
 
 
 def _out_dir(out: str | Path) -> Path:
     """The output directory, created if missing; InputError if it cannot be."""
+    if not str(out).strip():
+        raise InputError("out", str(out), "a directory for runs.jsonl, law.toml and ladder.json")
     out_dir = Path(out).expanduser()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -85,6 +85,9 @@ def settings(torch: Any, device: str, precision: str | None, micro_batch: int, g
     what cannot run."""
     from trilemma.probe import bench
 
+    device = str(device).strip().lower()
+    precision = None if precision is None else str(precision).strip().lower()
+    recompute = str(recompute).strip().lower()
     if device not in ("auto", "cpu", "cuda"):
         raise InputError("device", device, "auto, cpu or cuda")
     if device == "auto":
@@ -101,6 +104,8 @@ def settings(torch: Any, device: str, precision: str | None, micro_batch: int, g
         raise InputError("steps", steps, f"at most {MAX_STEPS:,}: the probe measures a steady state, which tens of "
                                          "steps reach")
     cores = bench.usable_cores()
+    if threads is not None and threads > cores:
+        raise InputError("threads", threads, f"at most {cores}: this machine has {cores} cores")
     if device == "cpu" and nproc > cores:
         raise InputError("nproc", nproc, f"at most {cores}: this machine has {cores} cores and each process needs one")
     if device == "cuda" and nproc > torch.cuda.device_count():

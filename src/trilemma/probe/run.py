@@ -321,6 +321,7 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
         import torch
     except ImportError:
         raise InputError("probe", "torch", "PyTorch installed: pip install 'trilemma[probe]'") from None
+    from trilemma.errors import check_output_file
     from trilemma.probe.result import append_record
     from trilemma.probe.train import Job
 
@@ -330,6 +331,8 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
     device, precision, warmup, cores = settings(torch, device, precision, micro_batch, grad_accum, steps, warmup,
                                                 recompute, compile, nproc, fsdp, threads, warnings, lr)
     check_sources(data)
+    if out is not None:
+        check_output_file("out", out)
     dims = {"layers": layers, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab}
     ft, ft_how = None, None
     if finetune is not None:

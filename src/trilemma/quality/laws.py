@@ -160,6 +160,15 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
     )
 
 
+def _float_array(value: Any) -> np.ndarray | None:
+    """A TOML array of numbers (nested lists of one length) as floats; None when it is not one (ragged
+    rows, strings, tables)."""
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
 def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
                  lookup: Mapping[str, Law] | None) -> Uncertainty | None:
     """The ``[uncertainty]`` table validated (``borrow`` names a law of ``lookup``); None when absent."""
@@ -185,15 +194,15 @@ def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
         raise _bad_law(where, "`uncertainty.params` naming the law's constants (or ln_A, ln_B, ln_E)")
     k = len(params)
     if kind == "covariance":
-        cov = np.asarray(u.get("covariance", []), dtype=float)
-        if cov.shape != (k, k) or not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12):
+        cov = _float_array(u.get("covariance", []))
+        if cov is None or cov.shape != (k, k) or not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12):
             raise _bad_law(where, f"`uncertainty.covariance` to be a symmetric {k}×{k} matrix")
         if np.linalg.eigvalsh(cov).min() < -1e-12 * max(1.0, float(np.abs(cov).max())):
             raise _bad_law(where, "`uncertainty.covariance` to be positive semi-definite")
         return Uncertainty("covariance", params, float(level), source, covariance=cov)
     if kind in ("samples", "range"):
-        s = np.asarray(u.get("samples", []), dtype=float)
-        if s.ndim != 2 or s.shape[1] != k or len(s) < 1 or not np.isfinite(s).all():
+        s = _float_array(u.get("samples", []))
+        if s is None or s.ndim != 2 or s.shape[1] != k or len(s) < 1 or not np.isfinite(s).all():
             raise _bad_law(where, f"`uncertainty.samples` to be rows of {k} numbers ({', '.join(params)})")
         if any(p in LOG_PARAMS for p in params):
             raise _bad_law(where, "`uncertainty.samples` in linear constants (E, A, B, alpha, beta)")

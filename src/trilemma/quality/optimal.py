@@ -190,9 +190,12 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
 
 # ------------------------------------------------------------------ Sardana 2023: inference-aware
 
+#: most training tokens the inference-aware search considers (the plan's own limit, specs.plan.Stage.tokens)
+D_MAX = 1e18
+
 
 def tokens_for_loss(law: Law, c: Any, n: np.ndarray, target: float, u: float | None, kfac: float,
-                    d_max: float = 1e18) -> np.ndarray:
+                    d_max: float = D_MAX) -> np.ndarray:
     """Training tokens D with L(N, D) = target for each N (inf where even ``d_max`` tokens fall short);
     the inverse is trilemma.quality.forms.tokens_for_loss (bisection in ln D from 1 token, 90 halvings)."""
     n = np.asarray(n, dtype=float)
@@ -233,9 +236,13 @@ def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: flo
     c = law.constants
     n = np.logspace(math.log10(_N_MIN), math.log10(_N_MAX), 1201)
     d = tokens_for_loss(law, c, n, target, u, kfac)
-    total = 6.0 * n * d + 2.0 * n * d_inf
+    with np.errstate(over="ignore"):
+        total = 6.0 * n * d + 2.0 * n * d_inf
+    if np.isfinite(d).any() and not np.isfinite(total).any():
+        raise InputError("inference-tokens", d_inf, "few enough that their FLOPs (2 per parameter per token) stay "
+                                                    "below 1e308")
     if not np.isfinite(total).any():
-        floor = float(_losses(law, c, np.asarray(_N_MAX), np.asarray(1e18), u, kfac))
+        floor = float(_losses(law, c, np.asarray(_N_MAX), np.asarray(D_MAX), u, kfac))
         raise InfeasibleError(f"target loss {target:g} {law.loss_unit} is out of reach under {law.name}: even "
                               f"{_N_MAX:.0e} parameters on 1e18 tokens give {floor:.4f}"
                               + (f" (irreducible loss E = {c['E']:.4f})" if "E" in c else ""))
@@ -246,10 +253,21 @@ def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: flo
         dd = tokens_for_loss(law, c, nn, target, u, kfac)[0]
         return float(6.0 * nn[0] * dd + 2.0 * nn[0] * d_inf) if np.isfinite(dd) else math.inf
 
-    lo, hi = math.log(n[max(i - 1, 0)]), math.log(n[min(i + 1, len(n) - 1)])
+    # refine between the grid neighbours that still reach the target (a neighbour past the edge of the
+    # reachable region, where D_tr would pass D_MAX, has no finite total)
+    lo = math.log(n[max(i - 1, 0)])
+    if i > 0 and not np.isfinite(total[i - 1]):  # the edge lies below n[i]: find it (bisection in ln N)
+        a, b = lo, math.log(n[i])
+        for _ in range(60):
+            mid = 0.5 * (a + b)
+            a, b = (a, mid) if math.isfinite(f(mid)) else (mid, b)
+        lo = b
+    hi = math.log(n[i + 1]) if i + 1 < len(n) and np.isfinite(total[i + 1]) else math.log(n[i])
     x = _golden(f, lo, hi, iters=60)
     n_best = math.exp(x)
     d_best = float(tokens_for_loss(law, c, np.asarray([n_best]), target, u, kfac)[0])
+    if not (math.isfinite(d_best) and f(x) <= total[i]):  # the grid point is as good
+        n_best, d_best = float(n[i]), float(d[i])
     return n_best, d_best, 6.0 * n_best * d_best + 2.0 * n_best * d_inf
 
 
@@ -272,6 +290,10 @@ def inference_optimal(law: Law | str | None, target_loss: float, inference_token
     warnings = []
     if d / n > 1e4:
         warnings.append(f"{d / n:,.0f} tokens/parameter is beyond the 10,000 Sardana et al. tested")
+    if d > 0.1 * D_MAX:
+        warnings.append(f"the training tokens ({d:.3g}) are at or near the search's limit of {D_MAX:.0e}: so many "
+                        "inference tokens push toward ever-smaller models trained ever longer, far outside any "
+                        "law's data")
     if u is not None and d > 4 * u:
         warnings.append(f"the inference-aware model repeats the unique tokens {d / u:.1f} times")
     return InferenceAllocation(

@@ -21,6 +21,7 @@ a ModelSpec (``trilemma estimate``'s loss, a LossPrediction whose ``to_dict()`` 
 from __future__ import annotations
 
 import re
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -311,6 +312,15 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
         if "D_max" in r and d > r["D_max"] * 1.5:
             notes.append(f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({_fmt(r['D_max'])}): "
                          "an extrapolation")
+        # below the data a power law runs away (L → ∞ as N or D → 0): a warning, not a note
+        if "N_min" in r and float(n_eff) < r["N_min"] / 1.5:
+            warnings.append(f"{'effective ' if float(n_eff) != n else ''}N = {_fmt(float(n_eff))} is below the smallest "
+                            f"model {law.name} was fitted on ({_fmt(r['N_min'])}): the loss is extrapolated downward "
+                            "and grows without bound there")
+        if "D_min" in r and float(d_eff) < r["D_min"] / 1.5:
+            warnings.append(f"{'effective ' if float(d_eff) != d else ''}D = {_fmt(float(d_eff))} tokens is below the "
+                            f"fewest {law.name} was fitted on ({_fmt(r['D_min'])}): the loss is extrapolated downward "
+                            "and grows without bound there")
     if pen > 0:
         t = precision_table(str(precision))
         notes.append(f"training precision {precision}: loss × {1 + pen:.4f}, the published bound on its penalty against bf16 "
@@ -364,6 +374,12 @@ def predict_loss_block(model: Any, tokens: float, law: Law | str | None = None, 
 
     p = param_counts(model)
     pred = predict_loss(law, p.total, p.non_embedding, tokens, unique_tokens, precision)
+    uniform = math.log(model.vocab_size)  # nats/token of a uniform guess over the vocabulary
+    if pred.loss_unit is LossUnit.NATS_PER_TOKEN and pred.mean > uniform:
+        pred = replace(pred, warnings=(*pred.warnings, (
+            f"the law gives {pred.mean:.4g} nats/token, above ln(vocabulary {model.vocab_size:,}) = {uniform:.3f}, "
+            "the loss of a uniform guess: a trained model does not do worse, so this is the law far outside its "
+            "data, not a prediction")))
     if p.active == p.total:
         return pred
     counted = "total" if pred.n_counts is NCounts.TOTAL else "non-embedding"

@@ -12,7 +12,7 @@ from trilemma.estimate.result import family_calibrated
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
 from trilemma.estimate.stability import stability_flag
-from trilemma.units import KILO, fmt_bytes, fmt_count, fmt_duration, fmt_power, fmt_usd
+from trilemma.units import KILO, fmt_bytes, fmt_count, fmt_duration, fmt_energy_kwh, fmt_power, fmt_usd
 
 
 #: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
@@ -48,7 +48,7 @@ def print_solve(r: Any) -> None:
     if p.budget_gpu_hours is not None:
         pinned.append(f"budget {p.budget_gpu_hours:,.0f} GPU-hours")
     if p.budget_kwh is not None:
-        pinned.append(f"budget {p.budget_kwh / KILO:,.0f} MWh")
+        pinned.append(f"budget {fmt_energy_kwh(p.budget_kwh)}")
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
     t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")

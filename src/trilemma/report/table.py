@@ -134,7 +134,7 @@ def print_estimate(est: Any) -> None:
     ct.add_column(style="bold")
     ct.add_column()
     ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold]" + (f" ({fmt_usd(co.usd_low)} – {fmt_usd(co.usd_high)})" if band else "")
-               + f" at ${co.price_usd_per_gpu_hour:.2f}/GPU-hour")
+               + f" at {fmt_usd(co.price_usd_per_gpu_hour)}/GPU-hour")
     eband = band and co.energy_kwh_high > co.energy_kwh_low
     ct.add_row("energy", f"{co.energy_kwh / KILO:,.1f} MWh"
                + (f" ({co.energy_kwh_low / KILO:,.1f} – {co.energy_kwh_high / KILO:,.1f})" if eband else "")

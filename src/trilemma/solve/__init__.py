@@ -32,7 +32,8 @@ from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, opti
 from trilemma.quality.predict import LossPrediction, check_unique_tokens, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
-from trilemma.units import KWH, SI, fmt_bytes, fmt_count, parse_budget, parse_count, parse_duration
+from trilemma.units import (KWH, SI, fmt_bytes, fmt_count, fmt_duration, fmt_energy_kwh, fmt_usd, parse_budget, parse_count,
+                            parse_duration)
 
 SCHEMA = "trilemma.solve/1"
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
@@ -159,6 +160,8 @@ def _models(model: str | ModelSpec | None, params: str | tuple[float, float] | N
     from trilemma.shape import model_for_params
 
     if model is not None:
+        if params is not None:
+            raise InputError("params", params, "no range with --model (the model given has its own size)")
         return [resolve_model(model)[0]]
     lo, hi = DEFAULT_PARAMS
     if params is not None:
@@ -189,7 +192,11 @@ def _gpus(gpu: str | list[str] | None) -> list[HardwareSpec]:
     if gpu is None:
         return [h for name, h in hardware_presets().items() if name != "local"]
     names = gpu.split(",") if isinstance(gpu, str) else list(gpu)
-    return [resolve_hardware(n.strip()) for n in names if n.strip()]
+    out = [resolve_hardware(n.strip()) for n in names if n.strip()]
+    if not out:
+        raise InputError("gpu", gpu, "a hardware preset or a comma-separated list of them (`trilemma presets "
+                                     "hardware` lists them)")
+    return out
 
 
 def _precisions(precision: str | list[str] | None) -> list[Precision]:
@@ -216,12 +223,15 @@ def make_pins(deadline: str | float | None = None, budget: str | float | None = 
     usd = gpuh = kwh = None
     if budget is not None:
         kind, value = parse_budget(budget, "budget")
+        if not value > 0:
+            raise InputError("budget", budget, "a positive budget: dollars ($2M), GPU-hours (100k GPUh) or energy "
+                                               "(500MWh)")
         usd, gpuh, kwh = (value if kind == k else None for k in ("usd", "gpu_hours", "kwh"))
     dl = None if deadline is None else parse_duration(deadline, "deadline")
     if target_loss is not None and not (isinstance(target_loss, (int, float)) and math.isfinite(target_loss) and target_loss > 0):
         raise InputError("target-loss", target_loss, "a positive loss in the law's unit (nats/token)")
     p = Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss)
-    obj = minimize or default_objective(p)
+    obj = minimize.strip().lower() if minimize else default_objective(p)
     choices = ", ".join(o.value for o in Objective)
     if not obj:
         raise InputError("minimize", None, f"{choices.replace(', energy', ' or energy')} (pin two of --deadline, "
@@ -238,14 +248,18 @@ def _check_pins(est: Estimate, p: Pins) -> None:
     """The realised optimum meets every pin (1% slack). The search prices a run at the goodput of runs
     longer than one checkpoint interval; a run of seconds is dominated by its one checkpoint write, so
     a pin that only such a run fits is infeasible: say so rather than print a plan that breaks it."""
-    over = [(name, got, limit) for name, got, limit in (
-        ("deadline", est.time.total_s, p.deadline_s), ("budget", est.cost.usd, p.budget_usd),
-        ("budget", est.time.gpu_hours, p.budget_gpu_hours), ("budget", est.cost.energy_kwh, p.budget_kwh))
+    def gpu_h(x: float) -> str:
+        return f"{x:,.3g} GPU-hours"
+
+    over = [(name, got, limit, fmt) for name, got, limit, fmt in (
+        ("deadline", est.time.total_s, p.deadline_s, fmt_duration), ("budget", est.cost.usd, p.budget_usd, fmt_usd),
+        ("budget", est.time.gpu_hours, p.budget_gpu_hours, gpu_h),
+        ("budget", est.cost.energy_kwh, p.budget_kwh, fmt_energy_kwh))
         if limit is not None and got > limit * 1.01]
     if over:
-        name, got, limit = over[0]
-        raise InfeasibleError(f"no plan meets the pins: the best the search finds needs {got:.3g} against the "
-                              f"{name} of {limit:.3g} once its checkpoint write is counted; the {name} is too "
+        name, got, limit, fmt = over[0]
+        raise InfeasibleError(f"no plan meets the pins: the best the search finds needs {fmt(got)} against the "
+                              f"{name} of {fmt(limit)} once its checkpoint write is counted; the {name} is too "
                               "small for a training run with a checkpoint")
 
 
@@ -312,6 +326,9 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     is_ft = ft_args.get("finetune") is not None
     if is_ft:
         minimize = _finetune_objective(model, tokens, target_loss, minimize, deadline, budget)
+        if unique_tokens is not None:
+            raise InputError("unique-tokens", unique_tokens, "no value with --finetune (it sets the loss corner's "
+                                                             "repetition; a fine-tune has no loss corner)")
     pins = make_pins(deadline, budget, target_loss, minimize)
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:  # the plan's limit (trilemma.specs.plan.Stage.tokens)
@@ -334,6 +351,10 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     cluster_fields = {} if host_memory_bytes is None else {"host_memory_bytes": host_memory_bytes}
     gpus = _gpus(gpu)
     precs = _precisions(precision)
+    if not any(p in g.peak_flop_per_s for g in gpus for p in precs):
+        runs = "; ".join(f"{g.name}: {', '.join(sorted(str(q) for q in g.peak_flop_per_s))}" for g in gpus[:6])
+        raise InputError("precision", ",".join(str(p) for p in precs),
+                         f"a precision the hardware searched runs ({runs}{'; …' if len(gpus) > 6 else ''})")
     max_n = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
     if max_n < 1:
         raise InputError("max-gpus", max_gpus, "a positive whole number")

@@ -108,12 +108,39 @@ def finetune_fields(model: ModelSpec, finetune: str | None = None, *, trainable_
                        optimizer=optimizer, offload=offload)
     out: dict[str, Any] = {}
     if ft is not None:
+        _check_lora_rank(model, ft)
         out["finetune"] = ft
     if optimizer is not None:
         out["optimizer"] = Optimizer.parse(optimizer, "optimizer")
     if offload is not None:
         out["offload"] = Offload.parse(offload, "offload")
     return out
+
+
+def _check_lora_rank(model: ModelSpec, ft: Any) -> None:
+    """A LoRA rank no larger than the narrower side of every module it adapts: at r ≥ min(d_in, d_out) the
+    pair B·A spans every update the module's own weight could take, with more parameters than the weight
+    (Hu et al. 2021, LoRA §4.1: r ≪ min(d, k))."""
+    from trilemma.estimate.finetune import module_shapes
+
+    if not ft.adapters:
+        return
+    sides = {k: min(a, b) for k, (a, b) in module_shapes(model).items() if k in ft.targets}
+    if sides and ft.lora_rank > min(sides.values()):
+        name = min(sides, key=sides.get)  # type: ignore[arg-type]
+        raise InputError("lora-rank", ft.lora_rank, f"at most {int(sides[name]):,}, the narrower side of {name} "
+                                                    f"({model.name}): a larger rank adds parameters and no capacity")
+
+
+def check_positions(model: ModelSpec, seq_len: int) -> None:
+    """InputError when ``seq_len`` outruns a learned position table: such a model has no embedding for
+    position ``max_positions`` and beyond (rotary, ALiBi and relative positions have no table to outrun).
+    Units: tokens."""
+    from trilemma.specs import PositionType
+
+    if model.position == PositionType.LEARNED and seq_len > model.max_positions:
+        raise InputError("seq", seq_len, f"at most {model.max_positions:,}: {model.name} has {model.max_positions:,} "
+                                         "learned positions (a longer sequence needs a model with a larger table)")
 
 
 def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> ClusterSpec:
@@ -127,4 +154,4 @@ def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> Cl
     return ClusterSpec.build(prefix="cluster", hardware=resolve_hardware(hardware), n_gpus=n_gpus, **fields)
 
 
-__all__ = ["finetune_fields", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware", "resolve_model"]
+__all__ = ["check_positions", "finetune_fields", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware", "resolve_model"]

@@ -261,6 +261,10 @@ def read_text(text: str, where: str) -> list[dict[str, str]]:
     """The raw rows of CSV text; a header with unknown or missing columns is an :class:`InputError`."""
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
+    doubled = sorted({h for h in header if header.count(h) > 1})
+    if doubled:
+        raise InputError(f"{where} columns", ", ".join(doubled), "each column once (a repeated column would keep "
+                                                                "only its last cell)")
     unknown = [h for h in header if h not in _BY_NAME and h not in PUBLISHED]
     if unknown:
         raise InputError(f"{where} columns", ", ".join(unknown),
@@ -275,6 +279,10 @@ def read_text(text: str, where: str) -> list[dict[str, str]]:
         if None in r:
             raise InputError(f"{where} row {i + 1}", f"{len(header) + len(r[None])} cells",
                              f"{len(header)} cells, one per header column")
+        if any(v is None for v in r.values()):
+            short = sum(v is not None for v in r.values())
+            raise InputError(f"{where} row {i + 1}", f"{short} cells", f"{len(header)} cells, one per header column "
+                                                                        "(empty cells are written as ,,)")
     return rows
 
 
@@ -301,4 +309,7 @@ def read_csv(path: str) -> tuple[str, list[dict[str, str]]]:
         raise InputError("--data", path, "a UTF-8 text CSV file") from None
     if not text.strip():
         raise InputError("--data", path, "a CSV file with a header and at least one row (this one is empty)")
-    return where, read_text(text, where)
+    rows = read_text(text, where)
+    if not rows:
+        raise InputError("--data", path, "a CSV file with a header and at least one row (this one has a header only)")
+    return where, rows
