@@ -441,6 +441,8 @@ def export(
         raise InputError("export", "--export", "--to ENGINE alone (`trilemma export` sets the verb's --export)")
     if point is not None and verb != "solve":
         raise InputError("point", point, "a frontier index with `trilemma export --to ENGINE solve ...`")
+    if out is not None and not out.strip():
+        raise InputError("out", out, "a folder to write the engine's files into")
     token = _EXPORT.set({"point": point, "out": out})
     try:
         app(args=[verb, *rest, "--export", engine], standalone_mode=False)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from trilemma.errors import InputError
+from trilemma.errors import InputError, check_output_file
 from trilemma.quality.laws import DEFAULT_LAW
 from trilemma.specs.enums import LossUnit, NCounts
 
@@ -73,8 +73,12 @@ def fit(
         raise InputError("seed", seed, "a whole number from 0 to 4294967295")
     if plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise InputError("plot", plot, "matplotlib installed (pip install 'trilemma[plot]')")
+    for flag, v in (("out", out), ("n-col", n_col), ("d-col", d_col), ("loss-col", loss_col)):
+        if v is not None and not str(v).strip():
+            raise InputError(flag, v, "a file path to write" if flag == "out" else "a column name of the runs file")
     table = read_runs(runs, n_col, d_col, loss_col)
     out_path = Path(out) if out else Path(runs).with_suffix(".law.toml")
+    check_output_file("out", out_path)  # before the fit and its bootstrap, not after
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         report = fit_runs(table, name=name or Path(runs).stem, n_counts=counts, loss_unit=unit,
                           data=data or "unknown data (say with --data)",

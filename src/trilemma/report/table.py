@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -79,7 +80,9 @@ def print_estimate(est: Any) -> None:
                              f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device")
     head.add_row("layout", lay.label() + (" · async TP" if est.async_tp_applied else "") + " — "
                            + ("fastest of %d candidates that fits" % est.candidates_evaluated
-                              if est.layout_chosen == "auto" else "given"))
+                              if est.layout_chosen == "auto" else
+                              "fastest of %d candidates with the axes given that fits" % est.candidates_evaluated
+                              if est.candidates_evaluated > 1 else "given"))
     c.print(head)
 
     mt = Table(title="memory per GPU", show_lines=False)
@@ -122,7 +125,7 @@ def print_estimate(est: Any) -> None:
     band = t.total_s_high > t.total_s_low
     tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold]"
                + (f" (80% band {fmt_duration(t.total_s_low)} – {fmt_duration(t.total_s_high)})" if band else "")
-               + f"; {t.steps:,.0f} steps")
+               + f"; {math.ceil(t.steps - 1e-9):,} steps")  # a partial last step is a step (as exports count)
     tt.add_row("goodput", goodput_line(t) if est.finetune is None else goodput_line(t).replace(
         "other overheads fitted on whole runs", "a fine-tune: the share fitted on months-long pre-training runs is not applied"))
     tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}" + (f" ({t.gpu_hours_low:,.0f} – {t.gpu_hours_high:,.0f})" if band else ""))
