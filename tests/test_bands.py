@@ -180,3 +180,16 @@ def test_more_nodes_than_any_whole_run_widens_the_run_band_but_not_the_step_band
     assert width(beyond.time)[2] == pytest.approx(width(at.time)[2])
     ft = outside_reasons("nvidia-ampere", gpus, 13e9, "bf16", finetune=True, nodes=nodes + 1)
     assert ft[-1].startswith("a fine-tune") and not any("nodes" in r for r in ft)
+
+
+def test_fewer_nodes_than_any_multi_node_whole_run_widens_the_run_band_too():
+    """Below the smallest multi-node whole run (counted here from the shipped rows) the slow-node share is
+    extrapolated as well: two nodes are marked, one node (which pays no share) and a fine-tune are not."""
+    cases, _ = load_cases(None)
+    fewest = min(n for n in (math.ceil(c.n_gpus / c.hardware.devices_per_node) for c in cases
+                             if c.metric in ("gpu_hours", "days")) if n > 1)
+    assert calibration()["regime"]["min_run_nodes"] == fewest > 2
+    two, one = estimate("llama2-7b", "a100-80gb", 16, 1e11), estimate("llama2-7b", "a100-80gb", 8, 1e11)
+    assert len(two.time.band_reasons) == 1 and "2 nodes, fewer than the smallest" in two.time.band_reason
+    assert one.time.band_reasons == ()
+    assert not any("nodes" in r for r in outside_reasons("nvidia-ampere", 16, 7e9, "bf16", finetune=True, nodes=2))

@@ -309,8 +309,9 @@ def outside_reasons(family: str, n_gpus: float | None = None, params_total: floa
     """Why a plan lies outside what the time calibration measured (calibrated.toml [families], [regime]):
     a chip family with no step times or runs, more devices or a larger model than the largest calibrated
     one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was, and (given
-    ``nodes``, for a whole run's time) more nodes than the largest whole run with a wall time, beyond which
-    the slow-node share (trilemma.estimate.goodput.slow_node_share) is extrapolated. Empty: inside."""
+    ``nodes``, for a whole run's time) more nodes than the largest whole run with a wall time, or fewer (but
+    more than one) than the smallest, where the slow-node share (trilemma.estimate.goodput.slow_node_share)
+    is extrapolated. Empty: inside."""
     out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
     reg = calibration().get("regime", {})
     if n_gpus is not None and "max_gpus" in reg and n_gpus > reg["max_gpus"]:
@@ -326,6 +327,9 @@ def outside_reasons(family: str, n_gpus: float | None = None, params_total: floa
     if nodes is not None and not finetune and "max_run_nodes" in reg and nodes > reg["max_run_nodes"]:
         out.append(f"{nodes:,.0f} nodes, more than the largest whole run with a wall time ({reg['max_run_nodes']:,}): "
                    "the slow-node share is extrapolated: out-of-regime error added")
+    if nodes is not None and not finetune and 1 < nodes < reg.get("min_run_nodes", 0):
+        out.append(f"{nodes:,.0f} nodes, fewer than the smallest multi-node whole run with a wall time "
+                   f"({reg['min_run_nodes']:,}): the slow-node share is extrapolated: out-of-regime error added")
     return tuple(out)
 
 

@@ -123,9 +123,9 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
 
 def regime(cases: list[Any]) -> dict[str, Any]:
     """What the time calibration measured: the largest device count and model (total parameters) among
-    its throughput and runs cases, their precisions, how many are fine-tunes, and the most nodes of a whole
-    run with a wall time (GPU-hours or days: the rows that fit the slow-node share). A plan beyond it gets a
-    wider band (trilemma.estimate.result.band_outside)."""
+    its throughput and runs cases, their precisions, how many are fine-tunes, and the most and fewest (above
+    one) nodes of a whole run with a wall time (GPU-hours or days: the rows that fit the slow-node share). A
+    plan beyond it gets a wider band (trilemma.estimate.result.band_outside)."""
     from trilemma.estimate.goodput import node_count
     from trilemma.estimate.params import param_counts
 
@@ -136,7 +136,11 @@ def regime(cases: list[Any]) -> dict[str, Any]:
             "precisions": sorted({str(c.plan.precision) for c in t}),
             "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None),
             "max_run_nodes": max((int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t
-                                  if c.metric in RUN_METRICS), default=0)}
+                                  if c.metric in RUN_METRICS), default=0),
+            # the fewest nodes of a multi-node whole run: below it (but above one node, which pays no share)
+            # the slow-node share is extrapolated too
+            "min_run_nodes": min((n for n in (int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t
+                                              if c.metric in RUN_METRICS) if n > 1), default=0)}
 
 
 def band_lines(bands: dict[str, Any]) -> list[str]:
