@@ -85,6 +85,26 @@ CASES = [
     (["solve", "--deadline", "30d", "--budget", "2M", "--frontier", ""], "frontier", "file path"),
     (["serve", "--host", ""], "host", "address"),
     (["serve", "--host", "999.1.1.1", "--port", "18777"], "host", "resolves"),
+    # second pass: values whose results overflowed to inf, empty strings taken for the default, ignored input
+    (["estimate", *SMALL, "--price", "1e308"], "price", "at most $10,000"),
+    (["estimate", *SMALL, "--host-power", "1e308W"], "host-power", "at most 1 MW"),
+    (["estimate", *SMALL, "--inter-node-bw", "1e-300GB/s"], "inter-node-bw", "1 MB/s to 1 PB/s"),
+    (["estimate", *SMALL, "--law", ""], "law", "leave --law out"),
+    (["optimal", "--flops", "1e23", "--law", ""], "law", "leave --law out"),
+    (["solve", "--deadline", "30d", "--budget", "2M", "--minimize", ""], "minimize", "time, cost"),
+    (["solve", "--deadline", "30d", "--budget", "2M", "--task", ""], "task", "causal-lm"),
+    (["solve", "--deadline", "30d", "--budget", "2M", "--task", "classification"], "task", "no loss corner"),
+    (["estimate", *SMALL, "--deploy", "iphone-15-pro", "--deploy-precision", ""], "deploy-precision", "int4"),
+    (["solve", "--deadline", "3d", "--budget", "100k", "--gpu", "a100-80gb", "--price", "h100-sxm=2"], "price",
+     "a GPU type searched"),
+    (["solve", "--deadline", "3d", "--budget", "100k", "--gpu", "a100-80gb", "--price", "a100-80gb=2", "--price",
+      "a100-80gb=3"], "price", "given twice"),
+    (["optimal", "--loss", "1e308"], "loss", "at most 20"),
+    (["solve", "--target-loss", "100", "--budget", "$1M"], "target-loss", "at most 20"),
+    (["estimate", "--gpus", "64", "--global-batch", "4M"], "global-batch: ", "4,096-token sequences"),
+    (["estimate", "--gpus", "64", "--tokens", "1e19"], "tokens: ", "1000000000000000000"),
+    (["estimate", "--gpus", "64", "--tokens", "10B", "--memory-headroom", "0.97"], "memory",
+     "97% headroom, set by --memory-headroom"),
     # the value as typed, in the words of every other refusal (click named the flag only)
     (["estimate", "--pue", "abc"], "pue: 'abc' is not allowed", "a number"),
     (["serve", "--port", "abc"], "port: 'abc' is not allowed", "a whole number"),
@@ -149,3 +169,72 @@ def test_duration_units_in_any_case_but_an_ambiguous_capital_m():
     assert parse_duration("30D") == 30 * DAY and parse_duration("2 Weeks") == 14 * DAY
     with pytest.raises(ValueError, match="unambiguous"):
         parse_duration("1M")  # minutes or months
+
+
+def test_a_classifier_gets_no_loss_corner(capsys):
+    """The laws predict a causal LM's next-token loss; `--task classification` printed one for a classifier."""
+    assert main(["estimate", "--model", "bert-large", "--task", "classification", *SMALL, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d.get("loss") is None and any("no loss for a classifier" in w for w in d["warnings"])
+
+
+def test_validate_skips_a_row_estimate_refuses(tmp_path, capsys):
+    """A row of gpt2-124m at 8,192 tokens (1,024 learned positions) was evaluated; it is skipped with the reason."""
+    f = tmp_path / "pos.csv"
+    f.write_text(VALIDATE_HEADER + "\n" + "g,step_s,0.5,h100-sxm,8,gpt2-124m,8192,64,bf16,1,1,8,8,x\n" + VALIDATE_ROW
+                 + "\n", encoding="utf-8")
+    assert main(["validate", "--data", str(f), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert len(d["rows"]) == 1 and any("learned positions" in s["reason"] for s in d["skipped"])
+
+
+def test_serve_refuses_a_port_in_use(capsys):
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"port: {port}" in err
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"hardware": None}, "gpu"), ({"hardware": 5}, "gpu"), ({"model": None}, "model"),
+    ({"tokens": "x"}, "tokens"), ({"precision": "nope"}, "precision"), ({"seq_len": 0}, "seq"),
+    ({"law": 5}, "law"), ({"layout": "tp2"}, "layout"), ({"cluster": [1]}, "cluster"), ({"plan": "x"}, "plan"),
+    ({"n_gpus": True}, "gpus"),
+])
+def test_python_api_refuses_wrong_types_naming_the_argument(kwargs, field):
+    """The Python API raised AttributeError / TypeError from deep inside for these; now InputError (a
+    ValueError) naming the argument, as the CLI does."""
+    from trilemma.api import estimate
+    from trilemma.errors import InputError
+
+    args = {"model": "llama2-7b", "hardware": "a100-80gb", "n_gpus": 8, "tokens": 1e9, **kwargs}
+    with pytest.raises(InputError) as exc:
+        estimate(args.pop("model"), args.pop("hardware"), args.pop("n_gpus"), args.pop("tokens"), **args)
+    assert exc.value.field == field
+
+
+def test_python_api_takes_counts_as_text_and_any_case():
+    from trilemma.api import estimate
+
+    e = estimate("llama2-7b", "a100-80gb", 8, "10B", precision="BF16", global_batch_tokens="4194304", seq_len=4096)
+    assert e.plan.total_tokens == 10e9 and str(e.plan.precision) == "bf16"
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"gpu": 5}, "gpu"), ({"gpu": [5]}, "gpu"), ({"precision": 5}, "precision"), ({"seq_len": -5}, "seq"),
+    ({"params": 7}, "params"), ({"params": (7e9,)}, "params"), ({"prices": [1]}, "prices"),
+    ({"prices": {"a100-80gb": "x"}}, "prices"), ({"prices": {"a100-80gb": -2}}, "prices"),
+    ({"layout": "x"}, "layout"), ({"finetune": [1]}, "finetune"), ({"minimize": 5}, "minimize"),
+])
+def test_solve_python_api_refuses_wrong_types_naming_the_argument(kwargs, field):
+    from trilemma.errors import InputError
+    from trilemma.solve import solve
+
+    with pytest.raises(InputError) as exc:
+        solve(**{"deadline": "30d", "budget": "2M", "gpu": "a100-80gb", "max_gpus": 64, **kwargs})
+    assert exc.value.field == field

@@ -14,9 +14,9 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
-from trilemma.estimate.finetune import FINETUNE_NO_LOSS
+from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
 from trilemma.estimate.result import SCHEMA, CostBreakdown, Estimate, MemoryBreakdown, StageResult, TimeBreakdown
-from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
+from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
 from trilemma.specs.build import (check_positions, finetune_fields, grid_intensity, make_cluster, make_plan, resolve_hardware,
                                   resolve_model)
 
@@ -38,9 +38,13 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
     ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
     optimizer, optimizer+params) make the plan a fine-tune of ``model`` (ignored when ``plan`` is given)."""
-    if not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
+    if cluster is not None and not isinstance(cluster, dict):
+        raise InputError("cluster", cluster, "a dict of cluster fields, e.g. {'price_usd_per_hour': 2.0}")
+    if plan is not None and not isinstance(plan, TrainingPlan):
+        raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
     ft = finetune_fields(m, finetune, trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
                          lora_targets=lora_targets, base_precision=base_precision, optimizer=optimizer,
@@ -80,6 +84,8 @@ def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None
 
     if est.plan.finetune is not None:
         return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS,))
+    if est.plan.task == Task.CLASSIFICATION:
+        return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
     pred = predict_loss_block(est.model, est.plan.total_tokens, law=law, unique_tokens=unique_tokens,
                               precision=str(est.plan.precision))
     return replace(est, loss=pred, warnings=est.warnings + tuple(pred.warnings))

@@ -15,7 +15,7 @@ import typer
 
 from trilemma.errors import InputError, TrilemmaError, check_output_file
 from trilemma.specs.axes import AXES, MAX_DEGREE
-from trilemma.units import IEC, parse_bandwidth, parse_bytes, parse_count, parse_power, parse_usd
+from trilemma.units import IEC, fmt_power, parse_bandwidth, parse_bytes, parse_count, parse_power, parse_usd
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Speed, quality and cost of Transformer training: estimate a plan, list presets.")
@@ -249,12 +249,12 @@ def estimate(
     cluster = {
         "memory_headroom": _headroom(memory_headroom),
         "gpus_per_node": _int(gpus_per_node, "gpus-per-node"),
-        "intra_node_bw_bytes_per_s": None if intra_node_bw is None else parse_bandwidth(intra_node_bw, "intra-node-bw"),
-        "inter_node_bw_bytes_per_s": None if inter_node_bw is None else parse_bandwidth(inter_node_bw, "inter-node-bw"),
-        "price_usd_per_hour": None if price is None else parse_usd(price, "price"),
+        "intra_node_bw_bytes_per_s": None if intra_node_bw is None else _link(intra_node_bw, "intra-node-bw"),
+        "inter_node_bw_bytes_per_s": None if inter_node_bw is None else _link(inter_node_bw, "inter-node-bw"),
+        "price_usd_per_hour": None if price is None else _price(price),
         "pue": pue, "region": region,
         "host_memory_bytes": None if host_memory is None else parse_bytes(host_memory, "host-memory"),
-        "host_power_w_per_node": None if host_power is None else parse_power(host_power, "host-power"),
+        "host_power_w_per_node": None if host_power is None else _host_power(host_power),
     }
     n = _int(gpus, "gpus")
     m, _ = resolve_model(model)
@@ -268,7 +268,8 @@ def estimate(
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if deploy is not None:
         from trilemma.api import with_deploy
-        est = with_deploy(est, deploy, (deploy_precision or "int4").lower(), _seq(context, "context"))
+        est = with_deploy(est, deploy, ("int4" if deploy_precision is None else deploy_precision).lower(),
+                          _seq(context, "context"))
     if export:
         from trilemma.export import export as export_plan
         return _emit_export(export_plan(est, export), as_json)
@@ -352,11 +353,11 @@ def solve(
         finetune=finetune_args({k: args[k] for k in FINETUNE_KEYS}),
         host_memory_bytes=None if args["host_memory"] is None else parse_bytes(args["host_memory"], "host-memory"),
         frontier_all=bool(args["frontier_all"]), deploy=args["deploy"],
-        deploy_precision=str(args["deploy_precision"] or "int4").lower(),
+        deploy_precision=str("int4" if args["deploy_precision"] is None else args["deploy_precision"]).lower(),
         context=_seq(None if args["context"] is None else str(args["context"]), "context"),
         min_tokens_per_s=None if args["min_tokens_per_s"] is None else _float(args["min_tokens_per_s"], "min-tokens-per-s"),
         inference_tokens=_inference_tokens(args["inference_tokens"]),
-        async_tp=bool(args["async_tp"]), task=_task(args["task"] or "causal-lm"))
+        async_tp=bool(args["async_tp"]), task=_task("causal-lm" if args["task"] is None else args["task"]))
     if args["frontier"]:
         write_frontier(result, args["frontier"])
     if args["plot"]:
@@ -378,17 +379,60 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
     if isinstance(price, dict):
         items = [f"{k}={v}" for k, v in price.items()]
     out: dict[str, float] = {}
+    searched = None if not gpu else {resolve_hardware(g.strip()).name for g in
+                                     (gpu.split(",") if isinstance(gpu, str) else gpu) if str(g).strip()}
     for item in items:
         text = str(item)
         if "=" in text:
             name, _, value = text.partition("=")
-            out[resolve_hardware(name.strip()).name] = parse_usd(value, "price")
+            hw = resolve_hardware(name.strip()).name
+            if hw in out:
+                raise InputError("price", text, f"one price for {hw} (it was given twice)")
+            if searched is not None and hw not in searched:
+                raise InputError("price", text, f"a price for a GPU type searched ({', '.join(sorted(searched))})")
+            out[hw] = _price(value)
         else:
-            value = parse_usd(text, "price")
+            value = _price(text)
             names = [g.strip() for g in gpu.split(",")] if isinstance(gpu, str) else (list(gpu) if gpu else list(hardware_presets()))
             for n in names:
                 out[resolve_hardware(n).name] = value
     return out
+
+
+#: the most a GPU-hour may cost, USD: ~1,000x any rental price (an H100 rents for ~$2-4); above it, a
+#: typo's cost overflows into inf dollars
+MAX_PRICE_PER_GPU_HOUR = 1e4
+#: the most host power per node, W (a DGX H100 draws ~10 kW in all; 1 MW is a typo)
+MAX_HOST_POWER_W = 1e6
+
+
+def _price(text: object) -> float:
+    """--price: dollars per GPU-hour, from 0 to MAX_PRICE_PER_GPU_HOUR."""
+    value = parse_usd(text, "price")
+    if value > MAX_PRICE_PER_GPU_HOUR:
+        raise InputError("price", text, f"at most ${MAX_PRICE_PER_GPU_HOUR:,.0f} per GPU-hour")
+    return value
+
+
+#: the slowest and fastest link accepted, bytes/s per device: 1 MB/s (slower, a step outlasts any run) to
+#: 1 PB/s (NVLink 5 is 1.8 TB/s); outside, a typo whose times overflow
+LINK_RANGE = (1e6, 1e15)
+
+
+def _link(text: object, field: str) -> float:
+    """--intra-node-bw / --inter-node-bw: bytes/s per device within LINK_RANGE."""
+    value = parse_bandwidth(text, field)
+    if not LINK_RANGE[0] <= value <= LINK_RANGE[1]:
+        raise InputError(field, text, "a bandwidth from 1 MB/s to 1 PB/s per device")
+    return value
+
+
+def _host_power(text: object) -> float:
+    """--host-power: watts per node, from 0 to MAX_HOST_POWER_W."""
+    value = parse_power(text, "host-power")
+    if value > MAX_HOST_POWER_W:
+        raise InputError("host-power", text, f"at most {fmt_power(MAX_HOST_POWER_W)} per node")
+    return value
 
 
 def _check_deploy_flags(deploy: str | None, deploy_precision: str | None, context: object) -> None:
@@ -510,9 +554,16 @@ def serve(
     import socket
 
     try:  # a name or address this machine can bind, checked before the banner
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
     except (OSError, UnicodeError) as exc:
         raise InputError("host", host, f"an address or name this machine resolves ({exc})") from None
+    with socket.socket(family, kind, proto) as probe_socket:
+        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe_socket.bind(addr)
+        except OSError as exc:
+            raise InputError("port", port, f"a port free on {host} ({exc.strerror})") from None
     missing = [m for m in ("fastapi", "uvicorn", "plotly") if importlib.util.find_spec(m) is None]
     if missing:
         raise InputError("serve", ", ".join(missing), "the web extra installed (pip install 'trilemma[web]')")

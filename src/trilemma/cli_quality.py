@@ -73,9 +73,10 @@ def fit(
         raise InputError("seed", seed, "a whole number from 0 to 4294967295")
     if plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise InputError("plot", plot, "matplotlib installed (pip install 'trilemma[plot]')")
-    for flag, v in (("out", out), ("n-col", n_col), ("d-col", d_col), ("loss-col", loss_col)):
+    for flag, v in (("out", out), ("n-col", n_col), ("d-col", d_col), ("loss-col", loss_col), ("name", name)):
         if v is not None and not str(v).strip():
-            raise InputError(flag, v, "a file path to write" if flag == "out" else "a column name of the runs file")
+            raise InputError(flag, v, {"out": "a file path to write", "name": "a name for the law"}.get(
+                flag, "a column name of the runs file"))
     table = read_runs(runs, n_col, d_col, loss_col)
     out_path = Path(out) if out else Path(runs).with_suffix(".law.toml")
     check_output_file("out", out_path)  # before the fit and its bootstrap, not after

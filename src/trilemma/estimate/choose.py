@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from trilemma.errors import InputError, LayoutError
-from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
+from trilemma.estimate.evaluate import Evaluation, best_row, evaluate, memory_headroom
 from trilemma.estimate.layouts import LayoutArrays, batch_sequences, candidate_layouts
 from trilemma.estimate.result import Estimate, from_evaluation
 from trilemma.presets import constants
@@ -22,6 +22,8 @@ def pinned_axes(layout: Layout | dict | None) -> dict[str, object]:
     A Layout pins every axis; a dict the axes it names with a value other than None."""
     if isinstance(layout, Layout):
         return {a.name: a.check(getattr(layout, a.name)) for a in AXES}
+    if layout is not None and not isinstance(layout, dict):
+        raise InputError("layout", layout, "a Layout or a dict of axes, e.g. {'tp': 2, 'pp': 4}")
     pinned = {}
     for k, v in (layout or {}).items():
         if k not in AXIS:
@@ -84,8 +86,13 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
     if only_oom.any():  # legal layouts exist, none fits: show the leanest
         j = int(np.argmin(np.where(only_oom, ev.per_gpu_bytes, np.inf)))
         lay = ev.layouts.row(j)
+        head = memory_headroom(cl)
+        usable = cl.hardware.hbm_bytes * (1 - head)
         msg = (f"memory: no {'given ' if pinned else ''}layout of {where} fits: the leanest, {_lay(lay)}, needs "
-               f"{ev.per_gpu_bytes[j] / gib:.1f} GiB per GPU and {cl.hardware.name} has {cl.hardware.hbm_bytes / gib:.0f} GiB")
+               f"{ev.per_gpu_bytes[j] / gib:.1f} GiB per GPU and {cl.hardware.name} has {cl.hardware.hbm_bytes / gib:.0f} GiB"
+               + (f", of which a plan may use {usable / gib:.1f} GiB ({head:.0%} headroom"
+                  + (", set by --memory-headroom" if cl.memory_headroom is not None else "") + ")"
+                  if head > 0 else ""))
     else:  # the candidate with the fewest problems stands for "why"
         nbits = np.array([bin(int(b)).count("1") for b in bits])
         j = int(np.argmin(nbits))
@@ -99,7 +106,8 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
         except LayoutError:
             msg += ". No layout works on this cluster: use more GPUs, a larger-memory device or a smaller model"
     elif only_oom.any():
-        msg += ". Use more GPUs, a larger-memory device, a shorter sequence or a smaller model"
+        msg += ". Use more GPUs, a larger-memory device, a shorter sequence or a smaller model" + (
+            ", or a smaller --memory-headroom" if cl.memory_headroom is not None and cl.memory_headroom > 0 else "")
     elif (bits & R_DP_TOO_LARGE).all():
         msg += ". Use fewer GPUs or a larger global batch"
     elif (bits & R_BATCH).all():

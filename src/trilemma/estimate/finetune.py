@@ -40,6 +40,9 @@ from trilemma.specs.enums import BasePrecision, FinetuneMethod, Offload, Optimiz
 from trilemma.specs.finetune import FinetuneSpec
 
 #: why a fine-tune's estimate prints no loss
+CLASSIFIER_NO_LOSS = ("quality: no loss for a classifier — the scaling laws give a causal language model's "
+                      "next-token loss; a classification head's loss depends on its labels and classes (no published "
+                      "law for it applies here)")
 FINETUNE_NO_LOSS = ("quality: no loss for a fine-tune — the scaling laws give the loss of a model trained from "
                     "scratch on the plan's tokens; a fine-tune's quality is bounded by its base model and depends on "
                     "the task data (no published law for it applies here)")

@@ -283,7 +283,12 @@ def get_law(name_or_path: str | Law | None = None) -> Law:
     """A shipped law by name or alias (case-insensitive), or a law TOML file; None → the default law."""
     if isinstance(name_or_path, Law):
         return name_or_path
-    text = (name_or_path or DEFAULT_LAW).strip()
+    if name_or_path is not None and not isinstance(name_or_path, str):
+        raise InputError("law", name_or_path, "a law's name (trilemma optimal --law lists them) or a law TOML file")
+    text = (DEFAULT_LAW if name_or_path is None else name_or_path).strip()
+    if not text:
+        raise InputError("law", name_or_path, "a law's name or a law TOML file (leave --law out for the default, "
+                                              f"{DEFAULT_LAW})")
     laws = _shipped()
     idx: dict[str, str] = {}
     for n, law in laws.items():

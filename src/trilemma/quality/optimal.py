@@ -190,6 +190,19 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
 
 # ------------------------------------------------------------------ Sardana 2023: inference-aware
 
+#: the highest target loss accepted, in a law's unit: a uniform guess over a million-token vocabulary
+#: scores ln(1e6) = 13.8 nats/token, and over bytes 8 bits/byte; no trained model does worse
+MAX_TARGET_LOSS = 20.0
+
+
+def check_target_loss(value: float, field: str = "target-loss") -> float:
+    """A target loss below MAX_TARGET_LOSS (nats/token or bits/byte), else InputError naming ``field``."""
+    if value > MAX_TARGET_LOSS:
+        raise InputError(field, value, f"at most {MAX_TARGET_LOSS:g}: a uniform guess over a million-token "
+                                       "vocabulary scores 13.8 nats/token, over bytes 8 bits/byte")
+    return value
+
+
 #: most training tokens the inference-aware search considers (the plan's own limit, specs.plan.Stage.tokens)
 D_MAX = 1e18
 
@@ -275,7 +288,7 @@ def inference_optimal(law: Law | str | None, target_loss: float, inference_token
                       unique_tokens: float | None = None, precision: Any = "bf16") -> InferenceAllocation:
     """Sardana 2023: argmin over {N, D_tr : L(N, D_tr) = ℓ} of 6·N·D_tr + 2·N·D_inf (numeric)."""
     law = get_law(law)
-    target = check_positive("loss", target_loss)
+    target = check_target_loss(check_positive("loss", target_loss), "loss")
     d_inf = float(inference_tokens)
     if not math.isfinite(d_inf) or d_inf < 0:
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens")

@@ -230,9 +230,16 @@ def make_pins(deadline: str | float | None = None, budget: str | float | None = 
     dl = None if deadline is None else parse_duration(deadline, "deadline")
     if target_loss is not None and not (isinstance(target_loss, (int, float)) and math.isfinite(target_loss) and target_loss > 0):
         raise InputError("target-loss", target_loss, "a positive loss in the law's unit (nats/token)")
+    if target_loss is not None:
+        from trilemma.quality.optimal import check_target_loss
+        check_target_loss(float(target_loss))
     p = Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss)
-    obj = minimize.strip().lower() if minimize else default_objective(p)
+    if minimize is not None and not isinstance(minimize, str):
+        raise InputError("minimize", minimize, "time, cost, loss or energy")
+    obj = minimize.strip().lower() if minimize is not None else default_objective(p)
     choices = ", ".join(o.value for o in Objective)
+    if not obj and minimize is not None:
+        raise InputError("minimize", minimize, choices.replace(", energy", " or energy"))
     if not obj:
         raise InputError("minimize", None, f"{choices.replace(', energy', ' or energy')} (pin two of --deadline, "
                          "--budget and --target-loss, or say what to minimise)")
@@ -284,6 +291,39 @@ def _finetune_objective(model: Any, tokens: Any, target_loss: Any, minimize: str
     return minimize or ("time" if budget is not None and deadline is None else "cost")
 
 
+def _checked_arguments(gpu: Any, precision: Any, seq_len: Any, params: Any, prices: Any, global_batch_tokens: Any,
+                       inference_tokens: Any, layout: Any, finetune: Any) -> tuple:
+    """``solve``'s Python arguments of the wrong type refused as InputError naming the argument (as the CLI's
+    are), counts given as text ("4M", "1T", "4k") parsed; the arguments back, in order."""
+    for name, v in (("gpu", gpu), ("precision", precision)):
+        if v is not None and not (isinstance(v, str) or (isinstance(v, (list, tuple))
+                                                          and all(isinstance(x, str) for x in v))):
+            raise InputError(name, v, f"a {name} name or a list of them")
+    if seq_len is not None:
+        if isinstance(seq_len, str):
+            seq_len = parse_count(seq_len, "seq")
+        if isinstance(seq_len, bool) or not float(seq_len).is_integer() or seq_len < 1:
+            raise InputError("seq", seq_len, "a positive whole number of tokens")
+        seq_len = int(seq_len)
+    if params is not None and not isinstance(params, str) and not (
+            isinstance(params, (list, tuple)) and len(params) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in params)):
+        raise InputError("params", params, "a size ('7B'), a range ('1B..70B') or a pair (low, high) of parameters")
+    if prices is not None:
+        if not isinstance(prices, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                and math.isfinite(v) and v >= 0 for k, v in prices.items()):
+            raise InputError("prices", prices, "a dict of GPU name → non-negative dollars per GPU-hour")
+    if isinstance(global_batch_tokens, str):
+        global_batch_tokens = parse_count(global_batch_tokens, "global-batch")
+    if isinstance(inference_tokens, str):
+        inference_tokens = parse_count(inference_tokens, "inference-tokens")
+    for name, v in (("layout", layout), ("finetune", finetune)):
+        if v is not None and not isinstance(v, dict):
+            raise InputError(name, v, "a dict of its fields")
+    return gpu, precision, seq_len, params, prices, global_batch_tokens, inference_tokens, layout, finetune
+
+
 def solve(*, deadline: str | float | None = None, budget: str | float | None = None, target_loss: float | None = None,
           minimize: str | None = None, model: str | ModelSpec | None = None, params: str | None = None,
           tokens: str | float | None = None, unique_tokens: str | float | None = None,
@@ -321,6 +361,10 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     from trilemma.specs.build import finetune_fields, make_cluster, make_plan
     from trilemma.quality.laws import get_law
 
+    (gpu, precision, seq_len, params, prices, global_batch_tokens, inference_tokens, layout,
+     finetune) = _checked_arguments(gpu, precision, seq_len, params, prices, global_batch_tokens, inference_tokens,
+                                    layout, finetune)
+
     t0 = _time.perf_counter()
     ft_args = {k: v for k, v in (finetune or {}).items() if v is not None}
     is_ft = ft_args.get("finetune") is not None
@@ -329,6 +373,10 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         if unique_tokens is not None:
             raise InputError("unique-tokens", unique_tokens, "no value with --finetune (it sets the loss corner's "
                                                              "repetition; a fine-tune has no loss corner)")
+    if str(task) == "classification" and not is_ft:
+        raise InputError("task", task, "causal-lm without --finetune: the scaling laws predict next-token loss, so a "
+                                       "classifier has no loss corner to trade (with --finetune, solve trades time "
+                                       "and cost alone)")
     pins = make_pins(deadline, budget, target_loss, minimize)
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:  # the plan's limit (trilemma.specs.plan.Stage.tokens)

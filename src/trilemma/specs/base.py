@@ -31,7 +31,22 @@ class Spec(BaseModel):
         return type(self).build(**{**self.model_dump(), **changes})
 
 
+#: a plan's fields as the flags that set them (estimate and solve): an error names what the user typed
+PLAN_FLAGS = {"global_batch_tokens": "global-batch", "seq_len": "seq", "tokens": "tokens"}
+
+
+def _flag(name: str) -> str:
+    """``plan.global_batch_tokens`` (or ``plan.stages.0.tokens``) → the flag, else the name unchanged."""
+    head, _, last = name.rpartition(".")
+    return PLAN_FLAGS[last] if head.split(".")[0] == "plan" and last in PLAN_FLAGS else name
+
+
 def validation_to_input_error(exc: ValidationError, prefix: str) -> InputError:
+    e = _validation_to_input_error(exc, prefix)
+    return InputError(_flag(e.field), e.value, e.allowed) if _flag(e.field) != e.field else e
+
+
+def _validation_to_input_error(exc: ValidationError, prefix: str) -> InputError:
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
     msg = str(err.get("msg", "invalid"))

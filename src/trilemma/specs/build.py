@@ -3,6 +3,7 @@ the planner's stated defaults (presets/constants.toml). The only place those def
 
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Any
 
@@ -19,6 +20,8 @@ def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
     """
     if isinstance(spec, ModelSpec):
         return spec, "given"
+    if not isinstance(spec, (str, os.PathLike)):
+        raise InputError("model", spec, "a preset name, a size such as 7B, a Hugging Face config.json or a ModelSpec")
     text = str(spec).strip()
     if is_model_preset(text):
         m = get_model(text)
@@ -36,7 +39,12 @@ def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
 
 
 def resolve_hardware(spec: str | HardwareSpec) -> HardwareSpec:
-    return spec if isinstance(spec, HardwareSpec) else get_hardware(spec)
+    """A HardwareSpec, or a hardware preset by name (any case)."""
+    if isinstance(spec, HardwareSpec):
+        return spec
+    if not isinstance(spec, str):
+        raise InputError("gpu", spec, "a hardware preset name (`trilemma presets hardware` lists them) or a HardwareSpec")
+    return get_hardware(spec)
 
 
 MAX_GRID_KG_PER_KWH = 2.0  # ClusterSpec's own limit; coal is about 0.8-1 (IPCC AR5 WG3 Annex III, coal PC life-cycle median 0.82)
@@ -65,7 +73,15 @@ def grid_intensity(region: str | float | None) -> float:
 def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None = None,
               global_batch_tokens: float | None = None, precision: Precision | str = Precision.BF16,
               stages: list[Stage] | None = None, **plan_fields: Any) -> TrainingPlan:
-    """A TrainingPlan from flags, falling back on the model's published recipe."""
+    """A TrainingPlan from flags, falling back on the model's published recipe. ``tokens`` and
+    ``global_batch_tokens`` may be counts as text ("2T", "4M"); ``precision`` any case."""
+    if tokens is not None and not isinstance(tokens, (int, float)) or isinstance(tokens, bool):
+        tokens = parse_count(tokens, "tokens")  # type: ignore[arg-type]
+    if global_batch_tokens is not None and not isinstance(global_batch_tokens, (int, float)) \
+            or isinstance(global_batch_tokens, bool):
+        global_batch_tokens = parse_count(global_batch_tokens, "global-batch")  # type: ignore[arg-type]
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1):
+        raise InputError("seq", seq_len, "a positive whole number of tokens")
     if stages is None:
         seq = seq_len or model.seq_len or 2048
         finetune = plan_fields.get("finetune") is not None
@@ -87,7 +103,7 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
             raise InputError("tokens", tokens, f"at least one global batch ({gbt:,.0f} tokens; --global-batch "
                                                "sets a smaller one)")
         stages = [Stage.build(prefix="plan", tokens=tokens, seq_len=seq, global_batch_tokens=gbt, explicit_batch=explicit)]
-    prec = Precision(precision) if not isinstance(precision, Precision) else precision
+    prec = precision if isinstance(precision, Precision) else Precision.parse(precision, "precision")
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
 

@@ -225,6 +225,8 @@ def _case(m: _Mapping) -> Case:
     hw = _hardware(m)
     n_gpus, seq = m.get("n_gpus"), m.get("seq_len")
     model = _model(m, seq)
+    if model.position == PositionType.LEARNED and seq > model.max_positions:  # as estimate refuses it
+        raise _Skip(f"seq_len {seq:,} is beyond {model.name}'s {model.max_positions:,} learned positions")
     lay = _layout(m, n_gpus)
     stage = _stage(m, model, seq, lay)
     _check_legal(model, hw, n_gpus, lay, stage)
