@@ -105,6 +105,9 @@ CASES = [
     (["estimate", "--gpus", "64", "--tokens", "1e19"], "tokens: ", "1000000000000000000"),
     (["estimate", "--gpus", "64", "--tokens", "10B", "--memory-headroom", "0.97"], "memory",
      "97% headroom, set by --memory-headroom"),
+    (["export", "--to", "deepspeed", "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8",
+      "--tokens", "100M", "--finetune", "freeze", "--trainable-layers", "4", "--no-sp"], "fine-tune freeze",
+     "frozen-layer switch"),
     # the value as typed, in the words of every other refusal (click named the flag only)
     (["estimate", "--pue", "abc"], "pue: 'abc' is not allowed", "a number"),
     (["serve", "--port", "abc"], "port: 'abc' is not allowed", "a whole number"),

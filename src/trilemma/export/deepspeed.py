@@ -47,6 +47,10 @@ def config(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
     if pl.precision == Precision.FP8:
         raise ExportError(engine, "precision", pl.precision, "DeepSpeed's config has no fp8 training switch "
                           "(Transformer Engine layers are chosen in the model's code)")
+    if ft is not None and ft.method == "freeze" and engine == ENGINE:
+        raise ExportError(engine, "fine-tune", ft.method, "DeepSpeed's config has no frozen-layer switch (a "
+                          "training script freezes layers in its own code, requires_grad=False), so the exported "
+                          "run would train every layer the plan freezes")
     if ft is not None and ft.adapters and engine == ENGINE:
         raise ExportError(engine, "fine-tune", ft.method, "LoRA adapters are made by the model's code (PEFT): "
                           "use --to hf, whose Trainer config embeds this DeepSpeed config")
