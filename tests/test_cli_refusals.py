@@ -241,3 +241,19 @@ def test_solve_python_api_refuses_wrong_types_naming_the_argument(kwargs, field)
     with pytest.raises(InputError) as exc:
         solve(**{"deadline": "30d", "budget": "2M", "gpu": "a100-80gb", "max_gpus": 64, **kwargs})
     assert exc.value.field == field
+
+
+def test_python_api_export_and_deploy_refuse_wrong_types():
+    from trilemma import api
+    from trilemma.errors import InputError
+
+    e = api.estimate("llama2-7b", "a100-80gb", 8, 1e9)
+    for call, field in ((lambda: api.export(None, "megatron"), "plan"), (lambda: api.export("x", "megatron"), "plan"),
+                        (lambda: api.export(e, "hf", finetune="lora"), "finetune"),
+                        (lambda: api.with_deploy(None, "iphone-15-pro"), "estimate"),
+                        (lambda: api.with_deploy(e, "iphone-15-pro", "int4", 4096.5), "context"),
+                        (lambda: api.with_loss(None), "estimate")):
+        with pytest.raises(InputError) as exc:
+            call()
+        assert exc.value.field == field
+    assert api.with_deploy(e, "iphone-15-pro", "int4", "4k").deploy is not None

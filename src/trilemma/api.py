@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
+from trilemma.units import parse_count
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
 from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
 from trilemma.estimate.result import SCHEMA, CostBreakdown, Estimate, MemoryBreakdown, StageResult, TimeBreakdown
@@ -60,8 +61,12 @@ def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = 
     """An Estimate, or a solve result (its optimum, or frontier ``point``), as ``engine``'s config:
     torchtitan, megatron, deepspeed or hf (trilemma.export). ``.to_dict()`` is the document
     ``--export ENGINE --json`` prints; ``.files`` the files ``trilemma export --out`` writes."""
-    from trilemma.export import export as export_estimate, export_solve
+    from trilemma.export import FineTune, export as export_estimate, export_solve
 
+    if not isinstance(plan, Estimate) and not hasattr(plan, "optimum"):
+        raise InputError("plan", plan, "an Estimate (trilemma.api.estimate) or a solve result (trilemma.solve.solve)")
+    if finetune is not None and not isinstance(finetune, FineTune):
+        raise InputError("finetune", finetune, "a trilemma.export.FineTune, or None for the plan's own")
     if hasattr(plan, "optimum"):
         return export_solve(plan, engine, point, finetune=finetune)
     if point is not None:
@@ -73,7 +78,17 @@ def with_deploy(est: Estimate, device: str, precision: str = "int4", context: in
     """The estimate with where the trained model must run (trilemma.estimate.deploy.with_deploy)."""
     from trilemma.estimate.deploy import with_deploy as attach
 
-    return attach(est, device, precision, context)
+    _check_estimate(est)
+    if isinstance(context, str):
+        context = parse_count(context, "context")
+    if context is not None and (isinstance(context, bool) or not float(context).is_integer() or context < 1):
+        raise InputError("context", context, "a positive whole number of tokens")
+    return attach(est, device, precision, None if context is None else int(context))
+
+
+def _check_estimate(est: Any) -> None:
+    if not isinstance(est, Estimate):
+        raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
 
 
 def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:
@@ -82,6 +97,7 @@ def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None
     model tuned on them (FINETUNE_NO_LOSS)."""
     from trilemma.quality.predict import predict_loss_block
 
+    _check_estimate(est)
     if est.plan.finetune is not None:
         return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS,))
     if est.plan.task == Task.CLASSIFICATION:
