@@ -283,8 +283,14 @@ def _pydantic_error(exc: RequestValidationError, verbs: dict[str, Verb], path: s
         return _error(400, "body", f"body: not allowed; expected {what}")
     verb = verbs.get(path.rstrip("/").rsplit("/", 1)[-1])
     field = loc[0]
+    if kind == "extra_forbidden" and len(loc) > 1:  # a key inside a nested object: name its whole path
+        path_name = ".".join(loc)
+        return _error(422, path_name, f"{path_name}: no such field")
     if verb is not None:
         field = verb.keys.get(field, field)
+        if kind == "extra_forbidden" and field in verb.keys.values():  # both spellings of one flag
+            return _error(422, field, f"{field}: given twice (as {field} and {field.replace('-', '_')}); "
+                                      "give it once")
         if kind == "extra_forbidden":
             return _error(422, field, f"{field}: no such field of `trilemma {verb.name}`; the fields are "
                                       + ", ".join(verb.keys.values()))
