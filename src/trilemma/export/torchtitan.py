@@ -131,6 +131,14 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
     # data parallelism: FSDP2 (ZeRO-3) shards over data_parallel_shard_degree; DDP replicates, alone
     if n.zero == ZeroStage.THREE:
         replicate, shard = 1, n.dp
+    elif n.zero == ZeroStage.ONE and n.pp > 1:
+        # with pipeline parallelism torchtitan's FSDP2 keeps ZeRO-1's state: parameters not resharded after
+        # the forward (parallelize_llama.py: reshard_after_forward = not pp_enabled) and gradients accumulated
+        # unsharded until the last micro-batch (torch.distributed.pipelining backward_maybe_with_nosync), as
+        # the calibration's torchtitan 405B rows read it (data/throughput.csv)
+        replicate, shard = 1, n.dp
+        notes.append("ZeRO-1 under pipeline parallelism is torchtitan's FSDP2 over data_parallel_shard_degree: with "
+                     "PP it keeps parameters unsharded between micro-batches and reduces gradients once per step")
     elif n.zero == ZeroStage.NONE:
         if n.dp > 1 and n.n_gpus != n.dp:  # v0.2.2 parallelize.py: "DDP has not supported > 1D parallelism"
             raise ExportError(ENGINE, "ZeRO stage", 0, "torchtitan replicates with DDP only without other "
@@ -138,7 +146,8 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
         replicate, shard = n.dp, 1
     else:
         raise ExportError(ENGINE, "ZeRO stage", int(n.zero), "torchtitan shards with FSDP2 (ZeRO-3, "
-                          "data_parallel_shard_degree) or replicates (DDP); it has no ZeRO-1/2: pin --zero 3 or 0")
+                          "data_parallel_shard_degree) or replicates (DDP); it has no ZeRO-1/2 (but ZeRO-1 under pipeline "
+                          "parallelism, which its FSDP2 keeps): pin --zero 3 or 0")
     if n.ep > 1:
         raise ExportError(ENGINE, "ep", n.ep, "the dense llama3 model has no experts")
     if n.tp > 1 and not n.sp:  # torchtitan's TP plan always shards norms over the sequence (SequenceParallel)

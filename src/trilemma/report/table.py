@@ -10,8 +10,8 @@ from rich.table import Table
 
 from trilemma.estimate.params import param_counts
 from trilemma.specs import Task
-from trilemma.units import (KILO, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_flop, fmt_flop_rate, fmt_rate,
-                            fmt_usd)
+from trilemma.units import (KILO, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_energy_kwh, fmt_flop,
+                            fmt_flop_rate, fmt_rate, fmt_usd)
 
 
 
@@ -110,7 +110,8 @@ def print_estimate(est: Any) -> None:
     tt.add_column()
     tt.add_row("step time", f"{fmt_duration(t.step_s)}  (compute {fmt_duration(t.compute_s)}, TP/EP comm "
                             f"{fmt_duration(t.tp_comm_s)}, PP {fmt_duration(t.pp_comm_s)}, bubble "
-                            f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)})"
+                            f"{fmt_duration(t.bubble_s)}, DP {fmt_duration(t.dp_comm_s)}"
+                            + (f", optimizer {fmt_duration(t.optimizer_s)}" if t.optimizer_s > 0 else "") + ")"
                             + (f"; 80% band {fmt_duration(t.step_s_low)} – {fmt_duration(t.step_s_high)}"
                                if t.step_s_high > t.step_s_low else ""))
     if t.ops_s and t.compute_s > 0:
@@ -128,7 +129,10 @@ def print_estimate(est: Any) -> None:
                + f"; {math.ceil(t.steps - 1e-9):,} steps")  # a partial last step is a step (as exports count)
     tt.add_row("goodput", goodput_line(t) if est.finetune is None else goodput_line(t).replace(
         "other overheads fitted on whole runs", "a fine-tune: the share fitted on months-long pre-training runs is not applied"))
-    tt.add_row("GPU-hours", f"{t.gpu_hours:,.0f}" + (f" ({t.gpu_hours_low:,.0f} – {t.gpu_hours_high:,.0f})" if band else ""))
+    def gpu_h(x: float) -> str:  # whole hours, or three significant figures below 100
+        return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+    tt.add_row("GPU-hours", gpu_h(t.gpu_hours) + (f" ({gpu_h(t.gpu_hours_low)} – {gpu_h(t.gpu_hours_high)})" if band else ""))
     if t.band_reasons:
         tt.add_row("bands widened", "; ".join(t.band_reasons))
     c.print(tt)
@@ -139,14 +143,16 @@ def print_estimate(est: Any) -> None:
     ct.add_row("dollars", f"[bold]{fmt_usd(co.usd)}[/bold]" + (f" ({fmt_usd(co.usd_low)} – {fmt_usd(co.usd_high)})" if band else "")
                + f" at {fmt_usd(co.price_usd_per_gpu_hour)}/GPU-hour")
     eband = band and co.energy_kwh_high > co.energy_kwh_low
-    ct.add_row("energy", f"{co.energy_kwh / KILO:,.1f} MWh"
-               + (f" ({co.energy_kwh_low / KILO:,.1f} – {co.energy_kwh_high / KILO:,.1f})" if eband else "")
+    ct.add_row("energy", fmt_energy_kwh(co.energy_kwh)
+               + (f" ({fmt_energy_kwh(co.energy_kwh_low)} – {fmt_energy_kwh(co.energy_kwh_high)})" if eband else "")
                + f" (PUE {co.pue}) ≈ {co.household_years:,.1f} US household-years")
     ct.add_row("power", f"[bold]{fmt_power(co.power_w)}[/bold] while it runs (host and network "
                f"{co.host_power_w_per_device:,.0f} W per device, PUE {co.pue}) ≈ {co.homes_powered:,.0f} average US homes "
                "powered for the run's duration")
-    ct.add_row("CO2", f"{co.co2_kg / KILO:,.1f} t CO2e"
-               + (f" ({co.co2_kg_low / KILO:,.1f} – {co.co2_kg_high / KILO:,.1f})" if eband else "")
+    def co2(kg: float) -> str:  # tonnes, or kg below 100 kg
+        return f"{kg / KILO:,.1f} t" if co.co2_kg >= 100 else f"{kg:.3g} kg"
+
+    ct.add_row("CO2", f"{co2(co.co2_kg)} CO2e" + (f" ({co2(co.co2_kg_low)} – {co2(co.co2_kg_high)})" if eband else "")
                + f" at {co.grid_kg_co2_per_kwh} kg/kWh")
     c.print(ct)
     if est.loss is not None:

@@ -30,7 +30,7 @@ class ConfigTable:
     gpu_idx: np.ndarray
     prec_idx: np.ndarray
     n_gpus: np.ndarray
-    batch_tokens: np.ndarray  # the global batch of the row's model, tokens
+    batch_tokens: np.ndarray  # the row's global batch, tokens: its model's target rounded by its best layout
     tokens_per_s: np.ndarray  # whole cluster, while training (goodput applied later)
     per_gpu_bytes: np.ndarray
     layout_idx: np.ndarray  # flat index into the layout axes
@@ -101,6 +101,8 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
                 ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
                 thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
                 mem = np.broadcast_to(ev.per_gpu_bytes, full).reshape(full[0], full[1], -1)
+                # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
+                bseq = np.broadcast_to(ev.stages[0].batch_seqs, full).reshape(full[0], full[1], -1)
                 score = np.where(ok, thr, -np.inf)
                 best = np.argmax(score, axis=2)
                 s_i, c_i = np.nonzero(np.take_along_axis(ok, best[..., None], axis=2)[..., 0])
@@ -110,7 +112,7 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
                     rows["g"].append(gi)
                     rows["p"].append(pi)
                     rows["n"].append(counts_arr[c])
-                    rows["b"].append(batches[start + s])
+                    rows["b"].append(float(bseq[s, c, b]) * seq_len)
                     rows["thr"].append(thr[s, c, b])
                     rows["mem"].append(mem[s, c, b])
                     rows["lay"].append(b)

@@ -10,6 +10,7 @@ from typing import Any
 from trilemma.errors import InputError
 from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
 from trilemma.specs import ClusterSpec, DtypeSpec, HardwareSpec, ModelSpec, Precision, Stage, TrainingPlan
+from trilemma.specs.enums import BasePrecision
 from trilemma.units import parse_count
 
 
@@ -104,6 +105,10 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
                                                "sets a smaller one)")
         stages = [Stage.build(prefix="plan", tokens=tokens, seq_len=seq, global_batch_tokens=gbt, explicit_batch=explicit)]
     prec = precision if isinstance(precision, Precision) else Precision.parse(precision, "precision")
+    ft = plan_fields.get("finetune")
+    if ft is not None and prec == Precision.FP16 and ft.base_precision == BasePrecision.BF16:
+        # the frozen 16-bit base is stored as the plan computes: fp16 (same bytes; a V100 has no bf16)
+        plan_fields["finetune"] = ft.replace(base_precision=BasePrecision.FP16)
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
 
