@@ -10,34 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from test_hostile_corpus import LAW_OK  # the tests' folder is on the path (as for clitools)
+
 from trilemma.cli import main
 from trilemma.units import DAY, YEAR, fmt_duration, fmt_usd, parse_duration
 
 SMALL = ["--gpus", "8", "--tokens", "1B"]
 VALIDATE_HEADER = "model,metric,reported,gpu,n_gpus,model_preset,seq_len,global_batch,precision,tp,pp,dp,micro_batch,source"
 VALIDATE_ROW = "my 7B,step_s,5.5,h100-sxm,16,llama2-7b,4096,64,bf16,2,1,8,8,our cluster"
-RAGGED_LAW = """schema = "trilemma.law/1"
-name = "ragged"
-title = "a law whose bootstrap samples have a short row"
-form = "chinchilla"
-n_counts = "total"
-loss_unit = "nats/token"
-data = "d"
-tokenizer = "t"
-source = "a test"
-
-[constants]
-E = 1.8
-A = 400.0
-B = 2000.0
-alpha = 0.34
-beta = 0.37
-
+RAGGED_LAW = LAW_OK + """
 [uncertainty]
 kind = "samples"
 level = 0.8
 params = ["E", "A", "B", "alpha", "beta"]
-samples = [[1.0, 1.0, 2.0], [1.8, 400.0, 2000.0, 0.34, 0.37]]
+samples = [[1.0, 1.0, 2.0], [1.8, 480.0, 2000.0, 0.35, 0.37]]
 """
 
 

@@ -268,8 +268,7 @@ def estimate(
                        unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
     if deploy is not None:
         from trilemma.api import with_deploy
-        est = with_deploy(est, deploy, ("int4" if deploy_precision is None else deploy_precision).lower(),
-                          _seq(context, "context"))
+        est = with_deploy(est, deploy, _deploy_precision(deploy_precision), _seq(context, "context"))
     if export:
         from trilemma.export import export as export_plan
         return _emit_export(export_plan(est, export), as_json)
@@ -339,9 +338,9 @@ def solve(
         raise InputError("plot-range", args["plot_range"], "pins or full")
     if args["plot_range"] is not None and args["plot"] is None:
         raise InputError("plot-range", args["plot_range"], "a value with --plot FILE.png (the plot it frames)")
-    for field, key in (("frontier", "frontier"), ("plot", "plot")):
+    for key in ("frontier", "plot"):
         if args[key] is not None:  # before the search, not after it
-            check_output_file(field, args[key])
+            check_output_file(key, args[key])
     result = run_solve(
         deadline=args["deadline"], budget=args["budget"], target_loss=args["target_loss"], minimize=args["minimize"],
         model=args["model"], params=args["params"], tokens=args["tokens"], unique_tokens=args["unique_tokens"],
@@ -353,7 +352,7 @@ def solve(
         finetune=finetune_args({k: args[k] for k in FINETUNE_KEYS}),
         host_memory_bytes=None if args["host_memory"] is None else parse_bytes(args["host_memory"], "host-memory"),
         frontier_all=bool(args["frontier_all"]), deploy=args["deploy"],
-        deploy_precision=str("int4" if args["deploy_precision"] is None else args["deploy_precision"]).lower(),
+        deploy_precision=_deploy_precision(args["deploy_precision"]),
         context=_seq(None if args["context"] is None else str(args["context"]), "context"),
         min_tokens_per_s=None if args["min_tokens_per_s"] is None else _float(args["min_tokens_per_s"], "min-tokens-per-s"),
         inference_tokens=_inference_tokens(args["inference_tokens"]),
@@ -379,8 +378,8 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
     if isinstance(price, dict):
         items = [f"{k}={v}" for k, v in price.items()]
     out: dict[str, float] = {}
-    searched = None if not gpu else {resolve_hardware(g.strip()).name for g in
-                                     (gpu.split(",") if isinstance(gpu, str) else gpu) if str(g).strip()}
+    names = [str(g).strip() for g in (gpu.split(",") if isinstance(gpu, str) else gpu) if str(g).strip()] if gpu else []
+    searched = {resolve_hardware(n).name for n in names} if names else None
     for item in items:
         text = str(item)
         if "=" in text:
@@ -393,8 +392,7 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
             out[hw] = _price(value)
         else:
             value = _price(text)
-            names = [g.strip() for g in gpu.split(",")] if isinstance(gpu, str) else (list(gpu) if gpu else list(hardware_presets()))
-            for n in names:
+            for n in searched if searched is not None else hardware_presets():
                 out[resolve_hardware(n).name] = value
     return out
 
@@ -440,6 +438,13 @@ def _check_deploy_flags(deploy: str | None, deploy_precision: str | None, contex
     for flag, v in (("deploy-precision", deploy_precision), ("context", context)):
         if deploy is None and v is not None:
             raise InputError(flag, v, "a value with --deploy DEVICE (the device the model will run on)")
+
+
+def _deploy_precision(value: object) -> str:
+    """--deploy-precision as given (any case), else the default (an empty one is refused downstream)."""
+    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
+
+    return DEFAULT_DEPLOY_PRECISION if value is None else str(value).lower()
 
 
 def _check_export(engine: str | None) -> None:

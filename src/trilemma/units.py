@@ -265,6 +265,11 @@ def fmt_usd(x: float) -> str:
     return f"${x:,.2f}"
 
 
+def fmt_gpu_hours(h: float) -> str:
+    """GPU-hours: whole hours, or three significant figures below 100 (a LoRA run's 4.63, not 5)."""
+    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
+
+
 def fmt_energy_kwh(kwh: float) -> str:
     """Energy given in kWh as kWh, MWh, GWh or TWh, four significant figures."""
     return _scaled(kwh, [(1e9, " TWh"), (1e6, " GWh"), (1e3, " MWh"), (1.0, " kWh")], digits=4)

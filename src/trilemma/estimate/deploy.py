@@ -29,6 +29,8 @@ from trilemma.units import fmt_bytes
 #: 18 and 34 bytes per 32 weights, ggml-common.h; MLC-LLM q4f16_1: group 32, fp16 scale)
 GROUP = 32
 DEPLOY_BITS = {"int4": 4 + 16 / GROUP, "int8": 8 + 16 / GROUP, "fp16": 16.0}
+#: the weights' precision on the device when none is said (--deploy-precision)
+DEFAULT_DEPLOY_PRECISION = "int4"
 #: bytes per KV-cache element (fp16 cache: llama.cpp's default type_k/type_v f16, MLC-LLM's)
 KV_BYTES = 2.0
 
@@ -148,7 +150,7 @@ def deploy_model(model: Any, pc: Any, device: DeviceSpec, precision: str, contex
                   efficiency)
 
 
-def with_deploy(est: Any, device: str, precision: str = "int4", context: int | None = None) -> Any:
+def with_deploy(est: Any, device: str, precision: str = DEFAULT_DEPLOY_PRECISION, context: int | None = None) -> Any:
     """The estimate with where the trained model must run: ``device`` (presets/devices.toml, or a hardware
     preset) at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens (default: the plan's
     sequence length) — memory, fits with its margin, decode and prefill tokens/s, energy per token

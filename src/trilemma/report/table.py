@@ -11,7 +11,7 @@ from rich.table import Table
 from trilemma.estimate.params import param_counts
 from trilemma.specs import Task
 from trilemma.units import (KILO, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_energy_kwh, fmt_flop,
-                            fmt_flop_rate, fmt_rate, fmt_usd)
+                            fmt_flop_rate, fmt_gpu_hours, fmt_rate, fmt_usd)
 
 
 
@@ -129,10 +129,8 @@ def print_estimate(est: Any) -> None:
                + f"; {math.ceil(t.steps - 1e-9):,} steps")  # a partial last step is a step (as exports count)
     tt.add_row("goodput", goodput_line(t) if est.finetune is None else goodput_line(t).replace(
         "other overheads fitted on whole runs", "a fine-tune: the share fitted on months-long pre-training runs is not applied"))
-    def gpu_h(x: float) -> str:  # whole hours, or three significant figures below 100
-        return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
-
-    tt.add_row("GPU-hours", gpu_h(t.gpu_hours) + (f" ({gpu_h(t.gpu_hours_low)} – {gpu_h(t.gpu_hours_high)})" if band else ""))
+    tt.add_row("GPU-hours", fmt_gpu_hours(t.gpu_hours)
+               + (f" ({fmt_gpu_hours(t.gpu_hours_low)} – {fmt_gpu_hours(t.gpu_hours_high)})" if band else ""))
     if t.band_reasons:
         tt.add_row("bands widened", "; ".join(t.band_reasons))
     c.print(tt)

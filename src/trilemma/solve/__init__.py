@@ -29,11 +29,12 @@ from trilemma.solve.optimize import (Frontier, FrontierFilters, Pins, best_index
 from trilemma.estimate.result import Estimate
 from trilemma.estimate.stability import stability_flag
 from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, optimal_batch_tokens
+from trilemma.quality.optimal import check_target_loss
 from trilemma.quality.predict import LossPrediction, check_unique_tokens, predict_loss_block
 from trilemma.solve.search import ConfigTable, search_configs
-from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
-from trilemma.units import (KWH, SI, fmt_bytes, fmt_count, fmt_duration, fmt_energy_kwh, fmt_usd, parse_budget, parse_count,
-                            parse_duration)
+from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision, Task
+from trilemma.units import (KWH, SI, fmt_bytes, fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_usd,
+                            parse_budget, parse_count, parse_duration)
 
 SCHEMA = "trilemma.solve/1"
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
@@ -231,7 +232,6 @@ def make_pins(deadline: str | float | None = None, budget: str | float | None = 
     if target_loss is not None and not (isinstance(target_loss, (int, float)) and math.isfinite(target_loss) and target_loss > 0):
         raise InputError("target-loss", target_loss, "a positive loss in the law's unit (nats/token)")
     if target_loss is not None:
-        from trilemma.quality.optimal import check_target_loss
         check_target_loss(float(target_loss))
     p = Pins(deadline_s=dl, budget_usd=usd, budget_gpu_hours=gpuh, budget_kwh=kwh, target_loss=target_loss)
     if minimize is not None and not isinstance(minimize, str):
@@ -256,7 +256,7 @@ def _check_pins(est: Estimate, p: Pins) -> None:
     longer than one checkpoint interval; a run of seconds is dominated by its one checkpoint write, so
     a pin that only such a run fits is infeasible: say so rather than print a plan that breaks it."""
     def gpu_h(x: float) -> str:
-        return f"{x:,.3g} GPU-hours"
+        return f"{fmt_gpu_hours(x)} GPU-hours"
 
     over = [(name, got, limit, fmt) for name, got, limit, fmt in (
         ("deadline", est.time.total_s, p.deadline_s, fmt_duration), ("budget", est.cost.usd, p.budget_usd, fmt_usd),
@@ -373,7 +373,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         if unique_tokens is not None:
             raise InputError("unique-tokens", unique_tokens, "no value with --finetune (it sets the loss corner's "
                                                              "repetition; a fine-tune has no loss corner)")
-    if str(task) == "classification" and not is_ft:
+    if str(task) == Task.CLASSIFICATION and not is_ft:
         raise InputError("task", task, "causal-lm without --finetune: the scaling laws predict next-token loss, so a "
                                        "classifier has no loss corner to trade (with --finetune, solve trades time "
                                        "and cost alone)")

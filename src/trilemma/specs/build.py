@@ -76,11 +76,7 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
               stages: list[Stage] | None = None, **plan_fields: Any) -> TrainingPlan:
     """A TrainingPlan from flags, falling back on the model's published recipe. ``tokens`` and
     ``global_batch_tokens`` may be counts as text ("2T", "4M"); ``precision`` any case."""
-    if tokens is not None and not isinstance(tokens, (int, float)) or isinstance(tokens, bool):
-        tokens = parse_count(tokens, "tokens")  # type: ignore[arg-type]
-    if global_batch_tokens is not None and not isinstance(global_batch_tokens, (int, float)) \
-            or isinstance(global_batch_tokens, bool):
-        global_batch_tokens = parse_count(global_batch_tokens, "global-batch")  # type: ignore[arg-type]
+    tokens, global_batch_tokens = _count(tokens, "tokens"), _count(global_batch_tokens, "global-batch")
     if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1):
         raise InputError("seq", seq_len, "a positive whole number of tokens")
     if stages is None:
@@ -111,6 +107,12 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
         plan_fields["finetune"] = ft.replace(base_precision=BasePrecision.FP16)
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
+
+
+def _count(value: Any, field: str) -> Any:
+    """A count given as text ("2T") parsed; a number (validated where it is used) or None as it is."""
+    return value if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) \
+        else parse_count(value, field)
 
 
 def finetune_fields(model: ModelSpec, finetune: str | None = None, *, trainable_layers: int | None = None,

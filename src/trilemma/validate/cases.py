@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from trilemma.errors import TrilemmaError
+from trilemma.errors import InputError, TrilemmaError
 from trilemma.estimate.layouts import candidate_layouts, legal_mask, reason_text
 from trilemma.presets import get_hardware, get_model
 from trilemma.specs import (
@@ -26,7 +26,7 @@ from trilemma.specs import (
     Precision,
     Stage,
 )
-from trilemma.specs.build import make_plan
+from trilemma.specs.build import check_positions, make_plan
 from trilemma.units import GIB, GIGA
 from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
 from trilemma.validate.schema import (
@@ -225,8 +225,10 @@ def _case(m: _Mapping) -> Case:
     hw = _hardware(m)
     n_gpus, seq = m.get("n_gpus"), m.get("seq_len")
     model = _model(m, seq)
-    if model.position == PositionType.LEARNED and seq > model.max_positions:  # as estimate refuses it
-        raise _Skip(f"seq_len {seq:,} is beyond {model.name}'s {model.max_positions:,} learned positions")
+    try:  # a sequence past a learned position table: estimate refuses it, so the row is skipped
+        check_positions(model, seq)
+    except InputError as exc:
+        raise _Skip(str(exc)) from None
     lay = _layout(m, n_gpus)
     stage = _stage(m, model, seq, lay)
     _check_legal(model, hw, n_gpus, lay, stage)

@@ -132,15 +132,14 @@ def regime(cases: list[Any]) -> dict[str, Any]:
     t = [c for c in cases if c.kind in ("throughput", "runs")]
     if not t:
         return {}
+    run_nodes = [int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t if c.metric in RUN_METRICS]
     return {"max_gpus": max(c.n_gpus for c in t), "max_params": max(param_counts(c.model).total for c in t),
             "precisions": sorted({str(c.plan.precision) for c in t}),
             "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None),
-            "max_run_nodes": max((int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t
-                                  if c.metric in RUN_METRICS), default=0),
+            "max_run_nodes": max(run_nodes, default=0),
             # the fewest nodes of a multi-node whole run: below it (but above one node, which pays no share)
             # the slow-node share is extrapolated too
-            "min_run_nodes": min((n for n in (int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t
-                                              if c.metric in RUN_METRICS) if n > 1), default=0)}
+            "min_run_nodes": min((n for n in run_nodes if n > 1), default=0)}
 
 
 def band_lines(bands: dict[str, Any]) -> list[str]:
