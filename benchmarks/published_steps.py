@@ -35,7 +35,7 @@ class Check:
 CHECKS = (
     Check("Llama 2 70B", ("llama2-70b", "a100-80gb", 2048, 2e12), dict(seq_len=4096, global_batch_tokens=1024 * 4096),
           ("mfu", float("nan"), "no step figure published"),
-          ("gpu_hours", 1_720_320, "arXiv:2307.09288 Table 2"), "its GPU-hours are a runs row (at an assumed 256 GPUs)"),
+          ("gpu_hours", 1_720_320, "arXiv:2307.09288 Table 2"), "its GPU-hours are a runs row (at an assumed 2,048 GPUs, the count of this plan)"),
     Check("LLaMA-65B", ("llama-65b", "a100-80gb", 2048, 1.4e12),
           dict(seq_len=2048, global_batch_tokens=2048 * 2048, layout=dict(recompute="selective", sp=True)),
           ("mfu", 6 * 65.2e9 * 380 / 312e12, "arXiv:2302.13971 §2.4: 380 tokens/s/GPU (6·N per token)"),

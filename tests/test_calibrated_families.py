@@ -65,7 +65,7 @@ def test_cross_family_figures_are_stored():
 
 
 def test_calibrated_family_gets_the_plain_band_and_no_note():
-    e = estimate("llama2-7b", "a100-80gb", 256, 1e12)
+    e = estimate("llama2-7b", "a100-80gb", 512, 1e12)
     lo, hi = band_factors()
     assert e.time.band_reason == BAND_LOSO
     assert e.time.total_s_low == pytest.approx(e.time.total_s * lo)
@@ -77,7 +77,7 @@ def test_calibrated_family_gets_the_plain_band_and_no_note():
 
 
 def test_uncalibrated_family_says_so_and_its_band_is_wider_and_contains_the_plain_one():
-    e = estimate("llama2-7b", "mi300x", 256, 1e12)
+    e = estimate("llama2-7b", "mi300x", 512, 1e12)
     t, c = e.time, e.cost
     lo, hi = band_factors()
     wlo, whi, reason = band_for("amd-cdna3")
@@ -97,7 +97,7 @@ def test_uncalibrated_family_says_so_and_its_band_is_wider_and_contains_the_plai
     assert d["hardware"]["family_calibrated"] is False and d["time"]["band_reason"] == BAND_CROSS_FAMILY
     # a device of no known family (a hand-built spec) is not calibrated either
     hw = hardware_presets()["a100-80gb"].replace(name="my-chip", family=UNKNOWN_FAMILY)
-    assert estimate("llama2-7b", hw, 256, 1e12).time.band_reason == BAND_CROSS_FAMILY
+    assert estimate("llama2-7b", hw, 512, 1e12).time.band_reason == BAND_CROSS_FAMILY
 
 
 def test_cli_prints_the_note(capsys):
