@@ -15,7 +15,7 @@ import numpy as np
 from trilemma.estimate.cost import CostArrays, facility_power_w, run_cost, wall_power_w
 from trilemma.estimate.goodput import Goodput
 from trilemma.estimate.goodput import goodput as run_goodput
-from trilemma.estimate.goodput import slow_node_share
+from trilemma.estimate.goodput import cluster_reliability, slow_node_share
 from trilemma.estimate.finetune import checkpoint_bytes as ft_checkpoint_bytes
 from trilemma.estimate.flops import (finetune_flop_per_token, hardware_flop_per_token, model_flop_per_token,
                                      recompute_flop_per_token)
@@ -69,8 +69,12 @@ class Evaluation:
 
     @cached_property
     def reliability(self) -> Goodput:
-        """Failures, checkpoint writes and restarts over the run (trilemma.estimate.goodput), per row."""
-        return run_goodput(self.busy_s, self.n_gpus, self.checkpoint_bytes)
+        """Failures, checkpoint writes and restarts over the run (trilemma.estimate.goodput), per row, at the
+        cluster's failure rate, restart time and storage bandwidth where it sets them (``reliability.toml``'s
+        defaults where not)."""
+        cl = self.cluster
+        return run_goodput(self.busy_s, self.n_gpus, self.checkpoint_bytes,
+                           **cluster_reliability(cl.failures_per_gpu_hour, cl.restart_s, cl.storage_write_bytes_per_s))
 
     @cached_property
     def other_share(self) -> np.ndarray | float:

@@ -187,15 +187,36 @@ def _segment_goodput(tau: np.ndarray, write: np.ndarray, m: np.ndarray, restart:
     return np.clip(np.exp(np.log(tau) - np.log(seg) - restart / m - _log_expm1_over_x(seg / m)), _TINY, 1.0)
 
 
-def steady_goodput(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike) -> ArrayLike:
-    """Goodput of a run at least one checkpoint interval long, with the defaults of ``reliability.toml``:
-    it does not depend on the run's length then (every interval is alike), so the solver, which makes
-    time linear in tokens, uses it. A run shorter than its interval does better (``goodput``)."""
+def cluster_reliability(failures_per_gpu_hour: float | None = None, restart_s: float | None = None,
+                        storage_write_bytes_per_s: float | None = None) -> dict[str, float]:
+    """A cluster's own reliability figures (``ClusterSpec``'s: failures per device-hour, restart time in s, the
+    whole job's checkpoint write bandwidth in bytes/s; None = ``reliability.toml``'s default) as the keyword
+    arguments of ``goodput`` and ``steady_goodput``. A job bandwidth replaces the per-device one: the write
+    takes bytes / that bandwidth whatever the device count."""
+    kw: dict[str, float] = {}
+    if failures_per_gpu_hour is not None:
+        kw["failures_per_gpu_hour"] = failures_per_gpu_hour
+    if restart_s is not None:
+        kw["restart_s"] = restart_s
+    if storage_write_bytes_per_s is not None:
+        kw["write_bytes_per_s_per_gpu"], kw["max_write_bytes_per_s"] = np.inf, storage_write_bytes_per_s
+    return kw
+
+
+def steady_goodput(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *, failures_per_gpu_hour: float | None = None,
+                   restart_s: float | None = None, write_bytes_per_s_per_gpu: float | None = None,
+                   max_write_bytes_per_s: float | None = None) -> ArrayLike:
+    """Goodput of a run at least one checkpoint interval long, with the defaults of ``reliability.toml`` for
+    any figure not given (``goodput``'s keywords): it does not depend on the run's length then (every interval
+    is alike), so the solver, which makes time linear in tokens, uses it. A run shorter than its interval does
+    better (``goodput``)."""
     d = defaults()
-    m = np.asarray(mtbf_s(n_gpus), dtype=float)
-    write = np.asarray(checkpoint_write_s(checkpoint_bytes, n_gpus), dtype=float)
+    m = np.asarray(mtbf_s(n_gpus, failures_per_gpu_hour), dtype=float)
+    write = np.asarray(checkpoint_write_s(checkpoint_bytes, n_gpus, write_bytes_per_s_per_gpu, max_write_bytes_per_s),
+                       dtype=float)
     tau = np.maximum(np.asarray(young_daly_interval_s(write, m), dtype=float), MIN_INTERVAL_S)
-    return _scalar_or_array(_segment_goodput(tau, write, m, np.asarray(d.restart_s, dtype=float)))
+    restart = np.asarray(d.restart_s if restart_s is None else restart_s, dtype=float)
+    return _scalar_or_array(_segment_goodput(tau, write, m, restart))
 
 
 def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *,

@@ -335,7 +335,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
           frontier_all: bool = False, frontier_filters: FrontierFilters | None = None,
           deploy: str | None = None, deploy_precision: str = "int4", context: int | None = None,
           min_tokens_per_s: float | None = None, inference_tokens: float | None = None,
-          async_tp: bool = False, task: str = "causal-lm") -> SolveResult:
+          async_tp: bool = False, task: str = "causal-lm", failures_per_gpu_hour: float | None = None,
+          restart_s: float | None = None, storage_write_bytes_per_s: float | None = None) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context.
     ``compile``: every plan runs under torch.compile (TrainingPlan.compile); ``async_tp``: with asynchronous
     tensor parallelism (TrainingPlan.async_tp); ``task``: causal-lm or classification (TrainingPlan.task).
@@ -356,7 +357,11 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     decode at ``min_tokens_per_s`` or faster there are searched (trilemma.estimate.deploy). ``inference_tokens``:
     the model will serve that many tokens; their cost (Sardana et al. 2023: 2·N FLOPs a token at the plan's
     dollars per FLOP, trilemma.solve.optimize.serving_usd) is added to each plan's, and a dollar budget holds
-    training + serving."""
+    training + serving.
+
+    ``failures_per_gpu_hour``, ``restart_s`` (s) and ``storage_write_bytes_per_s`` (the whole job's checkpoint
+    write bandwidth, bytes/s): the cluster's reliability (ClusterSpec's fields; None: reliability.toml's
+    defaults), in every plan's goodput."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.specs.build import finetune_fields, make_cluster, make_plan
     from trilemma.quality.laws import get_law
@@ -396,8 +401,11 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T")
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
     plan_fields = plan_fields | {"async_tp": async_tp, "task": task}
-    cluster_fields = {} if host_memory_bytes is None else {"host_memory_bytes": host_memory_bytes}
+    cluster_fields = {k: v for k, v in (("host_memory_bytes", host_memory_bytes),
+                                        ("failures_per_gpu_hour", failures_per_gpu_hour), ("restart_s", restart_s),
+                                        ("storage_write_bytes_per_s", storage_write_bytes_per_s)) if v is not None}
     gpus = _gpus(gpu)
+    make_cluster(gpus[0], 1, **cluster_fields)  # the cluster's own figures checked before the search
     precs = _precisions(precision)
     if not any(p in g.peak_flop_per_s for g in gpus for p in precs):
         runs = "; ".join(f"{g.name}: {', '.join(sorted(str(q) for q in g.peak_flop_per_s))}" for g in gpus[:6])
@@ -424,7 +432,7 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
         raise InputError("tokens", tokens, f"at least one global batch ({fmt_count(float(table.batch_tokens.min()))} "
                          "tokens; --global-batch sets a smaller one)")
     e = constants()["energy"]
-    c = rates(table, table_goodput(table, seq, plan_fields), prices or {}, e)
+    c = rates(table, table_goodput(table, seq, plan_fields, cluster_fields), prices or {}, e)
     if inference_tokens:
         c = replace(c, fixed_usd=serving_usd(c, float(inference_tokens)))
     loss_fn = _law_fn(the_law, uniq) if not is_ft else _no_loss

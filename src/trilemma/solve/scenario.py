@@ -24,7 +24,7 @@ KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tok
         "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot", "compile",
         "finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision", "optimizer",
         "offload", "host_memory", "frontier_all", "plot_range", "deploy", "deploy_precision", "context",
-        "min_tokens_per_s", "inference_tokens", "async_tp", "task")
+        "min_tokens_per_s", "inference_tokens", "async_tp", "task", "failure_rate", "restart", "storage_bw")
 #: the fine-tune keys (the flags of trilemma.cli.finetune_options)
 FINETUNE_KEYS = ("finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision",
                  "optimizer", "offload")

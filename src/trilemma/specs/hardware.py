@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from trilemma.errors import InputError
 from trilemma.specs.base import Spec
 from trilemma.specs.enums import Precision
+from trilemma.units import DAY
 
 
 #: efficiency constants a device may carry as its own (keys of constants.toml [efficiency])
@@ -109,6 +110,15 @@ class ClusterSpec(Spec):
     grid_kg_co2_per_kwh: float = Field(0.385, ge=0.0, le=2.0, description="grid carbon intensity")
     host_memory_bytes: float | None = Field(None, gt=0, description="host (CPU) memory per node, bytes, for offloaded "
                                             "states; None: offload.host_memory_bytes_per_device × devices per node")
+    failures_per_gpu_hour: float | None = Field(None, gt=0.0, le=1.0, description="unexpected job interruptions per "
+                                                "device-hour (any device stops the synchronous job); None: Llama 3's "
+                                                "419 in 54 days on 16,384 GPUs, 1.97e-5 (presets/reliability.toml)")
+    restart_s: float | None = Field(None, gt=0.0, le=7 * DAY, description="seconds from a failure to training again "
+                                    "(detection, replacing the node, process start, checkpoint reload); None: 600 "
+                                    "(presets/reliability.toml: MegaScale, Kokolis et al. 2024)")
+    storage_write_bytes_per_s: float | None = Field(None, gt=0.0, description="aggregate bandwidth the job's checkpoint "
+                                                    "is written at, bytes/s; None: 1.22e8 per device (Llama 3's storage: "
+                                                    "2 TB/s sustained over 16,384 GPUs, presets/reliability.toml)")
     memory_headroom: float | None = Field(None, ge=0.0, lt=1.0, description="share of device memory a plan must "
                                           "leave free to count as fitting; None: from the memory model's leave-one-"
                                           "source-out error (calibrated.toml bands.memory_log_q10)")
