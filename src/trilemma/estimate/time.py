@@ -71,11 +71,13 @@ def gemm_efficiency(M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float,
     return eff_max * (M / (M + half)) * (N / (N + half)) * (K / (K + half))
 
 
-def balance_factor(peak: float, hbm_bw: float, c: dict, width: float = 1.0) -> float:
+def balance_factor(peak: float, hbm_bw: float, c: dict, width: float = 1.0, exponent: str = "balance_exponent") -> float:
     """How much of the efficiency ceiling a chip keeps, from its balance of compute to memory
     bandwidth: (ref / (peak · width / bw))^γ. Chips (or precisions) whose peak outgrows their bandwidth
     are harder to keep fed — the "memory wall" (Gholami et al. 2024, IEEE Micro, arXiv 2403.14123); γ is
-    fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B).
+    fitted on the calibration data, ref is A100 bf16 (≈153 FLOP/B). ``exponent`` names γ's key: GEMMs take
+    ``balance_exponent``, the attention core ``attention_balance_exponent`` (``step_time``: FlashAttention, a hand-written
+    kernel whose port to a new chip lags cuBLAS's).
 
     ``width`` is the operands' bytes over bf16's 2, for operands wider than 16 bits (``device_constants``):
     a matmul on 4-byte operands moves twice the bytes per FLOP, so tf32 (half bf16's rate, twice its
@@ -89,7 +91,7 @@ def balance_factor(peak: float, hbm_bw: float, c: dict, width: float = 1.0) -> f
     At most 1: a bandwidth-rich chip or precision (A100 fp32: ~19 FLOP/B at 16-bit width) does not run its
     matmuls closer to peak than the fitted ceiling; without the cap the power law granted A100 fp32
     attention and GEMMs their whole peak and an MFU above 100%."""
-    return float(min(1.0, (c["ref_flop_per_byte"] / (peak * width / hbm_bw)) ** c["balance_exponent"]))
+    return float(min(1.0, (c["ref_flop_per_byte"] / (peak * width / hbm_bw)) ** c[exponent]))
 
 
 def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray:
@@ -199,7 +201,7 @@ def async_tp_s(one_s: np.ndarray, tp: np.ndarray, col: tuple, row: tuple) -> np.
     TP. That is what the measurements show. torchtitan's own pair (benchmarks/llama3_h100_202412_torchtitan.md
     Table 4, Llama 3.1 70B, FSDP 32 × TP 8) gains 5.7% end to end (829 → 876 tokens/s per GPU). PyTorch's
     announcement (discuss.pytorch.org/t/209487) reports up to ~20% in the forward and ~8% end to end on Llama 3
-    70B. Hiding the forward's four gives +5.4% on torchtitan's row (tests/test_async_tp.py); hiding every pair
+    70B. Hiding the forward's four gives +5.3% on torchtitan's row (tests/test_async_tp.py); hiding every pair
     of the step (the backward's six and the recomputed forward's four too) gave about +14%."""
     return sum(np.maximum(one_s / tp, one_s - g * (tp - 1) / tp) for g in (*col, *row))
 
@@ -354,7 +356,11 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
     attn_flop = 4.0 * T * seq * m.d_attn / tp * causal_skip
     attn_width = 1.0 if attn_bf16 else c["operand_width"]
-    attn_fwd = attn_flop / (attn_peak * min(1.0, c["attention"] * balance_factor(attn_peak, bw, c, attn_width)))  # ≤ peak
+    # the attention core's own balance power: FlashAttention-2 reaches 50-73% of A100's peak forward (Dao 2023,
+    # arXiv 2307.08691 §4.1) but 35% of H100's (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract):
+    # 0.48-0.70 of its A100 fraction, where the GEMMs' power gives H100 0.73 of A100's (tests/test_time.py)
+    eff = c["attention"] * balance_factor(attn_peak, bw, c, attn_width, "attention_balance_exponent")
+    attn_fwd = attn_flop / (attn_peak * min(1.0, eff))  # ≤ peak
     if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
         attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2

@@ -46,6 +46,7 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "gemm_half_dim", 1.0, 4096.0),
     ("efficiency", "attention", 0.05, 0.95),
     ("efficiency", "balance_exponent", 0.0, 1.5),
+    ("efficiency", "attention_balance_exponent", 0.0, 2.5),
     ("efficiency", "dp_overlap", 0.0, 1.0),
     ("efficiency", "kernel_s", 1e-6, 1e-5),
 )
