@@ -527,10 +527,31 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     if allowed_hosts is not None:
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
+        app.add_middleware(_AllowedHosts, allowed=allowed_hosts)
     return app
+
+
+class _AllowedHosts:
+    """Answers only requests whose Host header names one of ``allowed`` (a local server: another name is a
+    page elsewhere reaching it through DNS rebinding); the others get the JSON error document, status 400,
+    as every refusal does. Outermost (added last), so nothing else runs for them."""
+
+    def __init__(self, app: Any, allowed: list[str]) -> None:
+        self.app, self.allowed = app, set(allowed)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        from starlette.datastructures import Headers
+
+        host = Headers(scope=scope).get("host", "")
+        name = host[:host.find("]") + 1] if host.startswith("[") else host.split(":")[0]
+        if name in self.allowed:
+            return await self.app(scope, receive, send)
+        shown = host[:MAX_TEXT_CHARS]
+        response = _error(400, "host", f"host: {shown!r} is not allowed; expected a name of this machine "
+                                       f"({', '.join(sorted(self.allowed))}): the server answers only local pages")
+        await response(scope, receive, send)
 
 
 def _is_text(hint: Any) -> bool:
