@@ -243,3 +243,13 @@ def test_python_api_export_and_deploy_refuse_wrong_types():
             call()
         assert exc.value.field == field
     assert api.with_deploy(e, "iphone-15-pro", "int4", "4k").deploy is not None
+
+
+def test_validate_prints_an_absurd_reported_value_in_a_readable_form(tmp_path, capsys):
+    """A user's row reporting 1e300 s per step (finite, so a backtest row) is printed as 1.000e+300, not as
+    301 grouped digits that fill the terminal."""
+    f = tmp_path / "absurd.csv"
+    f.write_text(VALIDATE_HEADER + "\n" + VALIDATE_ROW.replace("step_s,5.5", "step_s,1e300") + "\n", encoding="utf-8")
+    assert main(["validate", "--data", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "1.000e+300" in out and "000,000,000,000" not in out

@@ -87,6 +87,11 @@ def test_solve_is_the_cli_document_plus_its_frontier(client):
                                                 rel=1e-9)
     bad = client.post("/api/solve/point", json={"solve": body, "point": len(f["time_s"])})
     assert bad.status_code == 422 and bad.json()["field"] == "point"
+    # a body without one of its two keys names the key and shows the shape, not a generic example
+    for given, missing in (({"solve": body}, "point"), ({"point": k}, "solve")):
+        r = client.post("/api/solve/point", json=given)
+        assert r.status_code == 422 and r.json()["field"] == missing
+        assert r.json()["error"].startswith(f"{missing}: missing; expected {{\"solve\"")
 
 
 @pytest.mark.parametrize(("body", "args"), [

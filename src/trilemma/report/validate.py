@@ -24,6 +24,8 @@ def _v(x: float | None, metric: str) -> str:
         return "—"
     scale, _ = _UNIT[metric]
     v = x * scale
+    if abs(v) >= 1e12:  # past a trillion, grouped digits stop being readable (a user's CSV may hold 1e300)
+        return f"{v:.3e}"
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 

@@ -278,6 +278,9 @@ def _pydantic_error(exc: RequestValidationError, verbs: dict[str, Verb], path: s
     err = exc.errors()[0]
     loc = [str(p) for p in err.get("loc", ()) if p != "body"]
     kind, value = err.get("type", ""), err.get("input")
+    if kind == "missing" and path.rstrip("/").endswith("/solve/point") and loc and loc[0] in ("solve", "point"):
+        return _error(422, loc[0], f"{loc[0]}: missing; expected {{\"solve\": {{the solve's flags}}, \"point\": k}}, "
+                                   "k a frontier point of that solve's answer (frontier_points)")
     if not loc or kind in ("json_invalid", "model_attributes_type", "dict_type", "missing"):
         what = "a JSON object of the command's flags, e.g. {\"deadline\": \"30d\", \"budget\": \"$2M\"}"
         return _error(400, "body", f"body: not allowed; expected {what}")
