@@ -25,7 +25,7 @@ SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
 
 
 def _all_layouts(n: int) -> list[Layout]:
-    rc = {0: Recompute.NONE, 1: Recompute.SELECTIVE, 2: Recompute.FULL}
+    rc = dict(enumerate(Recompute))  # the axis's codes (trilemma.specs.axes.Axis.code)
     ax = solve_axes()
     out = []
     for tp in ax["tp"]:

@@ -264,14 +264,14 @@ AXES: tuple[Axis, ...] = (
     Axis("sp", bool, True, "sequence parallelism with TP (Korthikanti 2022)", "SP", "--sp/--no-sp",
          lambda c: [True], None, shown=lambda v: False),
     Axis("zero", ZeroStage, ZeroStage.ONE, "ZeRO stage over DP, 0-3 (3 = FSDP full shard)", "ZeRO", "--zero",
-         lambda c: list(ZeroStage), lambda moe: (ZeroStage.ONE, ZeroStage.THREE),
+         lambda c: list(ZeroStage), lambda moe: (ZeroStage.ONE, ZeroStage.TWO, ZeroStage.THREE),
          (Rule(R_ZERO_PP, "ZeRO stage 2/3 cannot be combined with pipeline parallelism",
                lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2))),), short="Z"),
     Axis("recompute", Recompute, Recompute.NONE, "activation recomputation: none, selective (attention core), "
          "full (whole layers) or op (torchtitan's op-level: every other matmul and the elementwise ops)", "recompute",
          "--recompute", lambda c: list(Recompute),
          # the solver keeps Korthikanti's three (op-level sits between selective and full)
-         lambda moe: (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), short=""),
+         lambda moe: (Recompute.NONE, Recompute.SELECTIVE, Recompute.OP, Recompute.FULL), short=""),
     Axis("micro_batch", int, 1, "sequences per micro-batch", "micro-batch", "--micro-batch",
          lambda c: [1, 2, 4, 8, 16, 32], lambda moe: (1, 2, 4, 8), short="mb"),
 )
