@@ -36,7 +36,7 @@ class StageArrays:
     batch_seqs: np.ndarray  # global batch after rounding, sequences
     n_micro: np.ndarray  # micro-batches per pipeline per step
     steps: np.ndarray  # optimizer steps (fractional: tokens / tokens per step)
-    memory: MemoryArrays
+    memory: MemoryArrays | None  # None when evaluated without memory (``evaluate(memory=False)``)
     time: TimeArrays
     reasons: np.ndarray  # 0 = legal and fits
 
@@ -188,12 +188,15 @@ def memory_headroom(cluster: ClusterSpec) -> float:
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
              consts: Constants, n_gpus: np.ndarray | None = None,
-             target_batch_seqs: np.ndarray | None = None) -> Evaluation:
+             target_batch_seqs: np.ndarray | None = None, memory: bool = True) -> Evaluation:
     """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
     array fields (trilemma.solve.space.ShapeGrid); ``consts`` the planner's constants
     (trilemma.presets.constants() or a calibration's trial); ``n_gpus`` an array of device counts
     that broadcasts with the layouts (default: the cluster's); ``target_batch_seqs`` a target global
-    batch in sequences per row, replacing the (single) stage's (the solver: one per model shape)."""
+    batch in sequences per row, replacing the (single) stage's (the solver: one per model shape).
+    ``memory=False`` skips the memory model (no OOM verdict, no per-device bytes): the time constants' fit
+    (trilemma.validate.fit.fit_time) re-times the same layouts many times, and nothing it reads depends on
+    memory."""
     pc = param_counts(model)
     headroom = memory_headroom(cluster)
     capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
@@ -215,15 +218,16 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
         batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"], target_batch_seqs)
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
-        mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts)
+        mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts) if memory else None
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
-        r = r | np.where(mem.total > capacity, R_OOM, 0)
-        if plan.offload != Offload.NONE:  # the node's host memory holds what its devices offload
-            r = r | np.where(mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0)
+        if mem is not None:
+            r = r | np.where(mem.total > capacity, R_OOM, 0)
+            if plan.offload != Offload.NONE:  # the node's host memory holds what its devices offload
+                r = r | np.where(mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0)
+            per_gpu = np.maximum(per_gpu, mem.total)
         steps = st.tokens / (safe_batch * st.seq_len)
         stages.append(StageArrays(batch_seqs=safe_batch, n_micro=n_micro, steps=steps, memory=mem, time=t, reasons=r))
         reasons = reasons | r
-        per_gpu = np.maximum(per_gpu, mem.total)
         busy = busy + steps * t.step_s
         if plan.finetune is None and plan.task == Task.CAUSAL_LM:
             model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
