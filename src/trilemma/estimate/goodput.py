@@ -100,6 +100,19 @@ def defaults() -> Reliability:
                        max_write_bytes_per_s=float(d["max_write_bytes_per_s"]))
 
 
+def resolve(failures_per_gpu_hour: float | None = None, restart_s: ArrayLike | None = None,
+            write_bytes_per_s_per_gpu: float | None = None, max_write_bytes_per_s: float | None = None) -> Reliability:
+    """The figures a run is modelled at: each one given, else ``reliability.toml``'s default (``defaults()``).
+    The one place None means "the default". Units: failures per GPU-hour, s, bytes/s per GPU, bytes/s."""
+    d = defaults()
+    return Reliability(
+        failures_per_gpu_hour=d.failures_per_gpu_hour if failures_per_gpu_hour is None else failures_per_gpu_hour,
+        restart_s=d.restart_s if restart_s is None else restart_s,  # type: ignore[arg-type]  # arrays broadcast
+        write_bytes_per_s_per_gpu=(d.write_bytes_per_s_per_gpu if write_bytes_per_s_per_gpu is None
+                                   else write_bytes_per_s_per_gpu),
+        max_write_bytes_per_s=d.max_write_bytes_per_s if max_write_bytes_per_s is None else max_write_bytes_per_s)
+
+
 def _scalar_or_array(x: Any) -> ArrayLike:
     return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=float)
 
@@ -109,7 +122,7 @@ def mtbf_s(n_gpus: ArrayLike, failures_per_gpu_hour: float | None = None) -> Arr
 
     Exponential failures, rate proportional to the GPU count (any GPU stops the synchronous job).
     A rate of 0 (no failures) gives inf, which ``goodput`` accepts."""
-    rate = defaults().failures_per_gpu_hour if failures_per_gpu_hour is None else failures_per_gpu_hour
+    rate = resolve(failures_per_gpu_hour=failures_per_gpu_hour).failures_per_gpu_hour
     with np.errstate(divide="ignore"):
         return _scalar_or_array(HOUR / (np.asarray(n_gpus, dtype=float) * rate))
 
@@ -119,10 +132,8 @@ def checkpoint_write_s(checkpoint_bytes: ArrayLike, n_gpus: ArrayLike,
                        max_write_bytes_per_s: float | None = None) -> ArrayLike:
     """Seconds to write a checkpoint of ``checkpoint_bytes`` (the whole job's state), synchronously:
     bytes / min(n × per-GPU write bandwidth, aggregate limit)."""
-    d = defaults()
-    per_gpu = d.write_bytes_per_s_per_gpu if write_bytes_per_s_per_gpu is None else write_bytes_per_s_per_gpu
-    cap = d.max_write_bytes_per_s if max_write_bytes_per_s is None else max_write_bytes_per_s
-    bandwidth = np.minimum(np.asarray(n_gpus, dtype=float) * per_gpu, cap)
+    r = resolve(write_bytes_per_s_per_gpu=write_bytes_per_s_per_gpu, max_write_bytes_per_s=max_write_bytes_per_s)
+    bandwidth = np.minimum(np.asarray(n_gpus, dtype=float) * r.write_bytes_per_s_per_gpu, r.max_write_bytes_per_s)
     return _scalar_or_array(np.asarray(checkpoint_bytes, dtype=float) / bandwidth)
 
 
@@ -210,13 +221,20 @@ def steady_goodput(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *, failures_p
     any figure not given (``goodput``'s keywords): it does not depend on the run's length then (every interval
     is alike), so the solver, which makes time linear in tokens, uses it. A run shorter than its interval does
     better (``goodput``)."""
-    d = defaults()
+    m, write, restart = _segment_inputs(n_gpus, checkpoint_bytes, failures_per_gpu_hour, restart_s,
+                                        write_bytes_per_s_per_gpu, max_write_bytes_per_s)
+    tau = np.maximum(np.asarray(young_daly_interval_s(write, m), dtype=float), MIN_INTERVAL_S)
+    return _scalar_or_array(_segment_goodput(tau, write, m, restart))
+
+
+def _segment_inputs(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, failures_per_gpu_hour: float | None,
+                    restart_s: ArrayLike | None, write_bytes_per_s_per_gpu: float | None,
+                    max_write_bytes_per_s: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The job's MTBF, one checkpoint write and one restart, s (arrays), at the figures given or their defaults."""
     m = np.asarray(mtbf_s(n_gpus, failures_per_gpu_hour), dtype=float)
     write = np.asarray(checkpoint_write_s(checkpoint_bytes, n_gpus, write_bytes_per_s_per_gpu, max_write_bytes_per_s),
                        dtype=float)
-    tau = np.maximum(np.asarray(young_daly_interval_s(write, m), dtype=float), MIN_INTERVAL_S)
-    restart = np.asarray(d.restart_s if restart_s is None else restart_s, dtype=float)
-    return _scalar_or_array(_segment_goodput(tau, write, m, restart))
+    return m, write, np.asarray(resolve(restart_s=restart_s).restart_s, dtype=float)
 
 
 def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *,
@@ -228,12 +246,9 @@ def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *
     ``checkpoint_interval_s`` seconds of compute when given. Broadcasts over arrays; None = the
     defaults of ``reliability.toml`` (``defaults()``). Units: s, GPUs, bytes, failures per GPU-hour,
     bytes/s; ``checkpoint_bytes`` > 0. Formulas: this module's docstring."""
-    d = defaults()
-    restart = np.asarray(d.restart_s if restart_s is None else restart_s, dtype=float)
     busy = np.asarray(busy_s, dtype=float)
-    m = np.asarray(mtbf_s(n_gpus, failures_per_gpu_hour), dtype=float)
-    write = np.asarray(checkpoint_write_s(checkpoint_bytes, n_gpus, write_bytes_per_s_per_gpu,
-                                          max_write_bytes_per_s), dtype=float)
+    m, write, restart = _segment_inputs(n_gpus, checkpoint_bytes, failures_per_gpu_hour, restart_s,
+                                        write_bytes_per_s_per_gpu, max_write_bytes_per_s)
     tau = young_daly_interval_s(write, m) if checkpoint_interval_s is None else checkpoint_interval_s
     tau = np.maximum(np.minimum(np.asarray(tau, dtype=float), busy), MIN_INTERVAL_S)
     segments = busy / tau

@@ -11,7 +11,7 @@ import numpy as np
 
 from trilemma.estimate.cost import homes_powered, household_years
 from trilemma.estimate.evaluate import Evaluation, host_memory_bytes, memory_headroom
-from trilemma.estimate.goodput import defaults as reliability_defaults, node_count
+from trilemma.estimate.goodput import node_count, resolve as resolve_reliability
 from trilemma.estimate.layouts import batch_sequences
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import calibration
@@ -394,9 +394,9 @@ def _reliability_dict(ev: Evaluation) -> dict[str, Any]:
     """The failure model's figures as arrays (or floats) keyed as in the JSON, with the inputs it ran at: the
     failure rate per device-hour, the restart time (s) and the checkpoint write bandwidth (bytes/s, the whole
     job's), the cluster's where it sets them, else ``reliability.toml``'s defaults."""
-    g, cl, d = ev.reliability, ev.cluster, reliability_defaults()
-    inputs = {"failures_per_gpu_hour": d.failures_per_gpu_hour if cl.failures_per_gpu_hour is None else cl.failures_per_gpu_hour,
-              "restart_s": d.restart_s if cl.restart_s is None else cl.restart_s,
+    g, cl = ev.reliability, ev.cluster
+    r = resolve_reliability(failures_per_gpu_hour=cl.failures_per_gpu_hour, restart_s=cl.restart_s)
+    inputs = {"failures_per_gpu_hour": r.failures_per_gpu_hour, "restart_s": r.restart_s,
               "write_bytes_per_s": np.asarray(ev.checkpoint_bytes, dtype=float) / np.asarray(g.checkpoint_write_s)}
     return {"inputs": inputs, "goodput": g.goodput, "mtbf_s": g.mtbf_s, "checkpoint_write_s": g.checkpoint_write_s,
             "checkpoint_interval_s": g.checkpoint_interval_s, "checkpoints": g.checkpoints,

@@ -152,10 +152,11 @@ def memory_quantity(metric: str, device_bytes: float, ev: Evaluation) -> float:
 
 
 def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, int], tuple] | None = None,
-            memory: bool = True) -> list[Prediction]:
+            memory: bool = True, prepared: dict | None = None) -> list[Prediction]:
     """Predict every case with ``consts``; ``layouts`` (kind, row) → (Layout, fits, note) skips the search.
     ``memory=False`` (time metrics only: the fit's residuals) skips the memory model; ``fits`` is then
-    the layout's as resolved."""
+    the layout's as resolved. ``prepared``: a dict the caller keeps across repeated predictions of the same
+    cases (``fit_time``), in which each (case, layout)'s cluster and layout arrays are built once."""
     out = []
     for c in cases:
         key = (c.kind, c.row)
@@ -163,7 +164,7 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
         if lay is None:
             out.append(Prediction(c, None, None, False, note))
             continue
-        cl, arrays = _prepared(c, lay)
+        cl, arrays = _prepared(c, lay, {} if prepared is None else prepared)
         ev = evaluate(c.model, cl, c.plan, arrays, consts, memory=memory)
         if not memory:
             out.append(Prediction(c, metric_value(c, ev), lay, bool(fits), note))
@@ -177,22 +178,15 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
     return out
 
 
-def _prepared(case: Case, lay: Layout) -> tuple[Any, LayoutArrays]:
+def _prepared(case: Case, lay: Layout, cache: dict) -> tuple[Any, LayoutArrays]:
     """The case's cluster (no memory headroom: a row is timed whether or not it would count as fitting) and
-    ``lay`` as one-row arrays; neither depends on the constants, so the fit's repeated predictions of the
-    same (case, layout) build them once (a fit re-times each row ~170 times: a quarter of its time went here).
-    Bounded: cleared past _PREPARED_MAX cases."""
-    if len(_PREPARED) > _PREPARED_MAX:
-        _PREPARED.clear()
-    cache = _PREPARED.setdefault(id(case), (case, {}))[1]
-    if lay not in cache:
-        cache[lay] = (make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0), LayoutArrays.from_layouts([lay]))
-    return cache[lay]
-
-
-#: id(case) → (the case, kept alive so the id is not reused; {layout: (cluster, arrays)})
-_PREPARED: dict[int, tuple[Case, dict]] = {}
-_PREPARED_MAX = 5000
+    ``lay`` as one-row arrays, kept in ``cache`` under (kind, row, layout): neither depends on the constants,
+    so a fit's repeated predictions of the same (case, layout) build them once (a fit re-times each row ~170
+    times: a quarter of its time went here)."""
+    key = (case.kind, case.row, lay)
+    if key not in cache:
+        cache[key] = (make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0), LayoutArrays.from_layouts([lay]))
+    return cache[key]
 
 
 # ------------------------------------------------------------------ fitting
@@ -213,10 +207,11 @@ def fit_time(cases: list[Case], consts: Constants, passes: int = 2) -> Constants
         lo = np.array([lo for _, _, lo, _ in TIME_PARAMS])
         hi = np.array([hi for _, _, _, hi in TIME_PARAMS])
         x0 = np.clip(np.array([consts[s][k] for s, k in keys]), lo * 1.001, hi * 0.999)
+        prepared: dict = {}
 
         def resid(x: np.ndarray) -> np.ndarray:
             cc = with_params(consts, dict(zip(keys, x)))
-            r = _log_residuals(predict(usable, cc, layouts, memory=False))
+            r = _log_residuals(predict(usable, cc, layouts, memory=False, prepared=prepared))
             return r
 
         sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale="jac",
