@@ -80,6 +80,9 @@ def test_known_points() -> None:
     assert llama.source.startswith("shape rule")
     big = model_for_params(70e9)
     assert big.kv_heads == 8 and abs(param_counts(big).total / 70e9 - 1) < 0.02
+    # named by the parameters it has (a solve's optimum is printed beside its count), not by the target
+    assert param_counts(big).total != 70e9
+    assert big.name.startswith(f"auto-{param_counts(big).total / 1e9:.3g}B (")
 
 
 def test_vocab_size_is_used() -> None:

@@ -181,3 +181,17 @@ def test_pareto_mask_equals_brute_force(seed, n, levels):
         equal_before = (pts == pts[i]).all(axis=1) & (np.arange(n) < i)
         want[i] = not (le & lt).any() and not equal_before.any()
     assert (pareto_mask(pts) == want).all()
+
+
+def test_frontier_holds_the_optimum_itself(base):
+    """The optimum's (configuration, tokens) is a point of the frontier, feasible, at the optimum's own time, cost
+    and loss: the tokens-per-parameter grid alone (1..1000, 16 points) does not contain the optimum's tokens, so a
+    frontier of grid points only would pass beside the plan the solver printed."""
+    f, o = base.frontier, base.optimum
+    at = np.isclose(f.tokens, o.plan.total_tokens, rtol=1e-12)
+    assert at.any()
+    k = int(np.flatnonzero(at)[0])
+    assert f.feasible[k]
+    assert f.time_s[k] == pytest.approx(o.time.total_s, rel=1e-9)
+    assert f.usd[k] == pytest.approx(o.cost.usd, rel=1e-9)
+    assert f.loss[k] == pytest.approx(base.optimum_loss.mean, rel=1e-9)

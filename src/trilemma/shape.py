@@ -295,7 +295,7 @@ def model_for_params(target: float, vocab_size: int = 32000, field: str = "targe
     kv = GQA_KV_HEADS if shape.gqa else None
     return _spec(
         d, layers, shape.gqa, vocab_size, prefix="model_for_params",
-        name=f"auto-{_label(target)} (L={layers}, d={d})",
+        name=f"auto-{_label(total)} (L={layers}, d={d})",  # named by the count it has, not the target asked
         family="auto",
         source=(f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, "
                 f"ffn 8/3·d to 256, "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Megatron-LM: auto-30.3B (L=56, d=7168) on 1024× mi300x, tp=1 pp=1 dp=1024 zero=3 recompute=none micro_batch=2, bf16
+# Megatron-LM: auto-30.2B (L=56, d=7168) on 1024× mi300x, tp=1 pp=1 dp=1024 zero=3 recompute=none micro_batch=2, bf16
 # GPUs 1024 = tp 1 × pp 1 × cp 1 × dp 1024; global batch 2048 sequences = micro-batch 2 × accumulation 1 × dp 1024
 # steps 55409 × 2048 × 4096 tokens = 464,804,380,672 tokens
 # Run from a Megatron-LM checkout on each node (NODE_RANK 0 .. nodes-1, MASTER_ADDR of node 0).

@@ -478,7 +478,8 @@ def solve(*, deadline: str | float | None = None, budget: str | float | None = N
     ups = tuple((why, *plan_at(i, d)) for why, i, d in levers)
     if frontier_filters is None and is_ft:
         frontier_filters = FrontierFilters.FINETUNE
-    front = (frontier(table, c, pins, loss_fn, fixed_tokens, filters=frontier_filters, keep_all=frontier_all)
+    front = (frontier(table, c, pins, loss_fn, fixed_tokens, filters=frontier_filters, keep_all=frontier_all,
+                      include=((best_cand.row, best_cand.tokens),))
              if want_frontier else None)
     warnings = []
     if is_ft:

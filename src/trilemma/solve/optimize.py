@@ -390,9 +390,11 @@ def _pareto_points(t: np.ndarray, usd: np.ndarray, loss: np.ndarray, idx: np.nda
 
 
 def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: float | None,
-             per_config: int = 16, filters: FrontierFilters | None = None, keep_all: bool = False) -> Frontier:
+             per_config: int = 16, filters: FrontierFilters | None = None, keep_all: bool = False,
+             include: tuple[tuple[int, float], ...] = ()) -> Frontier:
     """The Pareto set over (time, cost, loss) of every configuration at tokens-per-parameter from
-    1 to 1000 (log grid), or at the fixed token count, among the plans that pass ``filters`` (default
+    1 to 1000 (log grid), or at the fixed token count, and at the (configuration row, tokens) points of
+    ``include`` (the optimum, which the grid would miss), among the plans that pass ``filters`` (default
     FrontierFilters()); ``keep_all``: with the points the filters remove from the frontier of every plan, each
     marked with its filter (``removed`` counts them)."""
     filters = filters or FrontierFilters()
@@ -404,6 +406,9 @@ def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: flo
         D = np.clip(c.n_total[:, None] * tpp[None, :], D_MIN, D_MAX)
     cfg = np.broadcast_to(np.arange(R)[:, None], D.shape).ravel()
     D = D.ravel()
+    if include:
+        cfg = np.concatenate([cfg, np.array([i for i, _ in include], dtype=cfg.dtype)])
+        D = np.concatenate([D, np.array([d for _, d in include], dtype=float)])
     t = D * c.s_per_token[cfg]
     usd = D * c.usd_per_token[cfg] + (c.fixed_usd[cfg] if np.ndim(c.fixed_usd) else c.fixed_usd)
     loss = loss_fn(c.n_total[cfg], c.n_non_embedding[cfg], D, c.precision[cfg])
