@@ -541,3 +541,34 @@ def test_attention_keeps_flashattention2s_hopper_share_of_its_ampere_fraction():
     ratio = kept(h100, "attention_balance_exponent") / kept(a100, "attention_balance_exponent")
     assert 0.35 / 0.73 <= ratio <= 0.35 / 0.50
     assert kept(h100, "balance_exponent") / kept(a100, "balance_exponent") > 0.35 / 0.50
+
+
+def test_an_fp32_softmax_moves_the_scores_three_times_the_bytes():
+    """Unfused attention in fp16 with fp32 probabilities (GLM-130B's "FP32 softmax", torch.autocast's softmax):
+    24 bytes per score element forward instead of 8 (attention_score_bytes: 4·e + 4·p against 4·e), the
+    backward twice that. By hand, one A100 running GPT-2 medium (24 layers, 16 heads, 1024 tokens), one
+    micro-batch of 2 sequences, no recomputation: the attention class grows by
+    24 layers × 3 passes × 16 extra bytes × 16 heads × 2,048 tokens × 1,024 keys / (HBM bandwidth × its
+    attainable fraction)."""
+    from trilemma.estimate.choose import estimate_plan
+    from trilemma.estimate.time import attention_score_bytes, device_constants
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import DtypeSpec, Precision
+    from trilemma.specs.build import make_cluster, make_plan, resolve_model
+
+    assert attention_score_bytes(2, 2) == 8 and attention_score_bytes(2, 4) == 24
+    assert attention_score_bytes(4, 4) == 16  # fp32 throughout: no casts
+    m, _ = resolve_model("gpt2-medium")
+    cl = make_cluster("a100-80gb", 1)
+    lay = dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)
+
+    def attention_s(probs: str | None) -> float:
+        dt = DtypeSpec.for_precision(Precision.FP16).replace(attention_probs=probs)
+        pl = make_plan(m, 2 * 1024 * 10, seq_len=1024, global_batch_tokens=2 * 1024, precision="fp16",
+                       flash_attention=False, dtypes=dt)
+        return estimate_plan(m, cl, pl, lay).time.ops_s["attention"]
+
+    hw = get_hardware("a100-80gb")
+    hbm = device_constants(constants(), hw, Precision.FP16)["hbm"]
+    extra = 24 * 3 * 16 * 16 * 2048 * 1024 / (hw.hbm_bw_bytes_per_s * hbm)
+    assert attention_s("fp32") - attention_s(None) == pytest.approx(extra, rel=1e-9)

@@ -248,6 +248,19 @@ def elementwise_bytes(m: ModelSpec, seq: float, L: LayoutArrays, e: float) -> tu
     return fwd, bwd
 
 
+def attention_score_bytes(e: float, p: float) -> float:
+    """Bytes one forward of unfused attention moves per element of its h·s·S score matrix, with activations
+    of ``e`` bytes and probabilities of ``p`` (DtypeSpec.attention_probs). In the activations' dtype (Megatron-
+    LM's fused softmax keeps them so): QKᵀ writes the scores, softmax reads them and writes the probabilities,
+    P·V reads them: 4·e. In another dtype (an fp32 softmax: torch.autocast, whose softmax autocasts to
+    float32 and whose matmul casts back, PyTorch AMP docs "CUDA Ops that can autocast to float32"; or by hand,
+    as GLM-130B's "FP32 softmax", github.com/THUDM/GLM-130B logs/main-log-en.md) two casts come in: the scores
+    are read (e) and written as p, softmax reads and writes p, the probabilities are read (p) and written back
+    as e for P·V: 4·e + 4·p (fp16 with an fp32 softmax: 24 bytes, three times 8). The backward is timed as
+    twice the forward (step_time)."""
+    return 4.0 * e if p == e else 4.0 * e + 4.0 * p
+
+
 def kernels_per_layer(m: ModelSpec, flash: bool) -> tuple[int, int]:
     """(forward, backward) kernel launches of one layer, unfused: GEMMs (QKV, output, up — gate and
     up fused into one —, down; backward a data-gradient and a weight-gradient GEMM each), attention
@@ -361,8 +374,9 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # 0.48-0.70 of its A100 fraction, where the GEMMs' power gives H100 0.73 of A100's (tests/test_time.py)
     eff = c["attention"] * balance_factor(attn_peak, bw, c, attn_width, "attention_balance_exponent")
     attn_fwd = attn_flop / (attn_peak * min(1.0, eff))  # ≤ peak
-    if not plan.flash_attention:  # scores written and read by softmax (and dropout): memory-bound
-        attn_fwd = attn_fwd + 4 * e * m.n_heads * T * seq / tp / (bw * c["hbm"])
+    if not plan.flash_attention:  # the h·s·S scores and probabilities through memory (attention_score_bytes)
+        attn_fwd = attn_fwd + (attention_score_bytes(e, plan.dtypes.bytes_of("attention_probs") or e)
+                               * m.n_heads * T * seq / tp / (bw * c["hbm"]))
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
 
     ew_f, ew_b = elementwise_bytes(m, seq, L, e)
