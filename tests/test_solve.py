@@ -195,3 +195,21 @@ def test_frontier_holds_the_optimum_itself(base):
     assert f.time_s[k] == pytest.approx(o.time.total_s, rel=1e-9)
     assert f.usd[k] == pytest.approx(o.cost.usd, rel=1e-9)
     assert f.loss[k] == pytest.approx(base.optimum_loss.mean, rel=1e-9)
+
+
+def test_a_small_plans_summary_keeps_its_figures_and_a_runner_up_at_the_same_cost_reads_zero(capsys):
+    """A one-GPU LoRA fine-tune of an hour: the summary line gives its GPU-hours to three figures, its energy in
+    kWh and its CO2 in kg (it printed "1 GPU-hours, 0.0 MWh, 0.0 t CO2e"), and the runner-up on twice the GPUs
+    for half the time, the same GPU-hours, differs in cost by float rounding only: ±0, not "+$1.1e-05"."""
+    args = ["solve", "--finetune", "lora", "--model", "llama2-7b", "--tokens", "50M", "--deadline", "2h",
+            "--gpu", "a100-80gb"]
+    assert main(args + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    o = doc["optimum"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("optimum:"))
+    assert f"optimum: {o['time']['gpu_hours']:.3g} GPU-hours, " in line
+    assert " kWh, " in line and " kg CO2e;" in line and " MWh" not in line
+    runner = [ln for ln in out.splitlines() if ln.startswith("│ GPU count")][-1]  # the runners-up table's row
+    assert "│ ±0 " in runner

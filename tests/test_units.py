@@ -220,3 +220,12 @@ def test_fmt_power_picks_the_unit_a_person_reads():
     assert fmt_power(22_980_000.0) == "22.98 MW"
     assert fmt_power(8_580.0) == "8.58 kW"
     assert fmt_power(575.0) == "575 W"
+
+
+def test_co2_in_tonnes_from_100_kg_and_in_kg_below():
+    from trilemma.units import fmt_co2_kg
+
+    assert fmt_co2_kg(90_100.0) == "90.1 t"
+    assert fmt_co2_kg(100.0) == "0.1 t"
+    assert fmt_co2_kg(0.5397) == "0.54 kg"
+    assert fmt_co2_kg(60.0, scale_kg=250.0) == "0.1 t"  # a band's end in its point's unit

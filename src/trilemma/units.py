@@ -270,6 +270,12 @@ def fmt_gpu_hours(h: float) -> str:
     return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
 
 
+def fmt_co2_kg(kg: float, scale_kg: float | None = None) -> str:
+    """CO2 given in kg: tonnes to one decimal ("90.1 t") from 100 kg up, else kg to three significant figures
+    ("0.531 kg"); ``scale_kg`` picks the unit instead (a band's ends in the unit of its point)."""
+    return f"{kg / 1e3:,.1f} t" if (kg if scale_kg is None else scale_kg) >= 100 else f"{kg:.3g} kg"
+
+
 def fmt_energy_kwh(kwh: float) -> str:
     """Energy given in kWh as kWh, MWh, GWh or TWh, four significant figures."""
     return _scaled(kwh, [(1e9, " TWh"), (1e6, " GWh"), (1e3, " MWh"), (1.0, " kWh")], digits=4)

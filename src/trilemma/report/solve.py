@@ -12,7 +12,7 @@ from trilemma.estimate.result import family_calibrated
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
 from trilemma.estimate.stability import stability_flag
-from trilemma.units import KILO, fmt_bytes, fmt_count, fmt_duration, fmt_energy_kwh, fmt_power, fmt_usd
+from trilemma.units import KILO, fmt_bytes, fmt_co2_kg, fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_power, fmt_usd
 
 
 #: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
@@ -64,9 +64,9 @@ def print_solve(r: Any) -> None:
     if any(not family_calibrated(e.cluster.hardware.family) for e in (r.optimum, *(e for _, e, _ in r.runners_up))):
         c.print(UNCALIBRATED_NOTE)
     o = r.optimum
-    c.print(f"optimum: {o.time.gpu_hours:,.0f} GPU-hours, {o.cost.energy_kwh / KILO:,.1f} MWh, "
+    c.print(f"optimum: {fmt_gpu_hours(o.time.gpu_hours)} GPU-hours, {fmt_energy_kwh(o.cost.energy_kwh)}, "
             f"{fmt_power(o.cost.power_w)} while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
-            f"{o.cost.co2_kg / KILO:,.1f} t CO2e; time band {fmt_duration(o.time.total_s_low)} – "
+            f"{fmt_co2_kg(o.cost.co2_kg)} CO2e; time band {fmt_duration(o.time.total_s_low)} – "
             f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
     if r.lifetime:
         lt = r.lifetime
@@ -112,7 +112,7 @@ def runners_up_table(r: Any) -> Table:
         ch = r.change(e, loss)
         d = ch["delta"]
         t.add_row(why, e.model.name, _gpu(e), str(e.plan.precision), fmt_count(e.plan.total_tokens),
-                  _signed(d["time_s"], fmt_duration), _signed(d["usd"], fmt_usd_axis),
+                  _signed(d["time_s"], fmt_duration), _signed(round(d["usd"], 2), fmt_usd_axis),  # to the cent
                   "—" if d["loss"] is None else _signed(round(d["loss"], 3), "{:.3f}".format),
                   "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]))
     return t

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from trilemma.estimate.params import param_counts
 from trilemma.specs import Task
-from trilemma.units import (KILO, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_energy_kwh, fmt_flop,
+from trilemma.units import (fmt_co2_kg, fmt_bytes, fmt_power, fmt_count, fmt_duration, fmt_energy_kwh, fmt_flop,
                             fmt_flop_rate, fmt_gpu_hours, fmt_rate, fmt_usd)
 
 
@@ -147,8 +147,8 @@ def print_estimate(est: Any) -> None:
     ct.add_row("power", f"[bold]{fmt_power(co.power_w)}[/bold] while it runs (host and network "
                f"{co.host_power_w_per_device:,.0f} W per device, PUE {co.pue}) ≈ {co.homes_powered:,.0f} average US homes "
                "powered for the run's duration")
-    def co2(kg: float) -> str:  # tonnes, or kg below 100 kg
-        return f"{kg / KILO:,.1f} t" if co.co2_kg >= 100 else f"{kg:.3g} kg"
+    def co2(kg: float) -> str:  # in the point's unit
+        return fmt_co2_kg(kg, co.co2_kg)
 
     ct.add_row("CO2", f"{co2(co.co2_kg)} CO2e" + (f" ({co2(co.co2_kg_low)} – {co2(co.co2_kg_high)})" if eband else "")
                + f" at {co.grid_kg_co2_per_kwh} kg/kWh")
