@@ -329,7 +329,7 @@ class FrontierFilters:
 
     def describe(self) -> dict[str, str]:
         """Each filter as a phrase, by name."""
-        return {"steps": f"fewer than {self.min_steps:,.0f} optimizer steps",
+        return {"steps": f"fewer than {self.min_steps:,.0f} optimizer step{'' if self.min_steps == 1 else 's'}",
                 "short": f"under {self.min_time_s / MINUTE:g} minutes", "long": f"over {self.max_time_s / DAY:,.0f} days"}
 
     def as_dict(self) -> dict[str, float]:
