@@ -425,3 +425,20 @@ def test_a_batch_no_layout_splits_gets_batches_and_gpu_counts_that_would(capsys)
     for g in gpus:  # ... and each suggested GPU count with the 2,048 sequences
         code, out, err = run(capsys, *base, "--gpus", str(g), "--global-batch", "16777216", "--json")
         assert code == 0, err
+
+
+def test_a_partial_last_step_is_named_with_its_tokens(capsys):
+    """400k tokens in batches of 128 × 2,048 = 262,144 tokens: 1.526 batches, so 2 optimizer steps, the last of
+    400,000 − 262,144 = 137,856 tokens, and the busy time 400,000 / 262,144 step times (a short last batch, as
+    PyTorch's DataLoader keeps it): a wall time of 2 steps that is under 2 step times is said, not hidden."""
+    args = ["estimate", "--model", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--finetune", "lora",
+            "--tokens", "400k", "--seq", "2048"]
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert "2 steps (the last of 137.9k tokens)" in out
+    code, out, _ = run(capsys, *args, "--json")
+    t = json.loads(out)["time"]
+    assert t["busy_s"] == pytest.approx(t["step_s"] * 400_000 / 262_144, rel=1e-9)
+    # a long run says nothing of its last step
+    code, out, _ = run(capsys, "estimate")
+    assert "(the last of" not in out

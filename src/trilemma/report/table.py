@@ -55,6 +55,18 @@ def finetune_line(est: Any) -> str:
             f"optimizer {f['optimizer']}; offload {f['offload']}")
 
 
+def _partial_step(est: Any) -> str:
+    """Where the tokens are not a whole number of global batches (one stage): the last step's tokens, which the
+    time counts as a partial batch (time is linear in tokens: a data loader that keeps its last, short batch,
+    as PyTorch's DataLoader does by default, drop_last=False). Said below 1,000 steps, where one step is more
+    than a thousandth of the time."""
+    if len(est.stages) != 1 or est.stages[0].steps >= 1000:
+        return ""
+    s = est.stages[0]
+    frac = s.steps - math.floor(s.steps + 1e-9)
+    return f" (the last of {fmt_count(frac * s.global_batch_tokens)} tokens)" if frac > 1e-9 else ""
+
+
 def print_estimate(est: Any) -> None:
     """Tables for one Estimate: plan, layout, memory, time, cost; then warnings."""
     c = _console()
@@ -126,7 +138,7 @@ def print_estimate(est: Any) -> None:
     band = t.total_s_high > t.total_s_low
     tt.add_row("wall time", f"[bold]{fmt_duration(t.total_s)}[/bold]"
                + (f" (80% band {fmt_duration(t.total_s_low)} – {fmt_duration(t.total_s_high)})" if band else "")
-               + f"; {math.ceil(t.steps - 1e-9):,} steps")  # a partial last step is a step (as exports count)
+               + f"; {math.ceil(t.steps - 1e-9):,} steps" + _partial_step(est))  # a partial last step is a step
     tt.add_row("goodput", goodput_line(t) if est.finetune is None else goodput_line(t).replace(
         "other overheads fitted on whole runs", "a fine-tune: the share fitted on months-long pre-training runs is not applied"))
     tt.add_row("GPU-hours", fmt_gpu_hours(t.gpu_hours)
