@@ -513,3 +513,59 @@ def test_a_cli_fine_tune_exports_the_plans_own_adapters(capsys, transformers_cla
     args = TrainingArguments(**json.loads(files["training_args.json"]), use_cpu=True)
     assert args.optim == "paged_adamw_8bit" and args.max_steps == 191
     assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 128
+
+
+def test_an_export_searches_the_layouts_its_engine_can_write(capsys):
+    """Llama 3.1 405B on 16,384 H100 at tp 8, pp 16: the fastest layout of all interleaves 4 virtual stages over
+    126 layers (uneven) with op-level recomputation, neither of which Megatron-LM's arguments express. `estimate
+    --export megatron` writes the fastest layout Megatron can express instead (it refused before), says how much
+    slower it is, and any layout that beats it is one Megatron refuses."""
+    from trilemma.estimate.choose import estimate_plan
+    from trilemma.export import expressible
+    from trilemma.specs.build import make_cluster
+
+    kw = dict(tokens=15.6e12, seq_len=8192, global_batch_tokens=16_777_216, layout={"tp": 8, "pp": 16})
+    fastest = estimate("llama3.1-405b", "h100-sxm", 16384, **kw)
+    with pytest.raises(ExportError):
+        export(fastest, "megatron")
+    est = estimate("llama3.1-405b", "h100-sxm", 16384, accept=expressible("megatron"), **kw)
+    doc = export(est, "megatron")  # writes
+    assert est.layout.recompute != Recompute.OP and (est.layout.vp == 1 or 126 % (16 * est.layout.vp) == 0)
+    assert est.time.total_s > fastest.time.total_s
+    assert any(w.startswith("layout: the fastest the export's engine can express") for w in doc.warnings)
+    # no expressible layout of the same search is faster: every faster one is refused
+    m, _ = resolve_model("llama3.1-405b")
+    pl = make_plan(m, 15.6e12, 8192, 16_777_216)
+    accept = expressible("megatron")
+    for rc in ("none", "selective", "full"):
+        for vp in (1, 2, 3, 6, 7):
+            try:
+                e = estimate_plan(m, make_cluster("h100-sxm", 16384), pl, {"tp": 8, "pp": 16, "vp": vp,
+                                                                             "recompute": rc})
+            except Exception:
+                continue  # nothing of that pin fits or is legal
+            if e.time.total_s < est.time.total_s * (1 - 1e-9):
+                assert not accept(e)
+    # an engine that refuses the model itself still says so: no layout search hides it
+    code, _, err = run(capsys, "export", "--to", "megatron", "estimate", "--model", "bert-base", "--gpu", "a100-80gb", "--tokens", "1B",
+                       "--gpus", "8")
+    assert code == 2 and "encoder" in err
+
+
+def test_a_solve_optimum_an_engine_cannot_write_is_exported_in_the_fastest_layout_it_can():
+    """solve --budget '$2M' --deadline 30d picks ZeRO-2 without a pipeline, which torchtitan has no setting for
+    (FSDP2 is ZeRO-3; ZeRO-1 only under pipeline parallelism). The export writes the same plan (model, GPUs,
+    tokens, batch) in the fastest layout torchtitan can express and says so, naming what it changed and why."""
+    from trilemma.export import export_solve
+    from trilemma.solve import solve
+
+    r = solve(budget="$2M", deadline="30d")
+    o = r.optimum
+    with pytest.raises(ExportError):
+        export(o, "torchtitan")
+    doc = export_solve(r, "torchtitan")
+    n = doc.numbers
+    assert (n.tp, n.pp, n.dp, int(n.zero)) != (o.layout.tp, o.layout.pp, o.layout.dp, int(o.layout.zero))
+    assert n.tp * n.pp * n.cp * n.dp == o.cluster.n_gpus
+    note = next(w for w in doc.warnings if w.startswith("layout: the solve optimum's"))
+    assert "ZeRO stage 2" in note and "fastest layout of the same plan that can" in note

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -29,7 +29,8 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
              unique_tokens: float | None = None, finetune: str | None = None, trainable_layers: int | None = None,
              lora_rank: int | None = None, lora_alpha: float | None = None,
              lora_targets: str | list[str] | None = None, base_precision: str | None = None,
-             optimizer: str | None = None, offload: str | None = None) -> Estimate:
+             optimizer: str | None = None, offload: str | None = None,
+             accept: Callable[[Estimate], bool] | None = None) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
     from ``law`` (default: trilemma.quality.laws.DEFAULT_LAW), with repetition over ``unique_tokens``;
@@ -38,7 +39,9 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
     ``finetune`` (full, lora, qlora, freeze) with ``trainable_layers``, ``lora_rank``, ``lora_alpha``,
     ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
-    optimizer, optimizer+params) make the plan a fine-tune of ``model`` (ignored when ``plan`` is given)."""
+    optimizer, optimizer+params) make the plan a fine-tune of ``model`` (ignored when ``plan`` is given).
+    ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
+    rather than the fastest of all."""
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
@@ -54,7 +57,7 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
-    return with_loss(estimate_plan(m, cl, pl, layout, how), law, unique_tokens)
+    return with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
 
 
 def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = None) -> Any:

@@ -276,8 +276,11 @@ def estimate(
                      task=_task(task),
                      **({} if goodput is None else {"goodput": goodput}),
                      **finetune_fields(m, **finetune_args(finetune)))
+    if export:  # the fastest layout the engine can write, not the fastest of all
+        from trilemma.export import expressible
     est = run_estimate(model, gpu, n, layout=layout, cluster=cluster, plan=plan, law=law,
-                       unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"))
+                       unique_tokens=None if unique_tokens is None else parse_count(unique_tokens, "unique-tokens"),
+                       accept=expressible(export) if export else None)
     if deploy is not None:
         from trilemma.api import with_deploy
         est = with_deploy(est, deploy, _deploy_precision(deploy_precision), _seq(context, "context"))

@@ -4,6 +4,9 @@ when none can run, explain why in one sentence and say what would work. Used by 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Callable
+
 import numpy as np
 
 from trilemma.errors import InputError, LayoutError
@@ -43,9 +46,12 @@ def evaluate_candidates(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, pinned:
 
 
 def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout | dict | None = None,
-                  how: str = "given", consts: Constants | None = None) -> Estimate:
+                  how: str = "given", consts: Constants | None = None,
+                  accept: Callable[[Estimate], bool] | None = None) -> Estimate:
     """The fastest legal layout that fits, among those matching ``layout`` (see ``pinned_axes``).
-    LayoutError with the reason and what would work when none can run."""
+    LayoutError with the reason and what would work when none can run. ``accept`` (an engine's check, e.g.
+    trilemma.export.expressible): the fastest that fits and that it accepts, trying the others in order of
+    time; the fastest of all when it accepts none (the caller's own check then says why)."""
     consts = consts or constants()
     pinned = pinned_axes(layout)
     ev = evaluate_candidates(m, cl, pl, pinned, consts)
@@ -54,7 +60,21 @@ def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layou
     i = best_row(ev)
     if i is None:
         raise LayoutError(_explain_failure(m, cl, pl, ev, pinned))
-    return from_evaluation(m, how, cl, pl, ev, i, "given" if pinned else "auto", consts)
+    chosen = "given" if pinned else "auto"
+    best = from_evaluation(m, how, cl, pl, ev, i, chosen, consts)
+    if accept is None or accept(best):
+        return best
+    ok = np.flatnonzero(ev.ok)
+    for j in ok[np.lexsort((np.asarray(ev.per_gpu_bytes)[ok], np.asarray(ev.total_s)[ok]))]:
+        if j == i:
+            continue
+        est = from_evaluation(m, how, cl, pl, ev, int(j), chosen, consts)
+        if accept(est):
+            return replace(est, warnings=(*est.warnings, (
+                f"layout: the fastest the export's engine can express; the fastest of all, {best.layout.summary()}, "
+                f"takes {1 - best.time.total_s / est.time.total_s:.1%} less time and it cannot (pin that layout "
+                "to see why)")))
+    return best
 
 
 def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout,

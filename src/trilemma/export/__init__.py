@@ -16,7 +16,8 @@ feature an engine cannot express is an ExportError (exit status 2) that says why
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable
 
 from trilemma.errors import InputError
 from trilemma.export.document import SCHEMA, ExportDocument
@@ -61,16 +62,50 @@ def export(est: Any, engine: str, *, finetune: FineTune | None = None, source: s
                           numbers=doc.numbers, plan=doc.plan, notes=doc.notes, warnings=tuple(est.warnings))
 
 
+#: ExportError features that name a layout axis: another layout of the same plan may be expressible
+LAYOUT_FEATURES = frozenset({"tp", "pp", "vp", "cp", "ep", "sp", "zero", "ZeRO stage", "recompute", "pp × vp",
+                             "micro-batch"})
+
+
+def expressible(engine: str) -> Callable[[Any], bool]:
+    """A check for trilemma.estimate.choose.estimate_plan's ``accept``: True when ``engine`` writes the
+    estimate's plan, False when it refuses one of its layout axes (LAYOUT_FEATURES: the search tries the next
+    layout), and the exporter's own ExportError when it refuses the model or the plan (no layout helps)."""
+    engine = check_engine(engine)
+
+    def accept(est: Any) -> bool:
+        try:
+            export(est, engine)
+        except ExportError as exc:
+            if exc.feature in LAYOUT_FEATURES:
+                return False
+            raise
+        return True
+
+    return accept
+
+
 def export_solve(result: Any, engine: str, point: int | None = None, *,
                  finetune: FineTune | None = None) -> ExportDocument:
     """A solve's optimum (``point`` None) or the frontier point of that index (the row of
     ``solve --frontier``'s CSV, 0-based) as ``engine``'s config."""
     check_engine(engine)
     est = result.optimum if point is None else result.frontier_plan(point)
+    source = "solve optimum" if point is None else f"solve frontier point {point}"
     try:
-        return export(est, engine, finetune=finetune,
-                      source="solve optimum" if point is None else f"solve frontier point {point}")
+        return export(est, engine, finetune=finetune, source=source)
     except ExportError as exc:
+        if exc.feature in LAYOUT_FEATURES:  # the same plan in the fastest layout the engine can write
+            from trilemma.estimate.choose import estimate_plan
+
+            alt = estimate_plan(est.model, est.cluster, est.plan, None, "solver", accept=expressible(engine))
+            if expressible(engine)(alt):
+                change = alt.time.total_s / est.time.total_s - 1
+                alt = replace(alt, warnings=(*alt.warnings, (
+                    f"layout: the {source}'s, {est.layout.summary()}, cannot be written ({exc.feature} "
+                    f"{exc.value}: {exc.why}); this is the fastest layout of the same plan that can, "
+                    f"{abs(change):.1%} {'longer' if change >= 0 else 'shorter'}")))
+                return export(alt, engine, finetune=finetune, source=source)
         if "pin --" not in exc.why:
             raise
         # the layout flags an exporter names belong to `estimate`: solve searches the layout
@@ -79,5 +114,5 @@ def export_solve(result: Any, engine: str, point: int | None = None, *,
             f"estimate` this plan's model, hardware and GPU count ({est.cluster.n_gpus}) with it")) from None
 
 
-__all__ = ["ENGINES", "SCHEMA", "ExportDocument", "ExportError", "FineTune", "PlanNumbers", "check_engine", "export",
-           "export_solve", "finetune_of"]
+__all__ = ["ENGINES", "LAYOUT_FEATURES", "SCHEMA", "ExportDocument", "ExportError", "FineTune", "PlanNumbers",
+           "check_engine", "export", "export_solve", "expressible", "finetune_of"]
