@@ -16,6 +16,7 @@ from typing import Any
 
 from trilemma.export.document import ExportDocument
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
+from trilemma.export.torchtitan import stage_modules
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
 from trilemma.specs.enums import FfnType, NormType, PositionType
 
@@ -70,6 +71,28 @@ def _model_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
     return a
 
 
+def pipeline_layout(n_layers: int, chunks: int) -> str:
+    """Megatron-LM's --pipeline-model-parallel-layout for uneven virtual stages: one '|'-separated entry per
+    virtual stage in layer order (Megatron's 1-D layout: entry vpp_rank·pp + pp_rank, megatron/core/transformer/
+    pipeline_parallel_layer_layout.py), 't' a transformer layer ('t*7' seven), the embedding 'E' before the
+    first and the loss 'L' after the last; the layers per stage as trilemma times them (trilemma.specs.axes.
+    stage_layers, the placement of trilemma.export.torchtitan.stage_modules). 126 layers in 64 stages:
+    "Et|(t*2|)*62,tL" (Megatron drops the commas)."""
+    if chunks > n_layers:
+        raise ExportError(ENGINE, "pp × vp", chunks, f"at most the {n_layers} layers")
+    counts = [sum(x.startswith("layers.") for x in s) for s in stage_modules(n_layers, chunks)]
+    stages = [("t" if c == 1 else f"t*{c}") for c in counts]
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+    out, i = "", 0
+    while i < len(stages):  # a run of k ≥ 3 equal stages as "(s|)*k", Megatron's own repetition
+        k = 1
+        while i + k < len(stages) and stages[i + k] == stages[i]:
+            k += 1
+        out += f"({stages[i]}|)*{k}," if k >= 3 else (stages[i] + "|") * k  # the comma is cosmetic
+        i += k
+    return out[:-1]  # the last stage ends in L, alone in its run: drop its separator
+
+
 def _stage_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
     """Pipeline degree, virtual stages, and uneven first/last stages (the heaviest stage holds
     ⌈layers / pp⌉ layers, trilemma.specs.axes.stage_layers; the first and last take the rest)."""
@@ -78,8 +101,7 @@ def _stage_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
         return a
     if n.vp > 1:
         if m.n_layers % (n.pp * n.vp):
-            raise ExportError(ENGINE, "vp", n.vp, f"uneven virtual stages ({m.n_layers} layers over pp × vp = "
-                              f"{n.pp * n.vp}) are not exported: pick pp × vp dividing the layers")
+            return a + [("--pipeline-model-parallel-layout", pipeline_layout(m.n_layers, n.pp * n.vp))]
         return a + [("--num-virtual-stages-per-pipeline-rank", n.vp)]
     if m.n_layers % n.pp:
         per = -(-m.n_layers // n.pp)
