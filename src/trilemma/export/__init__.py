@@ -63,8 +63,7 @@ def export(est: Any, engine: str, *, finetune: FineTune | None = None, source: s
 
 
 #: ExportError features that name a layout axis: another layout of the same plan may be expressible
-LAYOUT_FEATURES = frozenset({"tp", "pp", "vp", "cp", "ep", "sp", "zero", "ZeRO stage", "recompute", "pp × vp",
-                             "micro-batch"})
+LAYOUT_FEATURES = frozenset({"tp", "pp", "vp", "cp", "ep", "sp", "ZeRO stage", "recompute", "pp × vp"})
 
 
 def expressible(engine: str) -> Callable[[Any], bool]:
