@@ -593,3 +593,14 @@ def test_uneven_virtual_stages_as_megatrons_own_layout_reads_them(n_layers, pp, 
     # Llama 3.1 405B's interleaving: one layer fewer on the first and the last virtual stage, two on the others
     if (n_layers, pp, vp) == (126, 16, 4):
         assert text == "Et|(t*2|)*62,tL"
+
+
+def test_an_engine_without_sequence_parallelism_gets_the_fastest_layout_without_it(capsys):
+    """The default plan (Llama 2 7B on 2,048 A100s) runs fastest at TP 2 with sequence parallelism, which DeepSpeed's
+    AutoTP lacks; the search keeps SP on wherever TP is, so an export to DeepSpeed searches the layouts with it off
+    too: it writes TP 2 without SP (it asked the user to pin --no-sp before) and names the faster one it cannot."""
+    code, out, err = run(capsys, "export", "--to", "deepspeed", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["numbers"]["sp"] is False and doc["numbers"]["tp"] * doc["numbers"]["dp"] == 2048
+    assert any("TP2" in w and " SP " in w for w in doc["warnings"])

@@ -64,17 +64,25 @@ def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layou
     best = from_evaluation(m, how, cl, pl, ev, i, chosen, consts)
     if accept is None or accept(best):
         return best
-    ok = np.flatnonzero(ev.ok)
-    for j in ok[np.lexsort((np.asarray(ev.per_gpu_bytes)[ok], np.asarray(ev.total_s)[ok]))]:
-        if j == i:
-            continue
-        est = from_evaluation(m, how, cl, pl, ev, int(j), chosen, consts)
-        if accept(est):
-            return replace(est, warnings=(*est.warnings, (
-                f"layout: the fastest the export's engine can express; the fastest of all, {best.layout.summary()}, "
-                f"takes {1 - best.time.total_s / est.time.total_s:.1%} less time and it cannot (pin that layout "
-                "to see why)")))
-    return best
+
+    def first_accepted(ev: Evaluation) -> Estimate | None:  # in order of time, then memory
+        ok = np.flatnonzero(ev.ok)
+        for j in ok[np.lexsort((np.asarray(ev.per_gpu_bytes)[ok], np.asarray(ev.total_s)[ok]))]:
+            est = from_evaluation(m, how, cl, pl, ev, int(j), chosen, consts)
+            if accept(est):
+                return est
+        return None
+
+    found = first_accepted(ev)
+    if found is None and "sp" not in pinned:  # the search keeps sequence parallelism on; an engine may lack it
+        off = evaluate_candidates(m, cl, pl, {**pinned, "sp": False}, consts)
+        found = None if off is None else first_accepted(off)
+    if found is None:
+        return best
+    return replace(found, warnings=(*found.warnings, (
+        f"layout: the fastest the export's engine can express; the fastest of all, {best.layout.label(compact=True)}, "
+        f"takes {1 - best.time.total_s / found.time.total_s:.1%} less time and it cannot (pin that layout to see "
+        "why)")))
 
 
 def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout,

@@ -101,7 +101,7 @@ def export_solve(result: Any, engine: str, point: int | None = None, *,
             if expressible(engine)(alt):
                 change = alt.time.total_s / est.time.total_s - 1
                 alt = replace(alt, warnings=(*alt.warnings, (
-                    f"layout: the {source}'s, {est.layout.summary()}, cannot be written ({exc.feature} "
+                    f"layout: the {source}'s, {est.layout.label(compact=True)}, cannot be written ({exc.feature} "
                     f"{exc.value}: {exc.why}); this is the fastest layout of the same plan that can, "
                     f"{abs(change):.1%} {'longer' if change >= 0 else 'shorter'}")))
                 return export(alt, engine, finetune=finetune, source=source)
