@@ -98,13 +98,15 @@ def export_solve(result: Any, engine: str, point: int | None = None, *,
             from trilemma.estimate.choose import estimate_plan
 
             alt = estimate_plan(est.model, est.cluster, est.plan, None, "solver", accept=expressible(engine))
-            if expressible(engine)(alt):
-                change = alt.time.total_s / est.time.total_s - 1
-                alt = replace(alt, warnings=(*alt.warnings, (
-                    f"layout: the {source}'s, {est.layout.label(compact=True)}, cannot be written ({exc.feature} "
-                    f"{exc.value}: {exc.why}); this is the fastest layout of the same plan that can, "
-                    f"{abs(change):.1%} {'longer' if change >= 0 else 'shorter'}")))
+            change = alt.time.total_s / est.time.total_s - 1
+            alt = replace(alt, warnings=(*alt.warnings, (
+                f"layout: the {source}'s, {est.layout.label(compact=True)}, cannot be written ({exc.feature} "
+                f"{exc.value}: {exc.why}); this is the fastest layout of the same plan that can, "
+                f"{abs(change):.1%} {'longer' if change >= 0 else 'shorter'}")))
+            try:  # refused when no layout of the plan is expressible (estimate_plan then returns the fastest)
                 return export(alt, engine, finetune=finetune, source=source)
+            except ExportError:
+                pass
         if "pin --" not in exc.why:
             raise
         # the layout flags an exporter names belong to `estimate`: solve searches the layout
