@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from clitools import save_stated_cpu_profile
 from test_hostile_corpus import LAW_OK  # the tests' folder is on the path (as for clitools)
 
 from trilemma.cli import main
@@ -25,6 +26,17 @@ level = 0.8
 params = ["E", "A", "B", "alpha", "beta"]
 samples = [[1.0, 1.0, 2.0], [1.8, 480.0, 2000.0, 0.35, 0.37]]
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def config_dir(tmp_path_factory):
+    """A config directory of the tests' own, holding a stated `local` CPU profile: the refusals that name
+    `local` must not depend on this machine's user having run the probe, and no test reads their profiles."""
+    cfg = tmp_path_factory.mktemp("config")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRILEMMA_CONFIG_DIR", str(cfg))
+        save_stated_cpu_profile()
+        yield cfg
 
 
 def _files(root: Path) -> dict[str, Path]:

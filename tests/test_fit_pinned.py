@@ -33,6 +33,13 @@ def tiny_runs() -> Runs:
     return Runs(n, d, loss, "tiny-ladder")
 
 
+@pytest.fixture(scope="module")
+def tiny_fit():
+    """The tiny ladder's runs fitted once with 200 bootstrap refits (the held-out test's count), shared by
+    the tests that read the fit or its law file (each refit took 6-10 s; the suite's time is a budget)."""
+    return fit_runs(tiny_runs(), n_boot=200, holdout=0)
+
+
 def test_the_tiny_ladder_free_fit_is_degenerate():
     """The old answer, kept as the reason for the rest: free, E runs to 0."""
     r = tiny_runs()
@@ -40,8 +47,8 @@ def test_the_tiny_ladder_free_fit_is_degenerate():
     assert fit_point(r.n, r.d, r.loss, fix=TIE).constants["E"] < E_FLOOR * r.loss.min()  # tying is not enough
 
 
-def test_degenerate_runs_get_fixed_exponents_with_a_reason(tmp_path):
-    rep = fit_runs(tiny_runs(), n_boot=100, holdout=0)
+def test_degenerate_runs_get_fixed_exponents_with_a_reason(tiny_fit):
+    rep = tiny_fit
     c = rep.law.constants
     assert c["alpha"] == c["beta"] == LITERATURE_EXPONENT  # fixed, and reported as fixed
     assert "fixed at 0.35" in rep.fixed and len(rep.unpinned) == 2
@@ -55,9 +62,9 @@ def test_degenerate_runs_get_fixed_exponents_with_a_reason(tmp_path):
     assert np.all(rep.samples[:, 3] == LITERATURE_EXPONENT) and np.all(rep.samples[:, 4] == LITERATURE_EXPONENT)
 
 
-def test_the_held_out_run_lies_inside_the_band():
+def test_the_held_out_run_lies_inside_the_band(tiny_fit):
     """The prediction 3.3x beyond the largest fitted N: the band must hold the measured loss."""
-    rep = fit_runs(tiny_runs(), n_boot=200, holdout=0)
+    rep = tiny_fit
     n, d, measured = TINY_HELD_OUT
     p = predict_loss(rep.law, n, n, d, precision="fp32")
     assert p.low <= measured <= p.high
@@ -76,8 +83,8 @@ def test_well_pinned_runs_stay_free():
     assert 0 < rep.law.constants["alpha"] <= EXP_MAX
 
 
-def test_residual_sd_grows_beyond_the_fitted_sizes():
-    rep = fit_runs(tiny_runs(), n_boot=50, holdout=0)
+def test_residual_sd_grows_beyond_the_fitted_sizes(tiny_fit):
+    rep = tiny_fit
     r = rep.law.uncertainty.residual
     n_max = rep.law.fit_range["N_max"]
     assert residual_sd(rep.law, n_max / 2) == pytest.approx(r["log_sd"])  # inside the fitted sizes
@@ -88,8 +95,8 @@ def test_residual_sd_grows_beyond_the_fitted_sizes():
     assert math.log(far.high / far.low) > math.log(near.high / near.low)
 
 
-def test_law_file_keeps_the_error_and_optimal_has_no_nan(capsys, tmp_path):
-    rep = fit_runs(tiny_runs(), n_boot=50, holdout=0)
+def test_law_file_keeps_the_error_and_optimal_has_no_nan(capsys, tmp_path, tiny_fit):
+    rep = tiny_fit
     path = write_law(rep.law, tmp_path / "law.toml")
     back = read_law_file(path)
     assert dict(back.uncertainty.residual) == dict(rep.law.uncertainty.residual)
@@ -101,8 +108,8 @@ def test_law_file_keeps_the_error_and_optimal_has_no_nan(capsys, tmp_path):
 @pytest.mark.parametrize("bad", ['log_sd = -1.0\nlog_sd_per_e_fold = 0.1\ndf = 3',
                                  'log_sd = 0.1\nlog_sd_per_e_fold = 0.1\ndf = 0',
                                  'log_sd = 0.1\ndf = 3'])
-def test_bad_residual_table_is_refused(capsys, tmp_path, bad):
-    rep = fit_runs(tiny_runs(), n_boot=10, holdout=0)
+def test_bad_residual_table_is_refused(capsys, tmp_path, bad, tiny_fit):
+    rep = tiny_fit
     path = write_law(rep.law, tmp_path / "law.toml")
     text = path.read_text()
     head, tail = text.split("[uncertainty.residual]")

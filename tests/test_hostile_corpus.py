@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from clitools import save_stated_cpu_profile  # the tests' folder is on the path
+
 from trilemma.cli import main
 
 # ------------------------------------------------------------------ values
@@ -392,18 +394,11 @@ class ProbeAccepted(Exception):
 def sandbox(files, tmp_path_factory):
     """A config directory with a stated `local` CPU profile (so ``ladder --dry-run`` measures nothing),
     a wide terminal, and the probe stopped before it measures anything."""
-    from trilemma.probe.profile import MachineMeasurement, MatmulCurve, local_hardware, save_local_profile
-
     cfg = tmp_path_factory.mktemp("config")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TRILEMMA_CONFIG_DIR", str(cfg))
         mp.setenv("COLUMNS", "250")
-        meas = MachineMeasurement(device="cpu", device_name="test CPU", cores=2, threads=2, torch_version="0",
-                                  memory_bytes=8e9, memory_bw_bytes_per_s=10e9, link_bw_bytes_per_s=1e9,
-                                  link_kind="stated", matmul={"fp32": MatmulCurve("fp32", (128, 256, 512, 1024),
-                                                                                  (20e9, 40e9, 60e9, 70e9))},
-                                  runtime_memory_bytes=50e6, measured_at="2025-01-01T00:00:00+00:00")
-        save_local_profile(local_hardware(meas), meas)
+        save_stated_cpu_profile()
 
         def stop(*args, **kwargs):
             raise ProbeAccepted
