@@ -188,7 +188,8 @@ def memory_headroom(cluster: ClusterSpec) -> float:
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
              consts: Constants, n_gpus: np.ndarray | None = None,
-             target_batch_seqs: np.ndarray | None = None, memory: bool = True) -> Evaluation:
+             target_batch_seqs: np.ndarray | None = None, memory: bool = True,
+             legal: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None) -> Evaluation:
     """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
     array fields (trilemma.solve.space.ShapeGrid); ``consts`` the planner's constants
     (trilemma.presets.constants() or a calibration's trial); ``n_gpus`` an array of device counts
@@ -196,7 +197,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     batch in sequences per row, replacing the (single) stage's (the solver: one per model shape).
     ``memory=False`` skips the memory model (no OOM verdict, no per-device bytes): the time constants' fit
     (trilemma.validate.fit.fit_time) re-times the same layouts many times, and nothing it reads depends on
-    memory."""
+    memory. ``legal``: what ``legal_mask`` gives for each stage of ``plan`` on these layouts (with the cluster's
+    device count and ``consts``' batch tolerance), when the caller kept it: it depends on neither the
+    efficiency constants nor the memory model, and a fit re-times the same layouts many times."""
     pc = param_counts(model)
     headroom = memory_headroom(cluster)
     capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
@@ -214,8 +217,9 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     busy: np.ndarray | float = 0.0
     model_flop: np.ndarray | float = 0.0
     hw_flop: np.ndarray | float = 0.0
-    for st in plan.stages:
-        batch, r = legal_mask(model, layouts, st, n, consts["batch"]["tolerance"], target_batch_seqs)
+    for i, st in enumerate(plan.stages):
+        batch, r = legal[i] if legal is not None else legal_mask(model, layouts, st, n, consts["batch"]["tolerance"],
+                                                                 target_batch_seqs)
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
         mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts) if memory else None

@@ -32,7 +32,7 @@ from scipy.optimize import least_squares, lsq_linear, minimize_scalar
 from trilemma.estimate.choose import evaluate_candidates, pinned_axes
 from trilemma.estimate.evaluate import Evaluation, evaluate
 from trilemma.estimate.goodput import slow_node_share
-from trilemma.estimate.layouts import R_OOM, LayoutArrays
+from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.presets import constants as default_constants
 from trilemma.specs import Layout
 from trilemma.specs.build import make_cluster
@@ -164,8 +164,8 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
         if lay is None:
             out.append(Prediction(c, None, None, False, note))
             continue
-        cl, arrays = _prepared(c, lay, {} if prepared is None else prepared)
-        ev = evaluate(c.model, cl, c.plan, arrays, consts, memory=memory)
+        cl, arrays, legal = _prepared(c, lay, consts, {} if prepared is None else prepared)
+        ev = evaluate(c.model, cl, c.plan, arrays, consts, memory=memory, legal=legal)
         if not memory:
             out.append(Prediction(c, metric_value(c, ev), lay, bool(fits), note))
             continue
@@ -178,14 +178,18 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
     return out
 
 
-def _prepared(case: Case, lay: Layout, cache: dict) -> tuple[Any, LayoutArrays]:
-    """The case's cluster (no memory headroom: a row is timed whether or not it would count as fitting) and
-    ``lay`` as one-row arrays, kept in ``cache`` under (kind, row, layout): neither depends on the constants,
-    so a fit's repeated predictions of the same (case, layout) build them once (a fit re-times each row ~170
-    times: a quarter of its time went here)."""
-    key = (case.kind, case.row, lay)
+def _prepared(case: Case, lay: Layout, consts: Constants, cache: dict) -> tuple[Any, LayoutArrays, tuple]:
+    """The case's cluster (no memory headroom: a row is timed whether or not it would count as fitting),
+    ``lay`` as one-row arrays and each stage's ``legal_mask`` on them, kept in ``cache`` under (kind, row,
+    layout, batch tolerance): none depends on the fitted constants, so a fit's repeated predictions of the
+    same (case, layout) build them once (a fit re-times each row ~170 times: building them took a third of
+    its time)."""
+    tolerance = consts["batch"]["tolerance"]
+    key = (case.kind, case.row, lay, tolerance)
     if key not in cache:
-        cache[key] = (make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0), LayoutArrays.from_layouts([lay]))
+        cl, arrays = make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0), LayoutArrays.from_layouts([lay])
+        legal = tuple(legal_mask(case.model, arrays, st, cl.n_gpus, tolerance) for st in case.plan.stages)
+        cache[key] = (cl, arrays, legal)
     return cache[key]
 
 
