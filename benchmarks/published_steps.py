@@ -67,9 +67,10 @@ CHECKS = (
     # the only whole run on more than 124 nodes with a published total that is not kept independent. The
     # card gives no batch: 2,048 sequences assumed (the 7B card's 2,304 and the 40B's 1,152 bracket it);
     # the GPU count varied ("up to 4,096"), so at 4,096 the slow-node share is, if anything, charged on
-    # more nodes than the run had
+    # more nodes than the run had. Its card: "up to 4,096 A100 40GB GPUs in P4d instances", 400 Gb/s of EFA per
+    # 8-GPU instance, as Falcon-7B's runs row states it
     Check("Falcon-180B", ("falcon-180b", "a100-40gb", 4096, 3.5e12),
-          dict(seq_len=2048, global_batch_tokens=2048 * 2048, layout=dict(tp=8, pp=8)),
+          dict(seq_len=2048, global_batch_tokens=2048 * 2048, layout=dict(tp=8, pp=8), inter_node_gb_s=6.25),
           ("mfu", float("nan"), "no step figure published"),
           ("gpu_hours", 7.0e6, "huggingface.co/blog/falcon-180b: '~7,000,000 GPU hours' on up to 4,096 A100-40GB"),
           "none: not a row (one significant digit, and the GPU count varied)"),
