@@ -17,6 +17,7 @@ CUDA events) at d_head 64-4096 and prints the measured rate beside both readings
 from __future__ import annotations
 
 import argparse
+import time
 
 PRESETS = (("A100", "80GB", "a100-80gb"), ("A100", "", "a100-40gb"), ("H100", "", "h100-sxm"),
            ("H200", "", "h200"), ("B200", "", "b200"))
@@ -30,16 +31,28 @@ def preset_for(name: str) -> str | None:
     return None
 
 
+def positive(text: str) -> int:
+    """A whole number above 0, or argparse's one-line error (exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected a positive whole number")
+    return value
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default=None, help="hardware preset to compare with (default: from the device name)")
-    ap.add_argument("--heads", type=int, default=32, help="micro-batch × heads per GPU (the batch of the matmul)")
-    ap.add_argument("--seq", type=int, default=2048, help="queries and keys per sequence")
-    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--heads", type=positive, default=32, help="micro-batch × heads per GPU (the batch of the matmul)")
+    ap.add_argument("--seq", type=positive, default=2048, help="queries and keys per sequence")
+    ap.add_argument("--reps", type=positive, default=20)
     a = ap.parse_args()
 
     import torch
 
+    from trilemma.errors import TrilemmaError
     from trilemma.estimate.time import device_constants, gemm_s
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
@@ -49,7 +62,10 @@ def main() -> None:
     dtype, prec = (torch.bfloat16, Precision.BF16) if cuda else (torch.float32, Precision.FP32)
     name = torch.cuda.get_device_name() if cuda else "cpu"
     preset = a.gpu or (preset_for(name) if cuda else None)
-    hw = get_hardware(preset) if preset else None
+    try:
+        hw = get_hardware(preset) if preset else None
+    except TrilemmaError as err:
+        ap.error(f"--gpu: {err}")
     c = device_constants(constants(), hw, prec) if hw else None
     b, s = a.heads, a.seq
     print(f"{name} ({dev}, {dtype}), batch {b}, s = S = {s}; model: {preset or 'none'}")
@@ -67,7 +83,6 @@ def main() -> None:
             t1.record()
             torch.cuda.synchronize()
             return t0.elapsed_time(t1) / 1e3 / a.reps
-        import time
         t = time.perf_counter()
         for _ in range(a.reps):
             torch.bmm(x, y)
@@ -81,7 +96,7 @@ def main() -> None:
             flop = 2.0 * b * M * N * K
             row = f"{label:<24} {flop / sec / 1e12:>16.2f}"
             if hw is not None:
-                peak, bw, e = hw.peak(prec), hw.hbm_bw_bytes_per_s, 2.0 if cuda else 4.0
+                peak, bw, e = hw.peak(prec), hw.hbm_bw_bytes_per_s, float(x.element_size())
                 law = b * float(gemm_s(M, N, K, peak, bw, e, c))
                 ceil = b * float(gemm_s(M, N, K, peak, bw, e, {**c, "gemm_half_dim": 0.0}))
                 row += f" {flop / law / 1e12:>10.1f} {flop / ceil / 1e12:>10.1f}"

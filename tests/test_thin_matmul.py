@@ -32,3 +32,15 @@ def test_runs_on_a_cpu(monkeypatch, capsys):
     assert len(rows) == 14
     law, ceiling = zip(*((float(r.split()[-2]), float(r.split()[-1])) for r in rows))
     assert all(0 < lw <= cl for lw, cl in zip(law, ceiling))  # the shape penalty only slows a matmul
+
+
+@pytest.mark.parametrize("argv, field", [(["--gpu", "nope"], "--gpu"), (["--heads", "0"], "--heads"),
+                                         (["--seq", "2x"], "--seq")])
+def test_bad_input_is_one_line_and_exit_status_2(monkeypatch, capsys, argv, field):
+    pytest.importorskip("torch")
+    monkeypatch.setattr(sys, "argv", ["thin_matmul.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        thin_matmul.main()
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert field in last and ("not allowed" in last or "unknown preset" in last)
