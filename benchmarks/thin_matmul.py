@@ -6,12 +6,14 @@ Without FlashAttention an attention layer runs QKᵀ, (s×d_head)·(d_head×S), 
 batched matmuls over micro-batch × heads: thin in d_head (64-160). The step model's GEMM law
 (``trilemma.estimate.time.gemm_s``: eff_max · Π x/(x + half), against the roofline of the operands' and
 result's bytes) was fitted on model GEMMs of d ≥ 768; how it carries to d_head decides how unfused runs
-are timed (2021-22 Megatron, BLOOM, OPT, GPT-NeoX, GLM-130B). Two readings disagree: the law's shape
-penalty as fitted ("law") puts one 22B layer's attention forward at 1.6 ms where Korthikanti et al. 2022
-Table 4's selective-less-none difference gives 1.3 ms, and the roofline at the law's ceiling with no shape
-penalty ("ceiling") leaves the CS336 fp32 steps 15% fast. This script times the batched matmuls (torch,
-CUDA events) at d_head 64-4096 and prints the measured rate beside both readings for the GPU preset named
-(default: the one the device's name matches). On a CPU it times fp32 and prints the measurement alone.
+are timed (2021-22 Megatron, BLOOM, OPT, GPT-NeoX, GLM-130B). Two readings: the law's shape penalty as
+fitted ("law") puts one 22B layer's attention forward at 1.6 ms where Korthikanti et al. 2022 Table 4's
+selective-less-none difference gives 1.3 ms; the roofline at the law's ceiling with no shape penalty
+("ceiling") is what ``unfused_attention_s`` uses (Table 4: 1.02-1.06× a layer; the CS336 fp32 steps and
+H100 attention benchmark within 10% once their hand-written softmax's passes are counted). This script times
+the batched matmuls (torch, CUDA events) at d_head 64-4096 and prints the measured rate beside both readings
+for the GPU preset named (default: the one the device's name matches): at 16-bit, on a GPU, it checks the
+choice directly. On a CPU it times fp32 and prints the measurement alone.
 """
 
 from __future__ import annotations

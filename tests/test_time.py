@@ -572,3 +572,118 @@ def test_an_fp32_softmax_moves_the_scores_three_times_the_bytes():
     hbm = device_constants(constants(), hw, Precision.FP16)["hbm"]
     extra = 24 * 3 * 16 * 16 * 2048 * 1024 / (hw.hbm_bw_bytes_per_s * hbm)
     assert attention_s("fp32") - attention_s(None) == pytest.approx(extra, rel=1e-9)
+
+
+def test_the_unfused_attention_core_is_its_kernels():
+    """Without FlashAttention the core is two batched GEMMs per head and the softmax and dropout between them
+    (unfused_attention_s). By hand, one A100 running GPT-2 medium (24 layers, 16 heads of 64, 1,024 tokens,
+    dropout on) in fp16, one micro-batch of 2 sequences, no recomputation: per layer and pass, 32 (sequence,
+    head) pairs each run QKᵀ, (1,024×64)·(64×1,024), and P·V, (1,024×1,024)·(1,024×64), each moving
+    2 bytes × (2·65,536 + 1,048,576) and doing 2·1,024·1,024·64 FLOPs — under A100's balance, so their bytes
+    set their time —, then the softmax reads the scores and writes the probabilities (2 × 2 bytes) and the
+    dropout reads them, writes them and a 1-byte mask (5 bytes): 9 bytes per score. The forward once and
+    the backward twice over."""
+    from trilemma.estimate.choose import estimate_plan
+    from trilemma.estimate.time import balance_factor, device_constants
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import Precision
+    from trilemma.specs.build import make_cluster, make_plan, resolve_model
+
+    m, _ = resolve_model("gpt2-medium")
+    assert m.dropout and m.n_heads == 16 and m.d_attn == 1024
+    cl = make_cluster("a100-80gb", 1)
+    pl = make_plan(m, 2 * 1024 * 10, seq_len=1024, global_batch_tokens=2 * 1024, precision="fp16",
+                   flash_attention=False)
+    got = estimate_plan(m, cl, pl, dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)).time.ops_s["attention"]
+
+    hw = get_hardware("a100-80gb")
+    c = device_constants(constants(), hw, Precision.FP16)
+    peak, bw = hw.peak(Precision.FP16), hw.hbm_bw_bytes_per_s * c["hbm"]
+    flop = 2 * 1024 * 1024 * 64
+    moved = 2 * (2 * 1024 * 64 + 1024 * 1024)
+    rate = peak * min(c["mamf"], c["gemm_max"] * balance_factor(peak, hw.hbm_bw_bytes_per_s, c))
+    assert moved / bw > flop / rate  # memory-bound: the thin GEMMs' traffic sets their time
+    gemms = 32 * 2 * moved / bw
+    softmax_dropout = 9 * 32 * 1024 * 1024 / bw
+    assert got == pytest.approx(24 * 3 * (gemms + softmax_dropout), rel=1e-9)
+
+
+def test_an_eager_softmax_reads_and_writes_the_scores_once_per_pass():
+    """Without FlashAttention, a softmax that is not one fused kernel (TrainingPlan.softmax_passes): each further
+    pass reads and writes the h·s·S score matrix once more, 2·e bytes per score. CS336's model (scale, mask, then
+    a softmax written by hand — max, subtract, exp, sum, divide: 6 passes) against Megatron-LM's fused kernel
+    (1): by hand, GPT-2 medium in fp16 on one A100, one micro-batch of 2 sequences of 1,024, the attention class
+    grows by 24 layers × 3 (forward, backward twice) × 5 passes × 4 bytes × 16 heads × 2,048 tokens × 1,024
+    keys / (HBM bandwidth × its attainable fraction); and each layer launches 5 more kernels forward, 10 more
+    backward."""
+    from trilemma.estimate.choose import estimate_plan
+    from trilemma.estimate.time import device_constants, kernels_per_layer
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import Precision
+    from trilemma.specs.build import make_cluster, make_plan, resolve_model
+
+    m, _ = resolve_model("gpt2-medium")
+    cl = make_cluster("a100-80gb", 1)
+
+    def attention_s(passes: int) -> float:
+        pl = make_plan(m, 2 * 1024 * 10, seq_len=1024, global_batch_tokens=2 * 1024, precision="fp16",
+                       flash_attention=False, softmax_passes=passes)
+        return estimate_plan(m, cl, pl, dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)).time.ops_s["attention"]
+
+    hw = get_hardware("a100-80gb")
+    hbm = device_constants(constants(), hw, Precision.FP16)["hbm"]
+    extra = 24 * 3 * 5 * 4 * 16 * 2048 * 1024 / (hw.hbm_bw_bytes_per_s * hbm)
+    assert attention_s(6) - attention_s(1) == pytest.approx(extra, rel=1e-9)
+    f1, b1 = kernels_per_layer(m, False, 1)
+    f6, b6 = kernels_per_layer(m, False, 6)
+    assert (f6 - f1, b6 - b1) == (5, 10)
+    assert kernels_per_layer(m, True, 6) == kernels_per_layer(m, True, 1)  # FlashAttention: one fused kernel
+
+
+def test_softmax_passes_outside_one_to_sixteen_is_refused():
+    """A plan's softmax_passes is a whole number of passes, at least the one a fused softmax makes."""
+    from trilemma.specs.base import InputError
+    from trilemma.specs.build import make_plan, resolve_model
+
+    m, _ = resolve_model("gpt2-medium")
+    for bad in (0, 17):
+        with pytest.raises(InputError, match="softmax_passes"):
+            make_plan(m, 2048 * 10, seq_len=1024, global_batch_tokens=2048, flash_attention=False, softmax_passes=bad)
+
+
+def test_eager_fp32_attention_against_the_cs336_h100_benchmark():
+    """One head's eager attention in fp32 on an H100 (tests/data/cs336_attention_h100_fp32.csv: CS336's
+    pytorch_attention problem, batch 8, d_head 16-128, 100 forward and 100 backward passes), predicted by
+    unfused_attention_s with the script's 6 passes over the score matrix (scale, mask, and max, subtract,
+    exp, sum, divide: a softmax written by hand). At 4,096-16,384 keys, where launches no longer count, the
+    forward comes out 0.80-1.10× and forward plus backward 0.75-1.10× (the backward is timed as twice the
+    forward; measured it is 2.1-2.2×), flat in d_head: the time is the score matrix's traffic, not the thin
+    matmuls. That also says which H100 it was: the d_head-16 forward at 16,384 moves ≥ 56 bytes per score
+    (by hand from the script) × 8 × 16,384² in 47.7 ms, 2.5 TB/s, above an H100 PCIe's 2.0 TB/s: the SXM."""
+    import csv
+    from types import SimpleNamespace
+
+    from trilemma.estimate.time import device_constants, unfused_attention_s
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import DtypeSpec, Precision
+
+    path = Path(__file__).parent / "data" / "cs336_attention_h100_fp32.csv"
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#")) if int(r["seq"]) >= 4096]
+    assert len(rows) == 12
+    hw = get_hardware("h100-sxm")
+    c = device_constants(constants(), hw, Precision.FP32)
+    plan = SimpleNamespace(softmax_passes=6, dtypes=DtypeSpec.for_precision(Precision.FP32))
+    assert 56 * 8 * 16384**2 / (4.7718 / 100) > 1.25 * 2.0e12  # bytes per second, against H100 PCIe's 2.0 TB/s
+    by_seq: dict[int, list[float]] = {}
+    for r in rows:
+        d, s = int(r["d_head"]), int(r["seq"])
+        m = SimpleNamespace(n_heads=1, d_attn=d, dropout=False)
+        fwd = float(unfused_attention_s(m, plan, 8, s, s, hw.peak(Precision.FP32), hw.hbm_bw_bytes_per_s, 4, c))
+        measured_fwd = float(r["forward_100_s"]) / 100
+        measured_both = measured_fwd + float(r["backward_100_s"]) / 100
+        assert 0.80 < fwd / measured_fwd < 1.10, (d, s, fwd / measured_fwd)
+        assert 0.75 < 3 * fwd / measured_both < 1.10, (d, s, 3 * fwd / measured_both)
+        by_seq.setdefault(s, []).append(fwd / measured_fwd)
+    for s, ratios in by_seq.items():
+        assert max(ratios) / min(ratios) < 1.12, (s, ratios)

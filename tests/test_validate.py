@@ -1,5 +1,5 @@
 """The backtest: `trilemma validate` output, the reproducibility of the shipped calibration, and the
-leave-one-source-out floors: throughput median ≤ 10% (issue 12), whole runs ≤ 15% (issue 12 asks 12%), memory ≤ 12%
+leave-one-source-out floors: throughput median ≤ 10% (issue 12), whole runs ≤ 12% (issue 12), memory ≤ 12%
 (issue 13).
 """
 
@@ -122,14 +122,15 @@ def test_loso_throughput_floor(loso_summary):
 
 @pytest.mark.slow
 def test_loso_runs_floor(loso_summary):
-    """Whole runs: issue 12 asks ≤ 12% (not reached: 13.1%). Llama 2's four rows run at 2,048 GPUs, the count
+    """Issue 12's floor: whole runs ≤ 12% leave-one-source-out (11.5%). Llama 2's four rows run at 2,048 GPUs, the count
     their GPU-hours (each 2,048 × whole hours) and the Llama 2 model card's January–July 2023 training window
     support; at the 256 GPUs a batch rule gave (which would put the 70B's 1,720,320 GPU-hours at 280 days, past
     that window) it read 10.1%. Whole runs lose a run-specific share beyond steps and failures (up to 39% of
     OPT-175B's wall time) with no trend in the node count, so no form of the share does much better. MPT-7B's
     recomputation, StarCoderBase's launch-script layout and both AWS runs' 400 Gb/s per node (data/README.md)
-    took it from 14.2%. This guards what is reached."""
-    assert loso_summary["runs"]["median_error"] <= 0.14
+    took it from 14.2% to 13.1%; the unfused attention core timed as the kernels it is (unfused_attention_s, no
+    longer FlashAttention's fitted fraction of peak) with GLM-130B's FP32 softmax, to 11.5%."""
+    assert loso_summary["runs"]["median_error"] <= 0.12
 
 
 @pytest.mark.slow

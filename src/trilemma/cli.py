@@ -88,6 +88,13 @@ def _int(text: Optional[str], field: str) -> Optional[int]:
 from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
 
 
+def _softmax_passes(v: int) -> int:
+    """--softmax-passes: a whole number from 1 to 16 (TrainingPlan.softmax_passes), else a one-line error."""
+    if not 1 <= v <= 16:
+        raise InputError("softmax-passes", v, "a whole number from 1 (a fused softmax) to 16")
+    return v
+
+
 def _task(v: str) -> str:
     """--task: causal-lm or classification (trilemma.specs.Task), else a one-line error."""
     from trilemma.specs import Task
@@ -218,6 +225,7 @@ def estimate(
     memory_headroom: Optional[str] = typer.Option(None, "--memory-headroom", help=MEMORY_HEADROOM_HELP),
     goodput: Optional[float] = typer.Option(None, "--goodput", help="useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint writes and restarts for this GPU count and duration, times the slow-node share for the node count, 1/(1 + σ√(2 ln nodes)), σ = run.slow_node_spread fitted on whole published runs; the speed table and --json's time.reliability show each part)"),
     flash: bool = typer.Option(True, "--flash/--no-flash", help="flash attention (no s² attention matrix stored)"),
+    softmax_passes: int = typer.Option(1, "--softmax-passes", help="with --no-flash: passes over the score matrix between the attention GEMMs, each a read and a write — 1 Megatron-LM's fused softmax (default), 3 eager PyTorch (scale, mask, torch.softmax), 6 a softmax written by hand (max, subtract, exp, sum, divide)"),
     fused_loss: bool = typer.Option(False, "--fused-loss/--eager-loss", help="a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel)"),
     compile_model: bool = typer.Option(False, "--compile/--no-compile", help=COMPILE_HELP),
     async_tp: bool = typer.Option(False, "--async-tp/--no-async-tp", help=ASYNC_TP_HELP),
@@ -273,6 +281,7 @@ def estimate(
     plan = make_plan(m, None if tokens is None else parse_count(tokens, "tokens"), _seq(seq),
                      _int(global_batch, "global-batch"), prec,
                      flash_attention=flash, fused_loss=fused_loss, compile=compile_model, async_tp=async_tp,
+                     softmax_passes=_softmax_passes(softmax_passes),
                      task=_task(task),
                      **({} if goodput is None else {"goodput": goodput}),
                      **finetune_fields(m, **finetune_args(finetune)))

@@ -261,13 +261,39 @@ def attention_score_bytes(e: float, p: float) -> float:
     return 4.0 * e if p == e else 4.0 * e + 4.0 * p
 
 
-def kernels_per_layer(m: ModelSpec, flash: bool) -> tuple[int, int]:
+def unfused_attention_s(m: ModelSpec, plan: TrainingPlan, seqs: np.ndarray, s: np.ndarray, S: float, peak: float,
+                        bw: float, e: float, c: dict) -> np.ndarray:
+    """Seconds of one forward of the attention core without FlashAttention, for ``seqs`` sequences' worth of
+    heads (micro-batch / tp) of ``s`` queries over ``S`` keys: QKᵀ and P·V as cuBLAS batched GEMMs, one
+    (s×d_head)·(d_head×S) and one (s×S)·(S×d_head) per head, each by the roofline of gemm_s at the GEMM ceiling
+    — thin in d_head (64-128), their arithmetic intensity (≈ 2·d_head·s·S / (e·(s·S + 2·d_head·(s + S))),
+    80-120 FLOP/B at d_head 96-128) is under an A100's or H100's balance (150-300 FLOP/B), so the score
+    matrix each writes or reads sets their time; the shape law fitted on the model's GEMMs (d ≥ 768) is not
+    extrapolated to d_head (with it, one 22B layer's attention forward came to 1.6 ms where Korthikanti et
+    al. 2022 Table 4 measure 1.3 ms for the whole recomputed core, selective less none) — then the softmax
+    between them (attention_score_bytes, less QKᵀ's write and P·V's read of the h·s·S matrix) and, in a model
+    with dropout, the probabilities' dropout (read, write, a 1-byte mask: Megatron-LM's CoreAttention). A softmax
+    that is not one fused kernel (``TrainingPlan.softmax_passes`` above 1) reads and writes the matrix once more
+    per further pass."""
+    n_bh = seqs * m.n_heads
+    dh = m.d_attn / m.n_heads
+    ceiling = {**c, "gemm_half_dim": 0.0}
+    gemms = n_bh * (gemm_s(s, S, dh, peak, bw, e, ceiling) + gemm_s(s, dh, S, peak, bw, e, ceiling))
+    per_score = attention_score_bytes(e, plan.dtypes.bytes_of("attention_probs") or e) - 2 * e
+    per_score = per_score + 2 * e * (plan.softmax_passes - 1)  # an eager softmax's further passes, each a read and a write
+    if m.dropout:
+        per_score = per_score + 2 * e + 1
+    return gemms + per_score * n_bh * s * S / (bw * c["hbm"])
+
+
+def kernels_per_layer(m: ModelSpec, flash: bool, softmax_passes: int = 1) -> tuple[int, int]:
     """(forward, backward) kernel launches of one layer, unfused: GEMMs (QKV, output, up — gate and
     up fused into one —, down; backward a data-gradient and a weight-gradient GEMM each), attention
     (FlashAttention one kernel forward, two backward; unfused: scores, softmax, weighted sum, and
-    twice that backward), norms, residual adds, the activation, rotary."""
+    twice that backward; an eager softmax one kernel per pass, ``softmax_passes``), norms, residual adds, the
+    activation, rotary."""
     gemm = 4 + (1 if m.position.value == "relative" else 0)
-    attn_f, attn_b = (1, 2) if flash else (3, 6)
+    attn_f, attn_b = (1, 2) if flash else (2 + softmax_passes, 2 * (2 + softmax_passes))
     other = m.norms_per_layer + 2 + 1 + (1 if m.position.value == "rotary" else 0) + (2 if m.dropout else 0)
     return gemm + attn_f + other, 2 * gemm + attn_b + other
 
@@ -372,17 +398,17 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # the attention core's own balance power: FlashAttention-2 reaches 50-73% of A100's peak forward (Dao 2023,
     # arXiv 2307.08691 §4.1) but 35% of H100's (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract):
     # 0.48-0.70 of its A100 fraction, where the GEMMs' power gives H100 0.73 of A100's (tests/test_time.py)
-    eff = c["attention"] * balance_factor(attn_peak, bw, c, attn_width, "attention_balance_exponent")
-    attn_fwd = attn_flop / (attn_peak * min(1.0, eff))  # ≤ peak
-    if not plan.flash_attention:  # the h·s·S scores and probabilities through memory (attention_score_bytes)
-        attn_fwd = attn_fwd + (attention_score_bytes(e, plan.dtypes.bytes_of("attention_probs") or e)
-                               * m.n_heads * T * seq / tp / (bw * c["hbm"]))
+    if plan.flash_attention:
+        eff = c["attention"] * balance_factor(attn_peak, bw, c, attn_width, "attention_balance_exponent")
+        attn_fwd = attn_flop / (attn_peak * min(1.0, eff))  # ≤ peak
+    else:  # unfused: other kernels than FlashAttention's (unfused_attention_s)
+        attn_fwd = unfused_attention_s(m, plan, mb / tp, seq / cp, seq, attn_peak, bw, e, {**c, "operand_width": attn_width})
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
 
     ew_f, ew_b = elementwise_bytes(m, seq, L, e)
     elem_fwd, elem_bwd = ew_f / (bw * c["hbm"]), ew_b / (bw * c["hbm"])
     # a fixed cost per kernel launch (launch latency and the framework's per-op dispatch)
-    k_f, k_b = kernels_per_layer(m, plan.flash_attention)
+    k_f, k_b = kernels_per_layer(m, plan.flash_attention, plan.softmax_passes)
     kern_fwd, kern_bwd = k_f * c["kernel_s"], k_b * c["kernel_s"]
 
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
@@ -404,7 +430,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # op-level: the even matmuls (their share of the layer's matmul FLOPs) and every elementwise op
     # again, with their launches; attention is saved (flops.op_recompute_matmul_flop_fwd)
     op_share = op_recompute_matmul_flop_fwd(m) / np.maximum(matmul_flop_fwd(m, pc) - 2.0 * m.vocab_size * d, 1.0)
-    attn_k = 1 if plan.flash_attention else 3
+    attn_k = 1 if plan.flash_attention else 2 + plan.softmax_passes
     op_kern = (k_f - attn_k - 0.5 * (4 + (1 if m.position.value == "relative" else 0))) * c["kernel_s"]
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)

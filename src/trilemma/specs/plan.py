@@ -89,6 +89,11 @@ class TrainingPlan(Spec):
     offload: Offload = Field(Offload.NONE, description="optimizer states (and weights) in host memory: ZeRO-Offload "
                              "/ ZeRO-Infinity (trilemma.estimate.finetune)")
     flash_attention: bool = True
+    softmax_passes: int = Field(1, ge=1, le=16, description="without FlashAttention, the passes over the h·s·S score "
+                                "matrix between its two GEMMs, each a read and a write: 1, Megatron-LM's fused "
+                                "scale-mask-softmax kernel; 3, eager PyTorch (scale, mask, torch.softmax: Hugging Face "
+                                "eager attention); more for a softmax written by hand (trilemma.estimate.time."
+                                "unfused_attention_s). No effect with FlashAttention")
     fused_loss: bool = Field(False, description="a fused cross-entropy kernel (Megatron's vocab-parallel one, "
                              "llm-foundry's fused_crossentropy): fewer bytes per logit than eager PyTorch's "
                              "cross_entropy(logits.float()) (memory.fused_logits_bytes_per_element)")

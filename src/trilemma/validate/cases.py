@@ -245,6 +245,7 @@ def _case(m: _Mapping) -> Case:
     dt = dt.replace(**{f: v for f, v in given.items() if v})
     plan = make_plan(model, stages=[stage], precision=precision, flash_attention=m.get("flash", True), dtypes=dt,
                      optimizer=Optimizer(m.get("optimizer", "adamw")), fused_loss=m.get("fused_loss", False),
+                     softmax_passes=m.get("softmax_passes", 1),
                      compile=m.get("compile", False), async_tp=m.get("async_tp", False),
                      task=m.get("task", "causal-lm"))
     return Case(kind=m.kind, row=m.row.index, label=m.row.label, source=m.get("source", ""),

@@ -193,6 +193,8 @@ COLUMNS: tuple[Column, ...] = (
     _C("precision", _choice(_enum_values(Precision)), _one_of(_enum_values(Precision)),
        doc="compute precision (default bf16)"),
     _C("flash", _bool, _BOOL, doc="FlashAttention (default true)"),
+    _C("softmax_passes", _int_ge(1), _WHOLE, doc="without FlashAttention, passes of the softmax over the score "
+       "matrix, each a read and a write (default 1: Megatron-LM's fused kernel; 3: eager PyTorch)"),
     _C("fused_loss", _bool, _BOOL, doc="a fused cross-entropy kernel, as Megatron-LM and llm-foundry run (default "
        "false: eager PyTorch)"),
     _C("compile", _bool, _BOOL, doc="the model ran under torch.compile (inductor): a gated MLP saves 3 hidden "
