@@ -604,3 +604,23 @@ def test_an_engine_without_sequence_parallelism_gets_the_fastest_layout_without_
     doc = json.loads(out)
     assert doc["numbers"]["sp"] is False and doc["numbers"]["tp"] * doc["numbers"]["dp"] == 2048
     assert any("TP2" in w and " SP " in w for w in doc["warnings"])
+
+
+def test_an_unfused_softmax_is_exported_as_megatrons_unfused_path():
+    """softmax_passes above 1 without FlashAttention: Megatron-LM's FusedScaleMaskSoftmax with its fusion off
+    (--no-masked-softmax-fusion: scale, mask, torch.softmax, 3 passes); 1 keeps the fused kernel, the default;
+    any other count is written with a note that Megatron makes 3. The Trainer's eager attention makes 3 too."""
+    def doc(passes: int, engine: str = "megatron"):
+        pl = make_plan(LLAMA2_7B, 1e9, seq_len=4096, global_batch_tokens=4096 * 64, flash_attention=False,
+                       softmax_passes=passes)
+        return export(estimate(LLAMA2_7B, "a100-80gb", 8, plan=pl, layout={"tp": 1, "pp": 1}), engine)
+
+    fused, eager, by_hand = doc(1), doc(3), doc(6)
+    assert "--no-masked-softmax-fusion" not in megatron_args(fused.files["train_megatron.sh"])
+    for d in (eager, by_hand):
+        a = megatron_args(d.files["train_megatron.sh"])
+        assert "--no-masked-softmax-fusion" in a and a["--attention-backend"] == "unfused"
+    assert not any("softmax_passes" in n for n in eager.notes)
+    assert any("softmax_passes 6" in n for n in by_hand.notes)
+    assert any("softmax_passes 1" in n for n in doc(1, "hf").notes)
+    assert not any("softmax_passes" in n for n in doc(3, "hf").notes)

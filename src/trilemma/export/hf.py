@@ -139,6 +139,9 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
     if ft is None:
         notes.append("training from scratch: train_hf.py builds the model from MODEL's config (AutoConfig) with "
                      "fresh weights")
+    if not pl.flash_attention and pl.softmax_passes != 3:
+        notes.append(f"attn_implementation eager makes 3 passes over the score matrix (scale, mask, torch.softmax); "
+                     f"the plan was timed with softmax_passes {pl.softmax_passes}")
     return ExportDocument(engine=ENGINE, engine_version=VERSION, files=files, config=cfg, numbers=n, plan=plan,
                           notes=tuple(notes))
 

@@ -159,6 +159,13 @@ def arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | Non
     else:
         notes.append(f"{prec}: no precision flag (fp32 parameters and matmuls; TF32 follows PyTorch's setting)")
     a.append(("--attention-backend", "flash" if pl.flash_attention else "unfused"))
+    if not pl.flash_attention and pl.softmax_passes > 1:
+        # Megatron-LM's FusedScaleMaskSoftmax without its fused kernel: scale, mask, torch.softmax (3 passes)
+        a.append(("--no-masked-softmax-fusion", None))
+        if pl.softmax_passes != 3:
+            notes.append(f"softmax_passes {pl.softmax_passes}: Megatron-LM's unfused softmax makes 3 passes over the "
+                         "score matrix (scale, mask, torch.softmax), its fused one 1; the plan was timed with "
+                         f"{pl.softmax_passes}")
     if pl.fused_loss:
         a.append(("--cross-entropy-loss-fusion", None))
     rec = recipe(ft)
