@@ -144,12 +144,17 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
     and whole fp32 steps came out 1.4-1.9× slow; and XLA's measured H100 table has TF32 at a median 0.94 of
     bf16's fraction of peak (tests/data/xla_h100_matmul.csv), where scaling by the rate alone gave TF32 a
     half-dimension half as large. A probe profile's half-dimension is measured at its own precision: not
-    scaled."""
+    scaled; nor is a preset's ``measured_half_dim`` at its precision. The scaling does not carry to H100's
+    fp32: cuBLAS's SGEMMs there run at 45.7 and 50.5 TFLOP/s at 4,096³ and 8,192³ (0.68 and 0.75 of peak;
+    github.com/waynehacking8/blackwell-tensorcore-kernels results/bench_sm90a.csv), a half-dimension of 288
+    where the scaling gives 51 — Hopper doubled the fp32 lanes per SM but not what feeds them."""
     mamf = hw.mamf_flop_per_s.get(precision)
     width = operand_width(precision)
     c = {**consts["efficiency"], **consts["latency"], **hw.efficiency,
          "mamf": mamf / hw.peak(precision) if mamf else 1.0, "operand_width": max(1.0, width)}
-    if "gemm_half_dim" not in hw.efficiency and sixteen_bit(hw) is not None:
+    if precision in hw.measured_half_dim:  # fitted to the device's own matmuls at this precision: not scaled
+        c["gemm_half_dim"] = hw.measured_half_dim[precision]
+    elif "gemm_half_dim" not in hw.efficiency and sixteen_bit(hw) is not None:
         c["gemm_half_dim"] = c["gemm_half_dim"] * math_rate_ratio(hw, precision) * width
     return c
 

@@ -49,6 +49,12 @@ class HardwareSpec(Spec):
     mamf_shape: dict[Precision, tuple[int, int, int]] = Field(
         default_factory=dict, description="the M, N, K at which mamf_flop_per_s was measured, per precision")
     mamf_source: str = ""
+    measured_half_dim: dict[Precision, float] = Field(
+        default_factory=dict,
+        description="the GEMM law's half-dimension at a precision, fitted to this device's measured matmul rates at "
+                    "that precision (trilemma.estimate.time.device_constants): it replaces the calibrated one, "
+                    "unscaled, where the rate × bytes scaling does not carry (H100's fp32 SGEMMs)")
+    measured_half_dim_source: str = ""
     framework_overhead_bytes: float | None = Field(
         None, ge=0.0, description="memory a training process holds beyond its tensors on this device, bytes (a "
                                   "`trilemma probe` CPU profile: measured); it replaces the CUDA context, NCCL "
@@ -73,6 +79,9 @@ class HardwareSpec(Spec):
                 raise ValueError(f"mamf_flop_per_s.{p}={v}: a measured FLOP/s above 0 and at most the {p} peak")
             if p not in self.mamf_shape:
                 raise ValueError(f"mamf_flop_per_s.{p}: needs mamf_shape.{p} (the M, N, K it was measured at)")
+        for p, v in self.measured_half_dim.items():
+            if not (0 <= v < float("inf")) or p not in self.peak_flop_per_s:
+                raise ValueError(f"measured_half_dim.{p}={v}: a finite number >= 0 at a precision the device has")
         for k, v in self.efficiency.items():
             if k not in DEVICE_EFFICIENCY_KEYS:
                 raise ValueError(f"efficiency.{k}={v}: one of {', '.join(DEVICE_EFFICIENCY_KEYS)}")
