@@ -89,9 +89,13 @@ from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, retur
 
 
 def _softmax_passes(v: int) -> int:
-    """--softmax-passes: a whole number from 1 to 16 (TrainingPlan.softmax_passes), else a one-line error."""
-    if not 1 <= v <= 16:
-        raise InputError("softmax-passes", v, "a whole number from 1 (a fused softmax) to 16")
+    """--softmax-passes: within TrainingPlan.softmax_passes's bounds, else a one-line error naming the flag."""
+    from trilemma.specs import TrainingPlan
+
+    bounds = {k: getattr(c, k) for c in TrainingPlan.model_fields["softmax_passes"].metadata for k in ("ge", "le")
+              if hasattr(c, k)}
+    if not bounds["ge"] <= v <= bounds["le"]:
+        raise InputError("softmax-passes", v, f"a whole number from {bounds['ge']} (a fused softmax) to {bounds['le']}")
     return v
 
 

@@ -291,6 +291,12 @@ def unfused_attention_s(m: ModelSpec, plan: TrainingPlan, seqs: np.ndarray, s: n
     return gemms + per_score * n_bh * s * S / (bw * c["hbm"])
 
 
+def attention_kernels(flash: bool, softmax_passes: int = 1) -> tuple[int, int]:
+    """(forward, backward) kernel launches of one layer's attention core: FlashAttention one forward, two
+    backward; unfused QKᵀ, the softmax's passes (``softmax_passes``), P·V, and twice that backward."""
+    return (1, 2) if flash else (2 + softmax_passes, 2 * (2 + softmax_passes))
+
+
 def kernels_per_layer(m: ModelSpec, flash: bool, softmax_passes: int = 1) -> tuple[int, int]:
     """(forward, backward) kernel launches of one layer, unfused: GEMMs (QKV, output, up — gate and
     up fused into one —, down; backward a data-gradient and a weight-gradient GEMM each), attention
@@ -298,7 +304,7 @@ def kernels_per_layer(m: ModelSpec, flash: bool, softmax_passes: int = 1) -> tup
     twice that backward; an eager softmax one kernel per pass, ``softmax_passes``), norms, residual adds, the
     activation, rotary."""
     gemm = 4 + (1 if m.position.value == "relative" else 0)
-    attn_f, attn_b = (1, 2) if flash else (2 + softmax_passes, 2 * (2 + softmax_passes))
+    attn_f, attn_b = attention_kernels(flash, softmax_passes)
     other = m.norms_per_layer + 2 + 1 + (1 if m.position.value == "rotary" else 0) + (2 if m.dropout else 0)
     return gemm + attn_f + other, 2 * gemm + attn_b + other
 
@@ -435,7 +441,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # op-level: the even matmuls (their share of the layer's matmul FLOPs) and every elementwise op
     # again, with their launches; attention is saved (flops.op_recompute_matmul_flop_fwd)
     op_share = op_recompute_matmul_flop_fwd(m) / np.maximum(matmul_flop_fwd(m, pc) - 2.0 * m.vocab_size * d, 1.0)
-    attn_k = 1 if plan.flash_attention else 2 + plan.softmax_passes
+    attn_k = attention_kernels(plan.flash_attention, plan.softmax_passes)[0]
     op_kern = (k_f - attn_k - 0.5 * (4 + (1 if m.position.value == "relative" else 0))) * c["kernel_s"]
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)

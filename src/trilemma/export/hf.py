@@ -21,6 +21,7 @@ from trilemma.export.document import ExportDocument
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
 from trilemma.specs.enums import FfnType, PositionType
+from trilemma.specs.plan import EAGER_SOFTMAX_PASSES
 
 ENGINE = "hf"
 VERSION = "transformers 5.24 TrainingArguments, peft 0.21 LoraConfig"
@@ -139,8 +140,9 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
     if ft is None:
         notes.append("training from scratch: train_hf.py builds the model from MODEL's config (AutoConfig) with "
                      "fresh weights")
-    if not pl.flash_attention and pl.softmax_passes != 3:
-        notes.append(f"attn_implementation eager makes 3 passes over the score matrix (scale, mask, torch.softmax); "
+    if not pl.flash_attention and pl.softmax_passes != EAGER_SOFTMAX_PASSES:
+        notes.append(f"attn_implementation eager makes {EAGER_SOFTMAX_PASSES} passes over the score matrix (scale, "
+                     "mask, torch.softmax); "
                      f"the plan was timed with softmax_passes {pl.softmax_passes}")
     return ExportDocument(engine=ENGINE, engine_version=VERSION, files=files, config=cfg, numbers=n, plan=plan,
                           notes=tuple(notes))

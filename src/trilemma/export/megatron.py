@@ -19,6 +19,7 @@ from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, war
 from trilemma.export.torchtitan import stage_modules
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
 from trilemma.specs.enums import FfnType, NormType, PositionType
+from trilemma.specs.plan import EAGER_SOFTMAX_PASSES
 
 ENGINE = "megatron"
 VERSION = "Megatron-LM commit d98e8a64ddf3 (megatron/training/arguments.py)"
@@ -162,8 +163,9 @@ def arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | Non
     if not pl.flash_attention and pl.softmax_passes > 1:
         # Megatron-LM's FusedScaleMaskSoftmax without its fused kernel: scale, mask, torch.softmax (3 passes)
         a.append(("--no-masked-softmax-fusion", None))
-        if pl.softmax_passes != 3:
-            notes.append(f"softmax_passes {pl.softmax_passes}: Megatron-LM's unfused softmax makes 3 passes over the "
+        if pl.softmax_passes != EAGER_SOFTMAX_PASSES:
+            notes.append(f"softmax_passes {pl.softmax_passes}: Megatron-LM's unfused softmax makes "
+                         f"{EAGER_SOFTMAX_PASSES} passes over the "
                          "score matrix (scale, mask, torch.softmax), its fused one 1; the plan was timed with "
                          f"{pl.softmax_passes}")
     if pl.fused_loss:

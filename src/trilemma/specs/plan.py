@@ -75,6 +75,11 @@ class DtypeSpec(Spec):
         return self.bytes_of("master") + n_moments * self.bytes_of("optimizer_state")
 
 
+#: passes over the score matrix of eager PyTorch's unfused attention (scale, mask, torch.softmax): Hugging Face's
+#: eager attention, Megatron-LM's FusedScaleMaskSoftmax with its fusion off (TrainingPlan.softmax_passes)
+EAGER_SOFTMAX_PASSES = 3
+
+
 class TrainingPlan(Spec):
     """What is trained: one or more stages, at one precision, with one optimizer."""
 
