@@ -7,7 +7,8 @@
   parameters: trilemma.validate.floors.small_config_errors).
 - Step MFU: no plan above 100% of its precision's peak, none more than 5 points above the best MFU
   measured for its chip family in the data (trilemma.validate.floors.measured_mfu), over Llama 2
-  7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 GPUs in each precision the chip has.
+  7B/13B/70B and GPT-3 175B on 64, 512 and 2,048 GPUs in each precision the chip has; the reference is
+  read within the plan's precision class (fp32 from the CS336 steps of tests/data, no calibration row).
 - Llama 3.1 405B with Meta's layout on 16,384 H100s is accepted; 25,000 GPUs find a layout.
 
 Then a piece on its own (issue 12: "check the pieces"): the GEMM term against each chip's measured best
@@ -29,6 +30,8 @@ import numpy as np
 
 #: fp32 forward + backward times measured on an A100 (github.com/yyin-dev/cs336-a2): a check, not calibration rows
 CS336_FP32 = Path(__file__).resolve().parents[1] / "tests" / "data" / "cs336_fp32_a100.csv"
+#: the same models' whole fp32 steps measured on an H100 (the same repository's writeup)
+CS336_FP32_H100 = CS336_FP32.with_name("cs336_fp32_h100.csv")
 
 
 def _row(what: str, value: str, floor: str, ok: bool) -> None:
@@ -38,9 +41,8 @@ def _row(what: str, value: str, floor: str, ok: bool) -> None:
 def main() -> None:
     from trilemma.api import estimate
     from trilemma.presets import calibration, get_hardware
-    from trilemma.validate.cases import load_file
-    from trilemma.validate.floors import (gemm_against_mamf, highest_plan_mfu, korthikanti_layer_ms, math_class,
-                                         measured_mfu, small_config_errors)
+    from trilemma.validate.floors import (fp32_step_checks, gemm_against_mamf, highest_plan_mfu, korthikanti_layer_ms,
+                                         math_class, measured_mfu, small_config_errors)
 
     s = calibration()["summary"]
     for kind, floor in (("throughput", 0.10), ("runs", 0.12)):
@@ -51,10 +53,13 @@ def main() -> None:
     med = math.exp(float(np.median(small))) - 1
     _row(f"small configurations: LOSO median ({len(small)} rows)", f"{med:.1%}", "≤ 15%", med <= 0.15)
 
-    # the floor: no plan more than 5 points above the best step MFU measured on its chip family; where rows
-    # measure the plan's own precision class (bf16/fp16 together), the stricter reference is that class's best
+    # the floor: no plan more than 5 points above the best step MFU measured on its chip family, read within the
+    # plan's precision class (bf16/fp16 together): the calibration rows of that class, else the measured steps
+    # of that class kept as checks (fp32: CS336, tests/data), else the family's best at any precision. An fp32
+    # step is not bounded by a 16-bit one: A100's fp32 forward and backward measured 84.8% of the fp32 peak
+    # where its best 16-bit step is 64.1% of the 16-bit one (SIMT math at 1/16 the rate is easier to feed).
     best, by_class = measured_mfu(), measured_mfu(by_precision=True)
-    checks = measured_mfu(by_precision=True, cases=load_file(str(CS336_FP32), "throughput")[1])
+    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100)))
     for gpu in ("a100-80gb", "h100-sxm"):
         hw = get_hardware(gpu)
         classes: dict[str, list[str]] = {}
@@ -64,18 +69,18 @@ def main() -> None:
             mfu, m, n, prec = highest_plan_mfu(gpu, tuple(precs))
             if not m:
                 continue
-            ref = by_class.get((hw.family, cls))
-            if ref is not None:
-                _row(f"{gpu}: highest step MFU ({m}, {n} GPUs, {prec})", f"{mfu:.1%}",
-                     f"≤ {ref + 0.05:.1%} (best measured {cls} {ref:.1%} + 5)", mfu <= ref + 0.05)
-            else:  # no row measures this class on the family: the family's best at any precision
-                _row(f"{gpu}: highest step MFU, no {cls} rows ({m}, {n} GPUs, {prec})", f"{mfu:.1%}",
-                     f"≤ {best[hw.family] + 0.05:.1%} (family's best {best[hw.family]:.1%} + 5)",
-                     mfu <= min(1.0, best[hw.family] + 0.05))
-                ref = checks.get((hw.family, cls))
-                if ref is not None:  # a measured step at this precision that is not a calibration row
-                    print(f"     … against the measured {cls} forward + backward (CS336, tests/data, not fitted): "
-                          f"{mfu:.1%} vs {ref:.1%} + 5 = {ref + 0.05:.1%}")
+            what = f"{gpu}: highest step MFU ({m}, {n} GPUs, {prec})"
+            if (ref := by_class.get((hw.family, cls))) is not None:
+                why = f"best measured {cls} {ref:.1%} + 5"
+            elif (ref := checks.get((hw.family, cls))) is not None:
+                why = f"best measured {cls} step, CS336 (tests/data) {ref:.1%} + 5"
+            else:
+                ref, why = best[hw.family], f"no {cls} step measured: family's best {best[hw.family]:.1%} + 5"
+            _row(what, f"{mfu:.1%}", f"≤ {min(1.0, ref + 0.05):.1%} ({why})", mfu <= min(1.0, ref + 0.05))
+            if (hw.family, cls) == ("nvidia-hopper", "fp32") and mfu > ref + 0.05:
+                print("     … the largest fp32 step measured on Hopper is the CS336 2.7B model's (2,048 tokens of d 2,560, "
+                      "predicted within 10%); this plan's GEMMs are beyond it: the device check is "
+                      "benchmarks/fp32_step.py")
 
     e = estimate("llama3.1-405b", "h100-sxm", 16384, 15.6e12, seq_len=8192, global_batch_tokens=16_777_216,
                  layout={"tp": 8, "pp": 16})

@@ -155,3 +155,44 @@ def test_fp32_steps_on_h100_against_the_same_models_measured_there():
         assert 0.90 < p.predicted / measured < 1.10, (c.label, ctx, p.predicted / measured)
         checked += 1
     assert checked == 3  # medium and large at 2,048 tokens, XL at 1,024 (larger ones ran out of memory on the A100)
+
+
+def test_the_largest_fp32_step_measured_on_hopper():
+    """The CS336 2.7B model (32 layers of d 2,560, 3.41B parameters) at 2,048 tokens, the largest fp32 step
+    measured on Hopper (tests/data/cs336_fp32_h100.csv: 1.2463 s for forward, backward and AdamW), whose
+    optimizer the A100 never timed (out of memory): its per-parameter eager AdamW is taken at the XL's A100
+    cost per parameter (whole step less forward and backward, the mean of its two contexts) and scaled by the
+    bandwidths, as above. Its forward and backward are predicted within 10%. The whole step's MFU, by hand
+    below, is the Hopper family's best measured fp32 step: the reference of benchmarks/time_floors.py's
+    fp32 line, where the sweep's highest fp32 plan (Llama 2 13B, GEMMs twice as wide) stands above it + 5
+    points until a larger fp32 step is measured there (benchmarks/fp32_step.py)."""
+    import csv
+    import dataclasses
+
+    from trilemma.estimate.params import param_counts
+    from trilemma.presets import constants, get_hardware
+    from trilemma.validate.fit import predict
+    from trilemma.validate.floors import fp32_step_checks
+
+    with open(CS336_FP32.with_name("cs336_fp32_h100.csv")) as f:
+        rows = {(int(r["d_model"]), int(r["context"])): r for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+    h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-40gb")
+    cases = {(c.model.d_model, int(c.plan.stages[0].seq_len)): c for c in load_file(str(CS336_FP32), "throughput")[1]}
+    xl = [(float(rows[(1600, ctx)]["a100_step_s"]) - cases[(1600, ctx)].reported) / param_counts(cases[(1600, ctx)].model).total
+          for ctx in (128, 256)]
+    big = cases[(2560, 512)]
+    n = param_counts(big.model).total
+    assert 3.40e9 < n < 3.42e9  # 32·(4·2560² + 3·2560·10240 + 2·2560) + 2·10000·2560 + 2560
+    optimizer_s = sum(xl) / len(xl) * n * a100.hbm_bw_bytes_per_s / h100.hbm_bw_bytes_per_s
+    assert 0.1 < optimizer_s < 0.25
+    measured = float(rows[(2560, 512)]["h100_step_s"]) - optimizer_s
+    (p,) = predict([dataclasses.replace(big, hardware=h100)], constants())
+    assert 0.90 < p.predicted / measured < 1.10, p.predicted / measured
+    # by hand: PaLM's model FLOPs of 2,048 tokens over the whole step at H100's 66.9 TFLOP/s of fp32
+    L, d, f, s, vocab = 32, 2560, 10240, 512, 10000
+    per_token = 6 * (L * (4 * d * d + 3 * d * f) + vocab * d) + 12 * L * d * s
+    by_hand = per_token * 4 * s / 1.2463 / 66.9e12
+    assert 0.50 < by_hand < 0.52
+    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32.with_name("cs336_fp32_h100.csv"))))
+    assert checks[("nvidia-hopper", "fp32")] == pytest.approx(by_hand, rel=1e-3)
+    assert checks[("nvidia-ampere", "fp32")] == pytest.approx(0.848, abs=0.005)

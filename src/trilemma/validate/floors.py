@@ -66,6 +66,31 @@ def measured_mfu(by_precision: bool = False, cases: list | None = None) -> dict:
     return dict(best)
 
 
+def fp32_step_checks(a100_csv: str, h100_csv: str) -> list:
+    """The measured fp32 steps that are checks, not calibration rows (tests/data): the CS336 models' forward
+    and backward on an A100-40GB (``a100_csv``, the backtest schema) and the same models' whole steps
+    (forward, backward, AdamW) on an H100 (``h100_csv``: d_model, context, h100_step_s), as cases of the A100
+    rows moved to h100-sxm with metric ``step_s``: ``measured_mfu(by_precision=True, cases=...)`` then gives
+    each family's best measured fp32 step. A whole step's MFU is below its forward and backward's."""
+    import csv
+    import dataclasses
+
+    from trilemma.presets import get_hardware
+    from trilemma.validate.cases import load_file
+
+    a100 = load_file(a100_csv, "throughput")[1]
+    with open(h100_csv, encoding="utf-8") as f:
+        rows = {(int(r["d_model"]), int(r["context"])): float(r["h100_step_s"])
+                for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+    h100 = get_hardware("h100-sxm")
+    out = list(a100)
+    for c in a100:
+        key = (c.model.d_model, int(c.plan.stages[0].seq_len))
+        if key in rows:
+            out.append(dataclasses.replace(c, hardware=h100, metric="step_s", reported=rows[key]))
+    return out
+
+
 def highest_plan_mfu(gpu: str, precisions: tuple[str, ...] = ("bf16",)) -> tuple[float, str, int, str]:
     """(step MFU 0-1, model, devices, precision) of the sweep's plan with the highest MFU on ``gpu``: 1e11
     tokens, every plan that fits physically (memory headroom 0, not only those the band's margin admits);
