@@ -4,9 +4,9 @@
 
 The floor: no plan's step MFU more than 5 points above the best measured for its chip family. The sweep's
 highest fp32 plan on H100 (``trilemma.validate.floors.highest_plan_mfu``: Llama 2 13B on 64 GPUs, TP 2) is
-predicted at ~71% of the fp32 peak, because its GEMMs (4,096 tokens × 5,120-13,824 wide) run, by the GEMM
-law fitted to H100's cuBLAS SGEMMs (hardware.toml ``measured_half_dim``), at ~75%, next to the 75.5% SGEMM
-measured at 8,192³. The largest fp32 step measured on Hopper is the CS336 2.7B model's, 2,048 tokens of
+predicted at ~70% of the fp32 peak, because its GEMMs (4,096 tokens × 5,120-7,680 wide at TP 2) run, by the
+GEMM law fitted to H100's cuBLAS SGEMMs (hardware.toml ``measured_half_dim``), at ~72%, between the 68% and
+75.5% measured at 4,096³ and 8,192³. The largest fp32 step measured on Hopper is the CS336 2.7B model's, 2,048 tokens of
 d 2,560 (tests/data/cs336_fp32_h100.csv: ~52% for the whole step, its forward and backward predicted within
 10%): the plan's shapes are beyond any measured step, so only a measurement decides it. This script takes:
 

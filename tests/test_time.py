@@ -690,17 +690,19 @@ def test_eager_fp32_attention_against_the_cs336_h100_benchmark():
 
 
 def test_a_measured_half_dimension_replaces_the_scaled_one_at_its_precision_only():
-    """h100-sxm carries a fp32 half-dimension fitted to cuBLAS's SGEMMs on an H100 (hardware.toml:
-    45.68 and 50.49 TFLOP/s at 4,096³ and 8,192³, so ((4096/(4096+h)) / (8192/(8192+h)))³ = 45.68/50.49,
-    h = 288): fp32 takes it as it is; bf16 keeps the calibrated value, tf32 its rate × bytes scaling (½ × 2).
-    And the fp32 GEMM term at the 8,192³ SGEMM is the measured rate, the preset's fp32 MAMF."""
+    """h100-sxm carries a fp32 half-dimension fitted to cuBLAS's SGEMMs on an H100 (hardware.toml: 45.68 and
+    50.49 TFLOP/s at 4,096³ and 8,192³ of a 66.9 TFLOP/s peak): the law at its calibrated ceiling passes
+    through the 4,096³ one, gemm_max · (4096/(4096+h))³ = 45.68/66.9 (h ≈ 362; refitted here, so a
+    recalibrated ceiling that moves it fails), and the 8,192³ one is the cap, the preset's fp32 MAMF. fp32
+    takes it as it is; bf16 keeps the calibrated value, tf32 its rate × bytes scaling (½ × 2)."""
     from scipy.optimize import brentq
 
     from trilemma.estimate.time import device_constants, gemm_rate
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
-    h = brentq(lambda x: ((4096 / (4096 + x)) / (8192 / (8192 + x))) ** 3 - 45.68 / 50.49, 1, 5000)
+    ceiling = constants()["efficiency"]["gemm_max"]
+    h = brentq(lambda x: ceiling * (4096 / (4096 + x)) ** 3 - 45.68 / 66.9, 1, 5000)
     hw = get_hardware("h100-sxm")
     assert hw.measured_half_dim[Precision.FP32] == pytest.approx(h, abs=1)
     fitted = constants()["efficiency"]["gemm_half_dim"]
@@ -708,5 +710,6 @@ def test_a_measured_half_dimension_replaces_the_scaled_one_at_its_precision_only
     assert device_constants(constants(), hw, Precision.BF16)["gemm_half_dim"] == fitted
     assert device_constants(constants(), hw, Precision.TF32)["gemm_half_dim"] == pytest.approx(fitted)
     assert float(gemm_rate(hw, Precision.FP32, 8192, 8192, 8192, constants())) == pytest.approx(50.49e12, rel=1e-9)
+    assert float(gemm_rate(hw, Precision.FP32, 4096, 4096, 4096, constants())) == pytest.approx(45.68e12, rel=0.01)
     with pytest.raises(ValueError, match="measured_half_dim"):
         hw.model_validate({**hw.model_dump(), "measured_half_dim": {"fp32": -1.0}})

@@ -146,8 +146,9 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
     half-dimension half as large. A probe profile's half-dimension is measured at its own precision: not
     scaled; nor is a preset's ``measured_half_dim`` at its precision. The scaling does not carry to H100's
     fp32: cuBLAS's SGEMMs there run at 45.7 and 50.5 TFLOP/s at 4,096³ and 8,192³ (0.68 and 0.75 of peak;
-    github.com/waynehacking8/blackwell-tensorcore-kernels results/bench_sm90a.csv), a half-dimension of 288
-    where the scaling gives 51 — Hopper doubled the fp32 lanes per SM but not what feeds them."""
+    github.com/waynehacking8/blackwell-tensorcore-kernels results/bench_sm90a.csv), a half-dimension of 362
+    at the law's ceiling where the scaling gives 51 — Hopper doubled the fp32 lanes per SM but not what
+    feeds them."""
     mamf = hw.mamf_flop_per_s.get(precision)
     width = operand_width(precision)
     c = {**consts["efficiency"], **consts["latency"], **hw.efficiency,
