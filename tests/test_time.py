@@ -307,6 +307,35 @@ def test_no_gemm_beats_the_chips_measured_best_matmul(gpu):
         assert at_shape <= mamf * (1 + 1e-9) and top <= mamf * (1 + 1e-9), (prec, at_shape, top, mamf)
 
 
+def test_h200_keeps_h100s_matmul_rates_and_gains_only_in_memory_bound_work():
+    """H200 is H100 SXM's die (132 SMs, the same clocks, tensor rates and 700 W) with HBM3e: 4.8 TB/s against
+    3.35. Its measured best matmuls are H100's (stas00/ml-engineering MAMF table: bf16 'H200 is the same'; fp8
+    1,453.4 against 1,402.6 TFLOP/s, +3.6%), so its GEMM term at any shape runs within those measured ratios of
+    H100's (the balance law at H200's own bandwidth gave +18% at 16 bits, and FlashAttention +37%). What the
+    faster memory buys is the memory-bound work: Llama 2 13B's elementwise kernels on 64 of them take 3.35/4.8
+    of H100's time, and the whole step gains less than that."""
+    import numpy as np
+
+    from trilemma.estimate.time import gemm_rate
+    from trilemma.presets import constants, get_hardware
+    from trilemma.specs import Precision
+
+    h100, h200, c = get_hardware("h100-sxm"), get_hardware("h200"), constants()
+    measured = {Precision.BF16: 794.5 / 794.5, Precision.FP8: 1453.4 / 1402.6}
+    sides = np.array([512.0, 2048.0, 8192.0])
+    M, N, K = np.meshgrid(sides, sides, sides, indexing="ij")
+    for prec, ratio in measured.items():
+        assert h200.mamf_flop_per_s[prec] / h100.mamf_flop_per_s[prec] == pytest.approx(ratio)
+        r = gemm_rate(h200, prec, M, N, K, c) / gemm_rate(h100, prec, M, N, K, c)
+        assert np.all(r >= 1 - 1e-9) and np.all(r <= ratio * 1.01), (prec, r.min(), r.max())
+    a, b = (estimate("llama2-13b", g, 64, 1e11, layout={"tp": 2, "pp": 1, "micro_batch": 1}) for g in (h100.name, h200.name))
+    ops_a, ops_b = a.time.ops_s, b.time.ops_s
+    assert ops_b["gemm"] == pytest.approx(ops_a["gemm"], rel=1e-9)
+    assert ops_b["attention"] == pytest.approx(ops_a["attention"], rel=1e-9)
+    assert ops_b["elementwise"] == pytest.approx(ops_a["elementwise"] * 3.35 / 4.8, rel=1e-6)
+    assert 1.0 < a.time.step_s / b.time.step_s < 4.8 / 3.35
+
+
 def test_mi300x_gemm_is_held_to_its_measured_best_not_its_datasheet():
     """MI300X has no calibration row: its GEMMs come from the balance law fitted on A100 and H100, which at
     mamf-finder's best MI300X shape (10240×15360×8192, bf16) gives more than the 668.4 TFLOP/s measured

@@ -102,8 +102,10 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
     # one found for the chip (A100: 86.9% of peak, where the fitted law would reach 88% at 32k-wide shapes;
     # MI300X: 51.1%, where it gives 62% at that search's best shape). Never above 1 either: the balance power
     # law would grant a bandwidth-rich chip (a CPU: ~6 FLOP/B against the calibration GPUs' 100-300) more.
+    # the balance reads the device's own bandwidth unless it keeps another's matmul rates (HardwareSpec.balance_bw_bytes_per_s)
     eff = np.minimum(c.get("mamf", 1.0), gemm_efficiency(
-        M, N, K, c["gemm_max"] * balance_factor(peak, hbm_bw, c, c.get("operand_width", 1.0)), c["gemm_half_dim"]))
+        M, N, K, c["gemm_max"] * balance_factor(peak, c.get("balance_bw", hbm_bw), c, c.get("operand_width", 1.0)),
+        c["gemm_half_dim"]))
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
 
@@ -129,8 +131,9 @@ def operand_width(precision: Precision) -> float:
 def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> dict:
     """The efficiency and latency constants one device's step is timed with at ``precision``: the calibrated
     ones, a device's own measured ones (a ``trilemma probe`` profile) in their place, ``mamf``, the device's
-    measured best matmul rate as a fraction of its peak (1 where none is measured), and ``operand_width``,
-    the width ``balance_factor`` weighs bandwidth by (the precision's ``operand_width`` where above 1, else 1).
+    measured best matmul rate as a fraction of its peak (1 where none is measured), ``operand_width``,
+    the width ``balance_factor`` weighs bandwidth by (the precision's ``operand_width`` where above 1, else 1),
+    and ``balance_bw``, the bandwidth it reads (``HardwareSpec.balance_bw_bytes_per_s``, else the device's own).
 
     The GEMM half-dimension is fitted on 16-bit and fp8 rows. The shape penalty x/(x + half) is a fixed
     cost per output tile (the prologue that fills the pipeline, the epilogue that writes the tile, the last
@@ -152,7 +155,8 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
     mamf = hw.mamf_flop_per_s.get(precision)
     width = operand_width(precision)
     c = {**consts["efficiency"], **consts["latency"], **hw.efficiency,
-         "mamf": mamf / hw.peak(precision) if mamf else 1.0, "operand_width": max(1.0, width)}
+         "mamf": mamf / hw.peak(precision) if mamf else 1.0, "operand_width": max(1.0, width),
+         "balance_bw": hw.balance_bw_bytes_per_s or hw.hbm_bw_bytes_per_s}
     if precision in hw.measured_half_dim:  # fitted to the device's own matmuls at this precision: not scaled
         c["gemm_half_dim"] = hw.measured_half_dim[precision]
     elif "gemm_half_dim" not in hw.efficiency and sixteen_bit(hw) is not None:
@@ -411,7 +415,7 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # arXiv 2307.08691 §4.1) but 35% of H100's (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract):
     # 0.48-0.70 of its A100 fraction, where the GEMMs' power gives H100 0.73 of A100's (tests/test_time.py)
     if plan.flash_attention:
-        eff = c["attention"] * balance_factor(attn_peak, bw, c, attn_width, "attention_balance_exponent")
+        eff = c["attention"] * balance_factor(attn_peak, c["balance_bw"], c, attn_width, "attention_balance_exponent")
         attn_fwd = attn_flop / (attn_peak * min(1.0, eff))  # ≤ peak
     else:  # unfused: other kernels than FlashAttention's (unfused_attention_s)
         attn_fwd = unfused_attention_s(m, plan, mb / tp, seq / cp, seq, attn_peak, bw, e, {**c, "operand_width": attn_width})

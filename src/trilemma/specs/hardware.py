@@ -55,6 +55,13 @@ class HardwareSpec(Spec):
                     "that precision (trilemma.estimate.time.device_constants): it replaces the calibrated one, "
                     "unscaled, where the rate × bytes scaling does not carry (H100's fp32 SGEMMs)")
     measured_half_dim_source: str = ""
+    balance_bw_bytes_per_s: float | None = Field(
+        None, gt=0, description="the memory bandwidth the balance law (trilemma.estimate.time.balance_factor) reads "
+                                "for this device's matmuls and attention core, bytes/s, where it is not hbm_bw: a "
+                                "device with another's SMs, clocks and power whose only change is its memory (H200: "
+                                "H100 SXM's die with HBM3e) keeps that device's matmul rates, as measured, so its "
+                                "balance; memory-bound kernels still run at hbm_bw. None: hbm_bw")
+    balance_bw_source: str = ""
     framework_overhead_bytes: float | None = Field(
         None, ge=0.0, description="memory a training process holds beyond its tensors on this device, bytes (a "
                                   "`trilemma probe` CPU profile: measured); it replaces the CUDA context, NCCL "
