@@ -44,29 +44,56 @@ def test_measured_ceilings_are_what_the_sources_say():
     assert fp32 == {("nvidia-ampere", "fp32"): pytest.approx(by_hand, rel=0.01)}
 
 
-# A100 16-bit holds with 1.4 points to spare (Llama 2 13B on 64 A100s at 68.5% against 64.1% + 5, fp16): the
+#: every preset of a chip family with measured steps: the floor is read on each (validate.floors.floor_gpus)
+FLOOR_GPUS = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h800", "h200")
+HOPPER = FLOOR_GPUS[2:]
+
+
+def test_the_floor_is_read_on_every_preset_of_a_measured_family():
+    from trilemma.validate.floors import floor_gpus
+
+    assert floor_gpus() == list(FLOOR_GPUS)
+
+
+# A100 16-bit holds with 1.4 points to spare (Llama 2 7B on 64 A100s at 67.8% against 64.1% + 5, fp16): the
 # 71% plan of Llama 2 13B on 512 A100s (ZeRO-2, micro-batch 4) no longer fits once the memory inventory
 # counts what PyTorch saves (benchmarks/memory_vs_torch.py: rotary Q/K, four SwiGLU tensors, 12-byte
-# logits). The reference is the best row of the plan's own precision class.
-@pytest.mark.parametrize("gpu, precisions, cls", [("a100-80gb", ("bf16", "fp16"), "16-bit"),
-                                                  ("h100-sxm", ("bf16", "fp16"), "16-bit"),
-                                                  ("h100-sxm", ("fp8",), "fp8")])
+# logits). The reference is the best row of the plan's own precision class; tf32, which no row measures,
+# is held to the family's best at any precision. H200 holds (49.3% at 16 bits) since its matmuls keep H100's
+# balance (hardware.toml balance_bw_bytes_per_s); at its own 4.8 TB/s the law gave it 59.3%.
+@pytest.mark.parametrize("gpu, precisions, cls", [(g, ("bf16", "fp16"), "16-bit") for g in FLOOR_GPUS]
+                         + [(g, ("fp8",), "fp8") for g in HOPPER] + [(g, ("tf32",), None) for g in FLOOR_GPUS])
 def test_no_plan_above_the_best_measured_step_plus_five_points(gpu, precisions, cls):
     from trilemma.presets import get_hardware
 
-    ceiling = measured_mfu(by_precision=True)[(get_hardware(gpu).family, cls)] + 0.05
+    family = get_hardware(gpu).family
+    ref = measured_mfu(by_precision=True)[(family, cls)] if cls else measured_mfu()[family]
     worst = highest_plan_mfu(gpu, precisions)
-    assert 0 < worst[0] <= ceiling, worst
+    assert 0 < worst[0] <= ref + 0.05, worst
 
 
-def test_fp32_plans_stay_below_the_measured_fp32_step_plus_five_points():
-    """A100 fp32 (no calibration row: the CS336 times are a check): no plan of the sweep above the 84.8%
-    of peak the 2.7B model's fp32 forward and backward measured, + 5 points; and not far below it either
-    (the step model once held fp32 GEMMs at 51-58% of peak where the profiled SGEMMs ran at 87-89%)."""
+@pytest.mark.parametrize("gpu", FLOOR_GPUS[:2])
+def test_fp32_plans_stay_below_the_measured_fp32_step_plus_five_points(gpu):
+    """A100 fp32 (no calibration row: the CS336 times are a check): no plan of the sweep above the 84.8% of
+    peak the 2.7B model's fp32 forward and backward measured, + 5 points; and not far below it either (the
+    step model once held fp32 GEMMs at 51-58% of peak where the profiled SGEMMs ran at 87-89%)."""
     measured = measured_mfu(by_precision=True, cases=load_file(str(CS336_FP32), "throughput")[1])
     ref = measured[("nvidia-ampere", "fp32")]
-    worst = highest_plan_mfu("a100-80gb", ("fp32",))
+    worst = highest_plan_mfu(gpu, ("fp32",))
     assert ref - 0.10 < worst[0] <= ref + 0.05, worst
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12's open floor line: the sweep's fp32 plans on Hopper (68-72% of "
+                   "the fp32 peak, GEMMs of 4,096 × 5,120-7,680) stand above the largest fp32 step measured there "
+                   "(the CS336 2.7B model's whole step, 51%) + 5 points, until a step of their size is measured "
+                   "(benchmarks/fp32_step.py, a device check); strict: a pass means the floor now holds")
+@pytest.mark.parametrize("gpu", HOPPER)
+def test_fp32_plans_on_hopper_against_its_measured_fp32_steps(gpu):
+    from trilemma.validate.floors import fp32_step_checks
+
+    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32.with_name("cs336_fp32_h100.csv"))))
+    worst = highest_plan_mfu(gpu, ("fp32",))
+    assert worst[0] <= checks[("nvidia-hopper", "fp32")] + 0.05, worst
 
 
 def test_fp32_steps_against_the_measured_forward_backward_times():

@@ -32,6 +32,15 @@ SWEEP_MODELS = ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b")
 SWEEP_COUNTS = (64, 512, 2048)
 
 
+def floor_gpus() -> list[str]:
+    """The hardware presets the MFU floor is read on: every one whose chip family has a measured step in the
+    throughput rows (a family's best measured MFU is the reference its chips are held to), in preset order."""
+    from trilemma.presets import hardware_presets
+
+    families = set(measured_mfu())
+    return [name for name, hw in hardware_presets().items() if hw.family in families]
+
+
 #: precisions whose matmuls run at the same rate on the same units, compared as one class
 MATH_CLASS = {"bf16": "16-bit", "fp16": "16-bit"}
 
