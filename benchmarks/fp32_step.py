@@ -173,6 +173,8 @@ def main() -> None:
                              layout={"tp": 1, "pp": 1, "micro_batch": mb, "recompute": "none"})
         print(f"measured {step_s:.4g} s a step, MFU {mfu:.1%} of {preset}'s fp32 peak; planner on {preset}: "
               f"{pred.time.step_s:.4g} s, MFU {pred.time.mfu:.1%} (predicted/measured {pred.time.step_s / step_s:.2f}×)")
+        print(f"(a slice of {a.layers} layers on one device, no tensor parallelism: its MFU is the slice's; the "
+              f"sweep's plan has all {m.n_layers} layers over the one LM head, and its TP collectives)")
         print(f"floor: the sweep's highest fp32 plan {top_mfu:.1%} against this step's {mfu:.1%} + 5 = {mfu + 0.05:.1%}: "
               + ("holds" if top_mfu <= mfu + 0.05 else "MISS"))
         report["step"] = {"layers": a.layers, "step_s": step_s, "mfu": mfu, "predicted_step_s": pred.time.step_s,
