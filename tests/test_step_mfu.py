@@ -23,6 +23,16 @@ from trilemma.validate.floors import highest_plan_mfu, measured_mfu, small_confi
 #: fp32 forward + backward times of the CS336 models on one A100-40GB (github.com/yyin-dev/cs336-a2), in the
 #: backtest schema: a check of fp32 steps, not a calibration row
 CS336_FP32 = Path(__file__).parent / "data" / "cs336_fp32_a100.csv"
+#: the same models' whole fp32 steps on an H100 (and on the A100, where they fitted): d_model, context, times
+CS336_FP32_H100 = CS336_FP32.with_name("cs336_fp32_h100.csv")
+
+
+def _h100_rows() -> dict[tuple[int, int], dict[str, str]]:
+    """CS336_FP32_H100's rows by (d_model, context)."""
+    import csv
+
+    with open(CS336_FP32_H100) as f:
+        return {(int(r["d_model"]), int(r["context"])): r for r in csv.DictReader(x for x in f if not x.startswith("#"))}
 
 
 def test_measured_ceilings_are_what_the_sources_say():
@@ -91,7 +101,7 @@ def test_fp32_plans_stay_below_the_measured_fp32_step_plus_five_points(gpu):
 def test_fp32_plans_on_hopper_against_its_measured_fp32_steps(gpu):
     from trilemma.validate.floors import fp32_step_checks
 
-    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32.with_name("cs336_fp32_h100.csv"))))
+    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100)))
     worst = highest_plan_mfu(gpu, ("fp32",))
     assert worst[0] <= checks[("nvidia-hopper", "fp32")] + 0.05, worst
 
@@ -160,14 +170,12 @@ def test_fp32_steps_on_h100_against_the_same_models_measured_there():
     its optimizer) come out 0.90-1.10×. Before the
     H100's fp32 half-dimension and best SGEMM were measured (hardware.toml: cuBLAS SGEMMs on an H100 SXM;
     the half-dimension scaled from the 16-bit one by rate × bytes, as on A100) they came out 0.69-0.76×."""
-    import csv
     import dataclasses
 
     from trilemma.presets import constants, get_hardware
     from trilemma.validate.fit import predict
 
-    with open(CS336_FP32.with_name("cs336_fp32_h100.csv")) as f:
-        rows = {(int(r["d_model"]), int(r["context"])): r for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+    rows = _h100_rows()
     h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-40gb")
     _, cases, _ = load_file(str(CS336_FP32), "throughput")
     checked = 0
@@ -193,7 +201,6 @@ def test_the_largest_fp32_step_measured_on_hopper():
     below, is the Hopper family's best measured fp32 step: the reference of benchmarks/time_floors.py's
     fp32 line, where the sweep's highest fp32 plan (Llama 2 13B, GEMMs twice as wide) stands above it + 5
     points until a larger fp32 step is measured there (benchmarks/fp32_step.py)."""
-    import csv
     import dataclasses
 
     from trilemma.estimate.params import param_counts
@@ -201,8 +208,7 @@ def test_the_largest_fp32_step_measured_on_hopper():
     from trilemma.validate.fit import predict
     from trilemma.validate.floors import fp32_step_checks
 
-    with open(CS336_FP32.with_name("cs336_fp32_h100.csv")) as f:
-        rows = {(int(r["d_model"]), int(r["context"])): r for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+    rows = _h100_rows()
     h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-40gb")
     cases = {(c.model.d_model, int(c.plan.stages[0].seq_len)): c for c in load_file(str(CS336_FP32), "throughput")[1]}
     xl = [(float(rows[(1600, ctx)]["a100_step_s"]) - cases[(1600, ctx)].reported) / param_counts(cases[(1600, ctx)].model).total
@@ -220,6 +226,6 @@ def test_the_largest_fp32_step_measured_on_hopper():
     per_token = 6 * (L * (4 * d * d + 3 * d * f) + vocab * d) + 12 * L * d * s
     by_hand = per_token * 4 * s / 1.2463 / 66.9e12
     assert 0.50 < by_hand < 0.52
-    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32.with_name("cs336_fp32_h100.csv"))))
+    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100)))
     assert checks[("nvidia-hopper", "fp32")] == pytest.approx(by_hand, rel=1e-3)
     assert checks[("nvidia-ampere", "fp32")] == pytest.approx(0.848, abs=0.005)
