@@ -14,8 +14,8 @@ import argparse
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import fields
-from typing import Callable
 
 import numpy as np
 
@@ -70,34 +70,77 @@ def main(argv: list[str] | None = None) -> int:
     pinned = auto.layout
     assert isinstance(pinned, Layout)
 
-    rows: list[tuple[str, int, float, int]] = []  # (what, layouts per call, s per call, calls per round)
+    rows: list[
+        tuple[str, int, float, int]
+    ] = []  # (what, layouts per call, s per call, calls per round)
 
     def add(what: str, n_layouts: int, fn: Callable[[], object]) -> None:
         s, n = bench(fn, args.repeats)
         rows.append((what, n_layouts, s, n))
 
-    add("(a) estimate(), automatic layout search", len(cands), lambda: api.estimate(MODEL, GPU, N_GPUS, TOKENS))
-    add("(a') estimate_plan() on prebuilt specs, search", len(cands), lambda: api.estimate_plan(m, cl, pl))
-    add("(b0) candidate_layouts() enumeration", len(cands),
-        lambda: candidate_layouts(m, cl.n_gpus, cl.node_size, None, max(s.seq_len for s in pl.stages)))
-    add("(b) evaluate() over candidate_layouts", len(cands), lambda: evaluate(m, cl, pl, cands, consts))
-    add("(b') evaluate() + best_row over candidates", len(cands), lambda: best_row(evaluate(m, cl, pl, cands, consts)))
-    add(f"(b'') evaluate() over candidates tiled to {len(big):,}", len(big), lambda: evaluate(m, cl, pl, big, consts))
-    add("(c) estimate(), fully pinned Layout", 1, lambda: api.estimate(MODEL, GPU, N_GPUS, TOKENS, layout=pinned))
-    add("(c') evaluate_layout() on prebuilt specs", 1, lambda: api.evaluate_layout(m, cl, pl, pinned))
+    add(
+        "(a) estimate(), automatic layout search",
+        len(cands),
+        lambda: api.estimate(MODEL, GPU, N_GPUS, TOKENS),
+    )
+    add(
+        "(a') estimate_plan() on prebuilt specs, search",
+        len(cands),
+        lambda: api.estimate_plan(m, cl, pl),
+    )
+    add(
+        "(b0) candidate_layouts() enumeration",
+        len(cands),
+        lambda: candidate_layouts(
+            m, cl.n_gpus, cl.node_size, None, max(s.seq_len for s in pl.stages)
+        ),
+    )
+    add(
+        "(b) evaluate() over candidate_layouts",
+        len(cands),
+        lambda: evaluate(m, cl, pl, cands, consts),
+    )
+    add(
+        "(b') evaluate() + best_row over candidates",
+        len(cands),
+        lambda: best_row(evaluate(m, cl, pl, cands, consts)),
+    )
+    add(
+        f"(b'') evaluate() over candidates tiled to {len(big):,}",
+        len(big),
+        lambda: evaluate(m, cl, pl, big, consts),
+    )
+    add(
+        "(c) estimate(), fully pinned Layout",
+        1,
+        lambda: api.estimate(MODEL, GPU, N_GPUS, TOKENS, layout=pinned),
+    )
+    add(
+        "(c') evaluate_layout() on prebuilt specs",
+        1,
+        lambda: api.evaluate_layout(m, cl, pl, pinned),
+    )
     one = LayoutArrays.from_layouts([pinned])
     add("(c'') evaluate() over one row", 1, lambda: evaluate(m, cl, pl, one, consts))
 
-    print(f"trilemma planner speed: {MODEL} on {N_GPUS}x {GPU}, {TOKENS:.0e} tokens; "
-          f"chosen layout tp={pinned.tp} pp={pinned.pp} dp={pinned.dp} zero={pinned.zero} "
-          f"recompute={pinned.recompute} micro_batch={pinned.micro_batch}")
-    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
-          f"best of {args.repeats} rounds\n")
+    print(
+        f"trilemma planner speed: {MODEL} on {N_GPUS}x {GPU}, {TOKENS:.0e} tokens; "
+        f"chosen layout tp={pinned.tp} pp={pinned.pp} dp={pinned.dp} zero={pinned.zero} "
+        f"recompute={pinned.recompute} micro_batch={pinned.micro_batch}"
+    )
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
+        f"best of {args.repeats} rounds\n"
+    )
     w = max(len(r[0]) for r in rows)
-    print(f"{'what':<{w}}  {'layouts/call':>12}  {'ms/call':>10}  {'calls/s':>10}  {'layouts/s':>12}")
+    print(
+        f"{'what':<{w}}  {'layouts/call':>12}  {'ms/call':>10}  {'calls/s':>10}  {'layouts/s':>12}"
+    )
     print("-" * (w + 52))
     for what, n_layouts, s, _n in rows:
-        print(f"{what:<{w}}  {n_layouts:>12,}  {s * 1e3:>10.3f}  {1 / s:>10,.1f}  {n_layouts / s:>12,.0f}")
+        print(
+            f"{what:<{w}}  {n_layouts:>12,}  {s * 1e3:>10.3f}  {1 / s:>10,.1f}  {n_layouts / s:>12,.0f}"
+        )
     return 0
 
 

@@ -31,8 +31,9 @@ def write_runs(path: Path, rows: int, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
     n = np.exp(rng.uniform(np.log(1e7), np.log(1e10), rows))
     d = np.exp(rng.uniform(np.log(1e9), np.log(1e12), rows))
-    loss = (TRUTH["E"] + TRUTH["A"] / n ** TRUTH["alpha"] + TRUTH["B"] / d ** TRUTH["beta"]) \
-        * np.exp(rng.normal(0.0, 0.01, rows))
+    loss = (
+        TRUTH["E"] + TRUTH["A"] / n ** TRUTH["alpha"] + TRUTH["B"] / d ** TRUTH["beta"]
+    ) * np.exp(rng.normal(0.0, 0.01, rows))
     with open(path, "w") as f:
         f.write("N,D,loss\n")
         np.savetxt(f, np.c_[n, d, loss], fmt="%.6g", delimiter=",")
@@ -40,9 +41,20 @@ def write_runs(path: Path, rows: int, seed: int = 1) -> None:
 
 def fit_in_child(csv: Path) -> tuple[float, float, int, dict]:
     """(wall s, child's peak RSS in bytes, exit status, the JSON document) of `trilemma fit csv --json`."""
-    cmd = [sys.executable, "-c", "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
-           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)",
-           sys.executable, "-m", "trilemma.cli", "fit", str(csv), "--json", "--out", str(csv.with_suffix(".law.toml"))]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)",
+        sys.executable,
+        "-m",
+        "trilemma.cli",
+        "fit",
+        str(csv),
+        "--json",
+        "--out",
+        str(csv.with_suffix(".law.toml")),
+    ]
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -52,11 +64,20 @@ def fit_in_child(csv: Path) -> tuple[float, float, int, dict]:
 
 
 def main(sizes: list[int]) -> None:
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'runs':>10} {'wall s':>8} {'peak MB':>8}  {'E':>7} {'A':>8} {'B':>8} {'alpha':>7} {'beta':>7}  converged")
-    print(f"{'truth':>10} {'':>8} {'':>8}  " + " ".join(f"{TRUTH[k]:>{w}.4g}" for k, w in
-                                                       (("E", 7), ("A", 8), ("B", 8), ("alpha", 7), ("beta", 7))))
+    print(
+        f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'runs':>10} {'wall s':>8} {'peak MB':>8}  {'E':>7} {'A':>8} {'B':>8} {'alpha':>7} {'beta':>7}  converged"
+    )
+    print(
+        f"{'truth':>10} {'':>8} {'':>8}  "
+        + " ".join(
+            f"{TRUTH[k]:>{w}.4g}"
+            for k, w in (("E", 7), ("A", 8), ("B", 8), ("alpha", 7), ("beta", 7))
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for rows in sizes:
             csv = Path(tmp) / f"runs_{rows}.csv"
@@ -66,9 +87,14 @@ def main(sizes: list[int]) -> None:
                 print(f"{rows:>10,} {wall:>8.1f} {rss / 1e6:>8.0f}  exit {code}: {doc['error']}")
                 continue
             law = doc["law"]
-            print(f"{rows:>10,} {wall:>8.1f} {rss / 1e6:>8.0f}  " + " ".join(
-                f"{law[k]:>{w}.4g}" for k, w in (("E", 7), ("A", 8), ("B", 8), ("alpha", 7), ("beta", 7)))
-                  + f"  {doc['convergence']['converged']}")
+            print(
+                f"{rows:>10,} {wall:>8.1f} {rss / 1e6:>8.0f}  "
+                + " ".join(
+                    f"{law[k]:>{w}.4g}"
+                    for k, w in (("E", 7), ("A", 8), ("B", 8), ("alpha", 7), ("beta", 7))
+                )
+                + f"  {doc['convergence']['converged']}"
+            )
 
 
 if __name__ == "__main__":

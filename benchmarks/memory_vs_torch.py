@@ -48,7 +48,9 @@ def models() -> dict[str, ModelSpec]:
     return {
         "gpt3-125m": p["gpt3-125m"],  # MHA, learned positions, LayerNorm, GELU, tied
         "llama-350m": model_for_params(350e6),  # Llama-style shape rule (MHA)
-        "llama-1b-gqa": l1b.model_copy(update={"name": "llama-1b-gqa", "n_kv_heads": _kv_heads(l1b.n_heads, 5)}),
+        "llama-1b-gqa": l1b.model_copy(
+            update={"name": "llama-1b-gqa", "n_kv_heads": _kv_heads(l1b.n_heads, 5)}
+        ),
         "gpt3-1.3b": p["gpt3-1.3b"],
         "llama2-7b": p["llama2-7b"],  # MHA, RoPE, RMSNorm, SwiGLU
         "llama3-8b": p["llama3-8b"],  # GQA 32/8, 128k vocabulary
@@ -93,9 +95,24 @@ CONFIGS: list[tuple[str, int, int, str, str, int, bool]] = [
     ("llama3-8b", 1024, 1, "fp32", "none", 1, False),
 ]
 
-FIELDS = ["config", "torch_weights", "torch_grads", "torch_optimizer", "torch_activations", "torch_head",
-          "torch_temp", "torch_peak", "peak_phase", "plan_weights", "plan_grads", "plan_optimizer",
-          "plan_activations", "plan_logits", "plan_total", "seconds"]
+FIELDS = [
+    "config",
+    "torch_weights",
+    "torch_grads",
+    "torch_optimizer",
+    "torch_activations",
+    "torch_head",
+    "torch_temp",
+    "torch_peak",
+    "peak_phase",
+    "plan_weights",
+    "plan_grads",
+    "plan_optimizer",
+    "plan_activations",
+    "plan_logits",
+    "plan_total",
+    "seconds",
+]
 
 
 def label(c: tuple) -> str:
@@ -106,10 +123,16 @@ def label(c: tuple) -> str:
 LOGITS_BYTES: float | None = None  # --logits-bytes: a what-if for memory.logits_bytes_per_element
 
 
-def planner(spec: ModelSpec, seq: int, mb: int, prec: str, rc: str, world: int, fsdp: bool) -> dict[str, float]:
+def planner(
+    spec: ModelSpec, seq: int, mb: int, prec: str, rc: str, world: int, fsdp: bool
+) -> dict[str, float]:
     """The planner's bytes on one rank (tensor categories; overhead and fragmentation left out)."""
-    plan = make_plan(spec, tokens=1e9, seq_len=seq, global_batch_tokens=float(seq * mb * world), precision=prec)
-    layout = Layout(tp=1, pp=1, dp=world, zero=3 if fsdp else 0, recompute=Recompute(rc), micro_batch=mb)
+    plan = make_plan(
+        spec, tokens=1e9, seq_len=seq, global_batch_tokens=float(seq * mb * world), precision=prec
+    )
+    layout = Layout(
+        tp=1, pp=1, dp=world, zero=3 if fsdp else 0, recompute=Recompute(rc), micro_batch=mb
+    )
     L = LayoutArrays.from_layouts([layout])
     consts = dict(constants()["memory"])
     if LOGITS_BYTES is not None:
@@ -118,9 +141,14 @@ def planner(spec: ModelSpec, seq: int, mb: int, prec: str, rc: str, world: int, 
     e = DTYPE_BYTES[plan.dtypes.activation]
     _full, kept = activation_bytes_per_layer(spec, seq, L, e, plan.flash_attention)
     total = float((mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.logits)[0])
-    return {"plan_weights": float(mem.weights[0]), "plan_grads": float(mem.gradients[0]),
-            "plan_optimizer": float(mem.optimizer[0]), "plan_activations": float(kept[0]) * spec.n_layers,
-            "plan_logits": float(mem.logits[0]), "plan_total": total}
+    return {
+        "plan_weights": float(mem.weights[0]),
+        "plan_grads": float(mem.gradients[0]),
+        "plan_optimizer": float(mem.optimizer[0]),
+        "plan_activations": float(kept[0]) * spec.n_layers,
+        "plan_logits": float(mem.logits[0]),
+        "plan_total": total,
+    }
 
 
 def run_one(c: tuple, specs: dict[str, ModelSpec]) -> dict[str, object]:
@@ -130,10 +158,16 @@ def run_one(c: tuple, specs: dict[str, ModelSpec]) -> dict[str, object]:
     t0 = time.perf_counter()
     r = track_step(specs[name], seq, mb, prec, rc, world=world, fsdp=fsdp)
     row: dict[str, object] = {
-        "config": label(c), "torch_weights": r.weights_bytes, "torch_grads": r.gradients_bytes,
-        "torch_optimizer": r.optimizer_bytes, "torch_activations": r.forward_layers_bytes,
-        "torch_head": r.forward_bytes - r.forward_layers_bytes, "torch_temp": r.temporaries_bytes,
-        "torch_peak": r.peak_bytes, "peak_phase": r.phase}
+        "config": label(c),
+        "torch_weights": r.weights_bytes,
+        "torch_grads": r.gradients_bytes,
+        "torch_optimizer": r.optimizer_bytes,
+        "torch_activations": r.forward_layers_bytes,
+        "torch_head": r.forward_bytes - r.forward_layers_bytes,
+        "torch_temp": r.temporaries_bytes,
+        "torch_peak": r.peak_bytes,
+        "peak_phase": r.phase,
+    }
     row.update(planner(specs[name], seq, mb, prec, rc, world, fsdp))
     row["seconds"] = round(time.perf_counter() - t0, 2)
     return row
@@ -146,8 +180,10 @@ def ratio(p: float, t: float) -> float:
 def report(rows: list[dict[str, str]]) -> tuple[float, float, float, float]:
     """Print the table and the summary; returns (median, worst) |error| on total and on activations."""
     gb = 1e9
-    head = (f"{'configuration':44s} {'torch GB: W':>11s} {'G':>6s} {'O':>6s} {'A':>6s} {'head':>6s} {'peak':>7s}"
-            f" | {'plan/torch: W':>13s} {'G':>5s} {'O':>5s} {'A':>5s} {'total':>6s}  plan logits GB")
+    head = (
+        f"{'configuration':44s} {'torch GB: W':>11s} {'G':>6s} {'O':>6s} {'A':>6s} {'head':>6s} {'peak':>7s}"
+        f" | {'plan/torch: W':>13s} {'G':>5s} {'O':>5s} {'A':>5s} {'total':>6s}  plan logits GB"
+    )
     print(head)
     print("-" * len(head))
     tot_err, act_err = [], []
@@ -160,15 +196,21 @@ def report(rows: list[dict[str, str]]) -> tuple[float, float, float, float]:
         rt = ratio(v["plan_total"], v["torch_peak"])
         tot_err.append(abs(rt - 1))
         act_err.append(abs(ra - 1))
-        print(f"{r['config']:44s} {v['torch_weights'] / gb:11.2f} {v['torch_grads'] / gb:6.2f} "
-              f"{v['torch_optimizer'] / gb:6.2f} {v['torch_activations'] / gb:6.2f} {v['torch_head'] / gb:6.2f} "
-              f"{v['torch_peak'] / gb:7.2f} | {rw:13.3f} {rg:5.3f} {ro:5.3f} {ra:5.3f} {rt:6.3f}  "
-              f"{v['plan_logits'] / gb:.2f} (peak in {r['peak_phase']})")
+        print(
+            f"{r['config']:44s} {v['torch_weights'] / gb:11.2f} {v['torch_grads'] / gb:6.2f} "
+            f"{v['torch_optimizer'] / gb:6.2f} {v['torch_activations'] / gb:6.2f} {v['torch_head'] / gb:6.2f} "
+            f"{v['torch_peak'] / gb:7.2f} | {rw:13.3f} {rg:5.3f} {ro:5.3f} {ra:5.3f} {rt:6.3f}  "
+            f"{v['plan_logits'] / gb:.2f} (peak in {r['peak_phase']})"
+        )
     med_t, worst_t = statistics.median(tot_err), max(tot_err)
     med_a, worst_a = statistics.median(act_err), max(act_err)
     print(f"\n{len(rows)} configurations")
-    print(f"total tensor memory: median |error| {med_t:.1%}, worst {worst_t:.1%}   (floors: 5 %, 10 %)")
-    print(f"activations alone:   median |error| {med_a:.1%}, worst {worst_a:.1%}   (floor: median 8 %)")
+    print(
+        f"total tensor memory: median |error| {med_t:.1%}, worst {worst_t:.1%}   (floors: 5 %, 10 %)"
+    )
+    print(
+        f"activations alone:   median |error| {med_a:.1%}, worst {worst_a:.1%}   (floor: median 8 %)"
+    )
     worst = sorted(range(len(rows)), key=lambda i: -tot_err[i])[:5]
     print("worst on total: " + "; ".join(f"{rows[i]['config']} ({tot_err[i]:.1%})" for i in worst))
     return med_t, worst_t, med_a, worst_a
@@ -176,14 +218,27 @@ def report(rows: list[dict[str, str]]) -> tuple[float, float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "trilemma_memory_vs_torch.csv",
-                    help="CSV of results, appended row by row; rows already there are not rerun")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "trilemma_memory_vs_torch.csv",
+        help="CSV of results, appended row by row; rows already there are not rerun",
+    )
     ap.add_argument("--only", type=int, default=None, help="run only the first N configurations")
-    ap.add_argument("--fresh", action="store_true", help="discard the CSV's rows and rerun everything")
-    ap.add_argument("--replan", action="store_true",
-                    help="recompute the planner's columns of rows already in the CSV (after a planner change)")
-    ap.add_argument("--logits-bytes", type=float, default=None,
-                    help="what-if: bytes per logit element instead of constants.toml's memory.logits_bytes_per_element")
+    ap.add_argument(
+        "--fresh", action="store_true", help="discard the CSV's rows and rerun everything"
+    )
+    ap.add_argument(
+        "--replan",
+        action="store_true",
+        help="recompute the planner's columns of rows already in the CSV (after a planner change)",
+    )
+    ap.add_argument(
+        "--logits-bytes",
+        type=float,
+        default=None,
+        help="what-if: bytes per logit element instead of constants.toml's memory.logits_bytes_per_element",
+    )
     a = ap.parse_args(argv)
     global LOGITS_BYTES
     LOGITS_BYTES = a.logits_bytes

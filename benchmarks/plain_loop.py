@@ -22,8 +22,18 @@ import sys
 import time
 
 
-def plain(layers: int, d_model: int, heads: int, ffn: int, seq: int, micro_batch: int, steps: int, warmup: int,
-          threads: int, lr: float) -> float:
+def plain(
+    layers: int,
+    d_model: int,
+    heads: int,
+    ffn: int,
+    seq: int,
+    micro_batch: int,
+    steps: int,
+    warmup: int,
+    threads: int,
+    lr: float,
+) -> float:
     import torch
     import torch.nn.functional as F
 
@@ -50,12 +60,33 @@ def plain(layers: int, d_model: int, heads: int, ffn: int, seq: int, micro_batch
     return (steps - warmup) * seq * micro_batch / (time.perf_counter() - t0)
 
 
-def probe(layers: int, d_model: int, heads: int, ffn: int, seq: int, micro_batch: int, steps: int, warmup: int,
-          threads: int, lr: float) -> float:
+def probe(
+    layers: int,
+    d_model: int,
+    heads: int,
+    ffn: int,
+    seq: int,
+    micro_batch: int,
+    steps: int,
+    warmup: int,
+    threads: int,
+    lr: float,
+) -> float:
     from trilemma.probe import run_probe
 
-    r = run_probe(layers=layers, d_model=d_model, heads=heads, ffn=ffn, seq=seq, micro_batch=micro_batch,
-                  steps=steps, warmup=warmup, threads=threads, lr=lr, eval_batches=0)
+    r = run_probe(
+        layers=layers,
+        d_model=d_model,
+        heads=heads,
+        ffn=ffn,
+        seq=seq,
+        micro_batch=micro_batch,
+        steps=steps,
+        warmup=warmup,
+        threads=threads,
+        lr=lr,
+        eval_batches=0,
+    )
     done = r.step_s[warmup:]
     return len(done) * seq * micro_batch / sum(done)
 
@@ -68,6 +99,7 @@ def wait_for_quiet(max_wait_s: float, threshold: float = 0.1) -> None:
         def snap() -> tuple[int, int]:
             v = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
             return sum(v), v[3] + v[4]
+
         t0, i0 = snap()
         time.sleep(window_s)
         t1, i1 = snap()
@@ -91,15 +123,33 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--which", choices=["plain", "probe"], default="plain")
-    ap.add_argument("--compare", action="store_true", help="alternate plain and probe in fresh processes")
+    ap.add_argument(
+        "--compare", action="store_true", help="alternate plain and probe in fresh processes"
+    )
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--wait", type=float, default=60.0, help="seconds to wait for an idle machine before each run")
+    ap.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        help="seconds to wait for an idle machine before each run",
+    )
     a = ap.parse_args()
     if not a.threads:
         import os
+
         a.threads = len(os.sched_getaffinity(0))
-    kw = {"layers": a.layers, "d_model": a.d_model, "heads": a.heads, "ffn": a.ffn, "seq": a.seq, "micro_batch": a.micro_batch,
-              "steps": a.steps, "warmup": a.warmup, "threads": a.threads, "lr": a.lr}
+    kw = {
+        "layers": a.layers,
+        "d_model": a.d_model,
+        "heads": a.heads,
+        "ffn": a.ffn,
+        "seq": a.seq,
+        "micro_batch": a.micro_batch,
+        "steps": a.steps,
+        "warmup": a.warmup,
+        "threads": a.threads,
+        "lr": a.lr,
+    }
     if not a.compare:
         tps = (plain if a.which == "plain" else probe)(**kw)
         print(json.dumps({"which": a.which, "tokens_per_s": tps, **kw}))
@@ -109,11 +159,24 @@ def main() -> None:
     for _ in range(a.repeats):
         for which in ("plain", "probe"):
             wait_for_quiet(a.wait)
-            out = subprocess.run(args + [f"--which={which}"], capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                args + [f"--which={which}"], capture_output=True, text=True, check=True
+            ).stdout
             got[which].append(json.loads(out.strip().splitlines()[-1])["tokens_per_s"])
     p, q = statistics.median(got["plain"]), statistics.median(got["probe"])
-    print(json.dumps({"plain_tokens_per_s": got["plain"], "probe_tokens_per_s": got["probe"],
-                      "plain_median": p, "probe_median": q, "probe_over_plain": q / p, **kw}, indent=1))
+    print(
+        json.dumps(
+            {
+                "plain_tokens_per_s": got["plain"],
+                "probe_tokens_per_s": got["probe"],
+                "plain_median": p,
+                "probe_median": q,
+                "probe_over_plain": q / p,
+                **kw,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,23 @@ import time
 RUNS = [  # (label, run_probe keyword arguments)
     ("default small model, bf16", {}),
     ("gpt2-124m, bf16, seq 1024 x 16", {"model": "gpt2-124m", "seq": 1024, "micro_batch": 16}),
-    ("llama-style ~0.4B, bf16, seq 1024 x 8", {"model": "llama2-7b", "layers": 16, "d_model": 1280, "heads": 10,
-                                               "vocab": 32000, "seq": 1024, "micro_batch": 8}),
+    (
+        "llama-style ~0.4B, bf16, seq 1024 x 8",
+        {
+            "model": "llama2-7b",
+            "layers": 16,
+            "d_model": 1280,
+            "heads": 10,
+            "vocab": 32000,
+            "seq": 1024,
+            "micro_batch": 8,
+        },
+    ),
     ("gpt2-124m, fp32", {"model": "gpt2-124m", "seq": 1024, "micro_batch": 8, "precision": "fp32"}),
-    ("gpt2-124m, bf16, recompute full", {"model": "gpt2-124m", "seq": 1024, "micro_batch": 16, "recompute": "full"}),
+    (
+        "gpt2-124m, bf16, recompute full",
+        {"model": "gpt2-124m", "seq": 1024, "micro_batch": 16, "recompute": "full"},
+    ),
 ]
 
 
@@ -41,12 +54,18 @@ def main() -> None:
     from trilemma.probe import run_probe
 
     if not torch.cuda.is_available():
-        raise SystemExit("no CUDA device: this script is for a GPU machine (the CPU figures come from `trilemma probe`)")
+        raise SystemExit(
+            "no CUDA device: this script is for a GPU machine (the CPU figures come from `trilemma probe`)"
+        )
     steps = 12 if a.quick else 30
     runs = list(RUNS)
     if torch.cuda.device_count() >= 2:
-        runs.append(("gpt2-124m, bf16, DDP over NCCL on 2 GPUs", {"model": "gpt2-124m", "seq": 1024, "micro_batch": 16,
-                                                                   "nproc": 2}))
+        runs.append(
+            (
+                "gpt2-124m, bf16, DDP over NCCL on 2 GPUs",
+                {"model": "gpt2-124m", "seq": 1024, "micro_batch": 16, "nproc": 2},
+            )
+        )
     t_all = time.perf_counter()
     for label, kw in runs:
         t0 = time.perf_counter()

@@ -24,14 +24,21 @@ FLOOR_SOLVE_S = 1.5
 FLOOR_PAGE_S = 2.0
 REPEATS = 5
 
-PAGE_DEFAULT = {"minimize": "loss", "deadline": "30d", "params": "50M..1T", "precision": ["bf16"],
-                "max-gpus": "16384"}  # and the budget, $2M (+ n cents)
+PAGE_DEFAULT = {
+    "minimize": "loss",
+    "deadline": "30d",
+    "params": "50M..1T",
+    "precision": ["bf16"],
+    "max-gpus": "16384",
+}  # and the budget, $2M (+ n cents)
 
 
 def post(base: str, path: str, body: dict) -> tuple[float, float, dict]:
     """(server's own seconds from Server-Timing, client wall seconds, document)."""
     data = json.dumps(body).encode()
-    req = urllib.request.Request(base.rstrip("/") + path, data=data, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base.rstrip("/") + path, data=data, headers={"Content-Type": "application/json"}
+    )
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=60) as r:
         doc = json.loads(r.read())
@@ -46,17 +53,23 @@ def main() -> int:
     print(f"python {platform.python_version()}, {os.cpu_count()} cores")
     ok = True
     with running_server() as base:
-        post(base, "/api/solve", {"deadline": "7d", "budget": "$100k", "gpu": "h100-sxm"})  # warm-up
+        post(
+            base, "/api/solve", {"deadline": "7d", "budget": "$100k", "gpu": "h100-sxm"}
+        )  # warm-up
         server, wall = [], []
         for n in range(REPEATS):
-            s, w, doc = post(base, "/api/solve", {**PAGE_DEFAULT, "budget": f"${2e6 + n / 100:.2f}"})
+            s, w, doc = post(
+                base, "/api/solve", {**PAGE_DEFAULT, "budget": f"${2e6 + n / 100:.2f}"}
+            )
             server.append(s)
             wall.append(w)
         s_med = statistics.median(server)
-        print(f"default solve: server {s_med:.3f} s median of {REPEATS} (min {min(server):.3f}, max {max(server):.3f}); "
-              f"client wall {statistics.median(wall):.3f} s; {doc['search']['candidates']:,} candidates, "
-              f"search {doc['search']['seconds']:.3f} s, {doc['frontier']['points']} frontier points   "
-              f"floor < {FLOOR_SOLVE_S} s: {'ok' if s_med < FLOOR_SOLVE_S else 'OVER'}")
+        print(
+            f"default solve: server {s_med:.3f} s median of {REPEATS} (min {min(server):.3f}, max {max(server):.3f}); "
+            f"client wall {statistics.median(wall):.3f} s; {doc['search']['candidates']:,} candidates, "
+            f"search {doc['search']['seconds']:.3f} s, {doc['frontier']['points']} frontier points   "
+            f"floor < {FLOOR_SOLVE_S} s: {'ok' if s_med < FLOOR_SOLVE_S else 'OVER'}"
+        )
         ok &= s_med < FLOOR_SOLVE_S
         if not os.path.exists(CHROMIUM):
             print(f"page: skipped ({CHROMIUM} is not installed: apt-get install chromium)")
@@ -67,25 +80,36 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for n in range(REPEATS):
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})  # an empty cache each time
+                ctx = browser.new_context(
+                    viewport={"width": 1400, "height": 1000}
+                )  # an empty cache each time
                 page = ctx.new_page()
                 page.goto(f"{base}?budget=%24{2e6 + (n + REPEATS) / 100:.2f}")
                 page.wait_for_selector("body[data-state=ready]", timeout=30_000)
-                marks = page.evaluate("Object.fromEntries(performance.getEntriesByType('mark')"
-                                      ".map(m => [m.name.split(':')[1], Math.round(m.startTime)]))")
-                marks["domready"] = round(page.evaluate("performance.getEntriesByType('navigation')[0]"
-                                                        ".domContentLoadedEventEnd"))
+                marks = page.evaluate(
+                    "Object.fromEntries(performance.getEntriesByType('mark')"
+                    ".map(m => [m.name.split(':')[1], Math.round(m.startTime)]))"
+                )
+                marks["domready"] = round(
+                    page.evaluate(
+                        "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+                    )
+                )
                 # from the start of navigation to the first plan and frontier drawn (the page's own mark, not
                 # when this script's polling noticed it)
                 times.append(marks["ready"] / 1000)
-                print(f"  load {n + 1}: ms after navigation start: " +
-                      ", ".join(f"{k} {v}" for k, v in sorted(marks.items(), key=lambda kv: kv[1])))
+                print(
+                    f"  load {n + 1}: ms after navigation start: "
+                    + ", ".join(f"{k} {v}" for k, v in sorted(marks.items(), key=lambda kv: kv[1]))
+                )
                 ctx.close()
             browser.close()
         p_med = statistics.median(times)
-        print(f"page interactive after load: {p_med:.2f} s median of {REPEATS} (min {min(times):.2f}, "
-              f"max {max(times):.2f}); plotly.min.js served from the plotly package   "
-              f"floor < {FLOOR_PAGE_S} s: {'ok' if p_med < FLOOR_PAGE_S else 'OVER'}")
+        print(
+            f"page interactive after load: {p_med:.2f} s median of {REPEATS} (min {min(times):.2f}, "
+            f"max {max(times):.2f}); plotly.min.js served from the plotly package   "
+            f"floor < {FLOOR_PAGE_S} s: {'ok' if p_med < FLOOR_PAGE_S else 'OVER'}"
+        )
         ok &= p_med < FLOOR_PAGE_S
     return 0 if ok else 1
 

@@ -29,19 +29,29 @@ def main() -> None:
 
     models = _models(None, None)
     gpus = [h for n, h in hardware_presets().items() if n != "local"]
-    counts = sorted({c for k in range(0, int(np.log2(DEFAULT_MAX_GPUS)) + 1) for c in (2**k, 3 * 2**k)
-                     if c <= DEFAULT_MAX_GPUS})  # as solve searches them
+    counts = sorted(
+        {
+            c
+            for k in range(0, int(np.log2(DEFAULT_MAX_GPUS)) + 1)
+            for c in (2**k, 3 * 2**k)
+            if c <= DEFAULT_MAX_GPUS
+        }
+    )  # as solve searches them
     batches = [batch_for(m, DEFAULT_SEQ) for m in models]  # each model's batch, as solve sets it
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} cores")
-    print(f"default space: {len(models)} model shapes × {len(gpus)} GPU types × {len(counts)} counts × layouts")
+    print(
+        f"default space: {len(models)} model shapes × {len(gpus)} GPU types × {len(counts)} counts × layouts"
+    )
     best = None
     for _ in range(3):
         t = time.perf_counter()
         tab = search_configs(models, gpus, [Precision.BF16], counts, DEFAULT_SEQ, batches)
         dt = time.perf_counter() - t
         best = dt if best is None or dt < best else best
-    print(f"stage 1 search: {tab.candidates:,} candidates in {best:.3f} s = {tab.candidates / best / 1e6:.2f} M candidates/s "
-          f"({len(tab):,} configurations fit)")
+    print(
+        f"stage 1 search: {tab.candidates:,} candidates in {best:.3f} s = {tab.candidates / best / 1e6:.2f} M candidates/s "
+        f"({len(tab):,} configurations fit)"
+    )
     exe = shutil.which("trilemma") or os.path.join(os.path.dirname(sys.executable), "trilemma")
     # as an installed tool runs: its bytecode cached. A first run writes it (PYTHONDONTWRITEBYTECODE, set in
     # some sandboxes and CI images, would leave every start-up compiling the edited modules from source:
@@ -54,8 +64,10 @@ def main() -> None:
         t = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True, env=env)
         walls.append(time.perf_counter() - t)
-    print(f"`trilemma solve --budget '$2M' --deadline 30d`: {min(walls):.2f} s best, {np.median(walls):.2f} s median "
-          "wall-clock (start-up included)")
+    print(
+        f"`trilemma solve --budget '$2M' --deadline 30d`: {min(walls):.2f} s best, {np.median(walls):.2f} s median "
+        "wall-clock (start-up included)"
+    )
 
 
 if __name__ == "__main__":

@@ -19,13 +19,17 @@ import subprocess
 import sys
 import time
 
-
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def wall(cmd: list[str], repeat: int) -> float:
     """Median wall-clock seconds of running ``cmd`` ``repeat`` times (after one warm-up run)."""
-    run = lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=ENV)  # noqa: E731
+
+    def run():
+        return subprocess.run(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=ENV
+        )  # noqa: E731
+
     run()
     times = []
     for _ in range(repeat):
@@ -40,11 +44,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     py = sys.executable
-    exe = shutil.which("trilemma", path=os.path.dirname(py)) or shutil.which("trilemma") or "trilemma"
+    exe = (
+        shutil.which("trilemma", path=os.path.dirname(py)) or shutil.which("trilemma") or "trilemma"
+    )
     rows = [
         ("python -c pass", [py, "-c", "pass"]),
         # the floor: the libraries the CLI cannot run without (numerics, specs, CLI, tables)
-        ("numpy+pydantic+typer+rich", [py, "-c", "import numpy, pydantic, typer, rich.console, rich.table"]),
+        (
+            "numpy+pydantic+typer+rich",
+            [py, "-c", "import numpy, pydantic, typer, rich.console, rich.table"],
+        ),
         ("import trilemma.cli", [py, "-c", "import trilemma.cli"]),
         ("trilemma estimate", [exe, "estimate"]),
         ("trilemma estimate --json", [exe, "estimate", "--json"]),

@@ -21,8 +21,13 @@ from __future__ import annotations
 import argparse
 import time
 
-PRESETS = (("A100", "80GB", "a100-80gb"), ("A100", "", "a100-40gb"), ("H100", "", "h100-sxm"),
-           ("H200", "", "h200"), ("B200", "", "b200"))
+PRESETS = (
+    ("A100", "80GB", "a100-80gb"),
+    ("A100", "", "a100-40gb"),
+    ("H100", "", "h100-sxm"),
+    ("H200", "", "h200"),
+    ("B200", "", "b200"),
+)
 
 
 def preset_for(name: str) -> str | None:
@@ -40,14 +45,25 @@ def positive(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected a positive whole number")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed; expected a positive whole number"
+        )
     return value
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu", default=None, help="hardware preset to compare with (default: from the device name)")
-    ap.add_argument("--heads", type=positive, default=32, help="micro-batch × heads per GPU (the batch of the matmul)")
+    ap.add_argument(
+        "--gpu",
+        default=None,
+        help="hardware preset to compare with (default: from the device name)",
+    )
+    ap.add_argument(
+        "--heads",
+        type=positive,
+        default=32,
+        help="micro-batch × heads per GPU (the batch of the matmul)",
+    )
     ap.add_argument("--seq", type=positive, default=2048, help="queries and keys per sequence")
     ap.add_argument("--reps", type=positive, default=20)
     a = ap.parse_args()
@@ -91,7 +107,10 @@ def main() -> None:
         return (time.perf_counter() - t) / a.reps
 
     for dh in (64, 96, 128, 160, 256, 1024, 4096):
-        for label, (M, N, K) in ((f"QKᵀ  d_head {dh}", (s, s, dh)), (f"P·V  d_head {dh}", (s, dh, s))):
+        for label, (M, N, K) in (
+            (f"QKᵀ  d_head {dh}", (s, s, dh)),
+            (f"P·V  d_head {dh}", (s, dh, s)),
+        ):
             x = torch.randn(b, M, K, device=dev, dtype=dtype)
             y = torch.randn(b, K, N, device=dev, dtype=dtype)
             sec = timed(x, y)

@@ -24,14 +24,18 @@ def main() -> int:
     lo, hi = out["bands"]
     print(f"  80% band on time: ×{pow(2.718281828, -hi):.2f} … ×{pow(2.718281828, -lo):.2f}")
     xf = out["cross_family"]
-    print(f"  cross-family (each chip family held out, n={xf['n']}): log(predicted/reported) 10th–90th percentile "
-          f"{xf['log_q10']:+.3f} … {xf['log_q90']:+.3f}; medians "
-          + ", ".join(f"{f} {v['log_median']:+.3f} (n={v['n']})" for f, v in xf["families"].items()))
+    print(
+        f"  cross-family (each chip family held out, n={xf['n']}): log(predicted/reported) 10th–90th percentile "
+        f"{xf['log_q10']:+.3f} … {xf['log_q90']:+.3f}; medians "
+        + ", ".join(f"{f} {v['log_median']:+.3f} (n={v['n']})" for f, v in xf["families"].items())
+    )
     for kind, s in out["summary"].items():
         for which, st in s.items():
             if st.get("n"):
-                print(f"  {kind:<10} {which:<22} n={st['n']:<4} median {st['median_error']:.1%}  worst "
-                      f"{st['worst_error']:.0%}  ≤10%: {st['within_10pct']:.0%}  ≤25%: {st['within_25pct']:.0%}")
+                print(
+                    f"  {kind:<10} {which:<22} n={st['n']:<4} median {st['median_error']:.1%}  worst "
+                    f"{st['worst_error']:.0%}  ≤10%: {st['within_10pct']:.0%}  ≤25%: {st['within_25pct']:.0%}"
+                )
     return 0
 
 

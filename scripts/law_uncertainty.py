@@ -21,17 +21,25 @@ import numpy as np
 from trilemma.quality.fit import bootstrap, fit_point
 
 PUBLISHED_95 = {  # Besiroglu et al. 2024, notebook output (reference/scaling_laws.md §2)
-    "A": (285.2, 743.6), "B": (1042.4, 5810.3), "E": (1.769, 1.871), "alpha": (0.317, 0.373), "beta": (0.331, 0.415),
+    "A": (285.2, 743.6),
+    "B": (1042.4, 5810.3),
+    "E": (1.769, 1.871),
+    "alpha": (0.317, 0.373),
+    "beta": (0.331, 0.415),
 }
 
 
 def chinchilla_points() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     text = resources.files("trilemma").joinpath("data", "losses.csv").read_text(encoding="utf-8")
-    rows = [r for r in csv.DictReader(text.splitlines()) if r["provenance"] == "digitised_from_figure"]
+    rows = [
+        r for r in csv.DictReader(text.splitlines()) if r["provenance"] == "digitised_from_figure"
+    ]
     n = np.array([float(r["params_total"]) for r in rows])
     d = np.array([float(r["tokens"]) for r in rows])
     loss = np.array([float(r["final_loss_reported"]) for r in rows])
-    keep = np.sort(np.argsort(loss, kind="stable")[:-5])  # Besiroglu et al. drop the 5 highest-loss points
+    keep = np.sort(
+        np.argsort(loss, kind="stable")[:-5]
+    )  # Besiroglu et al. drop the 5 highest-loss points
     return n[keep], d[keep], loss[keep]
 
 
@@ -44,7 +52,10 @@ def main(n_boot: int = 4000, seed: int = 0) -> None:
     print(f"# point fit: {point.constants}, converged={point.converged}", file=sys.stderr)
     for j, k in enumerate(("E", "A", "B", "alpha", "beta")):
         lo, hi = np.quantile(s[:, j], [0.025, 0.975])
-        print(f"# {k}: bootstrap 95% ({lo:.4g}, {hi:.4g}) vs published {PUBLISHED_95[k]}", file=sys.stderr)
+        print(
+            f"# {k}: bootstrap 95% ({lo:.4g}, {hi:.4g}) vs published {PUBLISHED_95[k]}",
+            file=sys.stderr,
+        )
     print('params = ["ln_A", "ln_B", "ln_E", "alpha", "beta"]')
     print("covariance = [")
     for row in cov:

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 import trilemma.solve.optimize as optimize
 from trilemma.cli import app
-from trilemma.report.solve import _signed
 from trilemma.report.frontier_plot import fmt_usd_axis
+from trilemma.report.solve import _signed
 from trilemma.units import fmt_count, fmt_duration, fmt_usd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,9 @@ SCENARIOS = ("fast-and-cheap", "fast-and-good", "good-and-cheap")
 
 def solve_json(name: str) -> dict:
     """`trilemma solve examples/scenarios/NAME.toml --json`, parsed."""
-    r = CliRunner().invoke(app, ["solve", str(ROOT / "examples" / "scenarios" / f"{name}.toml"), "--json"])
+    r = CliRunner().invoke(
+        app, ["solve", str(ROOT / "examples" / "scenarios" / f"{name}.toml"), "--json"]
+    )
     if r.exit_code not in (0, 1):
         raise SystemExit(f"solve {name} failed ({r.exit_code}): {r.output[-2000:]}")
     return json.loads(r.stdout)
@@ -56,28 +58,38 @@ def _plan(model: str, hw: dict, tokens: float) -> str:
 def scenario_block(name: str, d: dict) -> list[str]:
     """The optimum line and the runner-up table of one scenario, as in the README."""
     o = d["optimum"]
-    lines = [f"`{name}`: optimum {_plan(o['model']['name'], o['hardware'], o['batch']['tokens'])}: "
-             f"{fmt_duration(o['time']['total_s'])}, {fmt_usd(o['cost']['usd'])}, loss {o['loss']['mean']:.3f}", "",
-             "| lever | plan | Δ time | Δ cost | Δ loss | meets the pins |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"`{name}`: optimum {_plan(o['model']['name'], o['hardware'], o['batch']['tokens'])}: "
+        f"{fmt_duration(o['time']['total_s'])}, {fmt_usd(o['cost']['usd'])}, loss {o['loss']['mean']:.3f}",
+        "",
+        "| lever | plan | Δ time | Δ cost | Δ loss | meets the pins |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in d["runners_up"]:
         dl = r["delta"]
         loss = "—" if dl["loss"] is None else _signed(round(dl["loss"], 3), "{:.3f}".format)
         meets = "yes" if not r["breaks"] else "no: " + ", ".join(r["breaks"])
-        lines.append(f"| {r['differs_in']} | {_plan(r['model']['name'], r['hardware'], r['batch']['tokens'])} "
-                     f"| {_signed(dl['time_s'], fmt_duration)} | {_signed(dl['usd'], fmt_usd_axis)} | {loss} | {meets} |")
+        lines.append(
+            f"| {r['differs_in']} | {_plan(r['model']['name'], r['hardware'], r['batch']['tokens'])} "
+            f"| {_signed(dl['time_s'], fmt_duration)} | {_signed(dl['usd'], fmt_usd_axis)} | {loss} | {meets} |"
+        )
     return lines
 
 
 def main() -> None:
-    print("| scenario | frontier of every plan (before) | fewer than 1,000 steps | under 10 minutes | over a year "
-          "| plans that could be run (after) | within the pins (before → after) |")
+    print(
+        "| scenario | frontier of every plan (before) | fewer than 1,000 steps | under 10 minutes | over a year "
+        "| plans that could be run (after) | within the pins (before → after) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     results = {}
     for name in SCENARIOS:
         d = results[name] = solve_json(name)
         f, rm = d["frontier"], d["frontier"]["removed"]
-        print(f"| {name} | {f['unfiltered_points']:,} | {rm['steps']:,} | {rm['short']:,} | {rm['long']:,} "
-              f"| {f['points']:,} | {unfiltered_feasible(name):,} → {f['feasible']:,} |")
+        print(
+            f"| {name} | {f['unfiltered_points']:,} | {rm['steps']:,} | {rm['short']:,} | {rm['long']:,} "
+            f"| {f['points']:,} | {unfiltered_feasible(name):,} → {f['feasible']:,} |"
+        )
     for name, d in results.items():
         print()
         print("\n".join(scenario_block(name, d)))

@@ -17,11 +17,25 @@ def save_stated_cpu_profile() -> None:
     """Write a stated `local` CPU profile (fp32 only, as `trilemma probe` writes one on a CPU) into the config
     directory $TRILEMMA_CONFIG_DIR names: tests that name `local` must not depend on whether this machine's user
     ever ran the probe, and must not measure anything."""
-    from trilemma.probe.profile import MachineMeasurement, MatmulCurve, local_hardware, save_local_profile
+    from trilemma.probe.profile import (
+        MachineMeasurement,
+        MatmulCurve,
+        local_hardware,
+        save_local_profile,
+    )
 
-    meas = MachineMeasurement(device="cpu", device_name="test CPU", cores=2, threads=2, torch_version="0",
-                              memory_bytes=8e9, memory_bw_bytes_per_s=10e9, link_bw_bytes_per_s=1e9,
-                              link_kind="stated", matmul={"fp32": MatmulCurve("fp32", (128, 256, 512, 1024),
-                                                                              (20e9, 40e9, 60e9, 70e9))},
-                              runtime_memory_bytes=50e6, measured_at="2025-01-01T00:00:00+00:00")
+    meas = MachineMeasurement(
+        device="cpu",
+        device_name="test CPU",
+        cores=2,
+        threads=2,
+        torch_version="0",
+        memory_bytes=8e9,
+        memory_bw_bytes_per_s=10e9,
+        link_bw_bytes_per_s=1e9,
+        link_kind="stated",
+        matmul={"fp32": MatmulCurve("fp32", (128, 256, 512, 1024), (20e9, 40e9, 60e9, 70e9))},
+        runtime_memory_bytes=50e6,
+        measured_at="2025-01-01T00:00:00+00:00",
+    )
     save_local_profile(local_hardware(meas), meas)

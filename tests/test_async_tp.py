@@ -25,8 +25,12 @@ MEASURED_GAIN = 876 / 829 - 1  # torchtitan Table 4: 2D + AsyncTP over 2D
 def test_each_collective_hides_all_but_one_chunk_behind_its_matmul_by_hand():
     """tp 8, one collective 1 s: exposed max(1/8, 1 − matmul·7/8) per pair."""
     got = async_tp_s(np.array(1.0), np.array(8.0), (2.0, 0.5), (0.1, 4.0))
-    by_hand = max(1 / 8, 1 - 2.0 * 7 / 8) + max(1 / 8, 1 - 0.5 * 7 / 8) + max(1 / 8, 1 - 0.1 * 7 / 8) \
+    by_hand = (
+        max(1 / 8, 1 - 2.0 * 7 / 8)
+        + max(1 / 8, 1 - 0.5 * 7 / 8)
+        + max(1 / 8, 1 - 0.1 * 7 / 8)
         + max(1 / 8, 1 - 4.0 * 7 / 8)
+    )
     assert by_hand == pytest.approx(0.125 + 0.5625 + 0.9125 + 0.125)
     assert float(got) == pytest.approx(by_hand)
 
@@ -49,22 +53,67 @@ def test_async_tp_changes_nothing_without_sequence_parallelism_or_tp():
     assert _step_s(True, sp=False, micro_batch=1) == _step_s(False, sp=False, micro_batch=1)
     m, _ = resolve_model("llama3-8b")
     plans = [make_plan(m, 1e9, 4096, 64 * 4096, "bf16", async_tp=a) for a in (False, True)]
-    s = [estimate(m, "h100-sxm", 8, layout=dict(tp=1, pp=1, zero=1, micro_batch=1), plan=p).time.step_s for p in plans]
+    s = [
+        estimate(
+            m, "h100-sxm", 8, layout=dict(tp=1, pp=1, zero=1, micro_batch=1), plan=p
+        ).time.step_s
+        for p in plans
+    ]
     assert s[0] == s[1]
 
 
 def test_cli_marks_the_layout_and_warns_where_it_cannot_apply(capsys):
-    rc, out, _ = run(capsys, "estimate", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64",
-                     "--tokens", "1B", "--tp", "8", "--async-tp")
+    rc, out, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--tokens",
+        "1B",
+        "--tp",
+        "8",
+        "--async-tp",
+    )
     assert rc == 0 and "· async TP" in out
-    rc, out, _ = run(capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8",
-                     "--tokens", "1B", "--tp", "1", "--async-tp")
+    rc, out, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "8",
+        "--tokens",
+        "1B",
+        "--tp",
+        "1",
+        "--async-tp",
+    )
     assert rc == 0 and "--async-tp has no effect on this layout" in out and "· async TP" not in out
 
 
 def test_exports_name_the_engines_switch(capsys):
-    base = ("estimate", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--tokens", "1B", "--tp", "8",
-            "--zero", "3", "--async-tp")
+    base = (
+        "estimate",
+        "--model",
+        "llama3-70b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--tokens",
+        "1B",
+        "--tp",
+        "8",
+        "--zero",
+        "3",
+        "--async-tp",
+    )
     rc, out, _ = run(capsys, *base, "--compile", "--export", "torchtitan")
     assert rc == 0 and "enable_async_tensor_parallel = true" in out
     rc, _, err = run(capsys, *base, "--export", "torchtitan")
@@ -77,11 +126,20 @@ def test_solve_plans_with_async_tp_from_the_flag_and_a_scenario(tmp_path, capsys
     """solve --async-tp (or async_tp = true in a scenario file) gives every plan it searches async TP."""
     from trilemma.solve import solve
 
-    res = solve(model="llama3-70b", tokens="10B", gpu="h100-sxm", max_gpus=64, deadline="30d", minimize="cost",
-                async_tp=True)
+    res = solve(
+        model="llama3-70b",
+        tokens="10B",
+        gpu="h100-sxm",
+        max_gpus=64,
+        deadline="30d",
+        minimize="cost",
+        async_tp=True,
+    )
     assert res.optimum.plan.async_tp
     sc = tmp_path / "s.toml"
-    sc.write_text('model = "llama3-70b"\ntokens = "10B"\ngpu = "h100-sxm"\nmax_gpus = 64\ndeadline = "30d"\n'
-                  'async_tp = "yes"\n')
+    sc.write_text(
+        'model = "llama3-70b"\ntokens = "10B"\ngpu = "h100-sxm"\nmax_gpus = 64\ndeadline = "30d"\n'
+        'async_tp = "yes"\n'
+    )
     rc, _, err = run(capsys, "solve", str(sc))
     assert rc == 2 and "scenario async_tp" in err and "true or false" in err

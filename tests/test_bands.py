@@ -14,8 +14,14 @@ from hypothesis import strategies as st
 from trilemma.api import estimate
 from trilemma.estimate.result import BAND_CROSS_FAMILY, BAND_LOSO, band_outside, outside_reasons
 from trilemma.presets import calibration, calibration_rows
-from trilemma.validate.bands import (Residual, _conformal_ends, coverage, kind_band, named_bands,
-                                     residuals_from_rows)
+from trilemma.validate.bands import (
+    Residual,
+    _conformal_ends,
+    coverage,
+    kind_band,
+    named_bands,
+    residuals_from_rows,
+)
 from trilemma.validate.cases import load_cases
 from trilemma.validate.run import regime
 
@@ -46,7 +52,9 @@ def test_a_kind_with_few_sources_borrows_the_spread_of_every_source():
     res += [Residual("memory", "m", 0.1), Residual("memory", "m", 0.1)]
     b = kind_band(res, "memory")
     assert b.method == "two-level" and b.sources == 1
-    assert b.q_lo == pytest.approx(0.1 - 0.25 * math.sqrt(2)) and b.q_hi == pytest.approx(0.1 + 0.25 * math.sqrt(2))
+    assert b.q_lo == pytest.approx(0.1 - 0.25 * math.sqrt(2)) and b.q_hi == pytest.approx(
+        0.1 + 0.25 * math.sqrt(2)
+    )
     # with three or more of its own sources a kind uses its own rows only
     own = kind_band(res, "throughput")
     assert own.method == "conformal" and (own.q_lo, own.q_hi) == (-0.2, 0.3)
@@ -59,7 +67,10 @@ def test_stored_bands_are_what_the_stored_loso_rows_give(res):
         assert b[f"{name}_log_q10"] == band.q_lo and b[f"{name}_log_q90"] == band.q_hi
     assert calibration()["regime"] == regime(load_cases(None)[0])
     # whole runs err more than a step: the run band is at least as wide as throughput's on each side
-    assert b["time_log_q10"] <= b["throughput_log_q10"] and b["time_log_q90"] >= b["throughput_log_q90"]
+    assert (
+        b["time_log_q10"] <= b["throughput_log_q10"]
+        and b["time_log_q90"] >= b["throughput_log_q90"]
+    )
 
 
 def test_every_80pct_band_covers_70_to_90pct_leave_one_source_out(res):
@@ -78,21 +89,30 @@ def _widths(lo: float, hi: float) -> tuple[float, float]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(gpus=st.floats(1, 1e6), params=st.floats(1e6, 1e14), more=st.floats(1.0, 1e3),
-       family=st.sampled_from(["nvidia-ampere", "nvidia-hopper", "amd-cdna3", "google-tpu-v5p"]),
-       precision=st.sampled_from(["bf16", "fp16", "fp8", "fp32", "tf32"]), kind=st.sampled_from(["time", "throughput"]))
-def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(gpus, params, more, family, precision, kind):
+@given(
+    gpus=st.floats(1, 1e6),
+    params=st.floats(1e6, 1e14),
+    more=st.floats(1.0, 1e3),
+    family=st.sampled_from(["nvidia-ampere", "nvidia-hopper", "amd-cdna3", "google-tpu-v5p"]),
+    precision=st.sampled_from(["bf16", "fp16", "fp8", "fp32", "tf32"]),
+    kind=st.sampled_from(["time", "throughput"]),
+)
+def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(
+    gpus, params, more, family, precision, kind
+):
     """More devices, a larger model, an uncalibrated precision or chip family, a fine-tune (no calibrated
     row is one): each side of the band only widens, and it always holds the point."""
     base = band_outside("nvidia-ampere", gpus, params, "bf16", kind)
     lo, hi, _ = base
     assert lo <= 1.0 <= hi
-    for moved in (band_outside("nvidia-ampere", gpus * more, params, "bf16", kind),
-                  band_outside("nvidia-ampere", gpus, params * more, "bf16", kind),
-                  band_outside("nvidia-ampere", gpus, params, precision, kind),
-                  band_outside(family, gpus, params, "bf16", kind),
-                  band_outside("nvidia-ampere", gpus, params, "bf16", kind, finetune=True),
-                  band_outside(family, gpus * more, params * more, precision, kind, finetune=True)):
+    for moved in (
+        band_outside("nvidia-ampere", gpus * more, params, "bf16", kind),
+        band_outside("nvidia-ampere", gpus, params * more, "bf16", kind),
+        band_outside("nvidia-ampere", gpus, params, precision, kind),
+        band_outside(family, gpus, params, "bf16", kind),
+        band_outside("nvidia-ampere", gpus, params, "bf16", kind, finetune=True),
+        band_outside(family, gpus * more, params * more, precision, kind, finetune=True),
+    ):
         w0, w1 = _widths(lo, hi), _widths(moved[0], moved[1])
         assert w1[0] >= w0[0] - 1e-12 and w1[1] >= w0[1] - 1e-12
         assert len(moved[2]) >= len(base[2])  # every reason stays, and says so
@@ -100,28 +120,40 @@ def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(gpus, 
 
 def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
     reg = calibration()["regime"]
-    inside = estimate("llama2-70b", "h100-sxm", 512, 2e12)  # 64 nodes: inside every bound of [regime]
+    inside = estimate(
+        "llama2-70b", "h100-sxm", 512, 2e12
+    )  # 64 nodes: inside every bound of [regime]
     beyond = estimate("llama2-70b", "h100-sxm", 2 * reg["max_gpus"], 2e12)
     assert inside.time.band_reason == BAND_LOSO and inside.time.band_reasons == ()
     assert len(beyond.time.band_reasons) == 2 and "devices" in beyond.time.band_reason
     assert "slow-node share is extrapolated" in beyond.time.band_reasons[1]
     ratio = lambda t: (t.total_s_high / t.total_s, t.total_s / t.total_s_low)  # noqa: E731
-    assert ratio(beyond.time)[0] > ratio(inside.time)[0] and ratio(beyond.time)[1] > ratio(inside.time)[1]
+    assert (
+        ratio(beyond.time)[0] > ratio(inside.time)[0]
+        and ratio(beyond.time)[1] > ratio(inside.time)[1]
+    )
     assert any("outside the calibrated regime" in w for w in beyond.warnings)
     # a precision with no calibrated rows; two reasons at once with a chip family not calibrated
     assert outside_reasons("amd-cdna3", 8, 7e9, "fp32")[0] == BAND_CROSS_FAMILY
     assert len(outside_reasons("amd-cdna3", 8, 7e9, "fp32")) == 2
-    assert calibration()["regime"]["finetune_cases"] == 0 and "fine-tune" in outside_reasons("nvidia-ampere", 8, 7e9,
-                                                                                               "bf16", True)[0]
+    assert (
+        calibration()["regime"]["finetune_cases"] == 0
+        and "fine-tune" in outside_reasons("nvidia-ampere", 8, 7e9, "bf16", True)[0]
+    )
 
 
 def test_every_corner_has_a_band_holding_its_point():
     e = estimate("llama2-7b", "a100-80gb", 64, 1e11)
     t, c, m = e.time, e.cost, e.memory
-    for low, point, high in ((t.total_s_low, t.total_s, t.total_s_high), (t.gpu_hours_low, t.gpu_hours, t.gpu_hours_high),
-                             (t.step_s_low, t.step_s, t.step_s_high), (c.usd_low, c.usd, c.usd_high),
-                             (c.energy_kwh_low, c.energy_kwh, c.energy_kwh_high), (c.co2_kg_low, c.co2_kg, c.co2_kg_high),
-                             (m.per_gpu_bytes_low, m.per_gpu_bytes, m.per_gpu_bytes_high)):
+    for low, point, high in (
+        (t.total_s_low, t.total_s, t.total_s_high),
+        (t.gpu_hours_low, t.gpu_hours, t.gpu_hours_high),
+        (t.step_s_low, t.step_s, t.step_s_high),
+        (c.usd_low, c.usd, c.usd_high),
+        (c.energy_kwh_low, c.energy_kwh, c.energy_kwh_high),
+        (c.co2_kg_low, c.co2_kg, c.co2_kg_high),
+        (m.per_gpu_bytes_low, m.per_gpu_bytes, m.per_gpu_bytes_high),
+    ):
         assert 0 < low < point < high
     # energy and CO2 carry the time band's factors (energy = power × time)
     assert c.energy_kwh_high / c.energy_kwh == pytest.approx(t.total_s_high / t.total_s)
@@ -130,7 +162,10 @@ def test_every_corner_has_a_band_holding_its_point():
     assert m.per_gpu_bytes_high == pytest.approx(m.per_gpu_bytes * math.exp(-q10))
     assert m.fits == (m.per_gpu_bytes_high <= m.capacity_bytes * (1 + 1e-12))
     d = e.to_dict()
-    assert d["memory"]["per_gpu_bytes_high"] == m.per_gpu_bytes_high and d["cost"]["energy_kwh_low"] == c.energy_kwh_low
+    assert (
+        d["memory"]["per_gpu_bytes_high"] == m.per_gpu_bytes_high
+        and d["cost"]["energy_kwh_low"] == c.energy_kwh_low
+    )
     assert e.loss is None or e.loss.low <= e.loss.mean <= e.loss.high
 
 
@@ -156,8 +191,13 @@ def test_the_loss_band_holds_larger_models_it_was_not_fitted_on():
 
     n, d, loss = chinchilla_points()
     small = n < 2e9
-    law = fit_runs(Runs(n[small], d[small], loss[small], "chinchilla-small"), n_boot=100, holdout=0).law
-    inside = [(p := predict_loss(law, ni, ni, di)).low <= li <= p.high for ni, di, li in zip(n[~small], d[~small], loss[~small])]
+    law = fit_runs(
+        Runs(n[small], d[small], loss[small], "chinchilla-small"), n_boot=100, holdout=0
+    ).law
+    inside = [
+        (p := predict_loss(law, ni, ni, di)).low <= li <= p.high
+        for ni, di, li in zip(n[~small], d[~small], loss[~small])
+    ]
     assert len(inside) >= 10 and np.mean(inside) >= 0.70
 
 
@@ -167,15 +207,29 @@ def test_more_nodes_than_any_whole_run_widens_the_run_band_but_not_the_step_band
     inside every other bound (devices, parameters, precision) yet its run band is wider, its step band
     (which has no slow-node share) is not, and a fine-tune (no slow-node share) is never marked."""
     cases, _ = load_cases(None)
-    nodes = max(math.ceil(c.n_gpus / c.hardware.devices_per_node) for c in cases if c.metric in ("gpu_hours", "days"))
+    nodes = max(
+        math.ceil(c.n_gpus / c.hardware.devices_per_node)
+        for c in cases
+        if c.metric in ("gpu_hours", "days")
+    )
     reg = calibration()["regime"]
     assert reg["max_run_nodes"] == nodes
     gpus = 8 * (nodes + 1)
     assert gpus <= reg["max_gpus"]
-    at, beyond = estimate("llama2-13b", "a100-80gb", 8 * nodes, 2e12), estimate("llama2-13b", "a100-80gb", gpus, 2e12)
+    at, beyond = (
+        estimate("llama2-13b", "a100-80gb", 8 * nodes, 2e12),
+        estimate("llama2-13b", "a100-80gb", gpus, 2e12),
+    )
     assert at.time.band_reasons == ()
     assert len(beyond.time.band_reasons) == 1 and f"{nodes + 1:,} nodes" in beyond.time.band_reason
-    width = lambda t: (t.total_s_high / t.total_s, t.total_s / t.total_s_low, t.step_s_high / t.step_s)  # noqa: E731
+
+    def width(t):
+        return (
+            t.total_s_high / t.total_s,
+            t.total_s / t.total_s_low,
+            t.step_s_high / t.step_s,
+        )  # noqa: E731
+
     assert width(beyond.time)[0] > width(at.time)[0] and width(beyond.time)[1] > width(at.time)[1]
     assert width(beyond.time)[2] == pytest.approx(width(at.time)[2])
     ft = outside_reasons("nvidia-ampere", gpus, 13e9, "bf16", finetune=True, nodes=nodes + 1)
@@ -186,10 +240,26 @@ def test_fewer_nodes_than_any_multi_node_whole_run_widens_the_run_band_too():
     """Below the smallest multi-node whole run (counted here from the shipped rows) the slow-node share is
     extrapolated as well: two nodes are marked, one node (which pays no share) and a fine-tune are not."""
     cases, _ = load_cases(None)
-    fewest = min(n for n in (math.ceil(c.n_gpus / c.hardware.devices_per_node) for c in cases
-                             if c.metric in ("gpu_hours", "days")) if n > 1)
+    fewest = min(
+        n
+        for n in (
+            math.ceil(c.n_gpus / c.hardware.devices_per_node)
+            for c in cases
+            if c.metric in ("gpu_hours", "days")
+        )
+        if n > 1
+    )
     assert calibration()["regime"]["min_run_nodes"] == fewest > 2
-    two, one = estimate("llama2-7b", "a100-80gb", 16, 1e11), estimate("llama2-7b", "a100-80gb", 8, 1e11)
-    assert len(two.time.band_reasons) == 1 and "2 nodes, fewer than the smallest" in two.time.band_reason
+    two, one = (
+        estimate("llama2-7b", "a100-80gb", 16, 1e11),
+        estimate("llama2-7b", "a100-80gb", 8, 1e11),
+    )
+    assert (
+        len(two.time.band_reasons) == 1
+        and "2 nodes, fewer than the smallest" in two.time.band_reason
+    )
     assert one.time.band_reasons == ()
-    assert not any("nodes" in r for r in outside_reasons("nvidia-ampere", 16, 7e9, "bf16", finetune=True, nodes=2))
+    assert not any(
+        "nodes" in r
+        for r in outside_reasons("nvidia-ampere", 16, 7e9, "bf16", finetune=True, nodes=2)
+    )

@@ -13,8 +13,17 @@ from trilemma.quality.batch import batch_for, non_embedding_flop_per_token, opti
 def _deepseek(layers: int, d: int, heads: int, kv: int, ffn: int):
     """DeepSeek LLM 7B / 67B (Bi et al. 2024, Table 2): Llama-style blocks, vocab 102,400."""
     base = model_presets()["llama2-70b"]
-    return base.model_copy(update=dict(name=f"deepseek-{layers}", n_layers=layers, d_model=d, n_heads=heads,
-                                       n_kv_heads=kv, ffn_dim=ffn, vocab_size=102400))
+    return base.model_copy(
+        update=dict(
+            name=f"deepseek-{layers}",
+            n_layers=layers,
+            d_model=d,
+            n_heads=heads,
+            n_kv_heads=kv,
+            ffn_dim=ffn,
+            vocab_size=102400,
+        )
+    )
 
 
 def test_m_is_deepseeks_non_embedding_flops_per_token():
@@ -25,10 +34,20 @@ def test_m_is_deepseeks_non_embedding_flops_per_token():
     assert non_embedding_flop_per_token(m, 4096) == pytest.approx(by_hand, rel=0.01)
 
 
-@pytest.mark.parametrize("layers, d, heads, kv, ffn, published_seqs", [
-    (30, 4096, 32, 32, 11008, 2304),  # DeepSeek LLM 7B: batch 2,304 × 4,096 tokens on 2T tokens (Table 2)
-    (95, 8192, 64, 8, 22016, 4608),  # DeepSeek LLM 67B: batch 4,608 × 4,096
-])
+@pytest.mark.parametrize(
+    "layers, d, heads, kv, ffn, published_seqs",
+    [
+        (
+            30,
+            4096,
+            32,
+            32,
+            11008,
+            2304,
+        ),  # DeepSeek LLM 7B: batch 2,304 × 4,096 tokens on 2T tokens (Table 2)
+        (95, 8192, 64, 8, 22016, 4608),  # DeepSeek LLM 67B: batch 4,608 × 4,096
+    ],
+)
 def test_law_reproduces_deepseeks_own_batches(layers, d, heads, kv, ffn, published_seqs):
     m = _deepseek(layers, d, heads, kv, ffn)
     b = optimal_batch_tokens(non_embedding_flop_per_token(m, 4096) * 2e12) / 4096

@@ -12,8 +12,14 @@ import pytest
 
 from trilemma.api import estimate
 from trilemma.cli import main
-from trilemma.estimate.result import (BAND_CROSS_FAMILY, BAND_LOSO, band_factors, band_for, family_calibrated,
-                                      family_coverage)
+from trilemma.estimate.result import (
+    BAND_CROSS_FAMILY,
+    BAND_LOSO,
+    band_factors,
+    band_for,
+    family_calibrated,
+    family_coverage,
+)
 from trilemma.presets import calibration, hardware_presets
 from trilemma.report.solve import UNCALIBRATED_MARK, UNCALIBRATED_NOTE
 from trilemma.solve import solve
@@ -32,7 +38,11 @@ def test_every_preset_names_its_family_and_the_calibration_counts_it():
     by = {n: h.family for n, h in hardware_presets().items()}
     assert by["a100-40gb"] == by["a100-80gb"] == "nvidia-ampere"
     assert by["h100-sxm"] == by["h200"] == by["h800"] == by["h100-pcie"] == "nvidia-hopper"
-    assert by["mi300x"] == "amd-cdna3" and by["b200"] == "nvidia-blackwell" and by["v100-32gb"] == "nvidia-volta"
+    assert (
+        by["mi300x"] == "amd-cdna3"
+        and by["b200"] == "nvidia-blackwell"
+        and by["v100-32gb"] == "nvidia-volta"
+    )
 
 
 def test_coverage_counts_are_the_cases_grouped_by_family():
@@ -44,9 +54,15 @@ def test_coverage_counts_are_the_cases_grouped_by_family():
         for k in KINDS:
             assert row[k] == counted[(fam, k)], (fam, k)
     assert {f for f, _ in counted} <= set(fams)
-    assert sum(row[k] for row in fams.values() for k in KINDS) == len(cases) == calibration()["meta"]["cases"]
+    assert (
+        sum(row[k] for row in fams.values() for k in KINDS)
+        == len(cases)
+        == calibration()["meta"]["cases"]
+    )
     # the README scenarios' chip has none; the two families most rows come from have plenty
-    assert not family_calibrated("amd-cdna3") and family_coverage("amd-cdna3") == {k: 0 for k in KINDS}
+    assert not family_calibrated("amd-cdna3") and family_coverage("amd-cdna3") == {
+        k: 0 for k in KINDS
+    }
     assert family_calibrated("nvidia-ampere") and family_calibrated("nvidia-hopper")
     assert not family_calibrated("nvidia-volta")  # memory rows only: no step time measured
     assert not family_calibrated("no-such-family")
@@ -61,7 +77,10 @@ def test_cross_family_figures_are_stored():
     assert sum(r["cross_family_n"] for r in held.values()) == b["cross_family_n"] > 0
     # predicting a family never seen is worse than predicting a source never seen (on the same rows: the
     # cross-family residuals are throughput's and runs', 249 of 263 throughput's, whose band is step time's)
-    assert b["cross_family_log_q90"] - b["cross_family_log_q10"] > b["throughput_log_q90"] - b["throughput_log_q10"]
+    assert (
+        b["cross_family_log_q90"] - b["cross_family_log_q10"]
+        > b["throughput_log_q90"] - b["throughput_log_q10"]
+    )
 
 
 def test_calibrated_family_gets_the_plain_band_and_no_note():
@@ -86,29 +105,59 @@ def test_uncalibrated_family_says_so_and_its_band_is_wider_and_contains_the_plai
     assert t.total_s_low < t.total_s * lo and t.total_s_high > t.total_s * hi
     assert t.gpu_hours_low < t.gpu_hours * lo and t.gpu_hours_high > t.gpu_hours * hi
     assert c.usd_low < c.usd * lo and c.usd_high > c.usd * hi
-    assert t.total_s_low == pytest.approx(t.total_s * wlo) and c.usd_high == pytest.approx(c.usd * whi)
+    assert t.total_s_low == pytest.approx(t.total_s * wlo) and c.usd_high == pytest.approx(
+        c.usd * whi
+    )
     # the documented combination: outward quantiles in quadrature
     b = calibration()["bands"]
-    assert wlo == pytest.approx(math.exp(-math.hypot(max(b["time_log_q90"], 0), max(b["cross_family_log_q90"], 0))))
-    assert whi == pytest.approx(math.exp(math.hypot(min(b["time_log_q10"], 0), min(b["cross_family_log_q10"], 0))))
+    assert wlo == pytest.approx(
+        math.exp(-math.hypot(max(b["time_log_q90"], 0), max(b["cross_family_log_q90"], 0)))
+    )
+    assert whi == pytest.approx(
+        math.exp(math.hypot(min(b["time_log_q10"], 0), min(b["cross_family_log_q10"], 0)))
+    )
     notes = [w for w in e.warnings if NOTE in w]
-    assert len(notes) == 1 and notes[0].startswith("mi300x (amd-cdna3)") and f"×{wlo:.2f}–×{whi:.2f}" in notes[0]
+    assert (
+        len(notes) == 1
+        and notes[0].startswith("mi300x (amd-cdna3)")
+        and f"×{wlo:.2f}–×{whi:.2f}" in notes[0]
+    )
     d = e.to_dict()
-    assert d["hardware"]["family_calibrated"] is False and d["time"]["band_reason"] == BAND_CROSS_FAMILY
+    assert (
+        d["hardware"]["family_calibrated"] is False
+        and d["time"]["band_reason"] == BAND_CROSS_FAMILY
+    )
     # a device of no known family (a hand-built spec) is not calibrated either
     hw = hardware_presets()["a100-80gb"].replace(name="my-chip", family=UNKNOWN_FAMILY)
     assert estimate("llama2-7b", hw, 512, 1e12).time.band_reason == BAND_CROSS_FAMILY
 
 
 def test_cli_prints_the_note(capsys):
-    assert main(["estimate", "--model", "llama2-7b", "--gpu", "mi300x", "--gpus", "256", "--tokens", "1T"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                "--model",
+                "llama2-7b",
+                "--gpu",
+                "mi300x",
+                "--gpus",
+                "256",
+                "--tokens",
+                "1T",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert NOTE in " ".join(out.split())
 
 
 @pytest.fixture(scope="module")
 def mixed():
-    return solve(deadline="30d", budget="$2M", gpu="a100-80gb,mi300x", params="100M..3B", max_gpus=64)
+    return solve(
+        deadline="30d", budget="$2M", gpu="a100-80gb,mi300x", params="100M..3B", max_gpus=64
+    )
 
 
 def test_solve_json_flags_uncalibrated_plans(mixed):

@@ -24,19 +24,25 @@ def mapped() -> tuple[list[Case], list[Skipped]]:
 def _find(cases: list[Case], kind: str, **want) -> Case:
     """The one case of ``kind`` whose label contains ``label`` and whose other attributes match."""
     label = want.pop("label", "")
-    hits = [c for c in cases if c.kind == kind and label in c.label
-            and all(getattr(c, k) == v for k, v in want.items())]
+    hits = [
+        c
+        for c in cases
+        if c.kind == kind and label in c.label and all(getattr(c, k) == v for k, v in want.items())
+    ]
     assert len(hits) == 1, [(c.row, c.label) for c in hits]
     return hits[0]
 
 
 # ------------------------------------------------------------------ coverage
 
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_row_is_a_case_or_a_skip_exactly_once(mapped, kind: str) -> None:
     cases, skipped = mapped
     n = len(read_rows(kind))
-    rows = sorted([c.row for c in cases if c.kind == kind] + [s.row for s in skipped if s.kind == kind])
+    rows = sorted(
+        [c.row for c in cases if c.kind == kind] + [s.row for s in skipped if s.kind == kind]
+    )
     assert rows == list(range(n))
 
 
@@ -70,6 +76,7 @@ def test_returned_layouts_are_copies() -> None:
 
 # ------------------------------------------------------------------ every case is well formed
 
+
 def test_cases_are_well_formed(mapped) -> None:
     cases, _ = mapped
     metrics = set(get_args(Metric))
@@ -81,7 +88,12 @@ def test_cases_are_well_formed(mapped) -> None:
         assert isinstance(c.n_gpus, int) and c.n_gpus >= 1, where
         assert all(isinstance(a, str) and a for a in c.assumptions), where
         st = c.plan.stages[0]
-        for x in (st.tokens, st.global_batch_tokens, c.hardware.hbm_bytes, c.hardware.board_power_w):
+        for x in (
+            st.tokens,
+            st.global_batch_tokens,
+            c.hardware.hbm_bytes,
+            c.hardware.board_power_w,
+        ):
             assert math.isfinite(x) and x > 0, where
         assert st.global_batch_tokens <= st.tokens, where
         assert math.isfinite(param_counts(c.model).total), where
@@ -132,7 +144,9 @@ def test_every_case_evaluates_or_is_predicted_out_of_memory(mapped) -> None:
     for c in cases:
         try:
             # headroom 0: the job ran, so its predicted peak is checked against the bare capacity
-            est = estimate_plan(c.model, make_cluster(c.hardware, c.n_gpus, memory_headroom=0.0), c.plan, c.layout)
+            est = estimate_plan(
+                c.model, make_cluster(c.hardware, c.n_gpus, memory_headroom=0.0), c.plan, c.layout
+            )
         except LayoutError as exc:
             assert str(exc).startswith("memory:"), f"{c.kind} row {c.row} ({c.label}): {exc}"
             oom += 1
@@ -146,16 +160,30 @@ def test_every_case_evaluates_or_is_predicted_out_of_memory(mapped) -> None:
 
 # ------------------------------------------------------------------ hand-checked mappings
 
+
 def test_korthikanti_175b_selective(mapped) -> None:
     c = _find(mapped[0], "throughput", label="GPT 175B (GPT-3) - sequence parallel + selective")
-    assert c.layout == {"tp": 8, "pp": 8, "dp": 1, "micro_batch": 1, "recompute": "selective", "sp": True, "vp": 3}
+    assert c.layout == {
+        "tp": 8,
+        "pp": 8,
+        "dp": 1,
+        "micro_batch": 1,
+        "recompute": "selective",
+        "sp": True,
+        "vp": 3,
+    }
     assert c.n_gpus == 64 and c.metric == "mfu" and c.reported == pytest.approx(0.514)
     assert c.group == "arXiv:2205.05198"
     assert c.hardware.name == "a100-80gb"
     assert c.plan.precision == Precision.FP16 and c.plan.flash_attention is False
     st = c.plan.stages[0]
     assert st.seq_len == 2048 and st.global_batch_tokens == 64 * 2048 and st.explicit_batch
-    assert (c.model.n_layers, c.model.d_model, c.model.n_heads, c.model.vocab_size) == (96, 12288, 96, 51200)
+    assert (c.model.n_layers, c.model.d_model, c.model.n_heads, c.model.vocab_size) == (
+        96,
+        12288,
+        96,
+        51200,
+    )
 
 
 def test_korthikanti_baseline_uses_step_time(mapped) -> None:
@@ -186,8 +214,12 @@ def test_llm_foundry_row(mapped) -> None:
 
 
 def test_llm_foundry_pure_mode_keeps_bf16_grads(mapped) -> None:
-    pure = [c for c in mapped[0] if c.group == "github.com/mosaicml/llm-foundry"
-            and "mode PURE" in read_rows("throughput")[c.row]["notes"]]
+    pure = [
+        c
+        for c in mapped[0]
+        if c.group == "github.com/mosaicml/llm-foundry"
+        and "mode PURE" in read_rows("throughput")[c.row]["notes"]
+    ]
     assert pure and all(c.plan.dtypes.grad == "bf16" for c in pure)
 
 
@@ -206,7 +238,12 @@ def test_runs_row_with_gpu_hours(mapped) -> None:
     assert c.metric == "gpu_hours" and c.reported == 368640
     assert c.model.name == "llama2-13b" and c.group == "arXiv:2307.09288"
     st = c.plan.stages[0]
-    assert st.tokens == 2e12 and st.seq_len == 4096 and st.global_batch_tokens == 4e6 and not st.explicit_batch
+    assert (
+        st.tokens == 2e12
+        and st.seq_len == 4096
+        and st.global_batch_tokens == 4e6
+        and not st.explicit_batch
+    )
     assert any("GPU count not reported" in a for a in c.assumptions)
 
 
@@ -216,12 +253,25 @@ def test_sources_kept_independent_are_never_calibrated_on(mapped) -> None:
     import csv
     from importlib import resources
 
-    kept = ("maximizing-training", "torchtitan docs/performance.md", "Llama 3.2 model card", "Llama 4 model card")
+    kept = (
+        "maximizing-training",
+        "torchtitan docs/performance.md",
+        "Llama 3.2 model card",
+        "Llama 4 model card",
+    )
     for kind in ("runs", "throughput", "memory"):
-        rows = list(csv.DictReader(resources.files("trilemma").joinpath("data", f"{kind}.csv")
-                                   .read_text(encoding="utf-8").splitlines()))
+        rows = list(
+            csv.DictReader(
+                resources.files("trilemma")
+                .joinpath("data", f"{kind}.csv")
+                .read_text(encoding="utf-8")
+                .splitlines()
+            )
+        )
         for i, r in enumerate(rows):
-            if any(k in r["source"] for k in kept) or ("Pythia" in r["source"] and "GPU-hours" in r["source"]):
+            if any(k in r["source"] for k in kept) or (
+                "Pythia" in r["source"] and "GPU-hours" in r["source"]
+            ):
                 assert r["skip_reason"].startswith("kept independent"), (kind, i, r["model"])
     used = {c.group for c in mapped[0]}
     assert not any("maximizing-training" in g or "Pythia" in g for g in used)
@@ -242,8 +292,14 @@ def test_llama_table_15_rows_are_busy_time_on_2048_gpus(mapped) -> None:
 
 def test_runs_mfu_and_bounds(mapped) -> None:
     palm = _find(mapped[0], "runs", label="PaLM")
-    assert palm.metric == "mfu" and palm.reported == pytest.approx(0.462) and palm.hardware.name == "tpu-v4"
-    assert abs(param_counts(palm.model).total / 540.35e9 - 1) < 0.05  # the row's count picks the gated MLP
+    assert (
+        palm.metric == "mfu"
+        and palm.reported == pytest.approx(0.462)
+        and palm.hardware.name == "tpu-v4"
+    )
+    assert (
+        abs(param_counts(palm.model).total / 540.35e9 - 1) < 0.05
+    )  # the row's count picks the gated MLP
     glm = _find(mapped[0], "runs", label="GLM-130B")
     assert glm.metric == "mfu"  # its 60 days is an upper bound, not a measurement
 
@@ -255,7 +311,9 @@ def test_memory_row(mapped) -> None:
     assert c.hardware.hbm_bytes == 96 * GIB and c.n_gpus == 8
     assert any("peak reserved" in a for a in c.assumptions)
     bert = _find(mapped[0], "memory", label="8-bit Adam", reported=12.778 * GIB)
-    assert bert.metric == "peak_memory_bytes"  # nvidia-smi: device memory in use, CUDA context included
+    assert (
+        bert.metric == "peak_memory_bytes"
+    )  # nvidia-smi: device memory in use, CUDA context included
     assert bert.model.name == "bert-large" and bert.plan.dtypes.optimizer_state == "int8"
     assert bert.hardware.hbm_bytes == 16 * GIB and bert.plan.precision == Precision.FP32
 
@@ -265,8 +323,14 @@ def test_hand_checked_skips(mapped) -> None:
     by = {(s.kind, s.label): s.reason for s in skipped}
     assert "TPUv3" in by[("runs", "T5-11B")]
     assert "mixture-of-experts" in by[("runs", "Llama 4 Scout (17Bx16E MoE)")]
-    assert "FSDP inside each pipeline stage" in by[("throughput", "Llama 3.1 405B - 16,384 GPUs (TP8 CP1 PP16 DP128)")]
-    assert ("throughput", "Llama 3.1 405B - 3D 1F1B") not in by  # torchtitan's FSDP2 + PP: ZeRO-1's state
+    assert (
+        "FSDP inside each pipeline stage"
+        in by[("throughput", "Llama 3.1 405B - 16,384 GPUs (TP8 CP1 PP16 DP128)")]
+    )
+    assert (
+        "throughput",
+        "Llama 3.1 405B - 3D 1F1B",
+    ) not in by  # torchtitan's FSDP2 + PP: ZeRO-1's state
     assert "Adafactor" in by[("memory", "bert-large-uncased seq-classification - Adafactor")]
 
 
@@ -276,7 +340,17 @@ def test_torchtitans_405b_rows_run_what_torchtitan_ran(mapped) -> None:
     one = _find(mapped[0], "throughput", label="Llama 3.1 405B - 3D 1F1B")
     two = _find(mapped[0], "throughput", label="Llama 3.1 405B - 3D Interleaved 1F1B")
     for c, vp in ((one, 1), (two, 2)):
-        assert c.layout == {"tp": 8, "pp": 8, "dp": 8, "cp": 1, "vp": vp, "zero": 1, "recompute": "full",
-                            "micro_batch": 4}
+        assert c.layout == {
+            "tp": 8,
+            "pp": 8,
+            "dp": 8,
+            "cp": 1,
+            "vp": vp,
+            "zero": 1,
+            "recompute": "full",
+            "micro_batch": 4,
+        }
         assert c.plan.async_tp and c.plan.precision == Precision.FP8 and c.n_gpus == 512
-        assert c.plan.stages[0].global_batch_tokens == 256 * 8192  # dp 8 × local batch 32 sequences of 8,192
+        assert (
+            c.plan.stages[0].global_batch_tokens == 256 * 8192
+        )  # dp 8 × local batch 32 sequences of 8,192

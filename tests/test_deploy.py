@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from clitools import run
 
 from trilemma.estimate.deploy import DEPLOY_BITS, decode_bytes_per_token, deploy, kv_cache_bytes
 from trilemma.presets import deploy_efficiency, device_presets, get_device
 from trilemma.validate.ondevice import fit, rows, summary
-from clitools import run
 
 
 def test_memory_and_speed_by_hand():
@@ -26,16 +26,22 @@ def test_memory_and_speed_by_hand():
     assert d.energy_per_token_j == pytest.approx(phone.power_w / d.decode_tokens_per_s, rel=1e-12)
     # fits ⇔ weights + KV ≤ usable × (1 − runtime share); the margin says by how much
     assert d.fits == (d.margin_bytes >= 0)
-    assert d.margin_bytes == pytest.approx(phone.usable_bytes * (1 - eff["runtime_share"]) - d.weights_bytes - d.kv_cache_bytes)
+    assert d.margin_bytes == pytest.approx(
+        phone.usable_bytes * (1 - eff["runtime_share"]) - d.weights_bytes - d.kv_cache_bytes
+    )
     # a longer context reads more KV per token: slower, never faster
-    assert decode_bytes_per_token(1e9, 4.5, 16, 512, 8192) > decode_bytes_per_token(1e9, 4.5, 16, 512, 1024)
+    assert decode_bytes_per_token(1e9, 4.5, 16, 512, 8192) > decode_bytes_per_token(
+        1e9, 4.5, 16, 512, 1024
+    )
 
 
 def test_usable_memory_is_less_than_ram():
     # macOS Metal: 2/3 of RAM up to 32 GB (10,922.67 MB on 16 GB, llama-cpp-python#687); iPhone 15 Pro: 6 GB of 8
     for dev in device_presets().values():
         assert 0 < dev.usable_bytes < dev.ram_bytes, dev.name
-    assert get_device("macbook-pro-m1-pro-16gb").usable_bytes / 2**20 == pytest.approx(10922.67, abs=0.01)
+    assert get_device("macbook-pro-m1-pro-16gb").usable_bytes / 2**20 == pytest.approx(
+        10922.67, abs=0.01
+    )
 
 
 def test_published_decode_rows_floor_and_fits():
@@ -55,24 +61,69 @@ def test_shipped_efficiency_is_the_fit():
 
 
 def test_cli_deploy_json_and_bad_input(capsys):
-    code, out, err = run(capsys, "estimate", "-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "10B",
-                         "--deploy", "rtx-4090", "--deploy-precision", "int8", "--context", "2k", "--json")
+    code, out, err = run(
+        capsys,
+        "estimate",
+        "-m",
+        "llama2-7b",
+        "-g",
+        "h100-sxm",
+        "-n",
+        "64",
+        "-t",
+        "10B",
+        "--deploy",
+        "rtx-4090",
+        "--deploy-precision",
+        "int8",
+        "--context",
+        "2k",
+        "--json",
+    )
     assert code == 0 and err == ""
     doc = json.loads(out)
     d = doc["deploy"]
-    assert d["device"] == "rtx-4090" and d["precision"] == "int8" and d["context"] == 2048 and d["fits"]
+    assert (
+        d["device"] == "rtx-4090"
+        and d["precision"] == "int8"
+        and d["context"] == 2048
+        and d["fits"]
+    )
     assert d["weights_bytes"] == pytest.approx(6_738_415_616 * 8.5 / 8)
-    for args, field in ((["--deploy", "no-such-phone"], "no-such-phone"), (["--deploy", "rtx-4090", "--deploy-precision", "int3"], "deploy-precision"),
-                        (["--deploy", "rtx-4090", "--context", "-5"], "context")):
-        code, out, err = run(capsys, "estimate", "-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "10B", *args)
+    for args, field in (
+        (["--deploy", "no-such-phone"], "no-such-phone"),
+        (["--deploy", "rtx-4090", "--deploy-precision", "int3"], "deploy-precision"),
+        (["--deploy", "rtx-4090", "--context", "-5"], "context"),
+    ):
+        code, out, err = run(
+            capsys, "estimate", "-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "10B", *args
+        )
         assert code == 2 and field in err and "Traceback" not in err
 
 
 def test_solve_deploy_pin_and_inference_aware(capsys):
     # issue 15 floor: solve --deploy <a phone> --min-tokens-per-s 10 returns a model that fits there with margin and
     # meets the rate; with --inference-tokens 10T (Sardana et al. 2023) a smaller model trained on more tokens
-    args = ("solve", "--deadline", "14d", "--target-loss", "2.3", "--minimize", "cost", "--params", "100M..3B",
-            "--gpu", "h100-sxm", "--max-gpus", "64", "--deploy", "iphone-15-pro", "--min-tokens-per-s", "10", "--json")
+    args = (
+        "solve",
+        "--deadline",
+        "14d",
+        "--target-loss",
+        "2.3",
+        "--minimize",
+        "cost",
+        "--params",
+        "100M..3B",
+        "--gpu",
+        "h100-sxm",
+        "--max-gpus",
+        "64",
+        "--deploy",
+        "iphone-15-pro",
+        "--min-tokens-per-s",
+        "10",
+        "--json",
+    )
     docs = []
     for extra in ((), ("--inference-tokens", "10T")):
         code, out, err = run(capsys, *args, *extra)
@@ -96,8 +147,33 @@ def test_bad_deploy_and_empty_lora_targets_name_their_flags(capsys):
     instead of silently taking the default modules."""
     from clitools import run
 
-    code, out, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "8", "--tokens", "1B", "--deploy", "nope")
-    assert code == 2 and out == "" and err.startswith("trilemma: error: deploy: unknown preset 'nope'")
-    code, out, err = run(capsys, "estimate", "--model", "llama2-7b", "--gpus", "8", "--tokens", "1B", "--finetune", "lora",
-                         "--lora-targets", "")
+    code, out, err = run(
+        capsys,
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "8",
+        "--tokens",
+        "1B",
+        "--deploy",
+        "nope",
+    )
+    assert (
+        code == 2 and out == "" and err.startswith("trilemma: error: deploy: unknown preset 'nope'")
+    )
+    code, out, err = run(
+        capsys,
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "8",
+        "--tokens",
+        "1B",
+        "--finetune",
+        "lora",
+        "--lora-targets",
+        "",
+    )
     assert code == 2 and err.startswith("trilemma: error: lora-targets:")

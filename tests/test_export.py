@@ -24,15 +24,15 @@ import json
 import math
 import shlex
 import sys
-import tomllib
 import types
 from pathlib import Path
 
 import pytest
+import tomllib
+from clitools import run
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from clitools import run
 from trilemma.api import estimate
 from trilemma.export import ExportError, FineTune, PlanNumbers, export
 from trilemma.export import deepspeed as ds_export
@@ -70,7 +70,7 @@ def megatron_args(script: str) -> dict[str, object]:
     """pretrain_gpt.py's arguments in the launch script, parsed by Megatron-LM's option table."""
     words = shlex.split(script.replace("\\\n", " "), comments=True)
     i = words.index("pretrain_gpt.py")
-    ns, unknown = MEGATRON.parse_known_args(words[i + 1:])
+    ns, unknown = MEGATRON.parse_known_args(words[i + 1 :])
     assert not unknown, f"not Megatron-LM options: {unknown}"
     return {k: v for k, v in vars(ns).items() if v not in (None, False)}
 
@@ -92,8 +92,19 @@ def engine_numbers(doc) -> dict[str, int]:
         cp = int(a.get("--context-parallel-size", 1))
         dp = gpus // (tp * pp * cp)  # Megatron-LM: data_parallel_size = world / (tp · pp · cp)
         micro, batch = int(a["--micro-batch-size"]), int(a["--global-batch-size"])
-        return dict(gpus=gpus, tp=tp, pp=pp, cp=cp, dp=dp, micro=micro, acc=batch // (micro * dp), batch=batch,
-                    steps=int(a["--train-iters"]), seq=int(a["--seq-length"]), rem=gpus % (tp * pp * cp))
+        return dict(
+            gpus=gpus,
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            dp=dp,
+            micro=micro,
+            acc=batch // (micro * dp),
+            batch=batch,
+            steps=int(a["--train-iters"]),
+            seq=int(a["--seq-length"]),
+            rem=gpus % (tp * pp * cp),
+        )
     if doc.engine == "torchtitan":
         t = tomllib.loads(doc.files["job.toml"])
         par, tr = t["parallelism"], t["training"]
@@ -104,25 +115,57 @@ def engine_numbers(doc) -> dict[str, int]:
         # size micro-batches run inside each accumulation step
         micro = par.get("pipeline_parallel_microbatch_size", local) if pp > 1 else local
         acc = tr["global_batch_size"] // (local * dp) * (local // micro)
-        rem = tr["global_batch_size"] % (local * dp) + local % micro  # torchtitan asserts both divide
+        rem = (
+            tr["global_batch_size"] % (local * dp) + local % micro
+        )  # torchtitan asserts both divide
         gpus = dp * par["tensor_parallel_degree"] * pp * par["context_parallel_degree"]
-        return dict(gpus=gpus, tp=par["tensor_parallel_degree"], pp=pp, cp=par["context_parallel_degree"], dp=dp,
-                    micro=micro, acc=acc, batch=tr["global_batch_size"], steps=tr["steps"], seq=tr["seq_len"], rem=rem)
+        return dict(
+            gpus=gpus,
+            tp=par["tensor_parallel_degree"],
+            pp=pp,
+            cp=par["context_parallel_degree"],
+            dp=dp,
+            micro=micro,
+            acc=acc,
+            batch=tr["global_batch_size"],
+            steps=tr["steps"],
+            seq=tr["seq_len"],
+            rem=rem,
+        )
     if doc.engine == "deepspeed":
         launch, cfg = cfg["launcher"], cfg["ds_config"]
         tp = cfg.get("tensor_parallel", {}).get("autotp_size", 1)
         gpus = launch["nnodes"] * launch["nproc_per_node"]
         dp = gpus // tp  # DeepSpeed's data-parallel world: the processes over AutoTP's degree
-        return dict(gpus=gpus, tp=tp, pp=1, cp=1, dp=dp, micro=cfg["train_micro_batch_size_per_gpu"],
-                    acc=cfg["gradient_accumulation_steps"], batch=cfg["train_batch_size"], steps=doc.numbers.steps,
-                    seq=doc.numbers.seq_len, rem=gpus % tp)
+        return dict(
+            gpus=gpus,
+            tp=tp,
+            pp=1,
+            cp=1,
+            dp=dp,
+            micro=cfg["train_micro_batch_size_per_gpu"],
+            acc=cfg["gradient_accumulation_steps"],
+            batch=cfg["train_batch_size"],
+            steps=doc.numbers.steps,
+            seq=doc.numbers.seq_len,
+            rem=gpus % tp,
+        )
     args = cfg["training_args"]
     nodes, per = cfg["launcher"]["nnodes"], cfg["launcher"]["nproc_per_node"]
     dp = nodes * per  # the Trainer's world size: one process per GPU, all data-parallel
-    return dict(gpus=dp, tp=1, pp=1, cp=1, dp=dp, micro=args["per_device_train_batch_size"],
-                acc=args["gradient_accumulation_steps"],
-                batch=args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] * dp,
-                steps=args["max_steps"], seq=doc.numbers.seq_len, rem=0)
+    return dict(
+        gpus=dp,
+        tp=1,
+        pp=1,
+        cp=1,
+        dp=dp,
+        micro=args["per_device_train_batch_size"],
+        acc=args["gradient_accumulation_steps"],
+        batch=args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] * dp,
+        steps=args["max_steps"],
+        seq=doc.numbers.seq_len,
+        rem=0,
+    )
 
 
 def check_numbers(doc, n_gpus: int, global_batch: int, seq: int, tokens: float) -> None:
@@ -141,15 +184,42 @@ def check_numbers(doc, n_gpus: int, global_batch: int, seq: int, tokens: float) 
 
 #: what each engine can express, drawn from (the rest is refused, test_inexpressible_features_are_errors)
 CAN = {
-    "torchtitan": dict(tp=[1, 2, 4, 8], pp=[1, 2, 4, 8], cp=[1, 2], zero=[ZeroStage.THREE], sp=[True],
-                       recompute=[Recompute.NONE, Recompute.FULL, Recompute.OP], precision=[Precision.BF16, Precision.FP8]),
-    "megatron": dict(tp=[1, 2, 4, 8], pp=[1, 2, 4, 8], cp=[1, 2], zero=list(ZeroStage), sp=[True, False],
-                     recompute=[Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL],
-                     precision=[Precision.BF16, Precision.FP16, Precision.FP8]),
-    "deepspeed": dict(tp=[1, 2, 4, 8], pp=[1], cp=[1], zero=list(ZeroStage), sp=[False],
-                      recompute=[Recompute.NONE, Recompute.FULL], precision=[Precision.BF16, Precision.FP16]),
-    "hf": dict(tp=[1], pp=[1], cp=[1], zero=list(ZeroStage), sp=[False], recompute=[Recompute.NONE, Recompute.FULL],
-               precision=[Precision.BF16, Precision.FP16]),
+    "torchtitan": dict(
+        tp=[1, 2, 4, 8],
+        pp=[1, 2, 4, 8],
+        cp=[1, 2],
+        zero=[ZeroStage.THREE],
+        sp=[True],
+        recompute=[Recompute.NONE, Recompute.FULL, Recompute.OP],
+        precision=[Precision.BF16, Precision.FP8],
+    ),
+    "megatron": dict(
+        tp=[1, 2, 4, 8],
+        pp=[1, 2, 4, 8],
+        cp=[1, 2],
+        zero=list(ZeroStage),
+        sp=[True, False],
+        recompute=[Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL],
+        precision=[Precision.BF16, Precision.FP16, Precision.FP8],
+    ),
+    "deepspeed": dict(
+        tp=[1, 2, 4, 8],
+        pp=[1],
+        cp=[1],
+        zero=list(ZeroStage),
+        sp=[False],
+        recompute=[Recompute.NONE, Recompute.FULL],
+        precision=[Precision.BF16, Precision.FP16],
+    ),
+    "hf": dict(
+        tp=[1],
+        pp=[1],
+        cp=[1],
+        zero=list(ZeroStage),
+        sp=[False],
+        recompute=[Recompute.NONE, Recompute.FULL],
+        precision=[Precision.BF16, Precision.FP16],
+    ),
 }
 
 
@@ -161,9 +231,13 @@ def plans(draw, engine):
     vp = draw(st.sampled_from([1, 2])) if pp > 1 else 1
     micro = draw(st.sampled_from([1, 2, 4]))
     acc = draw(st.integers(1, 32))
-    zero, rec, sp, precision = (draw(st.sampled_from(can[k])) for k in ("zero", "recompute", "sp", "precision"))
+    zero, rec, sp, precision = (
+        draw(st.sampled_from(can[k])) for k in ("zero", "recompute", "sp", "precision")
+    )
     n = tp * pp * cp * dp
-    layout = Layout(tp=tp, pp=pp, cp=cp, dp=dp, vp=vp, micro_batch=micro, zero=zero, recompute=rec, sp=sp)
+    layout = Layout(
+        tp=tp, pp=pp, cp=cp, dp=dp, vp=vp, micro_batch=micro, zero=zero, recompute=rec, sp=sp
+    )
     batch = micro * acc * dp
     seq = draw(st.sampled_from([2048, 4096]))
     tokens = float(draw(st.integers(batch * seq, 10**13)))
@@ -172,7 +246,9 @@ def plans(draw, engine):
 
 
 @pytest.mark.parametrize("engine", ["torchtitan", "megatron", "deepspeed", "hf"])
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_exported_numbers_agree_with_the_plan(engine, data):
     """tp × pp × dp × cp = GPUs; micro-batch × accumulation × dp = global batch; steps × batch ≥ tokens
@@ -180,10 +256,17 @@ def test_exported_numbers_agree_with_the_plan(engine, data):
     layout, n, node, batch, seq, tokens, precision = data.draw(plans(engine))
     numbers = PlanNumbers.build(layout, n, node, batch, seq, tokens)
     plan = make_plan(LLAMA2_7B, tokens, seq, batch * seq, precision)
-    module = {"torchtitan": tt_export, "megatron": mlm_export, "deepspeed": ds_export, "hf": hf_export}[engine]
+    module = {
+        "torchtitan": tt_export,
+        "megatron": mlm_export,
+        "deepspeed": ds_export,
+        "hf": hf_export,
+    }[engine]
     try:
         doc = module.export(LLAMA2_7B, plan, numbers, None, {"title": "property"})
-    except ExportError as exc:  # a feature this engine cannot express: said in one line, with the engine
+    except (
+        ExportError
+    ) as exc:  # a feature this engine cannot express: said in one line, with the engine
         assert str(exc).startswith(f"export --to {engine}: ") and "\n" not in str(exc)
         assume(False)  # not counted: Hypothesis fails the test when it must discard too many plans
     check_numbers(doc, n, batch, seq, tokens)
@@ -202,10 +285,17 @@ def test_uneven_pipeline_stages_as_llama_3_1_405b():
     counts = [sum(m.startswith("layers.") for m in s) for s in stages]
     assert counts == [7] + [8] * 14 + [7]
     assert stages[0][0] == "tok_embeddings" and stages[-1][-2:] == ["norm", "output"]
-    assert [f"layers.{i}" for i in range(126)] == [m for s in stages for m in s if m.startswith("layers.")]
+    assert [f"layers.{i}" for i in range(126)] == [
+        m for s in stages for m in s if m.startswith("layers.")
+    ]
     big = LLAMA2_7B.replace(n_layers=126)
-    args = dict(mlm_export._stage_args(big, PlanNumbers.build(Layout(pp=16, dp=1), 16, 8, 1, 4096, 4096)))
-    assert (args["--decoder-first-pipeline-num-layers"], args["--decoder-last-pipeline-num-layers"]) == (7, 7)
+    args = dict(
+        mlm_export._stage_args(big, PlanNumbers.build(Layout(pp=16, dp=1), 16, 8, 1, 4096, 4096))
+    )
+    assert (
+        args["--decoder-first-pipeline-num-layers"],
+        args["--decoder-last-pipeline-num-layers"],
+    ) == (7, 7)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -234,7 +324,13 @@ def readme_plans():
         "megatron": estimate("llama2-7b", "a100-80gb", 2048),
         "torchtitan": estimate("llama2-7b", "a100-80gb", 2048, layout={"zero": 3}),
         "deepspeed": estimate("llama2-7b", "a100-80gb", 2048, layout={"sp": False}),
-        "hf": estimate("llama2-7b", "a100-80gb", 2048, layout={"tp": 1, "pp": 1}, global_batch_tokens=2048 * 4096),
+        "hf": estimate(
+            "llama2-7b",
+            "a100-80gb",
+            2048,
+            layout={"tp": 1, "pp": 1},
+            global_batch_tokens=2048 * 4096,
+        ),
     }
 
 
@@ -248,17 +344,34 @@ def test_readme_plans_export_with_the_plans_numbers(readme_plans, docs):
         est = readme_plans[engine]
         s = est.stages[0]
         check_numbers(doc, 2048, s.global_batch_sequences, 4096, 2e12)
-        assert (doc.numbers.tp, doc.numbers.pp, doc.numbers.dp) == (est.layout.tp, est.layout.pp, est.layout.dp)
+        assert (doc.numbers.tp, doc.numbers.pp, doc.numbers.dp) == (
+            est.layout.tp,
+            est.layout.pp,
+            est.layout.dp,
+        )
         assert doc.to_dict()["numbers"]["dp"] == est.layout.dp
 
 
-QLORA = FineTune(method="qlora", lora_rank=16, lora_alpha=32, lora_targets=("attention", "mlp"),
-                 base_precision="nf4", optimizer="paged_adamw_8bit")
+QLORA = FineTune(
+    method="qlora",
+    lora_rank=16,
+    lora_alpha=32,
+    lora_targets=("attention", "mlp"),
+    base_precision="nf4",
+    optimizer="paged_adamw_8bit",
+)
 
 
 @pytest.fixture(scope="module")
 def lora_doc():
-    est = estimate("llama2-7b", "a100-80gb", 8, tokens=1e8, global_batch_tokens=64 * 4096, layout={"tp": 1, "pp": 1})
+    est = estimate(
+        "llama2-7b",
+        "a100-80gb",
+        8,
+        tokens=1e8,
+        global_batch_tokens=64 * 4096,
+        layout={"tp": 1, "pp": 1},
+    )
     return export(est, "hf", finetune=QLORA)
 
 
@@ -280,8 +393,15 @@ def test_torchtitan_reads_the_job(docs, tmp_path):
     path.write_text(doc.files["job.toml"])
     job = _load_torchtitan_config()().parse_args(["--job.config_file", str(path)])
     n = doc.numbers
-    assert (job.parallelism.tensor_parallel_degree, job.parallelism.data_parallel_shard_degree) == (n.tp, n.dp)
-    assert (job.training.steps, job.training.global_batch_size, job.training.seq_len) == (n.steps, n.global_batch, 4096)
+    assert (job.parallelism.tensor_parallel_degree, job.parallelism.data_parallel_shard_degree) == (
+        n.tp,
+        n.dp,
+    )
+    assert (job.training.steps, job.training.global_batch_size, job.training.seq_len) == (
+        n.steps,
+        n.global_batch,
+        4096,
+    )
     assert (job.model.flavor, job.experimental.custom_import) == ("trilemma", "trilemma_flavor")
     # a field torchtitan does not have is refused by its own reader
     path.write_text(doc.files["job.toml"].replace("[training]", "[training]\nmicro_batch_size = 2"))
@@ -293,13 +413,26 @@ def test_torchtitan_flavor_module_uses_its_model_arguments(docs):
     """The flavor's keyword arguments are fields of torchtitan's TransformerModelArgs (read from the
     installed package's source: importing the model imports triton)."""
     spec = importlib.util.find_spec("torchtitan")
-    src = Path(spec.submodule_search_locations[0], "models", "llama3", "model", "args.py").read_text()
-    cls = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ClassDef) and n.name == "TransformerModelArgs")
+    src = Path(
+        spec.submodule_search_locations[0], "models", "llama3", "model", "args.py"
+    ).read_text()
+    cls = next(
+        n
+        for n in ast.walk(ast.parse(src))
+        if isinstance(n, ast.ClassDef) and n.name == "TransformerModelArgs"
+    )
     fields = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)}
-    call = next(n for n in ast.walk(ast.parse(docs["torchtitan"].files["trilemma_flavor.py"])) if isinstance(n, ast.Call))
+    call = next(
+        n
+        for n in ast.walk(ast.parse(docs["torchtitan"].files["trilemma_flavor.py"]))
+        if isinstance(n, ast.Call)
+    )
     kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     assert set(kw) <= fields
-    assert tt_export.feed_forward_hidden(kw["dim"], kw["multiple_of"], kw["ffn_dim_multiplier"]) == 11008
+    assert (
+        tt_export.feed_forward_hidden(kw["dim"], kw["multiple_of"], kw["ffn_dim_multiplier"])
+        == 11008
+    )
 
 
 class _DataParallel:
@@ -324,10 +457,19 @@ def test_deepspeed_reads_its_config(docs, deepspeed_config, monkeypatch):
     monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *a, **k: 0)
     doc = docs["deepspeed"]
     n = doc.numbers
-    c = deepspeed_config.DeepSpeedConfig(json.loads(doc.files["ds_config.json"]), mpu=_DataParallel(n.dp))
-    assert (c.train_batch_size, c.train_micro_batch_size_per_gpu, c.gradient_accumulation_steps) == (
-        n.global_batch, n.micro_batch, n.accumulation)
-    assert c.zero_optimization_stage == int(n.zero) and c.bfloat16_config.enabled and c.gradient_clipping == 1.0
+    c = deepspeed_config.DeepSpeedConfig(
+        json.loads(doc.files["ds_config.json"]), mpu=_DataParallel(n.dp)
+    )
+    assert (
+        c.train_batch_size,
+        c.train_micro_batch_size_per_gpu,
+        c.gradient_accumulation_steps,
+    ) == (n.global_batch, n.micro_batch, n.accumulation)
+    assert (
+        c.zero_optimization_stage == int(n.zero)
+        and c.bfloat16_config.enabled
+        and c.gradient_clipping == 1.0
+    )
     wrong = {**doc.config["ds_config"], "train_batch_size": n.global_batch + n.dp}
     with pytest.raises(AssertionError, match="train_batch_size is not equal"):
         deepspeed_config.DeepSpeedConfig(wrong, mpu=_DataParallel(n.dp))
@@ -347,12 +489,25 @@ def test_hf_trainer_reads_its_arguments(docs, lora_doc, transformers_classes):
     args = TrainingArguments(**json.loads(doc.files["training_args.json"]), use_cpu=True)
     n = doc.numbers
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.max_steps) == (
-        n.micro_batch, n.accumulation, n.steps)
-    assert args.bf16 and args.hf_deepspeed_config.config["zero_optimization"]["stage"] == int(n.zero)
+        n.micro_batch,
+        n.accumulation,
+        n.steps,
+    )
+    assert args.bf16 and args.hf_deepspeed_config.config["zero_optimization"]["stage"] == int(
+        n.zero
+    )
     # the QLoRA fine-tune: LoraConfig and BitsAndBytesConfig from their files
     lora = LoraConfig(**json.loads(lora_doc.files["lora_config.json"]))
     assert (lora.r, lora.lora_alpha) == (16, 32)
-    assert lora.target_modules == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert lora.target_modules == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    }
     bnb = BitsAndBytesConfig(**json.loads(lora_doc.files["bnb_config.json"]))
     assert bnb.load_in_4bit and bnb.bnb_4bit_quant_type == "nf4" and bnb.bnb_4bit_use_double_quant
     ft_args = TrainingArguments(**json.loads(lora_doc.files["training_args.json"]), use_cpu=True)
@@ -369,7 +524,9 @@ def test_megatron_script_parses_with_megatron_options(docs):
     n = docs["megatron"].numbers
     assert int(a["--tensor-model-parallel-size"]) == n.tp and "--sequence-parallel" in a
     assert (a["--position-embedding-type"], a["--normalization"]) == ("rope", "RMSNorm")
-    with pytest.raises(argparse.ArgumentError):  # the table refuses a value outside an option's choices
+    with pytest.raises(
+        argparse.ArgumentError
+    ):  # the table refuses a value outside an option's choices
         MEGATRON.parse_known_args(["--recompute-granularity", "op"])
 
 
@@ -381,15 +538,26 @@ def test_megatron_core_builds_the_transformer_config(docs):
 
     a = megatron_args(docs["megatron"].files["train_megatron.sh"])
     c = TransformerConfig(
-        num_layers=int(a["--num-layers"]), hidden_size=int(a["--hidden-size"]),
-        ffn_hidden_size=int(a["--ffn-hidden-size"]), num_attention_heads=int(a["--num-attention-heads"]),
+        num_layers=int(a["--num-layers"]),
+        hidden_size=int(a["--hidden-size"]),
+        ffn_hidden_size=int(a["--ffn-hidden-size"]),
+        num_attention_heads=int(a["--num-attention-heads"]),
         tensor_model_parallel_size=int(a["--tensor-model-parallel-size"]),
         pipeline_model_parallel_size=int(a["--pipeline-model-parallel-size"]),
-        sequence_parallel="--sequence-parallel" in a, normalization=a["--normalization"],
-        gated_linear_unit="--swiglu" in a, add_bias_linear="--disable-bias-linear" not in a,
-        attention_dropout=float(a["--attention-dropout"]), hidden_dropout=float(a["--hidden-dropout"]),
-        bf16="--bf16" in a, recompute_granularity=a.get("--recompute-granularity"))
-    assert (c.num_layers, c.ffn_hidden_size, c.tensor_model_parallel_size) == (32, 11008, docs["megatron"].numbers.tp)
+        sequence_parallel="--sequence-parallel" in a,
+        normalization=a["--normalization"],
+        gated_linear_unit="--swiglu" in a,
+        add_bias_linear="--disable-bias-linear" not in a,
+        attention_dropout=float(a["--attention-dropout"]),
+        hidden_dropout=float(a["--hidden-dropout"]),
+        bf16="--bf16" in a,
+        recompute_granularity=a.get("--recompute-granularity"),
+    )
+    assert (c.num_layers, c.ffn_hidden_size, c.tensor_model_parallel_size) == (
+        32,
+        11008,
+        docs["megatron"].numbers.tp,
+    )
 
 
 # ------------------------------------------------------------------ what an engine cannot express
@@ -408,7 +576,9 @@ def test_cli_export_json_is_the_api_document(capsys, readme_plans, docs):
     code, out, err = run(capsys, "export", "--to", "megatron", "--json")
     assert code == 0 and err == ""
     doc = json.loads(out)
-    assert doc["schema"] == "trilemma.export/1" and doc == json.loads(json.dumps(docs["megatron"].to_dict()))
+    assert doc["schema"] == "trilemma.export/1" and doc == json.loads(
+        json.dumps(docs["megatron"].to_dict())
+    )
 
 
 def test_cli_errors_are_one_line(capsys):
@@ -416,23 +586,55 @@ def test_cli_errors_are_one_line(capsys):
     assert code == 2 and err.count("\n") == 1 and "to: 'titanic'" in err
     code, out, err = run(capsys, "export", "--to", "hf")
     assert code == 2 and err.count("\n") == 1 and "export --to hf: tp 2 cannot be expressed" in err
-    code, out, err = run(capsys, "estimate", "--export", "torchtitan", "--precision", "fp16", "--zero", "3")
+    code, out, err = run(
+        capsys, "estimate", "--export", "torchtitan", "--precision", "fp16", "--zero", "3"
+    )
     assert code == 2 and "mixed precision is bfloat16 or float32" in err
 
 
 def test_cli_writes_files_and_exports_a_solve_point(capsys, tmp_path):
-    code, out, err = run(capsys, "export", "--to", "deepspeed", "--out", str(tmp_path), "--gpus", "64",
-                         "--tokens", "200B", "--tp", "1")
-    assert code == 0 and (tmp_path / "ds_config.json").exists() and (tmp_path / "trilemma-notes.txt").exists()
-    solve = ["solve", "--model", "llama2-7b", "--gpu", "a100-80gb", "--max-gpus", "64", "--budget", "$20k",
-             "--minimize", "loss"]
+    code, out, err = run(
+        capsys,
+        "export",
+        "--to",
+        "deepspeed",
+        "--out",
+        str(tmp_path),
+        "--gpus",
+        "64",
+        "--tokens",
+        "200B",
+        "--tp",
+        "1",
+    )
+    assert (
+        code == 0
+        and (tmp_path / "ds_config.json").exists()
+        and (tmp_path / "trilemma-notes.txt").exists()
+    )
+    solve = [
+        "solve",
+        "--model",
+        "llama2-7b",
+        "--gpu",
+        "a100-80gb",
+        "--max-gpus",
+        "64",
+        "--budget",
+        "$20k",
+        "--minimize",
+        "loss",
+    ]
     code, out, err = run(capsys, "export", "--to", "megatron", "--json", *solve)
     assert code == 0, err
     opt = json.loads(out)
     code, out, err = run(capsys, "export", "--to", "megatron", "--json", "--point", "0", *solve)
     assert code == 0, err
     point = json.loads(out)
-    assert point["plan"]["source"] == "solve frontier point 0" and opt["plan"]["source"] == "solve optimum"
+    assert (
+        point["plan"]["source"] == "solve frontier point 0"
+        and opt["plan"]["source"] == "solve optimum"
+    )
     code, out, err = run(capsys, "export", "--to", "megatron", "--point", "100000", *solve)
     assert code == 2 and "point: 100000" in err
     assert math.isfinite(point["numbers"]["tokens"])
@@ -441,10 +643,16 @@ def test_cli_writes_files_and_exports_a_solve_point(capsys, tmp_path):
 # ------------------------------------------------------------------ the engines' parsers over random plans
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
-def test_deepspeed_and_trainer_read_random_plans(data, deepspeed_config, transformers_classes, monkeypatch):
+def test_deepspeed_and_trainer_read_random_plans(
+    data, deepspeed_config, transformers_classes, monkeypatch
+):
     """Every random plan DeepSpeed or the Trainer can express parses with their own classes, with the
     batch the plan has."""
     monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *a, **k: 0)
@@ -452,11 +660,17 @@ def test_deepspeed_and_trainer_read_random_plans(data, deepspeed_config, transfo
     for engine, module in (("deepspeed", ds_export), ("hf", hf_export)):
         layout, n, node, batch, seq, tokens, precision = data.draw(plans(engine))
         numbers = PlanNumbers.build(layout, n, node, batch, seq, tokens)
-        doc = module.export(LLAMA2_7B, make_plan(LLAMA2_7B, tokens, seq, batch * seq, precision), numbers, None,
-                            {"title": "property"})
+        doc = module.export(
+            LLAMA2_7B,
+            make_plan(LLAMA2_7B, tokens, seq, batch * seq, precision),
+            numbers,
+            None,
+            {"title": "property"},
+        )
         if engine == "deepspeed":
-            c = deepspeed_config.DeepSpeedConfig(json.loads(doc.files["ds_config.json"]),
-                                                 mpu=_DataParallel(n // layout.tp))
+            c = deepspeed_config.DeepSpeedConfig(
+                json.loads(doc.files["ds_config.json"]), mpu=_DataParallel(n // layout.tp)
+            )
             assert c.train_batch_size == batch and c.zero_optimization_stage == int(layout.zero)
         else:
             args = TrainingArguments(**json.loads(doc.files["training_args.json"]), use_cpu=True)
@@ -467,27 +681,52 @@ def test_deepspeed_and_trainer_read_random_plans(data, deepspeed_config, transfo
 def test_torchtitan_reads_a_pipelined_float8_job(tmp_path):
     """Pipeline stages by module name, the interleaved schedule, op-level recomputation and the float8
     converter (its name as torchtitan registers it, read from the installed source)."""
-    numbers = PlanNumbers.build(Layout(tp=2, pp=2, vp=2, dp=4, micro_batch=1, zero=3, recompute=Recompute.OP), 16, 8,
-                                32, 4096, 1e10)
-    doc = tt_export.export(LLAMA2_7B, make_plan(LLAMA2_7B, 1e10, 4096, 32 * 4096, Precision.FP8), numbers, None,
-                           {"title": "pp"})
+    numbers = PlanNumbers.build(
+        Layout(tp=2, pp=2, vp=2, dp=4, micro_batch=1, zero=3, recompute=Recompute.OP),
+        16,
+        8,
+        32,
+        4096,
+        1e10,
+    )
+    doc = tt_export.export(
+        LLAMA2_7B,
+        make_plan(LLAMA2_7B, 1e10, 4096, 32 * 4096, Precision.FP8),
+        numbers,
+        None,
+        {"title": "pp"},
+    )
     path = tmp_path / "job.toml"
     path.write_text(doc.files["job.toml"])
     job = _load_torchtitan_config()().parse_args(["--job.config_file", str(path)])
     assert job.parallelism.pipeline_parallel_schedule == "Interleaved1F1B"
     assert len(job.parallelism.module_fqns_per_model_part) == 4  # pp × vp stages
-    assert job.training.local_batch_size == 32 // 4 and job.parallelism.pipeline_parallel_microbatch_size == 1
-    assert (job.activation_checkpoint.mode, job.activation_checkpoint.selective_ac_option) == ("selective", "op")
+    assert (
+        job.training.local_batch_size == 32 // 4
+        and job.parallelism.pipeline_parallel_microbatch_size == 1
+    )
+    assert (job.activation_checkpoint.mode, job.activation_checkpoint.selective_ac_option) == (
+        "selective",
+        "op",
+    )
     spec = importlib.util.find_spec("torchtitan")
-    float8 = Path(spec.submodule_search_locations[0], "components", "quantization", "float8.py").read_text()
+    float8 = Path(
+        spec.submodule_search_locations[0], "components", "quantization", "float8.py"
+    ).read_text()
     assert all(f'"{c}")' in float8 for c in job.model.converters) and job.model.converters
 
 
 def test_megatron_exports_a_mixture_of_experts():
     est = estimate("mixtral-8x7b", "h100-sxm", 512, tokens=1e12, layout={"ep": 8, "tp": 2, "pp": 2})
     a = megatron_args(export(est, "megatron").files["train_megatron.sh"])
-    assert (int(a["--num-experts"]), int(a["--moe-router-topk"]), int(a["--expert-model-parallel-size"])) == (8, 2, 8)
-    assert int(a["--num-query-groups"]) == 8 and "--group-query-attention" in a  # Mixtral: 32 heads, 8 KV heads
+    assert (
+        int(a["--num-experts"]),
+        int(a["--moe-router-topk"]),
+        int(a["--expert-model-parallel-size"]),
+    ) == (8, 2, 8)
+    assert (
+        int(a["--num-query-groups"]) == 8 and "--group-query-attention" in a
+    )  # Mixtral: 32 heads, 8 KV heads
 
 
 @pytest.mark.slow
@@ -499,9 +738,32 @@ def test_a_cli_fine_tune_exports_the_plans_own_adapters(capsys, transformers_cla
     from trilemma.cli import main
 
     TrainingArguments, LoraConfig, BitsAndBytesConfig = transformers_classes
-    code = main(["export", "--to", "hf", "--json", "--model", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "1",
-                 "--tokens", "100M", "--finetune", "qlora", "--lora-rank", "8", "--lora-alpha", "16",
-                 "--lora-targets", "q_proj,v_proj", "--optimizer", "paged-adamw-8bit"])
+    code = main(
+        [
+            "export",
+            "--to",
+            "hf",
+            "--json",
+            "--model",
+            "llama2-7b",
+            "--gpu",
+            "a100-80gb",
+            "--gpus",
+            "1",
+            "--tokens",
+            "100M",
+            "--finetune",
+            "qlora",
+            "--lora-rank",
+            "8",
+            "--lora-alpha",
+            "16",
+            "--lora-targets",
+            "q_proj,v_proj",
+            "--optimizer",
+            "paged-adamw-8bit",
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
     files = doc["files"]
@@ -524,7 +786,9 @@ def test_an_export_searches_the_layouts_its_engine_can_write(capsys):
     from trilemma.export import expressible
     from trilemma.specs.build import make_cluster
 
-    kw = dict(tokens=15.6e12, seq_len=8192, global_batch_tokens=16_777_216, layout={"tp": 8, "pp": 16})
+    kw = dict(
+        tokens=15.6e12, seq_len=8192, global_batch_tokens=16_777_216, layout={"tp": 8, "pp": 16}
+    )
     fastest = estimate("llama3.1-405b", "h100-sxm", 16384, **kw)
     with pytest.raises(ExportError):
         export(fastest, "megatron")
@@ -532,7 +796,9 @@ def test_an_export_searches_the_layouts_its_engine_can_write(capsys):
     doc = export(est, "megatron")  # writes
     assert est.layout.recompute != Recompute.OP
     assert est.time.total_s > fastest.time.total_s
-    assert any(w.startswith("layout: the fastest the export's engine can express") for w in doc.warnings)
+    assert any(
+        w.startswith("layout: the fastest the export's engine can express") for w in doc.warnings
+    )
     # no expressible layout of the same search (vp 1, 2, 4: the axis's estimate values) is faster: every faster
     # one is refused
     m, _ = resolve_model("llama3.1-405b")
@@ -541,15 +807,32 @@ def test_an_export_searches_the_layouts_its_engine_can_write(capsys):
     for rc in ("none", "selective", "full"):
         for vp in (1, 2, 4):
             try:
-                e = estimate_plan(m, make_cluster("h100-sxm", 16384), pl, {"tp": 8, "pp": 16, "vp": vp,
-                                                                             "recompute": rc})
+                e = estimate_plan(
+                    m,
+                    make_cluster("h100-sxm", 16384),
+                    pl,
+                    {"tp": 8, "pp": 16, "vp": vp, "recompute": rc},
+                )
             except Exception:
                 continue  # nothing of that pin fits or is legal
             if e.time.total_s < est.time.total_s * (1 - 1e-9):
                 assert not accept(e)
     # an engine that refuses the model itself still says so: no layout search hides it
-    code, _, err = run(capsys, "export", "--to", "megatron", "estimate", "--model", "bert-base", "--gpu", "a100-80gb", "--tokens", "1B",
-                       "--gpus", "8")
+    code, _, err = run(
+        capsys,
+        "export",
+        "--to",
+        "megatron",
+        "estimate",
+        "--model",
+        "bert-base",
+        "--gpu",
+        "a100-80gb",
+        "--tokens",
+        "1B",
+        "--gpus",
+        "8",
+    )
     assert code == 2 and "encoder" in err
 
 
@@ -566,13 +849,20 @@ def test_a_solve_optimum_an_engine_cannot_write_is_exported_in_the_fastest_layou
         export(o, "torchtitan")
     doc = export_solve(r, "torchtitan")
     n = doc.numbers
-    assert (n.tp, n.pp, n.dp, int(n.zero)) != (o.layout.tp, o.layout.pp, o.layout.dp, int(o.layout.zero))
+    assert (n.tp, n.pp, n.dp, int(n.zero)) != (
+        o.layout.tp,
+        o.layout.pp,
+        o.layout.dp,
+        int(o.layout.zero),
+    )
     assert n.tp * n.pp * n.cp * n.dp == o.cluster.n_gpus
     note = next(w for w in doc.warnings if w.startswith("layout: the solve optimum's"))
     assert "ZeRO stage 2" in note and "fastest layout of the same plan that can" in note
 
 
-@pytest.mark.parametrize("n_layers,pp,vp", [(126, 16, 4), (126, 16, 7), (126, 16, 2), (80, 6, 8), (7, 2, 2)])
+@pytest.mark.parametrize(
+    "n_layers,pp,vp", [(126, 16, 4), (126, 16, 7), (126, 16, 2), (80, 6, 8), (7, 2, 2)]
+)
 def test_uneven_virtual_stages_as_megatrons_own_layout_reads_them(n_layers, pp, vp):
     """Layers not divisible by pp × vp: --pipeline-model-parallel-layout, read back by megatron-core's own
     PipelineParallelLayerLayout (parse, the pp × vp grid, validate_layer_layout): every layer once, the embedding
@@ -582,14 +872,20 @@ def test_uneven_virtual_stages_as_megatrons_own_layout_reads_them(n_layers, pp, 
 
     layout_mod = pytest.importorskip("megatron.core.transformer.pipeline_parallel_layer_layout")
     big = LLAMA2_7B.replace(n_layers=n_layers)
-    args = dict(mlm_export._stage_args(big, PlanNumbers.build(Layout(pp=pp, vp=vp, dp=1), pp, 8, 1, 4096, 4096)))
+    args = dict(
+        mlm_export._stage_args(
+            big, PlanNumbers.build(Layout(pp=pp, vp=vp, dp=1), pp, 8, 1, 4096, 4096)
+        )
+    )
     text = args["--pipeline-model-parallel-layout"]
     lay = layout_mod.PipelineParallelLayerLayout(text, pp)
     assert lay.virtual_pipeline_model_parallel_size == vp
     lay.validate_layer_layout(num_layers=n_layers, mtp_num_layers=None)
     per_rank = [sum(t.name == "decoder" for stage in rank for t in stage) for rank in lay.layout]
     assert sum(per_rank) == n_layers
-    assert max(per_rank) == stage_layers(n_layers, pp, vp) and per_rank[-1] == last_stage_layers(n_layers, pp, vp)
+    assert max(per_rank) == stage_layers(n_layers, pp, vp) and per_rank[-1] == last_stage_layers(
+        n_layers, pp, vp
+    )
     # Llama 3.1 405B's interleaving: one layer fewer on the first and the last virtual stage, two on the others
     if (n_layers, pp, vp) == (126, 16, 4):
         assert text == "Et|(t*2|)*62,tL"
@@ -610,10 +906,19 @@ def test_an_unfused_softmax_is_exported_as_megatrons_unfused_path():
     """softmax_passes above 1 without FlashAttention: Megatron-LM's FusedScaleMaskSoftmax with its fusion off
     (--no-masked-softmax-fusion: scale, mask, torch.softmax, 3 passes); 1 keeps the fused kernel, the default;
     any other count is written with a note that Megatron makes 3. The Trainer's eager attention makes 3 too."""
+
     def doc(passes: int, engine: str = "megatron"):
-        pl = make_plan(LLAMA2_7B, 1e9, seq_len=4096, global_batch_tokens=4096 * 64, flash_attention=False,
-                       softmax_passes=passes)
-        return export(estimate(LLAMA2_7B, "a100-80gb", 8, plan=pl, layout={"tp": 1, "pp": 1}), engine)
+        pl = make_plan(
+            LLAMA2_7B,
+            1e9,
+            seq_len=4096,
+            global_batch_tokens=4096 * 64,
+            flash_attention=False,
+            softmax_passes=passes,
+        )
+        return export(
+            estimate(LLAMA2_7B, "a100-80gb", 8, plan=pl, layout={"tp": 1, "pp": 1}), engine
+        )
 
     fused, eager, by_hand = doc(1), doc(3), doc(6)
     assert "--no-masked-softmax-fusion" not in megatron_args(fused.files["train_megatron.sh"])

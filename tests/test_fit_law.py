@@ -25,8 +25,8 @@ from clitools import run
 from trilemma.errors import InputError
 from trilemma.quality import get_law, predict_loss
 from trilemma.quality.fit import bootstrap, fit_point, fit_runs, leave_out
-from trilemma.quality.runs import Runs, read_runs
 from trilemma.quality.forms import chinchilla_loss as predict
+from trilemma.quality.runs import Runs, read_runs
 
 TRUTH = {"E": 1.8, "A": 400.0, "B": 1500.0, "alpha": 0.34, "beta": 0.36}
 
@@ -104,17 +104,24 @@ def test_degenerate_resamples_are_left_out_and_the_band_stays_finite():
     and hold the point."""
     rng = np.random.default_rng(24)
     n, d = np.repeat([1e4, 2e4, 4e4], 2), np.tile([1e5, 4e5], 3)
-    loss = (1.5 + 0.02 * (n / 1e4) ** -0.1 + 5 * d ** -0.3) * np.exp(rng.normal(0, 0.01, len(n)))
+    loss = (1.5 + 0.02 * (n / 1e4) ** -0.1 + 5 * d**-0.3) * np.exp(rng.normal(0, 0.01, len(n)))
     p = fit_point(n, d, loss)
     s, degenerate = bootstrap(n, d, loss, p, n_boot=50, seed=24)
     assert degenerate >= 1 and len(s) == 50 and np.isfinite(s).all()
-    rep = fit_runs(Runs(n, d, loss, source="synthetic", columns=("N", "D", "loss")), n_boot=50, seed=24, holdout=0)
+    rep = fit_runs(
+        Runs(n, d, loss, source="synthetic", columns=("N", "D", "loss")),
+        n_boot=50,
+        seed=24,
+        holdout=0,
+    )
     # the whole fit no longer keeps the free law whose resamples run off: it ties or fixes the exponents
     # (issue 16) and says so; the bootstrap of what it keeps is finite
     assert rep.fixed != "all five constants free" and any("cannot pin" in w for w in rep.warnings)
     assert 0 < rep.law.constants["alpha"] <= 2 and np.isfinite(rep.samples).all()
     pred = predict_loss(rep.law, 8e4, 8e4, 4e5)
-    assert np.isfinite([pred.low, pred.mean, pred.high]).all() and pred.low <= pred.mean <= pred.high
+    assert (
+        np.isfinite([pred.low, pred.mean, pred.high]).all() and pred.low <= pred.mean <= pred.high
+    )
 
 
 def test_single_d_runs_fit_the_n_term_only():
@@ -151,15 +158,22 @@ def test_reproduces_besiroglu_refit(chinchilla_fit):
     assert c["beta"] == pytest.approx(0.3658, abs=0.005)
     # their "replicate exactly" run of Hoffmann's L-BFGS grid: A=477.8, B=2143.9, E=1.8172, α=0.3473, β=0.3672
     assert c["A"] == pytest.approx(477.8, rel=0.005) and c["B"] == pytest.approx(2143.9, rel=0.005)
-    assert c["alpha"] == pytest.approx(0.3473, abs=5e-4) and c["beta"] == pytest.approx(0.3672, abs=5e-4)
+    assert c["alpha"] == pytest.approx(0.3473, abs=5e-4) and c["beta"] == pytest.approx(
+        0.3672, abs=5e-4
+    )
 
 
 def test_besiroglu_bootstrap_intervals(chinchilla_fit):
     n, d, loss, p = chinchilla_fit
     s, _ = bootstrap(n, d, loss, p, n_boot=200, seed=1)
     lo, hi = np.quantile(s, [0.025, 0.975], axis=0)
-    published = {"E": (1.769, 1.871), "A": (285.2, 743.6), "B": (1042.4, 5810.3), "alpha": (0.317, 0.373),
-                 "beta": (0.331, 0.415)}
+    published = {
+        "E": (1.769, 1.871),
+        "A": (285.2, 743.6),
+        "B": (1042.4, 5810.3),
+        "alpha": (0.317, 0.373),
+        "beta": (0.331, 0.415),
+    }
     for j, k in enumerate(("E", "A", "B", "alpha", "beta")):
         plo, phi = published[k]
         width = phi - plo
@@ -169,7 +183,11 @@ def test_besiroglu_bootstrap_intervals(chinchilla_fit):
 def test_shipped_covariance_matches_published_intervals():
     law = get_law("besiroglu2024")
     s = law.samples
-    for k, (plo, phi) in {"E": (1.769, 1.871), "alpha": (0.317, 0.373), "beta": (0.331, 0.415)}.items():
+    for k, (plo, phi) in {
+        "E": (1.769, 1.871),
+        "alpha": (0.317, 0.373),
+        "beta": (0.331, 0.415),
+    }.items():
         lo, hi = np.quantile(s[k], [0.025, 0.975])
         assert abs(lo - plo) < 0.15 * (phi - plo) and abs(hi - phi) < 0.15 * (phi - plo), k
 
@@ -188,10 +206,17 @@ def test_full_hoffmann_grid_agrees_with_screened_starts(chinchilla_fit):
 
 
 def _pythia(deduped: bool, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rows = [r for r in losses_rows() if r["model"].startswith("Pythia-") and (("deduped" in r["model"]) == deduped)]
+    rows = [
+        r
+        for r in losses_rows()
+        if r["model"].startswith("Pythia-") and (("deduped" in r["model"]) == deduped)
+    ]
     rows.sort(key=lambda r: float(r["params_total"]))
-    return (np.array([float(r[col]) for r in rows]), np.array([float(r["tokens"]) for r in rows]),
-            np.array([float(r["final_loss_reported"]) for r in rows]))
+    return (
+        np.array([float(r[col]) for r in rows]),
+        np.array([float(r["tokens"]) for r in rows]),
+        np.array([float(r["final_loss_reported"]) for r in rows]),
+    )
 
 
 def test_extrapolation_pythia():
@@ -235,24 +260,52 @@ def _write_csv(path, header, rows):
 
 def test_read_csv_and_jsonl(tmp_path):
     r = synthetic(3)
-    p = _write_csv(tmp_path / "runs.csv", ["n", "D", "LOSS", "note"], [(a, b, c, "x") for a, b, c in zip(r.n, r.d, r.loss)])
+    p = _write_csv(
+        tmp_path / "runs.csv",
+        ["n", "D", "LOSS", "note"],
+        [(a, b, c, "x") for a, b, c in zip(r.n, r.d, r.loss)],
+    )
     got = read_runs(p)
     assert np.allclose(got.n, r.n) and np.allclose(got.loss, r.loss)
     j = tmp_path / "runs.jsonl"
-    j.write_text("\n".join(json.dumps({"params": f"{a / 1e6:.6f}M", "tokens": b, "val": c})
-                           for a, b, c in zip(r.n, r.d, r.loss)) + "\n")
+    j.write_text(
+        "\n".join(
+            json.dumps({"params": f"{a / 1e6:.6f}M", "tokens": b, "val": c})
+            for a, b, c in zip(r.n, r.d, r.loss)
+        )
+        + "\n"
+    )
     got = read_runs(j, n_col="PARAMS", d_col="tokens", loss_col="val")
     assert np.allclose(got.n, r.n, rtol=1e-6) and np.allclose(got.d, r.d)
 
 
-@pytest.mark.parametrize("rows, header, needle", [
-    ([(1e8, 2e9, 3.0)] * 3, ["N", "D", "loss"], "at least 5 runs"),
-    ([(1e8, 2e9, 3.0), (1e8, 4e9, 2.9), (2e8, 2e9, 2.8), (2e8, 4e9, 2.7), (2e8, 8e9, 2.6)], ["N", "D", "loss"], "3 distinct"),
-    ([(1e8, 2e9, 3.0)] * 6, ["N", "tokens", "loss"], "'D'"),
-    ([(1e8, 2e9, 3.0), (2e8, 2e9, -1), (3e8, 2e9, 2.8), (4e8, 2e9, 2.7), (5e8, 2e9, 2.6)], ["N", "D", "loss"], "positive"),
-    ([(1e8, 2e9, 3.0), (2e8, 0, 2.9), (3e8, 2e9, 2.8), (4e8, 2e9, 2.7), (5e8, 2e9, 2.6)], ["N", "D", "loss"], "positive"),
-    ([(1e8, 2e9, 3.0), (2e8, 2e9, "n/a"), (3e8, 2e9, 2.8), (4e8, 2e9, 2.7), (5e8, 2e9, 2.6)], ["N", "D", "loss"], "numbers"),
-])
+@pytest.mark.parametrize(
+    "rows, header, needle",
+    [
+        ([(1e8, 2e9, 3.0)] * 3, ["N", "D", "loss"], "at least 5 runs"),
+        (
+            [(1e8, 2e9, 3.0), (1e8, 4e9, 2.9), (2e8, 2e9, 2.8), (2e8, 4e9, 2.7), (2e8, 8e9, 2.6)],
+            ["N", "D", "loss"],
+            "3 distinct",
+        ),
+        ([(1e8, 2e9, 3.0)] * 6, ["N", "tokens", "loss"], "'D'"),
+        (
+            [(1e8, 2e9, 3.0), (2e8, 2e9, -1), (3e8, 2e9, 2.8), (4e8, 2e9, 2.7), (5e8, 2e9, 2.6)],
+            ["N", "D", "loss"],
+            "positive",
+        ),
+        (
+            [(1e8, 2e9, 3.0), (2e8, 0, 2.9), (3e8, 2e9, 2.8), (4e8, 2e9, 2.7), (5e8, 2e9, 2.6)],
+            ["N", "D", "loss"],
+            "positive",
+        ),
+        (
+            [(1e8, 2e9, 3.0), (2e8, 2e9, "n/a"), (3e8, 2e9, 2.8), (4e8, 2e9, 2.7), (5e8, 2e9, 2.6)],
+            ["N", "D", "loss"],
+            "numbers",
+        ),
+    ],
+)
 def test_bad_runs_are_input_errors(tmp_path, rows, header, needle):
     p = _write_csv(tmp_path / "bad.csv", header, rows)
     with pytest.raises(InputError) as e:
@@ -263,8 +316,6 @@ def test_bad_runs_are_input_errors(tmp_path, rows, header, needle):
 # ------------------------------------------------------------------ the fit command
 
 
-
-
 @pytest.fixture
 def runs_csv(tmp_path):
     r = synthetic(4)
@@ -273,8 +324,20 @@ def runs_csv(tmp_path):
 
 def test_fit_json_law_first_and_usable_everywhere(quality_app, capsys, runs_csv, tmp_path):
     out_law = tmp_path / "my.law.toml"
-    code, out, err = run(capsys, "fit", str(runs_csv), "--json", "--bootstrap", "50", "--out", str(out_law),
-                         "--data", "my corpus", "--tokenizer", "my bpe")
+    code, out, err = run(
+        capsys,
+        "fit",
+        str(runs_csv),
+        "--json",
+        "--bootstrap",
+        "50",
+        "--out",
+        str(out_law),
+        "--data",
+        "my corpus",
+        "--tokenizer",
+        "my bpe",
+    )
     assert code == 0 and err == ""
     doc = json.loads(out)
     assert next(iter(doc)) == "law"
@@ -288,7 +351,11 @@ def test_fit_json_law_first_and_usable_everywhere(quality_app, capsys, runs_csv,
     assert doc["law_path"] == str(out_law) and out_law.is_file()
     # the written law works wherever a published one does
     fitted = get_law(str(out_law))
-    assert fitted.data == "my corpus" and fitted.tokenizer == "my bpe" and fitted.uncertainty.kind == "samples"
+    assert (
+        fitted.data == "my corpus"
+        and fitted.tokenizer == "my bpe"
+        and fitted.uncertainty.kind == "samples"
+    )
     p = predict_loss(str(out_law), 1e9, 1e9, 2e10)
     assert p.low < p.mean < p.high and "bootstrap" in p.interval
     code, out, err = run(capsys, "optimal", "--flops", "1e21", "--law", str(out_law), "--json")
@@ -306,7 +373,9 @@ def test_fit_default_out_and_human_output(quality_app, capsys, runs_csv):
 def test_fit_plot(quality_app, capsys, runs_csv, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "fit.png"
-    code, out, err = run(capsys, "fit", str(runs_csv), "--bootstrap", "10", "--plot", str(png), "--json")
+    code, out, err = run(
+        capsys, "fit", str(runs_csv), "--bootstrap", "10", "--plot", str(png), "--json"
+    )
     assert code == 0 and err == "" and png.stat().st_size > 10_000
     assert json.loads(out)["plot_path"] == str(png)
 
@@ -315,14 +384,25 @@ def test_fit_plot_without_matplotlib(quality_app, capsys, runs_csv, tmp_path, mo
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
     code, _, err = run(capsys, "fit", str(runs_csv), "--plot", str(tmp_path / "x.png"))
     assert code == 2 and "matplotlib" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("extra", [
-    ["--n-col", "params"], ["--ci", "1.5"], ["--bootstrap", "-1"], ["--n-counts", "some"], ["--loss-unit", "bits"],
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--n-col", "params"],
+        ["--ci", "1.5"],
+        ["--bootstrap", "-1"],
+        ["--n-counts", "some"],
+        ["--loss-unit", "bits"],
+    ],
+)
 def test_fit_bad_options_exit_2(quality_app, capsys, runs_csv, extra):
     code, out, err = run(capsys, "fit", str(runs_csv), *extra)
     assert code == 2 and out == "" and err.startswith("trilemma: error:") and err.count("\n") == 1
@@ -338,6 +418,8 @@ def test_fit_missing_file_and_too_few_runs_exit_2(quality_app, capsys, tmp_path)
 
 def test_single_d_law_predicts_with_unique_tokens():
     n = np.geomspace(1e7, 1e9, 6)
-    rep = fit_runs(Runs(n, np.full(6, 3e11), predict(TRUTH, n, 3e11), "one-d"), n_boot=10, holdout=0)
+    rep = fit_runs(
+        Runs(n, np.full(6, 3e11), predict(TRUTH, n, 3e11), "one-d"), n_boot=10, holdout=0
+    )
     p = predict_loss(rep.law, 5e8, 5e8, 3e11, unique_tokens=1e11)
     assert np.isfinite([p.mean, p.low, p.high]).all()

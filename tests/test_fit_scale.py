@@ -27,7 +27,13 @@ import trilemma.validate.schema as schema_mod
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.runs import SIZE_GROUPING, size_groups
 
-TRUTH = {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658}  # Besiroglu 2024 refit
+TRUTH = {
+    "E": 1.82,
+    "A": 482.01,
+    "B": 2085.43,
+    "alpha": 0.3478,
+    "beta": 0.3658,
+}  # Besiroglu 2024 refit
 
 
 def synthetic(rows: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -40,7 +46,9 @@ def synthetic(rows: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndar
 def test_size_groups_match_the_per_run_loop():
     rng = np.random.default_rng(0)
     n = np.concatenate([np.exp(rng.uniform(10, 20, 3000)), np.repeat([1e8, 1.01e8, 1.03e8], 5)])
-    ref = np.empty(len(n), dtype=int)  # the rule: a size starts at the first N more than 2% above its start
+    ref = np.empty(
+        len(n), dtype=int
+    )  # the rule: a size starts at the first N more than 2% above its start
     g, last = -1, -math.inf
     for i in np.argsort(n):
         if n[i] > last * (1 + SIZE_GROUPING):
@@ -115,11 +123,28 @@ def test_validate_data_over_the_limit_refused_in_one_line(capsys, tmp_path, monk
 @pytest.mark.slow
 def test_a_million_runs_fit_under_1gb_and_recover_the_law(tmp_path):
     p = _csv(tmp_path / "million.csv", 1_000_000)
-    code = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
-            "sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); "
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)")
-    r = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "trilemma.cli", "fit", str(p), "--json",
-                        "--out", str(tmp_path / "law.toml")], capture_output=True, text=True)
+    code = (
+        "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+        "sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            sys.executable,
+            "-m",
+            "trilemma.cli",
+            "fit",
+            str(p),
+            "--json",
+            "--out",
+            str(tmp_path / "law.toml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     peak_kib = int(r.stderr.strip().splitlines()[-1])  # Linux: ru_maxrss in KiB
     assert peak_kib * 1024 < 2**30
@@ -128,4 +153,8 @@ def test_a_million_runs_fit_under_1gb_and_recover_the_law(tmp_path):
         assert doc["law"][k] == pytest.approx(TRUTH[k], rel=tol), k
         lo, hi = doc["ci"][k]
         assert lo <= doc["law"][k] <= hi
-    assert doc["convergence"]["converged"] and doc["runs"] == [] and doc["goodness_of_fit"]["runs"] == 1_000_000
+    assert (
+        doc["convergence"]["converged"]
+        and doc["runs"] == []
+        and doc["goodness_of_fit"]["runs"] == 1_000_000
+    )

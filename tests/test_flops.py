@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from trilemma.estimate.flops import (hardware_flop_per_token, kaplan_flop_per_token, model_flop_per_token,
-                                     narayanan_flop_per_iteration, six_n_flop_per_token)
+from trilemma.estimate.flops import (
+    hardware_flop_per_token,
+    kaplan_flop_per_token,
+    model_flop_per_token,
+    narayanan_flop_per_iteration,
+    six_n_flop_per_token,
+)
 from trilemma.estimate.params import param_counts
 from trilemma.presets import get_model
 

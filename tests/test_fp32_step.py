@@ -30,9 +30,16 @@ def test_plan_gemms_of_llama2_13b_at_tp_2_by_hand():
     assert len(g) == 12
 
 
-@pytest.mark.parametrize("argv, field", [(["--gpu", "nope"], "--gpu"), (["--layers", "0"], "--layers"),
-                                         (["--gpu", "h100-sxm", "--model", "nope"], "--model"),
-                                         (["--seq", "2x"], "--seq"), ([], "--gpu")])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--gpu", "nope"], "--gpu"),
+        (["--layers", "0"], "--layers"),
+        (["--gpu", "h100-sxm", "--model", "nope"], "--model"),
+        (["--seq", "2x"], "--seq"),
+        ([], "--gpu"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_status_2(monkeypatch, capsys, argv, field):
     pytest.importorskip("torch")
     import torch
@@ -54,14 +61,39 @@ def test_runs_on_a_cpu(monkeypatch, capsys, tmp_path):
     pytest.importorskip("torch")
     monkeypatch.setenv("TRILEMMA_CONFIG_DIR", str(tmp_path / "config"))
     out = tmp_path / "fp32.json"
-    monkeypatch.setattr(sys, "argv", ["fp32_step.py", "--gpu", "h100-sxm", "--model", "gpt2-124m", "--seq", "64",
-                                      "--micro-batch", "2", "--tp", "1", "--layers", "1", "--steps", "2", "--reps", "1",
-                                      "--out", str(out)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "fp32_step.py",
+            "--gpu",
+            "h100-sxm",
+            "--model",
+            "gpt2-124m",
+            "--seq",
+            "64",
+            "--micro-batch",
+            "2",
+            "--tp",
+            "1",
+            "--layers",
+            "1",
+            "--steps",
+            "2",
+            "--reps",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     fp32_step.main()
     text = capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert [g["label"] for g in doc["gemms"]][:3] == ["QKV fwd", "QKV dgrad", "QKV wgrad"]
-    assert all(0 < g["model_flop_per_s"] <= doc["peak_fp32_flop_per_s"] and g["measured_s"] > 0 for g in doc["gemms"])
+    assert all(
+        0 < g["model_flop_per_s"] <= doc["peak_fp32_flop_per_s"] and g["measured_s"] > 0
+        for g in doc["gemms"]
+    )
     assert doc["highest_plan"]["model"] == "llama2-13b" and 0.5 < doc["highest_plan"]["mfu"] < 1.0
     step = doc["step"]
     assert step["step_s"] > 0 and 0 < step["predicted_mfu"] < 1 and step["layers"] == 1

@@ -13,19 +13,26 @@ from trilemma.solve import solve
 from trilemma.solve.optimize import FrontierFilters
 
 SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
-MINUTE, YEAR = 60.0, 365.25 * 86400.0  # hand-written: the filters' stated defaults, 10 minutes and a year
+MINUTE, YEAR = (
+    60.0,
+    365.25 * 86400.0,
+)  # hand-written: the filters' stated defaults, 10 minutes and a year
 
 
 @pytest.fixture(scope="module")
 def pair():
     """The same solve with the default filters and with --frontier-all."""
-    return solve(deadline="30d", budget="$2M", **SMALL), solve(deadline="30d", budget="$2M", frontier_all=True, **SMALL)
+    return solve(deadline="30d", budget="$2M", **SMALL), solve(
+        deadline="30d", budget="$2M", frontier_all=True, **SMALL
+    )
 
 
 def test_every_kept_point_passes_the_filters(pair):
     f, tab = pair[0].frontier, pair[0].table
     assert f.time_s.size > 0 and not f.keep_all
-    steps = f.tokens / tab.batch_tokens[f.config]  # optimizer steps, recomputed from the plan's own batch
+    steps = (
+        f.tokens / tab.batch_tokens[f.config]
+    )  # optimizer steps, recomputed from the plan's own batch
     assert (steps >= 1000 * (1 - 1e-12)).all()
     assert (f.time_s >= 10 * MINUTE).all() and (f.time_s <= YEAR).all()
     assert (f.removed_by == 0).all()
@@ -38,21 +45,45 @@ def test_frontier_all_keeps_a_superset_and_marks_what_each_filter_removes(pair):
     kept = set(zip(f.config.tolist(), f.tokens.tolist()))
     every = set(zip(a.config.tolist(), a.tokens.tolist()))
     assert kept < every
-    marked = {p for p, w in zip(zip(a.config.tolist(), a.tokens.tolist()), a.removed_by.tolist()) if w}
+    marked = {
+        p for p, w in zip(zip(a.config.tolist(), a.tokens.tolist()), a.removed_by.tolist()) if w
+    }
     assert every - kept == marked
     assert sum(a.removed.values()) == len(marked) and a.removed == f.removed
     # each mark is the first filter the point fails, in the stated order (steps, short, long)
     steps = a.tokens / pair[1].table.batch_tokens[a.config]
     for k, w in enumerate(a.removed_by.tolist()):
-        first = next((i + 1 for i, bad in enumerate((steps[k] < 1000, a.time_s[k] < 10 * MINUTE,
-                                                     a.time_s[k] > YEAR)) if bad), 0)
+        first = next(
+            (
+                i + 1
+                for i, bad in enumerate(
+                    (steps[k] < 1000, a.time_s[k] < 10 * MINUTE, a.time_s[k] > YEAR)
+                )
+                if bad
+            ),
+            0,
+        )
         assert w == first
 
 
 def test_csv_and_json_say_what_each_filter_removed(tmp_path, capsys):
     out = tmp_path / "f.csv"
-    args = ["solve", "--deadline", "30d", "--budget", "$2M", "--gpu", "a100-80gb", "--params", "100M..3B",
-            "--max-gpus", "64", "--json", "--frontier", str(out)]
+    args = [
+        "solve",
+        "--deadline",
+        "30d",
+        "--budget",
+        "$2M",
+        "--gpu",
+        "a100-80gb",
+        "--params",
+        "100M..3B",
+        "--max-gpus",
+        "64",
+        "--json",
+        "--frontier",
+        str(out),
+    ]
     assert main([*args, "--frontier-all"]) == 0
     d = json.loads(capsys.readouterr().out)
     rows = list(csv.DictReader(out.open()))
@@ -63,31 +94,60 @@ def test_csv_and_json_say_what_each_filter_removed(tmp_path, capsys):
     assert main(args) == 0
     d2 = json.loads(capsys.readouterr().out)
     assert d2["frontier"]["points"] == d["frontier"]["points"] - sum(counts.values())
-    assert d2["frontier"]["filters"] == {"min_steps": 1000, "min_time_s": 600, "max_time_s": YEAR, "applied": True}
+    assert d2["frontier"]["filters"] == {
+        "min_steps": 1000,
+        "min_time_s": 600,
+        "max_time_s": YEAR,
+        "applied": True,
+    }
 
 
 def _levers(e) -> dict[str, object]:
-    return {"gpu": e.cluster.hardware.name, "model": e.model.name, "n_gpus": e.cluster.n_gpus,
-            "precision": str(e.plan.precision), "tokens": e.plan.total_tokens}
+    return {
+        "gpu": e.cluster.hardware.name,
+        "model": e.model.name,
+        "n_gpus": e.cluster.n_gpus,
+        "precision": str(e.plan.precision),
+        "tokens": e.plan.total_tokens,
+    }
 
 
-NAMED = {"GPU type": "gpu", "model size": "model", "GPU count": "n_gpus", "precision": "precision",
-         "tokens ×½": "tokens", "tokens ×2": "tokens"}
+NAMED = {
+    "GPU type": "gpu",
+    "model size": "model",
+    "GPU count": "n_gpus",
+    "precision": "precision",
+    "tokens ×½": "tokens",
+    "tokens ×2": "tokens",
+}
 
 
 @pytest.mark.parametrize("gpu", ["v100-32gb,h100-sxm", "a100-80gb,h100-sxm"])
 def test_each_runner_up_differs_from_the_optimum_in_exactly_its_named_lever(gpu):
     from trilemma.presets import get_hardware
 
-    r = solve(deadline="30d", budget="$2M", gpu=gpu, params="100M..3B", max_gpus=256, precision="bf16,fp8")
+    r = solve(
+        deadline="30d", budget="$2M", gpu=gpu, params="100M..3B", max_gpus=256, precision="bf16,fp8"
+    )
     o = _levers(r.optimum)
-    assert {why for why, _, _ in r.runners_up} >= {"GPU type", "precision", "model size", "GPU count", "tokens ×½"}
+    assert {why for why, _, _ in r.runners_up} >= {
+        "GPU type",
+        "precision",
+        "model size",
+        "GPU count",
+        "tokens ×½",
+    }
     doc = r.to_dict()
     for (why, e, loss), d in zip(r.runners_up, doc["runners_up"]):
         a = _levers(e)
         differs = {k for k in o if a[k] != o[k]}
-        if why == "GPU type" and o["precision"] not in map(str, get_hardware(a["gpu"]).peak_flop_per_s):
-            assert differs == {"gpu", "precision"}  # the chip lacks the optimum's precision: forced, not a lever
+        if why == "GPU type" and o["precision"] not in map(
+            str, get_hardware(a["gpu"]).peak_flop_per_s
+        ):
+            assert differs == {
+                "gpu",
+                "precision",
+            }  # the chip lacks the optimum's precision: forced, not a lever
         else:
             assert differs == {NAMED[why]}, (why, differs)
         if why.startswith("tokens"):

@@ -65,7 +65,11 @@ def test_llama3_goodput_above_its_published_90_percent_and_sensitive_to_restarts
     run = RUNS["llama3-405b"]
     # the assumed checkpoint content is inside the published per-GPU state of 1 MB to 4 GB
     storage = reliability_data()["storage"]["llama3-tectonic"]
-    assert storage["state_bytes_per_gpu_min"] < LLAMA3_BYTES / 16384 < storage["state_bytes_per_gpu_max"]
+    assert (
+        storage["state_bytes_per_gpu_min"]
+        < LLAMA3_BYTES / 16384
+        < storage["state_bytes_per_gpu_max"]
+    )
     r = goodput(54 * DAY, 16384, LLAMA3_BYTES)
     assert run["effective_training_time_min"] < r.goodput < 0.99
     # the 47 planned interruptions cost a restart each but no rework: still above 90%
@@ -93,7 +97,9 @@ def test_kokolis_cluster_rates_bracket_the_default_and_reproduce_their_mttf_proj
     rsc1, rsc2 = (node_failures_per_gpu_hour(clusters[k]) for k in ("kokolis-rsc1", "kokolis-rsc2"))
     assert rsc1 == pytest.approx(6.50e-3 / (8 * 24))  # 3.4e-5 per GPU-hour
     assert rsc2 < defaults().failures_per_gpu_hour < rsc1
-    assert defaults().failures_per_gpu_hour / 3 < rsc2 and rsc1 < 3 * defaults().failures_per_gpu_hour
+    assert (
+        defaults().failures_per_gpu_hour / 3 < rsc2 and rsc1 < 3 * defaults().failures_per_gpu_hour
+    )
     # their projected MTTF is the node rate scaled by job size, as mtbf_s models it
     for gpus, hours in clusters["kokolis-rsc1"]["projected_mttf_h"].items():
         assert mtbf_s(int(gpus), rsc1) / HOUR == pytest.approx(hours, rel=0.03)
@@ -125,7 +131,9 @@ def test_a_12_hour_fine_tune_on_8_gpus_loses_under_1_percent():
     MTBF 6,300 h, so one final save (~100 s) and almost nothing else."""
     r = goodput(12 * HOUR, 8, 7e9 * CKPT_BYTES_PER_PARAM)
     assert r.goodput > 0.99
-    assert r.checkpoints == pytest.approx(1.0)  # the run is shorter than the interval: the final save
+    assert r.checkpoints == pytest.approx(
+        1.0
+    )  # the run is shorter than the interval: the final save
     assert r.checkpoint_interval_s == pytest.approx(12 * HOUR)
     assert r.expected_interruptions < 0.01
 
@@ -134,25 +142,42 @@ def test_young_interval_minimises_the_first_order_waste():
     for write, mtbf in [(5.0, HOUR), (60.0, DAY), (300.0, 10 * HOUR), (0.5, 2 * MINUTE)]:
         grid = np.geomspace(1e-3, 1e3, 600_001) * np.sqrt(2 * write * mtbf)
         best = grid[np.argmin(first_order_waste(grid, write, mtbf))]
-        assert young_daly_interval_s(write, mtbf, higher_order=False) == pytest.approx(best, rel=1e-4)
-        assert young_daly_interval_s(write, mtbf, higher_order=False) == pytest.approx(np.sqrt(2 * write * mtbf))
+        assert young_daly_interval_s(write, mtbf, higher_order=False) == pytest.approx(
+            best, rel=1e-4
+        )
+        assert young_daly_interval_s(write, mtbf, higher_order=False) == pytest.approx(
+            np.sqrt(2 * write * mtbf)
+        )
 
 
-@pytest.mark.parametrize("mtbf, published_min, tol_min", [(24 * HOUR, 117, 0.5), (6 * HOUR, 57, 0.5),
-                                                           (15 * MINUTE, 9.1, 0.05)])
+@pytest.mark.parametrize(
+    "mtbf, published_min, tol_min",
+    [(24 * HOUR, 117, 0.5), (6 * HOUR, 57, 0.5), (15 * MINUTE, 9.1, 0.05)],
+)
 def test_daly_interval_reproduces_daly_2006_figures(mtbf, published_min, tol_min):
     """Daly 2006 Figs. 3-5 (δ = 5 min): the higher-order τ_opt printed in each caption."""
-    assert young_daly_interval_s(5 * MINUTE, mtbf) / MINUTE == pytest.approx(published_min, abs=tol_min)
+    assert young_daly_interval_s(5 * MINUTE, mtbf) / MINUTE == pytest.approx(
+        published_min, abs=tol_min
+    )
 
 
 def test_daly_interval_is_near_the_optimum_of_the_exact_wall_time():
     def g(interval, write, mtbf):
-        return goodput(1e4 * mtbf, 1, write, failures_per_gpu_hour=HOUR / mtbf, restart_s=0.0,
-                       write_bytes_per_s_per_gpu=1.0, checkpoint_interval_s=interval).goodput
+        return goodput(
+            1e4 * mtbf,
+            1,
+            write,
+            failures_per_gpu_hour=HOUR / mtbf,
+            restart_s=0.0,
+            write_bytes_per_s_per_gpu=1.0,
+            checkpoint_interval_s=interval,
+        ).goodput
 
     for write, mtbf in [(3.0, 3 * HOUR), (300.0, HOUR), (HOUR, HOUR), (3 * HOUR, HOUR)]:
         grid = np.geomspace(1e-3, 1e2, 20_001) * mtbf
-        assert g(young_daly_interval_s(write, mtbf), write, mtbf) > 0.999 * np.max(g(grid, write, mtbf))
+        assert g(young_daly_interval_s(write, mtbf), write, mtbf) > 0.999 * np.max(
+            g(grid, write, mtbf)
+        )
 
 
 def _simulate_wall_s(busy, interval, write, restart, mtbf, rng):
@@ -170,11 +195,26 @@ def _simulate_wall_s(busy, interval, write, restart, mtbf, rng):
 
 
 def test_expected_wall_time_matches_a_simulation():
-    mtbf, interval, write, restart, busy = HOUR, 20 * MINUTE, 2 * MINUTE, 10 * MINUTE, 100 * 20 * MINUTE
+    mtbf, interval, write, restart, busy = (
+        HOUR,
+        20 * MINUTE,
+        2 * MINUTE,
+        10 * MINUTE,
+        100 * 20 * MINUTE,
+    )
     rng = np.random.default_rng(12)
-    sims = np.array([_simulate_wall_s(busy, interval, write, restart, mtbf, rng) for _ in range(400)])
-    r = goodput(busy, 1, write, failures_per_gpu_hour=1.0, restart_s=restart, write_bytes_per_s_per_gpu=1.0,
-                checkpoint_interval_s=interval)
+    sims = np.array(
+        [_simulate_wall_s(busy, interval, write, restart, mtbf, rng) for _ in range(400)]
+    )
+    r = goodput(
+        busy,
+        1,
+        write,
+        failures_per_gpu_hour=1.0,
+        restart_s=restart,
+        write_bytes_per_s_per_gpu=1.0,
+        checkpoint_interval_s=interval,
+    )
     assert r.mtbf_s == pytest.approx(mtbf)
     assert sims[:, 0].mean() == pytest.approx(r.wall_s, rel=0.015)  # ~4 standard errors
     assert sims[:, 1].mean() == pytest.approx(r.expected_interruptions, rel=0.04)
@@ -189,8 +229,17 @@ def test_losses_add_up_to_the_wall_time_and_to_dict_names_units():
     segment = r.checkpoint_interval_s + r.checkpoint_write_s
     assert r.rework_s / r.expected_interruptions == pytest.approx(segment / 2, rel=0.05)
     d = r.to_dict()
-    assert set(d) == {"busy_s", "mtbf_s", "checkpoint_write_s", "checkpoint_interval_s", "checkpoints",
-                      "expected_interruptions", "wall_s", "goodput", "lost_s"}
+    assert set(d) == {
+        "busy_s",
+        "mtbf_s",
+        "checkpoint_write_s",
+        "checkpoint_interval_s",
+        "checkpoints",
+        "expected_interruptions",
+        "wall_s",
+        "goodput",
+        "lost_s",
+    }
     assert set(d["lost_s"]) == {"checkpoint_writes", "rework", "restarts"}
     assert all(isinstance(v, float) for k, v in d.items() if k != "lost_s")
 
@@ -229,13 +278,17 @@ restarts = st.floats(0.0, DAY)
 
 @settings(max_examples=300, deadline=None)
 @given(durations, gpu_counts, sizes, restarts, st.floats(1.01, 100.0))
-def test_goodput_is_a_fraction_and_falls_with_gpus_and_restart_time(busy, gpus, ckpt, restart, factor):
+def test_goodput_is_a_fraction_and_falls_with_gpus_and_restart_time(
+    busy, gpus, ckpt, restart, factor
+):
     r = goodput(busy, gpus, ckpt, restart_s=restart)
     assert 0 < r.goodput <= 1 and np.isfinite(r.wall_s)
     assert goodput(busy, gpus, ckpt, restart_s=restart * factor + 1).goodput < r.goodput
+
     # storage-bound (write time fixed by the aggregate limit): more GPUs, only more failures
     def capped(n):
         return goodput(busy, n, ckpt, restart_s=restart, max_write_bytes_per_s=1e8).goodput
+
     assert capped(gpus * factor) <= capped(gpus) * (1 + 1e-12)
     # bandwidth per GPU: falls too while the run spans the interval (δ/M fixed, R/M grows)
     more = goodput(busy, gpus * factor, ckpt, restart_s=restart)

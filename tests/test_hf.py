@@ -88,7 +88,11 @@ def test_family_mapping() -> None:
     llama = model_from_hf_config(DATA / "llama-2-7b-hf")
     assert llama.name == "meta-llama/Llama-2-7b-hf"  # _name_or_path when the file has one
     assert (llama.family, llama.ffn_type, llama.norm, llama.position) == (
-        "llama", FfnType.SWIGLU, NormType.RMSNORM, PositionType.ROTARY)
+        "llama",
+        FfnType.SWIGLU,
+        NormType.RMSNORM,
+        PositionType.ROTARY,
+    )
     assert not (llama.tied_embeddings or llama.qkv_bias or llama.out_bias or llama.mlp_bias)
 
     llama3 = model_from_hf_config(DATA / "meta-llama-3-8b")
@@ -100,7 +104,11 @@ def test_family_mapping() -> None:
 
     gpt2 = model_from_hf_config(DATA / "gpt2")
     assert (gpt2.ffn_dim, gpt2.ffn_type, gpt2.position, gpt2.max_positions) == (
-        3072, FfnType.GELU, PositionType.LEARNED, 1024)
+        3072,
+        FfnType.GELU,
+        PositionType.LEARNED,
+        1024,
+    )
     assert gpt2.tied_embeddings and gpt2.norm == NormType.LAYERNORM and gpt2.dropout
 
     neox = model_from_hf_config(DATA / "pythia-70m")
@@ -124,8 +132,15 @@ def test_family_mapping() -> None:
 
 #: the width and depth of each family's config class default (a config must give them; the rest may
 #: be absent): LlamaConfig() is Llama-2-7B, GPT2Config() GPT-2 small, BertConfig() BERT-base
-WIDTH_DEPTH = {"llama": (4096, 32), "mistral": (4096, 32), "mixtral": (4096, 32), "gpt2": (768, 12),
-               "bert": (768, 12), "opt": (768, 12), "qwen2_moe": (2048, 24)}
+WIDTH_DEPTH = {
+    "llama": (4096, 32),
+    "mistral": (4096, 32),
+    "mixtral": (4096, 32),
+    "gpt2": (768, 12),
+    "bert": (768, 12),
+    "opt": (768, 12),
+    "qwen2_moe": (2048, 24),
+}
 
 
 def _sized(config: dict) -> dict:
@@ -142,34 +157,55 @@ def _sized(config: dict) -> dict:
     return out
 
 
-@pytest.mark.parametrize(("config", "total"), [
-    # absent keys other than the width and depth take the Hugging Face config class's defaults
-    (_sized({"model_type": "llama"}), 6_738_415_616),
-    (_sized({"model_type": "gpt2"}), 124_439_808),
-    (_sized({"model_type": "bert"}), 109_482_240),
-    (_sized({"model_type": "mistral"}), 7_241_732_096),
-    (_sized({"model_type": "mixtral"}), 46_702_792_704),
-    # n_inner null → 4·n_embd; num_key_value_heads null → num_attention_heads
-    (_sized({"model_type": "gpt2", "n_inner": None}), 124_439_808),
-    (_sized({"model_type": "llama", "num_key_value_heads": None}), 6_738_415_616),
-    # no model_type: the family comes from architectures
-    ({"architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_layer": 12}, 124_439_808),
-])
+@pytest.mark.parametrize(
+    ("config", "total"),
+    [
+        # absent keys other than the width and depth take the Hugging Face config class's defaults
+        (_sized({"model_type": "llama"}), 6_738_415_616),
+        (_sized({"model_type": "gpt2"}), 124_439_808),
+        (_sized({"model_type": "bert"}), 109_482_240),
+        (_sized({"model_type": "mistral"}), 7_241_732_096),
+        (_sized({"model_type": "mixtral"}), 46_702_792_704),
+        # n_inner null → 4·n_embd; num_key_value_heads null → num_attention_heads
+        (_sized({"model_type": "gpt2", "n_inner": None}), 124_439_808),
+        (_sized({"model_type": "llama", "num_key_value_heads": None}), 6_738_415_616),
+        # no model_type: the family comes from architectures
+        ({"architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_layer": 12}, 124_439_808),
+    ],
+)
 def test_defaults_are_the_config_classes(tmp_path: Path, config: dict, total: int) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert param_counts(model_from_hf_config(path)).total == total
 
 
-@pytest.mark.parametrize("config, field", [
-    ({"model_type": "llama", "num_hidden_layers": 32}, "config.json hidden_size"),
-    ({"model_type": "gpt2", "n_embd": 768}, "config.json n_layer"),
-    ({"model_type": "llama", "hidden_size": 10**30, "num_hidden_layers": 2}, "config.json hidden_size"),
-    ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 10**12}, "config.json num_hidden_layers"),
-    ({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "max_position_embeddings": -1},
-     "config.json max_position_embeddings"),
-])
-def test_missing_width_or_depth_and_absurd_sizes_are_refused(tmp_path: Path, config: dict, field: str) -> None:
+@pytest.mark.parametrize(
+    "config, field",
+    [
+        ({"model_type": "llama", "num_hidden_layers": 32}, "config.json hidden_size"),
+        ({"model_type": "gpt2", "n_embd": 768}, "config.json n_layer"),
+        (
+            {"model_type": "llama", "hidden_size": 10**30, "num_hidden_layers": 2},
+            "config.json hidden_size",
+        ),
+        (
+            {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 10**12},
+            "config.json num_hidden_layers",
+        ),
+        (
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "max_position_embeddings": -1,
+            },
+            "config.json max_position_embeddings",
+        ),
+    ],
+)
+def test_missing_width_or_depth_and_absurd_sizes_are_refused(
+    tmp_path: Path, config: dict, field: str
+) -> None:
     """Issue 16: no silent Llama defaults for the size, no overflow or hang on absurd dimensions."""
     with pytest.raises(InputError) as exc:
         model_from_hf_config(_write(tmp_path, json.dumps(config)))
@@ -184,12 +220,22 @@ def test_deeply_nested_json_is_one_line(tmp_path: Path) -> None:
 def test_aliases_and_biases(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     # GPT2Config's attribute_map: hidden_size → n_embd, num_hidden_layers → n_layer
-    path.write_text(json.dumps({"model_type": "gpt2", "hidden_size": 1024, "num_hidden_layers": 24,
-                                "num_attention_heads": 16}))
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "hidden_size": 1024,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 16,
+            }
+        )
+    )
     m = model_from_hf_config(path)
     assert (m.d_model, m.n_layers, m.n_heads, m.ffn_dim) == (1024, 24, 16, 4096)
     # Llama's attention_bias puts a bias on q, k, v and o_proj
-    path.write_text(json.dumps(_sized({"model_type": "llama", "attention_bias": True, "mlp_bias": True})))
+    path.write_text(
+        json.dumps(_sized({"model_type": "llama", "attention_bias": True, "mlp_bias": True}))
+    )
     m = model_from_hf_config(path)
     assert m.qkv_bias and m.out_bias and m.mlp_bias
     assert param_counts(m).total == 6_738_415_616 + 32 * (4 * 4096 + 2 * 11008 + 4096)
@@ -227,25 +273,36 @@ def test_unknown_model_type(tmp_path: Path) -> None:
         model_from_hf_config(_write(tmp_path, '{"hidden_size": 4096}'))
 
 
-@pytest.mark.parametrize(("config", "field"), [
-    ({"model_type": "llama", "num_attention_heads": "32"}, "config.json num_attention_heads"),
-    ({"model_type": "llama", "hidden_size": 4096.0}, "config.json hidden_size"),
-    ({"model_type": "llama", "num_hidden_layers": True}, "config.json num_hidden_layers"),
-    ({"model_type": "llama", "vocab_size": 0}, "config.json vocab_size"),
-    ({"model_type": "llama", "tie_word_embeddings": "false"}, "config.json tie_word_embeddings"),
-    ({"model_type": "llama", "hidden_act": "relu"}, "config.json hidden_act"),
-    ({"model_type": "gpt2", "n_embd": None}, "config.json n_embd"),
-    ({"model_type": "gpt2", "activation_function": "wiggle"}, "config.json activation_function"),
-    ({"model_type": "bert", "hidden_dropout_prob": 2}, "config.json hidden_dropout_prob"),
-    ({"model_type": "llama", "num_key_value_heads": 5}, "config.json num_key_value_heads"),
-    ({"model_type": "llama", "num_attention_heads": 30}, "config.json num_attention_heads"),
-    ({"model_type": "mixtral", "num_experts_per_tok": 9}, "config.json num_experts_per_tok"),
-    ({"model_type": "qwen2_moe", "mlp_only_layers": [3, 7]}, "config.json mlp_only_layers"),
-    ({"model_type": "opt", "word_embed_proj_dim": 512}, "config.json word_embed_proj_dim"),
-    ({"model_type": "bert", "position_embedding_type": "relative_key"},
-     "config.json position_embedding_type"),
-    ({"model_type": ["llama"]}, "config.json model_type"),
-])
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"model_type": "llama", "num_attention_heads": "32"}, "config.json num_attention_heads"),
+        ({"model_type": "llama", "hidden_size": 4096.0}, "config.json hidden_size"),
+        ({"model_type": "llama", "num_hidden_layers": True}, "config.json num_hidden_layers"),
+        ({"model_type": "llama", "vocab_size": 0}, "config.json vocab_size"),
+        (
+            {"model_type": "llama", "tie_word_embeddings": "false"},
+            "config.json tie_word_embeddings",
+        ),
+        ({"model_type": "llama", "hidden_act": "relu"}, "config.json hidden_act"),
+        ({"model_type": "gpt2", "n_embd": None}, "config.json n_embd"),
+        (
+            {"model_type": "gpt2", "activation_function": "wiggle"},
+            "config.json activation_function",
+        ),
+        ({"model_type": "bert", "hidden_dropout_prob": 2}, "config.json hidden_dropout_prob"),
+        ({"model_type": "llama", "num_key_value_heads": 5}, "config.json num_key_value_heads"),
+        ({"model_type": "llama", "num_attention_heads": 30}, "config.json num_attention_heads"),
+        ({"model_type": "mixtral", "num_experts_per_tok": 9}, "config.json num_experts_per_tok"),
+        ({"model_type": "qwen2_moe", "mlp_only_layers": [3, 7]}, "config.json mlp_only_layers"),
+        ({"model_type": "opt", "word_embed_proj_dim": 512}, "config.json word_embed_proj_dim"),
+        (
+            {"model_type": "bert", "position_embedding_type": "relative_key"},
+            "config.json position_embedding_type",
+        ),
+        ({"model_type": ["llama"]}, "config.json model_type"),
+    ],
+)
 def test_bad_values_name_the_field(tmp_path: Path, config: dict, field: str) -> None:
     with pytest.raises(InputError) as exc:
         model_from_hf_config(_write(tmp_path, json.dumps(_sized(config))))

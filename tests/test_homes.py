@@ -47,11 +47,15 @@ def test_tokens_for_loss_inverts_the_law_in_closed_form():
     c = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
     n = np.array([1e9, 1e10, 7e10])  # E + A/N^α = 2.04, 1.86, 1.77: below the target
     target = 2.3
-    d = tokens_for_loss(lambda dd: chinchilla_loss(c, n, dd), target, n.shape, d_min=1.0, d_max=1e18, iters=90)
+    d = tokens_for_loss(
+        lambda dd: chinchilla_loss(c, n, dd), target, n.shape, d_min=1.0, d_max=1e18, iters=90
+    )
     exact = (c["B"] / (target - c["E"] - c["A"] / n ** c["alpha"])) ** (1 / c["beta"])
     np.testing.assert_allclose(d, exact, rtol=1e-9)
     # out of reach: below E + A/N^α even with d_max tokens
-    far = tokens_for_loss(lambda dd: chinchilla_loss(c, n, dd), 1.7, n.shape, d_min=1.0, d_max=1e18, iters=90)
+    far = tokens_for_loss(
+        lambda dd: chinchilla_loss(c, n, dd), 1.7, n.shape, d_min=1.0, d_max=1e18, iters=90
+    )
     assert np.isinf(far).all()
 
 
@@ -64,7 +68,9 @@ def test_solver_and_optimal_share_the_inverse():
     c = law.constants
     n = np.array([1e9, 7e9])
     a = optimal_tokens(law, c, n, 2.2, None, 1.0)
-    b = solver_tokens(lambda nt, nn, d, p: chinchilla_loss(c, nt, d), n, n, 2.2, np.array(["bf16"] * 2))
+    b = solver_tokens(
+        lambda nt, nn, d, p: chinchilla_loss(c, nt, d), n, n, 2.2, np.array(["bf16"] * 2)
+    )
     exact = (c["B"] / (2.2 - c["E"] - c["A"] / n ** c["alpha"])) ** (1 / c["beta"])
     assert (D_MIN <= exact).all() and (exact <= D_MAX).all()
     np.testing.assert_allclose(a, exact, rtol=1e-9)
@@ -75,7 +81,9 @@ def test_quality_imports_no_report_module():
     for f in (SRC / "quality").glob("*.py"):
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith("trilemma.report"), f"{f.name} imports {node.module}"
+                assert not node.module.startswith("trilemma.report"), (
+                    f"{f.name} imports {node.module}"
+                )
 
 
 # ------------------------------------------------------------------ energy
@@ -108,9 +116,13 @@ def test_facility_power_and_homes_by_hand():
 
     p = facility_power_w(16_384, wall_power_w(700.0, pue=1.1))
     assert p == pytest.approx(12_615_680.0, rel=1e-12)
-    assert homes_powered(p, 10_791.0) == pytest.approx(12_615_680.0 / (10_791_000.0 / 8_766.0), rel=1e-12)
+    assert homes_powered(p, 10_791.0) == pytest.approx(
+        12_615_680.0 / (10_791_000.0 / 8_766.0), rel=1e-12
+    )
     # a DGX H100's host share: (10,200 − 8 × 700) / 8 = 575 W per GPU on top of its 700 W, × PUE
-    assert wall_power_w(700.0, pue=1.1, host_w_per_device=575.0) == pytest.approx((700 + 575) * 1.1, rel=1e-12)
+    assert wall_power_w(700.0, pue=1.1, host_w_per_device=575.0) == pytest.approx(
+        (700 + 575) * 1.1, rel=1e-12
+    )
 
 
 def test_estimate_power_default_and_host_power_flag():
@@ -130,7 +142,11 @@ def test_estimate_power_default_and_host_power_flag():
 def test_parse_power():
     from trilemma.units import parse_power
 
-    assert parse_power("4.6kW") == pytest.approx(4600.0) and parse_power("4600W") == 4600.0 and parse_power("0") == 0.0
+    assert (
+        parse_power("4.6kW") == pytest.approx(4600.0)
+        and parse_power("4600W") == 4600.0
+        and parse_power("0") == 0.0
+    )
     with pytest.raises(InputError):
         parse_power("-3kW")
     with pytest.raises(InputError):
@@ -143,7 +159,9 @@ def test_parse_power():
 def test_precision_bits_are_the_dtype_sizes():
     for p in Precision:
         assert precision_bits(p.value) == DTYPE_BYTES[p.value] * 8
-    assert precision_bits("bf16") == 16 and precision_bits("fp8") == 8 and precision_bits("int4") == 4
+    assert (
+        precision_bits("bf16") == 16 and precision_bits("fp8") == 8 and precision_bits("int4") == 4
+    )
 
 
 # ------------------------------------------------------------------ shape rule
@@ -152,8 +170,14 @@ def test_precision_bits_are_the_dtype_sizes():
 def test_llama_ffn_and_block_reproduce_llama2_7b():
     # Llama-2-7B: d 4096, 32 layers, 32 heads, MLP 11008, vocab 32000, untied: 6,738,415,616 parameters
     assert llama_ffn(4096, 256) == 11008
-    spec = llama_spec(32, 4096, heads_for_width(4096, 128), vocab_size=32000, tied_embeddings=False,
-                      ffn_multiple=256)
+    spec = llama_spec(
+        32,
+        4096,
+        heads_for_width(4096, 128),
+        vocab_size=32000,
+        tied_embeddings=False,
+        ffn_multiple=256,
+    )
     assert spec.n_heads == 32
     assert param_counts(spec).total == 6_738_415_616
 
@@ -189,7 +213,10 @@ def test_law_closed_choices_are_enums():
         law_from_dict({**doc, "n_counts": "embedding"}, "test")
     with pytest.raises(InputError):
         law_from_dict({**doc, "loss_unit": "nats/byte"}, "test")
-    assert law_from_dict({**doc, "n_counts": "non-embedding"}, "test").n_counts is NCounts.NON_EMBEDDING
+    assert (
+        law_from_dict({**doc, "n_counts": "non-embedding"}, "test").n_counts
+        is NCounts.NON_EMBEDDING
+    )
 
 
 def test_predict_loss_block_is_typed_and_matches_the_dict():
@@ -202,4 +229,6 @@ def test_predict_loss_block_is_typed_and_matches_the_dict():
         assert block.to_dict() == loss_block(m, 2e12)
         assert (any("mixture-of-experts" in n for n in block.notes)) == m.is_moe
         p = param_counts(m)
-        assert block.params_used == (p.total if block.n_counts is NCounts.TOTAL else p.non_embedding)
+        assert block.params_used == (
+            p.total if block.n_counts is NCounts.TOTAL else p.non_embedding
+        )

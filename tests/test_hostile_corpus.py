@@ -25,7 +25,6 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from clitools import save_stated_cpu_profile  # the tests' folder is on the path
 
 from trilemma.cli import main
@@ -33,7 +32,20 @@ from trilemma.cli import main
 # ------------------------------------------------------------------ values
 
 #: numbers a user should not give (or may give by mistake); each must give one line or a finite answer
-BAD_NUMBERS = ["-1", "0", "1e308", "nan", "inf", "", "9" * 40, "1e-300", "abc", "GiB", "1..2", "0x10"]
+BAD_NUMBERS = [
+    "-1",
+    "0",
+    "1e308",
+    "nan",
+    "inf",
+    "",
+    "9" * 40,
+    "1e-300",
+    "abc",
+    "GiB",
+    "1..2",
+    "0x10",
+]
 #: a shorter list for flags whose parse is shared with one above (same parser, fewer repeats)
 FEW_NUMBERS = ["-1", "0", "1e-300", "1e308", "nan", "inf", "", "9" * 40, "abc"]
 BAD_TEXT = ["", "nope", "\x00", "a" * 5000, "../../etc/passwd", "ｂｆ16"]
@@ -41,8 +53,16 @@ BAD_UNITS = ["400", "400GHz", "1d", "$5", "5 weeks", "GB/s", "-400GB/s", "1e308G
 
 # ------------------------------------------------------------------ files (written by the `files` fixture)
 
-LLAMA = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 4,
-         "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 2048}
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+}
 SCENARIO_OK = 'deadline = "30d"\nbudget = "$1M"\ngpu = "h100-sxm"\nparams = "1B..7B"\n'
 LAW_OK = """schema = "trilemma.law/1"
 name = "mylaw"
@@ -62,8 +82,11 @@ N_max = 2e10
 D_min = 8e8
 D_max = 3e11
 """
-CSV_OK = "N,D,loss\n" + "".join(f"{n:.0f},{d:.0f},{1.8 + 480 / n**0.35 + 2000 / d**0.37:.5f}\n"
-                                 for n in (1e7, 3e7, 1e8, 3e8) for d in (2e8, 6e8, 2e9))
+CSV_OK = "N,D,loss\n" + "".join(
+    f"{n:.0f},{d:.0f},{1.8 + 480 / n**0.35 + 2000 / d**0.37:.5f}\n"
+    for n in (1e7, 3e7, 1e8, 3e8)
+    for d in (2e8, 6e8, 2e9)
+)
 
 
 def _nested(depth: int, left: str, right: str) -> str:
@@ -91,7 +114,9 @@ def _hf(**changes: object) -> str:
 
 _DROP = object()
 
-FILES: dict[str, str | bytes | None] = {  # name -> content (None: a directory; absent names are missing files)
+FILES: dict[
+    str, str | bytes | None
+] = {  # name -> content (None: a directory; absent names are missing files)
     # scenario TOMLs
     "scn_ok.toml": SCENARIO_OK,
     "scn_binary.toml": b"\xff\xfe\x00\x81\x00binary",
@@ -144,9 +169,11 @@ FILES: dict[str, str | bytes | None] = {  # name -> content (None: a directory; 
     "law_range_inverted.toml": _law(N_min="N_min = 2e10", N_max="N_max = 5e7"),
     "law_form_bad.toml": _law(form='form = "banana"'),
     "law_cov_huge.toml": LAW_OK + '[uncertainty]\nkind = "covariance"\nlevel = 0.8\nsource = "t"\n'
-                                  'params = ["ln_A", "ln_B", "ln_E", "alpha", "beta"]\ncovariance = ['
-                         + ",".join("[" + ",".join("1e300" if i == j else "0.0" for j in range(5)) + "]"
-                                    for i in range(5)) + "]\n",
+    'params = ["ln_A", "ln_B", "ln_E", "alpha", "beta"]\ncovariance = ['
+    + ",".join(
+        "[" + ",".join("1e300" if i == j else "0.0" for j in range(5)) + "]" for i in range(5)
+    )
+    + "]\n",
     "law_binary.toml": b"\x00\x01\x02\xff" * 100,
     "law_dir.toml": None,
     "law_empty.toml": "",
@@ -196,7 +223,8 @@ FILES: dict[str, str | bytes | None] = {  # name -> content (None: a directory; 
     "runs_huge.csv": CSV_OK + "1e308,1e308,3.0\n",
     "runs_loss_neg.csv": CSV_OK + "1e8,2e9,-3.0\n",
     "runs_no_loss.csv": "N,D\n1e8,2e9\n",
-    "runs_same_n.csv": "N,D,loss\n" + "".join(f"1e8,{d:.0f},3.0\n" for d in (1e9, 2e9, 3e9, 4e9, 5e9, 6e9)),
+    "runs_same_n.csv": "N,D,loss\n"
+    + "".join(f"1e8,{d:.0f},3.0\n" for d in (1e9, 2e9, 3e9, 4e9, 5e9, 6e9)),
     "runs_ragged.csv": "N,D,loss\n1e8,2e9\n1e8,2e9,3,4\n",
     "runs_binary.csv": b"\x00\xff\xfe" * 300,
     "runs_dir.csv": None,
@@ -205,15 +233,15 @@ FILES: dict[str, str | bytes | None] = {  # name -> content (None: a directory; 
     "runs_nested.jsonl": _nested(100_000, "[", "]") + "\n",
     # rows for `validate --data`
     "val_ok.csv": "model,metric,reported,gpu,n_gpus,model_preset,seq_len,global_batch,precision,tp,pp,dp,"
-                  "micro_batch,recompute,source\nmy 7B,step_s,5.5,h100-sxm,16,llama2-7b,4096,64,bf16,2,1,8,8,full,us\n",
+    "micro_batch,recompute,source\nmy 7B,step_s,5.5,h100-sxm,16,llama2-7b,4096,64,bf16,2,1,8,8,full,us\n",
     "val_empty.csv": "",
     "val_unknown_col.csv": "colour,metric\nred,step_s\n",
     "val_neg.csv": "model,metric,reported,gpu,n_gpus,model_preset,seq_len,global_batch,precision,source\n"
-                   "x,step_s,-5,h100-sxm,-16,llama2-7b,4096,64,bf16,us\n",
+    "x,step_s,-5,h100-sxm,-16,llama2-7b,4096,64,bf16,us\n",
     "val_nan.csv": "model,metric,reported,gpu,n_gpus,model_preset,seq_len,global_batch,precision,source\n"
-                   "x,step_s,nan,h100-sxm,16,llama2-7b,inf,64,bf16,us\n",
+    "x,step_s,nan,h100-sxm,16,llama2-7b,inf,64,bf16,us\n",
     "val_huge.csv": "model,metric,reported,gpu,n_gpus,model_preset,seq_len,global_batch,precision,source\n"
-                    "x,step_s,1e308,h100-sxm,99999999999999999999999,llama2-7b,4096,64,bf16,us\n",
+    "x,step_s,1e308,h100-sxm,99999999999999999999999,llama2-7b,4096,64,bf16,us\n",
     "val_binary.csv": b"\x00\xff\xfe" * 300,
     "val_dir.csv": None,
     # text for --data of probe / ladder
@@ -242,7 +270,10 @@ def files(tmp_path_factory) -> Path:
 
 # ------------------------------------------------------------------ cases
 
-def _flag_cases(verb: str, base: list[str], table: dict[str, list[str]]) -> list[tuple[list[str], tuple[str, ...]]]:
+
+def _flag_cases(
+    verb: str, base: list[str], table: dict[str, list[str]]
+) -> list[tuple[list[str], tuple[str, ...]]]:
     """One case per (flag, value): ``base`` with the flag set to the value (replacing the base's own value)."""
     out = []
     for flag, values in table.items():
@@ -250,109 +281,265 @@ def _flag_cases(verb: str, base: list[str], table: dict[str, list[str]]) -> list
             args, i = list(base), 0
             while i < len(args):
                 if args[i] == flag:
-                    del args[i: i + 2]
+                    del args[i : i + 2]
                 else:
                     i += 1
             out.append(([verb, *args, flag, v, "--json"], (flag.lstrip("-"),)))
     return out
 
 
-ESTIMATE = _flag_cases("estimate", ["--gpus", "64", "--tokens", "10B", "--model", "llama2-7b"], {
-    "--gpus": BAD_NUMBERS, "--tokens": BAD_NUMBERS, "--seq": BAD_NUMBERS + ["4k", "4K", "1M", "4.5k"],
-    "--global-batch": BAD_NUMBERS, "--price": BAD_NUMBERS + ["$-1", "$nan", "$inf", "$1e308", "$"],
-    "--gpus-per-node": FEW_NUMBERS, "--intra-node-bw": FEW_NUMBERS + BAD_UNITS, "--inter-node-bw": FEW_NUMBERS + BAD_UNITS,
-    "--pue": FEW_NUMBERS, "--memory-headroom": FEW_NUMBERS + ["100%", "-5%", "nan%", "%"], "--goodput": FEW_NUMBERS,
-    "--unique-tokens": FEW_NUMBERS, "--tp": FEW_NUMBERS, "--pp": FEW_NUMBERS, "--cp": FEW_NUMBERS,
-    "--ep": FEW_NUMBERS, "--vp": FEW_NUMBERS, "--micro-batch": FEW_NUMBERS, "--zero": FEW_NUMBERS + ["4", "fsdp"],
-    "--recompute": BAD_TEXT, "--precision": BAD_TEXT + ["int4", "fp64"], "--gpu": BAD_TEXT, "--model": BAD_TEXT +
-    ["1e308", "0B", "-7B", "nanB", "100T", "1k"], "--region": BAD_TEXT + FEW_NUMBERS, "--law": BAD_TEXT,
-})
+ESTIMATE = _flag_cases(
+    "estimate",
+    ["--gpus", "64", "--tokens", "10B", "--model", "llama2-7b"],
+    {
+        "--gpus": BAD_NUMBERS,
+        "--tokens": BAD_NUMBERS,
+        "--seq": BAD_NUMBERS + ["4k", "4K", "1M", "4.5k"],
+        "--global-batch": BAD_NUMBERS,
+        "--price": BAD_NUMBERS + ["$-1", "$nan", "$inf", "$1e308", "$"],
+        "--gpus-per-node": FEW_NUMBERS,
+        "--intra-node-bw": FEW_NUMBERS + BAD_UNITS,
+        "--inter-node-bw": FEW_NUMBERS + BAD_UNITS,
+        "--pue": FEW_NUMBERS,
+        "--memory-headroom": FEW_NUMBERS + ["100%", "-5%", "nan%", "%"],
+        "--goodput": FEW_NUMBERS,
+        "--unique-tokens": FEW_NUMBERS,
+        "--tp": FEW_NUMBERS,
+        "--pp": FEW_NUMBERS,
+        "--cp": FEW_NUMBERS,
+        "--ep": FEW_NUMBERS,
+        "--vp": FEW_NUMBERS,
+        "--micro-batch": FEW_NUMBERS,
+        "--zero": FEW_NUMBERS + ["4", "fsdp"],
+        "--recompute": BAD_TEXT,
+        "--precision": BAD_TEXT + ["int4", "fp64"],
+        "--gpu": BAD_TEXT,
+        "--model": BAD_TEXT + ["1e308", "0B", "-7B", "nanB", "100T", "1k"],
+        "--region": BAD_TEXT + FEW_NUMBERS,
+        "--law": BAD_TEXT,
+    },
+)
 
 SOLVE_BASE = ["--gpu", "h100-sxm", "--params", "1B..7B", "--budget", "$1M", "--deadline", "30d"]
-SOLVE = _flag_cases("solve", SOLVE_BASE, {
-    "--deadline": BAD_NUMBERS + ["30", "30 parsecs", "1s", "1e308d"],
-    "--budget": BAD_NUMBERS + ["$0.001", "$-1", "$1e308", "1e308 GPUh", "5 MWh", "-5MWh", "5 kg"],
-    "--params": BAD_NUMBERS + ["7B..1B", "1k..2k", "0..1B", "1B..1e308", "..", "1B.."],
-    "--tokens": FEW_NUMBERS, "--unique-tokens": FEW_NUMBERS, "--max-gpus": FEW_NUMBERS,
-    "--seq": FEW_NUMBERS, "--global-batch": FEW_NUMBERS, "--memory-headroom": FEW_NUMBERS,
-    "--target-loss": FEW_NUMBERS, "--price": FEW_NUMBERS + ["h100-sxm=-1", "nope=1", "=", "h100-sxm="],
-    "--minimize": BAD_TEXT + ["speed"], "--gpu": BAD_TEXT + [",", "h100-sxm,,"],
-    "--precision": BAD_TEXT + ["bf16,", "fp64"], "--model": ["", "nope", "1e308", "-7B", "0B"], "--law": BAD_TEXT,
-})
+SOLVE = _flag_cases(
+    "solve",
+    SOLVE_BASE,
+    {
+        "--deadline": BAD_NUMBERS + ["30", "30 parsecs", "1s", "1e308d"],
+        "--budget": BAD_NUMBERS
+        + ["$0.001", "$-1", "$1e308", "1e308 GPUh", "5 MWh", "-5MWh", "5 kg"],
+        "--params": BAD_NUMBERS + ["7B..1B", "1k..2k", "0..1B", "1B..1e308", "..", "1B.."],
+        "--tokens": FEW_NUMBERS,
+        "--unique-tokens": FEW_NUMBERS,
+        "--max-gpus": FEW_NUMBERS,
+        "--seq": FEW_NUMBERS,
+        "--global-batch": FEW_NUMBERS,
+        "--memory-headroom": FEW_NUMBERS,
+        "--target-loss": FEW_NUMBERS,
+        "--price": FEW_NUMBERS + ["h100-sxm=-1", "nope=1", "=", "h100-sxm="],
+        "--minimize": BAD_TEXT + ["speed"],
+        "--gpu": BAD_TEXT + [",", "h100-sxm,,"],
+        "--precision": BAD_TEXT + ["bf16,", "fp64"],
+        "--model": ["", "nope", "1e308", "-7B", "0B"],
+        "--law": BAD_TEXT,
+    },
+)
 
-OPTIMAL = _flag_cases("optimal", ["--flops", "1e23"], {
-    "--flops": BAD_NUMBERS + ["1e400", "6e5"], "--inference-tokens": BAD_NUMBERS + ["1e30", "1e40"],
-    "--loss": FEW_NUMBERS + ["1.0", "1.81", "100"], "--unique-tokens": FEW_NUMBERS,
-    "--precision": BAD_TEXT + ["int4", "fp8"], "--law": BAD_TEXT + ["all,", ",", "all,besiroglu2024"],
-})
+OPTIMAL = _flag_cases(
+    "optimal",
+    ["--flops", "1e23"],
+    {
+        "--flops": BAD_NUMBERS + ["1e400", "6e5"],
+        "--inference-tokens": BAD_NUMBERS + ["1e30", "1e40"],
+        "--loss": FEW_NUMBERS + ["1.0", "1.81", "100"],
+        "--unique-tokens": FEW_NUMBERS,
+        "--precision": BAD_TEXT + ["int4", "fp8"],
+        "--law": BAD_TEXT + ["all,", ",", "all,besiroglu2024"],
+    },
+)
 
 FIT_BASE = ["{runs_ok.csv}", "--bootstrap", "2", "--starts", "1", "--out", "{out}/fit.law.toml"]
-FIT = _flag_cases("fit", FIT_BASE, {
-    "--bootstrap": ["-1", "nan", "", "99999999999999999999", "1e308"], "--ci": FEW_NUMBERS + ["1", "0.999999"],
-    "--starts": ["-1", "", "abc", "99999999999999999999"], "--holdout": FEW_NUMBERS + ["1", "0.99"],
-    "--seed": ["-1", "99999999999999999999", "abc"], "--n-counts": BAD_TEXT, "--loss-unit": BAD_TEXT,
-    "--n-col": ["", "missing", "D"], "--d-col": ["", "missing", "N"], "--loss-col": ["", "missing", "N"],
-    "--out": ["{out}", "/nonexistent-dir/x/law.toml", "{hf_dir.json}", ""], "--name": ["", "a" * 5000, "\x00"],
-})
+FIT = _flag_cases(
+    "fit",
+    FIT_BASE,
+    {
+        "--bootstrap": ["-1", "nan", "", "99999999999999999999", "1e308"],
+        "--ci": FEW_NUMBERS + ["1", "0.999999"],
+        "--starts": ["-1", "", "abc", "99999999999999999999"],
+        "--holdout": FEW_NUMBERS + ["1", "0.99"],
+        "--seed": ["-1", "99999999999999999999", "abc"],
+        "--n-counts": BAD_TEXT,
+        "--loss-unit": BAD_TEXT,
+        "--n-col": ["", "missing", "D"],
+        "--d-col": ["", "missing", "N"],
+        "--loss-col": ["", "missing", "N"],
+        "--out": ["{out}", "/nonexistent-dir/x/law.toml", "{hf_dir.json}", ""],
+        "--name": ["", "a" * 5000, "\x00"],
+    },
+)
 
-VALIDATE = _flag_cases("validate", ["--kind", "memory"], {"--kind": BAD_TEXT + ["all"],
-                                                         "--csv": ["{out}", "/nonexistent-dir/x.csv"]})
-PRESETS = [(["presets", v, "--json"], ("kind",)) for v in BAD_TEXT + ["models", "hardware", "all", "MODELS"]]
+VALIDATE = _flag_cases(
+    "validate",
+    ["--kind", "memory"],
+    {"--kind": BAD_TEXT + ["all"], "--csv": ["{out}", "/nonexistent-dir/x.csv"]},
+)
+PRESETS = [
+    (["presets", v, "--json"], ("kind",))
+    for v in BAD_TEXT + ["models", "hardware", "all", "MODELS"]
+]
 #: only ports refused before anything listens (a good one would start the server and block)
-SERVE = [(["serve", "--port", v], ("port",)) for v in ["-1", "0", "65536", "abc", "", "9" * 40, "1e308", "80.5"]]
+SERVE = [
+    (["serve", "--port", v], ("port",))
+    for v in ["-1", "0", "65536", "abc", "", "9" * 40, "1e308", "80.5"]
+]
 
-PROBE = _flag_cases("probe", [], {
-    "--steps": ["-1", "0", "nan", "", "99999999999999999999"], "--micro-batch": ["-1", "0", "abc"],
-    "--grad-accum": ["-1", "0"], "--seq": ["-1", "0", "1", "99999999999999999999", "4k"],
-    "--layers": ["-1", "0"], "--d-model": ["-1", "0", "7"], "--heads": ["-1", "0", "3"], "--kv-heads": ["-1", "0", "3"],
-    "--ffn": ["-1", "0"], "--vocab": ["-1", "0", "100"], "--warmup": ["-1", "30", "99"], "--nproc": ["-1", "0", "999"],
-    "--threads": ["-1", "0", "abc"], "--lr": ["nan", "inf", "-1", "0", "1e308", ""], "--precision": BAD_TEXT,
-    "--recompute": BAD_TEXT, "--device": BAD_TEXT + ["tpu"], "--model": BAD_TEXT,
-    "--data": ["/nonexistent-dir/x.txt", "{text_empty.txt}", "{hf_dir.json}", ""],
-})
+PROBE = _flag_cases(
+    "probe",
+    [],
+    {
+        "--steps": ["-1", "0", "nan", "", "99999999999999999999"],
+        "--micro-batch": ["-1", "0", "abc"],
+        "--grad-accum": ["-1", "0"],
+        "--seq": ["-1", "0", "1", "99999999999999999999", "4k"],
+        "--layers": ["-1", "0"],
+        "--d-model": ["-1", "0", "7"],
+        "--heads": ["-1", "0", "3"],
+        "--kv-heads": ["-1", "0", "3"],
+        "--ffn": ["-1", "0"],
+        "--vocab": ["-1", "0", "100"],
+        "--warmup": ["-1", "30", "99"],
+        "--nproc": ["-1", "0", "999"],
+        "--threads": ["-1", "0", "abc"],
+        "--lr": ["nan", "inf", "-1", "0", "1e308", ""],
+        "--precision": BAD_TEXT,
+        "--recompute": BAD_TEXT,
+        "--device": BAD_TEXT + ["tpu"],
+        "--model": BAD_TEXT,
+        "--data": ["/nonexistent-dir/x.txt", "{text_empty.txt}", "{hf_dir.json}", ""],
+    },
+)
 
 LADDER_BASE = ["--out", "{out}/ladder", "--dry-run"]
-LADDER = _flag_cases("ladder", LADDER_BASE, {
-    "--sizes": BAD_NUMBERS + ["1e308", "14k,14k", "14k", "1k,2k,1e12", ","],
-    "--tokens-per-param": BAD_NUMBERS + [",", "5,5,5"], "--holdout-tokens-per-param": FEW_NUMBERS + ["1000"],
-    "--minutes": FEW_NUMBERS, "--workers": ["-1", "0", "99999999999999999999", "abc"],
-    "--threads": ["-1", "0", "99999999999999999999"], "--price": FEW_NUMBERS + ["$-1"],
-    "--seed": ["-1", "abc"], "--bootstrap": ["-1", "abc", "99999999999999999999"],
-    "--out": ["{runs_ok.csv}", "", "{runs_ok.csv}/sub"], "--data": ["/nonexistent-dir/x.txt", "{text_empty.txt}", ""],
-})
+LADDER = _flag_cases(
+    "ladder",
+    LADDER_BASE,
+    {
+        "--sizes": BAD_NUMBERS + ["1e308", "14k,14k", "14k", "1k,2k,1e12", ","],
+        "--tokens-per-param": BAD_NUMBERS + [",", "5,5,5"],
+        "--holdout-tokens-per-param": FEW_NUMBERS + ["1000"],
+        "--minutes": FEW_NUMBERS,
+        "--workers": ["-1", "0", "99999999999999999999", "abc"],
+        "--threads": ["-1", "0", "99999999999999999999"],
+        "--price": FEW_NUMBERS + ["$-1"],
+        "--seed": ["-1", "abc"],
+        "--bootstrap": ["-1", "abc", "99999999999999999999"],
+        "--out": ["{runs_ok.csv}", "", "{runs_ok.csv}/sub"],
+        "--data": ["/nonexistent-dir/x.txt", "{text_empty.txt}", ""],
+    },
+)
 
 #: files through the verbs that read them: (args, names any of which the error line may carry)
 FILE_CASES: list[tuple[list[str], tuple[str, ...]]] = []
 for _name in FILES:
     _stem = _name.split(".")[0]
     if _name.startswith("scn_"):  # an error may name the file or the key in it
-        _keys = tuple(re.findall(r"^\[*([\w-]+)\]*\s*=?", FILES[_name], re.M)) if isinstance(FILES[_name], str) else ()
-        FILE_CASES.append((["solve", "{" + _name + "}", "--json"], ("scenario", _stem, "minimize", *_keys)))
+        _keys = (
+            tuple(re.findall(r"^\[*([\w-]+)\]*\s*=?", FILES[_name], re.M))
+            if isinstance(FILES[_name], str)
+            else ()
+        )
+        FILE_CASES.append(
+            (["solve", "{" + _name + "}", "--json"], ("scenario", _stem, "minimize", *_keys))
+        )
     elif _name.startswith("law_"):
-        FILE_CASES.append((["optimal", "--flops", "1e23", "--law", "{" + _name + "}", "--json"], ("law", _stem)))
-        FILE_CASES.append((["estimate", "--gpus", "64", "--tokens", "10B", "--law", "{" + _name + "}", "--json"],
-                           ("law", _stem)))
+        FILE_CASES.append(
+            (["optimal", "--flops", "1e23", "--law", "{" + _name + "}", "--json"], ("law", _stem))
+        )
+        FILE_CASES.append(
+            (
+                [
+                    "estimate",
+                    "--gpus",
+                    "64",
+                    "--tokens",
+                    "10B",
+                    "--law",
+                    "{" + _name + "}",
+                    "--json",
+                ],
+                ("law", _stem),
+            )
+        )
     elif _name.startswith("hf_"):
-        FILE_CASES.append((["estimate", "--model", "{" + _name + "}", "--gpus", "8", "--tokens", "1B", "--json"],
-                           ("model", "config", _stem)))
-        FILE_CASES.append((["solve", "--model", "{" + _name + "}", "--gpu", "h100-sxm", "--budget", "$100k",
-                            "--deadline", "30d", "--json"], ("model", "config", _stem)))
-        FILE_CASES.append((["probe", "--model", "{" + _name + "}", "--json"], ("model", "config", _stem)))
+        FILE_CASES.append(
+            (
+                [
+                    "estimate",
+                    "--model",
+                    "{" + _name + "}",
+                    "--gpus",
+                    "8",
+                    "--tokens",
+                    "1B",
+                    "--json",
+                ],
+                ("model", "config", _stem),
+            )
+        )
+        FILE_CASES.append(
+            (
+                [
+                    "solve",
+                    "--model",
+                    "{" + _name + "}",
+                    "--gpu",
+                    "h100-sxm",
+                    "--budget",
+                    "$100k",
+                    "--deadline",
+                    "30d",
+                    "--json",
+                ],
+                ("model", "config", _stem),
+            )
+        )
+        FILE_CASES.append(
+            (["probe", "--model", "{" + _name + "}", "--json"], ("model", "config", _stem))
+        )
     elif _name.startswith("runs_"):
-        FILE_CASES.append((["fit", "{" + _name + "}", "--bootstrap", "2", "--starts", "1", "--out",
-                            "{out}/f.law.toml", "--json"], ("runs", _stem, "N", "D", "loss")))
+        FILE_CASES.append(
+            (
+                [
+                    "fit",
+                    "{" + _name + "}",
+                    "--bootstrap",
+                    "2",
+                    "--starts",
+                    "1",
+                    "--out",
+                    "{out}/f.law.toml",
+                    "--json",
+                ],
+                ("runs", _stem, "N", "D", "loss"),
+            )
+        )
     elif _name.startswith("val_"):
         FILE_CASES.append((["validate", "--data", "{" + _name + "}", "--json"], ("data", _stem)))
 for _missing in ("missing.toml", "missing.json", "missing.csv"):
-    FILE_CASES += [(["solve", "{out}/" + _missing, "--json"], ("scenario",)),
-                   (["optimal", "--flops", "1e23", "--law", "{out}/" + _missing, "--json"], ("law",)),
-                   (["estimate", "--model", "{out}/" + _missing, "--json"], ("model",)),
-                   (["fit", "{out}/" + _missing, "--json"], ("runs",)),
-                   (["validate", "--data", "{out}/" + _missing, "--json"], ("data",))]
+    FILE_CASES += [
+        (["solve", "{out}/" + _missing, "--json"], ("scenario",)),
+        (["optimal", "--flops", "1e23", "--law", "{out}/" + _missing, "--json"], ("law",)),
+        (["estimate", "--model", "{out}/" + _missing, "--json"], ("model",)),
+        (["fit", "{out}/" + _missing, "--json"], ("runs",)),
+        (["validate", "--data", "{out}/" + _missing, "--json"], ("data",)),
+    ]
 
 #: conflicting or contradictory flags
 CONFLICTS: list[tuple[list[str], tuple[str, ...]]] = [
-    (["solve", *SOLVE_BASE, "--target-loss", "2.0", "--json"], ("target-loss", "deadline", "budget", "pin")),
+    (
+        ["solve", *SOLVE_BASE, "--target-loss", "2.0", "--json"],
+        ("target-loss", "deadline", "budget", "pin"),
+    ),
     (["solve", "--gpu", "h100-sxm", "--json"], ("deadline", "budget", "target-loss", "pin")),
     (["solve", *SOLVE_BASE, "--model", "llama2-7b", "--json"], ("model", "params")),
     (["solve", *SOLVE_BASE, "--minimize", "cost", "--json"], ("minimize", "budget")),
@@ -360,15 +547,38 @@ CONFLICTS: list[tuple[list[str], tuple[str, ...]]] = [
     (["estimate", "--gpus", "4", "--tp", "8", "--json"], ("tp", "gpus")),
     (["estimate", "--gpus", "64", "--pp", "2", "--zero", "3", "--json"], ("zero", "pp")),
     (["estimate", "--gpus", "64", "--tokens", "1", "--json"], ("tokens",)),
-    (["estimate", "--gpus", "64", "--seq", "8192", "--global-batch", "4096", "--json"], ("global-batch", "seq")),
+    (
+        ["estimate", "--gpus", "64", "--seq", "8192", "--global-batch", "4096", "--json"],
+        ("global-batch", "seq"),
+    ),
     (["estimate", "--model", "llama2-7b", "--ep", "8", "--gpus", "64", "--json"], ("ep",)),
-    (["fit", "{runs_ok.csv}", "--n-col", "N", "--d-col", "N", "--bootstrap", "0", "--out", "{out}/c.law.toml",
-      "--json"], ("d-col", "n-col", "N")),
-    (["optimal", "--loss", "2.0", "--flops", "1e23", "--inference-tokens", "1e12", "--json"], ("loss", "flops")),
+    (
+        [
+            "fit",
+            "{runs_ok.csv}",
+            "--n-col",
+            "N",
+            "--d-col",
+            "N",
+            "--bootstrap",
+            "0",
+            "--out",
+            "{out}/c.law.toml",
+            "--json",
+        ],
+        ("d-col", "n-col", "N"),
+    ),
+    (
+        ["optimal", "--loss", "2.0", "--flops", "1e23", "--inference-tokens", "1e12", "--json"],
+        ("loss", "flops"),
+    ),
     (["optimal", "--json"], ("flops", "loss")),
     (["ladder", *LADDER_BASE, "--tiny", "--sizes", "14k,25k", "--json"], ("tiny",)),
     (["ladder", *LADDER_BASE, "--tiny", "--minutes", "5", "--json"], ("tiny",)),
-    (["ladder", *LADDER_BASE, "--sizes", "14k,25k", "--minutes", "5", "--json"], ("sizes", "minutes")),
+    (
+        ["ladder", *LADDER_BASE, "--sizes", "14k,25k", "--minutes", "5", "--json"],
+        ("sizes", "minutes"),
+    ),
     (["probe", "--nproc", "2", "--threads", "64", "--json"], ("threads", "nproc")),
     (["probe", "--steps", "3", "--warmup", "3", "--json"], ("warmup",)),
     (["probe", "--fsdp", "--nproc", "1", "--precision", "fp64", "--json"], ("precision",)),
@@ -377,13 +587,34 @@ CONFLICTS: list[tuple[list[str], tuple[str, ...]]] = [
     (["estimate", "--gpus"], ("gpus",)),
 ]
 
-EXPORT = _flag_cases("export", ["--to", "megatron", "--gpus", "64", "--tokens", "10B"], {
-    "--to": BAD_TEXT + ["MEGATRON", "nemo", "torchtitan", "deepspeed", "hf"],
-    "--point": ["-1", "0", "abc", "99999999999999999999", "1e308"],
-    "--out": ["{hf_dir.json}", "\x00"], "--gpus": FEW_NUMBERS, "--zero": ["4", "fsdp"],
-}) + [(["export", "--to", "megatron", "--point", v, "solve", *SOLVE_BASE, "--json"], ("point",))
-      for v in ["-1", "5000000", "abc"]]
-CASES = ESTIMATE + SOLVE + OPTIMAL + FIT + VALIDATE + PRESETS + SERVE + PROBE + LADDER + FILE_CASES + CONFLICTS + EXPORT
+EXPORT = _flag_cases(
+    "export",
+    ["--to", "megatron", "--gpus", "64", "--tokens", "10B"],
+    {
+        "--to": BAD_TEXT + ["MEGATRON", "nemo", "torchtitan", "deepspeed", "hf"],
+        "--point": ["-1", "0", "abc", "99999999999999999999", "1e308"],
+        "--out": ["{hf_dir.json}", "\x00"],
+        "--gpus": FEW_NUMBERS,
+        "--zero": ["4", "fsdp"],
+    },
+) + [
+    (["export", "--to", "megatron", "--point", v, "solve", *SOLVE_BASE, "--json"], ("point",))
+    for v in ["-1", "5000000", "abc"]
+]
+CASES = (
+    ESTIMATE
+    + SOLVE
+    + OPTIMAL
+    + FIT
+    + VALIDATE
+    + PRESETS
+    + SERVE
+    + PROBE
+    + LADDER
+    + FILE_CASES
+    + CONFLICTS
+    + EXPORT
+)
 
 
 class ProbeAccepted(Exception):
@@ -428,9 +659,17 @@ CASE_LIMIT_S = 10.0  # one case; the whole corpus runs in about a minute
 
 #: other names an error may use for a flag: the preset kind (--gpu: hardware), what a path was read as (--model:
 #: config.json), the output key the JSON guard names when a finite input overflows (--price: cost), a file's column
-ALIASES = {"gpu": ("hardware",), "model": ("config.json",), "price": ("cost", "hardware", "budget"),
-           "inference-tokens": ("inference", "out of reach"), "n-col": ("runs",), "d-col": ("runs",), "loss-col": ("runs",),
-           "budget": ("pins",), "deadline": ("pins",)}
+ALIASES = {
+    "gpu": ("hardware",),
+    "model": ("config.json",),
+    "price": ("cost", "hardware", "budget"),
+    "inference-tokens": ("inference", "out of reach"),
+    "n-col": ("runs",),
+    "d-col": ("runs",),
+    "loss-col": ("runs",),
+    "budget": ("pins",),
+    "deadline": ("pins",),
+}
 
 
 def check(capsys, args: list[str], names: tuple[str, ...]) -> int | str:
@@ -463,12 +702,16 @@ def check(capsys, args: list[str], names: tuple[str, ...]) -> int | str:
         assert out == "", (args, out[:500])
         low = lines[0].lower()
         names = tuple(names) + tuple(a for n in names for a in ALIASES.get(n, ()))
-        assert any(n.lower() in low for n in names), f"{args}: the error names none of {names}: {lines[0][:500]}"
+        assert any(n.lower() in low for n in names), (
+            f"{args}: the error names none of {names}: {lines[0][:500]}"
+        )
         assert len(lines[0]) < 2000, (args, lines[0][:300])
     elif code == 0:
         assert err == "", (args, err[:2000])
         if "--json" in args:
-            json.loads(out, parse_constant=_reject_constant)  # exactly one document (trailing text fails)
+            json.loads(
+                out, parse_constant=_reject_constant
+            )  # exactly one document (trailing text fails)
     else:
         pytest.fail(f"{args}: exit status {code}; stderr {err[:500]}")
     return code
@@ -479,8 +722,11 @@ PROBE_PLAUSIBLE = {("--seq", "4k"), ("--data", "{text_empty.txt}")}
 PROBE_MUST_REFUSE = {tuple(a) for a, _ in PROBE if (a[1], a[2]) not in PROBE_PLAUSIBLE}
 
 
-@pytest.mark.parametrize(("args", "names"), CASES,
-                         ids=[" ".join((c.values if hasattr(c, "values") else c)[0])[:120] for c in CASES])
+@pytest.mark.parametrize(
+    ("args", "names"),
+    CASES,
+    ids=[" ".join((c.values if hasattr(c, "values") else c)[0])[:120] for c in CASES],
+)
 def test_hostile_case(sandbox, capsys, args, names):
     result = check(capsys, _fill(args, sandbox), names)
     if tuple(args) in PROBE_MUST_REFUSE:
@@ -511,20 +757,62 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _PLAUSIBLE = {
-    "--gpus": ["8", "64", "1k"], "--tokens": ["1B", "10B", "2T"], "--seq": ["2048", "4k"], "--price": ["2.5", "$3"],
-    "--global-batch": ["4M", "1M"], "--tp": ["1", "2", "8"], "--pp": ["1", "2"], "--zero": ["1", "3"],
-    "--micro-batch": ["1", "4"], "--precision": ["bf16", "fp8"], "--pue": ["1.2"], "--goodput": ["0.9"],
-    "--region": ["eu", "0.3"], "--inter-node-bw": ["400Gb/s"], "--memory-headroom": ["10%"],
-    "--deadline": ["30d", "1d"], "--budget": ["$1M", "100k GPUh"], "--params": ["1B..7B", "1B"],
-    "--max-gpus": ["64", "1024"], "--target-loss": ["2.2", "2.5"], "--flops": ["1e21", "1e23"],
-    "--inference-tokens": ["1e12"], "--loss": ["2.2"], "--unique-tokens": ["1T"],
+    "--gpus": ["8", "64", "1k"],
+    "--tokens": ["1B", "10B", "2T"],
+    "--seq": ["2048", "4k"],
+    "--price": ["2.5", "$3"],
+    "--global-batch": ["4M", "1M"],
+    "--tp": ["1", "2", "8"],
+    "--pp": ["1", "2"],
+    "--zero": ["1", "3"],
+    "--micro-batch": ["1", "4"],
+    "--precision": ["bf16", "fp8"],
+    "--pue": ["1.2"],
+    "--goodput": ["0.9"],
+    "--region": ["eu", "0.3"],
+    "--inter-node-bw": ["400Gb/s"],
+    "--memory-headroom": ["10%"],
+    "--deadline": ["30d", "1d"],
+    "--budget": ["$1M", "100k GPUh"],
+    "--params": ["1B..7B", "1B"],
+    "--max-gpus": ["64", "1024"],
+    "--target-loss": ["2.2", "2.5"],
+    "--flops": ["1e21", "1e23"],
+    "--inference-tokens": ["1e12"],
+    "--loss": ["2.2"],
+    "--unique-tokens": ["1T"],
 }
-_HOSTILE = st.sampled_from(BAD_NUMBERS + BAD_TEXT[:3] + BAD_UNITS + ["1e400", "-0", "+5", "5e-324", "1_000"])
+_HOSTILE = st.sampled_from(
+    BAD_NUMBERS + BAD_TEXT[:3] + BAD_UNITS + ["1e400", "-0", "+5", "5e-324", "1_000"]
+)
 _VERB_FLAGS = {
-    "estimate": ["--gpus", "--tokens", "--seq", "--price", "--global-batch", "--tp", "--pp", "--zero", "--micro-batch",
-                 "--precision", "--pue", "--goodput", "--region", "--inter-node-bw", "--memory-headroom"],
-    "solve": ["--deadline", "--budget", "--params", "--max-gpus", "--target-loss", "--seq", "--precision",
-              "--unique-tokens"],
+    "estimate": [
+        "--gpus",
+        "--tokens",
+        "--seq",
+        "--price",
+        "--global-batch",
+        "--tp",
+        "--pp",
+        "--zero",
+        "--micro-batch",
+        "--precision",
+        "--pue",
+        "--goodput",
+        "--region",
+        "--inter-node-bw",
+        "--memory-headroom",
+    ],
+    "solve": [
+        "--deadline",
+        "--budget",
+        "--params",
+        "--max-gpus",
+        "--target-loss",
+        "--seq",
+        "--precision",
+        "--unique-tokens",
+    ],
     "optimal": ["--flops", "--inference-tokens", "--loss", "--unique-tokens", "--precision"],
 }
 
@@ -542,7 +830,9 @@ def _cli_args(draw) -> list[str]:
 
 @pytest.mark.slow
 # derandomize: the same 1,000 examples on every run, so CI is reproducible (set it False to explore anew)
-@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(
+    max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
 @given(args=_cli_args())
 def test_hypothesis_over_the_flags(sandbox, capsys, args):
     """1,000 drawn flag sets: the same contract as the corpus (the error names one of the flags given)."""
@@ -550,5 +840,9 @@ def test_hypothesis_over_the_flags(sandbox, capsys, args):
         args = [*args[:-1], "--deadline", "30d", "--budget", "$1M", "--json"]
     if args[0] == "optimal" and not {"--flops", "--loss"} & set(args):
         args = [*args[:-1], "--flops", "1e23", "--json"]
-    check(capsys, args, tuple(a.lstrip("-") for a in args if a.startswith("--") and a != "--json")
-          + ("scenario", "pins", "minimize", "law", "tokens", "out of reach"))
+    check(
+        capsys,
+        args,
+        tuple(a.lstrip("-") for a in args if a.startswith("--") and a != "--json")
+        + ("scenario", "pins", "minimize", "law", "tokens", "out of reach"),
+    )

@@ -32,7 +32,16 @@ def config_dir(tmp_path_factory, monkeypatch):
 
 
 def record(key: str, pad: int = 0, **extra) -> dict:
-    return {"schema": SCHEMA, "key": key, "role": "fit", "N": 1000, "D": 5000, "loss": 2.5, "pad": "x" * pad, **extra}
+    return {
+        "schema": SCHEMA,
+        "key": key,
+        "role": "fit",
+        "N": 1000,
+        "D": 5000,
+        "loss": 2.5,
+        "pad": "x" * pad,
+        **extra,
+    }
 
 
 # ------------------------------------------------------------------ the records file
@@ -50,7 +59,9 @@ def test_append_and_read_back(tmp_path):
 
 def test_encode_refuses_what_would_not_read_back():
     with pytest.raises(ValueError):
-        encode_record({"schema": "trilemma.probe/1", "key": "k", "role": "fit", "N": 1, "D": 1, "loss": 1})
+        encode_record(
+            {"schema": "trilemma.probe/1", "key": "k", "role": "fit", "N": 1, "D": 1, "loss": 1}
+        )
     with pytest.raises(ValueError):
         encode_record(record("k", loss=math.nan))
     assert encode_record(record("k", note="two\nlines")).count(b"\n") == 1
@@ -96,7 +107,9 @@ def test_corrupt_and_foreign_lines_are_skipped_with_warnings(tmp_path):
     assert [r["key"] for r in got.records] == ["good-1"]
     text = "\n".join(got.warnings)
     assert len(got.warnings) == 5
-    assert ":2: skipped a line that is not JSON" in text and ":3: skipped not a ladder record" in text
+    assert (
+        ":2: skipped a line that is not JSON" in text and ":3: skipped not a ladder record" in text
+    )
     assert ":4: skipped not a JSON object" in text and "N is not a positive number" in text
     assert "unfinished last line" in text
     # the next record starts on a line of its own; the torn line stays one (skipped) line
@@ -138,7 +151,7 @@ def test_lr_rule_and_schedule():
     assert lrs[run.warmup_steps - 1] == pytest.approx(run.lr)
     assert max(lrs) == pytest.approx(run.lr)
     assert lrs[-1] == pytest.approx(run.lr * run.lr_final_ratio)
-    assert all(a >= b - 1e-15 for a, b in zip(lrs[run.warmup_steps:], lrs[run.warmup_steps + 1:]))
+    assert all(a >= b - 1e-15 for a, b in zip(lrs[run.warmup_steps :], lrs[run.warmup_steps + 1 :]))
 
 
 def test_shape_rule_and_sizes():
@@ -153,9 +166,13 @@ def test_shape_rule_and_sizes():
     with pytest.raises(InputError, match=r"'10,000'.*nearest: 6,736 \(2x16\) and 13,944 \(2x24\)"):
         lp.shape_for_params(1e4)  # between two rungs, 25% from neither
     with pytest.raises(InputError):  # held out more than 4x the largest fitted size
-        lp.make_plan(lp.GridChoice((16, 24, 32), (5.0, 20.0), 64, 10.0), hw=None, workers=1, threads=1)
+        lp.make_plan(
+            lp.GridChoice((16, 24, 32), (5.0, 20.0), 64, 10.0), hw=None, workers=1, threads=1
+        )
     with pytest.raises(InputError):  # held-out ratio outside the grid
-        lp.make_plan(lp.GridChoice((16, 24, 32), (5.0, 20.0), 48, 40.0), hw=None, workers=1, threads=1)
+        lp.make_plan(
+            lp.GridChoice((16, 24, 32), (5.0, 20.0), 48, 40.0), hw=None, workers=1, threads=1
+        )
 
 
 def _cpu_profile():
@@ -163,10 +180,19 @@ def _cpu_profile():
 
     # as `trilemma probe` writes a CPU's profile: with the GEMM curve it measured (a CPU has no GPU's tile
     # and wave quantisation, so small matmuls keep most of the peak), not the GPU-fitted constants
-    return HardwareSpec(name="local", vendor="CPU", peak_flop_per_s={"fp32": 8e10}, hbm_bytes=16e9,
-                        hbm_bw_bytes_per_s=2e10, intra_node_bw_bytes_per_s=2e9, inter_node_bw_bytes_per_s=2e9,
-                        devices_per_node=1, board_power_w=20.0, price_usd_per_hour=0.04,
-                        efficiency={"gemm_max": 0.9, "gemm_half_dim": 8.0, "balance_exponent": 0.0})
+    return HardwareSpec(
+        name="local",
+        vendor="CPU",
+        peak_flop_per_s={"fp32": 8e10},
+        hbm_bytes=16e9,
+        hbm_bw_bytes_per_s=2e10,
+        intra_node_bw_bytes_per_s=2e9,
+        inter_node_bw_bytes_per_s=2e9,
+        devices_per_node=1,
+        board_power_w=20.0,
+        price_usd_per_hour=0.04,
+        efficiency={"gemm_max": 0.9, "gemm_half_dim": 8.0, "balance_exponent": 0.0},
+    )
 
 
 def test_predicted_times_and_minutes():
@@ -206,10 +232,22 @@ class FakeTrainer:
             raise KeyboardInterrupt
         self.calls.append(run.key)
         loss = LAW["E"] + LAW["A"] / run.n ** LAW["alpha"] + LAW["B"] / run.tokens ** LAW["beta"]
-        return {"params_measured": run.params_total, "losses": [loss] * run.steps, "diverged": False,
-                "eval_loss": loss, "eval_tokens": run.eval_tokens, "train_loss": loss, "train_s": 0.01,
-                "eval_s": 0.001, "threads": 1, "torch": "fake", "started_at": "", "finished_at": "",
-                "load_average_start": None, "load_average_end": None}
+        return {
+            "params_measured": run.params_total,
+            "losses": [loss] * run.steps,
+            "diverged": False,
+            "eval_loss": loss,
+            "eval_tokens": run.eval_tokens,
+            "train_loss": loss,
+            "train_s": 0.01,
+            "eval_s": 0.001,
+            "threads": 1,
+            "torch": "fake",
+            "started_at": "",
+            "finished_at": "",
+            "load_average_start": None,
+            "load_average_end": None,
+        }
 
 
 @pytest.fixture
@@ -217,7 +255,9 @@ def fake(monkeypatch):
     import trilemma.ladder.run as run_mod
     import trilemma.ladder.train as train_mod
 
-    monkeypatch.setattr(run_mod, "local_profile", lambda measure=True: (None, "no profile in this test"))
+    monkeypatch.setattr(
+        run_mod, "local_profile", lambda measure=True: (None, "no profile in this test")
+    )
 
     def install(interrupt_at=None):
         t = FakeTrainer(interrupt_at)
@@ -323,7 +363,9 @@ def test_bad_input(tmp_path, fake):
     with pytest.raises(InputError):
         run_ladder(tmp_path / "x", tiny=True, sizes=[1e4, 2e4, 4e4, 8e4])
     with pytest.raises(InputError, match="sizes"):  # 3 sizes: 2 left to fit after holding one out
-        run_ladder(tmp_path / "x", sizes=[lp.params_of(lp.shape_for_width(w)) for w in (24, 32, 40)])
+        run_ladder(
+            tmp_path / "x", sizes=[lp.params_of(lp.shape_for_width(w)) for w in (24, 32, 40)]
+        )
     with pytest.raises(InputError):
         run_ladder(tmp_path / "x", workers=99)
     with pytest.raises(InputError):
@@ -337,8 +379,10 @@ def test_bad_input(tmp_path, fake):
 
 
 def test_import_does_not_import_torch():
-    code = ("import sys, trilemma.cli_ladder, trilemma.ladder, trilemma.ladder.plan, trilemma.ladder.records; "
-            "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules")
+    code = (
+        "import sys, trilemma.cli_ladder, trilemma.ladder, trilemma.ladder.plan, trilemma.ladder.records; "
+        "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -351,12 +395,39 @@ def test_pool_two_workers_real_training(tmp_path):
     from trilemma.ladder.train import corpus_view, run_to_dict
 
     view = corpus_view(None)
-    runs = [replace(lp.make_run("fit", lp.shape_for_width(16), 5.0, eval_tokens=2048,
-                                data_fingerprint=view.fingerprint), steps=6, warmup_steps=2, seed=s) for s in range(3)]
+    runs = [
+        replace(
+            lp.make_run(
+                "fit",
+                lp.shape_for_width(16),
+                5.0,
+                eval_tokens=2048,
+                data_fingerprint=view.fingerprint,
+            ),
+            steps=6,
+            warmup_steps=2,
+            seed=s,
+        )
+        for s in range(3)
+    ]
     out = tmp_path / "runs.jsonl"
     seen = []
-    recs = run_pool([{"run": run_to_dict(r), "predicted_s": None, "hardware": None, "power_w": 10.0, "out": str(out),
-                      "data": None} for r in runs], workers=2, threads=1, on_done=seen.append)
+    recs = run_pool(
+        [
+            {
+                "run": run_to_dict(r),
+                "predicted_s": None,
+                "hardware": None,
+                "power_w": 10.0,
+                "out": str(out),
+                "data": None,
+            }
+            for r in runs
+        ],
+        workers=2,
+        threads=1,
+        on_done=seen.append,
+    )
     got = read_records(out)
     assert got.warnings == () and len(got.records) == 3 == len(recs) == len(seen)
     assert sorted(r["key"] for r in got.records) == sorted(r.key for r in runs)
@@ -387,8 +458,12 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
     out, png = tmp_path / "lad", tmp_path / "ladder.png"
     cmd = [sys.executable, "-m", "trilemma.cli", "ladder", "--tiny", "--out", str(out), "--json"]
     # a terminal's Ctrl-C: make sure the child does not inherit an ignored SIGINT
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # noqa: PLW1509
     runs = out / "runs.jsonl"
     deadline = time.time() + 90
     while time.time() < deadline and (not runs.exists() or runs.read_bytes().count(b"\n") < 2):
@@ -416,7 +491,9 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
     assert doc["totals"]["wall_s"] > 0
     ho = doc["held_out"]
     assert ho["measured"] > 0 and ho["low"] <= ho["predicted"] <= ho["high"]
-    assert math.isfinite(ho["error"]) and abs(ho["error"]) < 0.3  # a figure, not a floor, for the tiny grid
+    assert (
+        math.isfinite(ho["error"]) and abs(ho["error"]) < 0.3
+    )  # a figure, not a floor, for the tiny grid
     # issue 16: the band is the parameter spread and the out-of-sample error: the held-out run lies inside
     assert ho["low"] <= ho["measured"] <= ho["high"] and ho["within_band"]
     lines = runs.read_bytes().split(b"\n")
@@ -435,19 +512,23 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
 
 def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
     """Issue 16: `ladder --dry-run` ran the whole bootstrap refit (a minute) though it "trains nothing"."""
-    from trilemma.ladder import run_ladder
     import trilemma.ladder.run as run_mod
+    from trilemma.ladder import run_ladder
 
     out = tmp_path / "lad"
     fake()
     run_ladder(out, tiny=True, n_boot=20)  # a finished ladder to look at
     t = fake()
-    monkeypatch.setattr(run_mod, "_fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted"))
+    monkeypatch.setattr(
+        run_mod, "_fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted")
+    )
     res = run_ladder(out, tiny=True, n_boot=20, dry_run=True)
     assert t.calls == [] and res.totals.resumed == 10
 
 
-def _ladder_child(out: str, queue) -> None:  # a second process: the test's fake trainer, the real lock
+def _ladder_child(
+    out: str, queue
+) -> None:  # a second process: the test's fake trainer, the real lock
     import trilemma.ladder.run as run_mod
     import trilemma.ladder.train as train_mod
     from trilemma.ladder import run_ladder

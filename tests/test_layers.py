@@ -23,7 +23,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("trilemma.shape",),  # a parameter target → a model shape (uses the parameter count)
     ("trilemma.specs.build",),  # user input → specs with the stated defaults (presets, hf, shape)
     ("trilemma.quality",),  # scaling laws
-    ("trilemma.solve", "trilemma.validate", "trilemma.probe", "trilemma.export"),  # export: a plan → engine files
+    (
+        "trilemma.solve",
+        "trilemma.validate",
+        "trilemma.probe",
+        "trilemma.export",
+    ),  # export: a plan → engine files
     ("trilemma.ladder",),  # trains with the probe's model
     ("trilemma.report",),  # printers, JSON, plots
     ("trilemma.api",),  # the façade
@@ -38,7 +43,9 @@ def _home(module: str) -> tuple[int, str] | None:
     best = None
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > len(best[1])):
+            if (module == p or module.startswith(p + ".")) and (
+                best is None or len(p) > len(best[1])
+            ):
                 best = (i, p)
     return best
 
@@ -52,7 +59,11 @@ def _type_only(tree: ast.AST) -> set[int]:
     """ids of the nodes under ``if TYPE_CHECKING:`` (annotations only: no dependency at run time)."""
     out: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
             out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return out
 
@@ -73,8 +84,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_every_module_has_a_layer():
-    missing = [_module_name(p) for p in PACKAGE.rglob("*.py") if _home(_module_name(p)) is None
-               and _module_name(p) != "trilemma"]
+    missing = [
+        _module_name(p)
+        for p in PACKAGE.rglob("*.py")
+        if _home(_module_name(p)) is None and _module_name(p) != "trilemma"
+    ]
     assert not missing, f"place these in LAYERS: {missing}"
 
 

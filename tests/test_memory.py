@@ -20,7 +20,11 @@ import numpy as np
 import pytest
 
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.memory import activation_bytes_per_layer, memory_per_device, model_state_bytes
+from trilemma.estimate.memory import (
+    activation_bytes_per_layer,
+    memory_per_device,
+    model_state_bytes,
+)
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, get_model
 from trilemma.specs import DtypeSpec, Layout, ModelSpec, Precision, Stage, TrainingPlan
@@ -75,9 +79,12 @@ def test_flash_attention_removes_the_s_squared_term():
 
 
 def _plan(m: ModelSpec, seq: int = S, grad: str = "fp32", flash: bool = False) -> TrainingPlan:
-    return TrainingPlan(stages=(Stage(tokens=1e9, seq_len=seq, global_batch_tokens=seq * 1024),),
-                        precision=Precision.FP16, dtypes=DtypeSpec.for_precision(Precision.FP16, grad=grad),
-                        flash_attention=flash)
+    return TrainingPlan(
+        stages=(Stage(tokens=1e9, seq_len=seq, global_batch_tokens=seq * 1024),),
+        precision=Precision.FP16,
+        dtypes=DtypeSpec.for_precision(Precision.FP16, grad=grad),
+        flash_attention=flash,
+    )
 
 
 def test_gpt3_175b_tp8_pp8_first_stage_holds_L_layers_worth():
@@ -102,13 +109,22 @@ def test_full_recompute_keeps_inputs_plus_one_live_layer():
     lay = _L(tp=8, pp=8, dp=1, sp=True, recompute="full")
     mem = memory_per_device(GPT3, pc, _plan(GPT3), lay, S, np.array([64.0]), constants()["memory"])
     one_layer, _ = _act(GPT3, lay)
-    kept = 2 * S * B * h / 8  # each layer's input, sequence-parallel over tp 8 (Korthikanti §4.1, "2sbh")
+    kept = (
+        2 * S * B * h / 8
+    )  # each layer's input, sequence-parallel over tp 8 (Korthikanti §4.1, "2sbh")
     # the layer being recomputed holds its full activations: one_layer beyond the input it kept
     assert float(mem.activations[0]) == pytest.approx(L_ * kept + (one_layer - kept), rel=1e-9)
 
 
-@pytest.mark.parametrize("zero,per_param", [(0, lambda P, n: 16 * P), (1, lambda P, n: 4 * P + 12 * P / n),
-                                            (2, lambda P, n: 2 * P + 14 * P / n), (3, lambda P, n: 16 * P / n)])
+@pytest.mark.parametrize(
+    "zero,per_param",
+    [
+        (0, lambda P, n: 16 * P),
+        (1, lambda P, n: 4 * P + 12 * P / n),
+        (2, lambda P, n: 2 * P + 14 * P / n),
+        (3, lambda P, n: 16 * P / n),
+    ],
+)
 def test_zero_figure1_model_states(zero, per_param):
     """ZeRO Fig. 1 (K = 12, fp16 weights and gradients), pp = tp = 1."""
     m = get_model("llama2-7b")
@@ -118,7 +134,9 @@ def test_zero_figure1_model_states(zero, per_param):
     w, g, o, local = model_state_bytes(m, pc, _plan(m, grad="fp16"), lay, first=True)
     assert float(local[0]) == pytest.approx(pc.total)
     states = float(w[0] + g[0] + o[0])
-    gathered = 2 * pc.per_dense_layer * 2 * (1 - 1 / n) if zero == 3 else 0  # ZeRO-3 prefetches two layers
+    gathered = (
+        2 * pc.per_dense_layer * 2 * (1 - 1 / n) if zero == 3 else 0
+    )  # ZeRO-3 prefetches two layers
     assert states - gathered == pytest.approx(per_param(pc.total, n), rel=1e-9)
 
 

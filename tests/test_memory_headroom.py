@@ -25,11 +25,16 @@ def test_default_headroom_is_the_upper_end_of_the_memory_band():
 def test_fits_means_peak_below_capacity_less_headroom(headroom):
     e = estimate("llama2-7b", "a100-80gb", 64, 1e11, cluster={"memory_headroom": headroom})
     m = e.memory
-    assert m.headroom == headroom and m.usable_bytes == pytest.approx(m.capacity_bytes * (1 - headroom))
+    assert m.headroom == headroom and m.usable_bytes == pytest.approx(
+        m.capacity_bytes * (1 - headroom)
+    )
     assert m.fits and m.per_gpu_bytes <= m.usable_bytes  # the chosen layout fits with its headroom
     assert m.free_bytes == pytest.approx(m.capacity_bytes - m.per_gpu_bytes)
     d = e.to_dict()["memory"]
-    assert d["free_fraction"] == pytest.approx(m.free_bytes / m.capacity_bytes) and d["headroom"] == headroom
+    assert (
+        d["free_fraction"] == pytest.approx(m.free_bytes / m.capacity_bytes)
+        and d["headroom"] == headroom
+    )
 
 
 def test_more_headroom_never_picks_a_layout_that_uses_more_memory():
@@ -51,7 +56,9 @@ def test_a_cpu_has_no_gpu_framework_overhead():
     a = estimate("gpt2-124m", gpu, 1, 1e9, layout=layout).memory
     b = estimate("gpt2-124m", cpu, 1, 1e9, layout=layout).memory
     mem = constants()["memory"]
-    outside = gpu.cuda_context_bytes + mem["framework_residual_bytes"]  # one GPU: no NCCL communicator
+    outside = (
+        gpu.cuda_context_bytes + mem["framework_residual_bytes"]
+    )  # one GPU: no NCCL communicator
     assert outside > 0
     assert a.per_gpu_bytes == pytest.approx(b.per_gpu_bytes + outside, rel=1e-12)
     measured = cpu.model_copy(update={"framework_overhead_bytes": 1e8})
@@ -63,8 +70,8 @@ def test_fused_loss_keeps_8_bytes_per_logit_and_eager_12():
     """The logits' bytes at the start of backward: eager cross_entropy(logits.float()) 12 per element
     (log-softmax output, its gradient and the cast's gradient, fp32), a fused kernel 8 (Megatron-LM's
     vocab-parallel cross entropy: fp32 logits and one fp32 gradient buffer)."""
-    from trilemma.specs.build import make_plan
     from trilemma.presets import get_model
+    from trilemma.specs.build import make_plan
 
     m = get_model("gpt2-124m")
     layout = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "micro_batch": 2}

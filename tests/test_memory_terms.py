@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.memory import (COMPILED_GATED_HIDDEN, activation_bytes_per_layer, float8_cast_bytes,
-                                      memory_per_device, nccl_buffer_bytes)
+from trilemma.estimate.memory import (
+    COMPILED_GATED_HIDDEN,
+    activation_bytes_per_layer,
+    float8_cast_bytes,
+    memory_per_device,
+    nccl_buffer_bytes,
+)
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, get_hardware, get_model
 from trilemma.specs import Layout, Recompute
@@ -28,7 +33,9 @@ def test_nccl_buffers_per_process_group_by_hand() -> None:
     assert c["nccl_buffsize_bytes"] == 4 * MIB
     assert c["nccl_ll_buffsize_bytes"] == 8 * 512 * 8 * 16 == 524_288
     assert c["nccl_ll128_buffsize_bytes"] == 120 * 640 * 8 * 8 == 4_915_200
-    per_comm = 16 * 2 * (4_194_304 + 524_288 + 4_915_200)  # 16 channels × 2 ring peers = 308,281,344
+    per_comm = (
+        16 * 2 * (4_194_304 + 524_288 + 4_915_200)
+    )  # 16 channels × 2 ring peers = 308,281,344
     # dp 8 × tp 2: two communicators; one rank alone: none; dp, tp, pp, cp all > 1: four
     got = nccl_buffer_bytes(_L(tp=2, dp=8), c)
     assert float(got[0]) == 2 * per_comm == 616_562_688
@@ -49,12 +56,16 @@ def test_cuda_context_is_the_devices_own_and_shows_by_name() -> None:
     assert get_hardware("h100-sxm").cuda_context_bytes == 287_047_680
     # V100: 1343 MiB measured by Hugging Face's memory anatomy doc
     assert get_hardware("v100-32gb").cuda_context_bytes == 1343 * MIB
-    est = _estimate("h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.FULL))
+    est = _estimate(
+        "h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.FULL)
+    )
     mem = est.memory
     assert mem.cuda_context == 287_047_680
     assert mem.nccl == 16 * 2 * (4_194_304 + 524_288 + 4_915_200)  # one group (dp 8)
     # other = logits + context + NCCL + residual; the JSON shows each by name
-    assert mem.other == pytest.approx(mem.logits + mem.cuda_context + mem.nccl + mem.framework_residual)
+    assert mem.other == pytest.approx(
+        mem.logits + mem.cuda_context + mem.nccl + mem.framework_residual
+    )
     doc = est.to_dict()["memory"]
     parts = doc["other_parts"]
     assert set(parts) == {"cuda_context", "nccl", "framework_residual", "logits"}
@@ -77,18 +88,30 @@ def test_device_total_counts_context_and_nccl_reserved_does_not() -> None:
     outside = mem.context_bytes + float(mem.nccl_bytes[0]) + mem.residual_bytes
     alloc = memory_quantity("peak_allocated_bytes", total, ev)
     assert alloc == pytest.approx(total - outside)
-    assert memory_quantity("peak_reserved_bytes", total, ev) == pytest.approx(alloc * (1 + mem.fragmentation))
+    assert memory_quantity("peak_reserved_bytes", total, ev) == pytest.approx(
+        alloc * (1 + mem.fragmentation)
+    )
     assert memory_quantity("peak_memory_bytes", total, ev) == pytest.approx(
-        alloc * (1 + mem.fragmentation) + 287_047_680 + 2 * 308_281_344 + mem.residual_bytes)
+        alloc * (1 + mem.fragmentation) + 287_047_680 + 2 * 308_281_344 + mem.residual_bytes
+    )
 
 
 def test_a_cpu_has_no_context_and_no_nccl() -> None:
     from trilemma.estimate.evaluate import outside_allocator
     from trilemma.specs import HardwareSpec
 
-    cpu = HardwareSpec(name="cpu", family="cpu", peak_flop_per_s={"fp32": 1e11}, hbm_bytes=8e9,
-                       hbm_bw_bytes_per_s=2e10, intra_node_bw_bytes_per_s=1e10, inter_node_bw_bytes_per_s=1e9,
-                       devices_per_node=1, board_power_w=100, price_usd_per_hour=0.1)
+    cpu = HardwareSpec(
+        name="cpu",
+        family="cpu",
+        peak_flop_per_s={"fp32": 1e11},
+        hbm_bytes=8e9,
+        hbm_bw_bytes_per_s=2e10,
+        intra_node_bw_bytes_per_s=1e10,
+        inter_node_bw_bytes_per_s=1e9,
+        devices_per_node=1,
+        board_power_w=100,
+        price_usd_per_hour=0.1,
+    )
     t = outside_allocator(make_cluster(cpu, 1), constants())
     assert t == {"cuda_context_bytes": 0.0, "nccl_channels": 0.0, "framework_residual_bytes": 0.0}
 
@@ -101,11 +124,17 @@ def test_float8_casts_by_hand_and_nothing_else_changes() -> None:
     s, b, d, f = 8192, 2, 4096, 14336
     up = s * b * d + 2 * s * b * f + d * f  # 67,108,864 + 469,762,048 + 58,720,256
     assert up == 595_591_168
-    assert float(float8_cast_bytes(m, s, L)[0]) == up  # larger than the down projection's 427,819,008
+    assert (
+        float(float8_cast_bytes(m, s, L)[0]) == up
+    )  # larger than the down projection's 427,819,008
     c = dict(constants()["memory"], cuda_context_bytes=0.0, framework_residual_bytes=0.0)
     pc = param_counts(m)
-    bf16 = memory_per_device(m, pc, make_plan(m, 1e9, s, float(s * 16), "bf16"), L, s, np.array([1.0]), c)
-    fp8 = memory_per_device(m, pc, make_plan(m, 1e9, s, float(s * 16), "fp8"), L, s, np.array([1.0]), c)
+    bf16 = memory_per_device(
+        m, pc, make_plan(m, 1e9, s, float(s * 16), "bf16"), L, s, np.array([1.0]), c
+    )
+    fp8 = memory_per_device(
+        m, pc, make_plan(m, 1e9, s, float(s * 16), "fp8"), L, s, np.array([1.0]), c
+    )
     for k in range(3):  # weights, gradients, optimizer: bf16 weights and fp32 master either way
         assert float(fp8.first[k][0]) == float(bf16.first[k][0])
     assert float(fp8.first[3][0] - bf16.first[3][0]) == pytest.approx(up)
@@ -126,8 +155,8 @@ def test_compile_saves_one_hidden_tensor_of_a_gated_mlp(name: str, gated: bool) 
 
 
 def test_compile_flag_reaches_the_plan_from_the_cli_and_a_scenario(tmp_path) -> None:
-    from trilemma.solve.scenario import read_scenario
     from trilemma.errors import InputError
+    from trilemma.solve.scenario import read_scenario
 
     p = tmp_path / "s.toml"
     p.write_text("compile = true\n", encoding="utf-8")
@@ -135,9 +164,15 @@ def test_compile_flag_reaches_the_plan_from_the_cli_and_a_scenario(tmp_path) -> 
     p.write_text('compile = "yes"\n', encoding="utf-8")
     with pytest.raises(InputError):
         read_scenario(str(p))
-    est = _estimate("h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.NONE),
-                    compile=True)
-    plain = _estimate("h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.NONE))
+    est = _estimate(
+        "h100-sxm",
+        8,
+        Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.NONE),
+        compile=True,
+    )
+    plain = _estimate(
+        "h100-sxm", 8, Layout(tp=1, pp=1, dp=8, zero=3, micro_batch=1, recompute=Recompute.NONE)
+    )
     assert est.to_dict()["memory"]["compile"] is True
     # 32 layers × 4096 tokens × 11008 × 2 bytes fewer activations
     assert plain.memory.activations - est.memory.activations == pytest.approx(32 * 4096 * 11008 * 2)
@@ -150,8 +185,9 @@ def test_compile_partitioner_recomputes_act_gate_on_this_machine() -> None:
     torch = pytest.importorskip("torch")
     from trilemma.probe.model import Block, rope_tables
 
-    m = get_model("llama2-7b").replace(n_layers=1, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=352,
-                                       vocab_size=256)
+    m = get_model("llama2-7b").replace(
+        n_layers=1, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=352, vocab_size=256
+    )
     torch.manual_seed(0)
     blk = Block(m, False)
     S, B, f = 48, 2, 352
@@ -174,7 +210,9 @@ def test_compile_partitioner_recomputes_act_gate_on_this_machine() -> None:
         return sum(seen.values())
 
     eager = hidden_saved(lambda x: blk(x, rope))
-    compiled = hidden_saved(torch.compile(lambda x: blk(x, rope), backend="aot_eager_decomp_partition"))
+    compiled = hidden_saved(
+        torch.compile(lambda x: blk(x, rope), backend="aot_eager_decomp_partition")
+    )
     unit = S * B * f * 4  # one f-wide fp32 tensor
     assert eager == 4 * unit
     assert compiled == COMPILED_GATED_HIDDEN * unit
@@ -193,8 +231,15 @@ def test_overlapped_collectives_slow_the_compute_they_hide_behind():
     assert channels == 16
     a100 = get_hardware("a100-80gb")
     assert a100.compute_units == 108
-    assert collective_interference_s(np.array([1.0]), channels, a100.compute_units)[0] == pytest.approx(16 / 92)
-    assert collective_interference_s(np.array([1.0]), channels, get_hardware("tpu-v4").compute_units)[0] == 0.0
+    assert collective_interference_s(np.array([1.0]), channels, a100.compute_units)[
+        0
+    ] == pytest.approx(16 / 92)
+    assert (
+        collective_interference_s(np.array([1.0]), channels, get_hardware("tpu-v4").compute_units)[
+            0
+        ]
+        == 0.0
+    )
     assert collective_interference_s(np.array([0.0]), channels, a100.compute_units)[0] == 0.0
 
 
@@ -214,7 +259,12 @@ def _loss_peak_bytes_per_logit(world: int, vocab: tuple[int, int] = (4096, 8192)
     from torch.distributed._tools.mem_tracker import MemTracker
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, SequenceParallel, loss_parallel, parallelize_module
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        SequenceParallel,
+        loss_parallel,
+        parallelize_module,
+    )
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     b, s, d = 2, 512, 64
@@ -228,8 +278,16 @@ def _loss_peak_bytes_per_logit(world: int, vocab: tuple[int, int] = (4096, 8192)
             x = torch.randn(b, s // world, d, dtype=torch.bfloat16, requires_grad=True)
             ctx: contextlib.AbstractContextManager = contextlib.nullcontext()
             if world > 1:
-                parallelize_module(head, mesh, {"0": SequenceParallel(), "1": ColwiseParallel(
-                    input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)})
+                parallelize_module(
+                    head,
+                    mesh,
+                    {
+                        "0": SequenceParallel(),
+                        "1": ColwiseParallel(
+                            input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False
+                        ),
+                    },
+                )
                 x = DTensor.from_local(x, mesh, [Shard(1)], run_check=False)
                 ctx = loss_parallel()
             target = torch.randint(0, V, (b, s))
@@ -248,8 +306,9 @@ def _loss_peak_bytes_per_logit(world: int, vocab: tuple[int, int] = (4096, 8192)
     return (peaks[1] - peaks[0]) / (b * s * (vocab[1] - vocab[0]) / world)
 
 
-@pytest.mark.parametrize("world, key", [(1, "logits_bytes_per_element"),
-                                        (8, "loss_parallel_logits_bytes_per_element")])
+@pytest.mark.parametrize(
+    "world, key", [(1, "logits_bytes_per_element"), (8, "loss_parallel_logits_bytes_per_element")]
+)
 def test_logits_bytes_per_element_as_pytorch_counts_them(world: int, key: str) -> None:
     """Eager cross entropy on one rank holds 12 bytes per logit at its peak (the fp32 log-softmax output,
     its gradient and the gradient of the fp32 cast); DTensor's loss_parallel across TP ranks holds 16 (the
@@ -267,8 +326,10 @@ def test_eager_loss_under_tp_costs_loss_parallels_bytes_and_the_head_input_count
     tokens = 2 * 4096
     head = 2 * tokens * m.d_model * (1 + 1 / 8)
     mem = constants()["memory"]
-    for est, per in ((eager, mem["loss_parallel_logits_bytes_per_element"]),
-                     (fused, mem["fused_logits_bytes_per_element"])):
+    for est, per in (
+        (eager, mem["loss_parallel_logits_bytes_per_element"]),
+        (fused, mem["fused_logits_bytes_per_element"]),
+    ):
         parts = est.to_dict()["memory"]["other_parts"]
         assert parts["logits"] == pytest.approx(tokens * m.vocab_size / 8 * per + head)
 
@@ -331,7 +392,9 @@ def test_autocast_probabilities_by_hand() -> None:
     amp, _ = activation_bytes_per_layer(m, s, L, 2.0, False, probs_bytes=4.0)
     assert float(amp[0] - eager[0]) == pytest.approx((7 - 5) * n)
     fp32_norms, _ = activation_bytes_per_layer(m, s, L, 2.0, False, norm_bytes=4.0)
-    assert float(fp32_norms[0] - eager[0]) == pytest.approx(2 * (4 - 2) * s * m.d_model)  # two norms a layer
+    assert float(fp32_norms[0] - eager[0]) == pytest.approx(
+        2 * (4 - 2) * s * m.d_model
+    )  # two norms a layer
 
 
 def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None:
@@ -346,7 +409,11 @@ def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None
     import torch.nn.functional as F
     from torch import nn
     from torch.distributed._tools.mem_tracker import MemTracker
-    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+    from torch.utils.checkpoint import (
+        CheckpointPolicy,
+        checkpoint,
+        create_selective_checkpoint_contexts,
+    )
 
     d, h, kv, f, S, B = 128, 4, 2, 352, 64, 2
     hd = d // h
@@ -358,14 +425,21 @@ def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None
 
         def forward(self, x):
             y = x.float()
-            return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(x) * self.weight
+            return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6)).type_as(
+                x
+            ) * self.weight
 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.n1, self.n2 = Norm(), Norm()
             lin = lambda i, o: nn.Linear(i, o, bias=False)  # noqa: E731
-            self.wq, self.wk, self.wv, self.wo = lin(d, d), lin(d, kv * hd), lin(d, kv * hd), lin(d, d)
+            self.wq, self.wk, self.wv, self.wo = (
+                lin(d, d),
+                lin(d, kv * hd),
+                lin(d, kv * hd),
+                lin(d, d),
+            )
             self.w1, self.w2, self.w3 = lin(d, f), lin(f, d), lin(d, f)
 
         def forward(self, x):
@@ -373,7 +447,11 @@ def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None
             q = self.wq(y).view(B, S, h, hd).transpose(1, 2)
             k = self.wk(y).view(B, S, kv, hd).transpose(1, 2).repeat_interleave(h // kv, 1)
             v = self.wv(y).view(B, S, kv, hd).transpose(1, 2).repeat_interleave(h // kv, 1)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, S, d)
+            o = (
+                F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                .transpose(1, 2)
+                .reshape(B, S, d)
+            )
             x = x + self.wo(o)
             z = self.n2(x)
             return x + self.w2(F.silu(self.w1(z)) * self.w3(z))
@@ -389,6 +467,7 @@ def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None
                 count["mm"] += 1
             keep = op in save and not (op == aten.mm.default and count["mm"] % 2 == 0)
             return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
         return create_selective_checkpoint_contexts(decide)
 
     torch.manual_seed(0)
@@ -397,7 +476,9 @@ def test_op_level_checkpointing_keeps_the_inventory_eager_and_compiled() -> None
     def sac(x):
         return checkpoint(blk, x, use_reentrant=False, context_fn=policy)
 
-    m = get_model("llama3-8b").replace(n_layers=1, d_model=d, n_heads=h, n_kv_heads=kv, ffn_dim=f, vocab_size=256)
+    m = get_model("llama3-8b").replace(
+        n_layers=1, d_model=d, n_heads=h, n_kv_heads=kv, ffn_dim=f, vocab_size=256
+    )
     _, kept = activation_bytes_per_layer(m, S, _L(micro_batch=B, recompute=Recompute.OP), 4.0, True)
     for fn in (sac, torch.compile(sac, backend="aot_eager_decomp_partition")):
         x = torch.randn(B, S, d, requires_grad=True)

@@ -24,12 +24,13 @@ def test_tracker_counts_adamw_states_by_hand():
     (DtypeSpec.for_precision): 2 + 4 (fp32 main grad) + 12 (fp32 master + moments). AdamW also keeps
     one fp32 step counter per parameter tensor (torch.optim.AdamW state["step"])."""
     from trilemma.probe.memtrack import track_step
-
     from trilemma.probe.model import build_model
 
     spec = _tiny()
     n = param_counts(spec).total
-    steps = 4 * len(list(build_model(spec, "meta").parameters()))  # AdamW's fp32 step count per tensor
+    steps = 4 * len(
+        list(build_model(spec, "meta").parameters())
+    )  # AdamW's fp32 step count per tensor
     r = track_step(spec, 1024, 2, "fp32")  # logits big enough for the peak to fall in backward
     assert (r.weights_bytes, r.gradients_bytes, r.optimizer_bytes) == (4 * n, 4 * n, 8 * n + steps)
     r = track_step(spec, 1024, 2, "bf16")
@@ -94,4 +95,7 @@ def test_model_states_exact_without_sharding(subset_rows):
     for r in subset_rows:
         if "zero0" in r["config"]:
             for k in ("weights", "grads", "optimizer"):
-                assert r[f"plan_{k}"] == pytest.approx(r[f"torch_{k}"], rel=1e-5), (r["config"], k)  # AdamW adds 4 bytes per tensor (step)
+                assert r[f"plan_{k}"] == pytest.approx(r[f"torch_{k}"], rel=1e-5), (
+                    r["config"],
+                    k,
+                )  # AdamW adds 4 bytes per tensor (step)

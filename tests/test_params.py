@@ -40,8 +40,11 @@ def test_published_total(row: dict[str, str]) -> None:
         assert ours.total == pytest.approx(published, rel=tol)
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r["published_active"]],
-                         ids=[r["model"] for r in ROWS if r["published_active"]])
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if r["published_active"]],
+    ids=[r["model"] for r in ROWS if r["published_active"]],
+)
 def test_published_active(row: dict[str, str]) -> None:
     ours = param_counts(get_model(row["model"]))
     published = int(row["published_active"])
@@ -70,14 +73,14 @@ def test_every_preset_has_a_published_row() -> None:
 def test_gpt2_124m_inventory_by_hand() -> None:
     # GPT-2 small (openai-community/gpt2): d = 768, 12 layers, vocab 50257, 1024 positions.
     d, L, V, P = 768, 12, 50257, 1024
-    wte = V * d                      # 38,597,376 token embeddings (the LM head shares them)
-    wpe = P * d                      #    786,432 learned positions
-    ln_1 = 2 * d                     #      1,536 weight + bias
-    c_attn = d * 3 * d + 3 * d       #  1,771,776 fused Q, K, V with bias
-    attn_proj = d * d + d            #    590,592 output projection with bias
-    ln_2 = 2 * d                     #      1,536
-    c_fc = d * 4 * d + 4 * d         #  2,362,368 MLP up with bias
-    mlp_proj = 4 * d * d + d         #  2,360,064 MLP down with bias
+    wte = V * d  # 38,597,376 token embeddings (the LM head shares them)
+    wpe = P * d  #    786,432 learned positions
+    ln_1 = 2 * d  #      1,536 weight + bias
+    c_attn = d * 3 * d + 3 * d  #  1,771,776 fused Q, K, V with bias
+    attn_proj = d * d + d  #    590,592 output projection with bias
+    ln_2 = 2 * d  #      1,536
+    c_fc = d * 4 * d + 4 * d  #  2,362,368 MLP up with bias
+    mlp_proj = 4 * d * d + d  #  2,360,064 MLP down with bias
     layer = ln_1 + c_attn + attn_proj + ln_2 + c_fc + mlp_proj
     assert layer == 12 * d * d + 13 * d == 7_087_872
     ln_f = 2 * d
@@ -87,17 +90,17 @@ def test_gpt2_124m_inventory_by_hand() -> None:
     p = param_counts(get_model("gpt2"))
     assert p.total == total
     assert p.per_dense_layer == layer
-    assert p.embedding == wte + wpe                  # tied head not counted twice
+    assert p.embedding == wte + wpe  # tied head not counted twice
     assert p.non_embedding == L * layer + ln_f == 85_056_000
 
 
 def test_llama2_7b_inventory_by_hand() -> None:
     # Llama-2-7B: d 4096, 32 layers, SwiGLU f 11008, vocab 32000, RMSNorm, no biases, untied head.
     d, L, f, V = 4096, 32, 11008, 32000
-    attn = 4 * d * d                 # q, k, v, o (n_kv_heads = n_heads)
-    mlp = 3 * d * f                  # gate, up, down
-    norms = 2 * d                    # input_layernorm, post_attention_layernorm (weight only)
-    total = V * d + L * (attn + mlp + norms) + d + V * d   # embed, layers, final norm, lm_head
+    attn = 4 * d * d  # q, k, v, o (n_kv_heads = n_heads)
+    mlp = 3 * d * f  # gate, up, down
+    norms = 2 * d  # input_layernorm, post_attention_layernorm (weight only)
+    total = V * d + L * (attn + mlp + norms) + d + V * d  # embed, layers, final norm, lm_head
     assert total == 6_738_415_616
     assert param_counts(get_model("llama-2-7b")).total == total
 
@@ -114,7 +117,7 @@ def test_bert_base_inventory_by_hand() -> None:
     # BertModel (bert-base-uncased): embeddings + LayerNorm, 12 post-LN layers, pooler; no final
     # norm.
     d, L, V, P, T, f = 768, 12, 30522, 512, 2, 3072
-    embeddings = (V + P + T) * d + 2 * d             # word, position, token type, LayerNorm
+    embeddings = (V + P + T) * d + 2 * d  # word, position, token type, LayerNorm
     layer = (4 * d * d + 4 * d) + 2 * d + (2 * d * f + f + d) + 2 * d
     pooler = d * d + d
     assert embeddings + L * layer + pooler == 109_482_240
@@ -128,7 +131,7 @@ def test_mixtral_active_by_hand() -> None:
     d, L, f, V, E, k, dkv = 4096, 32, 14336, 32000, 8, 2, 1024
     expert = 3 * d * f
     shared = 2 * d * d + 2 * d * dkv + 2 * d + d * E  # attention, two RMSNorms, router
-    outer = 2 * V * d + d                             # embed, lm_head, final norm
+    outer = 2 * V * d + d  # embed, lm_head, final norm
     assert outer + L * (shared + E * expert) == 46_702_792_704
     assert outer + L * (shared + k * expert) == 12_879_925_248
     p = param_counts(get_model("mixtral-8x7b-v0.1"))
@@ -139,9 +142,14 @@ def test_mixtral_active_by_hand() -> None:
 # Biderman et al. 2023 (Pythia) Table 1 lists non-embedding parameters (embed_in and embed_out
 # excluded).
 PYTHIA_NON_EMBEDDING = {
-    "pythia-70m": 18_915_328, "pythia-160m": 85_056_000, "pythia-410m": 302_311_424,
-    "pythia-1b": 805_736_448, "pythia-1.4b": 1_208_602_624, "pythia-2.8b": 2_517_652_480,
-    "pythia-6.9b": 6_444_163_072, "pythia-12b": 11_327_027_200,
+    "pythia-70m": 18_915_328,
+    "pythia-160m": 85_056_000,
+    "pythia-410m": 302_311_424,
+    "pythia-1b": 805_736_448,
+    "pythia-1.4b": 1_208_602_624,
+    "pythia-2.8b": 2_517_652_480,
+    "pythia-6.9b": 6_444_163_072,
+    "pythia-12b": 11_327_027_200,
 }
 
 
@@ -150,7 +158,7 @@ def test_pythia_non_embedding(name: str, expected: int) -> None:
     p = param_counts(get_model(name))
     assert p.non_embedding == expected
     m = get_model(name)
-    assert p.embedding == 2 * m.vocab_size * m.d_model      # untied embed_in + embed_out
+    assert p.embedding == 2 * m.vocab_size * m.d_model  # untied embed_in + embed_out
     assert p.embedding + p.non_embedding == p.total
 
 
@@ -158,7 +166,7 @@ def test_pythia_70m_by_hand() -> None:
     # GPT-NeoX block: two LayerNorms, qkv 512x1536 + bias, dense 512x512 + bias, MLP 512 <-> 2048.
     d, L, V = 512, 6, 50304
     layer = 2 * (2 * d) + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
-    non_emb = L * layer + 2 * d                       # + final LayerNorm
+    non_emb = L * layer + 2 * d  # + final LayerNorm
     assert non_emb == 18_915_328
     assert non_emb + 2 * V * d == 70_426_624
 
@@ -177,7 +185,7 @@ def test_chinchilla_relative_position_weights() -> None:
     matrices = 12 * L * d * d
     assert matrices == 64_424_509_440
     relative = L * (d * d + 2 * d)
-    final_norm = d                                    # RMSNorm
+    final_norm = d  # RMSNorm
     norms = L * 2 * d
     total = matrices + relative + norms + final_norm + V * d
     assert param_counts(get_model("chinchilla")).total == total
@@ -230,13 +238,23 @@ def test_aliases_are_unique_and_resolve() -> None:
             assert get_model(a).name == name
 
 
-@pytest.mark.parametrize("alias,name", [
-    ("gpt2", "gpt2-124m"), ("gpt2-medium", "gpt2-355m"), ("gpt2-large", "gpt2-774m"),
-    ("gpt2-xl", "gpt2-1.5b"), ("GPT3", "gpt3-175b"), ("bert-base-uncased", "bert-base"),
-    ("bert-large-uncased", "bert-large"), ("llama-2-7b", "llama2-7b"),
-    ("Meta-Llama-3-8B", "llama3-8b"), ("mistral-7b-v0.1", "mistral-7b"),
-    ("mixtral-8x7b-v0.1", "mixtral-8x7b"), ("llama_30b", "llama-33b"),
-])
+@pytest.mark.parametrize(
+    "alias,name",
+    [
+        ("gpt2", "gpt2-124m"),
+        ("gpt2-medium", "gpt2-355m"),
+        ("gpt2-large", "gpt2-774m"),
+        ("gpt2-xl", "gpt2-1.5b"),
+        ("GPT3", "gpt3-175b"),
+        ("bert-base-uncased", "bert-base"),
+        ("bert-large-uncased", "bert-large"),
+        ("llama-2-7b", "llama2-7b"),
+        ("Meta-Llama-3-8B", "llama3-8b"),
+        ("mistral-7b-v0.1", "mistral-7b"),
+        ("mixtral-8x7b-v0.1", "mixtral-8x7b"),
+        ("llama_30b", "llama-33b"),
+    ],
+)
 def test_common_aliases(alias: str, name: str) -> None:
     assert get_model(alias).name == name
 

@@ -23,7 +23,15 @@ from trilemma.specs import ModelSpec
 
 # one thread per process: on a shared 2-core machine, two OpenMP threads that wait on a busy core
 # make tiny steps ten times slower
-TINY = {"layers": 2, "d_model": 64, "heads": 4, "ffn": 256, "seq": 64, "micro_batch": 4, "threads": 1}
+TINY = {
+    "layers": 2,
+    "d_model": 64,
+    "heads": 4,
+    "ffn": 256,
+    "seq": 64,
+    "micro_batch": 4,
+    "threads": 1,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,6 +48,7 @@ def n_params(spec: ModelSpec) -> int:
 
 # ------------------------------------------------------------------ the model matches the planner
 
+
 @pytest.mark.parametrize("name", sorted(model_presets()))
 def test_param_count_equals_planner_on_meta(name):
     spec = model_presets()[name]
@@ -47,29 +56,78 @@ def test_param_count_equals_planner_on_meta(name):
 
 
 STYLES = {
-    "llama-gqa": {"n_kv_heads": 2, "ffn_type": "swiglu", "position": "rotary", "norm": "rmsnorm", "tied_embeddings": False,
-                      "qkv_bias": False, "out_bias": False, "mlp_bias": False},
-    "falcon-7b-like": {"n_kv_heads": 1, "position": "rotary", "parallel_block": True, "norms_per_layer": 1, "mlp_bias": False},
+    "llama-gqa": {
+        "n_kv_heads": 2,
+        "ffn_type": "swiglu",
+        "position": "rotary",
+        "norm": "rmsnorm",
+        "tied_embeddings": False,
+        "qkv_bias": False,
+        "out_bias": False,
+        "mlp_bias": False,
+    },
+    "falcon-7b-like": {
+        "n_kv_heads": 1,
+        "position": "rotary",
+        "parallel_block": True,
+        "norms_per_layer": 1,
+        "mlp_bias": False,
+    },
     "alibi-3-heads": {"position": "alibi", "embedding_norm": True, "n_heads": 3, "d_model": 96},
     "relative": {"position": "relative", "norm": "rmsnorm", "head_dim": 32, "qkv_bias": False},
-    "qwen2-moe-like": {"n_experts": 4, "top_k": 2, "n_shared_experts": 1, "shared_expert_gate": True, "expert_ffn_dim": 64,
-                           "first_dense_layers": 1, "moe_every": 2, "n_layers": 4, "ffn_type": "swiglu", "position": "rotary"},
-    "bert": {"causal": False, "type_vocab_size": 2, "embedding_norm": True, "final_norm": False, "pooler": True, "dropout": True},
-    "geglu-untied-bias": {"ffn_type": "geglu", "tied_embeddings": False, "qkv_bias": True, "out_bias": False},
+    "qwen2-moe-like": {
+        "n_experts": 4,
+        "top_k": 2,
+        "n_shared_experts": 1,
+        "shared_expert_gate": True,
+        "expert_ffn_dim": 64,
+        "first_dense_layers": 1,
+        "moe_every": 2,
+        "n_layers": 4,
+        "ffn_type": "swiglu",
+        "position": "rotary",
+    },
+    "bert": {
+        "causal": False,
+        "type_vocab_size": 2,
+        "embedding_norm": True,
+        "final_norm": False,
+        "pooler": True,
+        "dropout": True,
+    },
+    "geglu-untied-bias": {
+        "ffn_type": "geglu",
+        "tied_embeddings": False,
+        "qkv_bias": True,
+        "out_bias": False,
+    },
 }
 
 
 @pytest.mark.parametrize("style", sorted(STYLES))
 def test_styles_count_and_train(style):
-    spec = ModelSpec(**{"n_layers": 2, "d_model": 64, "n_heads": 4, "ffn_dim": 128, "vocab_size": 257,
-                        "max_positions": 64, **STYLES[style]})
+    spec = ModelSpec(
+        **{
+            "n_layers": 2,
+            "d_model": 64,
+            "n_heads": 4,
+            "ffn_dim": 128,
+            "vocab_size": 257,
+            "max_positions": 64,
+            **STYLES[style],
+        }
+    )
     model = build_model(spec)
     assert sum(p.numel() for p in model.parameters()) == param_counts(spec).total
     x = torch.randint(0, 256, (2, 32))
     logits = model(x)
     assert logits.shape == (2, 32, 257)
     logits.float().logsumexp(-1).mean().backward()
-    assert all(p.grad is not None for n, p in model.named_parameters() if "pooler" not in n and "experts" not in n)
+    assert all(
+        p.grad is not None
+        for n, p in model.named_parameters()
+        if "pooler" not in n and "experts" not in n
+    )
 
 
 def test_scaled_preset_keeps_its_style():
@@ -77,8 +135,15 @@ def test_scaled_preset_keeps_its_style():
 
     spec, how = probe_model("llama2-70b", layers=2, d_model=128)
     assert (spec.n_layers, spec.d_model, spec.vocab_size) == (2, 128, 256)
-    assert spec.n_heads == 1 and spec.kv_heads == 1  # head width 128 kept; GQA 8:1 cannot go below one KV head
-    assert (spec.ffn_type, spec.position, spec.norm, spec.tied_embeddings) == ("swiglu", "rotary", "rmsnorm", False)
+    assert (
+        spec.n_heads == 1 and spec.kv_heads == 1
+    )  # head width 128 kept; GQA 8:1 cannot go below one KV head
+    assert (spec.ffn_type, spec.position, spec.norm, spec.tied_embeddings) == (
+        "swiglu",
+        "rotary",
+        "rmsnorm",
+        False,
+    )
     assert "scaled down" in how
     spec, _ = probe_model("mixtral-8x7b", layers=2, d_model=128, heads=4)
     assert spec.n_experts == 8 and spec.kv_heads == 1 and n_params(spec) == param_counts(spec).total
@@ -86,11 +151,14 @@ def test_scaled_preset_keeps_its_style():
 
 # ------------------------------------------------------------------ data
 
+
 def test_corpus_default_and_jsonl(tmp_path):
     from trilemma.probe.data import load_corpus
 
     c = load_corpus()
-    assert c.documents > 20 and c.held_out_documents >= 1 and len(c.train) > 1e6 and len(c.eval) > 1e4
+    assert (
+        c.documents > 20 and c.held_out_documents >= 1 and len(c.train) > 1e6 and len(c.eval) > 1e4
+    )
     f = tmp_path / "d.jsonl"
     f.write_text("\n".join(json.dumps({"text": f"document {i} " * 50}) for i in range(40)))
     c = load_corpus([str(f)])
@@ -105,6 +173,7 @@ def test_corpus_default_and_jsonl(tmp_path):
 
 # ------------------------------------------------------------------ a real run, its JSON and records
 
+
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
     """`trilemma probe --json --out` through a local Typer app: 30 steps of a tiny model."""
@@ -117,8 +186,30 @@ def cli_run(tmp_path_factory):
     app.command("probe")(probe)
     app.command("other")(lambda: None)
     out = tmp_path_factory.mktemp("records") / "records.jsonl"
-    args = ["probe", "--layers", "2", "--d-model", "64", "--heads", "4", "--ffn", "256", "--seq", "64",
-            "--micro-batch", "4", "--threads", "1", "--steps", "30", "--lr", "3e-3", "--json", "--out", str(out)]
+    args = [
+        "probe",
+        "--layers",
+        "2",
+        "--d-model",
+        "64",
+        "--heads",
+        "4",
+        "--ffn",
+        "256",
+        "--seq",
+        "64",
+        "--micro-batch",
+        "4",
+        "--threads",
+        "1",
+        "--steps",
+        "30",
+        "--lr",
+        "3e-3",
+        "--json",
+        "--out",
+        str(out),
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, (res.output, res.exception)
     return res, out
@@ -136,7 +227,9 @@ def test_json_document(cli_run):
     assert '"ratio' not in text[: text.index('"comparison"')]
     c = doc["comparison"]
     assert list(c)[:3] == ["step_time", "tokens_per_s", "memory"]
-    assert c["step_time"]["ratio"] == pytest.approx(c["step_time"]["predicted"] / c["step_time"]["measured"])
+    assert c["step_time"]["ratio"] == pytest.approx(
+        c["step_time"]["predicted"] / c["step_time"]["measured"]
+    )
     m = doc["measured"]
     assert doc["model"]["params_measured"] == doc["model"]["params_planner"]
     assert m["tokens_per_s"] > 0 and 0 < m["mfu"] and m["memory_bytes"] > 0
@@ -195,7 +288,9 @@ def test_local_profile_is_a_hardware_preset(cli_run, config_dir):
     assert hw.devices_per_node == 1 and "measured" in hw.source and "placeholder" in hw.price_source
     assert {str(p) for p in hw.peak_flop_per_s} >= {"fp32"}
     assert (config_dir / "hardware" / "local.json").is_file()
-    est = estimate("gpt2-124m", "local", 1, tokens=1e6, seq_len=256, global_batch_tokens=2048, precision="fp32")
+    est = estimate(
+        "gpt2-124m", "local", 1, tokens=1e6, seq_len=256, global_batch_tokens=2048, precision="fp32"
+    )
     assert est.time.step_s > 0
 
 
@@ -207,7 +302,9 @@ def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_
 
     doc = json.loads(profile_path().read_text())
     hw = local_hardware(MachineMeasurement.from_dict(doc["measured"]))
-    assert hw.efficiency == gemm_constants(MachineMeasurement.from_dict(doc["measured"]).matmul["fp32"])
+    assert hw.efficiency == gemm_constants(
+        MachineMeasurement.from_dict(doc["measured"]).matmul["fp32"]
+    )
     assert doc["hardware"]["efficiency"] == hw.efficiency and not _stale_profile(hw)
     old = {**doc, "hardware": {k: v for k, v in doc["hardware"].items() if k != "efficiency"}}
     profile_path().write_text(json.dumps(old))
@@ -217,14 +314,18 @@ def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_
 
 # ------------------------------------------------------------------ impossible requests: exit status 2
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"seq": 4096}, "seq"),  # the default model has 1024 learned positions
-    ({"nproc": 64}, "nproc"),
-    ({"device": "tpu"}, "device"),
-    ({"vocab": 100}, "vocab"),
-    ({"steps": 3, "warmup": 3}, "warmup"),
-    ({"model": "gpt3-175b", "steps": 2, "warmup": 1}, "memory"),
-])
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"seq": 4096}, "seq"),  # the default model has 1024 learned positions
+        ({"nproc": 64}, "nproc"),
+        ({"device": "tpu"}, "device"),
+        ({"vocab": 100}, "vocab"),
+        ({"steps": 3, "warmup": 3}, "warmup"),
+        ({"model": "gpt3-175b", "steps": 2, "warmup": 1}, "memory"),
+    ],
+)
 def test_impossible_requests(kwargs, field):
     from trilemma.probe import run_probe
 
@@ -255,6 +356,7 @@ def test_interrupt_keeps_what_was_measured(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------ several processes
 
+
 def test_two_process_ddp_run_completes():
     from dataclasses import asdict
 
@@ -262,8 +364,17 @@ def test_two_process_ddp_run_completes():
     from trilemma.probe.train import Job
 
     spec, _ = probe_model(None, layers=2, d_model=64, heads=4, ffn=256)
-    job = Job(spec=spec.model_dump(mode="json"), device="cpu", precision="fp32", seq=64, micro_batch=2,
-              grad_accum=2, steps=4, warmup=1, threads=1)
+    job = Job(
+        spec=spec.model_dump(mode="json"),
+        device="cpu",
+        precision="fp32",
+        seq=64,
+        micro_batch=2,
+        grad_accum=2,
+        steps=4,
+        warmup=1,
+        threads=1,
+    )
     raw = _launch(job, 2, quiet=True)
     assert raw["world"] == 2 and len(raw["step_s"]) == 4 and not raw["interrupted"]
     assert raw["params_measured"] == param_counts(spec).total and raw["eval_loss"] > 0
@@ -276,7 +387,12 @@ def test_nproc_2_scaling_beside_prediction():
 
     r = run_probe(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2)
     sc = r.scaling
-    assert sc is not None and sc.nproc == 2 and 0 < sc.efficiency < 1.5 and 0 < sc.predicted_efficiency <= 1.0
+    assert (
+        sc is not None
+        and sc.nproc == 2
+        and 0 < sc.efficiency < 1.5
+        and 0 < sc.predicted_efficiency <= 1.0
+    )
     assert r.run.parallelism == "DDP over gloo"
 
 
@@ -291,9 +407,12 @@ def test_fsdp_two_processes():
 
 # ------------------------------------------------------------------ the planner never imports torch
 
+
 def test_planner_and_cli_do_not_import_torch():
-    code = ("import sys, trilemma, trilemma.api, trilemma.cli, trilemma.cli_probe, trilemma.probe, "
-            "trilemma.probe.result, trilemma.probe.profile; assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, trilemma, trilemma.api, trilemma.cli, trilemma.cli_probe, trilemma.probe, "
+        "trilemma.probe.result, trilemma.probe.profile; assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -318,16 +437,20 @@ print(default, kept_after_free())
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc and /proc/self/status")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="glibc malloc and /proc/self/status"
+)
 def test_freed_tensors_leave_the_resident_set_with_the_mmap_threshold_fixed():
     """mallopt(3) M_MMAP_THRESHOLD: glibc's threshold is dynamic by default, raised by each freed mmapped block up
     to 32 MiB, so after a first round of 4 MiB tensors is freed the next round comes from the heap, which keeps
     its holes resident: 64 × 4 MiB freed between live 64 KiB blocks stay in the resident set. Held fixed at
     128 KiB (the probe's ``cpu_memory_baseline``), each 4 MiB tensor is its own mapping, unmapped when freed:
     only the 64 live 64 KiB blocks (4 MiB) remain."""
-    out = subprocess.run([sys.executable, "-c", _KEPT], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _KEPT], check=True, capture_output=True, text=True
+    ).stdout
     default, fixed = (float(x) for x in out.split())
-    mib = 2 ** 20
+    mib = 2**20
     assert default >= 64 * 4 * mib  # the freed 256 MiB (and the live 4 MiB) stay resident
     assert fixed <= 64 * 64 * 1024 + 2 * mib  # the live 4 MiB, within a few pages
 
@@ -338,8 +461,12 @@ def _fresh_probe(config_dir, *args: str) -> dict:
     import os
 
     env = {**os.environ, "TRILEMMA_CONFIG_DIR": str(config_dir)}
-    res = subprocess.run([sys.executable, "-m", "trilemma.cli", "probe", *args, "--json"], capture_output=True,
-                         text=True, env=env)
+    res = subprocess.run(
+        [sys.executable, "-m", "trilemma.cli", "probe", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert res.returncode == 0 and res.stderr == "", res.stderr[-2000:]
     return json.loads(res.stdout)
 
@@ -351,10 +478,14 @@ def test_default_probe_memory_within_25_percent(config_dir):
     process, no GPU framework overhead or caching-allocator fragmentation) within 25% of the measured
     growth of the resident set, both measured from ``cpu_memory_baseline`` (the step's modules imported,
     glibc's mmap threshold fixed)."""
-    doc = _fresh_probe(config_dir, "--steps", "4", "--warmup", "3")  # memory is read over the first 2 steps
+    doc = _fresh_probe(
+        config_dir, "--steps", "4", "--warmup", "3"
+    )  # memory is read over the first 2 steps
     c = doc["comparison"]["memory_training"]
     assert 0.75 <= c["ratio"] <= 1.25, c
-    assert doc["predicted"]["memory_breakdown"]["other"] > 0  # the measured runtime overhead is in it
+    assert (
+        doc["predicted"]["memory_breakdown"]["other"] > 0
+    )  # the measured runtime overhead is in it
 
 
 @pytest.mark.slow
@@ -385,13 +516,40 @@ def test_cpu_memory_per_process_prediction_adds_the_measured_runtime_baseline():
     from trilemma.probe.result import Measured, Predicted
     from trilemma.units import MIB
 
-    pred = Predicted(hardware="local", step_time_s=0.3, tokens_per_s=1.0, memory_bytes=200 * MIB,
-                     memory_training_bytes=200 * MIB, framework_overhead_bytes=0.0, mfu=0.5, compute_s=0.3,
-                     dp_comm_s=0.0, optimizer_s=0.0, memory_breakdown={})
-    meas = Measured(step_time=None, tokens_per_s=None, model_flop_per_token=1.0, hardware_flop_per_token=1.0,
-                    model_flop_per_s=None, mfu=None, hfu=None, peak_flop_per_s=1.0, mfu_datasheet=None, datasheet=None,
-                    memory_bytes=554 * MIB, memory_training_bytes=192 * MIB, memory_baseline_bytes=362 * MIB,
-                    memory_kind="VmHWM", loss_first=None, loss_last=None, train_loss=None, eval_loss=None, params=1)
+    pred = Predicted(
+        hardware="local",
+        step_time_s=0.3,
+        tokens_per_s=1.0,
+        memory_bytes=200 * MIB,
+        memory_training_bytes=200 * MIB,
+        framework_overhead_bytes=0.0,
+        mfu=0.5,
+        compute_s=0.3,
+        dp_comm_s=0.0,
+        optimizer_s=0.0,
+        memory_breakdown={},
+    )
+    meas = Measured(
+        step_time=None,
+        tokens_per_s=None,
+        model_flop_per_token=1.0,
+        hardware_flop_per_token=1.0,
+        model_flop_per_s=None,
+        mfu=None,
+        hfu=None,
+        peak_flop_per_s=1.0,
+        mfu_datasheet=None,
+        datasheet=None,
+        memory_bytes=554 * MIB,
+        memory_training_bytes=192 * MIB,
+        memory_baseline_bytes=362 * MIB,
+        memory_kind="VmHWM",
+        loss_first=None,
+        loss_last=None,
+        train_loss=None,
+        eval_loss=None,
+        params=1,
+    )
     c = comparison(pred, meas)
     assert c["memory"].ratio == pytest.approx(562 / 554) and c["memory"].predicted == 562 * MIB
     assert c["memory_training"].ratio == pytest.approx(200 / 192)

@@ -19,7 +19,9 @@ from trilemma.probe import bench
 from trilemma.probe.profile import MatmulCurve
 
 IDLE = bench.LoadReading(load_1min=0.1, others_cpu_share=0.01)
-BUSY = bench.LoadReading(load_1min=6.0, others_cpu_share=0.9)  # e.g. two busy loops on a 2-core machine
+BUSY = bench.LoadReading(
+    load_1min=6.0, others_cpu_share=0.9
+)  # e.g. two busy loops on a 2-core machine
 RATE = 50e9  # the fake machine's matmul rate, FLOP/s
 
 
@@ -55,7 +57,9 @@ def test_busy_reason_from_the_load_average_and_other_processes():
     assert "load average 1.50 on 2 cores" in bench.busy_reason(bench.LoadReading(1.5, 0.0), 2)
     assert bench.busy_reason(bench.LoadReading(0.9, 0.0), 2) == ""  # 0.45 per core
     assert "other processes using 30%" in bench.busy_reason(bench.LoadReading(None, 0.3), 8)
-    assert bench.busy_reason(bench.LoadReading(None, None), 2) == ""  # nothing readable: not called busy
+    assert (
+        bench.busy_reason(bench.LoadReading(None, None), 2) == ""
+    )  # nothing readable: not called busy
 
 
 def test_conditions_are_stored_with_the_measurement(fake):
@@ -99,10 +103,13 @@ def test_a_measurement_without_conditions_is_measured_again(fake):
     assert not m.from_cache and "conditions" in m.remeasured_because
 
 
-@pytest.mark.parametrize(("field", "value", "needle"), [
-    ("torch_version", "1.0.0", "torch 1.0.0"),
-    ("threads", 7, "7 threads"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("torch_version", "1.0.0", "torch 1.0.0"),
+        ("threads", 7, "7 threads"),
+    ],
+)
 def test_stale_reason_names_what_changed(fake, field, value, needle):
     m = replace(measure(), **{field: value})
     assert needle in bench.stale_reason(m, bench.cpu_model(), 1, "")
@@ -117,20 +124,27 @@ def test_another_processor_is_stale(fake):
 def test_a_busy_measurement_is_measured_again_once_idle_and_kept_while_busy(fake):
     fake["reading"] = BUSY
     measure()
-    assert measure().from_cache and fake["full"] == 1  # still busy: the cache is no worse than a new one
+    assert (
+        measure().from_cache and fake["full"] == 1
+    )  # still busy: the cache is no worse than a new one
     fake["reading"] = IDLE
     m = measure()
     assert not m.from_cache and fake["full"] == 2 and "busy" in m.remeasured_because
     assert not m.conditions.busy
 
 
-@pytest.mark.parametrize(("factor", "reading", "remeasured"), [
-    (2.0, IDLE, True),  # the cached rate was a busy machine's: twice as fast now
-    (1.2, IDLE, False),  # within 30%
-    (0.5, IDLE, True),  # slower now on an idle machine: the cache is wrong
-    (0.5, BUSY, False),  # slower now because the machine is busy now: keep the cache
-])
-def test_a_recheck_that_disagrees_by_more_than_30_percent_remeasures(fake, factor, reading, remeasured):
+@pytest.mark.parametrize(
+    ("factor", "reading", "remeasured"),
+    [
+        (2.0, IDLE, True),  # the cached rate was a busy machine's: twice as fast now
+        (1.2, IDLE, False),  # within 30%
+        (0.5, IDLE, True),  # slower now on an idle machine: the cache is wrong
+        (0.5, BUSY, False),  # slower now because the machine is busy now: keep the cache
+    ],
+)
+def test_a_recheck_that_disagrees_by_more_than_30_percent_remeasures(
+    fake, factor, reading, remeasured
+):
     measure()
     fake["rate"], fake["reading"] = RATE * factor, reading
     m = measure()
@@ -144,9 +158,13 @@ def test_a_probe_on_a_busy_machine_says_so(fake, capsys):
     from trilemma.report.probe import print_probe
 
     fake["reading"] = BUSY
-    r = run_probe(layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1)
+    r = run_probe(
+        layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1
+    )
     doc = r.to_dict()
-    assert doc["environment"]["busy"] is True and "load average 6.00" in doc["environment"]["busy_why"]
+    assert (
+        doc["environment"]["busy"] is True and "load average 6.00" in doc["environment"]["busy_why"]
+    )
     assert doc["environment"]["load_1min"] == 6.0
     assert doc["machine"]["measurement"]["conditions"]["busy"] is True
     assert any(w.startswith("busy machine") for w in doc["warnings"])
@@ -157,7 +175,11 @@ def test_a_probe_on_a_busy_machine_says_so(fake, capsys):
 def test_a_probe_on_an_idle_machine_does_not_say_busy(fake, monkeypatch):
     from trilemma.probe import launch, run_probe
 
-    monkeypatch.setattr(launch.OtherLoad, "share", lambda self: 0.0)  # training's own meter: nobody else ran
-    r = run_probe(layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1)
+    monkeypatch.setattr(
+        launch.OtherLoad, "share", lambda self: 0.0
+    )  # training's own meter: nobody else ran
+    r = run_probe(
+        layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1
+    )
     assert r.environment.busy is False and r.environment.busy_why == ""
     assert not any(w.startswith("busy machine") for w in r.warnings)

@@ -20,8 +20,17 @@ from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, get_model
 from trilemma.specs import Layout
 
-MODELS = ["gpt2-124m", "gpt3-1.3b", "llama2-7b", "llama2-70b", "mixtral-8x7b", "bert-base", "pythia-1b",
-          "llama3-8b", "falcon-40b"]
+MODELS = [
+    "gpt2-124m",
+    "gpt3-1.3b",
+    "llama2-7b",
+    "llama2-70b",
+    "mixtral-8x7b",
+    "bert-base",
+    "pythia-1b",
+    "llama3-8b",
+    "falcon-40b",
+]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -29,7 +38,9 @@ def _mem(name: str, seq: int, layouts: list[Layout], n_micro: float = 16.0) -> n
     m = get_model(name)
     plan = make_plan(m, 1e9, seq, seq * 512)
     L = LayoutArrays.from_layouts(layouts)
-    return memory_per_device(m, param_counts(m), plan, L, seq, np.full(len(L), n_micro), constants()["memory"]).total
+    return memory_per_device(
+        m, param_counts(m), plan, L, seq, np.full(len(L), n_micro), constants()["memory"]
+    ).total
 
 
 #: NCCL's buffers for one communicator, bytes, by hand from NCCL's defaults (docs: NCCL_BUFFSIZE 4 MiB for
@@ -43,11 +54,17 @@ def _new_group(lay: dict, axis: str) -> float:
     return ONE_COMMUNICATOR if lay[axis] == 1 else 0.0
 
 
-layout_st = st.fixed_dictionaries({
-    "tp": st.sampled_from([1, 2, 4]), "pp": st.sampled_from([1, 2, 4]), "dp": st.sampled_from([1, 2, 8, 64]),
-    "zero": st.integers(0, 3), "recompute": st.sampled_from(["none", "selective", "full"]),
-    "micro_batch": st.sampled_from([1, 2, 4]), "sp": st.booleans(),
-})
+layout_st = st.fixed_dictionaries(
+    {
+        "tp": st.sampled_from([1, 2, 4]),
+        "pp": st.sampled_from([1, 2, 4]),
+        "dp": st.sampled_from([1, 2, 8, 64]),
+        "zero": st.integers(0, 3),
+        "recompute": st.sampled_from(["none", "selective", "full"]),
+        "micro_batch": st.sampled_from([1, 2, 4]),
+        "sp": st.booleans(),
+    }
+)
 
 
 @SETTINGS
@@ -95,8 +112,12 @@ def test_a_new_process_group_costs_one_communicator():
 
 
 @settings(max_examples=25, deadline=None)
-@given(name=st.sampled_from(["gpt2-124m", "llama2-7b", "mixtral-8x7b"]), tokens=st.floats(1e9, 1e13),
-       k=st.floats(1.5, 50), gpus=st.sampled_from([16, 64, 512]))
+@given(
+    name=st.sampled_from(["gpt2-124m", "llama2-7b", "mixtral-8x7b"]),
+    tokens=st.floats(1e9, 1e13),
+    k=st.floats(1.5, 50),
+    gpus=st.sampled_from([16, 64, 512]),
+)
 def test_time_is_linear_in_tokens_and_cost_is_hours_times_price(name, tokens, k, gpus):
     a = estimate(name, "h100-sxm", gpus, tokens, seq_len=1024)
     b = estimate(name, "h100-sxm", gpus, tokens * k, seq_len=1024, layout=a.layout)
@@ -114,15 +135,28 @@ def test_time_is_linear_in_tokens_and_cost_is_hours_times_price(name, tokens, k,
         assert e.time.gpu_hours == pytest.approx(gpus * e.time.total_s / 3600, rel=1e-12)
         # each device draws its board power × power fraction plus the host and network share, × PUE
         assert e.cost.energy_kwh == pytest.approx(
-            e.time.gpu_hours * (e.cluster.hardware.board_power_w * e.cluster.power_fraction
-                                + e.cost.host_power_w_per_device) / 1000 * e.cluster.pue, rel=1e-12)
+            e.time.gpu_hours
+            * (
+                e.cluster.hardware.board_power_w * e.cluster.power_fraction
+                + e.cost.host_power_w_per_device
+            )
+            / 1000
+            * e.cluster.pue,
+            rel=1e-12,
+        )
         # energy = facility power × wall time
-        assert e.cost.energy_kwh == pytest.approx(e.cost.power_w * e.time.total_s / 3.6e6, rel=1e-12)
+        assert e.cost.energy_kwh == pytest.approx(
+            e.cost.power_w * e.time.total_s / 3.6e6, rel=1e-12
+        )
 
 
 @settings(max_examples=10, deadline=None)
-@given(name=st.sampled_from(["gpt2-355m", "llama2-7b", "mixtral-8x7b", "bert-large"]),
-       gpus=st.sampled_from([8, 16, 128]), seq=st.sampled_from([512, 2048, 4096]), seed=st.integers(0, 2**31))
+@given(
+    name=st.sampled_from(["gpt2-355m", "llama2-7b", "mixtral-8x7b", "bert-large"]),
+    gpus=st.sampled_from([8, 16, 128]),
+    seq=st.sampled_from([512, 2048, 4096]),
+    seed=st.integers(0, 2**31),
+)
 def test_vectorised_and_scalar_evaluation_agree(name, gpus, seq, seed):
     m = get_model(name)
     cl = make_cluster("a100-80gb", gpus)

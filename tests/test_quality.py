@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 import pytest
+from clitools import run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,8 +40,6 @@ from trilemma.quality.predict import (
     precision_factor,
 )
 
-from clitools import run
-
 LAWS = law_names()
 CHINCHILLA_FLOPS = 5.76e23  # Gopher's budget; Chinchilla = 70B on 1.4T tokens (Hoffmann 2022 §4)
 
@@ -55,7 +54,13 @@ def test_default_law_and_reason():
 
 
 def test_all_laws_load_with_meaning():
-    assert set(LAWS) == {"besiroglu2024", "hoffmann2022", "hoffmann2022-tex", "kaplan2020", "muennighoff2023"}
+    assert set(LAWS) == {
+        "besiroglu2024",
+        "hoffmann2022",
+        "hoffmann2022-tex",
+        "kaplan2020",
+        "muennighoff2023",
+    }
     for name in LAWS:
         law = get_law(name)
         assert law.n_counts in ("total", "non_embedding")
@@ -75,7 +80,13 @@ def test_published_constants():
     assert math.log(t["E"]) == pytest.approx(0.5267228, abs=1e-9)
     assert (t["alpha"], t["beta"]) == (0.33917084, 0.2849083)
     b = get_law("besiroglu2024").constants
-    assert (b["E"], b["A"], b["B"], b["alpha"], b["beta"]) == (1.81686, 482.006, 2085.434, 0.34781, 0.36585)
+    assert (b["E"], b["A"], b["B"], b["alpha"], b["beta"]) == (
+        1.81686,
+        482.006,
+        2085.434,
+        0.34781,
+        0.36585,
+    )
     k = get_law("kaplan2020").constants  # Kaplan 2020 Table 2
     assert (k["alpha_N"], k["alpha_D"], k["N_c"], k["D_c"]) == (0.076, 0.103, 6.4e13, 1.8e13)
     m = get_law("muennighoff2023")
@@ -102,20 +113,25 @@ def test_law_file_round_trip(tmp_path):
         back = read_law_file(p)
         assert back.form == law.form and dict(back.constants) == dict(law.constants)
         assert back.n_counts == law.n_counts and back.data == law.data
-        assert predict_loss(back, 1e9, 9e8, 2e10).mean == pytest.approx(predict_loss(law, 1e9, 9e8, 2e10).mean)
+        assert predict_loss(back, 1e9, 9e8, 2e10).mean == pytest.approx(
+            predict_loss(law, 1e9, 9e8, 2e10).mean
+        )
         lo1, hi1 = predict_loss(back, 1e9, 9e8, 2e10).low, predict_loss(back, 1e9, 9e8, 2e10).high
         lo2, hi2 = predict_loss(law, 1e9, 9e8, 2e10).low, predict_loss(law, 1e9, 9e8, 2e10).high
         assert (lo1, hi1) == pytest.approx((lo2, hi2), rel=1e-9)
 
 
-@pytest.mark.parametrize("mutate, needle", [
-    (lambda d: d.update(form="linear"), "form"),
-    (lambda d: d["constants"].pop("beta"), "beta"),
-    (lambda d: d.update(n_counts="some"), "n_counts"),
-    (lambda d: d.update(loss_unit="bits/token"), "loss_unit"),
-    (lambda d: d["constants"].update(alpha=-0.3), "alpha"),
-    (lambda d: d["uncertainty"].update(covariance=[[1.0]]), "covariance"),
-])
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d.update(form="linear"), "form"),
+        (lambda d: d["constants"].pop("beta"), "beta"),
+        (lambda d: d.update(n_counts="some"), "n_counts"),
+        (lambda d: d.update(loss_unit="bits/token"), "loss_unit"),
+        (lambda d: d["constants"].update(alpha=-0.3), "alpha"),
+        (lambda d: d["uncertainty"].update(covariance=[[1.0]]), "covariance"),
+    ],
+)
 def test_bad_law_files_are_one_line_errors(tmp_path, mutate, needle):
     doc = law_to_dict(get_law("besiroglu2024"))
     mutate(doc)
@@ -158,8 +174,12 @@ def test_vectorised_matches_scalar():
         vec = loss_mean(law, n, 0.9 * n, d)
         vec_u = loss_mean(law, n, 0.9 * n, d, unique_tokens=u)
         for i in range(0, 50, 7):
-            assert vec[i] == pytest.approx(predict_loss(law, n[i], 0.9 * n[i], d[i]).mean, rel=1e-12)
-            assert vec_u[i] == pytest.approx(predict_loss(law, n[i], 0.9 * n[i], d[i], u[i]).mean, rel=1e-12)
+            assert vec[i] == pytest.approx(
+                predict_loss(law, n[i], 0.9 * n[i], d[i]).mean, rel=1e-12
+            )
+            assert vec_u[i] == pytest.approx(
+                predict_loss(law, n[i], 0.9 * n[i], d[i], u[i]).mean, rel=1e-12
+            )
 
 
 def test_loss_mean_is_cheap():
@@ -185,13 +205,22 @@ def test_loss_falls_with_n_and_d(n, d, f, law):
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=sizes, d=tokens, f=st.floats(min_value=1.01, max_value=100.0), r=st.floats(min_value=1.0, max_value=1e3),
-       law=st.sampled_from(LAWS))
+@given(
+    n=sizes,
+    d=tokens,
+    f=st.floats(min_value=1.01, max_value=100.0),
+    r=st.floats(min_value=1.0, max_value=1e3),
+    law=st.sampled_from(LAWS),
+)
 def test_loss_falls_with_n_and_d_under_repetition(n, d, f, r, law):
     u = d / r
     base = float(loss_mean(law, n, n, d, unique_tokens=u))
-    assert float(loss_mean(law, n, n, d * f, unique_tokens=u)) <= base + 1e-12  # more epochs never hurt
-    assert float(loss_mean(law, n, n, d, unique_tokens=u * f)) <= base + 1e-12  # more unique data helps
+    assert (
+        float(loss_mean(law, n, n, d * f, unique_tokens=u)) <= base + 1e-12
+    )  # more epochs never hurt
+    assert (
+        float(loss_mean(law, n, n, d, unique_tokens=u * f)) <= base + 1e-12
+    )  # more unique data helps
 
 
 # ------------------------------------------------------------------ repeated data (Muennighoff 2023)
@@ -219,7 +248,9 @@ def test_effective_data_tends_to_d_when_unique_is_large():
         assert float(effective_data(d, u, 15.387756)) == pytest.approx(d, rel=1e-12)
     assert float(effective_data(d, d / 1.0001, 15.387756)) == pytest.approx(d, rel=1e-5)
     # the ceiling: U·(1 + R_D*) however many epochs
-    assert float(effective_data(1e20, 1e9, 15.387756)) == pytest.approx(1e9 * (1 + 15.387756), rel=1e-9)
+    assert float(effective_data(1e20, 1e9, 15.387756)) == pytest.approx(
+        1e9 * (1 + 15.387756), rel=1e-9
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -250,7 +281,10 @@ def test_no_unique_tokens_means_no_repetition_for_chinchilla_laws():
 @pytest.mark.parametrize("p", ["bf16", "fp16", "fp32", "tf32", "BF16"])
 def test_reference_precisions_have_no_penalty(p):
     assert precision_factor(get_law(None), p) == 1.0
-    assert predict_loss(None, 7e9, 6.5e9, 2e12, precision=p).mean == predict_loss(None, 7e9, 6.5e9, 2e12).mean
+    assert (
+        predict_loss(None, 7e9, 6.5e9, 2e12, precision=p).mean
+        == predict_loss(None, 7e9, 6.5e9, 2e12).mean
+    )
 
 
 def test_low_precision_penalty_is_labelled_assumed():
@@ -288,7 +322,9 @@ def test_precision_constants_overridable_in_a_law_file(tmp_path):
     assert precision_factor(mine, "int8") > precision_factor(get_law("besiroglu2024"), "int8")
     # a law's own [precision] table replaces the measured fp8 bound with its form
     assert precision_factor(mine, "fp8") < 1.0
-    note = next(n for n in predict_loss(mine, 7e9, 6.5e9, 2e12, precision="fp8").notes if "precision" in n)
+    note = next(
+        n for n in predict_loss(mine, 7e9, 6.5e9, 2e12, precision="fp8").notes if "precision" in n
+    )
     assert "from the law file" in note
 
 
@@ -310,11 +346,14 @@ def test_closed_form_spends_the_budget_and_matches_numeric():
         assert a.n_params_low <= a.n_params <= a.n_params_high
 
 
-@pytest.mark.parametrize("flops, expected", [
-    (1e21, {"hoffmann2022": 50, "hoffmann2022-tex": 34, "besiroglu2024": 22}),
-    (5.76e23, {"hoffmann2022": 93, "hoffmann2022-tex": 59, "besiroglu2024": 18}),
-    (1e25, {"hoffmann2022": 122, "hoffmann2022-tex": 76, "besiroglu2024": 17}),
-])
+@pytest.mark.parametrize(
+    "flops, expected",
+    [
+        (1e21, {"hoffmann2022": 50, "hoffmann2022-tex": 34, "besiroglu2024": 22}),
+        (5.76e23, {"hoffmann2022": 93, "hoffmann2022-tex": 59, "besiroglu2024": 18}),
+        (1e25, {"hoffmann2022": 122, "hoffmann2022-tex": 76, "besiroglu2024": 17}),
+    ],
+)
 def test_tokens_per_parameter_table(flops, expected):
     # reference/scaling_laws.md §2 table (derived from Hoffmann Eq. 4): rounded to whole tokens
     for name, ratio in expected.items():
@@ -333,11 +372,15 @@ def test_chinchilla_70b_on_1_4t():
         assert a.n_params == pytest.approx(70e9, rel=0.10)
         assert a.tokens == pytest.approx(1.4e12, rel=0.10)
         assert a.n_params_low <= 70e9 <= a.n_params_high, f"{name}: 70B outside the 80% band"
-    assert compute_optimal("hoffmann2022-tex", CHINCHILLA_FLOPS).n_params == pytest.approx(40e9, rel=0.05)
+    assert compute_optimal("hoffmann2022-tex", CHINCHILLA_FLOPS).n_params == pytest.approx(
+        40e9, rel=0.05
+    )
     rounded = compute_optimal("hoffmann2022", CHINCHILLA_FLOPS)
     assert rounded.n_params < 0.5 * 70e9 and rounded.n_params_high < 70e9
     kaplan = compute_optimal("kaplan2020", CHINCHILLA_FLOPS)
-    assert kaplan.n_params > 70e9 and kaplan.n_counts == "non_embedding"  # Kaplan favours larger models
+    assert (
+        kaplan.n_params > 70e9 and kaplan.n_counts == "non_embedding"
+    )  # Kaplan favours larger models
 
 
 def test_muennighoff_data_constrained_optimum():
@@ -364,13 +407,17 @@ def test_sardana_inference_aware():
     law = get_law(None)
     base = compute_optimal(law, 1e23)
     zero = inference_optimal(law, base.loss["mean"], 0.0)
-    assert zero.n_params == pytest.approx(base.n_params, rel=0.01)  # no inference: Chinchilla-optimal
+    assert zero.n_params == pytest.approx(
+        base.n_params, rel=0.01
+    )  # no inference: Chinchilla-optimal
     prev = zero.n_params
     for d_inf in (1e12, 1e13, 1e14):
         r = inference_optimal(law, base.loss["mean"], d_inf)
         assert r.n_params < prev  # more inference demand → smaller model trained longer
         assert r.total_flops <= r.chinchilla_total_flops * (1 + 1e-9)
-        assert float(loss_mean(law, r.n_params, r.n_params, r.tokens)) == pytest.approx(base.loss["mean"], abs=1e-6)
+        assert float(loss_mean(law, r.n_params, r.n_params, r.tokens)) == pytest.approx(
+            base.loss["mean"], abs=1e-6
+        )
         prev = r.n_params
     with pytest.raises(InfeasibleError):
         inference_optimal(law, law.constants["E"] - 0.1, 1e12)
@@ -384,8 +431,19 @@ def test_loss_block_for_a_model_spec():
 
     m = get_model("llama2-7b")
     block = loss_block(m, 2e12)
-    for key in ("mean", "low", "high", "interval", "law", "n_counts", "loss_unit", "notes", "warnings",
-                "effective_tokens", "effective_params"):
+    for key in (
+        "mean",
+        "low",
+        "high",
+        "interval",
+        "law",
+        "n_counts",
+        "loss_unit",
+        "notes",
+        "warnings",
+        "effective_tokens",
+        "effective_params",
+    ):
         assert key in block
     assert block["law"] == DEFAULT_LAW and block["params_used"] == 6_738_415_616
     assert block["low"] <= block["mean"] <= block["high"]
@@ -411,20 +469,22 @@ def test_loss_block_moe_note():
 
 
 def test_planner_does_not_import_scipy_or_matplotlib():
-    code = ("import sys, trilemma.cli, trilemma.cli_quality, trilemma.quality, trilemma.quality.optimal, "
-            "trilemma.quality.fit, trilemma.report.quality\n"
-            "from trilemma.quality import predict_loss, loss_block\n"
-            "from trilemma.quality.optimal import compute_optimal\n"
-            "predict_loss(None, 7e9, 6.5e9, 2e12); compute_optimal(None, 1e23)\n"
-            "print([m for m in ('scipy', 'matplotlib', 'torch') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import sys, trilemma.cli, trilemma.cli_quality, trilemma.quality, trilemma.quality.optimal, "
+        "trilemma.quality.fit, trilemma.report.quality\n"
+        "from trilemma.quality import predict_loss, loss_block\n"
+        "from trilemma.quality.optimal import compute_optimal\n"
+        "predict_loss(None, 7e9, 6.5e9, 2e12); compute_optimal(None, 1e23)\n"
+        "print([m for m in ('scipy', 'matplotlib', 'torch') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
 # ------------------------------------------------------------------ the optimal command
-
-
 
 
 def test_optimal_json(quality_app, capsys):
@@ -440,7 +500,9 @@ def test_optimal_json(quality_app, capsys):
 
 
 def test_optimal_all_laws_and_inference(quality_app, capsys):
-    code, out, err = run(capsys, "optimal", "--flops", "1e23", "--law", "all", "--inference-tokens", "1e13", "--json")
+    code, out, err = run(
+        capsys, "optimal", "--flops", "1e23", "--law", "all", "--inference-tokens", "1e13", "--json"
+    )
     assert code == 0 and err == ""
     doc = json.loads(out)
     assert [r["law"] for r in doc["results"]] == LAWS
@@ -450,14 +512,17 @@ def test_optimal_all_laws_and_inference(quality_app, capsys):
     assert code == 0 and "besiroglu2024" in out and err == ""
 
 
-@pytest.mark.parametrize("args", [
-    ["optimal"],
-    ["optimal", "--flops", "-1e23"],
-    ["optimal", "--flops", "lots"],
-    ["optimal", "--flops", "1e23", "--law", "nope"],
-    ["optimal", "--flops", "1e23", "--precision", "fp7.5x"],
-    ["optimal", "--loss", "-2"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["optimal"],
+        ["optimal", "--flops", "-1e23"],
+        ["optimal", "--flops", "lots"],
+        ["optimal", "--flops", "1e23", "--law", "nope"],
+        ["optimal", "--flops", "1e23", "--precision", "fp7.5x"],
+        ["optimal", "--loss", "-2"],
+    ],
+)
 def test_optimal_bad_input_exit_2(quality_app, capsys, args):
     code, out, err = run(capsys, *args)
     assert code == 2 and out == ""

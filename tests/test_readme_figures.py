@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "scripts" / "readme_figures.py")
+    spec = importlib.util.spec_from_file_location(
+        "readme_figures", ROOT / "scripts" / "readme_figures.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -23,4 +25,6 @@ def test_readme_solve_figures_are_the_landed_ones(capsys):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(printed) > 20  # the table and three scenarios' blocks
     missing = [ln for ln in printed if ln not in readme]
-    assert not missing, "README out of date; run python scripts/readme_figures.py:\n" + "\n".join(missing)
+    assert not missing, "README out of date; run python scripts/readme_figures.py:\n" + "\n".join(
+        missing
+    )

@@ -29,11 +29,27 @@ def _json(*args: str) -> dict:
 
 
 def test_estimate_runs_at_the_given_failure_rate_restart_and_storage_by_hand():
-    d = _json("estimate", "--model", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "512", "--tokens", "1T",
-              "--failure-rate", "1e-4", "--restart", "30min", "--storage-bw", "100GB/s")
+    d = _json(
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "512",
+        "--tokens",
+        "1T",
+        "--failure-rate",
+        "1e-4",
+        "--restart",
+        "30min",
+        "--storage-bw",
+        "100GB/s",
+    )
     rel = d["time"]["reliability"]
-    assert rel["inputs"] == pytest.approx({"failures_per_gpu_hour": 1e-4, "restart_s": 1800.0,
-                                           "write_bytes_per_s": 100e9})
+    assert rel["inputs"] == pytest.approx(
+        {"failures_per_gpu_hour": 1e-4, "restart_s": 1800.0, "write_bytes_per_s": 100e9}
+    )
     # by hand: MTBF = 1 h / (512 GPUs × 1e-4), the whole job's 14 bytes per parameter at 100 GB/s
     m = 3600 / (512 * 1e-4)
     write = CHECKPOINT_BYTES_PER_PARAM * LLAMA2_7B / 100e9
@@ -53,8 +69,11 @@ def test_estimate_runs_at_the_given_failure_rate_restart_and_storage_by_hand():
 
 def test_each_figure_moves_goodput_the_way_it_must():
     """More failures, longer restarts and slower storage each lose time; the defaults sit between."""
+
     def g(**cluster: float) -> float:
-        return estimate("llama2-70b", "h100-sxm", 4096, 2e12, cluster=cluster).time.reliability["goodput"]
+        return estimate("llama2-70b", "h100-sxm", 4096, 2e12, cluster=cluster).time.reliability[
+            "goodput"
+        ]
 
     base = g()
     assert g(failures_per_gpu_hour=1e-4) < base < g(failures_per_gpu_hour=1e-6)
@@ -74,40 +93,63 @@ def test_defaults_are_reliability_tomls():
 def test_solve_plans_with_the_clusters_figures():
     """solve's goodput uses them (a less reliable cluster buys fewer tokens on the same pins), and its
     optimum's estimate carries them."""
-    args = ("solve", "--model", "llama2-13b", "--gpu", "a100-80gb", "--budget", "$500k", "--deadline", "30d")
+    args = (
+        "solve",
+        "--model",
+        "llama2-13b",
+        "--gpu",
+        "a100-80gb",
+        "--budget",
+        "$500k",
+        "--deadline",
+        "30d",
+    )
     plain = _json(*args)
     worse = _json(*args, "--failure-rate", "3e-4", "--restart", "2h", "--storage-bw", "20GB/s")
     inputs = worse["optimum"]["time"]["reliability"]["inputs"]
-    assert inputs == pytest.approx({"failures_per_gpu_hour": 3e-4, "restart_s": 7200.0, "write_bytes_per_s": 20e9})
+    assert inputs == pytest.approx(
+        {"failures_per_gpu_hour": 3e-4, "restart_s": 7200.0, "write_bytes_per_s": 20e9}
+    )
     assert worse["optimum"]["time"]["goodput"] < plain["optimum"]["time"]["goodput"]
     assert worse["optimum"]["batch"]["tokens"] < plain["optimum"]["batch"]["tokens"]
 
 
 def test_a_scenario_file_takes_them(tmp_path):
     f = tmp_path / "s.toml"
-    f.write_text('model = "llama2-7b"\ngpu = "a100-80gb"\nbudget = "$200k"\ndeadline = "14d"\n'
-                 'failure-rate = 2e-4\nrestart = "1h"\nstorage-bw = "50GB/s"\n')
+    f.write_text(
+        'model = "llama2-7b"\ngpu = "a100-80gb"\nbudget = "$200k"\ndeadline = "14d"\n'
+        'failure-rate = 2e-4\nrestart = "1h"\nstorage-bw = "50GB/s"\n'
+    )
     inputs = _json("solve", str(f))["optimum"]["time"]["reliability"]["inputs"]
-    assert inputs == pytest.approx({"failures_per_gpu_hour": 2e-4, "restart_s": 3600.0, "write_bytes_per_s": 50e9})
+    assert inputs == pytest.approx(
+        {"failures_per_gpu_hour": 2e-4, "restart_s": 3600.0, "write_bytes_per_s": 50e9}
+    )
 
 
 @pytest.mark.parametrize("verb", ["estimate", "solve"])
-@pytest.mark.parametrize("flag, value, expected", [
-    ("--failure-rate", "0", "above 0 and at most 1"),
-    ("--failure-rate", "-1e-5", "above 0 and at most 1"),
-    ("--failure-rate", "2", "above 0 and at most 1"),
-    ("--failure-rate", "often", "above 0 and at most 1"),
-    ("--restart", "0", "a positive duration"),
-    ("--restart", "8d", "at most 7 days"),
-    ("--restart", "soon", "a duration such as"),
-    ("--storage-bw", "0", "a positive, finite bandwidth"),
-    ("--storage-bw", "2PB/s", "from 1 MB/s to 1 PB/s"),
-])
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--failure-rate", "0", "above 0 and at most 1"),
+        ("--failure-rate", "-1e-5", "above 0 and at most 1"),
+        ("--failure-rate", "2", "above 0 and at most 1"),
+        ("--failure-rate", "often", "above 0 and at most 1"),
+        ("--restart", "0", "a positive duration"),
+        ("--restart", "8d", "at most 7 days"),
+        ("--restart", "soon", "a duration such as"),
+        ("--storage-bw", "0", "a positive, finite bandwidth"),
+        ("--storage-bw", "2PB/s", "from 1 MB/s to 1 PB/s"),
+    ],
+)
 def test_bad_values_are_refused_in_one_line(verb, flag, value, expected, capsys):
     extra = ["--budget", "$1M", "--deadline", "30d"] if verb == "solve" else []
     assert main([verb, *extra, flag, value]) == 2
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and f"{flag[2:]}: '{value}' is not allowed" in lines[0] and expected in lines[0]
+    assert (
+        len(lines) == 1
+        and f"{flag[2:]}: '{value}' is not allowed" in lines[0]
+        and expected in lines[0]
+    )
 
 
 def test_the_python_api_names_the_field():
@@ -116,6 +158,7 @@ def test_the_python_api_names_the_field():
     with pytest.raises(InputError, match="failures_per_gpu_hour"):
         estimate("llama2-7b", "a100-80gb", 64, 1e11, cluster={"failures_per_gpu_hour": -1.0})
     from trilemma.solve import solve
+
     with pytest.raises(InputError, match="restart_s"):
         solve(budget="$1M", deadline="30d", restart_s=0.0)
 
@@ -126,9 +169,12 @@ def test_the_web_api_takes_them():
     from trilemma.web.app import create_app
 
     client = TestClient(create_app())
-    r = client.post("/api/estimate", json={"failure-rate": "5e-5", "restart": "30min", "storage-bw": "100GB/s"})
+    r = client.post(
+        "/api/estimate", json={"failure-rate": "5e-5", "restart": "30min", "storage-bw": "100GB/s"}
+    )
     assert r.status_code == 200
     assert r.json()["time"]["reliability"]["inputs"] == pytest.approx(
-        {"failures_per_gpu_hour": 5e-5, "restart_s": 1800.0, "write_bytes_per_s": 100e9})
+        {"failures_per_gpu_hour": 5e-5, "restart_s": 1800.0, "write_bytes_per_s": 100e9}
+    )
     bad = client.post("/api/estimate", json={"failure-rate": "-1"})
     assert bad.status_code == 422 and bad.json()["field"] == "failure-rate"

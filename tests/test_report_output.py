@@ -30,12 +30,17 @@ def test_library_code_does_not_print():
         rel = f.relative_to(PACKAGE)
         if rel.parts[0] == "report" or rel.name.startswith("cli"):
             continue
-        offenders += [f"{rel}:{i}" for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
-                      if pattern.search(line.split("#")[0])]
+        offenders += [
+            f"{rel}:{i}"
+            for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1)
+            if pattern.search(line.split("#")[0])
+        ]
     assert offenders == []
 
 
 def test_one_json_printer():
     """No CLI module formats its own --json document: they all go through report.jsonout."""
-    copies = [f.name for f in PACKAGE.glob("cli*.py") if "json.dumps(" in f.read_text(encoding="utf-8")]
+    copies = [
+        f.name for f in PACKAGE.glob("cli*.py") if "json.dumps(" in f.read_text(encoding="utf-8")
+    ]
     assert copies == []

@@ -18,7 +18,11 @@ BYTE_POWERS = {10, 20, 30, 40, 50}
 
 
 def _const(node: ast.AST) -> float | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return node.value
     return None
 
@@ -32,17 +36,32 @@ def scale_literals(source: str) -> list[tuple[int, str]]:
         left, right = _const(node.left), _const(node.right)
         if isinstance(node.op, ast.Pow) and left == 2 and right in BYTE_POWERS:
             out.append((node.lineno, ast.unparse(node)))
-        elif isinstance(node.op, (ast.Mult, ast.Div, ast.FloorDiv)) and (left in FACTORS or right in FACTORS):
+        elif isinstance(node.op, (ast.Mult, ast.Div, ast.FloorDiv)) and (
+            left in FACTORS or right in FACTORS
+        ):
             out.append((node.lineno, ast.unparse(node)))
     return out
 
 
 def test_the_scan_finds_what_it_should():
     """The detector itself, on hand-written lines: conversions are caught, counts and tolerances not."""
-    found = [t for _, t in sorted(scale_literals(
-        "a = x / 2**30\nb = e / 3.6e6\nc = t / 86400\nd = s * 3600\ne = usd / 1e6\nf = 2.0 ** 20\n"
-        "ok1 = 1e12\nok2 = x * (1 + 1e-9)\nok3 = 2**31 - 1\nok4 = n * 2\n"))]
-    assert found == ["2 ** 30", "e / 3600000.0", "t / 86400", "s * 3600", "usd / 1000000.0", "2.0 ** 20"]
+    found = [
+        t
+        for _, t in sorted(
+            scale_literals(
+                "a = x / 2**30\nb = e / 3.6e6\nc = t / 86400\nd = s * 3600\ne = usd / 1e6\nf = 2.0 ** 20\n"
+                "ok1 = 1e12\nok2 = x * (1 + 1e-9)\nok3 = 2**31 - 1\nok4 = n * 2\n"
+            )
+        )
+    ]
+    assert found == [
+        "2 ** 30",
+        "e / 3600000.0",
+        "t / 86400",
+        "s * 3600",
+        "usd / 1000000.0",
+        "2.0 ** 20",
+    ]
 
 
 def test_no_scale_literal_outside_units():

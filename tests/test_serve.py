@@ -21,8 +21,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')")
-pytest.importorskip("httpx", reason="httpx (FastAPI's TestClient) is not installed (the dev extra has it)")
+pytest.importorskip(
+    "fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')"
+)
+pytest.importorskip(
+    "httpx", reason="httpx (FastAPI's TestClient) is not installed (the dev extra has it)"
+)
 
 from fastapi.testclient import TestClient  # noqa: E402
 
@@ -56,50 +60,98 @@ def _no_timing(doc: dict) -> dict:
 
 
 def test_estimate_is_the_cli_document(client):
-    r = client.post("/api/estimate", json={"model": "llama2-7b", "gpus": 64, "tokens": "10B", "tp": "2"})
-    code, out, _ = cli(["estimate", "--model", "llama2-7b", "--gpus", "64", "--tokens", "10B", "--tp", "2", "--json"])
+    r = client.post(
+        "/api/estimate", json={"model": "llama2-7b", "gpus": 64, "tokens": "10B", "tp": "2"}
+    )
+    code, out, _ = cli(
+        [
+            "estimate",
+            "--model",
+            "llama2-7b",
+            "--gpus",
+            "64",
+            "--tokens",
+            "10B",
+            "--tp",
+            "2",
+            "--json",
+        ]
+    )
     assert r.status_code == 200 and code == 0
     assert r.json() == json.loads(out)
 
 
 def test_solve_is_the_cli_document_plus_its_frontier(client):
-    body = {"deadline": "30d", "budget": "$1M", "gpu": ["h100-sxm", "a100-80gb"], "params": "1B..30B"}
+    body = {
+        "deadline": "30d",
+        "budget": "$1M",
+        "gpu": ["h100-sxm", "a100-80gb"],
+        "params": "1B..30B",
+    }
     r = client.post("/api/solve", json=body)
-    code, out, _ = cli(["solve", "--deadline", "30d", "--budget", "$1M", "--gpu", "h100-sxm,a100-80gb",
-                        "--params", "1B..30B", "--json"])
+    code, out, _ = cli(
+        [
+            "solve",
+            "--deadline",
+            "30d",
+            "--budget",
+            "$1M",
+            "--gpu",
+            "h100-sxm,a100-80gb",
+            "--params",
+            "1B..30B",
+            "--json",
+        ]
+    )
     assert r.status_code == 200 and code == 0
     doc = r.json()
     assert _no_timing(doc) == _no_timing(json.loads(out))
     f = doc["frontier_points"]
-    assert len(f["time_s"]) == doc["frontier"]["points"] == len(f["usd"]) == len(f["loss"]) == len(f["config"])
+    assert (
+        len(f["time_s"])
+        == doc["frontier"]["points"]
+        == len(f["usd"])
+        == len(f["loss"])
+        == len(f["config"])
+    )
     assert sum(f["feasible"]) == doc["frontier"]["feasible"]
-    assert min(f["time_s"]) == doc["frontier"]["time_s"][0] and max(f["loss"]) == doc["frontier"]["loss"][1]
+    assert (
+        min(f["time_s"]) == doc["frontier"]["time_s"][0]
+        and max(f["loss"]) == doc["frontier"]["loss"][1]
+    )
     # a point's plan: its configuration and tokens, realised as the optimum is (property: the optimum's row
     # is on the frontier's configurations, and a point's plan costs time × GPUs × price)
     k = len(f["time_s"]) // 2
     p = client.post("/api/solve/point", json={"solve": body, "point": k})
     assert p.status_code == 200
     plan, cfg = p.json(), f["configs"][f["config"][k]]
-    assert (plan["hardware"]["name"], plan["hardware"]["n_gpus"], plan["model"]["name"]) == \
-        (cfg["gpu"], cfg["n_gpus"], cfg["model"])
+    assert (plan["hardware"]["name"], plan["hardware"]["n_gpus"], plan["model"]["name"]) == (
+        cfg["gpu"],
+        cfg["n_gpus"],
+        cfg["model"],
+    )
     assert plan["batch"]["tokens"] == pytest.approx(f["tokens"][k], rel=1e-12)
-    assert plan["cost"]["usd"] == pytest.approx(plan["time"]["gpu_hours"] * plan["cost"]["price_usd_per_gpu_hour"],
-                                                rel=1e-9)
+    assert plan["cost"]["usd"] == pytest.approx(
+        plan["time"]["gpu_hours"] * plan["cost"]["price_usd_per_gpu_hour"], rel=1e-9
+    )
     bad = client.post("/api/solve/point", json={"solve": body, "point": len(f["time_s"])})
     assert bad.status_code == 422 and bad.json()["field"] == "point"
     # a body without one of its two keys names the key and shows the shape, not a generic example
     for given, missing in (({"solve": body}, "point"), ({"point": k}, "solve")):
         r = client.post("/api/solve/point", json=given)
         assert r.status_code == 422 and r.json()["field"] == missing
-        assert r.json()["error"].startswith(f"{missing}: missing; expected {{\"solve\"")
+        assert r.json()["error"].startswith(f'{missing}: missing; expected {{"solve"')
 
 
-@pytest.mark.parametrize(("body", "args"), [
-    ({"tokens": "-1"}, ["estimate", "--tokens", "-1"]),
-    ({"gpus": "abc"}, ["estimate", "--gpus", "abc"]),
-    ({"precision": "fp64"}, ["estimate", "--precision", "fp64"]),
-    ({"gpus": "4", "tp": "8"}, ["estimate", "--gpus", "4", "--tp", "8"]),
-])
+@pytest.mark.parametrize(
+    ("body", "args"),
+    [
+        ({"tokens": "-1"}, ["estimate", "--tokens", "-1"]),
+        ({"gpus": "abc"}, ["estimate", "--gpus", "abc"]),
+        ({"precision": "fp64"}, ["estimate", "--precision", "fp64"]),
+        ({"gpus": "4", "tp": "8"}, ["estimate", "--gpus", "4", "--tp", "8"]),
+    ],
+)
 def test_errors_are_the_cli_lines(client, body, args):
     r = client.post("/api/estimate", json=body)
     code, out, err = cli([*args, "--json"])
@@ -115,23 +167,50 @@ def test_solve_errors_and_infeasible_as_the_cli(client):
     # valid, but nothing meets it: the CLI's exit status 1 is an answer here, with what must give
     body = {"deadline": "1d", "target-loss": 1.9, "gpu": "h100-sxm", "params": "1B..70B"}
     r = client.post("/api/solve", json=body)
-    code, out, err = cli(["solve", "--deadline", "1d", "--target-loss", "1.9", "--gpu", "h100-sxm", "--params",
-                          "1B..70B", "--json"])
+    code, out, err = cli(
+        [
+            "solve",
+            "--deadline",
+            "1d",
+            "--target-loss",
+            "1.9",
+            "--gpu",
+            "h100-sxm",
+            "--params",
+            "1B..70B",
+            "--json",
+        ]
+    )
     assert code == 1 and out == ""
     assert r.status_code == 200
-    assert r.json() == {"schema": web.INFEASIBLE_SCHEMA, "infeasible": True, "warnings": [],
-                        "message": err.removeprefix("trilemma: error: ").rstrip("\n")}
+    assert r.json() == {
+        "schema": web.INFEASIBLE_SCHEMA,
+        "infeasible": True,
+        "warnings": [],
+        "message": err.removeprefix("trilemma: error: ").rstrip("\n"),
+    }
 
 
 def test_json_types_are_refused_naming_the_field(client):
-    for verb, body, field in [("estimate", {"pue": "high"}, "pue"), ("estimate", {"flash": "yes"}, "flash"),
-                              ("solve", {"target-loss": [2.0]}, "target-loss"), ("estimate", {"colour": 1}, "colour"),
-                              ("optimal", {"flops": True}, "flops"), ("estimate", {"model": {"n_layers": -1}},
-                                                                       "model.n_layers")]:
+    for verb, body, field in [
+        ("estimate", {"pue": "high"}, "pue"),
+        ("estimate", {"flash": "yes"}, "flash"),
+        ("solve", {"target-loss": [2.0]}, "target-loss"),
+        ("estimate", {"colour": 1}, "colour"),
+        ("optimal", {"flops": True}, "flops"),
+        ("estimate", {"model": {"n_layers": -1}}, "model.n_layers"),
+    ]:
         r = client.post(f"/api/{verb}", json=body)
         assert r.status_code == 422, (body, r.text)
         assert r.json()["field"] == field and r.json()["error"].startswith(field + ":"), r.json()
-    for raw in (b"[1, 2]", b"{not json", b'"text"', b"[" * 30_000 + b"]" * 30_000, b"\xff\xfe", b""):
+    for raw in (
+        b"[1, 2]",
+        b"{not json",
+        b'"text"',
+        b"[" * 30_000 + b"]" * 30_000,
+        b"\xff\xfe",
+        b"",
+    ):
         r = client.post("/api/estimate", content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 400 and r.json()["field"] == "body"
 
@@ -142,7 +221,9 @@ def test_a_model_spec_as_json_is_the_preset(client):
 
     spec = resolve_model("llama2-7b")[0].model_dump(mode="json")
     a = client.post("/api/estimate", json={"model": spec, "gpus": 64, "tokens": "10B"}).json()
-    b = client.post("/api/estimate", json={"model": "llama2-7b", "gpus": 64, "tokens": "10B"}).json()
+    b = client.post(
+        "/api/estimate", json={"model": "llama2-7b", "gpus": 64, "tokens": "10B"}
+    ).json()
     assert a["model"].pop("resolved_from") != b["model"].pop("resolved_from")
     assert a == b
 
@@ -185,7 +266,9 @@ def _json_cases():
         if len(rest) % 2 or not all(a.startswith("--") for a in rest[::2]):
             continue
         body = {k.removeprefix("--"): v for k, v in zip(rest[::2], rest[1::2])}
-        out.append((verb, {k: _number(v) if k in numeric[verb] else v for k, v in body.items()}, names))
+        out.append(
+            (verb, {k: _number(v) if k in numeric[verb] else v for k, v in body.items()}, names)
+        )
     return out
 
 
@@ -200,11 +283,17 @@ def test_hostile_corpus_as_json(client, sandbox):
 
     cases = _json_cases()
     assert len(cases) >= 400
-    extra = {"model": ("files are not read",), "law": ("files are not read",), "data": ("no such field",),
-             "csv": ("no such field",)}
+    extra = {
+        "model": ("files are not read",),
+        "law": ("files are not read",),
+        "data": ("no such field",),
+        "csv": ("no such field",),
+    }
     for verb, body, names in cases:
         body = {k: _fill([v], sandbox)[0] if isinstance(v, str) else v for k, v in body.items()}
-        r = client.post(f"/api/{verb}", content=json.dumps(body), headers={"content-type": "application/json"})
+        r = client.post(
+            f"/api/{verb}", content=json.dumps(body), headers={"content-type": "application/json"}
+        )
         assert r.status_code in (200, 400, 422), (verb, body, r.status_code, r.text[:500])
         doc = json.loads(r.text, parse_constant=_reject_constant)
         if r.status_code == 200:
@@ -215,7 +304,9 @@ def test_hostile_corpus_as_json(client, sandbox):
         ok = tuple(names) + tuple(a for n in names for a in ALIASES.get(n, ()) + extra.get(n, ()))
         assert any(n.lower() in low for n in ok), (verb, body, doc["error"][:300])
         assert len(doc["error"]) < 2000
-    assert FILES  # the corpus's files exist in the sandbox, so a refusal above is not a missing file
+    assert (
+        FILES
+    )  # the corpus's files exist in the sandbox, so a refusal above is not a missing file
 
 
 @pytest.fixture(scope="module")
@@ -229,15 +320,20 @@ def sandbox(tmp_path_factory):
 
 
 def test_a_search_over_the_limit_is_refused_before_it_runs(client):
-    body = {"deadline": "30d", "budget": "$1M", "params": "20M..1e13", "precision": "bf16,fp8,fp16,fp32,tf32"}
+    body = {
+        "deadline": "30d",
+        "budget": "$1M",
+        "params": "20M..1e13",
+        "precision": "bf16,fp8,fp16,fp32,tf32",
+    }
     t = time.perf_counter()
     r = client.post("/api/solve", json=body)
     assert r.status_code == 422 and r.json()["field"] == "search"
     assert f"at most {web.MAX_CONFIGURATIONS:,} configurations" in r.json()["error"]
     assert time.perf_counter() - t < 1.0  # refused before searching
     # the Python API and the CLI search without the limit (the cap is the server's)
-    from trilemma.solve import search_limit, solve
     from trilemma.errors import InputError
+    from trilemma.solve import search_limit, solve
 
     with search_limit(10), pytest.raises(InputError, match="search"):
         solve(deadline="30d", budget="$1M", gpu="h100-sxm,a100-80gb", params="1B..7B")
@@ -270,18 +366,35 @@ def test_body_and_text_sizes(client):
     assert r.status_code == 413 and r.json()["field"] == "body"
     r = client.post("/api/estimate", json={"gpu": "h" * (web.MAX_TEXT_CHARS + 1)})
     assert r.status_code == 422 and r.json()["field"] == "gpu"
-    r = client.post("/api/solve", json={"gpu": ["h100-sxm"] * (web.MAX_LIST_ITEMS + 1), "deadline": "30d",
-                                        "budget": "$1M"})
+    r = client.post(
+        "/api/solve",
+        json={"gpu": ["h100-sxm"] * (web.MAX_LIST_ITEMS + 1), "deadline": "30d", "budget": "$1M"},
+    )
     assert r.status_code == 422 and r.json()["field"] == "gpu"
 
 
 # ------------------------------------------------------------------ files: only static/ is served, none is written
 
 
-@pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py",
-                                  "/static/%2e%2e%2f%2e%2e%2fcli.py", "/static/..%5capp.py", "/static//etc/passwd",
-                                  "/static/%2fetc%2fpasswd", "/static/", "/static/.", "/app.py", "/../pyproject.toml",
-                                  "/vendor/../web/app.py", "/vendor/plotly.js", "/static/%00index.html"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../app.py",
+        "/static/%2e%2e/app.py",
+        "/static/..%2fapp.py",
+        "/static/%2e%2e%2f%2e%2e%2fcli.py",
+        "/static/..%5capp.py",
+        "/static//etc/passwd",
+        "/static/%2fetc%2fpasswd",
+        "/static/",
+        "/static/.",
+        "/app.py",
+        "/../pyproject.toml",
+        "/vendor/../web/app.py",
+        "/vendor/plotly.js",
+        "/static/%00index.html",
+    ],
+)
 def test_nothing_outside_static_is_served(client, path):
     r = client.get(path)
     assert r.status_code in (404, 400, 405), (path, r.status_code)
@@ -295,7 +408,11 @@ def test_static_files_and_plotly_are_served(client):
     assert client.get("/").content == (web.STATIC / "index.html").read_bytes()
     r = client.get("/vendor/plotly.min.js")
     assert r.status_code == 200 and r.content == web.plotly_path().read_bytes()
-    for name in ("index.html", "app.js", "style.css"):  # no CDN, no remote font: the page works offline
+    for name in (
+        "index.html",
+        "app.js",
+        "style.css",
+    ):  # no CDN, no remote font: the page works offline
         text = (web.STATIC / name).read_text(encoding="utf-8")
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
 
@@ -312,18 +429,28 @@ def test_the_api_docs_work_offline(client):
 
 def test_no_endpoint_writes_files(client, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for verb, body in [("estimate", {"gpus": 8, "tokens": "1B"}), ("optimal", {"flops": 1e21}),
-                       ("solve", {"deadline": "30d", "budget": "$1M", "gpu": "h100-sxm", "params": "1B..3B"}),
-                       ("presets", {}), ("validate", {"kind": "memory"})]:
+    for verb, body in [
+        ("estimate", {"gpus": 8, "tokens": "1B"}),
+        ("optimal", {"flops": 1e21}),
+        ("solve", {"deadline": "30d", "budget": "$1M", "gpu": "h100-sxm", "params": "1B..3B"}),
+        ("presets", {}),
+        ("validate", {"kind": "memory"}),
+    ]:
         assert client.post(f"/api/{verb}", json=body).status_code == 200
-    for verb, key in [("solve", "frontier"), ("solve", "plot"), ("validate", "csv"), ("solve", "scenario"),
-                      ("validate", "data")]:
+    for verb, key in [
+        ("solve", "frontier"),
+        ("solve", "plot"),
+        ("validate", "csv"),
+        ("solve", "scenario"),
+        ("validate", "data"),
+    ]:
         r = client.post(f"/api/{verb}", json={key: "out.csv"})
         assert r.status_code == 422 and r.json()["field"] == key
     assert list(tmp_path.iterdir()) == []
     schema = client.get("/openapi.json").json()["components"]["schemas"]
-    assert not {"frontier", "plot", "csv", "scenario", "data", "loso", "json"} & set(schema["SolveRequest"]["properties"]
-                                                                                    | schema["ValidateRequest"]["properties"])
+    assert not {"frontier", "plot", "csv", "scenario", "data", "loso", "json"} & set(
+        schema["SolveRequest"]["properties"] | schema["ValidateRequest"]["properties"]
+    )
 
 
 def test_openapi_keys_are_the_cli_flags(client):
@@ -335,8 +462,17 @@ def test_openapi_keys_are_the_cli_flags(client):
     spec = client.get("/openapi.json").json()
     assert {f"/api/{v}" for v in VERBS} | {"/api/solve/point"} <= set(spec["paths"])
     cmd = typer.main.get_command(app)
-    for verb, hidden in [("estimate", {"json", "export"}), ("solve", {"json", "frontier", "plot", "plot-range", "export"}), ("optimal", {"json"})]:
-        flags = {o.removeprefix("--") for p in cmd.commands[verb].params for o in p.opts if o.startswith("--")}
+    for verb, hidden in [
+        ("estimate", {"json", "export"}),
+        ("solve", {"json", "frontier", "plot", "plot-range", "export"}),
+        ("optimal", {"json"}),
+    ]:
+        flags = {
+            o.removeprefix("--")
+            for p in cmd.commands[verb].params
+            for o in p.opts
+            if o.startswith("--")
+        }
         keys = set(spec["components"]["schemas"][f"{verb.title()}Request"]["properties"])
         assert keys == flags - hidden, (verb, keys ^ (flags - hidden))
 
@@ -360,20 +496,26 @@ def test_a_local_server_answers_only_local_host_names():
     app = web.create_app(allowed_hosts=web.LOCAL_HOSTS)
     with TestClient(app, base_url="http://127.0.0.1:8000") as c:
         assert c.post("/api/presets", json={"kind": "hardware"}).status_code == 200
-    with TestClient(app, base_url="http://rebound.example:8000") as c:  # DNS rebinding: another name
+    with TestClient(
+        app, base_url="http://rebound.example:8000"
+    ) as c:  # DNS rebinding: another name
         page, api = c.get("/"), c.post("/api/presets", json={})
         assert page.status_code == 400 and api.status_code == 400
         # the refusal is the JSON error document every other one is, naming the header and the value
         doc = api.json()
-        assert doc["field"] == "host" and doc["error"].startswith("host: 'rebound.example:8000' is not allowed")
+        assert doc["field"] == "host" and doc["error"].startswith(
+            "host: 'rebound.example:8000' is not allowed"
+        )
     with TestClient(app, base_url="http://[::1]:8000") as c:
         assert c.post("/api/presets", json={"kind": "hardware"}).status_code == 200
 
 
 def test_the_planning_core_never_imports_the_web_stack():
-    code = ("import sys; from trilemma.cli import main; import trilemma.api, trilemma.solve; "
-            "main(['estimate', '--gpus', '8', '--tokens', '1B', '--json']); "
-            "sys.stderr.write(repr([m for m in ('fastapi', 'starlette', 'uvicorn', 'plotly') if m in sys.modules]))")
+    code = (
+        "import sys; from trilemma.cli import main; import trilemma.api, trilemma.solve; "
+        "main(['estimate', '--gpus', '8', '--tokens', '1B', '--json']); "
+        "sys.stderr.write(repr([m for m in ('fastapi', 'starlette', 'uvicorn', 'plotly') if m in sys.modules]))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stderr == "[]", r.stderr[-500:]
     import ast
@@ -382,9 +524,16 @@ def test_the_planning_core_never_imports_the_web_stack():
         if "web" in f.relative_to(SRC).parts:
             continue
         for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not any(m.split(".")[0] in ("fastapi", "starlette", "uvicorn", "plotly") for m in mods), f
+            mods = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            assert not any(
+                m.split(".")[0] in ("fastapi", "starlette", "uvicorn", "plotly") for m in mods
+            ), f
 
 
 def test_no_nan_reaches_an_answer(client):

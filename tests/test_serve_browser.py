@@ -19,14 +19,22 @@ import pytest
 
 from trilemma.units import DAY
 
-pytest.importorskip("fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')")
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra has it)")
+pytest.importorskip(
+    "fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')"
+)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (the dev extra has it)"
+)
 
 from trilemma.web.testing import CHROMIUM, CHROMIUM_ARGS, running_server  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                 reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
+    ),
+]
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 WAIT_MS = 20_000
@@ -35,8 +43,10 @@ ROWS = ["model", "tokens", "GPUs", "layout", "time", "GPU-hours", "cost", "energ
 
 def _answered(page, before: str, state: str = "ready") -> None:
     """Wait for an answer newer than ``before`` that left the page in ``state``."""
-    page.wait_for_function(f"document.body.dataset.done !== {before!r} && document.body.dataset.state === {state!r}",
-                           timeout=WAIT_MS)
+    page.wait_for_function(
+        f"document.body.dataset.done !== {before!r} && document.body.dataset.state === {state!r}",
+        timeout=WAIT_MS,
+    )
 
 
 def test_the_explorer_in_a_browser(tmp_path):
@@ -53,7 +63,9 @@ def test_the_explorer_in_a_browser(tmp_path):
             doc = page.evaluate("window.trilemma.solveDoc")
             assert doc["pins"]["deadline_s"] == 30 * DAY and doc["pins"]["budget_usd"] == 2e6
             opt = doc["optimum"]
-            assert opt["time"]["total_s"] <= 30 * DAY * 1.01 and opt["cost"]["usd"] <= 2e6 * 1.01  # meets the pins
+            assert (
+                opt["time"]["total_s"] <= 30 * DAY * 1.01 and opt["cost"]["usd"] <= 2e6 * 1.01
+            )  # meets the pins
             # the frontier: one marker per Pareto point the API sent (outside the pins, within them), the
             # optimum's star
             trace = page.locator("#frontier .scatterlayer .trace")
@@ -83,12 +95,17 @@ def test_the_explorer_in_a_browser(tmp_path):
             assert doc2["pins"]["budget_usd"] == 200_000
             assert doc2["optimum"]["cost"]["usd"] <= 200_000 * 1.01
             assert doc2["optimum"]["loss"]["mean"] >= opt["loss"]["mean"]
-            assert page.evaluate("window.trilemma.shown.model.name") == doc2["optimum"]["model"]["name"]
+            assert (
+                page.evaluate("window.trilemma.shown.model.name")
+                == doc2["optimum"]["model"]["name"]
+            )
             assert "budget=%24200k" in page.url  # the link holds the inputs
             shared = browser.new_page()
             shared.goto(page.url)
             shared.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
-            assert shared.evaluate("window.trilemma.solveDoc.optimum") == doc2["optimum"]  # the same plan
+            assert (
+                shared.evaluate("window.trilemma.solveDoc.optimum") == doc2["optimum"]
+            )  # the same plan
             shared.close()
 
             # 3. a frontier point is clicked: its plan (GPU type, count, tokens) replaces the card
@@ -99,21 +116,32 @@ def test_the_explorer_in_a_browser(tmp_path):
             o2, p2 = doc2["optimum"], doc2["pins"]
             t_lo = min(o2["time"]["total_s"], p2["deadline_s"]) / 10 * 1.5
             usd_lo = min(o2["cost"]["usd"], p2["budget_usd"]) / 10 * 1.5
-            fast = [i for i, ok in enumerate(f["feasible"]) if ok and t_lo < f["time_s"][i] < 10 * DAY
-                    and f["usd"][i] > usd_lo]
+            fast = [
+                i
+                for i, ok in enumerate(f["feasible"])
+                if ok and t_lo < f["time_s"][i] < 10 * DAY and f["usd"][i] > usd_lo
+            ]
             k = min(fast, key=lambda i: f["loss"][i])
             box = trace.nth(1).locator("path.point").nth(sum(f["feasible"][:k])).bounding_box()
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.wait_for_function("document.body.dataset.point !== undefined && "
-                                   "document.body.dataset.state === 'ready'", timeout=WAIT_MS)
+            page.wait_for_function(
+                "document.body.dataset.point !== undefined && "
+                "document.body.dataset.state === 'ready'",
+                timeout=WAIT_MS,
+            )
             i = int(page.evaluate("document.body.dataset.point"))
             shown = page.evaluate("window.trilemma.shown")
             cfg = f["configs"][f["config"][i]]
-            assert (shown["hardware"]["name"], shown["hardware"]["n_gpus"]) == (cfg["gpu"], cfg["n_gpus"])
+            assert (shown["hardware"]["name"], shown["hardware"]["n_gpus"]) == (
+                cfg["gpu"],
+                cfg["n_gpus"],
+            )
             assert shown["batch"]["tokens"] == pytest.approx(f["tokens"][i], rel=1e-9)
             page.mouse.move(0, 0)  # the hover label off the plot, so the screenshot shows the star
-            page.wait_for_function("document.querySelectorAll('#frontier .hoverlayer .hovertext').length === 0",
-                                   timeout=WAIT_MS)
+            page.wait_for_function(
+                "document.querySelectorAll('#frontier .hoverlayer .hovertext').length === 0",
+                timeout=WAIT_MS,
+            )
             shot = tmp_path / "serve.png"
             page.screenshot(path=str(shot), full_page=True)
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -126,10 +154,17 @@ def test_the_explorer_in_a_browser(tmp_path):
             page.fill("#deadline", "1d")
             page.fill("#target-loss", "1.9")
             _answered(page, done, "infeasible")
-            assert page.locator("#infeasible").is_visible() and page.locator("#frontier-box").is_hidden()
+            assert (
+                page.locator("#infeasible").is_visible()
+                and page.locator("#frontier-box").is_hidden()
+            )
             words = page.inner_text("#infeasible-message")
             # in words: the target that cannot be met in the time, the fastest plan that meets it, the best loss in time
-            assert words.startswith("loss 1.9 cannot be reached in") and "fastest" in words and "at best" in words
+            assert (
+                words.startswith("loss 1.9 cannot be reached in")
+                and "fastest" in words
+                and "at best" in words
+            )
             shot = tmp_path / "serve-infeasible.png"
             page.screenshot(path=str(shot))
             if os.environ.get("TRILEMMA_SCREENSHOT") == "docs":
@@ -150,7 +185,11 @@ def test_the_explorer_in_a_browser(tmp_path):
             page.fill("#e-gpus", "128")
             _answered(page, done)
             est = page.evaluate("window.trilemma.shown")
-            assert (est["model"]["name"], est["hardware"]["n_gpus"], est["batch"]["tokens"]) == ("llama2-7b", 128, 2e12)
+            assert (est["model"]["name"], est["hardware"]["n_gpus"], est["batch"]["tokens"]) == (
+                "llama2-7b",
+                128,
+                2e12,
+            )
             assert "tab=estimate" in page.url and "n=128" in page.url
             assert errors == []
         finally:

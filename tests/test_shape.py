@@ -13,7 +13,7 @@ from trilemma.estimate.params import param_counts
 from trilemma.shape import ASPECT_RANGE, model_for_params
 from trilemma.specs import FfnType, NormType, PositionType
 
-log_targets = st.floats(min_value=math.log10(5e7), max_value=12.0).map(lambda x: 10.0 ** x)
+log_targets = st.floats(min_value=math.log10(5e7), max_value=12.0).map(lambda x: 10.0**x)
 
 
 def _total(target: float, vocab: int = 32000) -> int:
@@ -53,11 +53,12 @@ def test_larger_target_never_fewer_params(a: float, b: float) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.floats(min_value=math.log10(5e7), max_value=12.0),
-       st.floats(min_value=1e-9, max_value=0.05))
+@given(
+    st.floats(min_value=math.log10(5e7), max_value=12.0), st.floats(min_value=1e-9, max_value=0.05)
+)
 def test_monotone_for_close_targets(x: float, rel: float) -> None:
     # pairs a hair apart, where a per-target tolerance rule would most easily step backwards
-    target = 10.0 ** x
+    target = 10.0**x
     assert _total(target) <= _total(target * (1 + rel))
 
 

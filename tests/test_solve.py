@@ -36,8 +36,18 @@ def _all_layouts(n: int) -> list[Layout]:
                 for z in ax["zero"]:
                     for r in ax["recompute"]:
                         for mb in ax["micro_batch"]:
-                            out.append(Layout(tp=tp, pp=pp, dp=n // (tp * pp), vp=vp, zero=z, recompute=rc[r],
-                                              micro_batch=mb, sp=tp > 1))
+                            out.append(
+                                Layout(
+                                    tp=tp,
+                                    pp=pp,
+                                    dp=n // (tp * pp),
+                                    vp=vp,
+                                    zero=z,
+                                    recompute=rc[r],
+                                    micro_batch=mb,
+                                    sp=tp > 1,
+                                )
+                            )
     return out
 
 
@@ -56,7 +66,9 @@ def test_vectorised_search_agrees_with_brute_force():
                 lays = _all_layouts(n)
                 ev = evaluate(m, cl, plan, LayoutArrays.from_layouts(lays), constants())
                 ok = ev.reasons == 0
-                rows = np.nonzero((table.model_idx == mi) & (table.gpu_idx == gi) & (table.n_gpus == n))[0]
+                rows = np.nonzero(
+                    (table.model_idx == mi) & (table.gpu_idx == gi) & (table.n_gpus == n)
+                )[0]
                 if not ok.any():
                     assert rows.size == 0
                     continue
@@ -83,20 +95,27 @@ def test_optimum_meets_the_pins_and_reevaluates_to_the_same_corners(base):
     assert f is not None and f.time_s.size > 0
     d = base.to_dict()
     assert list(d)[0] == "optimum"
-    assert d["optimum"]["loss"]["low"] <= d["optimum"]["loss"]["mean"] <= d["optimum"]["loss"]["high"]
+    assert (
+        d["optimum"]["loss"]["low"] <= d["optimum"]["loss"]["mean"] <= d["optimum"]["loss"]["high"]
+    )
 
 
 def test_solver_corners_equal_estimate(base):
-    from trilemma.solve.optimize import Pins, choose_tokens, rates, table_goodput
     from trilemma.presets import constants
+    from trilemma.solve.optimize import Pins, choose_tokens, rates, table_goodput
 
     tab = base.table
     # the table's steady goodput equals the estimate's own for a run longer than its checkpoint interval
     c = rates(tab, table_goodput(tab, 2048), {}, constants()["energy"])
     o = base.optimum
-    i = [k for k in range(len(tab)) if tab.models[tab.model_idx[k]].name == o.model.name
-         and tab.gpus[tab.gpu_idx[k]].name == o.cluster.hardware.name and tab.n_gpus[k] == o.cluster.n_gpus
-         and tab.precisions[tab.prec_idx[k]] == o.plan.precision][0]
+    i = [
+        k
+        for k in range(len(tab))
+        if tab.models[tab.model_idx[k]].name == o.model.name
+        and tab.gpus[tab.gpu_idx[k]].name == o.cluster.hardware.name
+        and tab.n_gpus[k] == o.cluster.n_gpus
+        and tab.precisions[tab.prec_idx[k]] == o.plan.precision
+    ][0]
     D = o.plan.total_tokens
     assert D * c.s_per_token[i] == pytest.approx(o.time.total_s, rel=1e-9)
     assert D * c.usd_per_token[i] == pytest.approx(o.cost.usd, rel=1e-9)
@@ -117,8 +136,12 @@ def test_loosening_a_pin_never_makes_the_optimum_worse(base):
     assert solve(deadline="30d", budget="$3M", **SMALL).optimum_loss.mean <= loss0 + 1e-12
     target = base.optimum_loss.mean + 0.05
     cheap = solve(deadline="30d", target_loss=target, **SMALL).optimum.cost.usd
-    assert solve(deadline="60d", target_loss=target, **SMALL).optimum.cost.usd <= cheap * (1 + 1e-12)
-    assert solve(deadline="30d", target_loss=target + 0.05, **SMALL).optimum.cost.usd <= cheap * (1 + 1e-12)
+    assert solve(deadline="60d", target_loss=target, **SMALL).optimum.cost.usd <= cheap * (
+        1 + 1e-12
+    )
+    assert solve(deadline="30d", target_loss=target + 0.05, **SMALL).optimum.cost.usd <= cheap * (
+        1 + 1e-12
+    )
 
 
 def test_target_below_irreducible_loss_is_infeasible_naming_E(capsys):
@@ -130,24 +153,50 @@ def test_target_below_irreducible_loss_is_infeasible_naming_E(capsys):
 
 def test_out_of_reach_target_explains_how_far_the_pins_must_move():
     with pytest.raises(InfeasibleError) as exc:
-        solve(deadline="1d", budget="$1k", target_loss=2.2, gpu="a100-80gb", params="100M..1B", max_gpus=8,
-              minimize="cost")
+        solve(
+            deadline="1d",
+            budget="$1k",
+            target_loss=2.2,
+            gpu="a100-80gb",
+            params="100M..1B",
+            max_gpus=8,
+            minimize="cost",
+        )
     msg = str(exc.value)
     assert "needs" in msg or "reach" in msg
 
 
 def test_cli_json_and_bad_input(tmp_path, capsys):
     out = tmp_path / "f.csv"
-    rc = main(["solve", "--deadline", "30d", "--budget", "$2M", "--gpu", "a100-80gb", "--params", "100M..3B",
-               "--max-gpus", "64", "--json", "--frontier", str(out)])
+    rc = main(
+        [
+            "solve",
+            "--deadline",
+            "30d",
+            "--budget",
+            "$2M",
+            "--gpu",
+            "a100-80gb",
+            "--params",
+            "100M..3B",
+            "--max-gpus",
+            "64",
+            "--json",
+            "--frontier",
+            str(out),
+        ]
+    )
     cap = capsys.readouterr()
     assert rc == 0 and cap.err == ""
     d = json.loads(cap.out)
     assert list(d)[0] == "optimum" and d["schema"].startswith("trilemma.solve")
     assert out.read_text().count("\n") == d["frontier"]["points"] + 1
-    for bad in (["--deadline", "30x", "--budget", "$2M"], ["--deadline", "30d", "--budget", "lots"],
-                ["--deadline", "30d", "--budget", "$2M", "--gpu", "a100-80"],
-                ["--deadline", "30d", "--budget", "$2M", "--minimize", "happiness"]):
+    for bad in (
+        ["--deadline", "30x", "--budget", "$2M"],
+        ["--deadline", "30d", "--budget", "lots"],
+        ["--deadline", "30d", "--budget", "$2M", "--gpu", "a100-80"],
+        ["--deadline", "30d", "--budget", "$2M", "--minimize", "happiness"],
+    ):
         assert main(["solve", *bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err
@@ -155,7 +204,9 @@ def test_cli_json_and_bad_input(tmp_path, capsys):
 
 def test_scenario_file_and_flags_override(tmp_path, capsys):
     sc = tmp_path / "s.toml"
-    sc.write_text('deadline = "30d"\nbudget = "$2M"\ngpu = ["a100-80gb"]\nparams = "100M..3B"\nmax-gpus = 64\n')
+    sc.write_text(
+        'deadline = "30d"\nbudget = "$2M"\ngpu = ["a100-80gb"]\nparams = "100M..3B"\nmax-gpus = 64\n'
+    )
     assert main(["solve", str(sc), "--json"]) == 0
     d1 = json.loads(capsys.readouterr().out)
     assert d1["pins"]["deadline_s"] == 30 * 86400
@@ -197,12 +248,25 @@ def test_frontier_holds_the_optimum_itself(base):
     assert f.loss[k] == pytest.approx(base.optimum_loss.mean, rel=1e-9)
 
 
-def test_a_small_plans_summary_keeps_its_figures_and_a_runner_up_at_the_same_cost_reads_zero(capsys):
+def test_a_small_plans_summary_keeps_its_figures_and_a_runner_up_at_the_same_cost_reads_zero(
+    capsys,
+):
     """A one-GPU LoRA fine-tune of an hour: the summary line gives its GPU-hours to three figures, its energy in
     kWh and its CO2 in kg (it printed "1 GPU-hours, 0.0 MWh, 0.0 t CO2e"), and the runner-up on twice the GPUs
     for half the time, the same GPU-hours, differs in cost by float rounding only: ±0, not "+$1.1e-05"."""
-    args = ["solve", "--finetune", "lora", "--model", "llama2-7b", "--tokens", "50M", "--deadline", "2h",
-            "--gpu", "a100-80gb"]
+    args = [
+        "solve",
+        "--finetune",
+        "lora",
+        "--model",
+        "llama2-7b",
+        "--tokens",
+        "50M",
+        "--deadline",
+        "2h",
+        "--gpu",
+        "a100-80gb",
+    ]
     assert main(args + ["--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     o = doc["optimum"]
@@ -211,5 +275,7 @@ def test_a_small_plans_summary_keeps_its_figures_and_a_runner_up_at_the_same_cos
     line = next(ln for ln in out.splitlines() if ln.startswith("optimum:"))
     assert f"optimum: {o['time']['gpu_hours']:.3g} GPU-hours, " in line
     assert " kWh, " in line and " kg CO2e;" in line and " MWh" not in line
-    runner = [ln for ln in out.splitlines() if ln.startswith("│ GPU count")][-1]  # the runners-up table's row
+    runner = [ln for ln in out.splitlines() if ln.startswith("│ GPU count")][
+        -1
+    ]  # the runners-up table's row
     assert "│ ±0 " in runner

@@ -19,7 +19,6 @@ import pytest
 from trilemma.validate.cases import load_file
 from trilemma.validate.floors import highest_plan_mfu, measured_mfu, small_config_errors
 
-
 #: fp32 forward + backward times of the CS336 models on one A100-40GB (github.com/yyin-dev/cs336-a2), in the
 #: backtest schema: a check of fp32 steps, not a calibration row
 CS336_FP32 = Path(__file__).parent / "data" / "cs336_fp32_a100.csv"
@@ -32,7 +31,10 @@ def _h100_rows() -> dict[tuple[int, int], dict[str, str]]:
     import csv
 
     with open(CS336_FP32_H100) as f:
-        return {(int(r["d_model"]), int(r["context"])): r for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+        return {
+            (int(r["d_model"]), int(r["context"])): r
+            for r in csv.DictReader(x for x in f if not x.startswith("#"))
+        }
 
 
 def test_measured_ceilings_are_what_the_sources_say():
@@ -43,7 +45,9 @@ def test_measured_ceilings_are_what_the_sources_say():
     by_class = measured_mfu(by_precision=True)
     assert 0.563 <= by_class[("nvidia-ampere", "16-bit")] < 0.70
     assert 0.40 <= by_class[("nvidia-hopper", "16-bit")] < 0.55
-    assert measured_mfu() == {f: max(v for (ff, _), v in by_class.items() if ff == f) for f, _ in by_class}
+    assert measured_mfu() == {
+        f: max(v for (ff, _), v in by_class.items() if ff == f) for f, _ in by_class
+    }
     # 32 layers of d 2560, SwiGLU 10240, untied 10,000-token head: 6 FLOPs per parameter per token over the
     # layers' and the head's weights + attention's 12·L·d·s (PaLM's convention: full, not causal)
     L, d, f, s, vocab = 32, 2560, 10240, 512, 10000
@@ -71,8 +75,12 @@ def test_the_floor_is_read_on_every_preset_of_a_measured_family():
 # logits). The reference is the best row of the plan's own precision class; tf32, which no row measures,
 # is held to the family's best at any precision. H200 holds (49.3% at 16 bits) since its matmuls keep H100's
 # balance (hardware.toml balance_bw_bytes_per_s); at its own 4.8 TB/s the law gave it 59.3%.
-@pytest.mark.parametrize("gpu, precisions, cls", [(g, ("bf16", "fp16"), "16-bit") for g in FLOOR_GPUS]
-                         + [(g, ("fp8",), "fp8") for g in HOPPER] + [(g, ("tf32",), None) for g in FLOOR_GPUS])
+@pytest.mark.parametrize(
+    "gpu, precisions, cls",
+    [(g, ("bf16", "fp16"), "16-bit") for g in FLOOR_GPUS]
+    + [(g, ("fp8",), "fp8") for g in HOPPER]
+    + [(g, ("tf32",), None) for g in FLOOR_GPUS],
+)
 def test_no_plan_above_the_best_measured_step_plus_five_points(gpu, precisions, cls):
     from trilemma.presets import get_hardware
 
@@ -93,15 +101,20 @@ def test_fp32_plans_stay_below_the_measured_fp32_step_plus_five_points(gpu):
     assert ref - 0.10 < worst[0] <= ref + 0.05, worst
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12's open floor line: the sweep's fp32 plans on Hopper (68-72% of "
-                   "the fp32 peak, GEMMs of 4,096 × 5,120-7,680) stand above the largest fp32 step measured there "
-                   "(the CS336 2.7B model's whole step, 51%) + 5 points, until a step of their size is measured "
-                   "(benchmarks/fp32_step.py, a device check); strict: a pass means the floor now holds")
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12's open floor line: the sweep's fp32 plans on Hopper (68-72% of "
+    "the fp32 peak, GEMMs of 4,096 × 5,120-7,680) stand above the largest fp32 step measured there "
+    "(the CS336 2.7B model's whole step, 51%) + 5 points, until a step of their size is measured "
+    "(benchmarks/fp32_step.py, a device check); strict: a pass means the floor now holds",
+)
 @pytest.mark.parametrize("gpu", HOPPER)
 def test_fp32_plans_on_hopper_against_its_measured_fp32_steps(gpu):
     from trilemma.validate.floors import fp32_step_checks
 
-    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100)))
+    checks = measured_mfu(
+        by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100))
+    )
     worst = highest_plan_mfu(gpu, ("fp32",))
     assert worst[0] <= checks[("nvidia-hopper", "fp32")] + 0.05, worst
 
@@ -182,14 +195,22 @@ def test_fp32_steps_on_h100_against_the_same_models_measured_there():
     for c in cases:
         ctx = int(c.plan.stages[0].global_batch_tokens) // 4
         r = rows[(c.model.d_model, ctx)]
-        if not r["a100_step_s"] or not (c.model.d_model >= 1024 and ctx == 512 or c.model.d_model >= 1600 and ctx == 256):
+        if not r["a100_step_s"] or not (
+            c.model.d_model >= 1024 and ctx == 512 or c.model.d_model >= 1600 and ctx == 256
+        ):
             continue
-        optimizer_s = (float(r["a100_step_s"]) - c.reported) * a100.hbm_bw_bytes_per_s / h100.hbm_bw_bytes_per_s
+        optimizer_s = (
+            (float(r["a100_step_s"]) - c.reported)
+            * a100.hbm_bw_bytes_per_s
+            / h100.hbm_bw_bytes_per_s
+        )
         measured = float(r["h100_step_s"]) - optimizer_s
         (p,) = predict([dataclasses.replace(c, hardware=h100)], constants())
         assert 0.90 < p.predicted / measured < 1.10, (c.label, ctx, p.predicted / measured)
         checked += 1
-    assert checked == 3  # medium and large at 2,048 tokens, XL at 1,024 (larger ones ran out of memory on the A100)
+    assert (
+        checked == 3
+    )  # medium and large at 2,048 tokens, XL at 1,024 (larger ones ran out of memory on the A100)
 
 
 def test_the_largest_fp32_step_measured_on_hopper():
@@ -210,9 +231,15 @@ def test_the_largest_fp32_step_measured_on_hopper():
 
     rows = _h100_rows()
     h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-40gb")
-    cases = {(c.model.d_model, int(c.plan.stages[0].seq_len)): c for c in load_file(str(CS336_FP32), "throughput")[1]}
-    xl = [(float(rows[(1600, ctx)]["a100_step_s"]) - cases[(1600, ctx)].reported) / param_counts(cases[(1600, ctx)].model).total
-          for ctx in (128, 256)]
+    cases = {
+        (c.model.d_model, int(c.plan.stages[0].seq_len)): c
+        for c in load_file(str(CS336_FP32), "throughput")[1]
+    }
+    xl = [
+        (float(rows[(1600, ctx)]["a100_step_s"]) - cases[(1600, ctx)].reported)
+        / param_counts(cases[(1600, ctx)].model).total
+        for ctx in (128, 256)
+    ]
     big = cases[(2560, 512)]
     n = param_counts(big.model).total
     assert 3.40e9 < n < 3.42e9  # 32·(4·2560² + 3·2560·10240 + 2·2560) + 2·10000·2560 + 2560
@@ -226,6 +253,8 @@ def test_the_largest_fp32_step_measured_on_hopper():
     per_token = 6 * (L * (4 * d * d + 3 * d * f) + vocab * d) + 12 * L * d * s
     by_hand = per_token * 4 * s / 1.2463 / 66.9e12
     assert 0.50 < by_hand < 0.52
-    checks = measured_mfu(by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100)))
+    checks = measured_mfu(
+        by_precision=True, cases=fp32_step_checks(str(CS336_FP32), str(CS336_FP32_H100))
+    )
     assert checks[("nvidia-hopper", "fp32")] == pytest.approx(by_hand, rel=1e-3)
     assert checks[("nvidia-ampere", "fp32")] == pytest.approx(0.848, abs=0.005)

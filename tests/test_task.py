@@ -30,7 +30,9 @@ def test_model_flops_drop_the_heads_six_v_d_by_hand():
     three GEMMs of 2 FLOPs per MAC each, 6·(V·d + d²) per token fewer."""
     m, (lm, cls) = _both()
     assert m.vocab_size == 30522 and m.d_model == 1024 and m.pooler
-    assert lm.model_flop_per_token - cls.model_flop_per_token == pytest.approx(6 * (30522 * 1024 + 1024**2))
+    assert lm.model_flop_per_token - cls.model_flop_per_token == pytest.approx(
+        6 * (30522 * 1024 + 1024**2)
+    )
 
 
 def test_no_logits_and_no_head_time():
@@ -43,20 +45,55 @@ def test_no_logits_and_no_head_time():
 
 
 def test_bad_task_is_one_line_and_exit_2(capsys):
-    rc, _, err = run(capsys, "estimate", "--model", "bert-large", "--gpu", "a100-80gb", "--gpus", "1",
-                     "--tokens", "1B", "--task", "regression")
-    assert rc == 2 and "task: 'regression' is not allowed; expected causal-lm or classification" in err
+    rc, _, err = run(
+        capsys,
+        "estimate",
+        "--model",
+        "bert-large",
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "1",
+        "--tokens",
+        "1B",
+        "--task",
+        "regression",
+    )
+    assert (
+        rc == 2 and "task: 'regression' is not allowed; expected causal-lm or classification" in err
+    )
 
 
 def test_a_classifier_is_not_exported(capsys):
-    rc, _, err = run(capsys, "estimate", "--model", "bert-large", "--gpu", "a100-80gb", "--gpus", "8",
-                     "--tokens", "1B", "--task", "classification", "--export", "hf")
+    rc, _, err = run(
+        capsys,
+        "estimate",
+        "--model",
+        "bert-large",
+        "--gpu",
+        "a100-80gb",
+        "--gpus",
+        "8",
+        "--tokens",
+        "1B",
+        "--task",
+        "classification",
+        "--export",
+        "hf",
+    )
     assert rc == 2 and "a sequence classifier is not one" in err
 
 
 def test_solve_takes_the_task_from_a_scenario(tmp_path):
     from trilemma.solve import solve
 
-    res = solve(model="bert-large", tokens="1B", finetune={"finetune": "full"}, gpu="a100-80gb", max_gpus=8,
-                budget="$1000", task="classification")
+    res = solve(
+        model="bert-large",
+        tokens="1B",
+        finetune={"finetune": "full"},
+        gpu="a100-80gb",
+        max_gpus=8,
+        budget="$1000",
+        task="classification",
+    )
     assert res.optimum.plan.task == "classification" and res.optimum.memory.logits == 0

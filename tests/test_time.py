@@ -22,7 +22,6 @@ from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_al
 from trilemma.estimate.time import gemm_efficiency
 from trilemma.specs import HardwareSpec
 
-
 F = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, intra_alpha=1e-5, inter_alpha=2e-5)
 
 
@@ -65,8 +64,15 @@ def test_gemm_efficiency_grows_with_every_dimension_and_stays_below_max():
 
 
 def _est(**layout):
-    return estimate("gpt3-6.7b", "a100-80gb", 64, 10e9, seq_len=2048, global_batch_tokens=2048 * 256,
-                    layout=layout)
+    return estimate(
+        "gpt3-6.7b",
+        "a100-80gb",
+        64,
+        10e9,
+        seq_len=2048,
+        global_batch_tokens=2048 * 256,
+        layout=layout,
+    )
 
 
 def test_pipeline_bubble_is_p_minus_1_stage_times():
@@ -75,7 +81,9 @@ def test_pipeline_bubble_is_p_minus_1_stage_times():
     assert m == 32
     stage = (e.time.compute_s + e.time.tp_comm_s + e.time.pp_comm_s) / m
     assert e.time.bubble_s == pytest.approx(3 * stage, rel=1e-9)
-    assert e.time.bubble_s / (e.time.step_s - e.time.bubble_s - e.time.dp_comm_s - e.time.optimizer_s) == pytest.approx(3 / 32, rel=1e-9)
+    assert e.time.bubble_s / (
+        e.time.step_s - e.time.bubble_s - e.time.dp_comm_s - e.time.optimizer_s
+    ) == pytest.approx(3 / 32, rel=1e-9)
 
 
 def test_interleaving_divides_the_bubble_by_v():
@@ -84,7 +92,9 @@ def test_interleaving_divides_the_bubble_by_v():
     per_stage_1 = one.time.bubble_s / 3
     per_stage_2 = two.time.bubble_s / 1.5
     # the stage time itself changes only by the extra point-to-point sends of interleaving
-    assert per_stage_2 == pytest.approx(per_stage_1 + (two.time.pp_comm_s - one.time.pp_comm_s) / 32, rel=1e-9)
+    assert per_stage_2 == pytest.approx(
+        per_stage_1 + (two.time.pp_comm_s - one.time.pp_comm_s) / 32, rel=1e-9
+    )
 
 
 def test_uneven_pipeline_stages_wait_for_the_heaviest():
@@ -94,14 +104,21 @@ def test_uneven_pipeline_stages_wait_for_the_heaviest():
     Interleaved chunks may be uneven too."""
     from trilemma.specs.axes import last_stage_layers, stage_layers
 
-    assert stage_layers(126, 16) == 8 and stage_layers(128, 16) == 8 and stage_layers(96, 8, 2) == 12
+    assert (
+        stage_layers(126, 16) == 8 and stage_layers(128, 16) == 8 and stage_layers(96, 8, 2) == 12
+    )
     assert stage_layers(32, 1) == 32 and stage_layers(33, 32) == 2
-    kw = dict(seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=1, zero=1, recompute="none",
-                                                                       micro_batch=1))
+    kw = dict(
+        seq_len=2048,
+        global_batch_tokens=2048 * 256,
+        layout=dict(tp=2, pp=4, vp=1, zero=1, recompute="none", micro_batch=1),
+    )
     from trilemma.presets import get_model
 
     base = get_model("gpt3-6.7b")  # 32 layers: 8 per stage on pp = 4
-    uneven = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, **kw)  # 7, 8, 8, 7
+    uneven = estimate(
+        base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, **kw
+    )  # 7, 8, 8, 7
     even = estimate(base, "a100-80gb", 64, 10e9, **kw)
     # the even step: 8 layers and the head on the last rank; the uneven one: the slower of 8 layers (a
     # middle rank) and 7 layers with the head (the last), each layer timed alike
@@ -112,14 +129,27 @@ def test_uneven_pipeline_stages_wait_for_the_heaviest():
     # interleaving with uneven chunks (Llama 3.1 405B's schedule): ceil(30 / 8) = 4 layers per chunk, 8 per
     # rank as for 32 layers, less the one the last chunk (on the last rank) gives up; a virtual stage needs
     # at least one layer
-    inter = estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9, seq_len=2048,
-                     global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=4, vp=2, zero=1, recompute="none",
-                                                                 micro_batch=1))
+    inter = estimate(
+        base.replace(n_layers=30, name="x30"),
+        "a100-80gb",
+        64,
+        10e9,
+        seq_len=2048,
+        global_batch_tokens=2048 * 256,
+        layout=dict(tp=2, pp=4, vp=2, zero=1, recompute="none", micro_batch=1),
+    )
     assert last_stage_layers(30, 4, 2) == 7
     assert inter.time.compute_s == pytest.approx(uneven.time.compute_s, rel=1e-9)
     with pytest.raises(Exception, match="pp × virtual stages must not exceed the number of layers"):
-        estimate(base.replace(n_layers=30, name="x30"), "a100-80gb", 64, 10e9,
-                 seq_len=2048, global_batch_tokens=2048 * 256, layout=dict(tp=2, pp=16, vp=2))
+        estimate(
+            base.replace(n_layers=30, name="x30"),
+            "a100-80gb",
+            64,
+            10e9,
+            seq_len=2048,
+            global_batch_tokens=2048 * 256,
+            layout=dict(tp=2, pp=16, vp=2),
+        )
 
 
 def _placed_last_rank_layers(n_layers: int, pp: int, vp: int) -> int:
@@ -129,13 +159,34 @@ def _placed_last_rank_layers(n_layers: int, pp: int, vp: int) -> int:
     from trilemma.export.torchtitan import stage_modules
 
     chunks = stage_modules(n_layers, pp * vp)
-    return sum(sum(1 for mod in chunks[i] if mod.startswith("layers.")) for i in range(pp - 1, pp * vp, pp))
+    return sum(
+        sum(1 for mod in chunks[i] if mod.startswith("layers.")) for i in range(pp - 1, pp * vp, pp)
+    )
 
 
-@pytest.mark.parametrize("n_layers,pp,vp", [(126, 16, 1), (126, 16, 4), (126, 16, 7), (30, 4, 1), (30, 4, 2),
-                                            (80, 8, 1), (80, 8, 2), (61, 8, 1), (61, 4, 3), (9, 4, 1), (13, 8, 1),
-                                            (95, 4, 4), (32, 32, 1), (33, 32, 1), (62, 4, 5)])
-def test_last_stage_layers_are_where_the_exporter_puts_them(n_layers: int, pp: int, vp: int) -> None:
+@pytest.mark.parametrize(
+    "n_layers,pp,vp",
+    [
+        (126, 16, 1),
+        (126, 16, 4),
+        (126, 16, 7),
+        (30, 4, 1),
+        (30, 4, 2),
+        (80, 8, 1),
+        (80, 8, 2),
+        (61, 8, 1),
+        (61, 4, 3),
+        (9, 4, 1),
+        (13, 8, 1),
+        (95, 4, 4),
+        (32, 32, 1),
+        (33, 32, 1),
+        (62, 4, 5),
+    ],
+)
+def test_last_stage_layers_are_where_the_exporter_puts_them(
+    n_layers: int, pp: int, vp: int
+) -> None:
     """The closed form the step uses is the layer count the exported plan runs on its last rank; it is at
     most the heaviest rank's and equal to it when the chunks divide the layers. By hand: 126 layers on 16
     stages lose one on the first and one on the last (Llama 3: 7 + 14 × 8 + 7)."""
@@ -150,7 +201,9 @@ def test_last_stage_layers_are_where_the_exporter_puts_them(n_layers: int, pp: i
 
 @given(st.integers(1, 160), st.integers(1, 32), st.integers(1, 8))
 @settings(max_examples=300, deadline=None)
-def test_heaviest_rank_holds_what_the_exporter_places_on_it(n_layers: int, pp: int, vp: int) -> None:
+def test_heaviest_rank_holds_what_the_exporter_places_on_it(
+    n_layers: int, pp: int, vp: int
+) -> None:
     """The step waits for the rank with the most layers: the closed form is the most any rank holds when
     torchtitan's exporter places the chunks and the looped schedule gives rank r the chunks r, r + pp, ...
     By hand: 126 layers, pp 16, vp 7: 112 chunks of 2 less 98, 49 off each end; rank r keeps a two-layer
@@ -159,10 +212,16 @@ def test_heaviest_rank_holds_what_the_exporter_places_on_it(n_layers: int, pp: i
     from trilemma.specs.axes import stage_layers
 
     assume(pp * vp <= n_layers)
-    chunks = [sum(1 for mod in c if mod.startswith("layers.")) for c in stage_modules(n_layers, pp * vp)]
+    chunks = [
+        sum(1 for mod in c if mod.startswith("layers.")) for c in stage_modules(n_layers, pp * vp)
+    ]
     ranks = [sum(chunks[r::pp]) for r in range(pp)]
     assert sum(ranks) == n_layers and stage_layers(n_layers, pp, vp) == max(ranks)
-    assert stage_layers(126, 16, 7) == 8 and stage_layers(126, 16, 1) == 8 and stage_layers(126, 16, 4) == 8
+    assert (
+        stage_layers(126, 16, 7) == 8
+        and stage_layers(126, 16, 1) == 8
+        and stage_layers(126, 16, 4) == 8
+    )
 
 
 def test_elementwise_inventory_by_hand():
@@ -177,12 +236,16 @@ def test_elementwise_inventory_by_hand():
 
     m = get_model("llama2-7b")  # d 4096, f 11008, 32 heads of 128, no GQA
     T, e, d, f = 2 * 4096, 2.0, 4096, 11008
-    L = LayoutArrays.from_layouts([Layout(tp=1, micro_batch=2), Layout(tp=4, sp=True, micro_batch=2)])
+    L = LayoutArrays.from_layouts(
+        [Layout(tp=1, micro_batch=2), Layout(tp=4, sp=True, micro_batch=2)]
+    )
     fwd, bwd = elementwise_bytes(m, 4096, L, e)
     rope = 2 * e * T * (4096 + 4096)
     assert fwd[0] == pytest.approx(2 * 2 * e * T * d + 2 * 3 * e * T * d + 3 * e * T * f + rope)
     assert bwd[0] == pytest.approx(2 * 3 * e * T * d + 2 * 3 * e * T * d + 5 * e * T * f + rope)
-    assert fwd[1] == pytest.approx((2 * 2 * e * T * d + 2 * 3 * e * T * d) / 4 + (3 * e * T * f + rope) / 4)
+    assert fwd[1] == pytest.approx(
+        (2 * 2 * e * T * d + 2 * 3 * e * T * d) / 4 + (3 * e * T * f + rope) / 4
+    )
     # kernels: QKV, output, gate+up, down; flash 1 (2 backward); 2 norms, 2 adds, SwiGLU, rotary
     assert kernels_per_layer(m, flash=True) == (4 + 1 + 6, 8 + 2 + 6)
 
@@ -199,8 +262,11 @@ def test_kernel_cost_weighs_on_small_models_not_large():
     def ratio(model: str, gpus: int, tokens: float, **lay: object) -> float:
         m, _ = resolve_model(model)
         cl, pl = make_cluster("a100-80gb", gpus), make_plan(m, tokens)
-        return (estimate_plan(m, cl, pl, lay, consts=slow).time.step_s
-                / estimate_plan(m, cl, pl, lay, consts=fast).time.step_s)
+        return (
+            estimate_plan(m, cl, pl, lay, consts=slow).time.step_s
+            / estimate_plan(m, cl, pl, lay, consts=fast).time.step_s
+        )
+
     assert ratio("gpt2-124m", 1, 1e9, micro_batch=1) > 1.3
     # 70B, tp 8, one 4,096-token micro-batch: ~27 kernels × 40 µs ≈ 1.1 ms per layer against ~11 ms
     # of matmuls (6 × 0.86B params / 8 × 4096 tokens at ~250 TFLOP/s): at most a tenth
@@ -218,7 +284,10 @@ def test_compute_by_operation_class_adds_up():
         assert sum(t.ops_s.values()) == pytest.approx(t.compute_s, rel=1e-12)
     assert full.ops_s["gemm"] == pytest.approx(none.ops_s["gemm"] * 4 / 3, rel=1e-12)
     assert sel.ops_s["gemm"] == pytest.approx(none.ops_s["gemm"], rel=1e-12)
-    assert sel.ops_s["attention"] > none.ops_s["attention"] and sel.ops_s["lm_head"] == none.ops_s["lm_head"]
+    assert (
+        sel.ops_s["attention"] > none.ops_s["attention"]
+        and sel.ops_s["lm_head"] == none.ops_s["lm_head"]
+    )
 
 
 def test_throughput_mfu_and_gpu_hours_are_consistent():
@@ -244,23 +313,44 @@ def test_full_recompute_costs_time_and_raises_hfu_not_mfu():
 
 
 def test_slower_inter_node_link_never_speeds_up_a_multi_node_run():
-    fast = estimate("llama2-7b", "a100-80gb", 64, 1e11, seq_len=4096, cluster={"inter_node_bw_bytes_per_s": 50e9})
-    slow = estimate("llama2-7b", "a100-80gb", 64, 1e11, seq_len=4096, cluster={"inter_node_bw_bytes_per_s": 5e9})
+    fast = estimate(
+        "llama2-7b",
+        "a100-80gb",
+        64,
+        1e11,
+        seq_len=4096,
+        cluster={"inter_node_bw_bytes_per_s": 50e9},
+    )
+    slow = estimate(
+        "llama2-7b", "a100-80gb", 64, 1e11, seq_len=4096, cluster={"inter_node_bw_bytes_per_s": 5e9}
+    )
     assert slow.time.total_s >= fast.time.total_s
 
 
 # ------------------------------------------------------------------ a device's own efficiency constants
 
+
 def _cpu_like(**efficiency: float) -> HardwareSpec:
     """A 2-core CPU as `trilemma probe` measures one: ~200 GFLOP/s fp32 against ~34 GB/s, i.e. ~6 FLOP
     per byte where the calibration's GPUs have 100-300."""
-    return HardwareSpec.build(name="cpu-like", peak_flop_per_s={"fp32": 2.0e11}, hbm_bytes=24e9, hbm_bw_bytes_per_s=3.4e10,
-                              intra_node_bw_bytes_per_s=3.8e9, inter_node_bw_bytes_per_s=3.8e9, devices_per_node=1,
-                              board_power_w=20, price_usd_per_hour=0.04, efficiency=efficiency)
+    return HardwareSpec.build(
+        name="cpu-like",
+        peak_flop_per_s={"fp32": 2.0e11},
+        hbm_bytes=24e9,
+        hbm_bw_bytes_per_s=3.4e10,
+        intra_node_bw_bytes_per_s=3.8e9,
+        inter_node_bw_bytes_per_s=3.8e9,
+        devices_per_node=1,
+        board_power_w=20,
+        price_usd_per_hour=0.04,
+        efficiency=efficiency,
+    )
 
 
 def _cpu_est(hw):
-    return estimate("gpt2-124m", hw, 1, tokens=1e6, seq_len=256, global_batch_tokens=2048, precision="fp32")
+    return estimate(
+        "gpt2-124m", hw, 1, tokens=1e6, seq_len=256, global_batch_tokens=2048, precision="fp32"
+    )
 
 
 def test_bandwidth_rich_chip_never_runs_above_peak():
@@ -304,7 +394,12 @@ def test_no_gemm_beats_the_chips_measured_best_matmul(gpu):
     rows = gemm_against_mamf(gpu)
     assert {r[0] for r in rows} == {str(p) for p in hw.mamf_flop_per_s}
     for prec, at_shape, mamf, top in rows:
-        assert at_shape <= mamf * (1 + 1e-9) and top <= mamf * (1 + 1e-9), (prec, at_shape, top, mamf)
+        assert at_shape <= mamf * (1 + 1e-9) and top <= mamf * (1 + 1e-9), (
+            prec,
+            at_shape,
+            top,
+            mamf,
+        )
 
 
 def test_h200_keeps_h100s_matmul_rates_and_gains_only_in_memory_bound_work():
@@ -328,7 +423,10 @@ def test_h200_keeps_h100s_matmul_rates_and_gains_only_in_memory_bound_work():
         assert h200.mamf_flop_per_s[prec] / h100.mamf_flop_per_s[prec] == pytest.approx(ratio)
         r = gemm_rate(h200, prec, M, N, K, c) / gemm_rate(h100, prec, M, N, K, c)
         assert np.all(r >= 1 - 1e-9) and np.all(r <= ratio * 1.01), (prec, r.min(), r.max())
-    a, b = (estimate("llama2-13b", g, 64, 1e11, layout={"tp": 2, "pp": 1, "micro_batch": 1}) for g in (h100.name, h200.name))
+    a, b = (
+        estimate("llama2-13b", g, 64, 1e11, layout={"tp": 2, "pp": 1, "micro_batch": 1})
+        for g in (h100.name, h200.name)
+    )
     ops_a, ops_b = a.time.ops_s, b.time.ops_s
     assert ops_b["gemm"] == pytest.approx(ops_a["gemm"], rel=1e-9)
     assert ops_b["attention"] == pytest.approx(ops_a["attention"], rel=1e-9)
@@ -349,7 +447,9 @@ def test_mi300x_gemm_is_held_to_its_measured_best_not_its_datasheet():
     rate = gemm_rate(hw, Precision.BF16, 10240, 15360, 8192, c)
     assert rate == pytest.approx(668.4e12, rel=1e-9)
     e = estimate("llama2-7b", "mi300x", 256, 1e12)
-    assert e.time.mfu <= 668.4e12 / 1307.4e12 * 1.05  # the causal-attention allowance of the test above
+    assert (
+        e.time.mfu <= 668.4e12 / 1307.4e12 * 1.05
+    )  # the causal-attention allowance of the test above
 
 
 def test_one_layer_against_korthikanti_table_4():
@@ -370,14 +470,18 @@ def test_one_layer_against_korthikanti_table_4():
     base_m, base_p = r[("none", False)]
     for key, (m, p) in r.items():
         assert abs((m / base_m - 1) - (p / base_p - 1)) <= 0.05, (key, m / base_m, p / base_p)
-    assert r[("none", True)][0] < base_m and r[("none", True)][1] < base_p  # SP alone saves time in both
+    assert (
+        r[("none", True)][0] < base_m and r[("none", True)][1] < base_p
+    )  # SP alone saves time in both
 
 
 #: a profiled fp32 training step on one A100-SXM4-40GB (github.com/yyin-dev/cs336-a2 writeup.md, nsys kernel
 #: table of the GPT-2-XL-shaped model, batch 4 × context 256 = 1,024 tokens; kernels ampere_sgemm_*, so fp32 on
 #: the SIMT cores, TF32 off): (M, N, K) → the forward SGEMM's median time, seconds
-FP32_SGEMMS_A100 = {(1024, 1600, 1600): 310.056e-6,  # ampere_sgemm_128x64_tn: the d × d projections
-                    (1024, 6400, 1600): 1.211e-3}  # ampere_sgemm_32x128_tn: the SwiGLU up and gate projections
+FP32_SGEMMS_A100 = {
+    (1024, 1600, 1600): 310.056e-6,  # ampere_sgemm_128x64_tn: the d × d projections
+    (1024, 6400, 1600): 1.211e-3,
+}  # ampere_sgemm_32x128_tn: the SwiGLU up and gate projections
 
 
 @pytest.mark.parametrize("shape", sorted(FP32_SGEMMS_A100))
@@ -397,7 +501,9 @@ def test_fp32_gemms_run_near_peak_as_a_profiled_step_measured(shape):
     M, N, K = shape
     measured = 2 * M * N * K / FP32_SGEMMS_A100[shape]
     assert 0.85 < measured / 19.5e12 < 0.90
-    assert float(gemm_rate(hw, Precision.FP32, M, N, K, constants())) == pytest.approx(measured, rel=0.10)
+    assert float(gemm_rate(hw, Precision.FP32, M, N, K, constants())) == pytest.approx(
+        measured, rel=0.10
+    )
 
 
 def _xla_h100_table():
@@ -409,8 +515,10 @@ def _xla_h100_table():
     with open(path) as f:
         rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     assert all(r["b"] == "1" for r in rows)
-    return tuple(np.array([float(r[k]) for r in rows])
-                 for k in ("m", "n", "k", "bf16_flop_per_s", "tf32_flop_per_s"))
+    return tuple(
+        np.array([float(r[k]) for r in rows])
+        for k in ("m", "n", "k", "bf16_flop_per_s", "tf32_flop_per_s")
+    )
 
 
 def test_tf32_gemms_keep_bf16s_fraction_of_peak_as_xla_measured_on_h100():
@@ -439,9 +547,13 @@ def test_tf32_gemms_keep_bf16s_fraction_of_peak_as_xla_measured_on_h100():
     model_tf32 = gemm_rate(hw, Precision.TF32, M, N, K, c)
     model = (model_tf32 / hw.peak(Precision.TF32)) / (model_bf16 / hw.peak(Precision.BF16))
     assert np.all(np.abs(model / np.median(measured) - 1) <= 0.10), model
-    big = M * N * K > 1024**3  # 1024³: 64 output tiles of 128×128 on 132 SMs, half a wave, which the smooth
+    big = (
+        M * N * K > 1024**3
+    )  # 1024³: 64 output tiles of 128×128 on 132 SMs, half a wave, which the smooth
     # shape penalty does not see (the term is 3% above the measured bf16 rate there, 13% above tf32's)
-    assert big.sum() == 26 and np.all((model_bf16 <= bf16)[big]) and np.all((model_tf32 <= tf32)[big])
+    assert (
+        big.sum() == 26 and np.all((model_bf16 <= bf16)[big]) and np.all((model_tf32 <= tf32)[big])
+    )
 
 
 def test_precision_rate_scales_only_slower_math_and_not_a_probed_device():
@@ -459,9 +571,13 @@ def test_precision_rate_scales_only_slower_math_and_not_a_probed_device():
     assert device_constants(c, hw, Precision.BF16)["gemm_half_dim"] == pytest.approx(half)
     assert device_constants(c, hw, Precision.FP8)["gemm_half_dim"] == pytest.approx(half, rel=1e-3)
     assert device_constants(c, hw, Precision.TF32)["gemm_half_dim"] == pytest.approx(half)
-    assert device_constants(c, get_hardware("a100-80gb"), Precision.FP32)["gemm_half_dim"] == pytest.approx(half / 8)
-    assert [device_constants(c, hw, p)["operand_width"] for p in (Precision.FP8, Precision.BF16, Precision.TF32)] \
-        == [1.0, 1.0, 2.0]
+    assert device_constants(c, get_hardware("a100-80gb"), Precision.FP32)[
+        "gemm_half_dim"
+    ] == pytest.approx(half / 8)
+    assert [
+        device_constants(c, hw, p)["operand_width"]
+        for p in (Precision.FP8, Precision.BF16, Precision.TF32)
+    ] == [1.0, 1.0, 2.0]
     probed = _cpu_like(gemm_max=0.8, gemm_half_dim=64.0, balance_exponent=0.0)
     assert device_constants(c, probed, Precision.FP32)["gemm_half_dim"] == 64.0
 
@@ -475,7 +591,9 @@ def test_device_constants_replace_the_calibrated_ones():
     assert perfect.step_s < poor.step_s and 0.5 * perfect.mfu > poor.mfu and perfect.mfu <= 1.0
 
 
-@pytest.mark.parametrize("bad", [{"gemm_speed": 1.0}, {"gemm_max": 2.5}, {"gemm_max": 0.0}, {"gemm_half_dim": -1.0}])
+@pytest.mark.parametrize(
+    "bad", [{"gemm_speed": 1.0}, {"gemm_max": 2.5}, {"gemm_max": 0.0}, {"gemm_half_dim": -1.0}]
+)
 def test_bad_device_constants_are_input_errors(bad):
     from trilemma.errors import InputError
 
@@ -493,7 +611,9 @@ def test_gemm_constants_recover_a_measured_curve():
     c = gemm_constants(MatmulCurve("fp32", sizes, tuple(rate)))
     peak = max(rate)
     assert c["gemm_half_dim"] == pytest.approx(20.0, rel=1e-3) and c["balance_exponent"] == 0.0
-    assert c["gemm_max"] == pytest.approx(0.95 * 1e11 / peak, rel=1e-3)  # > 1: the curve still rises at 2048
+    assert c["gemm_max"] == pytest.approx(
+        0.95 * 1e11 / peak, rel=1e-3
+    )  # > 1: the curve still rises at 2048
     fitted = [c["gemm_max"] * (n / (n + c["gemm_half_dim"])) ** 3 for n in sizes]
     assert fitted == pytest.approx([r / peak for r in rate], rel=1e-3)
 
@@ -506,17 +626,24 @@ def test_goodput_is_modelled_the_same_however_the_plan_is_built():
     from trilemma.presets import constants
     from trilemma.specs import Stage, TrainingPlan
 
-    direct = TrainingPlan(stages=(Stage(tokens=1e11, seq_len=2048, global_batch_tokens=2048 * 512),))
+    direct = TrainingPlan(
+        stages=(Stage(tokens=1e11, seq_len=2048, global_batch_tokens=2048 * 512),)
+    )
     assert direct.goodput is None
     share = 1.0 / (1.0 + constants()["run"]["slow_node_spread"] * math.sqrt(2.0 * math.log(8)))
     a = estimate("llama2-7b", "a100-80gb", 64, plan=direct).time
     b = estimate("llama2-7b", "a100-80gb", 64, 1e11).time
     assert a.goodput == pytest.approx(b.goodput, rel=1e-12)
-    assert a.goodput == pytest.approx(a.reliability["goodput"] * share, rel=1e-12) and not a.goodput_given
+    assert (
+        a.goodput == pytest.approx(a.reliability["goodput"] * share, rel=1e-12)
+        and not a.goodput_given
+    )
     # the failure model on this run's busy time, GPUs and checkpoint (6,738,415,616 params × 14 bytes)
     g = failure_model(a.busy_s, 64, 6_738_415_616 * 14.0)
     assert a.reliability["goodput"] == pytest.approx(g.goodput, rel=1e-12)
-    assert a.reliability["expected_interruptions"] == pytest.approx(g.expected_interruptions, rel=1e-12)
+    assert a.reliability["expected_interruptions"] == pytest.approx(
+        g.expected_interruptions, rel=1e-12
+    )
     mine = direct.replace(goodput=0.95)
     e = estimate("llama2-7b", "a100-80gb", 64, plan=mine)
     assert e.time.goodput == 0.95 and e.time.goodput_given
@@ -526,8 +653,15 @@ def test_goodput_is_modelled_the_same_however_the_plan_is_built():
 def test_goodput_falls_with_cluster_size_and_llama3_scale_matches_its_published_effective_time():
     """Llama 3 405B (Dubey et al. 2024 §3.3.4): > 90% effective training time on 16,384 H100s, 419
     unexpected interruptions in 54 days. A 12-hour fine-tune on 8 GPUs loses almost nothing."""
-    big = estimate("llama3.1-405b", "h100-sxm", 16384, 15.6e12, seq_len=8192, global_batch_tokens=16 * 2**20,
-                   layout={"tp": 8, "pp": 16}).time
+    big = estimate(
+        "llama3.1-405b",
+        "h100-sxm",
+        16384,
+        15.6e12,
+        seq_len=8192,
+        global_batch_tokens=16 * 2**20,
+        layout={"tp": 8, "pp": 16},
+    ).time
     r = big.reliability
     assert 0.90 < r["goodput"] < 0.97
     days = big.total_s * big.other_share / 86400  # wall time without the fitted remainder
@@ -541,14 +675,18 @@ def test_checkpoint_bytes_per_parameter():
     """bf16 + AdamW: 2 (weight) + 4 (fp32 master) + 2 × 4 (moments) = 14 bytes, BLOOM's 176e9 × 14-byte
     checkpoints (bigscience tr11-176B-ml README); fp32: 4 + 8 = 12 (no master copy); SGD one moment;
     LoRA with 1% trainable saves 1% of it (the frozen base is not saved)."""
-    from trilemma.specs import Optimizer, Precision, Stage, TrainingPlan, DtypeSpec
+    from trilemma.specs import DtypeSpec, Optimizer, Precision, Stage, TrainingPlan
 
     st = (Stage(tokens=1e9, seq_len=2048, global_batch_tokens=2048 * 64),)
     assert TrainingPlan(stages=st).checkpoint_bytes_per_param == 14.0
-    fp32 = TrainingPlan(stages=st, precision=Precision.FP32, dtypes=DtypeSpec.for_precision(Precision.FP32))
+    fp32 = TrainingPlan(
+        stages=st, precision=Precision.FP32, dtypes=DtypeSpec.for_precision(Precision.FP32)
+    )
     assert fp32.checkpoint_bytes_per_param == 12.0
     assert TrainingPlan(stages=st, optimizer=Optimizer.SGD).checkpoint_bytes_per_param == 10.0
-    assert TrainingPlan(stages=st, trainable_fraction=0.01).checkpoint_bytes_per_param == pytest.approx(0.14)
+    assert TrainingPlan(
+        stages=st, trainable_fraction=0.01
+    ).checkpoint_bytes_per_param == pytest.approx(0.14)
 
 
 def test_attention_keeps_flashattention2s_hopper_share_of_its_ampere_fraction():
@@ -593,8 +731,15 @@ def test_an_fp32_softmax_moves_the_scores_three_times_the_bytes():
 
     def attention_s(probs: str | None) -> float:
         dt = DtypeSpec.for_precision(Precision.FP16).replace(attention_probs=probs)
-        pl = make_plan(m, 2 * 1024 * 10, seq_len=1024, global_batch_tokens=2 * 1024, precision="fp16",
-                       flash_attention=False, dtypes=dt)
+        pl = make_plan(
+            m,
+            2 * 1024 * 10,
+            seq_len=1024,
+            global_batch_tokens=2 * 1024,
+            precision="fp16",
+            flash_attention=False,
+            dtypes=dt,
+        )
         return estimate_plan(m, cl, pl, lay).time.ops_s["attention"]
 
     hw = get_hardware("a100-80gb")
@@ -621,9 +766,17 @@ def test_the_unfused_attention_core_is_its_kernels():
     m, _ = resolve_model("gpt2-medium")
     assert m.dropout and m.n_heads == 16 and m.d_attn == 1024
     cl = make_cluster("a100-80gb", 1)
-    pl = make_plan(m, 2 * 1024 * 10, seq_len=1024, global_batch_tokens=2 * 1024, precision="fp16",
-                   flash_attention=False)
-    got = estimate_plan(m, cl, pl, dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)).time.ops_s["attention"]
+    pl = make_plan(
+        m,
+        2 * 1024 * 10,
+        seq_len=1024,
+        global_batch_tokens=2 * 1024,
+        precision="fp16",
+        flash_attention=False,
+    )
+    got = estimate_plan(
+        m, cl, pl, dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)
+    ).time.ops_s["attention"]
 
     hw = get_hardware("a100-80gb")
     c = device_constants(constants(), hw, Precision.FP16)
@@ -655,9 +808,18 @@ def test_an_eager_softmax_reads_and_writes_the_scores_once_per_pass():
     cl = make_cluster("a100-80gb", 1)
 
     def attention_s(passes: int) -> float:
-        pl = make_plan(m, 2 * 1024 * 10, seq_len=1024, global_batch_tokens=2 * 1024, precision="fp16",
-                       flash_attention=False, softmax_passes=passes)
-        return estimate_plan(m, cl, pl, dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)).time.ops_s["attention"]
+        pl = make_plan(
+            m,
+            2 * 1024 * 10,
+            seq_len=1024,
+            global_batch_tokens=2 * 1024,
+            precision="fp16",
+            flash_attention=False,
+            softmax_passes=passes,
+        )
+        return estimate_plan(
+            m, cl, pl, dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=2)
+        ).time.ops_s["attention"]
 
     hw = get_hardware("a100-80gb")
     hbm = device_constants(constants(), hw, Precision.FP16)["hbm"]
@@ -666,7 +828,9 @@ def test_an_eager_softmax_reads_and_writes_the_scores_once_per_pass():
     f1, b1 = kernels_per_layer(m, False, 1)
     f6, b6 = kernels_per_layer(m, False, 6)
     assert (f6 - f1, b6 - b1) == (5, 10)
-    assert kernels_per_layer(m, True, 6) == kernels_per_layer(m, True, 1)  # FlashAttention: one fused kernel
+    assert kernels_per_layer(m, True, 6) == kernels_per_layer(
+        m, True, 1
+    )  # FlashAttention: one fused kernel
 
 
 def test_softmax_passes_outside_one_to_sixteen_is_refused():
@@ -677,7 +841,14 @@ def test_softmax_passes_outside_one_to_sixteen_is_refused():
     m, _ = resolve_model("gpt2-medium")
     for bad in (0, 17):
         with pytest.raises(InputError, match="softmax_passes"):
-            make_plan(m, 2048 * 10, seq_len=1024, global_batch_tokens=2048, flash_attention=False, softmax_passes=bad)
+            make_plan(
+                m,
+                2048 * 10,
+                seq_len=1024,
+                global_batch_tokens=2048,
+                flash_attention=False,
+                softmax_passes=bad,
+            )
 
 
 def test_eager_fp32_attention_against_the_cs336_h100_benchmark():
@@ -698,17 +869,27 @@ def test_eager_fp32_attention_against_the_cs336_h100_benchmark():
 
     path = Path(__file__).parent / "data" / "cs336_attention_h100_fp32.csv"
     with open(path) as f:
-        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#")) if int(r["seq"]) >= 4096]
+        rows = [
+            r
+            for r in csv.DictReader(line for line in f if not line.startswith("#"))
+            if int(r["seq"]) >= 4096
+        ]
     assert len(rows) == 12
     hw = get_hardware("h100-sxm")
     c = device_constants(constants(), hw, Precision.FP32)
     plan = SimpleNamespace(softmax_passes=6, dtypes=DtypeSpec.for_precision(Precision.FP32))
-    assert 56 * 8 * 16384**2 / (4.7718 / 100) > 1.25 * 2.0e12  # bytes per second, against H100 PCIe's 2.0 TB/s
+    assert (
+        56 * 8 * 16384**2 / (4.7718 / 100) > 1.25 * 2.0e12
+    )  # bytes per second, against H100 PCIe's 2.0 TB/s
     by_seq: dict[int, list[float]] = {}
     for r in rows:
         d, s = int(r["d_head"]), int(r["seq"])
         m = SimpleNamespace(n_heads=1, d_attn=d, dropout=False)
-        fwd = float(unfused_attention_s(m, plan, 8, s, s, hw.peak(Precision.FP32), hw.hbm_bw_bytes_per_s, 4, c))
+        fwd = float(
+            unfused_attention_s(
+                m, plan, 8, s, s, hw.peak(Precision.FP32), hw.hbm_bw_bytes_per_s, 4, c
+            )
+        )
         measured_fwd = float(r["forward_100_s"]) / 100
         measured_both = measured_fwd + float(r["backward_100_s"]) / 100
         assert 0.80 < fwd / measured_fwd < 1.10, (d, s, fwd / measured_fwd)
@@ -735,10 +916,19 @@ def test_a_measured_half_dimension_replaces_the_scaled_one_at_its_precision_only
     hw = get_hardware("h100-sxm")
     assert hw.measured_half_dim[Precision.FP32] == pytest.approx(h, abs=1)
     fitted = constants()["efficiency"]["gemm_half_dim"]
-    assert device_constants(constants(), hw, Precision.FP32)["gemm_half_dim"] == hw.measured_half_dim[Precision.FP32]
+    assert (
+        device_constants(constants(), hw, Precision.FP32)["gemm_half_dim"]
+        == hw.measured_half_dim[Precision.FP32]
+    )
     assert device_constants(constants(), hw, Precision.BF16)["gemm_half_dim"] == fitted
-    assert device_constants(constants(), hw, Precision.TF32)["gemm_half_dim"] == pytest.approx(fitted)
-    assert float(gemm_rate(hw, Precision.FP32, 8192, 8192, 8192, constants())) == pytest.approx(50.49e12, rel=1e-9)
-    assert float(gemm_rate(hw, Precision.FP32, 4096, 4096, 4096, constants())) == pytest.approx(45.68e12, rel=0.01)
+    assert device_constants(constants(), hw, Precision.TF32)["gemm_half_dim"] == pytest.approx(
+        fitted
+    )
+    assert float(gemm_rate(hw, Precision.FP32, 8192, 8192, 8192, constants())) == pytest.approx(
+        50.49e12, rel=1e-9
+    )
+    assert float(gemm_rate(hw, Precision.FP32, 4096, 4096, 4096, constants())) == pytest.approx(
+        45.68e12, rel=0.01
+    )
     with pytest.raises(ValueError, match="measured_half_dim"):
         hw.model_validate({**hw.model_dump(), "measured_half_dim": {"fp32": -1.0}})

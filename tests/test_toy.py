@@ -16,7 +16,9 @@ from trilemma.estimate.params import param_counts
 from trilemma.presets import constants
 from trilemma.specs import Layout, ModelSpec
 
-TOY = ModelSpec(n_layers=2, d_model=64, n_heads=4, ffn_dim=256, vocab_size=100, max_positions=32, name="toy")
+TOY = ModelSpec(
+    n_layers=2, d_model=64, n_heads=4, ffn_dim=256, vocab_size=100, max_positions=32, name="toy"
+)
 
 
 def test_toy_parameters_by_hand():
@@ -29,8 +31,12 @@ def test_toy_parameters_by_hand():
 
 def test_toy_memory_by_hand():
     plan = make_plan(TOY, 1e6, 32, 32 * 2)
-    est = evaluate_layout(TOY, make_cluster("a100-80gb", 1), plan,
-                          Layout(tp=1, pp=1, dp=1, zero=0, recompute="none", micro_batch=2))
+    est = evaluate_layout(
+        TOY,
+        make_cluster("a100-80gb", 1),
+        plan,
+        Layout(tp=1, pp=1, dp=1, zero=0, recompute="none", micro_batch=2),
+    )
     mem = est.memory
     assert mem.weights == 2 * 108_544
     assert mem.gradients == 4 * 108_544

@@ -66,12 +66,14 @@ def test_validate_reads_the_published_finetune_memory(doc, capsys):
     text = resources.files("trilemma").joinpath("data", "finetune_memory.csv").read_text("utf-8")
     shipped = list(csv.DictReader(text.splitlines()))
     assert [r["case"] for r in ft["rows"]] == [r["case"] for r in shipped] and not ft["fitted"]
-    gib = 2 ** 30
+    gib = 2**30
     for r, row in zip(ft["rows"], shipped):
         assert r["reported_bytes"] == pytest.approx(float(row["reported_gib"]) * gib)
         assert r["ratio"] == pytest.approx(r["predicted_bytes"] / r["reported_bytes"])
     s = ft["summary"]
-    assert s["within_count"] == sum(abs(r["ratio"] - 1) <= 0.15 for r in ft["rows"]) >= 10  # issue 14: at least 10
+    assert (
+        s["within_count"] == sum(abs(r["ratio"] - 1) <= 0.15 for r in ft["rows"]) >= 10
+    )  # issue 14: at least 10
     assert main(["validate", "--kind", "finetune", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["summary"] == {} and d["rows"] == [] and d["finetune_memory"]["summary"] == s
@@ -104,14 +106,19 @@ def test_shipped_constants_are_what_the_documented_fit_gives(refit):
     shipped = calibration()["constants"]
     for section, key, _, _ in TIME_PARAMS:
         assert fitted[section][key] == pytest.approx(shipped[section][key], rel=1e-6)
-    assert fitted["run"]["slow_node_spread"] == pytest.approx(shipped["run"]["slow_node_spread"], rel=1e-5)
+    assert fitted["run"]["slow_node_spread"] == pytest.approx(
+        shipped["run"]["slow_node_spread"], rel=1e-5
+    )
 
 
 @pytest.fixture(scope="module")
 def loso_summary(refit):
     cases, _ = load_cases()
     preds = loso(cases, uncalibrated_constants(), full=refit)
-    return {k: summarise([p for p in preds if p.case.kind == k]) for k in ("runs", "throughput", "memory")}
+    return {
+        k: summarise([p for p in preds if p.case.kind == k])
+        for k in ("runs", "throughput", "memory")
+    }
 
 
 @pytest.mark.slow

@@ -1,36 +1,66 @@
 """The Python API: one call per verb, over the typed specs and results.
 
-    >>> from trilemma.api import estimate
-    >>> est = estimate("llama2-7b", "a100-80gb", n_gpus=64, tokens=2e12)
-    >>> est.time.total_s, est.memory.fits
+>>> from trilemma.api import estimate
+>>> est = estimate("llama2-7b", "a100-80gb", n_gpus=64, tokens=2e12)
+>>> est.time.total_s, est.memory.fits
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from trilemma.errors import InputError
-from trilemma.units import parse_count
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
 from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
-from trilemma.estimate.result import SCHEMA, CostBreakdown, Estimate, MemoryBreakdown, StageResult, TimeBreakdown
+from trilemma.estimate.result import (
+    SCHEMA,
+    CostBreakdown,
+    Estimate,
+    MemoryBreakdown,
+    StageResult,
+    TimeBreakdown,
+)
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
-from trilemma.specs.build import (check_positions, finetune_fields, grid_intensity, make_cluster, make_plan, resolve_hardware,
-                                  resolve_model)
+from trilemma.specs.build import (
+    check_positions,
+    finetune_fields,
+    grid_intensity,
+    make_cluster,
+    make_plan,
+    resolve_hardware,
+    resolve_model,
+)
+from trilemma.units import parse_count
 
 
-def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, tokens: float | None = None,
-             *, seq_len: int | None = None, global_batch_tokens: float | None = None,
-             precision: Precision | str = Precision.BF16, layout: Layout | dict | None = None,
-             cluster: dict | None = None, plan: TrainingPlan | None = None, law: str | None = None,
-             unique_tokens: float | None = None, finetune: str | None = None, trainable_layers: int | None = None,
-             lora_rank: int | None = None, lora_alpha: float | None = None,
-             lora_targets: str | list[str] | None = None, base_precision: str | None = None,
-             optimizer: str | None = None, offload: str | None = None,
-             accept: Callable[[Estimate], bool] | None = None) -> Estimate:
+def estimate(
+    model: str | ModelSpec,
+    hardware: str | HardwareSpec,
+    n_gpus: int,
+    tokens: float | None = None,
+    *,
+    seq_len: int | None = None,
+    global_batch_tokens: float | None = None,
+    precision: Precision | str = Precision.BF16,
+    layout: Layout | dict | None = None,
+    cluster: dict | None = None,
+    plan: TrainingPlan | None = None,
+    law: str | None = None,
+    unique_tokens: float | None = None,
+    finetune: str | None = None,
+    trainable_layers: int | None = None,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    lora_targets: str | list[str] | None = None,
+    base_precision: str | None = None,
+    optimizer: str | None = None,
+    offload: str | None = None,
+    accept: Callable[[Estimate], bool] | None = None,
+) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
     from ``law`` (default: trilemma.quality.laws.DEFAULT_LAW), with repetition over ``unique_tokens``;
@@ -46,13 +76,23 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, n_gpus: int, 
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
     if cluster is not None and not isinstance(cluster, dict):
-        raise InputError("cluster", cluster, "a dict of cluster fields, e.g. {'price_usd_per_hour': 2.0}")
+        raise InputError(
+            "cluster", cluster, "a dict of cluster fields, e.g. {'price_usd_per_hour': 2.0}"
+        )
     if plan is not None and not isinstance(plan, TrainingPlan):
         raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
-    ft = finetune_fields(m, finetune, trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
-                         lora_targets=lora_targets, base_precision=base_precision, optimizer=optimizer,
-                         offload=offload)
+    ft = finetune_fields(
+        m,
+        finetune,
+        trainable_layers=trainable_layers,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        lora_targets=lora_targets,
+        base_precision=base_precision,
+        optimizer=optimizer,
+        offload=offload,
+    )
     pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, **ft)
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
@@ -64,12 +104,19 @@ def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = 
     """An Estimate, or a solve result (its optimum, or frontier ``point``), as ``engine``'s config:
     torchtitan, megatron, deepspeed or hf (trilemma.export). ``.to_dict()`` is the document
     ``--export ENGINE --json`` prints; ``.files`` the files ``trilemma export --out`` writes."""
-    from trilemma.export import FineTune, export as export_estimate, export_solve
+    from trilemma.export import FineTune, export_solve
+    from trilemma.export import export as export_estimate
 
     if not isinstance(plan, Estimate) and not hasattr(plan, "optimum"):
-        raise InputError("plan", plan, "an Estimate (trilemma.api.estimate) or a solve result (trilemma.solve.solve)")
+        raise InputError(
+            "plan",
+            plan,
+            "an Estimate (trilemma.api.estimate) or a solve result (trilemma.solve.solve)",
+        )
     if finetune is not None and not isinstance(finetune, FineTune):
-        raise InputError("finetune", finetune, "a trilemma.export.FineTune, or None for the plan's own")
+        raise InputError(
+            "finetune", finetune, "a trilemma.export.FineTune, or None for the plan's own"
+        )
     if hasattr(plan, "optimum"):
         return export_solve(plan, engine, point, finetune=finetune)
     if point is not None:
@@ -77,14 +124,18 @@ def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = 
     return export_estimate(plan, engine, finetune=finetune)
 
 
-def with_deploy(est: Estimate, device: str, precision: str = "int4", context: int | None = None) -> Estimate:
+def with_deploy(
+    est: Estimate, device: str, precision: str = "int4", context: int | None = None
+) -> Estimate:
     """The estimate with where the trained model must run (trilemma.estimate.deploy.with_deploy)."""
     from trilemma.estimate.deploy import with_deploy as attach
 
     _check_estimate(est)
     if isinstance(context, str):
         context = parse_count(context, "context")
-    if context is not None and (isinstance(context, bool) or not float(context).is_integer() or context < 1):
+    if context is not None and (
+        isinstance(context, bool) or not float(context).is_integer() or context < 1
+    ):
         raise InputError("context", context, "a positive whole number of tokens")
     return attach(est, device, precision, None if context is None else int(context))
 
@@ -94,7 +145,9 @@ def _check_estimate(est: Any) -> None:
         raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
 
 
-def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None = None) -> Estimate:
+def with_loss(
+    est: Estimate, law: str | None = None, unique_tokens: float | None = None
+) -> Estimate:
     """The estimate with its quality corner: predicted loss with a band (trilemma.quality). A fine-tune gets
     none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
     model tuned on them (FINETUNE_NO_LOSS)."""
@@ -105,11 +158,31 @@ def with_loss(est: Estimate, law: str | None = None, unique_tokens: float | None
         return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS,))
     if est.plan.task == Task.CLASSIFICATION:
         return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
-    pred = predict_loss_block(est.model, est.plan.total_tokens, law=law, unique_tokens=unique_tokens,
-                              precision=str(est.plan.precision))
+    pred = predict_loss_block(
+        est.model,
+        est.plan.total_tokens,
+        law=law,
+        unique_tokens=unique_tokens,
+        precision=str(est.plan.precision),
+    )
     return replace(est, loss=pred, warnings=est.warnings + tuple(pred.warnings))
 
 
-__all__ = ["SCHEMA", "CostBreakdown", "Estimate", "MemoryBreakdown", "StageResult", "TimeBreakdown", "estimate",
-           "estimate_plan", "evaluate_layout", "export", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware",
-           "resolve_model", "with_loss"]
+__all__ = [
+    "SCHEMA",
+    "CostBreakdown",
+    "Estimate",
+    "MemoryBreakdown",
+    "StageResult",
+    "TimeBreakdown",
+    "estimate",
+    "estimate_plan",
+    "evaluate_layout",
+    "export",
+    "grid_intensity",
+    "make_cluster",
+    "make_plan",
+    "resolve_hardware",
+    "resolve_model",
+    "with_loss",
+]

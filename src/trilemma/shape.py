@@ -47,8 +47,15 @@ from trilemma.errors import InputError
 from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
 from trilemma.units import SI
 
-__all__ = ["ASPECT_RANGE", "MAX_TARGET", "heads_for_width", "llama_ffn", "llama_spec", "model_for_params",
-           "nearest_divisor"]
+__all__ = [
+    "ASPECT_RANGE",
+    "MAX_TARGET",
+    "heads_for_width",
+    "llama_ffn",
+    "llama_spec",
+    "model_for_params",
+    "nearest_divisor",
+]
 
 #: d_model / n_layers allowed (Kaplan 2020 Fig. 5; GPT-3 125M … 175B)
 ASPECT_RANGE = (64.0, 128.0)
@@ -72,6 +79,7 @@ def nearest_divisor(n: int, target: float, *, smallest: int = 1, log_scale: bool
     Nearness is on a log scale (a ratio: heads are a width divided by a head width); ``log_scale=False``
     measures |divisor − target| instead, as the probe's scale-down of a preset always has.
     """
+
     def distance(k: int) -> float:
         return abs(math.log(k / target)) if log_scale else abs(k - target)
 
@@ -80,7 +88,9 @@ def nearest_divisor(n: int, target: float, *, smallest: int = 1, log_scale: bool
     return min(divisors, key=lambda k: (distance(k), -k))
 
 
-def heads_for_width(d_model: int, head_width: float, *, min_heads: int = 1, max_heads: int | None = None) -> int:
+def heads_for_width(
+    d_model: int, head_width: float, *, min_heads: int = 1, max_heads: int | None = None
+) -> int:
     """Attention heads of a model of width ``d_model``: the divisor of d_model nearest d_model / head_width
     (log scale), the target clipped to [min_heads, max_heads]. Exact when head_width divides d_model."""
     target = max(float(min_heads), d_model / head_width)
@@ -96,15 +106,38 @@ def llama_ffn(d_model: int, multiple_of: int) -> int:
     return multiple_of * -(-hidden // multiple_of)
 
 
-def llama_spec(n_layers: int, d_model: int, n_heads: int, *, vocab_size: int, tied_embeddings: bool,
-               ffn_multiple: int, n_kv_heads: int | None = None, prefix: str = "", **meta: Any) -> ModelSpec:
+def llama_spec(
+    n_layers: int,
+    d_model: int,
+    n_heads: int,
+    *,
+    vocab_size: int,
+    tied_embeddings: bool,
+    ffn_multiple: int,
+    n_kv_heads: int | None = None,
+    prefix: str = "",
+    **meta: Any,
+) -> ModelSpec:
     """The Llama block (Touvron et al. 2023 §2.2): pre-norm RMSNorm, SwiGLU MLP (``llama_ffn``), rotary
     positions, no biases (heads: ``heads_for_width``). ``meta`` carries name, family, source and any
     other ModelSpec field the caller sets (max_positions, seq_len)."""
     return ModelSpec.build(
-        prefix=prefix, n_layers=n_layers, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, ffn_dim=llama_ffn(d_model, ffn_multiple), ffn_type=FfnType.SWIGLU,
-        vocab_size=vocab_size, tied_embeddings=tied_embeddings, position=PositionType.ROTARY, norm=NormType.RMSNORM,
-        qkv_bias=False, out_bias=False, mlp_bias=False, **meta)
+        prefix=prefix,
+        n_layers=n_layers,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        ffn_dim=llama_ffn(d_model, ffn_multiple),
+        ffn_type=FfnType.SWIGLU,
+        vocab_size=vocab_size,
+        tied_embeddings=tied_embeddings,
+        position=PositionType.ROTARY,
+        norm=NormType.RMSNORM,
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+        **meta,
+    )
 
 
 def _head_dim(d: int) -> int:
@@ -114,8 +147,16 @@ def _head_dim(d: int) -> int:
 
 def _spec(d: int, n_layers: int, gqa: bool, vocab: int, **meta: Any) -> ModelSpec:
     """This rule's model of width d and depth n_layers (GQA: 8 KV heads)."""
-    return llama_spec(n_layers, d, heads_for_width(d, _head_dim(d)), vocab_size=vocab, tied_embeddings=False,
-                      ffn_multiple=_FFN_MULTIPLE, n_kv_heads=GQA_KV_HEADS if gqa else None, **meta)
+    return llama_spec(
+        n_layers,
+        d,
+        heads_for_width(d, _head_dim(d)),
+        vocab_size=vocab,
+        tied_embeddings=False,
+        ffn_multiple=_FFN_MULTIPLE,
+        n_kv_heads=GQA_KV_HEADS if gqa else None,
+        **meta,
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -137,8 +178,11 @@ class _Shape:
 def _widths() -> tuple[int, ...]:
     """d_model values: multiples of 64 below 2048; then n_heads (of 128) a multiple of 4, and of 8
     from 4096 up, so tensor parallelism of 4 or 8 divides the heads of every model that needs it."""
-    return (*range(_MIN_D, _SMALL_HEAD_UNTIL, 64), *range(_SMALL_HEAD_UNTIL, _TP8_FROM, 512),
-            *range(_TP8_FROM, _MAX_D + 1, 1024))
+    return (
+        *range(_MIN_D, _SMALL_HEAD_UNTIL, 64),
+        *range(_SMALL_HEAD_UNTIL, _TP8_FROM, 512),
+        *range(_TP8_FROM, _MAX_D + 1, 1024),
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -222,19 +266,29 @@ def _representative(k: int, vocab: int) -> _Shape | None:
             ideal = d / _ASPECT_MID
             step = _pipeline_step(ideal)
             near = {min(max(math.floor(ideal), lo), hi), min(max(math.ceil(ideal), lo), hi)}
-            near |= {x for x in (step * math.floor(ideal / step), step * math.ceil(ideal / step)) if lo <= x <= hi}
+            near |= {
+                x
+                for x in (step * math.floor(ideal / step), step * math.ceil(ideal / step))
+                if lo <= x <= hi
+            }
             for layers in near:
                 s = _Shape(d, layers, gqa)
-                key = (layers % step != 0, abs(math.log(s.aspect / _ASPECT_MID)),
-                       abs(math.log(_count(s, vocab) / mid_count)), d)
+                key = (
+                    layers % step != 0,
+                    abs(math.log(s.aspect / _ASPECT_MID)),
+                    abs(math.log(_count(s, vocab) / mid_count)),
+                    d,
+                )
                 if best is None or key < best:
                     best, choice = key, s
     return choice
 
 
 def _smallest_bin(vocab: int) -> int:
-    smallest = min(_count(_Shape(d, max(_MIN_LAYERS, math.ceil(d / ASPECT_RANGE[1])), False), vocab)
-                   for d in _widths()[:8])
+    smallest = min(
+        _count(_Shape(d, max(_MIN_LAYERS, math.ceil(d / ASPECT_RANGE[1])), False), vocab)
+        for d in _widths()[:8]
+    )
     return _bin(smallest)
 
 
@@ -287,19 +341,28 @@ def model_for_params(target: float, vocab_size: int = 32000, field: str = "targe
     total = _count(shape, vocab_size) if shape else 0
     if shape is None or abs(total / target - 1) > _TOLERANCE:
         nearest = f"the nearest has {total:,} ({total / target - 1:+.0%})" if shape else "none fits"
-        raise InputError(field, target,
-                         f"a size within 5 % of a shape this rule builds with vocab_size "
-                         f"{vocab_size} ({nearest}; small models are mostly their two "
-                         f"{vocab_size}×d_model embedding tables)")
+        raise InputError(
+            field,
+            target,
+            f"a size within 5 % of a shape this rule builds with vocab_size "
+            f"{vocab_size} ({nearest}; small models are mostly their two "
+            f"{vocab_size}×d_model embedding tables)",
+        )
     d, layers, head_dim = shape.d_model, shape.n_layers, shape.head_dim
     kv = GQA_KV_HEADS if shape.gqa else None
     return _spec(
-        d, layers, shape.gqa, vocab_size, prefix="model_for_params",
+        d,
+        layers,
+        shape.gqa,
+        vocab_size,
+        prefix="model_for_params",
         name=f"auto-{_label(total)} (L={layers}, d={d})",  # named by the count it has, not the target asked
         family="auto",
-        source=(f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, "
-                f"ffn 8/3·d to 256, "
-                f"d/L in [64, 128] nearest 90.5 (Kaplan 2020 Fig. 5), "
-                f"{'GQA 8 KV heads' if kv else 'MHA'} (GQA from 30B, Llama 2); "
-                f"target {target:.4g}, count {total:,}"),
+        source=(
+            f"shape rule (trilemma.shape): Llama block, head_dim {head_dim}, "
+            f"ffn 8/3·d to 256, "
+            f"d/L in [64, 128] nearest 90.5 (Kaplan 2020 Fig. 5), "
+            f"{'GQA 8 KV heads' if kv else 'MHA'} (GQA from 30B, Llama 2); "
+            f"target {target:.4g}, count {total:,}"
+        ),
     )

@@ -45,7 +45,7 @@ def _ungroup(s: str) -> str | None:
     if "," not in s:
         return s
     m = _GROUPED.match(s)
-    if not m or "," in s[m.end():]:
+    if not m or "," in s[m.end() :]:
         return None
     return s.replace(",", "")
 
@@ -65,7 +65,11 @@ def parse_count(text: str | float | int, field: str = "count") -> float:
         s = _ungroup(str(text).strip().replace("_", ""))
         m = s is not None and re.fullmatch(_NUM + r"\s*([kKMGBTPE]?)", s)
         if not m:
-            raise _bad(field, text, "a positive number with an optional suffix k, M, B/G, T, P (e.g. 7B, 2T)")
+            raise _bad(
+                field,
+                text,
+                "a positive number with an optional suffix k, M, B/G, T, P (e.g. 7B, 2T)",
+            )
         value = float(m.group(1)) * SI[m.group(2)]
     if not math.isfinite(value) or value <= 0:
         raise _bad(field, text, "a positive, finite number")
@@ -115,7 +119,9 @@ def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
         value = float(text)
     else:
         s = _ungroup(str(text).strip().replace(" ", ""))
-        m = s is not None and re.fullmatch(_NUM + r"(?:([kKMGTP]i?)(B/s|b/s|bps|Bps)|(B/s|b/s|bps|Bps))?", s)
+        m = s is not None and re.fullmatch(
+            _NUM + r"(?:([kKMGTP]i?)(B/s|b/s|bps|Bps)|(B/s|b/s|bps|Bps))?", s
+        )
         if not m:
             raise _bad(field, text, "a bandwidth such as 150GB/s, 800Gb/s or 1.5e11 (bytes/s)")
         unit = m.group(3) or m.group(4) or "B/s"
@@ -123,17 +129,40 @@ def parse_bandwidth(text: str | float | int, field: str = "bandwidth") -> float:
         value = float(m.group(1)) * scale * (0.125 if unit in ("b/s", "bps") else 1.0)
         # text without a unit below any interconnect's speed: the unit was left out (400 → 400 B/s)
         if not (m.group(3) or m.group(4)) and 0 < value < MIN_BANDWIDTH:
-            raise _bad(field, text, "a bandwidth with its unit, e.g. 400Gb/s or 50GB/s (a bare number is "
-                                    "bytes/s, at least 1e6)")
+            raise _bad(
+                field,
+                text,
+                "a bandwidth with its unit, e.g. 400Gb/s or 50GB/s (a bare number is "
+                "bytes/s, at least 1e6)",
+            )
     if not math.isfinite(value) or value <= 0:
         raise _bad(field, text, "a positive, finite bandwidth")
     return value
 
 
-_DURATION = {"s": SECOND, "sec": SECOND, "secs": SECOND, "seconds": SECOND, "min": MINUTE, "mins": MINUTE,
-             "minutes": MINUTE, "m": MINUTE, "h": HOUR, "hr": HOUR, "hrs": HOUR, "hours": HOUR,
-             "d": DAY, "day": DAY, "days": DAY, "w": WEEK, "wk": WEEK, "weeks": WEEK, "y": YEAR, "yr": YEAR,
-             "years": YEAR}
+_DURATION = {
+    "s": SECOND,
+    "sec": SECOND,
+    "secs": SECOND,
+    "seconds": SECOND,
+    "min": MINUTE,
+    "mins": MINUTE,
+    "minutes": MINUTE,
+    "m": MINUTE,
+    "h": HOUR,
+    "hr": HOUR,
+    "hrs": HOUR,
+    "hours": HOUR,
+    "d": DAY,
+    "day": DAY,
+    "days": DAY,
+    "w": WEEK,
+    "wk": WEEK,
+    "weeks": WEEK,
+    "y": YEAR,
+    "yr": YEAR,
+    "years": YEAR,
+}
 
 
 def parse_duration(text: str | float | int, field: str = "duration") -> float:
@@ -144,7 +173,11 @@ def parse_duration(text: str | float | int, field: str = "duration") -> float:
         s = str(text).strip().replace(" ", "")
         m = re.fullmatch(_NUM + r"([A-Za-z]*)", s)
         if m and m.group(2) == "M":  # minutes or months? neither guessed
-            raise _bad(field, text, "a duration with an unambiguous unit: min for minutes, or days (30d) for a month")
+            raise _bad(
+                field,
+                text,
+                "a duration with an unambiguous unit: min for minutes, or days (30d) for a month",
+            )
         unit = m.group(2).lower() if m else ""
         if not m or unit not in {"", *_DURATION}:
             raise _bad(field, text, "a duration such as 30d, 12h, 90min or 3600 (seconds)")
@@ -190,10 +223,13 @@ def parse_budget(text: str | float | int, field: str = "budget") -> tuple[str, f
     try:
         return "usd", parse_usd(text, field)
     except InputError:
-        raise _bad(field, text, "dollars ($2M, 250k), GPU-hours (100k GPUh) or energy (500MWh)") from None
+        raise _bad(
+            field, text, "dollars ($2M, 250k), GPU-hours (100k GPUh) or energy (500MWh)"
+        ) from None
 
 
 # ---------------------------------------------------------------- formatting (human output)
+
 
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:
     for scale, suffix in steps:
@@ -205,7 +241,9 @@ def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> st
 
 def fmt_count(n: float, digits: int = 4) -> str:
     """7.0e9 → '7B' style (base 1000)."""
-    return _scaled(n, [(1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], digits)
+    return _scaled(
+        n, [(1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], digits
+    )
 
 
 def fmt_bytes(b: float) -> str:
@@ -213,7 +251,9 @@ def fmt_bytes(b: float) -> str:
     KiB (a fitted size of 5e-06 B is 0 B: there is no fraction of a byte to hold)."""
     if abs(b) < 2.0**10:
         return f"{round(b)} B"
-    return _scaled(b, [(2.0**40, " TiB"), (2.0**30, " GiB"), (2.0**20, " MiB"), (2.0**10, " KiB"), (1.0, " B")])
+    return _scaled(
+        b, [(2.0**40, " TiB"), (2.0**30, " GiB"), (2.0**20, " MiB"), (2.0**10, " KiB"), (1.0, " B")]
+    )
 
 
 def fmt_flop(f: float) -> str:

@@ -4,8 +4,8 @@ when none can run, explain why in one sentence and say what would work. Used by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 
@@ -15,8 +15,8 @@ from trilemma.estimate.layouts import LayoutArrays, batch_sequences, candidate_l
 from trilemma.estimate.result import Estimate, from_evaluation
 from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
-from trilemma.specs.constants import Constants
 from trilemma.specs.axes import AXES, AXIS, R_BATCH, R_DP_TOO_LARGE, R_OOM, reason_text
+from trilemma.specs.constants import Constants
 from trilemma.units import GIB
 
 
@@ -36,8 +36,9 @@ def pinned_axes(layout: Layout | dict | None) -> dict[str, object]:
     return pinned
 
 
-def evaluate_candidates(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, pinned: dict[str, object],
-                        consts: Constants) -> Evaluation | None:
+def evaluate_candidates(
+    m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, pinned: dict[str, object], consts: Constants
+) -> Evaluation | None:
     """Every candidate layout matching ``pinned`` evaluated at once; None when there is none
     (the pinned degrees do not multiply to a divisor of the GPU count)."""
     max_seq = max(s.seq_len for s in pl.stages)
@@ -45,9 +46,15 @@ def evaluate_candidates(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, pinned:
     return evaluate(m, cl, pl, cands, consts) if len(cands) else None
 
 
-def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout | dict | None = None,
-                  how: str = "given", consts: Constants | None = None,
-                  accept: Callable[[Estimate], bool] | None = None) -> Estimate:
+def estimate_plan(
+    m: ModelSpec,
+    cl: ClusterSpec,
+    pl: TrainingPlan,
+    layout: Layout | dict | None = None,
+    how: str = "given",
+    consts: Constants | None = None,
+    accept: Callable[[Estimate], bool] | None = None,
+) -> Estimate:
     """The fastest legal layout that fits, among those matching ``layout`` (see ``pinned_axes``).
     LayoutError with the reason and what would work when none can run. ``accept`` (an engine's check, e.g.
     trilemma.export.expressible): the fastest that fits and that it accepts, trying the others in order of
@@ -74,19 +81,29 @@ def estimate_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layou
         return None
 
     found = first_accepted(ev)
-    if found is None and "sp" not in pinned:  # the search keeps sequence parallelism on; an engine may lack it
+    if (
+        found is None and "sp" not in pinned
+    ):  # the search keeps sequence parallelism on; an engine may lack it
         off = evaluate_candidates(m, cl, pl, {**pinned, "sp": False}, consts)
         found = None if off is None else first_accepted(off)
     if found is None:
         return best
-    return replace(found, warnings=(*found.warnings, (
-        f"layout: the fastest the export's engine can express; the fastest of all, {best.layout.label(compact=True)}, "
-        f"takes {1 - best.time.total_s / found.time.total_s:.1%} less time and it cannot (pin that layout to see "
-        "why)")))
+    return replace(
+        found,
+        warnings=(
+            *found.warnings,
+            (
+                f"layout: the fastest the export's engine can express; the fastest of all, {best.layout.label(compact=True)}, "
+                f"takes {1 - best.time.total_s / found.time.total_s:.1%} less time and it cannot (pin that layout to see "
+                "why)"
+            ),
+        ),
+    )
 
 
-def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout,
-                    consts: Constants | None = None) -> Estimate:
+def evaluate_layout(
+    m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Layout, consts: Constants | None = None
+) -> Estimate:
     """All corners of one fully given layout, even when it does not fit (``memory.fits`` is then
     False); raises LayoutError only when the layout is illegal for reasons other than memory."""
     consts = consts or constants()
@@ -100,13 +117,19 @@ def evaluate_layout(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, layout: Lay
 def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
     tp, pp, cp = pinned.get("tp", 1), pinned.get("pp", 1), pinned.get("cp", 1)
     if "dp" in pinned and cl.n_gpus % (tp * pp * cp) == 0:
-        return (f"layout: tp={tp} × cp={cp} × pp={pp} × dp={pinned['dp']} = {tp * cp * pp * pinned['dp']} "
-                f"is not the {cl.n_gpus} GPUs (tp × cp × pp × dp must equal the GPU count)")
-    return (f"layout: tp={tp} × cp={cp} × pp={pp} does not divide {cl.n_gpus} GPUs "
-            f"(tp × cp × pp × dp must equal the GPU count)")
+        return (
+            f"layout: tp={tp} × cp={cp} × pp={pp} × dp={pinned['dp']} = {tp * cp * pp * pinned['dp']} "
+            f"is not the {cl.n_gpus} GPUs (tp × cp × pp × dp must equal the GPU count)"
+        )
+    return (
+        f"layout: tp={tp} × cp={cp} × pp={pp} does not divide {cl.n_gpus} GPUs "
+        f"(tp × cp × pp × dp must equal the GPU count)"
+    )
 
 
-def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation, pinned: dict) -> str:
+def _explain_failure(
+    m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation, pinned: dict
+) -> str:
     bits = ev.reasons
     only_oom = bits == R_OOM
     gib = GIB
@@ -116,17 +139,25 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
         lay = ev.layouts.row(j)
         head = memory_headroom(cl)
         usable = cl.hardware.hbm_bytes * (1 - head)
-        msg = (f"memory: no {'given ' if pinned else ''}layout of {where} fits: the leanest, {_lay(lay)}, needs "
-               f"{ev.per_gpu_bytes[j] / gib:.1f} GiB per GPU and {cl.hardware.name} has {cl.hardware.hbm_bytes / gib:.0f} GiB"
-               + (f", of which a plan may use {usable / gib:.1f} GiB ({head:.0%} headroom"
-                  + (", set by --memory-headroom" if cl.memory_headroom is not None else "") + ")"
-                  if head > 0 else ""))
+        msg = (
+            f"memory: no {'given ' if pinned else ''}layout of {where} fits: the leanest, {_lay(lay)}, needs "
+            f"{ev.per_gpu_bytes[j] / gib:.1f} GiB per GPU and {cl.hardware.name} has {cl.hardware.hbm_bytes / gib:.0f} GiB"
+            + (
+                f", of which a plan may use {usable / gib:.1f} GiB ({head:.0%} headroom"
+                + (", set by --memory-headroom" if cl.memory_headroom is not None else "")
+                + ")"
+                if head > 0
+                else ""
+            )
+        )
     else:  # the candidate with the fewest problems stands for "why"
         nbits = np.array([bin(int(b)).count("1") for b in bits])
         j = int(np.argmin(nbits))
         lay = ev.layouts.row(j)
-        msg = (f"layout: no {'given ' if pinned else ''}layout of {where} is legal; closest is {_lay(lay)}: "
-               + "; ".join(reason_text(int(bits[j]))))
+        msg = (
+            f"layout: no {'given ' if pinned else ''}layout of {where} is legal; closest is {_lay(lay)}: "
+            + "; ".join(reason_text(int(bits[j])))
+        )
     if pinned:
         try:
             alt = estimate_plan(m, cl, pl, None)
@@ -135,7 +166,10 @@ def _explain_failure(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan, ev: Evalua
             msg += ". No layout works on this cluster: use more GPUs, a larger-memory device or a smaller model"
     elif only_oom.any():
         msg += ". Use more GPUs, a larger-memory device, a shorter sequence or a smaller model" + (
-            ", or a smaller --memory-headroom" if cl.memory_headroom is not None and cl.memory_headroom > 0 else "")
+            ", or a smaller --memory-headroom"
+            if cl.memory_headroom is not None and cl.memory_headroom > 0
+            else ""
+        )
     elif (bits & R_DP_TOO_LARGE).all():
         msg += ". Use fewer GPUs or a larger global batch"
     elif (bits & R_BATCH).all():
@@ -181,8 +215,10 @@ def _batch_suggestions(cl: ClusterSpec, pl: TrainingPlan, ev: Evaluation) -> str
     fewer = max((c for c in counts if c < cl.n_gpus), default=None)
     more = min((c for c in counts if c > cl.n_gpus), default=None)
     gpus = " or ".join(f"{c:,}" for c in (fewer, more) if c)
-    out = (f". The {seqs:,}-sequence batch ({seqs * seq:,} tokens) splits evenly over {cl.n_gpus:,} GPUs in no "
-           f"layout; --global-batch " + " or ".join(opts) + " would")
+    out = (
+        f". The {seqs:,}-sequence batch ({seqs * seq:,} tokens) splits evenly over {cl.n_gpus:,} GPUs in no "
+        f"layout; --global-batch " + " or ".join(opts) + " would"
+    )
     return out + (f", or --gpus {gpus} with this batch" if gpus else "")
 
 

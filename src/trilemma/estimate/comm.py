@@ -45,20 +45,28 @@ def _split(stride: ArrayLike, size: ArrayLike, f: Fabric) -> tuple[np.ndarray, n
     return r, np.maximum(1.0, size / r)
 
 
-def _ring(steps_factor: float, nbytes: ArrayLike, n: np.ndarray, bw: float, alpha: float) -> np.ndarray:
-    return np.where(n > 1, steps_factor * (n - 1) * (alpha + nbytes / (np.maximum(n, 1.0) * bw)), 0.0)
+def _ring(
+    steps_factor: float, nbytes: ArrayLike, n: np.ndarray, bw: float, alpha: float
+) -> np.ndarray:
+    return np.where(
+        n > 1, steps_factor * (n - 1) * (alpha + nbytes / (np.maximum(n, 1.0) * bw)), 0.0
+    )
 
 
 def all_reduce_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-reduce of nbytes: intra-node ring over r ranks, then inter-node over k on nbytes/r."""
     r, k = _split(stride, size, f)
-    return _ring(2.0, nbytes, r, f.intra_bw, f.intra_alpha) + _ring(2.0, nbytes / r, k, f.inter_bw, f.inter_alpha)
+    return _ring(2.0, nbytes, r, f.intra_bw, f.intra_alpha) + _ring(
+        2.0, nbytes / r, k, f.inter_bw, f.inter_alpha
+    )
 
 
 def all_gather_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-gather whose *result* is nbytes (equally: reduce-scatter of an nbytes input)."""
     r, k = _split(stride, size, f)
-    return _ring(1.0, nbytes, r, f.intra_bw, f.intra_alpha) + _ring(1.0, nbytes / r, k, f.inter_bw, f.inter_alpha)
+    return _ring(1.0, nbytes, r, f.intra_bw, f.intra_alpha) + _ring(
+        1.0, nbytes / r, k, f.inter_bw, f.inter_alpha
+    )
 
 
 reduce_scatter_s = all_gather_s
@@ -70,11 +78,17 @@ def all_to_all_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabri
     n = np.asarray(size, dtype=float)
     r, _ = _split(stride, size, f)
     n1 = np.maximum(n, 1.0)
-    t = (nbytes * (r - 1) / n1 / f.intra_bw + nbytes * (n - r) / n1 / f.inter_bw
-         + (r - 1) * f.intra_alpha + (n - r) * f.inter_alpha)
+    t = (
+        nbytes * (r - 1) / n1 / f.intra_bw
+        + nbytes * (n - r) / n1 / f.inter_bw
+        + (r - 1) * f.intra_alpha
+        + (n - r) * f.inter_alpha
+    )
     return np.where(n > 1, t, 0.0)
 
 
 def p2p_s(nbytes: ArrayLike, crosses_nodes: np.ndarray, f: Fabric) -> np.ndarray:
     """Point-to-point send between neighbouring ranks, on the scale-up link or the network."""
-    return np.where(crosses_nodes, f.inter_alpha + nbytes / f.inter_bw, f.intra_alpha + nbytes / f.intra_bw)
+    return np.where(
+        crosses_nodes, f.inter_alpha + nbytes / f.inter_bw, f.intra_alpha + nbytes / f.intra_bw
+    )

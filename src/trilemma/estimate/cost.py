@@ -34,8 +34,13 @@ def gpu_hours(n_gpus: ArrayLike, wall_s: ArrayLike) -> ArrayLike:
     return n_gpus * wall_s / HOUR
 
 
-def wall_power_w(board_power_w: ArrayLike, power_fraction: float = 1.0, host_power_fraction: float = 0.0,
-                 pue: float = 1.0, host_w_per_device: ArrayLike = 0.0) -> ArrayLike:
+def wall_power_w(
+    board_power_w: ArrayLike,
+    power_fraction: float = 1.0,
+    host_power_fraction: float = 0.0,
+    pue: float = 1.0,
+    host_w_per_device: ArrayLike = 0.0,
+) -> ArrayLike:
     """Average facility power per device, W:
     (board power × average power fraction × (1 + host share) + host and network W per device) × PUE.
 
@@ -57,15 +62,30 @@ def facility_power_w(n_devices: ArrayLike, watts_per_device: ArrayLike) -> Array
     return n_devices * watts_per_device
 
 
-def run_cost(n_gpus: ArrayLike, wall_s: ArrayLike, price_usd_per_hour: float, board_power_w: float,
-             power_fraction: float, host_power_fraction: float, pue: float,
-             grid_kg_per_kwh: float, host_w_per_device: float = 0.0) -> CostArrays:
+def run_cost(
+    n_gpus: ArrayLike,
+    wall_s: ArrayLike,
+    price_usd_per_hour: float,
+    board_power_w: float,
+    power_fraction: float,
+    host_power_fraction: float,
+    pue: float,
+    grid_kg_per_kwh: float,
+    host_w_per_device: float = 0.0,
+) -> CostArrays:
     """Device-hours, dollars (device-hours × USD per device-hour), energy (J) and CO2 (kg) of a run."""
     hours = gpu_hours(n_gpus, wall_s)
-    joules = energy_j(n_gpus, wall_s, wall_power_w(board_power_w, power_fraction, host_power_fraction, pue,
-                                                   host_w_per_device))
-    return CostArrays(gpu_hours=hours, usd=hours * price_usd_per_hour, energy_j=joules,
-                      co2_kg=joules / KWH * grid_kg_per_kwh)
+    joules = energy_j(
+        n_gpus,
+        wall_s,
+        wall_power_w(board_power_w, power_fraction, host_power_fraction, pue, host_w_per_device),
+    )
+    return CostArrays(
+        gpu_hours=hours,
+        usd=hours * price_usd_per_hour,
+        energy_j=joules,
+        co2_kg=joules / KWH * grid_kg_per_kwh,
+    )
 
 
 def household_years(joules: ArrayLike, household_kwh_per_year: float) -> ArrayLike:

@@ -46,8 +46,15 @@ def weight_bytes(params: float, bits_per_weight: float) -> float:
     return params * bits_per_weight / 8.0
 
 
-def decode_bytes_per_token(params_read: float, bits_per_weight: float, n_layers: int, kv_dim: int,
-                           context: float, weights_bytes: float | None = None, params_total: float | None = None) -> float:
+def decode_bytes_per_token(
+    params_read: float,
+    bits_per_weight: float,
+    n_layers: int,
+    kv_dim: int,
+    context: float,
+    weights_bytes: float | None = None,
+    params_total: float | None = None,
+) -> float:
     """Bytes read from memory to decode one token at batch 1: the weights read (all but an untied input
     embedding) and the KV cache at ``context`` tokens. ``weights_bytes`` (a reported file size for
     ``params_total`` weights) replaces params × bits where given."""
@@ -58,7 +65,9 @@ def decode_bytes_per_token(params_read: float, bits_per_weight: float, n_layers:
     return w + kv_cache_bytes(n_layers, kv_dim, context)
 
 
-def decode_tokens_per_s(bandwidth_bytes_per_s: float, efficiency: float, bytes_per_token: float) -> float:
+def decode_tokens_per_s(
+    bandwidth_bytes_per_s: float, efficiency: float, bytes_per_token: float
+) -> float:
     """Memory-bound decode rate at batch 1, tokens/s: η × bandwidth / bytes per token."""
     return efficiency * bandwidth_bytes_per_s / bytes_per_token
 
@@ -79,7 +88,9 @@ class Deployment:
     context: int
     weights_bytes: float
     kv_cache_bytes: float
-    runtime_bytes: float  # the runtime's share kept free for buffers and activations (runtime_share × usable)
+    runtime_bytes: (
+        float  # the runtime's share kept free for buffers and activations (runtime_share × usable)
+    )
     total_bytes: float
     usable_bytes: float
     usable_source: str
@@ -100,8 +111,16 @@ class Deployment:
         return d
 
 
-def deploy(params_total: float, params_read: float, n_layers: int, kv_dim: int, device: DeviceSpec, precision: str,
-           context: int, efficiency: dict[str, Any]) -> Deployment:
+def deploy(
+    params_total: float,
+    params_read: float,
+    n_layers: int,
+    kv_dim: int,
+    device: DeviceSpec,
+    precision: str,
+    context: int,
+    efficiency: dict[str, Any],
+) -> Deployment:
     """One model on one device at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens.
     ``efficiency``: devices.toml [efficiency] (per-runtime η, runtime_share, prefill, band)."""
     bits = DEPLOY_BITS[precision]
@@ -111,23 +130,46 @@ def deploy(params_total: float, params_read: float, n_layers: int, kv_dim: int, 
     runtime = device.usable_bytes * share
     margin = device.usable_bytes - runtime - w - kv
     eta = float(efficiency[device.runtime])
-    tps = decode_tokens_per_s(device.bandwidth_bytes_per_s, eta, decode_bytes_per_token(params_read, bits, n_layers,
-                                                                                         kv_dim, context))
-    peak = device.peak_flop_per_s.get("int8" if precision == "int8" and "int8" in device.peak_flop_per_s else "fp16",
-                                      max(device.peak_flop_per_s.values(), default=0.0))
+    tps = decode_tokens_per_s(
+        device.bandwidth_bytes_per_s,
+        eta,
+        decode_bytes_per_token(params_read, bits, n_layers, kv_dim, context),
+    )
+    peak = device.peak_flop_per_s.get(
+        "int8" if precision == "int8" and "int8" in device.peak_flop_per_s else "fp16",
+        max(device.peak_flop_per_s.values(), default=0.0),
+    )
     pre = prefill_tokens_per_s(peak, float(efficiency["prefill"]), params_total) if peak else 0.0
     lo, hi = float(efficiency.get("band_low", 1.0)), float(efficiency.get("band_high", 1.0))
     notes = []
     if "ASSUMED" in device.usable_source:
         notes.append(f"usable memory ASSUMED: {device.usable_source}")
-    notes.append(f"prefill efficiency {efficiency['prefill']} is ASSUMED (no published prefill rows fitted)")
-    return Deployment(device=device.name, kind=device.kind, precision=precision, bits_per_weight=bits, context=context,
-                      weights_bytes=w, kv_cache_bytes=kv, runtime_bytes=runtime, total_bytes=w + kv + runtime,
-                      usable_bytes=device.usable_bytes, usable_source=device.usable_source, fits=margin >= 0,
-                      margin_bytes=margin, decode_tokens_per_s=tps, decode_tokens_per_s_low=tps * lo,
-                      decode_tokens_per_s_high=tps * hi, prefill_tokens_per_s=pre,
-                      energy_per_token_j=device.power_w / tps, bandwidth_efficiency=eta, runtime=device.runtime,
-                      notes=tuple(notes))
+    notes.append(
+        f"prefill efficiency {efficiency['prefill']} is ASSUMED (no published prefill rows fitted)"
+    )
+    return Deployment(
+        device=device.name,
+        kind=device.kind,
+        precision=precision,
+        bits_per_weight=bits,
+        context=context,
+        weights_bytes=w,
+        kv_cache_bytes=kv,
+        runtime_bytes=runtime,
+        total_bytes=w + kv + runtime,
+        usable_bytes=device.usable_bytes,
+        usable_source=device.usable_source,
+        fits=margin >= 0,
+        margin_bytes=margin,
+        decode_tokens_per_s=tps,
+        decode_tokens_per_s_low=tps * lo,
+        decode_tokens_per_s_high=tps * hi,
+        prefill_tokens_per_s=pre,
+        energy_per_token_j=device.power_w / tps,
+        bandwidth_efficiency=eta,
+        runtime=device.runtime,
+        notes=tuple(notes),
+    )
 
 
 #: post-training quantisation's loss penalty, nats/token, where a measurement exists (None: none is applied)
@@ -136,21 +178,39 @@ def deploy(params_total: float, params_read: float, n_layers: int, kv_dim: int, 
 #: the order of magnitude, not a law. int4: no published law in N and D, and no row of that table in the
 #: shipped sources: not applied, and the output says so.
 QUANT_LOSS_NATS: dict[str, float | None] = {"fp16": 0.0, "int8": 0.00018, "int4": None}
-QUANT_LOSS_SOURCE = {"fp16": "the trained weights (bf16/fp16): no quantisation",
-                     "int8": "llama.cpp PR #6936: LLaMA-3-8B Q8_0 vs f16 on Wikitext-2, ln(PPL ratio) = 0.00018 nats",
-                     "int4": "no published law or shipped measurement for 4-bit post-training quantisation: not applied"}
+QUANT_LOSS_SOURCE = {
+    "fp16": "the trained weights (bf16/fp16): no quantisation",
+    "int8": "llama.cpp PR #6936: LLaMA-3-8B Q8_0 vs f16 on Wikitext-2, ln(PPL ratio) = 0.00018 nats",
+    "int4": "no published law or shipped measurement for 4-bit post-training quantisation: not applied",
+}
 
 
-def deploy_model(model: Any, pc: Any, device: DeviceSpec, precision: str, context: int,
-                 efficiency: dict[str, Any]) -> Deployment:
+def deploy_model(
+    model: Any,
+    pc: Any,
+    device: DeviceSpec,
+    precision: str,
+    context: int,
+    efficiency: dict[str, Any],
+) -> Deployment:
     """``deploy`` for a ModelSpec with its ParamCounts: all weights stored; decode reads the active ones (a MoE
     reads its routed experts only) less an untied input embedding (a lookup of one row)."""
     unread = 0 if model.tied_embeddings else model.vocab_size * model.d_model
-    return deploy(float(pc.total), float(pc.active) - unread, model.n_layers, model.d_kv, device, precision, context,
-                  efficiency)
+    return deploy(
+        float(pc.total),
+        float(pc.active) - unread,
+        model.n_layers,
+        model.d_kv,
+        device,
+        precision,
+        context,
+        efficiency,
+    )
 
 
-def with_deploy(est: Any, device: str, precision: str = DEFAULT_DEPLOY_PRECISION, context: int | None = None) -> Any:
+def with_deploy(
+    est: Any, device: str, precision: str = DEFAULT_DEPLOY_PRECISION, context: int | None = None
+) -> Any:
     """The estimate with where the trained model must run: ``device`` (presets/devices.toml, or a hardware
     preset) at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens (default: the plan's
     sequence length) — memory, fits with its margin, decode and prefill tokens/s, energy per token
@@ -161,13 +221,21 @@ def with_deploy(est: Any, device: str, precision: str = DEFAULT_DEPLOY_PRECISION
     ctx = max(s.seq_len for s in est.plan.stages) if context is None else int(context)
     if ctx < 1:
         raise InputError("context", context, "a positive number of tokens")
-    dep = deploy_model(est.model, est.params, get_device(device), precision, ctx, deploy_efficiency())
+    dep = deploy_model(
+        est.model, est.params, get_device(device), precision, ctx, deploy_efficiency()
+    )
     doc = dep.to_dict()
     pen = QUANT_LOSS_NATS[precision]
     doc["quantisation_loss_nats"] = pen
     doc["quantisation_loss_source"] = QUANT_LOSS_SOURCE[precision]
     if est.loss is not None:
         doc["loss_deployed"] = None if pen is None else est.loss.mean + pen
-    warnings = () if dep.fits else (f"{est.model.name} at {precision} does not fit {dep.device}: it needs "
-                                    f"{fmt_bytes(dep.total_bytes)} of the {fmt_bytes(dep.usable_bytes)} an app may use there",)
+    warnings = (
+        ()
+        if dep.fits
+        else (
+            f"{est.model.name} at {precision} does not fit {dep.device}: it needs "
+            f"{fmt_bytes(dep.total_bytes)} of the {fmt_bytes(dep.usable_bytes)} an app may use there",
+        )
+    )
     return replace(est, deploy=doc, warnings=est.warnings + warnings)

@@ -13,20 +13,23 @@ from functools import cached_property
 import numpy as np
 
 from trilemma.estimate.cost import CostArrays, facility_power_w, run_cost, wall_power_w
-from trilemma.estimate.goodput import Goodput
-from trilemma.estimate.goodput import goodput as run_goodput
-from trilemma.estimate.goodput import cluster_reliability, slow_node_share
 from trilemma.estimate.finetune import checkpoint_bytes as ft_checkpoint_bytes
-from trilemma.estimate.flops import (finetune_flop_per_token, hardware_flop_per_token, model_flop_per_token,
-                                     recompute_flop_per_token)
+from trilemma.estimate.flops import (
+    finetune_flop_per_token,
+    hardware_flop_per_token,
+    model_flop_per_token,
+    recompute_flop_per_token,
+)
+from trilemma.estimate.goodput import Goodput, cluster_reliability, slow_node_share
+from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
-from trilemma.specs.axes import R_HOST_OOM
-from trilemma.specs.enums import Offload, Task
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
 from trilemma.estimate.time import TimeArrays, step_time
 from trilemma.specs import ClusterSpec, ModelSpec, TrainingPlan
+from trilemma.specs.axes import R_HOST_OOM
 from trilemma.specs.constants import Constants
+from trilemma.specs.enums import Offload, Task
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class Evaluation:
     model_flop: np.ndarray  # total model FLOPs of the plan (PaLM convention); 0-d for one model
     hardware_flop: np.ndarray  # total with recomputation, per row
     tokens: float
-    goodput_given: float | None  # the plan's --goodput; None: modelled (``reliability``) × other_share
+    goodput_given: (
+        float | None
+    )  # the plan's --goodput; None: modelled (``reliability``) × other_share
     slow_node_spread: float  # run.slow_node_spread: σ of trilemma.estimate.goodput.slow_node_share
     checkpoint_bytes: np.ndarray | float  # one checkpoint of the whole job's state, bytes
     peak_flop_per_s: float
@@ -73,8 +78,14 @@ class Evaluation:
         cluster's failure rate, restart time and storage bandwidth where it sets them (``reliability.toml``'s
         defaults where not)."""
         cl = self.cluster
-        return run_goodput(self.busy_s, self.n_gpus, self.checkpoint_bytes,
-                           **cluster_reliability(cl.failures_per_gpu_hour, cl.restart_s, cl.storage_write_bytes_per_s))
+        return run_goodput(
+            self.busy_s,
+            self.n_gpus,
+            self.checkpoint_bytes,
+            **cluster_reliability(
+                cl.failures_per_gpu_hour, cl.restart_s, cl.storage_write_bytes_per_s
+            ),
+        )
 
     @cached_property
     def other_share(self) -> np.ndarray | float:
@@ -110,15 +121,32 @@ class Evaluation:
     @cached_property
     def cost(self) -> CostArrays:
         cl = self.cluster
-        return run_cost(self.n_gpus, self.total_s, cl.price, cl.hardware.board_power_w, cl.power_fraction,
-                        cl.host_power_fraction, cl.pue, cl.grid_kg_co2_per_kwh, self.host_w_per_device)
+        return run_cost(
+            self.n_gpus,
+            self.total_s,
+            cl.price,
+            cl.hardware.board_power_w,
+            cl.power_fraction,
+            cl.host_power_fraction,
+            cl.pue,
+            cl.grid_kg_co2_per_kwh,
+            self.host_w_per_device,
+        )
 
     @cached_property
     def power_w(self) -> np.ndarray | float:
         """The run's facility power while it runs, W (trilemma.estimate.cost.facility_power_w)."""
         cl = self.cluster
-        return facility_power_w(self.n_gpus, wall_power_w(cl.hardware.board_power_w, cl.power_fraction,
-                                                          cl.host_power_fraction, cl.pue, self.host_w_per_device))
+        return facility_power_w(
+            self.n_gpus,
+            wall_power_w(
+                cl.hardware.board_power_w,
+                cl.power_fraction,
+                cl.host_power_fraction,
+                cl.pue,
+                self.host_w_per_device,
+            ),
+        )
 
 
 def host_power_w_per_device(cluster: ClusterSpec, consts: Constants) -> float:
@@ -141,11 +169,17 @@ def outside_allocator(cluster: ClusterSpec, consts: Constants) -> dict[str, floa
     one has none of the three (no CUDA context, gloo instead of NCCL, no caching allocator)."""
     hw = cluster.hardware
     if hw.framework_overhead_bytes is not None or cluster.is_cpu:
-        return {"cuda_context_bytes": 0.0, "nccl_channels": 0.0,
-                "framework_residual_bytes": float(hw.framework_overhead_bytes or 0.0)}
+        return {
+            "cuda_context_bytes": 0.0,
+            "nccl_channels": 0.0,
+            "framework_residual_bytes": float(hw.framework_overhead_bytes or 0.0),
+        }
     mem = consts["memory"]
     ctx = mem["cuda_context_bytes"] if hw.cuda_context_bytes is None else hw.cuda_context_bytes
-    return {"cuda_context_bytes": float(ctx), "framework_residual_bytes": float(mem["framework_residual_bytes"])}
+    return {
+        "cuda_context_bytes": float(ctx),
+        "framework_residual_bytes": float(mem["framework_residual_bytes"]),
+    }
 
 
 def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
@@ -186,10 +220,17 @@ def memory_headroom(cluster: ClusterSpec) -> float:
     return 0.0 if q10 is None else float(min(0.5, max(0.0, 1.0 - math.exp(q10))))
 
 
-def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts: LayoutArrays,
-             consts: Constants, n_gpus: np.ndarray | None = None,
-             target_batch_seqs: np.ndarray | None = None, memory: bool = True,
-             legal: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None) -> Evaluation:
+def evaluate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    plan: TrainingPlan,
+    layouts: LayoutArrays,
+    consts: Constants,
+    n_gpus: np.ndarray | None = None,
+    target_batch_seqs: np.ndarray | None = None,
+    memory: bool = True,
+    legal: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None,
+) -> Evaluation:
     """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
     array fields (trilemma.solve.space.ShapeGrid); ``consts`` the planner's constants
     (trilemma.presets.constants() or a calibration's trial); ``n_gpus`` an array of device counts
@@ -202,13 +243,18 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     efficiency constants nor the memory model, and a fit re-times the same layouts many times."""
     pc = param_counts(model)
     headroom = memory_headroom(cluster)
-    capacity = cluster.hardware.hbm_bytes * (1 - headroom)  # what a plan may use and still count as fitting
+    capacity = cluster.hardware.hbm_bytes * (
+        1 - headroom
+    )  # what a plan may use and still count as fitting
     # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU has none:
     # the probe measures it with glibc's mmap threshold fixed, where freed tensors leave the resident set
     # (trilemma.probe.train._mmap_large_allocations)
-    mem_consts = {**consts["memory"], **outside_allocator(cluster, consts),
-                  "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
-                  **({"fragmentation": 0.0} if cluster.is_cpu else {})}
+    mem_consts = {
+        **consts["memory"],
+        **outside_allocator(cluster, consts),
+        "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
+        **({"fragmentation": 0.0} if cluster.is_cpu else {}),
+    }
     n = cluster.n_gpus if n_gpus is None else n_gpus
     host_capacity = host_memory_bytes(cluster, consts)
     stages = []
@@ -218,36 +264,68 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, plan: TrainingPlan, layouts
     model_flop: np.ndarray | float = 0.0
     hw_flop: np.ndarray | float = 0.0
     for i, st in enumerate(plan.stages):
-        batch, r = legal[i] if legal is not None else legal_mask(model, layouts, st, n, consts["batch"]["tolerance"],
-                                                                 target_batch_seqs)
+        batch, r = (
+            legal[i]
+            if legal is not None
+            else legal_mask(model, layouts, st, n, consts["batch"]["tolerance"], target_batch_seqs)
+        )
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
-        mem = memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts) if memory else None
+        mem = (
+            memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts)
+            if memory
+            else None
+        )
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
         if mem is not None:
             r = r | np.where(mem.total > capacity, R_OOM, 0)
-            if plan.offload != Offload.NONE:  # the node's host memory holds what its devices offload
-                r = r | np.where(mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0)
+            if (
+                plan.offload != Offload.NONE
+            ):  # the node's host memory holds what its devices offload
+                r = r | np.where(
+                    mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0
+                )
             per_gpu = np.maximum(per_gpu, mem.total)
         steps = st.tokens / (safe_batch * st.seq_len)
-        stages.append(StageArrays(batch_seqs=safe_batch, n_micro=n_micro, steps=steps, memory=mem, time=t, reasons=r))
+        stages.append(
+            StageArrays(
+                batch_seqs=safe_batch, n_micro=n_micro, steps=steps, memory=mem, time=t, reasons=r
+            )
+        )
         reasons = reasons | r
         busy = busy + steps * t.step_s
         if plan.finetune is None and plan.task == Task.CAUSAL_LM:
-            model_flop = model_flop + st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc))
-            hw_flop = hw_flop + st.tokens * hardware_flop_per_token(model, st.seq_len, layouts.recompute, pc)
+            model_flop = model_flop + st.tokens * np.asarray(
+                model_flop_per_token(model, st.seq_len, pc)
+            )
+            hw_flop = hw_flop + st.tokens * hardware_flop_per_token(
+                model, st.seq_len, layouts.recompute, pc
+            )
         else:  # the FLOPs a fine-tune (or a classifier) executes: no weight gradients for frozen weights, no LM head
             # without one (flops.finetune_flop_per_token)
             ft_flop = np.asarray(finetune_flop_per_token(model, st.seq_len, plan, pc))
             model_flop = model_flop + st.tokens * ft_flop
-            hw_flop = hw_flop + st.tokens * (ft_flop + recompute_flop_per_token(model, st.seq_len, layouts.recompute, pc))
-    return Evaluation(layouts=layouts, params=pc, stages=tuple(stages), reasons=np.asarray(reasons),
-                      per_gpu_bytes=np.asarray(per_gpu), busy_s=np.asarray(busy), model_flop=np.asarray(model_flop),
-                      hardware_flop=np.asarray(hw_flop), tokens=plan.total_tokens, goodput_given=plan.goodput,
-                      slow_node_spread=slow_node_spread_for(plan, consts),
-                      checkpoint_bytes=np.asarray(ft_checkpoint_bytes(model, pc, plan), dtype=float),
-                      peak_flop_per_s=cluster.hardware.peak(plan.precision), n_gpus=n, cluster=cluster,
-                      host_w_per_device=host_power_w_per_device(cluster, consts))
+            hw_flop = hw_flop + st.tokens * (
+                ft_flop + recompute_flop_per_token(model, st.seq_len, layouts.recompute, pc)
+            )
+    return Evaluation(
+        layouts=layouts,
+        params=pc,
+        stages=tuple(stages),
+        reasons=np.asarray(reasons),
+        per_gpu_bytes=np.asarray(per_gpu),
+        busy_s=np.asarray(busy),
+        model_flop=np.asarray(model_flop),
+        hardware_flop=np.asarray(hw_flop),
+        tokens=plan.total_tokens,
+        goodput_given=plan.goodput,
+        slow_node_spread=slow_node_spread_for(plan, consts),
+        checkpoint_bytes=np.asarray(ft_checkpoint_bytes(model, pc, plan), dtype=float),
+        peak_flop_per_s=cluster.hardware.peak(plan.precision),
+        n_gpus=n,
+        cluster=cluster,
+        host_w_per_device=host_power_w_per_device(cluster, consts),
+    )
 
 
 def best_row(ev: Evaluation) -> int | None:

@@ -40,12 +40,16 @@ from trilemma.specs.enums import BasePrecision, FinetuneMethod, Offload, Optimiz
 from trilemma.specs.finetune import FinetuneSpec
 
 #: why a fine-tune's estimate prints no loss
-CLASSIFIER_NO_LOSS = ("quality: no loss for a classifier — the scaling laws give a causal language model's "
-                      "next-token loss; a classification head's loss depends on its labels and classes (no published "
-                      "law for it applies here)")
-FINETUNE_NO_LOSS = ("quality: no loss for a fine-tune — the scaling laws give the loss of a model trained from "
-                    "scratch on the plan's tokens; a fine-tune's quality is bounded by its base model and depends on "
-                    "the task data (no published law for it applies here)")
+CLASSIFIER_NO_LOSS = (
+    "quality: no loss for a classifier — the scaling laws give a causal language model's "
+    "next-token loss; a classification head's loss depends on its labels and classes (no published "
+    "law for it applies here)"
+)
+FINETUNE_NO_LOSS = (
+    "quality: no loss for a fine-tune — the scaling laws give the loss of a model trained from "
+    "scratch on the plan's tokens; a fine-tune's quality is bounded by its base model and depends on "
+    "the task data (no published law for it applies here)"
+)
 
 #: NF4 block size and double quantisation's second-level block (QLoRA §3)
 NF4_BLOCK = 64
@@ -68,7 +72,9 @@ def nf4_bits_per_weight(double_quant: bool = True) -> float:
     return 4.0 + 32.0 / NF4_BLOCK
 
 
-def base_linear_bytes(base: BasePrecision, d_in: Any, double_quant: bool = True, half_bytes: float = 2.0) -> Any:
+def base_linear_bytes(
+    base: BasePrecision, d_in: Any, double_quant: bool = True, half_bytes: float = 2.0
+) -> Any:
     """Bytes per frozen linear weight of the base: bf16/fp16 ``half_bytes`` (2; the plan's frozen_weight
     storage, 4 for a probe's fp32 run), int8 1 + 4/d_in (an fp32 scale per output row of d_in weights), nf4
     nf4_bits_per_weight / 8."""
@@ -82,8 +88,14 @@ def base_linear_bytes(base: BasePrecision, d_in: Any, double_quant: bool = True,
 def module_shapes(m: Any) -> dict[str, tuple[Any, Any]]:
     """(d_in, d_out) of each linear module of one dense layer, by its Hugging Face name."""
     d, f = m.d_model, m.ffn_dim
-    out = {"q_proj": (d, m.d_attn), "k_proj": (d, m.d_kv), "v_proj": (d, m.d_kv), "o_proj": (m.d_attn, d),
-           "up_proj": (d, f), "down_proj": (f, d)}
+    out = {
+        "q_proj": (d, m.d_attn),
+        "k_proj": (d, m.d_kv),
+        "v_proj": (d, m.d_kv),
+        "o_proj": (m.d_attn, d),
+        "up_proj": (d, f),
+        "down_proj": (f, d),
+    }
     if m.ffn_matrices == 3:
         out["gate_proj"] = (d, f)
     return out
@@ -94,11 +106,23 @@ def lora_params_per_layer(m: Any, ft: FinetuneSpec) -> Any:
     mixture-of-experts layer adapts each expert's MLP modules (routed + shared)."""
     shapes = module_shapes(m)
     r = ft.lora_rank
-    attn = sum(r * (a + b) for k, (a, b) in shapes.items() if k in ft.targets and k.startswith(("q", "k", "v", "o")))
-    mlp = sum(r * (a + b) for k, (a, b) in shapes.items() if k in ft.targets and not k.startswith(("q", "k", "v", "o")))
+    attn = sum(
+        r * (a + b)
+        for k, (a, b) in shapes.items()
+        if k in ft.targets and k.startswith(("q", "k", "v", "o"))
+    )
+    mlp = sum(
+        r * (a + b)
+        for k, (a, b) in shapes.items()
+        if k in ft.targets and not k.startswith(("q", "k", "v", "o"))
+    )
     if getattr(m, "is_moe", False) and m.n_moe_layers:
         e_shapes = {k: (a, b) for k, (a, b) in module_shapes(_expert_view(m)).items()}
-        mlp_e = sum(r * (a + b) for k, (a, b) in e_shapes.items() if k in ft.targets and k not in ("q_proj", "k_proj", "v_proj", "o_proj"))
+        mlp_e = sum(
+            r * (a + b)
+            for k, (a, b) in e_shapes.items()
+            if k in ft.targets and k not in ("q_proj", "k_proj", "v_proj", "o_proj")
+        )
         moe_mlp = mlp_e * (m.n_experts + m.n_shared_experts)
         return attn + (m.n_dense_layers * mlp + m.n_moe_layers * moe_mlp) / m.n_layers
     return attn + mlp
@@ -124,8 +148,10 @@ def trainable_params(m: Any, pc: ParamCounts, ft: FinetuneSpec | None) -> Any:
 
 def layer_params(m: Any, pc: ParamCounts) -> Any:
     """Parameters of an average layer (dense and MoE layers weighted by their counts)."""
-    return (m.n_dense_layers * pc.per_dense_layer + m.n_moe_layers * (
-        pc.per_moe_layer_shared + m.n_experts * pc.per_expert)) / m.n_layers
+    return (
+        m.n_dense_layers * pc.per_dense_layer
+        + m.n_moe_layers * (pc.per_moe_layer_shared + m.n_experts * pc.per_expert)
+    ) / m.n_layers
 
 
 def linear_params_per_layer(m: Any) -> Any:
@@ -133,13 +159,17 @@ def linear_params_per_layer(m: Any) -> Any:
     attn = 2 * m.d_model * m.d_attn + 2 * m.d_model * m.d_kv
     dense = m.ffn_matrices * m.d_model * m.ffn_dim
     if getattr(m, "is_moe", False) and m.n_moe_layers:
-        moe = m.ffn_matrices * m.d_model * m.expert_ffn * (m.n_experts + m.n_shared_experts) + m.d_model * m.n_experts
+        moe = (
+            m.ffn_matrices * m.d_model * m.expert_ffn * (m.n_experts + m.n_shared_experts)
+            + m.d_model * m.n_experts
+        )
         return attn + (m.n_dense_layers * dense + m.n_moe_layers * moe) / m.n_layers
     return attn + dense
 
 
-def optimizer_state_bytes(opt: Optimizer, state_bytes: float = 4.0, rows: Any = None, cols: Any = None,
-                          numel: Any = None) -> Any:
+def optimizer_state_bytes(
+    opt: Optimizer, state_bytes: float = 4.0, rows: Any = None, cols: Any = None, numel: Any = None
+) -> Any:
     """Optimizer state per trainable parameter, bytes, the master copy excluded:
     AdamW 2 moments, SGD (momentum) and LION 1 (Chen et al. 2023, arXiv 2302.06675 Alg. 2), each
     ``state_bytes``; 8-bit AdamW (plain or paged) 2 × (1 + 4/2048) for tensors of at least 4,096 elements
@@ -186,7 +216,9 @@ def state_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> StateBytes:
     opt = plan.optimizer
     w_b, g_b, fz_b = d.bytes_of("weight"), d.bytes_of("grad"), d.bytes_of("frozen_weight")
     dm = m.d_model
-    full_o = d.bytes_of("master") + optimizer_state_bytes(opt, d.bytes_of("optimizer_state"), dm, dm, dm * dm)
+    full_o = d.bytes_of("master") + optimizer_state_bytes(
+        opt, d.bytes_of("optimizer_state"), dm, dm, dm * dm
+    )
     off = plan.offload
     if ft is None or ft.method in (FinetuneMethod.FULL, FinetuneMethod.FREEZE):
         if ft is None:
@@ -202,7 +234,9 @@ def state_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> StateBytes:
         per_layer = layer_params(m, pc)
         a = lora_params_per_layer(m, ft) / per_layer  # adapter parameters per base parameter
         lin = linear_params_per_layer(m) / per_layer  # linear weights per base parameter of a layer
-        base = lin * base_linear_bytes(ft.base_precision, dm, ft.double_quant, fz_b) + (1 - lin) * fz_b
+        base = (
+            lin * base_linear_bytes(ft.base_precision, dm, ft.double_quant, fz_b) + (1 - lin) * fz_b
+        )
         r = ft.lora_rank
         # an adapter matrix is r × d (A) or d × r (B): Adafactor factors it; 8-bit states when ≥ 4,096 elements
         lo = a * optimizer_state_bytes(opt, 4.0, r, dm, r * dm)
@@ -211,10 +245,25 @@ def state_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> StateBytes:
         share = a
     host = 0.0
     if off != Offload.NONE:
-        host = share * OFFLOAD_HOST_BYTES + (OFFLOAD_PARAM_BYTES if off == Offload.OPTIMIZER_PARAMS else 0.0)
-        lg, eg, lo, eo = 0.0 * lg, 0.0, 0.0 * lo, 0.0  # gradients stream out per bucket; states on the host
-    return StateBytes(layer_weight=lw, layer_grad=lg, layer_optim=lo, ends_weight=ew, ends_grad=eg, ends_optim=eo,
-                      host=host, streamed=off == Offload.OPTIMIZER_PARAMS)
+        host = share * OFFLOAD_HOST_BYTES + (
+            OFFLOAD_PARAM_BYTES if off == Offload.OPTIMIZER_PARAMS else 0.0
+        )
+        lg, eg, lo, eo = (
+            0.0 * lg,
+            0.0,
+            0.0 * lo,
+            0.0,
+        )  # gradients stream out per bucket; states on the host
+    return StateBytes(
+        layer_weight=lw,
+        layer_grad=lg,
+        layer_optim=lo,
+        ends_weight=ew,
+        ends_grad=eg,
+        ends_optim=eo,
+        host=host,
+        streamed=off == Offload.OPTIMIZER_PARAMS,
+    )
 
 
 def checkpoint_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> Any:
@@ -227,14 +276,29 @@ def checkpoint_bytes(m: Any, pc: ParamCounts, plan: TrainingPlan) -> Any:
     n = trainable_params(m, pc, ft)
     if ft.method == FinetuneMethod.FREEZE:
         d = plan.dtypes
-        return n * (d.bytes_of("weight") + d.bytes_of("master") + optimizer_state_bytes(plan.optimizer, 4.0, m.d_model,
-                                                                                        m.d_model, m.d_model ** 2))
+        return n * (
+            d.bytes_of("weight")
+            + d.bytes_of("master")
+            + optimizer_state_bytes(plan.optimizer, 4.0, m.d_model, m.d_model, m.d_model**2)
+        )
     return n * (ADAPTER_BYTES + optimizer_state_bytes(plan.optimizer, 4.0, ft.lora_rank, m.d_model))
 
 
-__all__ = ["FINETUNE_NO_LOSS", "StateBytes", "adapter_flop_per_token", "backward_shares", "base_linear_bytes",
-           "checkpoint_bytes", "linear_params_per_layer", "lora_params_per_layer", "module_shapes",
-           "nf4_bits_per_weight", "optimizer_state_bytes", "state_bytes", "trainable_params"]
+__all__ = [
+    "FINETUNE_NO_LOSS",
+    "StateBytes",
+    "adapter_flop_per_token",
+    "backward_shares",
+    "base_linear_bytes",
+    "checkpoint_bytes",
+    "linear_params_per_layer",
+    "lora_params_per_layer",
+    "module_shapes",
+    "nf4_bits_per_weight",
+    "optimizer_state_bytes",
+    "state_bytes",
+    "trainable_params",
+]
 
 
 def backward_shares(m: Any, plan: TrainingPlan) -> tuple[float, float, int]:

@@ -51,8 +51,12 @@ def six_n_flop_per_token(m: ModelSpec, pc: ParamCounts | None = None) -> float:
     return 6.0 * (pc or param_counts(m)).active
 
 
-def recompute_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray | Recompute | int,
-                             pc: ParamCounts | None = None) -> ArrayLike:
+def recompute_flop_per_token(
+    m: ModelSpec,
+    seq: ArrayLike,
+    recompute: np.ndarray | Recompute | int,
+    pc: ParamCounts | None = None,
+) -> ArrayLike:
     """Extra forward FLOPs per token that recomputation executes (0 / attention core / whole layers).
 
     ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full, 3 op;
@@ -64,8 +68,11 @@ def recompute_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray
     attn = attention_core_flop_fwd(m, seq)
     head_and_pooler = 2.0 * (m.vocab_size * m.d_model + (m.d_model**2 if m.pooler else 0))
     layers = matmul_flop_fwd(m, pc) - head_and_pooler + attn  # every layer's forward, not the head
-    return np.where(code == 2, layers, np.where(code == 1, attn,
-                                                np.where(code == 3, op_recompute_matmul_flop_fwd(m), 0.0)))
+    return np.where(
+        code == 2,
+        layers,
+        np.where(code == 1, attn, np.where(code == 3, op_recompute_matmul_flop_fwd(m), 0.0)),
+    )
 
 
 def op_recompute_matmul_flop_fwd(m: ModelSpec) -> float:
@@ -81,13 +88,19 @@ def op_recompute_matmul_flop_fwd(m: ModelSpec) -> float:
     return 2.0 * (m.n_layers * (d * m.d_kv + m.d_attn * d) + dense + moe)
 
 
-def hardware_flop_per_token(m: ModelSpec, seq: ArrayLike, recompute: np.ndarray | Recompute | int,
-                            pc: ParamCounts | None = None) -> ArrayLike:
+def hardware_flop_per_token(
+    m: ModelSpec,
+    seq: ArrayLike,
+    recompute: np.ndarray | Recompute | int,
+    pc: ParamCounts | None = None,
+) -> ArrayLike:
     """Model FLOPs plus recomputation (the HFU convention; Megatron-LM's reported TFLOP/s)."""
     return model_flop_per_token(m, seq, pc) + recompute_flop_per_token(m, seq, recompute, pc)
 
 
-def finetune_flop_per_token(m: ModelSpec, seq: ArrayLike, plan: "TrainingPlan", pc: ParamCounts | None = None) -> ArrayLike:
+def finetune_flop_per_token(
+    m: ModelSpec, seq: ArrayLike, plan: TrainingPlan, pc: ParamCounts | None = None
+) -> ArrayLike:
     """Training FLOPs per token a fine-tune executes, the PaLM convention otherwise (no causal discount).
 
     With N_m the matmul parameters (LM head included), N_h = V·d the head's, A = 4·L·s·d_attn the attention
@@ -115,13 +128,29 @@ def finetune_flop_per_token(m: ModelSpec, seq: ArrayLike, plan: "TrainingPlan", 
     a = attention_core_flop_fwd(m, seq)
     layers = nm - nh
     # forward, data and weight gradients of the layers; the head's GEMMs (backward_shares: 3, 2 frozen, 0 none)
-    return layers + a + b * layers + 2 * b * a + w * layers + head_gemms * nh + adapter_flop_per_token(m, plan.finetune)
+    return (
+        layers
+        + a
+        + b * layers
+        + 2 * b * a
+        + w * layers
+        + head_gemms * nh
+        + adapter_flop_per_token(m, plan.finetune)
+    )
 
 
-def narayanan_flop_per_iteration(batch: float, seq: float, n_layers: int, d_model: int, vocab: int) -> float:
+def narayanan_flop_per_iteration(
+    batch: float, seq: float, n_layers: int, d_model: int, vocab: int
+) -> float:
     """Narayanan et al. 2021 eq. (3): FLOPs per iteration with full recompute, GPT shape (f = 4d, MHA)."""
-    return 96.0 * batch * seq * n_layers * d_model**2 * (
-        1 + seq / (6 * d_model) + vocab / (16 * n_layers * d_model))
+    return (
+        96.0
+        * batch
+        * seq
+        * n_layers
+        * d_model**2
+        * (1 + seq / (6 * d_model) + vocab / (16 * n_layers * d_model))
+    )
 
 
 def recompute_code(r: np.ndarray | Recompute | str | int) -> np.ndarray | int:
@@ -130,6 +159,15 @@ def recompute_code(r: np.ndarray | Recompute | str | int) -> np.ndarray | int:
     return r
 
 
-__all__ = ["attention_core_flop_fwd", "finetune_flop_per_token", "attention_matmul_params", "hardware_flop_per_token",
-           "kaplan_flop_per_token", "matmul_flop_fwd", "model_flop_per_token",
-           "narayanan_flop_per_iteration", "recompute_flop_per_token", "six_n_flop_per_token"]
+__all__ = [
+    "attention_core_flop_fwd",
+    "finetune_flop_per_token",
+    "attention_matmul_params",
+    "hardware_flop_per_token",
+    "kaplan_flop_per_token",
+    "matmul_flop_fwd",
+    "model_flop_per_token",
+    "narayanan_flop_per_iteration",
+    "recompute_flop_per_token",
+    "six_n_flop_per_token",
+]

@@ -62,7 +62,12 @@ def reliability_data() -> dict[str, Any]:
 
     Read through ``trilemma``'s own resources, not ``trilemma.presets``, so that no spec model is
     imported for it."""
-    text = resources.files("trilemma").joinpath("presets").joinpath("reliability.toml").read_text("utf-8")
+    text = (
+        resources.files("trilemma")
+        .joinpath("presets")
+        .joinpath("reliability.toml")
+        .read_text("utf-8")
+    )
     return tomllib.loads(text)
 
 
@@ -94,23 +99,37 @@ def defaults() -> Reliability:
     if d["synchronous_checkpoint_writes"] is not True:
         raise ValueError("reliability.toml: only synchronous checkpoint writes are modelled")
     storage = data["storage"][d["write_bandwidth_storage"]]
-    return Reliability(failures_per_gpu_hour=run_failures_per_gpu_hour(data["runs"][d["failure_rate_run"]]),
-                       restart_s=float(d["restart_s"]),
-                       write_bytes_per_s_per_gpu=storage["sustained_bytes_per_s"] / storage["gpus"],
-                       max_write_bytes_per_s=float(d["max_write_bytes_per_s"]))
+    return Reliability(
+        failures_per_gpu_hour=run_failures_per_gpu_hour(data["runs"][d["failure_rate_run"]]),
+        restart_s=float(d["restart_s"]),
+        write_bytes_per_s_per_gpu=storage["sustained_bytes_per_s"] / storage["gpus"],
+        max_write_bytes_per_s=float(d["max_write_bytes_per_s"]),
+    )
 
 
-def resolve(failures_per_gpu_hour: float | None = None, restart_s: ArrayLike | None = None,
-            write_bytes_per_s_per_gpu: float | None = None, max_write_bytes_per_s: float | None = None) -> Reliability:
+def resolve(
+    failures_per_gpu_hour: float | None = None,
+    restart_s: ArrayLike | None = None,
+    write_bytes_per_s_per_gpu: float | None = None,
+    max_write_bytes_per_s: float | None = None,
+) -> Reliability:
     """The figures a run is modelled at: each one given, else ``reliability.toml``'s default (``defaults()``).
     The one place None means "the default". Units: failures per GPU-hour, s, bytes/s per GPU, bytes/s."""
     d = defaults()
     return Reliability(
-        failures_per_gpu_hour=d.failures_per_gpu_hour if failures_per_gpu_hour is None else failures_per_gpu_hour,
+        failures_per_gpu_hour=d.failures_per_gpu_hour
+        if failures_per_gpu_hour is None
+        else failures_per_gpu_hour,
         restart_s=d.restart_s if restart_s is None else restart_s,  # type: ignore[arg-type]  # arrays broadcast
-        write_bytes_per_s_per_gpu=(d.write_bytes_per_s_per_gpu if write_bytes_per_s_per_gpu is None
-                                   else write_bytes_per_s_per_gpu),
-        max_write_bytes_per_s=d.max_write_bytes_per_s if max_write_bytes_per_s is None else max_write_bytes_per_s)
+        write_bytes_per_s_per_gpu=(
+            d.write_bytes_per_s_per_gpu
+            if write_bytes_per_s_per_gpu is None
+            else write_bytes_per_s_per_gpu
+        ),
+        max_write_bytes_per_s=d.max_write_bytes_per_s
+        if max_write_bytes_per_s is None
+        else max_write_bytes_per_s,
+    )
 
 
 def _scalar_or_array(x: Any) -> ArrayLike:
@@ -127,17 +146,27 @@ def mtbf_s(n_gpus: ArrayLike, failures_per_gpu_hour: float | None = None) -> Arr
         return _scalar_or_array(HOUR / (np.asarray(n_gpus, dtype=float) * rate))
 
 
-def checkpoint_write_s(checkpoint_bytes: ArrayLike, n_gpus: ArrayLike,
-                       write_bytes_per_s_per_gpu: float | None = None,
-                       max_write_bytes_per_s: float | None = None) -> ArrayLike:
+def checkpoint_write_s(
+    checkpoint_bytes: ArrayLike,
+    n_gpus: ArrayLike,
+    write_bytes_per_s_per_gpu: float | None = None,
+    max_write_bytes_per_s: float | None = None,
+) -> ArrayLike:
     """Seconds to write a checkpoint of ``checkpoint_bytes`` (the whole job's state), synchronously:
     bytes / min(n × per-GPU write bandwidth, aggregate limit)."""
-    r = resolve(write_bytes_per_s_per_gpu=write_bytes_per_s_per_gpu, max_write_bytes_per_s=max_write_bytes_per_s)
-    bandwidth = np.minimum(np.asarray(n_gpus, dtype=float) * r.write_bytes_per_s_per_gpu, r.max_write_bytes_per_s)
+    r = resolve(
+        write_bytes_per_s_per_gpu=write_bytes_per_s_per_gpu,
+        max_write_bytes_per_s=max_write_bytes_per_s,
+    )
+    bandwidth = np.minimum(
+        np.asarray(n_gpus, dtype=float) * r.write_bytes_per_s_per_gpu, r.max_write_bytes_per_s
+    )
     return _scalar_or_array(np.asarray(checkpoint_bytes, dtype=float) / bandwidth)
 
 
-def young_daly_interval_s(write_s: ArrayLike, mtbf_s: ArrayLike, higher_order: bool = True) -> ArrayLike:
+def young_daly_interval_s(
+    write_s: ArrayLike, mtbf_s: ArrayLike, higher_order: bool = True
+) -> ArrayLike:
     """Optimal compute time between checkpoints, s, for write time δ and MTBF M (both s).
 
     ``higher_order`` (default): Daly 2006, √(2δM)·[1 + ⅓√(δ/2M) + ⅑·δ/2M] − δ for δ < 2M, else M.
@@ -171,12 +200,16 @@ class Goodput:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain figures (floats, or lists for arrays) with units in the key names."""
+
         def plain(x: ArrayLike) -> float | list[float]:
             return float(x) if np.ndim(x) == 0 else np.asarray(x).tolist()
 
         d = {k: plain(v) for k, v in asdict(self).items()}
-        d["lost_s"] = {"checkpoint_writes": d.pop("checkpoint_s"), "rework": d.pop("rework_s"),
-                       "restarts": d.pop("restart_s")}
+        d["lost_s"] = {
+            "checkpoint_writes": d.pop("checkpoint_s"),
+            "rework": d.pop("rework_s"),
+            "restarts": d.pop("restart_s"),
+        }
         return d
 
 
@@ -189,17 +222,26 @@ def _excess(x: np.ndarray) -> np.ndarray:
 def _log_expm1_over_x(x: np.ndarray) -> np.ndarray:
     """log((e^x − 1)/x) for x ≥ 0 without overflow: x + log1p(−e^{−x}) − log x for large x."""
     big = np.maximum(x, 1.0)
-    return np.where(x > 1, big + np.log1p(-np.exp(-big)) - np.log(big), np.log1p(_excess(np.minimum(x, 1.0))))
+    return np.where(
+        x > 1, big + np.log1p(-np.exp(-big)) - np.log(big), np.log1p(_excess(np.minimum(x, 1.0)))
+    )
 
 
-def _segment_goodput(tau: np.ndarray, write: np.ndarray, m: np.ndarray, restart: np.ndarray) -> np.ndarray:
+def _segment_goodput(
+    tau: np.ndarray, write: np.ndarray, m: np.ndarray, restart: np.ndarray
+) -> np.ndarray:
     """τ / E for one segment of τ work + δ write (this module's docstring), in log space, in (0, 1]."""
     seg = tau + write
-    return np.clip(np.exp(np.log(tau) - np.log(seg) - restart / m - _log_expm1_over_x(seg / m)), _TINY, 1.0)
+    return np.clip(
+        np.exp(np.log(tau) - np.log(seg) - restart / m - _log_expm1_over_x(seg / m)), _TINY, 1.0
+    )
 
 
-def cluster_reliability(failures_per_gpu_hour: float | None = None, restart_s: float | None = None,
-                        storage_write_bytes_per_s: float | None = None) -> dict[str, float]:
+def cluster_reliability(
+    failures_per_gpu_hour: float | None = None,
+    restart_s: float | None = None,
+    storage_write_bytes_per_s: float | None = None,
+) -> dict[str, float]:
     """A cluster's own reliability figures (``ClusterSpec``'s: failures per device-hour, restart time in s, the
     whole job's checkpoint write bandwidth in bytes/s; None = ``reliability.toml``'s default) as the keyword
     arguments of ``goodput`` and ``steady_goodput``. A job bandwidth replaces the per-device one: the write
@@ -210,46 +252,85 @@ def cluster_reliability(failures_per_gpu_hour: float | None = None, restart_s: f
     if restart_s is not None:
         kw["restart_s"] = restart_s
     if storage_write_bytes_per_s is not None:
-        kw["write_bytes_per_s_per_gpu"], kw["max_write_bytes_per_s"] = np.inf, storage_write_bytes_per_s
+        kw["write_bytes_per_s_per_gpu"], kw["max_write_bytes_per_s"] = (
+            np.inf,
+            storage_write_bytes_per_s,
+        )
     return kw
 
 
-def steady_goodput(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *, failures_per_gpu_hour: float | None = None,
-                   restart_s: float | None = None, write_bytes_per_s_per_gpu: float | None = None,
-                   max_write_bytes_per_s: float | None = None) -> ArrayLike:
+def steady_goodput(
+    n_gpus: ArrayLike,
+    checkpoint_bytes: ArrayLike,
+    *,
+    failures_per_gpu_hour: float | None = None,
+    restart_s: float | None = None,
+    write_bytes_per_s_per_gpu: float | None = None,
+    max_write_bytes_per_s: float | None = None,
+) -> ArrayLike:
     """Goodput of a run at least one checkpoint interval long, with the defaults of ``reliability.toml`` for
     any figure not given (``goodput``'s keywords): it does not depend on the run's length then (every interval
     is alike), so the solver, which makes time linear in tokens, uses it. A run shorter than its interval does
     better (``goodput``)."""
-    m, write, restart = _segment_inputs(n_gpus, checkpoint_bytes, failures_per_gpu_hour, restart_s,
-                                        write_bytes_per_s_per_gpu, max_write_bytes_per_s)
+    m, write, restart = _segment_inputs(
+        n_gpus,
+        checkpoint_bytes,
+        failures_per_gpu_hour,
+        restart_s,
+        write_bytes_per_s_per_gpu,
+        max_write_bytes_per_s,
+    )
     tau = np.maximum(np.asarray(young_daly_interval_s(write, m), dtype=float), MIN_INTERVAL_S)
     return _scalar_or_array(_segment_goodput(tau, write, m, restart))
 
 
-def _segment_inputs(n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, failures_per_gpu_hour: float | None,
-                    restart_s: ArrayLike | None, write_bytes_per_s_per_gpu: float | None,
-                    max_write_bytes_per_s: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _segment_inputs(
+    n_gpus: ArrayLike,
+    checkpoint_bytes: ArrayLike,
+    failures_per_gpu_hour: float | None,
+    restart_s: ArrayLike | None,
+    write_bytes_per_s_per_gpu: float | None,
+    max_write_bytes_per_s: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The job's MTBF, one checkpoint write and one restart, s (arrays), at the figures given or their defaults."""
     m = np.asarray(mtbf_s(n_gpus, failures_per_gpu_hour), dtype=float)
-    write = np.asarray(checkpoint_write_s(checkpoint_bytes, n_gpus, write_bytes_per_s_per_gpu, max_write_bytes_per_s),
-                       dtype=float)
+    write = np.asarray(
+        checkpoint_write_s(
+            checkpoint_bytes, n_gpus, write_bytes_per_s_per_gpu, max_write_bytes_per_s
+        ),
+        dtype=float,
+    )
     return m, write, np.asarray(resolve(restart_s=restart_s).restart_s, dtype=float)
 
 
-def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *,
-            failures_per_gpu_hour: float | None = None, restart_s: ArrayLike | None = None,
-            write_bytes_per_s_per_gpu: float | None = None, max_write_bytes_per_s: float | None = None,
-            checkpoint_interval_s: ArrayLike | None = None) -> Goodput:
+def goodput(
+    busy_s: ArrayLike,
+    n_gpus: ArrayLike,
+    checkpoint_bytes: ArrayLike,
+    *,
+    failures_per_gpu_hour: float | None = None,
+    restart_s: ArrayLike | None = None,
+    write_bytes_per_s_per_gpu: float | None = None,
+    max_write_bytes_per_s: float | None = None,
+    checkpoint_interval_s: ArrayLike | None = None,
+) -> Goodput:
     """Expected wall time and goodput of ``busy_s`` seconds of training on ``n_gpus`` GPUs that save
     ``checkpoint_bytes`` bytes (the job's whole state) every Daly-optimal interval, or every
     ``checkpoint_interval_s`` seconds of compute when given. Broadcasts over arrays; None = the
     defaults of ``reliability.toml`` (``defaults()``). Units: s, GPUs, bytes, failures per GPU-hour,
     bytes/s; ``checkpoint_bytes`` > 0. Formulas: this module's docstring."""
     busy = np.asarray(busy_s, dtype=float)
-    m, write, restart = _segment_inputs(n_gpus, checkpoint_bytes, failures_per_gpu_hour, restart_s,
-                                        write_bytes_per_s_per_gpu, max_write_bytes_per_s)
-    tau = young_daly_interval_s(write, m) if checkpoint_interval_s is None else checkpoint_interval_s
+    m, write, restart = _segment_inputs(
+        n_gpus,
+        checkpoint_bytes,
+        failures_per_gpu_hour,
+        restart_s,
+        write_bytes_per_s_per_gpu,
+        max_write_bytes_per_s,
+    )
+    tau = (
+        young_daly_interval_s(write, m) if checkpoint_interval_s is None else checkpoint_interval_s
+    )
     tau = np.maximum(np.minimum(np.asarray(tau, dtype=float), busy), MIN_INTERVAL_S)
     segments = busy / tau
     seg = tau + write
@@ -264,15 +345,28 @@ def goodput(busy_s: ArrayLike, n_gpus: ArrayLike, checkpoint_bytes: ArrayLike, *
     def out(a: np.ndarray) -> ArrayLike:  # every field in the common shape
         return _scalar_or_array(np.array(np.broadcast_to(a, shape), dtype=float))
 
-    return Goodput(busy_s=out(busy), mtbf_s=out(m), checkpoint_write_s=out(write), checkpoint_interval_s=out(tau),
-                   checkpoints=out(segments), expected_interruptions=out(wall / m), checkpoint_s=out(segments * write),
-                   rework_s=out(rework), restart_s=out(restarts), wall_s=out(wall), goodput=out(good))
+    return Goodput(
+        busy_s=out(busy),
+        mtbf_s=out(m),
+        checkpoint_write_s=out(write),
+        checkpoint_interval_s=out(tau),
+        checkpoints=out(segments),
+        expected_interruptions=out(wall / m),
+        checkpoint_s=out(segments * write),
+        rework_s=out(rework),
+        restart_s=out(restarts),
+        wall_s=out(wall),
+        goodput=out(good),
+    )
 
 
 def node_count(n_gpus: ArrayLike, gpus_per_node: ArrayLike) -> ArrayLike:
     """Nodes a job spans: ⌈GPUs / GPUs per node⌉, at least one (the count the slow-node share uses)."""
-    return _scalar_or_array(np.maximum(np.ceil(np.asarray(n_gpus, dtype=float) / np.asarray(gpus_per_node, dtype=float)),
-                                       1.0))
+    return _scalar_or_array(
+        np.maximum(
+            np.ceil(np.asarray(n_gpus, dtype=float) / np.asarray(gpus_per_node, dtype=float)), 1.0
+        )
+    )
 
 
 def slow_node_share(n_gpus: ArrayLike, gpus_per_node: ArrayLike, spread: float) -> ArrayLike:
@@ -297,4 +391,3 @@ def first_order_waste(interval_s: ArrayLike, write_s: ArrayLike, mtbf_s: ArrayLi
     rework per failure. Minimised at τ = √(2δM)."""
     tau = np.asarray(interval_s, dtype=float)
     return _scalar_or_array(np.asarray(write_s) / tau + tau / (2 * np.asarray(mtbf_s)))
-

@@ -12,8 +12,17 @@ from typing import Any
 import numpy as np
 
 from trilemma.specs import Layout, ModelSpec, Stage
-from trilemma.specs.axes import (AXES, AXIS, R_BATCH, R_DP_TOO_LARGE, R_GPUS, R_OOM, REASONS, SearchContext,
-                                 reason_text)
+from trilemma.specs.axes import (
+    AXES,
+    AXIS,
+    R_BATCH,
+    R_DP_TOO_LARGE,
+    R_GPUS,
+    R_OOM,
+    REASONS,
+    SearchContext,
+    reason_text,
+)
 
 
 class _LayoutArraysBase:
@@ -41,7 +50,10 @@ class _LayoutArraysBase:
 
     @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> Any:
-        cols = {a.name: np.array([a.code(getattr(x, a.name)) for x in layouts], dtype=np.int64) for a in AXES}
+        cols = {
+            a.name: np.array([a.code(getattr(x, a.name)) for x in layouts], dtype=np.int64)
+            for a in AXES
+        }
         cols["sp"] = cols["sp"] & (cols["tp"] > 1)  # sp is meaningless without tp
         return cls(**cols)
 
@@ -52,12 +64,22 @@ class _LayoutArraysBase:
         return type(self)(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
 
-LayoutArrays = make_dataclass("LayoutArrays", [(a.name, np.ndarray) for a in AXES], bases=(_LayoutArraysBase,),
-                              frozen=True, namespace={"__doc__": _LayoutArraysBase.__doc__, "__module__": __name__})
+LayoutArrays = make_dataclass(
+    "LayoutArrays",
+    [(a.name, np.ndarray) for a in AXES],
+    bases=(_LayoutArraysBase,),
+    frozen=True,
+    namespace={"__doc__": _LayoutArraysBase.__doc__, "__module__": __name__},
+)
 
 
-def candidate_layouts(m: ModelSpec, n_gpus: int, gpus_per_node: int, fixed: dict[str, object] | None = None,
-                      max_seq: int = 2048) -> Any:
+def candidate_layouts(
+    m: ModelSpec,
+    n_gpus: int,
+    gpus_per_node: int,
+    fixed: dict[str, object] | None = None,
+    max_seq: int = 2048,
+) -> Any:
     """Enumerate the layouts worth trying for ``n_gpus`` (the cross product, legal or not): each
     axis's ``estimate_values`` (trilemma.specs.axes), dp following from the GPU count. ``fixed``
     pins any axis (by its name) to one value.
@@ -71,7 +93,7 @@ def candidate_layouts(m: ModelSpec, n_gpus: int, gpus_per_node: int, fixed: dict
     grids = np.meshgrid(*[np.asarray(v, dtype=np.int64) for v in axes.values()], indexing="ij")
     flat = {k: g.ravel() for k, g in zip(axes, grids)}
     denom = flat["tp"] * flat["pp"] * flat["cp"]
-    keep = (n_gpus % denom == 0)
+    keep = n_gpus % denom == 0
     flat = {k: v[keep] for k, v in flat.items()}
     dp = n_gpus // (flat["tp"] * flat["pp"] * flat["cp"])
     if "dp" in fixed:
@@ -92,8 +114,14 @@ def batch_sequences(stage: Stage) -> int:
     return max(1, int(round(stage.global_batch_tokens / stage.seq_len)))
 
 
-def legal_mask(m: ModelSpec, L: Any, stage: Stage, n_gpus: int | np.ndarray,
-               batch_tolerance: float = 0.1, target_seqs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def legal_mask(
+    m: ModelSpec,
+    L: Any,
+    stage: Stage,
+    n_gpus: int | np.ndarray,
+    batch_tolerance: float = 0.1,
+    target_seqs: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(global batch in sequences per row after rounding, reason bits per row; 0 = legal).
 
     A target batch (a preset's published one) is rounded to the nearest multiple of dp × micro-
@@ -121,4 +149,12 @@ def legal_mask(m: ModelSpec, L: Any, stage: Stage, n_gpus: int | np.ndarray,
     return batch, r
 
 
-__all__ = ["LayoutArrays", "R_OOM", "REASONS", "batch_sequences", "candidate_layouts", "legal_mask", "reason_text"]
+__all__ = [
+    "LayoutArrays",
+    "R_OOM",
+    "REASONS",
+    "batch_sequences",
+    "candidate_layouts",
+    "legal_mask",
+    "reason_text",
+]

@@ -26,12 +26,20 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.finetune import module_shapes, state_bytes, trainable_params
+from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ModelSpec, PositionType, TrainingPlan
 from trilemma.specs.axes import stage_layers
-from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Dtype, FinetuneMethod, Offload, Precision, Task
+from trilemma.specs.enums import (
+    DTYPE_BYTES,
+    BasePrecision,
+    Dtype,
+    FinetuneMethod,
+    Offload,
+    Precision,
+    Task,
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,9 @@ class MemoryArrays:
     so the fit verdict does not count it; ``trilemma.validate.fit.memory_quantity`` adds it when a
     published figure is a reserved peak or device memory in use."""
 
-    first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # weights, grads, optimizer, activations
+    first: tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray
+    ]  # weights, grads, optimizer, activations
     last: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     logits: np.ndarray  # on the last stage
     pp: np.ndarray
@@ -58,9 +68,13 @@ class MemoryArrays:
     float8_last: np.ndarray
     context_bytes: float  # the CUDA context (HardwareSpec.cuda_context_bytes; 0 on a CPU)
     nccl_bytes: np.ndarray  # NCCL's buffers for the layout's process groups (nccl_buffer_bytes)
-    residual_bytes: float  # the fitted rest (memory.framework_residual_bytes), or a CPU's measured overhead
+    residual_bytes: (
+        float  # the fitted rest (memory.framework_residual_bytes), or a CPU's measured overhead
+    )
     fragmentation: float
-    host_bytes: np.ndarray | float = 0.0  # offloaded states in host memory per device (host_state_bytes)
+    host_bytes: np.ndarray | float = (
+        0.0  # offloaded states in host memory per device (host_state_bytes)
+    )
 
     @property
     def overhead_bytes(self) -> np.ndarray:
@@ -107,10 +121,17 @@ class MemoryArrays:
         return self.logits_picked + self.overhead_bytes
 
 
-def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_bytes: float,
-                               flash: bool, moe_layer: bool = False,
-                               compiled: bool = False, probs_bytes: float | None = None,
-                               norm_bytes: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def activation_bytes_per_layer(
+    m: ModelSpec,
+    seq: float,
+    L: LayoutArrays,
+    act_bytes: float,
+    flash: bool,
+    moe_layer: bool = False,
+    compiled: bool = False,
+    probs_bytes: float | None = None,
+    norm_bytes: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Bytes one layer saves for backward for one micro-batch, without and with the rows' recompute.
 
     Returns (no-recompute bytes, bytes under the row's recompute mode). Tensor inventory
@@ -142,18 +163,22 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     r = L.sp_share
     sbd = s * mb * m.d_model
     sb = s * mb
-    n_in = e if norm_bytes is None else norm_bytes  # bytes per element of what a norm saves of its input
+    n_in = (
+        e if norm_bytes is None else norm_bytes
+    )  # bytes per element of what a norm saves of its input
 
     shared_norm = m.norms_per_layer == 1
     # rotary positions: attention saves the rotated Q and K, new tensors, while the fused QKV GEMM's
     # output stays alive because V is a view of it (Megatron-LM's and the probe model's fused QKV;
     # Su et al. 2021 rotation applied out of place). Korthikanti's inventory predates RoPE.
     rope = e * sb * (m.d_attn + m.d_kv) / tp if m.position == PositionType.ROTARY else 0.0
-    attn_keep = ((n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
-                 + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
-                 + rope  # rotated Q, K
-                 + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
-                 + drop * sbd * r)  # attention-output dropout mask (1 byte)
+    attn_keep = (
+        (n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
+        + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
+        + rope  # rotated Q, K
+        + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
+        + drop * sbd * r
+    )  # attention-output dropout mask (1 byte)
     if flash:
         scores = 4.0 * sb * m.n_heads / tp  # log-sum-exp, fp32
     else:
@@ -184,12 +209,23 @@ def activation_bytes_per_layer(m: ModelSpec, seq: float, L: LayoutArrays, act_by
     # gated, the down projection (7th) — and attention's output with its log-sum-exp (flash); the rest
     # is recomputed (trilemma.estimate.flops.op_recompute_matmul_flop_fwd)
     f_op = m.expert_ffn * (m.top_k + m.n_shared_experts) if moe_layer else m.ffn_dim
-    op_keep = (e * sbd * r + e * sb * (m.d_attn + m.d_kv) / tp + e * sb * m.d_attn / tp
-               + (4.0 * sb * m.n_heads / tp if flash else 0.0)
-               + e * sb * f_op / tp + (e * sbd * r if m.ffn_matrices == 3 else 0.0))
-    kept = np.where(L.recompute == 2, e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
-                    np.where(L.recompute == 1, attn_keep + (scores if flash else 0.0) + mlp,
-                             np.where(L.recompute == 3, op_keep, full)))
+    op_keep = (
+        e * sbd * r
+        + e * sb * (m.d_attn + m.d_kv) / tp
+        + e * sb * m.d_attn / tp
+        + (4.0 * sb * m.n_heads / tp if flash else 0.0)
+        + e * sb * f_op / tp
+        + (e * sbd * r if m.ffn_matrices == 3 else 0.0)
+    )
+    kept = np.where(
+        L.recompute == 2,
+        e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
+        np.where(
+            L.recompute == 1,
+            attn_keep + (scores if flash else 0.0) + mlp,
+            np.where(L.recompute == 3, op_keep, full),
+        ),
+    )
     return full, kept
 
 
@@ -223,13 +259,22 @@ def nccl_buffer_bytes(L: LayoutArrays, consts: dict) -> np.ndarray:
     rank to two peers (the previous and the next). The channel count is NCCL's choice for the topology
     (NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS bound it); constants.toml states the one assumed. These buffers
     are cudaMalloc'ed by NCCL, outside PyTorch's caching allocator: they count in the device total only."""
-    per_comm = consts["nccl_channels"] * consts["nccl_peers"] * (
-        consts["nccl_buffsize_bytes"] + consts["nccl_ll128_buffsize_bytes"] + consts["nccl_ll_buffsize_bytes"])
+    per_comm = (
+        consts["nccl_channels"]
+        * consts["nccl_peers"]
+        * (
+            consts["nccl_buffsize_bytes"]
+            + consts["nccl_ll128_buffsize_bytes"]
+            + consts["nccl_ll_buffsize_bytes"]
+        )
+    )
     groups = sum((np.asarray(d) > 1).astype(float) for d in (L.dp, L.tp, L.pp, L.cp, L.ep))
     return groups * per_comm
 
 
-def float8_cast_bytes(m: ModelSpec, seq: float, L: LayoutArrays, moe_layer: bool = False) -> np.ndarray:
+def float8_cast_bytes(
+    m: ModelSpec, seq: float, L: LayoutArrays, moe_layer: bool = False
+) -> np.ndarray:
     """Transient bytes of float8 linears (torchao Float8Linear, dynamic tensorwise scaling: torchtitan's
     --model.converters float8, trilemma's precision fp8) at the backward of the largest linear.
 
@@ -250,8 +295,14 @@ def float8_cast_bytes(m: ModelSpec, seq: float, L: LayoutArrays, moe_layer: bool
     return np.maximum(up, down) * DTYPE_BYTES[Dtype.FP8]
 
 
-def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
-                      first: bool, consts: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def model_state_bytes(
+    m: ModelSpec,
+    pc: ParamCounts,
+    plan: TrainingPlan,
+    L: LayoutArrays,
+    first: bool,
+    consts: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(weights, gradients, optimizer, local parameters) bytes per device on the first or last stage.
 
     Bytes per parameter come from trilemma.estimate.finetune.state_bytes, by group: the layers (a fine-tune's
@@ -268,8 +319,14 @@ def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # embeddings on the first stage, final norm + LM head on the last (a tied table is copied to
     # the last stage when pp > 1, as Megatron does); with pp = 1 one stage holds both.
     tied_copy = m.vocab_size * m.d_model if m.tied_embeddings else 0
-    ends = np.where(pp == 1, pc.first_stage_extra + pc.last_stage_extra,
-                    pc.first_stage_extra if first else pc.last_stage_extra + tied_copy) / tp
+    ends = (
+        np.where(
+            pp == 1,
+            pc.first_stage_extra + pc.last_stage_extra,
+            pc.first_stage_extra if first else pc.last_stage_extra + tied_copy,
+        )
+        / tp
+    )
     local = layer_ne + ends + expert
 
     sb = state_bytes(m, pc, plan)
@@ -278,16 +335,23 @@ def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
 
     def sharded(layer_b: Any, ends_b: float, stage_min: int) -> np.ndarray:
         on = L.zero >= stage_min
-        return ((layer_ne * layer_b + ends * ends_b) / np.where(on, shard_ne, 1)
-                + expert * layer_b / np.where(on, shard_ex, 1))
+        return (layer_ne * layer_b + ends * ends_b) / np.where(
+            on, shard_ne, 1
+        ) + expert * layer_b / np.where(on, shard_ex, 1)
 
     weights = sharded(sb.layer_weight, sb.ends_weight, 3)
     # ZeRO-3 gathers whole layers before use: about two layers unsharded at a time (prefetch)
-    layer_local = (dense_frac * pc.per_dense_layer + moe_frac * (
-        pc.per_moe_layer_shared + m.n_experts * pc.per_expert / ep)) / tp
+    layer_local = (
+        dense_frac * pc.per_dense_layer
+        + moe_frac * (pc.per_moe_layer_shared + m.n_experts * pc.per_expert / ep)
+    ) / tp
     # (nothing is gathered when the shard group is a single rank)
-    weights = weights + np.where(L.zero >= 3, 2 * layer_local * sb.layer_weight * (1 - 1 / shard_ne), 0.0)
-    if sb.streamed:  # ZeRO-Infinity: the weights live on the host; two layers in flight on the device
+    weights = weights + np.where(
+        L.zero >= 3, 2 * layer_local * sb.layer_weight * (1 - 1 / shard_ne), 0.0
+    )
+    if (
+        sb.streamed
+    ):  # ZeRO-Infinity: the weights live on the host; two layers in flight on the device
         weights = 2 * layer_local * sb.layer_weight + 0 * weights
     grads = sharded(sb.layer_grad, sb.ends_grad, 2)
     if plan.offload != Offload.NONE:  # one reduce bucket of 16-bit gradients on its way to the host
@@ -298,7 +362,9 @@ def model_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     return weights, grads, optim, local
 
 
-def host_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays) -> np.ndarray:
+def host_state_bytes(
+    m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays
+) -> np.ndarray:
     """Host memory per device for offloaded states, bytes: the local parameters (÷ tp·pp, and ÷ dp·cp: ZeRO
     partitions what it offloads) × state_bytes(...).host. 0 without offload."""
     sb = state_bytes(m, pc, plan)
@@ -307,8 +373,9 @@ def host_state_bytes(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layou
     return np.asarray(pc.total / (L.tp * L.pp * L.dp * L.cp) * sb.host, dtype=float)
 
 
-def finetune_activation_bytes(m: ModelSpec, seq: float, L: LayoutArrays, plan: TrainingPlan,
-                              e: float) -> tuple[np.ndarray, np.ndarray]:
+def finetune_activation_bytes(
+    m: ModelSpec, seq: float, L: LayoutArrays, plan: TrainingPlan, e: float
+) -> tuple[np.ndarray, np.ndarray]:
     """A LoRA/QLoRA fine-tune's change to one layer's saved activations for one micro-batch, and its
     transient bytes: (per-layer change, transient).
 
@@ -336,29 +403,60 @@ def finetune_activation_bytes(m: ModelSpec, seq: float, L: LayoutArrays, plan: T
     per = 0.0
     for name, (d_in, _d_out) in module_shapes(m).items():
         if name in t:
-            per = per + e * sb_tok * ft.lora_rank + (ft.lora_dropout > 0) * sb_tok * d_in * (e + 1) / L.tp
-    skip = (e * sb_tok * m.d_model * r * (not t & {"q_proj", "k_proj", "v_proj"})
-            + e * sb_tok * m.d_attn / L.tp * ("o_proj" not in t and plan.flash_attention)
-            + e * sb_tok * m.d_model * r * (not t & {"gate_proj", "up_proj"} and m.norms_per_layer > 1)
-            + e * sb_tok * m.ffn_dim / L.tp * ("down_proj" not in t))
+            per = (
+                per
+                + e * sb_tok * ft.lora_rank
+                + (ft.lora_dropout > 0) * sb_tok * d_in * (e + 1) / L.tp
+            )
+    skip = (
+        e * sb_tok * m.d_model * r * (not t & {"q_proj", "k_proj", "v_proj"})
+        + e * sb_tok * m.d_attn / L.tp * ("o_proj" not in t and plan.flash_attention)
+        + e * sb_tok * m.d_model * r * (not t & {"gate_proj", "up_proj"} and m.norms_per_layer > 1)
+        + e * sb_tok * m.ffn_dim / L.tp * ("down_proj" not in t)
+    )
     transient = zero
     if ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
         transient = zero + DTYPE_BYTES[Dtype.BF16] * m.d_model * max(m.ffn_dim, m.d_attn) / L.tp
     return zero + per - skip, transient
 
 
-def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays,
-                      seq: float, n_micro: np.ndarray, consts: dict) -> MemoryArrays:
+def memory_per_device(
+    m: ModelSpec,
+    pc: ParamCounts,
+    plan: TrainingPlan,
+    L: LayoutArrays,
+    seq: float,
+    n_micro: np.ndarray,
+    consts: dict,
+) -> MemoryArrays:
     """Peak bytes per device: the larger of the first pipeline stage and the last."""
     e = DTYPE_BYTES[plan.dtypes.activation]
     flash = plan.flash_attention
     probs = plan.dtypes.bytes_of("attention_probs") or None
     norm_in = plan.dtypes.bytes_of("norm_input") or None
-    full_d, kept_d = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=False, compiled=plan.compile,
-                                                probs_bytes=probs, norm_bytes=norm_in)
+    full_d, kept_d = activation_bytes_per_layer(
+        m,
+        seq,
+        L,
+        e,
+        flash,
+        moe_layer=False,
+        compiled=plan.compile,
+        probs_bytes=probs,
+        norm_bytes=norm_in,
+    )
     if m.is_moe:
-        full_m, kept_m = activation_bytes_per_layer(m, seq, L, e, flash, moe_layer=True, compiled=plan.compile,
-                                                    probs_bytes=probs, norm_bytes=norm_in)
+        full_m, kept_m = activation_bytes_per_layer(
+            m,
+            seq,
+            L,
+            e,
+            flash,
+            moe_layer=True,
+            compiled=plan.compile,
+            probs_bytes=probs,
+            norm_bytes=norm_in,
+        )
     else:
         full_m, kept_m = full_d, kept_d
     fd, fm = m.n_dense_layers / m.n_layers, m.n_moe_layers / m.n_layers
@@ -372,9 +470,15 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
 
     # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
     # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).
-    inflight_first = np.minimum(L.pp, n_micro) * np.where(L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0)
+    inflight_first = np.minimum(L.pp, n_micro) * np.where(
+        L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0
+    )
     # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
-    transient = np.where((L.recompute == 2) | (L.recompute == 3), np.maximum(per_layer_full - per_layer_kept, 0.0), 0.0)
+    transient = np.where(
+        (L.recompute == 2) | (L.recompute == 3),
+        np.maximum(per_layer_full - per_layer_kept, 0.0),
+        0.0,
+    )
     # float8 linears: their casts during one linear's backward (float8_cast_bytes), on top of it
     f8 = np.zeros_like(transient, dtype=float)
     if plan.precision == Precision.FP8:
@@ -386,14 +490,23 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # loss's backward (constants.toml: a fused kernel; eager PyTorch on one TP rank; eager PyTorch's
     # DTensor loss_parallel across TP ranks)
     s_loc = seq / L.cp
-    per_logit = (consts["fused_logits_bytes_per_element"] if plan.fused_loss else
-                 np.where(L.tp > 1, consts["loss_parallel_logits_bytes_per_element"], consts["logits_bytes_per_element"]))
+    per_logit = (
+        consts["fused_logits_bytes_per_element"]
+        if plan.fused_loss
+        else np.where(
+            L.tp > 1,
+            consts["loss_parallel_logits_bytes_per_element"],
+            consts["logits_bytes_per_element"],
+        )
+    )
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
     # beside them, the LM head's input, kept for its weight gradient (whole on every TP rank: the column-
     # parallel head all-gathers the sequence-parallel norm output), and the final norm's input (its
     # sequence shard under SP) — the last layer's output, which no layer's inventory counts
     logits = logits + e * s_loc * L.micro_batch * m.d_model * (1.0 + L.sp_share)
-    if plan.task == Task.CLASSIFICATION:  # a few classes from a pooled token: no vocabulary logits, no LM head input
+    if (
+        plan.task == Task.CLASSIFICATION
+    ):  # a few classes from a pooled token: no vocabulary logits, no LM head input
         logits = 0.0 * logits
 
     transient = transient + dequant
@@ -414,8 +527,16 @@ def memory_per_device(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: Layo
     # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
     # no NCCL channels; trilemma.estimate.evaluate.outside_allocator); NCCL's buffers follow the layout
     nccl = nccl_buffer_bytes(L, consts)
-    return MemoryArrays(first=(w1, g1, o1, act_first), last=(w2, g2, o2, act_last), logits=logits, pp=L.pp,
-                        float8_first=f8, float8_last=np.maximum(f8 - np.maximum(logits - (transient - f8), 0.0), 0.0),
-                        context_bytes=consts["cuda_context_bytes"], nccl_bytes=nccl,
-                        residual_bytes=consts["framework_residual_bytes"], fragmentation=consts["fragmentation"],
-                        host_bytes=host_state_bytes(m, pc, plan, L))
+    return MemoryArrays(
+        first=(w1, g1, o1, act_first),
+        last=(w2, g2, o2, act_last),
+        logits=logits,
+        pp=L.pp,
+        float8_first=f8,
+        float8_last=np.maximum(f8 - np.maximum(logits - (transient - f8), 0.0), 0.0),
+        context_bytes=consts["cuda_context_bytes"],
+        nccl_bytes=nccl,
+        residual_bytes=consts["framework_residual_bytes"],
+        fragmentation=consts["fragmentation"],
+        host_bytes=host_state_bytes(m, pc, plan, L),
+    )

@@ -18,10 +18,14 @@ class ParamCounts:
 
     total: int
     active: int  # used per token: MoE counts top_k routed + shared experts
-    embedding: int  # token (+ position, + type) embeddings, and the LM head when untied (Kaplan 2020 §2.1)
+    embedding: (
+        int  # token (+ position, + type) embeddings, and the LM head when untied (Kaplan 2020 §2.1)
+    )
     non_embedding: int
     per_dense_layer: int
-    per_moe_layer_shared: int  # MoE layer minus its routed experts (attention, norms, router, shared experts)
+    per_moe_layer_shared: (
+        int  # MoE layer minus its routed experts (attention, norms, router, shared experts)
+    )
     per_expert: int  # one routed expert's MLP
     first_stage_extra: int  # embeddings (+ embedding norm) held by the first pipeline stage
     last_stage_extra: int  # final norm, LM head (a copy when tied and PP > 1), pooler
@@ -89,9 +93,13 @@ def param_counts(m: ModelSpec) -> ParamCounts:
     # a tied head still costs a V×d matmul — torchtitan flops comment), pooler
     mlp_dense = m.ffn_matrices * d * m.ffn_dim
     mlp_expert = m.ffn_matrices * d * m.expert_ffn
-    matmul = (m.n_layers * attention_matmul_params(m) + n_dense * mlp_dense
-              + n_moe * (router + (m.top_k + m.n_shared_experts) * mlp_expert)
-              + V * d + (d * d if m.pooler else 0))
+    matmul = (
+        m.n_layers * attention_matmul_params(m)
+        + n_dense * mlp_dense
+        + n_moe * (router + (m.top_k + m.n_shared_experts) * mlp_expert)
+        + V * d
+        + (d * d if m.pooler else 0)
+    )
     if m.position == PositionType.RELATIVE:
         matmul += m.n_layers * d * m.d_attn
 

@@ -27,8 +27,10 @@ def stability_warning(precision: str, params_total: float) -> str | None:
     """The warning an estimate carries for a precision and model size with documented instabilities; None otherwise."""
     if not stability_flag(precision, params_total):
         return None
-    return (f"fp16 at {fmt_count(params_total)} parameters (documented failures from {fmt_count(fp16_risk_params())}): fp16 needs loss "
-            "scaling and its overflow/divergence risk grows with size, learning rate and run length — OPT-175B (fp16) "
-            "needed dozens of restarts after loss divergences (Zhang et al. 2022, arXiv 2205.01068 §2.5), BLOOM's 104B "
-            "fp16 trials diverged and the 176B run used bf16 (Le Scao et al. 2022, arXiv 2211.05100 §3.5); the time "
-            "and cost here include no restarts for it. Use bf16 where the chip has it")
+    return (
+        f"fp16 at {fmt_count(params_total)} parameters (documented failures from {fmt_count(fp16_risk_params())}): fp16 needs loss "
+        "scaling and its overflow/divergence risk grows with size, learning rate and run length — OPT-175B (fp16) "
+        "needed dozens of restarts after loss divergences (Zhang et al. 2022, arXiv 2205.01068 §2.5), BLOOM's 104B "
+        "fp16 trials diverged and the 176B run used bf16 (Le Scao et al. 2022, arXiv 2211.05100 §3.5); the time "
+        "and cost here include no restarts for it. Use bf16 where the chip has it"
+    )

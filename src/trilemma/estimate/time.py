@@ -23,11 +23,25 @@ from functools import cached_property
 
 import numpy as np
 
-from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s, p2p_s, reduce_scatter_s
-from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.comm import (
+    Fabric,
+    all_gather_s,
+    all_reduce_s,
+    all_to_all_s,
+    p2p_s,
+    reduce_scatter_s,
+)
+from trilemma.estimate.finetune import (
+    ADAPTER_BYTES,
+    backward_shares,
+    base_linear_bytes,
+    linear_params_per_layer,
+    module_shapes,
+    state_bytes,
+    trainable_params,
+)
 from trilemma.estimate.flops import matmul_flop_fwd, op_recompute_matmul_flop_fwd
-from trilemma.estimate.finetune import (ADAPTER_BYTES, backward_shares, base_linear_bytes, linear_params_per_layer,
-                                       module_shapes, state_bytes, trainable_params)
+from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, Precision, TrainingPlan
@@ -59,19 +73,30 @@ class TimeArrays:
 
     @cached_property
     def step_s(self) -> np.ndarray:
-        return self.n_micro * (self.compute_mb + self.comm_mb + self.p2p_mb) + self.bubble_s + self.dp_comm_s + self.optimizer_s
+        return (
+            self.n_micro * (self.compute_mb + self.comm_mb + self.p2p_mb)
+            + self.bubble_s
+            + self.dp_comm_s
+            + self.optimizer_s
+        )
 
-    compute_s = property(lambda self: self.n_micro * self.compute_mb)  # pipeline-busy compute, no bubble
+    compute_s = property(
+        lambda self: self.n_micro * self.compute_mb
+    )  # pipeline-busy compute, no bubble
     tp_comm_s = property(lambda self: self.n_micro * self.comm_mb)
     pp_comm_s = property(lambda self: self.n_micro * self.p2p_mb)
 
 
-def gemm_efficiency(M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float, half: float) -> np.ndarray:
+def gemm_efficiency(
+    M: np.ndarray, N: np.ndarray, K: np.ndarray, eff_max: float, half: float
+) -> np.ndarray:
     """Achievable fraction of peak for an (M×K)·(K×N) matmul: eff_max · Π x/(x + half)."""
     return eff_max * (M / (M + half)) * (N / (N + half)) * (K / (K + half))
 
 
-def balance_factor(peak: float, hbm_bw: float, c: dict, width: float = 1.0, exponent: str = "balance_exponent") -> float:
+def balance_factor(
+    peak: float, hbm_bw: float, c: dict, width: float = 1.0, exponent: str = "balance_exponent"
+) -> float:
     """How much of the efficiency ceiling a chip keeps, from its balance of compute to memory
     bandwidth: (ref / (peak · width / bw))^γ. Chips (or precisions) whose peak outgrows their bandwidth
     are harder to keep fed — the "memory wall" (Gholami et al. 2024, IEEE Micro, arXiv 2403.14123); γ is
@@ -103,9 +128,17 @@ def gemm_s(M, N, K, peak: float, hbm_bw: float, e: float, c: dict) -> np.ndarray
     # MI300X: 51.1%, where it gives 62% at that search's best shape). Never above 1 either: the balance power
     # law would grant a bandwidth-rich chip (a CPU: ~6 FLOP/B against the calibration GPUs' 100-300) more.
     # the balance reads the device's own bandwidth unless it keeps another's matmul rates (HardwareSpec.balance_bw_bytes_per_s)
-    eff = np.minimum(c.get("mamf", 1.0), gemm_efficiency(
-        M, N, K, c["gemm_max"] * balance_factor(peak, c.get("balance_bw", hbm_bw), c, c.get("operand_width", 1.0)),
-        c["gemm_half_dim"]))
+    eff = np.minimum(
+        c.get("mamf", 1.0),
+        gemm_efficiency(
+            M,
+            N,
+            K,
+            c["gemm_max"]
+            * balance_factor(peak, c.get("balance_bw", hbm_bw), c, c.get("operand_width", 1.0)),
+            c["gemm_half_dim"],
+        ),
+    )
     mem = e * (M * K + K * N + M * N) / (hbm_bw * c["hbm"])
     return np.maximum(flop / (peak * eff), mem)
 
@@ -154,10 +187,17 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
     feeds them."""
     mamf = hw.mamf_flop_per_s.get(precision)
     width = operand_width(precision)
-    c = {**consts["efficiency"], **consts["latency"], **hw.efficiency,
-         "mamf": mamf / hw.peak(precision) if mamf else 1.0, "operand_width": max(1.0, width),
-         "balance_bw": hw.balance_bw_bytes_per_s or hw.hbm_bw_bytes_per_s}
-    if precision in hw.measured_half_dim:  # fitted to the device's own matmuls at this precision: not scaled
+    c = {
+        **consts["efficiency"],
+        **consts["latency"],
+        **hw.efficiency,
+        "mamf": mamf / hw.peak(precision) if mamf else 1.0,
+        "operand_width": max(1.0, width),
+        "balance_bw": hw.balance_bw_bytes_per_s or hw.hbm_bw_bytes_per_s,
+    }
+    if (
+        precision in hw.measured_half_dim
+    ):  # fitted to the device's own matmuls at this precision: not scaled
         c["gemm_half_dim"] = hw.measured_half_dim[precision]
     elif "gemm_half_dim" not in hw.efficiency and sixteen_bit(hw) is not None:
         c["gemm_half_dim"] = c["gemm_half_dim"] * math_rate_ratio(hw, precision) * width
@@ -173,7 +213,9 @@ def gemm_rate(hw: HardwareSpec, precision: Precision, M, N, K, consts: dict) -> 
     return 2.0 * M * N * K / gemm_s(M, N, K, hw.peak(precision), hw.hbm_bw_bytes_per_s, e, c)
 
 
-def collective_interference_s(hidden_s: np.ndarray, channels: float, compute_units: int | None) -> np.ndarray:
+def collective_interference_s(
+    hidden_s: np.ndarray, channels: float, compute_units: int | None
+) -> np.ndarray:
     """Compute time lost to collectives that run while it runs, seconds: an overlapped collective is not
     free. NCCL (and RCCL) run each channel as one thread block on a streaming multiprocessor (NCCL docs,
     Environment Variables: NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, "each channel uses one CUDA block"),
@@ -216,7 +258,9 @@ def async_tp_s(one_s: np.ndarray, tp: np.ndarray, col: tuple, row: tuple) -> np.
     return sum(np.maximum(one_s / tp, one_s - g * (tp - 1) / tp) for g in (*col, *row))
 
 
-def elementwise_bytes(m: ModelSpec, seq: float, L: LayoutArrays, e: float) -> tuple[np.ndarray, np.ndarray]:
+def elementwise_bytes(
+    m: ModelSpec, seq: float, L: LayoutArrays, e: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) bytes that one layer's memory-bound kernels move for one micro-batch.
 
     Each kernel reads its inputs and writes its outputs once from HBM (no fusion across kernels, as
@@ -271,8 +315,17 @@ def attention_score_bytes(e: float, p: float) -> float:
     return 4.0 * e if p == e else 4.0 * e + 4.0 * p
 
 
-def unfused_attention_s(m: ModelSpec, plan: TrainingPlan, seqs: np.ndarray, s: np.ndarray, S: float, peak: float,
-                        bw: float, e: float, c: dict) -> np.ndarray:
+def unfused_attention_s(
+    m: ModelSpec,
+    plan: TrainingPlan,
+    seqs: np.ndarray,
+    s: np.ndarray,
+    S: float,
+    peak: float,
+    bw: float,
+    e: float,
+    c: dict,
+) -> np.ndarray:
     """Seconds of one forward of the attention core without FlashAttention, for ``seqs`` sequences' worth of
     heads (micro-batch / tp) of ``s`` queries over ``S`` keys: QKᵀ and P·V as cuBLAS batched GEMMs, one
     (s×d_head)·(d_head×S) and one (s×S)·(S×d_head) per head, each by the roofline of gemm_s at the GEMM ceiling
@@ -290,7 +343,9 @@ def unfused_attention_s(m: ModelSpec, plan: TrainingPlan, seqs: np.ndarray, s: n
     ceiling = {**c, "gemm_half_dim": 0.0}
     gemms = n_bh * (gemm_s(s, S, dh, peak, bw, e, ceiling) + gemm_s(s, dh, S, peak, bw, e, ceiling))
     per_score = attention_score_bytes(e, plan.dtypes.bytes_of("attention_probs") or e) - 2 * e
-    per_score = per_score + 2 * e * (plan.softmax_passes - 1)  # an eager softmax's further passes, each a read and a write
+    per_score = per_score + 2 * e * (
+        plan.softmax_passes - 1
+    )  # an eager softmax's further passes, each a read and a write
     if m.dropout:
         per_score = per_score + 2 * e + 1
     return gemms + per_score * n_bh * s * S / (bw * c["hbm"])
@@ -310,12 +365,26 @@ def kernels_per_layer(m: ModelSpec, flash: bool, softmax_passes: int = 1) -> tup
     activation, rotary."""
     gemm = 4 + (1 if m.position.value == "relative" else 0)
     attn_f, attn_b = attention_kernels(flash, softmax_passes)
-    other = m.norms_per_layer + 2 + 1 + (1 if m.position.value == "rotary" else 0) + (2 if m.dropout else 0)
+    other = (
+        m.norms_per_layer
+        + 2
+        + 1
+        + (1 if m.position.value == "rotary" else 0)
+        + (2 if m.dropout else 0)
+    )
     return gemm + attn_f + other, 2 * gemm + attn_b + other
 
 
-def finetune_layer_s(m: ModelSpec, plan: TrainingPlan, T: np.ndarray, tp: np.ndarray, peak: float, bw: float,
-                     e: float, c: dict) -> tuple:
+def finetune_layer_s(
+    m: ModelSpec,
+    plan: TrainingPlan,
+    T: np.ndarray,
+    tp: np.ndarray,
+    peak: float,
+    bw: float,
+    e: float,
+    c: dict,
+) -> tuple:
     """A fine-tune's extra seconds per layer for one micro-batch of T tokens: (adapter GEMMs forward, adapter
     GEMMs backward, one dequantisation pass, adapter kernel launches forward, backward).
 
@@ -350,8 +419,16 @@ def finetune_layer_s(m: ModelSpec, plan: TrainingPlan, T: np.ndarray, tp: np.nda
     return fwd, bwd, dq, kf, kb
 
 
-def offload_s(plan: TrainingPlan, opt_params: np.ndarray, n_micro: np.ndarray, backward_s: np.ndarray,
-              w_bytes: np.ndarray, compute_mb: np.ndarray, node_size: int, consts: dict) -> np.ndarray:
+def offload_s(
+    plan: TrainingPlan,
+    opt_params: np.ndarray,
+    n_micro: np.ndarray,
+    backward_s: np.ndarray,
+    w_bytes: np.ndarray,
+    compute_mb: np.ndarray,
+    node_size: int,
+    consts: dict,
+) -> np.ndarray:
     """Seconds per step that offloading adds, in place of the device's optimizer step (ZeRO-Offload, Ren et
     al. 2021 §4.1): the 16-bit gradients cross the host link during the last micro-batch's backward (what
     does not hide behind it is exposed); CPU Adam updates ``opt_params`` parameters on the host, bound by host
@@ -371,13 +448,23 @@ def offload_s(plan: TrainingPlan, opt_params: np.ndarray, n_micro: np.ndarray, b
     return total
 
 
-def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, L: LayoutArrays,
-              seq: float, batch: np.ndarray, consts: dict) -> TimeArrays:
+def step_time(
+    m: ModelSpec,
+    pc: ParamCounts,
+    plan: TrainingPlan,
+    cluster: ClusterSpec,
+    L: LayoutArrays,
+    seq: float,
+    batch: np.ndarray,
+    consts: dict,
+) -> TimeArrays:
     """Seconds per optimizer step of ``batch`` sequences of ``seq`` tokens, per layout row."""
     hw = cluster.hardware
     c = device_constants(consts, hw, plan.precision)
     peak = hw.peak(plan.precision)
-    attn_bf16 = plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s  # fp8 plans: attention in bf16
+    attn_bf16 = (
+        plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s
+    )  # fp8 plans: attention in bf16
     attn_peak = hw.peak(Precision.BF16) if attn_bf16 else peak
     bw = hw.hbm_bw_bytes_per_s
     e = DTYPE_BYTES[plan.dtypes.activation]
@@ -386,8 +473,13 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     T = mb * seq / cp  # tokens per device per micro-batch
     d = m.d_model
     node = cluster.node_size
-    fab = Fabric(node_size=node, intra_bw=cluster.intra_bw * c["link"], inter_bw=cluster.inter_bw * c["link"],
-                 intra_alpha=c["intra_node_s"], inter_alpha=c["inter_node_s"])
+    fab = Fabric(
+        node_size=node,
+        intra_bw=cluster.intra_bw * c["link"],
+        inter_bw=cluster.inter_bw * c["link"],
+        intra_alpha=c["intra_node_s"],
+        inter_alpha=c["inter_node_s"],
+    )
 
     # ---- forward compute of one layer, one micro-batch
     qkv = gemm_s(T, (m.d_attn + 2 * m.d_kv) / tp, d, peak, bw, e, c)
@@ -396,15 +488,19 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     k_up = m.ffn_matrices - 1
 
     def mlp(tokens, f):
-        return k_up * gemm_s(tokens, f / tp, d, peak, bw, e, c) + gemm_s(tokens, d, f / tp, peak, bw, e, c)
+        return k_up * gemm_s(tokens, f / tp, d, peak, bw, e, c) + gemm_s(
+            tokens, d, f / tp, peak, bw, e, c
+        )
 
     dense_mlp = mlp(T, m.ffn_dim)
     if m.is_moe:
         local_experts = m.n_experts / ep
         tok_per_expert = T * m.top_k * ep / m.n_experts
-        moe_mlp = (local_experts * mlp(tok_per_expert, m.expert_ffn)
-                   + m.n_shared_experts * mlp(T, m.expert_ffn)
-                   + gemm_s(T, m.n_experts, d, peak, bw, e, c))
+        moe_mlp = (
+            local_experts * mlp(tok_per_expert, m.expert_ffn)
+            + m.n_shared_experts * mlp(T, m.expert_ffn)
+            + gemm_s(T, m.n_experts, d, peak, bw, e, c)
+        )
     else:
         moe_mlp = dense_mlp
 
@@ -415,10 +511,14 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # arXiv 2307.08691 §4.1) but 35% of H100's (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract):
     # 0.48-0.70 of its A100 fraction, where the GEMMs' power gives H100 0.73 of A100's (tests/test_time.py)
     if plan.flash_attention:
-        eff = c["attention"] * balance_factor(attn_peak, c["balance_bw"], c, attn_width, "attention_balance_exponent")
+        eff = c["attention"] * balance_factor(
+            attn_peak, c["balance_bw"], c, attn_width, "attention_balance_exponent"
+        )
         attn_fwd = attn_flop / (attn_peak * min(1.0, eff))  # ≤ peak
     else:  # unfused: other kernels than FlashAttention's (unfused_attention_s)
-        attn_fwd = unfused_attention_s(m, plan, mb / tp, seq / cp, seq, attn_peak, bw, e, {**c, "operand_width": attn_width})
+        attn_fwd = unfused_attention_s(
+            m, plan, mb / tp, seq / cp, seq, attn_peak, bw, e, {**c, "operand_width": attn_width}
+        )
     attn_bwd = attn_fwd * (2.5 if plan.flash_attention else 2.0)  # FA2 backward: 5 matmuls vs 2
 
     ew_f, ew_b = elementwise_bytes(m, seq, L, e)
@@ -445,9 +545,13 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     full_rc, sel_rc, op_rc = L.recompute == 2, L.recompute == 1, L.recompute == 3
     # op-level: the even matmuls (their share of the layer's matmul FLOPs) and every elementwise op
     # again, with their launches; attention is saved (flops.op_recompute_matmul_flop_fwd)
-    op_share = op_recompute_matmul_flop_fwd(m) / np.maximum(matmul_flop_fwd(m, pc) - 2.0 * m.vocab_size * d, 1.0)
+    op_share = op_recompute_matmul_flop_fwd(m) / np.maximum(
+        matmul_flop_fwd(m, pc) - 2.0 * m.vocab_size * d, 1.0
+    )
     attn_k = attention_kernels(plan.flash_attention, plan.softmax_passes)[0]
-    op_kern = (k_f - attn_k - 0.5 * (4 + (1 if m.position.value == "relative" else 0))) * c["kernel_s"]
+    op_kern = (k_f - attn_k - 0.5 * (4 + (1 if m.position.value == "relative" else 0))) * c[
+        "kernel_s"
+    ]
 
     # ---- communication inside a layer: TP (stride 1), CP (stride tp), EP (stride tp·cp)
     # TP as Megatron-LM runs it (megatron/core/tensor_parallel/layers.py, in all-reduce units: an all-gather
@@ -470,12 +574,26 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     window = (w_share + np.where(sp_on, b_share, 0.0)) * col_gemm
     tp_bwd = 2 * tp_ar
     tp_late = np.maximum(0.0, tp_bwd - window)
-    tp_layer = tp_exposed + tp_late + collective_interference_s(tp_bwd - tp_late, consts["memory"]["nccl_channels"],
-                                                                hw.compute_units)
-    if plan.async_tp:  # the forward's four collectives paired with their matmuls instead (async_tp_s)
-        rs_sum = 2 * e * T * d * (1 + 1 / tp) / (bw * c["hbm"])  # the two reduce-scatters' local sums
+    tp_layer = (
+        tp_exposed
+        + tp_late
+        + collective_interference_s(
+            tp_bwd - tp_late, consts["memory"]["nccl_channels"], hw.compute_units
+        )
+    )
+    if (
+        plan.async_tp
+    ):  # the forward's four collectives paired with their matmuls instead (async_tp_s)
+        rs_sum = (
+            2 * e * T * d * (1 + 1 / tp) / (bw * c["hbm"])
+        )  # the two reduce-scatters' local sums
         # one all-gather or reduce-scatter is half an all-reduce (tp_ar)
-        tp_async = tp_layer - 2 * tp_ar + async_tp_s(tp_ar / 2, tp, (qkv, up), (out, mlp_fwd - up)) + rs_sum
+        tp_async = (
+            tp_layer
+            - 2 * tp_ar
+            + async_tp_s(tp_ar / 2, tp, (qkv, up), (out, mlp_fwd - up))
+            + rs_sum
+        )
         tp_layer = np.where(sp_on & (tp > 1), tp_async, tp_layer)
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
     cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))
@@ -488,17 +606,25 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # ---- LM head and loss on the last stage
     # (3 GEMMs: logits, and their data and weight gradients; fp32 logits read and written by the
     # softmax cross-entropy and its gradient; 5 kernels); none for a classifier (head_gemms 0)
-    head = (head_gemms * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c)
-            + (head_gemms > 0) * (3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"]) + (head_gemms + 2) * c["kernel_s"]))
+    head = head_gemms * gemm_s(T, m.vocab_size / tp, d, peak, bw, e, c) + (head_gemms > 0) * (
+        3 * 4.0 * T * m.vocab_size / tp / (bw * c["hbm"]) + (head_gemms + 2) * c["kernel_s"]
+    )
 
     layers = stage_layers(m.n_layers, pp, vp)  # the heaviest rank's (stages may be uneven)
     # recomputation counted in its class: full re-runs a layer's forward, selective the attention core
-    per_layer = {"gemm": gemm_fwd + gemm_bwd + dq_pass + np.where(
-                     full_rc, gemm_fwd + dq_pass, np.where(op_rc, op_share * gemm_fwd, 0.0)),
-                 "attention": attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0),
-                 "elementwise": elem_fwd + elem_bwd + np.where(full_rc | op_rc, elem_fwd, 0.0),
-                 "kernel_launch": kern_fwd + kern_bwd + np.where(full_rc, kern_fwd, np.where(
-                     sel_rc, kern_fwd / k_f, np.where(op_rc, op_kern, 0.0)))}
+    per_layer = {
+        "gemm": gemm_fwd
+        + gemm_bwd
+        + dq_pass
+        + np.where(full_rc, gemm_fwd + dq_pass, np.where(op_rc, op_share * gemm_fwd, 0.0)),
+        "attention": attn_fwd + attn_bwd + np.where(full_rc | sel_rc, attn_fwd, 0.0),
+        "elementwise": elem_fwd + elem_bwd + np.where(full_rc | op_rc, elem_fwd, 0.0),
+        "kernel_launch": kern_fwd
+        + kern_bwd
+        + np.where(
+            full_rc, kern_fwd, np.where(sel_rc, kern_fwd / k_f, np.where(op_rc, op_kern, 0.0))
+        ),
+    }
     # the slowest rank: the heaviest one, or the last one (the head's) when its fewer layers plus the
     # head take longer; at pp = 1, or when the chunks divide the layers, the last rank is a heaviest one
     last = last_stage_layers(m.n_layers, pp, vp)
@@ -508,7 +634,9 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     ops_mb = {k: n_l * v for k, v in per_layer.items()}
     ops_mb["lm_head"] = np.where(head_rank, head, 0.0)
     compute_mb = sum(ops_mb.values())
-    ops_mb = {k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()}  # every class at the rows' shape
+    ops_mb = {
+        k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()
+    }  # every class at the rows' shape
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
     act_msg = e * T * d * L.sp_share
     p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)
@@ -537,35 +665,62 @@ def step_time(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: Cluste
     # distributed_data_parallel.py); likewise the first bucket's gather before the forward.
     hide_bwd = c["dp_overlap"] * layers * layer_bwd
     hide_fwd = c["dp_overlap"] * layers * layer_fwd
-    bucket = np.minimum(1.0, np.maximum(c["dp_bucket_params"], MEGA * n_dp) / np.maximum(local_params, 1.0))
+    bucket = np.minimum(
+        1.0, np.maximum(c["dp_bucket_params"], MEGA * n_dp) / np.maximum(local_params, 1.0)
+    )
     ar_full = all_reduce_s(g_bytes, tp, n_dp, fab)
     rs_full = reduce_scatter_s(g_bytes, tp, n_dp, fab)
     ag_full = all_gather_s(w_bytes * train, tp, n_dp, fab)
     ar = np.maximum(bucket * ar_full, ar_full - hide_bwd)
-    rs_ag = np.maximum(bucket * rs_full, rs_full - hide_bwd) + np.maximum(bucket * ag_full, ag_full - hide_fwd)
+    rs_ag = np.maximum(bucket * rs_full, rs_full - hide_bwd) + np.maximum(
+        bucket * ag_full, ag_full - hide_fwd
+    )
     exposed_once = np.where(L.zero == 0, ar, rs_ag)
     z3_mb = 2 * all_gather_s(w_bytes, tp, n_dp, fab) + reduce_scatter_s(g_bytes, tp, n_dp, fab)
     exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
     dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)
     # the part that hides behind compute slows that compute (collective_interference_s); counted here,
     # with the data-parallel communication that causes it
-    hidden = np.where(L.zero >= 3, n_micro * np.minimum(z3_mb, c["dp_overlap"] * compute_mb),
-                      np.where(L.zero == 0, ar_full - ar, rs_full + ag_full - rs_ag))
-    dp_exposed = dp_exposed + collective_interference_s(np.maximum(hidden, 0.0), consts["memory"]["nccl_channels"],
-                                                        hw.compute_units)
+    hidden = np.where(
+        L.zero >= 3,
+        n_micro * np.minimum(z3_mb, c["dp_overlap"] * compute_mb),
+        np.where(L.zero == 0, ar_full - ar, rs_full + ag_full - rs_ag),
+    )
+    dp_exposed = dp_exposed + collective_interference_s(
+        np.maximum(hidden, 0.0), consts["memory"]["nccl_channels"], hw.compute_units
+    )
 
     # ---- optimizer step: memory-bound read/write of the local (sharded) states
     # (master and moments read and written, gradient read, weight written)
     sb = state_bytes(m, pc, plan)
-    opt_b = sb.layer_optim / np.maximum(sb.layer_grad, 1e-30) * g_b if plan.finetune is not None else \
-        plan.dtypes.optimizer_bytes(plan.optimizer_moments)
+    opt_b = (
+        sb.layer_optim / np.maximum(sb.layer_grad, 1e-30) * g_b
+        if plan.finetune is not None
+        else plan.dtypes.optimizer_bytes(plan.optimizer_moments)
+    )
     per_param = 2 * opt_b + g_b + w_b
     opt_params = local_params * train / np.where(L.zero >= 1, n_dp, 1)
     # + the gradient-norm pass of clipping: the local gradients read once (Megatron clip_grad_norm)
     optimizer = opt_params * (per_param + g_b) / (bw * c["hbm"])
     if plan.offload != Offload.NONE:
-        optimizer = offload_s(plan, opt_params, n_micro, layers * layer_bwd, w_bytes / np.maximum(n_dp, 1),
-                              compute_mb, cluster.node_size, consts)
+        optimizer = offload_s(
+            plan,
+            opt_params,
+            n_micro,
+            layers * layer_bwd,
+            w_bytes / np.maximum(n_dp, 1),
+            compute_mb,
+            cluster.node_size,
+            consts,
+        )
 
-    return TimeArrays(n_micro=n_micro, compute_mb=compute_mb, comm_mb=comm_mb, p2p_mb=p2p_mb, bubble_s=bubble,
-                      dp_comm_s=dp_exposed, optimizer_s=optimizer, ops_mb=ops_mb)
+    return TimeArrays(
+        n_micro=n_micro,
+        compute_mb=compute_mb,
+        comm_mb=comm_mb,
+        p2p_mb=p2p_mb,
+        bubble_s=bubble,
+        dp_comm_s=dp_exposed,
+        optimizer_s=optimizer,
+        ops_mb=ops_mb,
+    )

@@ -24,39 +24,85 @@ from trilemma.specs import ModelSpec, Precision, Recompute, TrainingPlan, ZeroSt
 ENGINE = "deepspeed"
 VERSION = "DeepSpeed 0.19.8 (commit edaa7221267243c7be7fb49c5d5f5c4fb97b4641)"
 # fp16 dynamic loss scaling: DeepSpeed's defaults written out (runtime/constants.py FP16_*_DEFAULT)
-FP16 = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000, "hysteresis": 2,
-        "min_loss_scale": 1}
+FP16 = {
+    "enabled": True,
+    "loss_scale": 0,
+    "initial_scale_power": 16,
+    "loss_scale_window": 1000,
+    "hysteresis": 2,
+    "min_loss_scale": 1,
+}
 
 
-def config(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, engine: str = ENGINE,
-           auto: bool = False) -> tuple[dict[str, Any], list[str]]:
+def config(
+    m: ModelSpec,
+    pl: TrainingPlan,
+    n: PlanNumbers,
+    ft: FineTune | None,
+    engine: str = ENGINE,
+    auto: bool = False,
+) -> tuple[dict[str, Any], list[str]]:
     """The DeepSpeed config of a plan and its notes. ``auto``: the batch, clipping and precision values
     as "auto", for Hugging Face's Trainer, which fills them from its TrainingArguments
     (transformers integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_process)."""
     notes: list[str] = []
-    for axis, value, why in (("pp", n.pp, "DeepSpeed's pipeline stages are built in code (deepspeed.pipe."
-                                          "PipelineModule(num_stages=...)), not in its JSON config"),
-                             ("cp", n.cp, "DeepSpeed has no context parallelism (Ulysses' sequence_parallel_size "
-                                          "splits attention heads, a different scheme)"),
-                             ("ep", n.ep, "DeepSpeed's expert parallelism is set on its MoE layers in code")):
+    for axis, value, why in (
+        (
+            "pp",
+            n.pp,
+            "DeepSpeed's pipeline stages are built in code (deepspeed.pipe."
+            "PipelineModule(num_stages=...)), not in its JSON config",
+        ),
+        (
+            "cp",
+            n.cp,
+            "DeepSpeed has no context parallelism (Ulysses' sequence_parallel_size "
+            "splits attention heads, a different scheme)",
+        ),
+        ("ep", n.ep, "DeepSpeed's expert parallelism is set on its MoE layers in code"),
+    ):
         if value > 1:
             raise ExportError(engine, axis, value, why)
     if n.tp > 1 and n.sp:
-        raise ExportError(engine, "sp", "on", "DeepSpeed's AutoTP training has no sequence parallelism "
-                          "(pin --no-sp)")
+        raise ExportError(
+            engine,
+            "sp",
+            "on",
+            "DeepSpeed's AutoTP training has no sequence parallelism (pin --no-sp)",
+        )
     if pl.precision == Precision.FP8:
-        raise ExportError(engine, "precision", pl.precision, "DeepSpeed's config has no fp8 training switch "
-                          "(Transformer Engine layers are chosen in the model's code)")
+        raise ExportError(
+            engine,
+            "precision",
+            pl.precision,
+            "DeepSpeed's config has no fp8 training switch "
+            "(Transformer Engine layers are chosen in the model's code)",
+        )
     if ft is not None and ft.method == "freeze" and engine == ENGINE:
-        raise ExportError(engine, "fine-tune", ft.method, "DeepSpeed's config has no frozen-layer switch (a "
-                          "training script freezes layers in its own code, requires_grad=False), so the exported "
-                          "run would train every layer the plan freezes")
+        raise ExportError(
+            engine,
+            "fine-tune",
+            ft.method,
+            "DeepSpeed's config has no frozen-layer switch (a "
+            "training script freezes layers in its own code, requires_grad=False), so the exported "
+            "run would train every layer the plan freezes",
+        )
     if ft is not None and ft.adapters and engine == ENGINE:
-        raise ExportError(engine, "fine-tune", ft.method, "LoRA adapters are made by the model's code (PEFT): "
-                          "use --to hf, whose Trainer config embeds this DeepSpeed config")
+        raise ExportError(
+            engine,
+            "fine-tune",
+            ft.method,
+            "LoRA adapters are made by the model's code (PEFT): "
+            "use --to hf, whose Trainer config embeds this DeepSpeed config",
+        )
     if n.recompute in (Recompute.SELECTIVE, Recompute.OP):
-        raise ExportError(engine, "recompute", n.recompute, "DeepSpeed and Hugging Face models recompute whole "
-                          "layers (activation checkpointing); they have no selective recomputation")
+        raise ExportError(
+            engine,
+            "recompute",
+            n.recompute,
+            "DeepSpeed and Hugging Face models recompute whole "
+            "layers (activation checkpointing); they have no selective recomputation",
+        )
     rec = recipe(ft)
     cfg: dict[str, Any] = {
         "train_batch_size": "auto" if auto else n.global_batch,
@@ -73,29 +119,46 @@ def config(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
         cfg["tensor_parallel"] = {"autotp_size": n.tp}
     if ft is not None and ft.offload not in ("none", "gpu"):
         if n.zero == ZeroStage.NONE:
-            raise ExportError(engine, "offload", ft.offload, "DeepSpeed offloads optimizer states with ZeRO "
-                              "stage 1 or more (pin --zero)")
+            raise ExportError(
+                engine,
+                "offload",
+                ft.offload,
+                "DeepSpeed offloads optimizer states with ZeRO stage 1 or more (pin --zero)",
+            )
         cfg["zero_optimization"]["offload_optimizer"] = {"device": ft.offload}
     if n.recompute == Recompute.FULL and engine == ENGINE:
-        notes.append("recompute full: the model's code checkpoints each layer (deepspeed.checkpointing.checkpoint, "
-                     "or a Hugging Face model's gradient_checkpointing_enable()); the JSON config does not switch it on")
+        notes.append(
+            "recompute full: the model's code checkpoints each layer (deepspeed.checkpointing.checkpoint, "
+            "or a Hugging Face model's gradient_checkpointing_enable()); the JSON config does not switch it on"
+        )
     if pl.compile and engine == ENGINE:
         notes.append("compile: call engine.compile() on the DeepSpeed engine (not a JSON key)")
     return cfg, notes
 
 
-def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]) -> ExportDocument:
+def export(
+    m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]
+) -> ExportDocument:
     cfg, notes = config(m, pl, n, ft)
     nodes, per_node = n.nodes
     data = {"ds_config": cfg, "launcher": {"nnodes": nodes, "nproc_per_node": per_node}}
-    notes += [f"launch {n.n_gpus} processes ({nodes} node(s) × {per_node}): deepspeed --num_nodes {nodes} "
-              f"--num_gpus {per_node} train.py --deepspeed_config ds_config.json",
-              f"global batch {n.global_batch} = micro-batch {n.micro_batch} × accumulation {n.accumulation} × "
-              f"dp {n.dp} (DeepSpeed's data-parallel world: {n.n_gpus} GPUs / AutoTP {n.tp}); run {n.steps} steps "
-              f"({n.tokens:,} tokens) in train.py's loop",
-              f"optimizer and schedule are train.py's; recipe: {recipe(ft)['source']}"]
-    return ExportDocument(engine=ENGINE, engine_version=VERSION, files={"ds_config.json": json.dumps(cfg, indent=2) + "\n"},
-                          config=data, numbers=n, plan=plan, notes=tuple(notes))
+    notes += [
+        f"launch {n.n_gpus} processes ({nodes} node(s) × {per_node}): deepspeed --num_nodes {nodes} "
+        f"--num_gpus {per_node} train.py --deepspeed_config ds_config.json",
+        f"global batch {n.global_batch} = micro-batch {n.micro_batch} × accumulation {n.accumulation} × "
+        f"dp {n.dp} (DeepSpeed's data-parallel world: {n.n_gpus} GPUs / AutoTP {n.tp}); run {n.steps} steps "
+        f"({n.tokens:,} tokens) in train.py's loop",
+        f"optimizer and schedule are train.py's; recipe: {recipe(ft)['source']}",
+    ]
+    return ExportDocument(
+        engine=ENGINE,
+        engine_version=VERSION,
+        files={"ds_config.json": json.dumps(cfg, indent=2) + "\n"},
+        config=data,
+        numbers=n,
+        plan=plan,
+        notes=tuple(notes),
+    )
 
 
 __all__ = ["ENGINE", "FP16", "VERSION", "config", "export"]

@@ -30,9 +30,17 @@ class ExportDocument:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document of ``--export`` / ``trilemma export --json``."""
-        return {"schema": self.SCHEMA, "engine": self.engine, "engine_version": self.engine_version,
-                "plan": self.plan, "numbers": self.numbers.to_dict(), "config": self.config,
-                "files": dict(self.files), "notes": list(self.notes), "warnings": list(self.warnings)}
+        return {
+            "schema": self.SCHEMA,
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "plan": self.plan,
+            "numbers": self.numbers.to_dict(),
+            "config": self.config,
+            "files": dict(self.files),
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
 
 
 __all__ = ["SCHEMA", "ExportDocument"]

@@ -28,14 +28,31 @@ VERSION = "transformers 5.24 TrainingArguments, peft 0.21 LoraConfig"
 
 # generic LoRA targets → the module names of Llama-family models in transformers (modeling_llama.py:
 # q_proj, k_proj, v_proj, o_proj; gate_proj, up_proj, down_proj); "all": PEFT's "all-linear"
-LLAMA_MODULES = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"], "gate": ["gate_proj"],
-                 "up": ["up_proj"], "down": ["down_proj"], "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
-                 "mlp": ["gate_proj", "up_proj", "down_proj"]}
+LLAMA_MODULES = {
+    "q": ["q_proj"],
+    "k": ["k_proj"],
+    "v": ["v_proj"],
+    "o": ["o_proj"],
+    "gate": ["gate_proj"],
+    "up": ["up_proj"],
+    "down": ["down_proj"],
+    "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+    "mlp": ["gate_proj", "up_proj", "down_proj"],
+}
 # trilemma optimizer names → TrainingArguments.optim (transformers OptimizerNames)
-OPTIM = {"adamw": "adamw_torch_fused", "sgd": "sgd", "adamw_8bit": "adamw_bnb_8bit", "adamw8bit": "adamw_bnb_8bit",
-         "adamw-8bit": "adamw_bnb_8bit", "paged-adamw-8bit": "paged_adamw_8bit", "adafactor": "adafactor",
-         "lion": "lion_32bit",
-         "paged_adamw_8bit": "paged_adamw_8bit", "paged_adamw": "paged_adamw_32bit", "paged_adamw_32bit": "paged_adamw_32bit"}
+OPTIM = {
+    "adamw": "adamw_torch_fused",
+    "sgd": "sgd",
+    "adamw_8bit": "adamw_bnb_8bit",
+    "adamw8bit": "adamw_bnb_8bit",
+    "adamw-8bit": "adamw_bnb_8bit",
+    "paged-adamw-8bit": "paged_adamw_8bit",
+    "adafactor": "adafactor",
+    "lion": "lion_32bit",
+    "paged_adamw_8bit": "paged_adamw_8bit",
+    "paged_adamw": "paged_adamw_32bit",
+    "paged_adamw_32bit": "paged_adamw_32bit",
+}
 
 
 def lora_targets(ft: FineTune, m: ModelSpec) -> list[str] | str:
@@ -46,8 +63,13 @@ def lora_targets(ft: FineTune, m: ModelSpec) -> list[str] | str:
         return "all-linear"
     generic = [t for t in ft.lora_targets if t in LLAMA_MODULES]
     if generic and (m.ffn_type != FfnType.SWIGLU or m.position != PositionType.ROTARY):
-        raise ExportError(ENGINE, "LoRA targets", ",".join(generic), f"{m.name} is not a Llama-family model: give "
-                          "its module names (e.g. c_attn for GPT-2) or all")
+        raise ExportError(
+            ENGINE,
+            "LoRA targets",
+            ",".join(generic),
+            f"{m.name} is not a Llama-family model: give "
+            "its module names (e.g. c_attn for GPT-2) or all",
+        )
     out: list[str] = []
     for t in ft.lora_targets:
         for name in LLAMA_MODULES.get(t, [t]):
@@ -59,48 +81,87 @@ def lora_targets(ft: FineTune, m: ModelSpec) -> list[str] | str:
 def lora_config(ft: FineTune, rec: dict[str, Any], m: ModelSpec) -> dict[str, Any]:
     if ft.lora_rank is None:
         raise ExportError(ENGINE, "LoRA rank", None, "a fine-tune with adapters needs its rank")
-    return {"r": ft.lora_rank, "lora_alpha": ft.lora_alpha if ft.lora_alpha is not None else 2 * ft.lora_rank,
-            "target_modules": lora_targets(ft, m), "lora_dropout": ft.lora_dropout, "bias": "none",
-            "task_type": "CAUSAL_LM"}
+    return {
+        "r": ft.lora_rank,
+        "lora_alpha": ft.lora_alpha if ft.lora_alpha is not None else 2 * ft.lora_rank,
+        "target_modules": lora_targets(ft, m),
+        "lora_dropout": ft.lora_dropout,
+        "bias": "none",
+        "task_type": "CAUSAL_LM",
+    }
 
 
 def quantization_config(ft: FineTune, compute: str) -> dict[str, Any] | None:
     """bitsandbytes' config of the frozen base: 4-bit NF4 with double quantisation (QLoRA), 8-bit, or None."""
     base = (ft.base_precision or ("nf4" if ft.method == "qlora" else "")).lower()
     if base in ("nf4", "fp4", "int4"):
-        return {"load_in_4bit": True, "bnb_4bit_quant_type": "fp4" if base == "fp4" else "nf4",
-                "bnb_4bit_compute_dtype": compute, "bnb_4bit_use_double_quant": True}
+        return {
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": "fp4" if base == "fp4" else "nf4",
+            "bnb_4bit_compute_dtype": compute,
+            "bnb_4bit_use_double_quant": True,
+        }
     if base == "int8":
         return {"load_in_8bit": True}
     if base in ("", "bf16", "fp16", "fp32"):
         return None
-    raise ExportError(ENGINE, "base precision", base, "bitsandbytes loads a base in nf4, fp4 or int8")
+    raise ExportError(
+        ENGINE, "base precision", base, "bitsandbytes loads a base in nf4, fp4 or int8"
+    )
 
 
-def training_arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None) -> tuple[dict[str, Any], list[str]]:
+def training_arguments(
+    m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None
+) -> tuple[dict[str, Any], list[str]]:
     for axis, value in (("tp", n.tp), ("pp", n.pp), ("cp", n.cp), ("ep", n.ep)):
         if value > 1:
-            raise ExportError(ENGINE, axis, value, "the exporter writes the Trainer's data parallelism (DDP, ZeRO "
-                              "through DeepSpeed); export model parallelism with --to torchtitan or --to megatron")
+            raise ExportError(
+                ENGINE,
+                axis,
+                value,
+                "the exporter writes the Trainer's data parallelism (DDP, ZeRO "
+                "through DeepSpeed); export model parallelism with --to torchtitan or --to megatron",
+            )
     prec = pl.precision
     if prec == Precision.FP8:
-        raise ExportError(ENGINE, "precision", prec, "TrainingArguments has bf16, fp16 and tf32, no fp8")
+        raise ExportError(
+            ENGINE, "precision", prec, "TrainingArguments has bf16, fp16 and tf32, no fp8"
+        )
     if n.recompute in (Recompute.SELECTIVE, Recompute.OP):
-        raise ExportError(ENGINE, "recompute", n.recompute, "gradient_checkpointing recomputes whole layers; "
-                          "Hugging Face models have no selective recomputation")
+        raise ExportError(
+            ENGINE,
+            "recompute",
+            n.recompute,
+            "gradient_checkpointing recomputes whole layers; "
+            "Hugging Face models have no selective recomputation",
+        )
     if ft is not None and ft.method == "freeze":
-        raise ExportError(ENGINE, "fine-tune", ft.method, "TrainingArguments has no frozen-layer switch")
+        raise ExportError(
+            ENGINE, "fine-tune", ft.method, "TrainingArguments has no frozen-layer switch"
+        )
     rec = recipe(ft)
     args: dict[str, Any] = {
-        "output_dir": "outputs", "per_device_train_batch_size": n.micro_batch,
-        "gradient_accumulation_steps": n.accumulation, "max_steps": n.steps, "learning_rate": rec["lr"],
-        "warmup_steps": warmup_steps(rec, n.steps), "weight_decay": rec["weight_decay"],
-        "adam_beta1": rec["adam_beta1"], "adam_beta2": rec["adam_beta2"], "adam_epsilon": rec["adam_eps"],
-        "max_grad_norm": rec["grad_clip"], "gradient_checkpointing": n.recompute == Recompute.FULL,
-        "torch_compile": bool(pl.compile), "bf16": prec == Precision.BF16, "fp16": prec == Precision.FP16,
+        "output_dir": "outputs",
+        "per_device_train_batch_size": n.micro_batch,
+        "gradient_accumulation_steps": n.accumulation,
+        "max_steps": n.steps,
+        "learning_rate": rec["lr"],
+        "warmup_steps": warmup_steps(rec, n.steps),
+        "weight_decay": rec["weight_decay"],
+        "adam_beta1": rec["adam_beta1"],
+        "adam_beta2": rec["adam_beta2"],
+        "adam_epsilon": rec["adam_eps"],
+        "max_grad_norm": rec["grad_clip"],
+        "gradient_checkpointing": n.recompute == Recompute.FULL,
+        "torch_compile": bool(pl.compile),
+        "bf16": prec == Precision.BF16,
+        "fp16": prec == Precision.FP16,
     }
     if rec["decay"] == "cosine":
-        args.update(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr_rate": rec["min_lr_ratio"]})
+        args.update(
+            lr_scheduler_type="cosine_with_min_lr",
+            lr_scheduler_kwargs={"min_lr_rate": rec["min_lr_ratio"]},
+        )
     else:
         args["lr_scheduler_type"] = "constant_with_warmup"
     if prec == Precision.TF32:
@@ -113,39 +174,65 @@ def training_arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineT
     if n.zero != ZeroStage.NONE or (ft is not None and ft.offload not in ("none", "gpu")):
         cfg, _ = ds.config(m, pl, n, ft, engine=ENGINE, auto=True)
         args["deepspeed"] = cfg
-        notes.append(f"ZeRO-{int(n.zero)} through DeepSpeed (TrainingArguments.deepspeed; its batch, clipping and "
-                     "precision values are \"auto\": the Trainer fills them from these arguments)")
+        notes.append(
+            f"ZeRO-{int(n.zero)} through DeepSpeed (TrainingArguments.deepspeed; its batch, clipping and "
+            'precision values are "auto": the Trainer fills them from these arguments)'
+        )
     return args, notes
 
 
-def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]) -> ExportDocument:
+def export(
+    m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]
+) -> ExportDocument:
     args, notes = training_arguments(m, pl, n, ft)
     files = {"training_args.json": json.dumps(args, indent=2) + "\n"}
     cfg: dict[str, Any] = {"training_args": args}
     if ft is not None and ft.adapters:
         cfg["lora_config"] = lora_config(ft, recipe(ft), m)
         files["lora_config.json"] = json.dumps(cfg["lora_config"], indent=2) + "\n"
-    q = quantization_config(ft, "bfloat16" if pl.precision == Precision.BF16 else "float16") if ft is not None else None
+    q = (
+        quantization_config(ft, "bfloat16" if pl.precision == Precision.BF16 else "float16")
+        if ft is not None
+        else None
+    )
     if q is not None:
         cfg["bnb_config"] = q
         files["bnb_config.json"] = json.dumps(q, indent=2) + "\n"
     nodes, per_node = n.nodes
     cfg["launcher"] = {"nnodes": nodes, "nproc_per_node": per_node}
-    files["train_hf.py"] = SCRIPT.format(title=plan["title"], nodes=nodes, per_node=per_node, seq=n.seq_len,
-                                         attn="sdpa" if pl.flash_attention else "eager")
-    notes = [f"dp {n.dp} = the launcher's processes: torchrun --nnodes {nodes} --nproc-per-node {per_node} train_hf.py "
-             "MODEL DATA; global batch "
-             f"{n.global_batch} = per_device_train_batch_size {n.micro_batch} × gradient_accumulation_steps "
-             f"{n.accumulation} × {n.dp} processes"] + notes
+    files["train_hf.py"] = SCRIPT.format(
+        title=plan["title"],
+        nodes=nodes,
+        per_node=per_node,
+        seq=n.seq_len,
+        attn="sdpa" if pl.flash_attention else "eager",
+    )
+    notes = [
+        f"dp {n.dp} = the launcher's processes: torchrun --nnodes {nodes} --nproc-per-node {per_node} train_hf.py "
+        "MODEL DATA; global batch "
+        f"{n.global_batch} = per_device_train_batch_size {n.micro_batch} × gradient_accumulation_steps "
+        f"{n.accumulation} × {n.dp} processes"
+    ] + notes
     if ft is None:
-        notes.append("training from scratch: train_hf.py builds the model from MODEL's config (AutoConfig) with "
-                     "fresh weights")
+        notes.append(
+            "training from scratch: train_hf.py builds the model from MODEL's config (AutoConfig) with "
+            "fresh weights"
+        )
     if not pl.flash_attention and pl.softmax_passes != EAGER_SOFTMAX_PASSES:
-        notes.append(f"attn_implementation eager makes {EAGER_SOFTMAX_PASSES} passes over the score matrix (scale, "
-                     "mask, torch.softmax); "
-                     f"the plan was timed with softmax_passes {pl.softmax_passes}")
-    return ExportDocument(engine=ENGINE, engine_version=VERSION, files=files, config=cfg, numbers=n, plan=plan,
-                          notes=tuple(notes))
+        notes.append(
+            f"attn_implementation eager makes {EAGER_SOFTMAX_PASSES} passes over the score matrix (scale, "
+            "mask, torch.softmax); "
+            f"the plan was timed with softmax_passes {pl.softmax_passes}"
+        )
+    return ExportDocument(
+        engine=ENGINE,
+        engine_version=VERSION,
+        files=files,
+        config=cfg,
+        numbers=n,
+        plan=plan,
+        notes=tuple(notes),
+    )
 
 
 SCRIPT = '''"""Hugging Face Trainer: {title}.
@@ -206,5 +293,15 @@ if __name__ == "__main__":
 '''
 
 
-__all__ = ["ENGINE", "LLAMA_MODULES", "OPTIM", "SCRIPT", "VERSION", "export", "lora_config", "lora_targets",
-           "quantization_config", "training_arguments"]
+__all__ = [
+    "ENGINE",
+    "LLAMA_MODULES",
+    "OPTIM",
+    "SCRIPT",
+    "VERSION",
+    "export",
+    "lora_config",
+    "lora_targets",
+    "quantization_config",
+    "training_arguments",
+]

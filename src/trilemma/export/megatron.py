@@ -29,44 +29,86 @@ Arg = tuple[str, Any]  # (flag, value); value None for a switch
 
 def _model_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
     if not m.causal:
-        raise ExportError(ENGINE, "model", f"{m.name} (an encoder)", "the exporter writes GPT pretraining (pretrain_gpt.py)")
-    a: list[Arg] = [("--num-layers", m.n_layers), ("--hidden-size", m.d_model), ("--ffn-hidden-size", m.ffn_dim),
-                    ("--num-attention-heads", m.n_heads)]
+        raise ExportError(
+            ENGINE,
+            "model",
+            f"{m.name} (an encoder)",
+            "the exporter writes GPT pretraining (pretrain_gpt.py)",
+        )
+    a: list[Arg] = [
+        ("--num-layers", m.n_layers),
+        ("--hidden-size", m.d_model),
+        ("--ffn-hidden-size", m.ffn_dim),
+        ("--num-attention-heads", m.n_heads),
+    ]
     if m.kv_heads != m.n_heads:
         a += [("--group-query-attention", None), ("--num-query-groups", m.kv_heads)]
     if m.d_head * m.n_heads != m.d_model:
         a.append(("--kv-channels", m.d_head))
-    pos = {PositionType.ROTARY: "rope", PositionType.LEARNED: "learned_absolute", PositionType.NONE: "none"}
+    pos = {
+        PositionType.ROTARY: "rope",
+        PositionType.LEARNED: "learned_absolute",
+        PositionType.NONE: "none",
+    }
     if m.position not in pos:
-        raise ExportError(ENGINE, "position", m.position, "Megatron-LM's --position-embedding-type has rope, "
-                          "learned_absolute, yarn, mrope, relative (T5 buckets) and none")
+        raise ExportError(
+            ENGINE,
+            "position",
+            m.position,
+            "Megatron-LM's --position-embedding-type has rope, "
+            "learned_absolute, yarn, mrope, relative (T5 buckets) and none",
+        )
     a.append(("--position-embedding-type", pos[m.position]))
-    a.append(("--max-position-embeddings", m.max_positions if m.position == PositionType.LEARNED else n.seq_len))
+    a.append(
+        (
+            "--max-position-embeddings",
+            m.max_positions if m.position == PositionType.LEARNED else n.seq_len,
+        )
+    )
     a.append(("--normalization", "RMSNorm" if m.norm == NormType.RMSNORM else "LayerNorm"))
     if m.ffn_type == FfnType.SWIGLU:
         a.append(("--swiglu", None))
     elif m.ffn_type != FfnType.GELU:
-        raise ExportError(ENGINE, "ffn", m.ffn_type, "Megatron-LM's MLP is GeLU or SwiGLU (--swiglu)")
+        raise ExportError(
+            ENGINE, "ffn", m.ffn_type, "Megatron-LM's MLP is GeLU or SwiGLU (--swiglu)"
+        )
     if m.parallel_block or m.embedding_norm or not m.final_norm:
-        raise ExportError(ENGINE, "model", f"{m.name} (block layout)", "Megatron-LM's GPT is a pre-norm sequential "
-                          "block with a final norm")
+        raise ExportError(
+            ENGINE,
+            "model",
+            f"{m.name} (block layout)",
+            "Megatron-LM's GPT is a pre-norm sequential block with a final norm",
+        )
     bias = (m.qkv_bias, m.out_bias, m.mlp_bias)
     if bias == (False, False, False):
         a.append(("--disable-bias-linear", None))
     elif bias == (True, False, False):
         a += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
     elif bias != (True, True, True):
-        raise ExportError(ENGINE, "biases", f"qkv={m.qkv_bias} out={m.out_bias} mlp={m.mlp_bias}",
-                          "Megatron-LM biases all linears, none, or only the QKV projection (--add-qkv-bias)")
+        raise ExportError(
+            ENGINE,
+            "biases",
+            f"qkv={m.qkv_bias} out={m.out_bias} mlp={m.mlp_bias}",
+            "Megatron-LM biases all linears, none, or only the QKV projection (--add-qkv-bias)",
+        )
     if not m.tied_embeddings:
         a.append(("--untie-embeddings-and-output-weights", None))
     if not m.dropout:  # Megatron-LM's defaults are 0.1
         a += [("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
     if m.is_moe:
         if m.moe_every != 1 or m.first_dense_layers or m.shared_expert_gate:
-            raise ExportError(ENGINE, "MoE layout", m.name, "the exporter writes every layer as MoE without a "
-                              "shared-expert gate (--moe-layer-freq patterns are not exported)")
-        a += [("--num-experts", m.n_experts), ("--moe-router-topk", m.top_k), ("--moe-ffn-hidden-size", m.expert_ffn)]
+            raise ExportError(
+                ENGINE,
+                "MoE layout",
+                m.name,
+                "the exporter writes every layer as MoE without a "
+                "shared-expert gate (--moe-layer-freq patterns are not exported)",
+            )
+        a += [
+            ("--num-experts", m.n_experts),
+            ("--moe-router-topk", m.top_k),
+            ("--moe-ffn-hidden-size", m.expert_ffn),
+        ]
         if m.n_shared_experts:
             a.append(("--moe-shared-expert-intermediate-size", m.n_shared_experts * m.expert_ffn))
     return a
@@ -102,23 +144,37 @@ def _stage_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
         return a
     if n.vp > 1:
         if m.n_layers % (n.pp * n.vp):
-            return a + [("--pipeline-model-parallel-layout", pipeline_layout(m.n_layers, n.pp * n.vp))]
+            return a + [
+                ("--pipeline-model-parallel-layout", pipeline_layout(m.n_layers, n.pp * n.vp))
+            ]
         return a + [("--num-virtual-stages-per-pipeline-rank", n.vp)]
     if m.n_layers % n.pp:
         per = -(-m.n_layers // n.pp)
         rest = m.n_layers - per * (n.pp - 2)
         first = rest // 2
         if n.pp == 2 or first < 1:
-            raise ExportError(ENGINE, "pp", n.pp, f"{m.n_layers} layers cannot be split with full middle stages")
-        a += [("--decoder-first-pipeline-num-layers", first), ("--decoder-last-pipeline-num-layers", rest - first)]
+            raise ExportError(
+                ENGINE, "pp", n.pp, f"{m.n_layers} layers cannot be split with full middle stages"
+            )
+        a += [
+            ("--decoder-first-pipeline-num-layers", first),
+            ("--decoder-last-pipeline-num-layers", rest - first),
+        ]
     return a
 
 
-def arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None) -> tuple[list[Arg], list[str]]:
+def arguments(
+    m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None
+) -> tuple[list[Arg], list[str]]:
     """pretrain_gpt.py's arguments for the plan and the notes that go with them."""
     if ft is not None:
-        raise ExportError(ENGINE, "fine-tune", ft.method, "Megatron-LM's training arguments have no adapters or "
-                          "quantised frozen base (use --to hf)")
+        raise ExportError(
+            ENGINE,
+            "fine-tune",
+            ft.method,
+            "Megatron-LM's training arguments have no adapters or "
+            "quantised frozen base (use --to hf)",
+        )
     if pl.compile:
         raise ExportError(ENGINE, "compile", "on", "Megatron-LM has no torch.compile switch")
     notes: list[str] = []
@@ -130,81 +186,146 @@ def arguments(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | Non
         a.append(("--expert-model-parallel-size", n.ep))
     if n.sp:
         a.append(("--sequence-parallel", None))
-        if pl.async_tp:  # Transformer Engine's userbuffers overlap of TP's collectives with the GEMMs
+        if (
+            pl.async_tp
+        ):  # Transformer Engine's userbuffers overlap of TP's collectives with the GEMMs
             a.append(("--tp-comm-overlap", None))
-            notes.append("--tp-comm-overlap: Transformer Engine's userbuffers overlap TP's all-gathers and "
-                         "reduce-scatters with the GEMMs; it needs Transformer Engine (--transformer-impl "
-                         "transformer_engine)")
-    zero = {ZeroStage.ONE: [("--use-distributed-optimizer", None)],
-            ZeroStage.TWO: [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads")],
-            ZeroStage.THREE: [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads_params")]}
+            notes.append(
+                "--tp-comm-overlap: Transformer Engine's userbuffers overlap TP's all-gathers and "
+                "reduce-scatters with the GEMMs; it needs Transformer Engine (--transformer-impl "
+                "transformer_engine)"
+            )
+    zero = {
+        ZeroStage.ONE: [("--use-distributed-optimizer", None)],
+        ZeroStage.TWO: [
+            ("--use-megatron-fsdp", None),
+            ("--data-parallel-sharding-strategy", "optim_grads"),
+        ],
+        ZeroStage.THREE: [
+            ("--use-megatron-fsdp", None),
+            ("--data-parallel-sharding-strategy", "optim_grads_params"),
+        ],
+    }
     a += zero.get(n.zero, [])
     if n.recompute == Recompute.SELECTIVE:
-        a.append(("--recompute-granularity", "selective"))  # the attention core (core_attn), Korthikanti 2022
+        a.append(
+            ("--recompute-granularity", "selective")
+        )  # the attention core (core_attn), Korthikanti 2022
     elif n.recompute == Recompute.FULL:
-        a += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+        a += [
+            ("--recompute-granularity", "full"),
+            ("--recompute-method", "uniform"),
+            ("--recompute-num-layers", 1),
+        ]
     elif n.recompute == Recompute.OP:
-        raise ExportError(ENGINE, "recompute", n.recompute, "torchtitan's op-level recomputation has no "
-                          "Megatron-LM equivalent (--recompute-modules names whole modules)")
-    a += [("--micro-batch-size", n.micro_batch), ("--global-batch-size", n.global_batch), ("--seq-length", n.seq_len),
-          ("--train-iters", n.steps)]
+        raise ExportError(
+            ENGINE,
+            "recompute",
+            n.recompute,
+            "torchtitan's op-level recomputation has no "
+            "Megatron-LM equivalent (--recompute-modules names whole modules)",
+        )
+    a += [
+        ("--micro-batch-size", n.micro_batch),
+        ("--global-batch-size", n.global_batch),
+        ("--seq-length", n.seq_len),
+        ("--train-iters", n.steps),
+    ]
     prec = pl.precision
     if prec == Precision.BF16:
         a.append(("--bf16", None))
     elif prec == Precision.FP16:
         a.append(("--fp16", None))
-        notes.append("fp16: Megatron-LM scales the loss dynamically (no --loss-scale), from --initial-loss-scale 2^32")
+        notes.append(
+            "fp16: Megatron-LM scales the loss dynamically (no --loss-scale), from --initial-loss-scale 2^32"
+        )
     elif prec == Precision.FP8:
         a += [("--bf16", None), ("--fp8-format", "hybrid")]
-        notes.append("fp8: Transformer Engine's hybrid format (e4m3 forward, e5m2 gradients); needs transformer-engine")
+        notes.append(
+            "fp8: Transformer Engine's hybrid format (e4m3 forward, e5m2 gradients); needs transformer-engine"
+        )
     else:
-        notes.append(f"{prec}: no precision flag (fp32 parameters and matmuls; TF32 follows PyTorch's setting)")
+        notes.append(
+            f"{prec}: no precision flag (fp32 parameters and matmuls; TF32 follows PyTorch's setting)"
+        )
     a.append(("--attention-backend", "flash" if pl.flash_attention else "unfused"))
     if not pl.flash_attention and pl.softmax_passes > 1:
         # Megatron-LM's FusedScaleMaskSoftmax without its fused kernel: scale, mask, torch.softmax (3 passes)
         a.append(("--no-masked-softmax-fusion", None))
         if pl.softmax_passes != EAGER_SOFTMAX_PASSES:
-            notes.append(f"softmax_passes {pl.softmax_passes}: Megatron-LM's unfused softmax makes "
-                         f"{EAGER_SOFTMAX_PASSES} passes over the "
-                         "score matrix (scale, mask, torch.softmax), its fused one 1; the plan was timed with "
-                         f"{pl.softmax_passes}")
+            notes.append(
+                f"softmax_passes {pl.softmax_passes}: Megatron-LM's unfused softmax makes "
+                f"{EAGER_SOFTMAX_PASSES} passes over the "
+                "score matrix (scale, mask, torch.softmax), its fused one 1; the plan was timed with "
+                f"{pl.softmax_passes}"
+            )
     if pl.fused_loss:
         a.append(("--cross-entropy-loss-fusion", None))
     rec = recipe(ft)
-    a += [("--optimizer", "adam" if pl.optimizer == Optimizer.ADAMW else "sgd"), ("--lr", rec["lr"]),
-          ("--min-lr", float(format(rec["lr"] * rec["min_lr_ratio"], ".6g"))), ("--lr-decay-style", rec["decay"]),
-          ("--lr-warmup-iters", warmup_steps(rec, n.steps)), ("--lr-decay-iters", n.steps),
-          ("--weight-decay", rec["weight_decay"]), ("--clip-grad", rec["grad_clip"]),
-          ("--adam-beta1", rec["adam_beta1"]), ("--adam-beta2", rec["adam_beta2"]), ("--adam-eps", rec["adam_eps"])]
+    a += [
+        ("--optimizer", "adam" if pl.optimizer == Optimizer.ADAMW else "sgd"),
+        ("--lr", rec["lr"]),
+        ("--min-lr", float(format(rec["lr"] * rec["min_lr_ratio"], ".6g"))),
+        ("--lr-decay-style", rec["decay"]),
+        ("--lr-warmup-iters", warmup_steps(rec, n.steps)),
+        ("--lr-decay-iters", n.steps),
+        ("--weight-decay", rec["weight_decay"]),
+        ("--clip-grad", rec["grad_clip"]),
+        ("--adam-beta1", rec["adam_beta1"]),
+        ("--adam-beta2", rec["adam_beta2"]),
+        ("--adam-eps", rec["adam_eps"]),
+    ]
     notes.append(f"recipe: {rec['source']} (Megatron-LM's adam is AdamW: decoupled weight decay)")
     return a, notes
 
 
-def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]) -> ExportDocument:
+def export(
+    m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]
+) -> ExportDocument:
     args, notes = arguments(m, pl, n, ft)
     nodes, per_node = n.nodes
-    lines = ["#!/usr/bin/env bash",
-             f"# Megatron-LM: {plan['title']}",
-             f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
-             f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
-             f"# steps {n.steps} × {n.global_batch} × {n.seq_len} tokens = {n.tokens:,} tokens",
-             "# Run from a Megatron-LM checkout on each node (NODE_RANK 0 .. nodes-1, MASTER_ADDR of node 0).",
-             "set -euo pipefail",
-             ': "${DATA_PATH:?set DATA_PATH to the preprocessed data prefix (tools/preprocess_data.py)}"',
-             ': "${TOKENIZER:?set TOKENIZER to a Hugging Face tokenizer name or path}"',
-             f"torchrun --nnodes {nodes} --nproc-per-node {per_node} --node-rank \"${{NODE_RANK:-0}}\" "
-             "--master-addr \"${MASTER_ADDR:-localhost}\" --master-port \"${MASTER_PORT:-6000}\" \\",
-             "  pretrain_gpt.py \\"]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Megatron-LM: {plan['title']}",
+        f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
+        f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
+        f"# steps {n.steps} × {n.global_batch} × {n.seq_len} tokens = {n.tokens:,} tokens",
+        "# Run from a Megatron-LM checkout on each node (NODE_RANK 0 .. nodes-1, MASTER_ADDR of node 0).",
+        "set -euo pipefail",
+        ': "${DATA_PATH:?set DATA_PATH to the preprocessed data prefix (tools/preprocess_data.py)}"',
+        ': "${TOKENIZER:?set TOKENIZER to a Hugging Face tokenizer name or path}"',
+        f'torchrun --nnodes {nodes} --nproc-per-node {per_node} --node-rank "${{NODE_RANK:-0}}" '
+        '--master-addr "${MASTER_ADDR:-localhost}" --master-port "${MASTER_PORT:-6000}" \\',
+        "  pretrain_gpt.py \\",
+    ]
     for flag, value in args:
-        lines.append(f"  {flag} \\" if value is None else f"  {flag} {shlex.quote(_text(value))} \\")
-    lines += ['  --data-path "$DATA_PATH" \\', "  --tokenizer-type HuggingFaceTokenizer \\",
-              '  --tokenizer-model "$TOKENIZER" \\', '  --save "${SAVE:-checkpoints}"', ""]
-    notes = [f"the tokenizer sets the vocabulary: the plan has {m.vocab_size:,} tokens (Megatron-LM pads it to a "
-             "multiple of 128 × tp, --make-vocab-size-divisible-by)"] + notes
-    cfg = {"launcher": {"nnodes": nodes, "nproc_per_node": per_node, "script": "pretrain_gpt.py"},
-           "args": [[f, v] for f, v in args]}
-    return ExportDocument(engine=ENGINE, engine_version=VERSION, files={"train_megatron.sh": "\n".join(lines)},
-                          config=cfg, numbers=n, plan=plan, notes=tuple(notes))
+        lines.append(
+            f"  {flag} \\" if value is None else f"  {flag} {shlex.quote(_text(value))} \\"
+        )
+    lines += [
+        '  --data-path "$DATA_PATH" \\',
+        "  --tokenizer-type HuggingFaceTokenizer \\",
+        '  --tokenizer-model "$TOKENIZER" \\',
+        '  --save "${SAVE:-checkpoints}"',
+        "",
+    ]
+    notes = [
+        f"the tokenizer sets the vocabulary: the plan has {m.vocab_size:,} tokens (Megatron-LM pads it to a "
+        "multiple of 128 × tp, --make-vocab-size-divisible-by)"
+    ] + notes
+    cfg = {
+        "launcher": {"nnodes": nodes, "nproc_per_node": per_node, "script": "pretrain_gpt.py"},
+        "args": [[f, v] for f, v in args],
+    }
+    return ExportDocument(
+        engine=ENGINE,
+        engine_version=VERSION,
+        files={"train_megatron.sh": "\n".join(lines)},
+        config=cfg,
+        numbers=n,
+        plan=plan,
+        notes=tuple(notes),
+    )
 
 
 def _text(v: Any) -> str:

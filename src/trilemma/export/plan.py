@@ -57,36 +57,74 @@ class PlanNumbers:
     tokens: int  # steps × global batch × seq_len: what the exported run trains
 
     @classmethod
-    def build(cls, layout: Layout, n_gpus: int, gpus_per_node: int, global_batch: int, seq_len: int,
-              tokens: float) -> "PlanNumbers":
+    def build(
+        cls,
+        layout: Layout,
+        n_gpus: int,
+        gpus_per_node: int,
+        global_batch: int,
+        seq_len: int,
+        tokens: float,
+    ) -> PlanNumbers:
         """From a layout, the global batch (sequences, a multiple of dp × micro-batch) and the tokens."""
         if layout.n_gpus != n_gpus:
             raise ValueError(f"layout {layout.summary()} uses {layout.n_gpus} GPUs, not {n_gpus}")
         unit = layout.dp * layout.micro_batch
         if global_batch % unit:
-            raise ValueError(f"global batch {global_batch} is not a multiple of dp × micro-batch = {unit}")
+            raise ValueError(
+                f"global batch {global_batch} is not a multiple of dp × micro-batch = {unit}"
+            )
         batch_tokens = global_batch * seq_len
         steps = max(1, -(-round(tokens) // batch_tokens))  # ceil in integers: no float rounding
-        return cls(n_gpus=n_gpus, gpus_per_node=gpus_per_node, tp=layout.tp, pp=layout.pp, vp=layout.vp,
-                   cp=layout.cp, ep=layout.ep, dp=layout.dp, sp=bool(layout.sp and layout.tp > 1),
-                   zero=ZeroStage(layout.zero), recompute=Recompute(layout.recompute),
-                   micro_batch=layout.micro_batch, accumulation=global_batch // unit, global_batch=global_batch,
-                   seq_len=seq_len, steps=steps, tokens_planned=float(tokens), tokens=steps * batch_tokens)
+        return cls(
+            n_gpus=n_gpus,
+            gpus_per_node=gpus_per_node,
+            tp=layout.tp,
+            pp=layout.pp,
+            vp=layout.vp,
+            cp=layout.cp,
+            ep=layout.ep,
+            dp=layout.dp,
+            sp=bool(layout.sp and layout.tp > 1),
+            zero=ZeroStage(layout.zero),
+            recompute=Recompute(layout.recompute),
+            micro_batch=layout.micro_batch,
+            accumulation=global_batch // unit,
+            global_batch=global_batch,
+            seq_len=seq_len,
+            steps=steps,
+            tokens_planned=float(tokens),
+            tokens=steps * batch_tokens,
+        )
 
     @classmethod
-    def of(cls, est: Any) -> "PlanNumbers":
+    def of(cls, est: Any) -> PlanNumbers:
         """From an Estimate (trilemma.estimate.result): its layout, cluster and single stage."""
         hw = est.cluster.hardware
         if hw.family.startswith("google-tpu"):
-            raise ExportError("any engine", "hardware", hw.name,
-                              "every exporter writes a torchrun or deepspeed launch for CUDA or ROCm GPUs; a TPU "
-                              "trains through JAX/XLA (MaxText, Levanter), which trilemma does not export to")
+            raise ExportError(
+                "any engine",
+                "hardware",
+                hw.name,
+                "every exporter writes a torchrun or deepspeed launch for CUDA or ROCm GPUs; a TPU "
+                "trains through JAX/XLA (MaxText, Levanter), which trilemma does not export to",
+            )
         if len(est.stages) != 1:
-            raise ExportError("any engine", "a plan of", f"{len(est.stages)} stages",
-                              "an engine's config holds one sequence length and global batch: export each stage")
+            raise ExportError(
+                "any engine",
+                "a plan of",
+                f"{len(est.stages)} stages",
+                "an engine's config holds one sequence length and global batch: export each stage",
+            )
         s = est.stages[0]
-        return cls.build(est.layout, est.cluster.n_gpus, est.cluster.node_size, s.global_batch_sequences,
-                         s.seq_len, s.tokens)
+        return cls.build(
+            est.layout,
+            est.cluster.n_gpus,
+            est.cluster.node_size,
+            s.global_batch_sequences,
+            s.seq_len,
+            s.tokens,
+        )
 
     @property
     def nodes(self) -> tuple[int, int]:
@@ -94,17 +132,35 @@ class PlanNumbers:
         if self.n_gpus <= self.gpus_per_node:
             return 1, self.n_gpus
         if self.n_gpus % self.gpus_per_node:
-            raise ExportError("any engine", "GPUs", self.n_gpus,
-                              f"a launcher starts the same number of processes on every node: use a multiple of "
-                              f"the {self.gpus_per_node} GPUs per node (--gpus-per-node)")
+            raise ExportError(
+                "any engine",
+                "GPUs",
+                self.n_gpus,
+                f"a launcher starts the same number of processes on every node: use a multiple of "
+                f"the {self.gpus_per_node} GPUs per node (--gpus-per-node)",
+            )
         return self.n_gpus // self.gpus_per_node, self.gpus_per_node
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_gpus": self.n_gpus, "tp": self.tp, "pp": self.pp, "vp": self.vp, "cp": self.cp, "ep": self.ep,
-                "dp": self.dp, "sp": self.sp, "zero": int(self.zero), "recompute": str(self.recompute),
-                "micro_batch": self.micro_batch, "accumulation": self.accumulation,
-                "global_batch_sequences": self.global_batch, "seq_len": self.seq_len, "steps": self.steps,
-                "tokens_planned": self.tokens_planned, "tokens": self.tokens}
+        return {
+            "n_gpus": self.n_gpus,
+            "tp": self.tp,
+            "pp": self.pp,
+            "vp": self.vp,
+            "cp": self.cp,
+            "ep": self.ep,
+            "dp": self.dp,
+            "sp": self.sp,
+            "zero": int(self.zero),
+            "recompute": str(self.recompute),
+            "micro_batch": self.micro_batch,
+            "accumulation": self.accumulation,
+            "global_batch_sequences": self.global_batch,
+            "seq_len": self.seq_len,
+            "steps": self.steps,
+            "tokens_planned": self.tokens_planned,
+            "tokens": self.tokens,
+        }
 
 
 # ------------------------------------------------------------------ fine-tunes
@@ -122,7 +178,9 @@ class FineTune:
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_targets: tuple[str, ...] = ()
-    lora_dropout: float = 0.0  # the plan's (FinetuneSpec.lora_dropout): its memory counts the dropout mask or not
+    lora_dropout: float = (
+        0.0  # the plan's (FinetuneSpec.lora_dropout): its memory counts the dropout mask or not
+    )
     base_precision: str | None = None
     optimizer: str | None = None
     offload: str = "none"
@@ -139,10 +197,16 @@ def finetune_of(plan: TrainingPlan) -> FineTune | None:
     if ft is None:
         return None
     adapters = ft.adapters
-    return FineTune(method=str(ft.method), lora_rank=ft.lora_rank if adapters else None,
-                    lora_alpha=float(ft.lora_alpha) if adapters else None,
-                    lora_targets=tuple(ft.targets) if adapters else (), lora_dropout=float(ft.lora_dropout),
-                    base_precision=str(ft.base_precision), optimizer=str(plan.optimizer), offload=str(plan.offload))
+    return FineTune(
+        method=str(ft.method),
+        lora_rank=ft.lora_rank if adapters else None,
+        lora_alpha=float(ft.lora_alpha) if adapters else None,
+        lora_targets=tuple(ft.targets) if adapters else (),
+        lora_dropout=float(ft.lora_dropout),
+        base_precision=str(ft.base_precision),
+        optimizer=str(plan.optimizer),
+        offload=str(plan.offload),
+    )
 
 
 def recipe(finetune: FineTune | None) -> dict[str, Any]:
@@ -160,4 +224,12 @@ def warmup_steps(rec: dict[str, Any], steps: int) -> int:
     return min(int(rec["warmup_steps"]), int(steps * rec["warmup_max_fraction"]))
 
 
-__all__ = ["ENGINES", "ExportError", "FineTune", "PlanNumbers", "finetune_of", "recipe", "warmup_steps"]
+__all__ = [
+    "ENGINES",
+    "ExportError",
+    "FineTune",
+    "PlanNumbers",
+    "finetune_of",
+    "recipe",
+    "warmup_steps",
+]

@@ -28,9 +28,15 @@ FLAVOR = "trilemma"
 # torchtitan v0.2.2 torchtitan/models/llama3/__init__.py llama3_args: the flavors it ships (vocabulary:
 # TransformerModelArgs' default 128,256)
 LLAMA3_FLAVORS = {
-    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024),
-    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096),
-    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096),
+    "8B": dict(
+        dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024
+    ),
+    "70B": dict(
+        dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096
+    ),
+    "405B": dict(
+        dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096
+    ),
 }
 LLAMA3_VOCAB = 128256
 
@@ -53,7 +59,9 @@ def ffn_arguments(dim: int, ffn_dim: int) -> tuple[int, float | None]:
         if feed_forward_hidden(dim, multiple, None) == ffn_dim:
             return multiple, None
     mult = ffn_dim / int(2 * (4 * dim) / 3)
-    if feed_forward_hidden(dim, ffn_dim, mult) != ffn_dim:  # pragma: no cover - the rounding above cannot miss
+    if (
+        feed_forward_hidden(dim, ffn_dim, mult) != ffn_dim
+    ):  # pragma: no cover - the rounding above cannot miss
         raise ExportError(ENGINE, "ffn_dim", ffn_dim, "torchtitan's width rule cannot produce it")
     return ffn_dim, mult
 
@@ -62,16 +70,35 @@ def _check_model(m: ModelSpec) -> None:
     """torchtitan's llama3 model: causal, rotary, RMSNorm, SwiGLU, no biases, untied, dense."""
     checks = [
         (not m.causal, "an encoder (non-causal) model", "torchtitan's llama3 is a causal decoder"),
-        (m.position != PositionType.ROTARY, f"position {m.position}", "torchtitan's llama3 uses rotary positions"),
+        (
+            m.position != PositionType.ROTARY,
+            f"position {m.position}",
+            "torchtitan's llama3 uses rotary positions",
+        ),
         (m.norm != NormType.RMSNORM, f"norm {m.norm}", "torchtitan's llama3 uses RMSNorm"),
         (m.ffn_type != FfnType.SWIGLU, f"ffn {m.ffn_type}", "torchtitan's llama3 MLP is SwiGLU"),
-        (m.qkv_bias or m.out_bias or m.mlp_bias, "linear biases", "torchtitan's llama3 has no biases"),
-        (m.tied_embeddings, "tied embeddings", "torchtitan's llama3 has a separate output projection"),
+        (
+            m.qkv_bias or m.out_bias or m.mlp_bias,
+            "linear biases",
+            "torchtitan's llama3 has no biases",
+        ),
+        (
+            m.tied_embeddings,
+            "tied embeddings",
+            "torchtitan's llama3 has a separate output projection",
+        ),
         (m.is_moe, f"{m.n_experts} experts", "the exporter writes torchtitan's dense llama3 model"),
-        (m.parallel_block or m.embedding_norm or not m.final_norm, "the block layout",
-         "torchtitan's llama3 is a pre-norm sequential block with a final norm"),
+        (
+            m.parallel_block or m.embedding_norm or not m.final_norm,
+            "the block layout",
+            "torchtitan's llama3 is a pre-norm sequential block with a final norm",
+        ),
         (m.dropout, "dropout", "torchtitan's llama3 has no dropout"),
-        (m.d_head * m.n_heads != m.d_model, f"head_dim {m.d_head}", "torchtitan's llama3 takes head_dim = dim / n_heads"),
+        (
+            m.d_head * m.n_heads != m.d_model,
+            f"head_dim {m.d_head}",
+            "torchtitan's llama3 takes head_dim = dim / n_heads",
+        ),
     ]
     for bad, feature, why in checks:
         if bad:
@@ -82,12 +109,23 @@ def _flavor(m: ModelSpec) -> tuple[str, dict[str, Any] | None]:
     """A shipped llama3 flavor with exactly this shape, or (FLAVOR, the arguments to register)."""
     for name, a in LLAMA3_FLAVORS.items():
         if (a["dim"], a["n_layers"], a["n_heads"], a["n_kv_heads"], LLAMA3_VOCAB) == (
-                m.d_model, m.n_layers, m.n_heads, m.kv_heads, m.vocab_size) and \
-                feed_forward_hidden(a["dim"], a["multiple_of"], a["ffn_dim_multiplier"]) == m.ffn_dim:
+            m.d_model,
+            m.n_layers,
+            m.n_heads,
+            m.kv_heads,
+            m.vocab_size,
+        ) and feed_forward_hidden(a["dim"], a["multiple_of"], a["ffn_dim_multiplier"]) == m.ffn_dim:
             return name, None
     multiple, mult = ffn_arguments(m.d_model, m.ffn_dim)
-    args = dict(dim=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads, n_kv_heads=m.kv_heads, vocab_size=m.vocab_size,
-                multiple_of=multiple, ffn_dim_multiplier=mult)
+    args = dict(
+        dim=m.d_model,
+        n_layers=m.n_layers,
+        n_heads=m.n_heads,
+        n_kv_heads=m.kv_heads,
+        vocab_size=m.vocab_size,
+        multiple_of=multiple,
+        ffn_dim_multiplier=mult,
+    )
     return FLAVOR, args
 
 
@@ -120,12 +158,19 @@ def stage_modules(n_layers: int, stages: int) -> list[list[str]]:
     return out
 
 
-def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]) -> ExportDocument:
+def export(
+    m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, plan: dict[str, Any]
+) -> ExportDocument:
     """The torchtitan job TOML (and flavor module) of one plan; ExportError where torchtitan cannot
     express the plan."""
     if ft is not None:
-        raise ExportError(ENGINE, "fine-tune", ft.method, "torchtitan 0.2.2's job config has no adapters, frozen "
-                          "base or base checkpoint precision (use --to hf)")
+        raise ExportError(
+            ENGINE,
+            "fine-tune",
+            ft.method,
+            "torchtitan 0.2.2's job config has no adapters, frozen "
+            "base or base checkpoint precision (use --to hf)",
+        )
     _check_model(m)
     notes: list[str] = []
     # data parallelism: FSDP2 (ZeRO-3) shards over data_parallel_shard_degree; DDP replicates, alone
@@ -137,38 +182,74 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
         # unsharded until the last micro-batch (torch.distributed.pipelining backward_maybe_with_nosync), as
         # the calibration's torchtitan 405B rows read it (data/throughput.csv)
         replicate, shard = 1, n.dp
-        notes.append("ZeRO-1 under pipeline parallelism is torchtitan's FSDP2 over data_parallel_shard_degree: with "
-                     "PP it keeps parameters unsharded between micro-batches and reduces gradients once per step")
+        notes.append(
+            "ZeRO-1 under pipeline parallelism is torchtitan's FSDP2 over data_parallel_shard_degree: with "
+            "PP it keeps parameters unsharded between micro-batches and reduces gradients once per step"
+        )
     elif n.zero == ZeroStage.NONE:
-        if n.dp > 1 and n.n_gpus != n.dp:  # v0.2.2 parallelize.py: "DDP has not supported > 1D parallelism"
-            raise ExportError(ENGINE, "ZeRO stage", 0, "torchtitan replicates with DDP only without other "
-                              "parallelism; pin --zero 3 (FSDP)")
+        if (
+            n.dp > 1 and n.n_gpus != n.dp
+        ):  # v0.2.2 parallelize.py: "DDP has not supported > 1D parallelism"
+            raise ExportError(
+                ENGINE,
+                "ZeRO stage",
+                0,
+                "torchtitan replicates with DDP only without other "
+                "parallelism; pin --zero 3 (FSDP)",
+            )
         replicate, shard = n.dp, 1
     else:
-        raise ExportError(ENGINE, "ZeRO stage", int(n.zero), "torchtitan shards with FSDP2 (ZeRO-3, "
-                          "data_parallel_shard_degree) or replicates (DDP); it has no ZeRO-1/2 (but ZeRO-1 under pipeline "
-                          "parallelism, which its FSDP2 keeps): pin --zero 3 or 0")
+        raise ExportError(
+            ENGINE,
+            "ZeRO stage",
+            int(n.zero),
+            "torchtitan shards with FSDP2 (ZeRO-3, "
+            "data_parallel_shard_degree) or replicates (DDP); it has no ZeRO-1/2 (but ZeRO-1 under pipeline "
+            "parallelism, which its FSDP2 keeps): pin --zero 3 or 0",
+        )
     if n.ep > 1:
         raise ExportError(ENGINE, "ep", n.ep, "the dense llama3 model has no experts")
-    if n.tp > 1 and not n.sp:  # torchtitan's TP plan always shards norms over the sequence (SequenceParallel)
-        raise ExportError(ENGINE, "sp", "off", "torchtitan's tensor parallelism always uses sequence parallelism")
+    if (
+        n.tp > 1 and not n.sp
+    ):  # torchtitan's TP plan always shards norms over the sequence (SequenceParallel)
+        raise ExportError(
+            ENGINE, "sp", "off", "torchtitan's tensor parallelism always uses sequence parallelism"
+        )
     # precision: training.mixed_precision_param is Literal["bfloat16", "float32"] in v0.2.2
     prec = pl.precision
     if prec == Precision.FP16:
-        raise ExportError(ENGINE, "precision", prec, "torchtitan's mixed precision is bfloat16 or float32")
+        raise ExportError(
+            ENGINE, "precision", prec, "torchtitan's mixed precision is bfloat16 or float32"
+        )
     mp = "float32" if prec in (Precision.FP32, Precision.TF32) else "bfloat16"
-    converters = ["quantize.linear.float8"] if prec == Precision.FP8 else []  # float8.py register_model_converter
+    converters = (
+        ["quantize.linear.float8"] if prec == Precision.FP8 else []
+    )  # float8.py register_model_converter
     # recomputation: torchtitan's modes are none, full and selective by layer ("2") or by op ("op")
-    ac = {Recompute.NONE: ("none", None), Recompute.FULL: ("full", None), Recompute.OP: ("selective", "op")}
+    ac = {
+        Recompute.NONE: ("none", None),
+        Recompute.FULL: ("full", None),
+        Recompute.OP: ("selective", "op"),
+    }
     if n.recompute not in ac:
-        raise ExportError(ENGINE, "recompute", n.recompute, "torchtitan has no attention-core (Korthikanti) "
-                          "recomputation: its selective modes are every n-th layer or per op (--recompute op)")
+        raise ExportError(
+            ENGINE,
+            "recompute",
+            n.recompute,
+            "torchtitan has no attention-core (Korthikanti) "
+            "recomputation: its selective modes are every n-th layer or per op (--recompute op)",
+        )
     mode, option = ac[n.recompute]
     async_tp = pl.async_tp and n.sp  # TP > 1 with sequence parallelism (PlanNumbers.sp)
     if async_tp and not pl.compile:
-        raise ExportError(ENGINE, "async-tp", "on without --compile", "torchtitan's async TP is an inductor pass: "
-                          "parallelism.enable_async_tensor_parallel is 'currently only effective when compile is "
-                          "enabled' (job_config.py); estimate with --compile too")
+        raise ExportError(
+            ENGINE,
+            "async-tp",
+            "on without --compile",
+            "torchtitan's async TP is an inductor pass: "
+            "parallelism.enable_async_tensor_parallel is 'currently only effective when compile is "
+            "enabled' (job_config.py); estimate with --compile too",
+        )
     flavor, args = _flavor(m)
     rec = recipe(ft)
     warm = warmup_steps(rec, n.steps)
@@ -177,51 +258,94 @@ def export(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, 
     local = n.micro_batch * n.accumulation if n.pp > 1 else n.micro_batch
     cfg: dict[str, dict[str, Any]] = {
         "job": {"dump_folder": "./outputs", "description": f"trilemma export: {plan['title']}"},
-        "model": {"name": "llama3", "flavor": flavor, "hf_assets_path": "./assets/hf/tokenizer",
-                  "converters": converters},
-        "optimizer": {"name": "AdamW", "lr": rec["lr"], "eps": rec["adam_eps"], "weight_decay": rec["weight_decay"]},
-        "lr_scheduler": {"warmup_steps": warm, "decay_type": rec["decay"] if rec["decay"] != "constant" else "linear",
-                         "min_lr_factor": rec["min_lr_ratio"]},
-        "training": {"local_batch_size": local, "global_batch_size": n.global_batch, "seq_len": n.seq_len,
-                     "max_norm": rec["grad_clip"], "steps": n.steps, "mixed_precision_param": mp},
-        "parallelism": {"data_parallel_replicate_degree": replicate, "data_parallel_shard_degree": shard,
-                        "tensor_parallel_degree": n.tp, "pipeline_parallel_degree": n.pp,
-                        "context_parallel_degree": n.cp, "enable_async_tensor_parallel": async_tp},
+        "model": {
+            "name": "llama3",
+            "flavor": flavor,
+            "hf_assets_path": "./assets/hf/tokenizer",
+            "converters": converters,
+        },
+        "optimizer": {
+            "name": "AdamW",
+            "lr": rec["lr"],
+            "eps": rec["adam_eps"],
+            "weight_decay": rec["weight_decay"],
+        },
+        "lr_scheduler": {
+            "warmup_steps": warm,
+            "decay_type": rec["decay"] if rec["decay"] != "constant" else "linear",
+            "min_lr_factor": rec["min_lr_ratio"],
+        },
+        "training": {
+            "local_batch_size": local,
+            "global_batch_size": n.global_batch,
+            "seq_len": n.seq_len,
+            "max_norm": rec["grad_clip"],
+            "steps": n.steps,
+            "mixed_precision_param": mp,
+        },
+        "parallelism": {
+            "data_parallel_replicate_degree": replicate,
+            "data_parallel_shard_degree": shard,
+            "tensor_parallel_degree": n.tp,
+            "pipeline_parallel_degree": n.pp,
+            "context_parallel_degree": n.cp,
+            "enable_async_tensor_parallel": async_tp,
+        },
         "activation_checkpoint": {"mode": mode},
         "compile": {"enable": bool(pl.compile)},
     }
     if option is not None:
         cfg["activation_checkpoint"]["selective_ac_option"] = option
     if n.pp > 1:
-        cfg["parallelism"].update(pipeline_parallel_schedule="1F1B" if n.vp == 1 else "Interleaved1F1B",
-                                  pipeline_parallel_microbatch_size=n.micro_batch,
-                                  module_fqns_per_model_part=stage_modules(m.n_layers, n.pp * n.vp))
+        cfg["parallelism"].update(
+            pipeline_parallel_schedule="1F1B" if n.vp == 1 else "Interleaved1F1B",
+            pipeline_parallel_microbatch_size=n.micro_batch,
+            module_fqns_per_model_part=stage_modules(m.n_layers, n.pp * n.vp),
+        )
     files = {"job.toml": ""}  # first in the listing; written below, once the notes know the flavor
     if args is not None:
         cfg["experimental"] = {"custom_import": FLAVOR_MODULE}
         files[f"{FLAVOR_MODULE}.py"] = _flavor_module(m, args)
-        notes.append(f"{m.name} is not a flavor torchtitan ships: {FLAVOR_MODULE}.py registers its shape as llama3 "
-                     f"flavor '{FLAVOR}' (keep it importable, e.g. beside the TOML on PYTHONPATH); rope_theta is "
-                     "torchtitan's default 10,000 (Llama 2's): set yours there")
+        notes.append(
+            f"{m.name} is not a flavor torchtitan ships: {FLAVOR_MODULE}.py registers its shape as llama3 "
+            f"flavor '{FLAVOR}' (keep it importable, e.g. beside the TOML on PYTHONPATH); rope_theta is "
+            "torchtitan's default 10,000 (Llama 2's): set yours there"
+        )
     if not pl.flash_attention:
-        notes.append("torchtitan's llama3 attention is scaled_dot_product_attention, which picks flash kernels "
-                     "where the GPU has them; the plan assumed none")
+        notes.append(
+            "torchtitan's llama3 attention is scaled_dot_product_attention, which picks flash kernels "
+            "where the GPU has them; the plan assumed none"
+        )
     if prec == Precision.TF32:
-        notes.append("tf32: float32 parameters; TF32 matmuls follow torch.backends.cuda.matmul.allow_tf32")
-    notes += ["set model.hf_assets_path (tokenizer) and training.dataset / dataset_path for your data",
-              f"recipe: {rec['source']} (torchtitan's AdamW keeps its own betas)",
-              f"steps = ⌈{n.tokens_planned:.6g} tokens / ({n.global_batch} × {n.seq_len})⌉ = {n.steps}: "
-              f"{n.tokens:,} tokens"]
+        notes.append(
+            "tf32: float32 parameters; TF32 matmuls follow torch.backends.cuda.matmul.allow_tf32"
+        )
+    notes += [
+        "set model.hf_assets_path (tokenizer) and training.dataset / dataset_path for your data",
+        f"recipe: {rec['source']} (torchtitan's AdamW keeps its own betas)",
+        f"steps = ⌈{n.tokens_planned:.6g} tokens / ({n.global_batch} × {n.seq_len})⌉ = {n.steps}: "
+        f"{n.tokens:,} tokens",
+    ]
     files["job.toml"] = _toml(cfg, plan, n)
-    return ExportDocument(engine=ENGINE, engine_version=VERSION, files=files, config=cfg, numbers=n, plan=plan,
-                          notes=tuple(notes))
+    return ExportDocument(
+        engine=ENGINE,
+        engine_version=VERSION,
+        files=files,
+        config=cfg,
+        numbers=n,
+        plan=plan,
+        notes=tuple(notes),
+    )
 
 
 def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) -> str:
-    lines = [f"# torchtitan job: {plan['title']}",
-             f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
-             f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
-             f"# run: NGPU={n.nodes[1]} CONFIG_FILE=job.toml ./run_train.sh  (on each of {n.nodes[0]} node(s))", ""]
+    lines = [
+        f"# torchtitan job: {plan['title']}",
+        f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
+        f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
+        f"# run: NGPU={n.nodes[1]} CONFIG_FILE=job.toml ./run_train.sh  (on each of {n.nodes[0]} node(s))",
+        "",
+    ]
     for section, values in cfg.items():
         lines.append(f"[{section}]")
         lines += [f"{k} = {toml_value(v)}" for k, v in values.items()]
@@ -231,10 +355,20 @@ def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) 
 
 def _flavor_module(m: ModelSpec, args: dict[str, Any]) -> str:
     kw = ",\n    ".join(f"{k}={v!r}" for k, v in args.items())
-    return (f'"""trilemma export: {m.name} as torchtitan llama3 flavor "{FLAVOR}" (imported through\n'
-            f'[experimental] custom_import before the trainer looks the flavor up; torchtitan v0.2.2 train.py)."""\n\n'
-            "from torchtitan.models.llama3 import TransformerModelArgs, llama3_args\n\n"
-            f'llama3_args["{FLAVOR}"] = TransformerModelArgs(\n    {kw},\n)\n')
+    return (
+        f'"""trilemma export: {m.name} as torchtitan llama3 flavor "{FLAVOR}" (imported through\n'
+        f'[experimental] custom_import before the trainer looks the flavor up; torchtitan v0.2.2 train.py)."""\n\n'
+        "from torchtitan.models.llama3 import TransformerModelArgs, llama3_args\n\n"
+        f'llama3_args["{FLAVOR}"] = TransformerModelArgs(\n    {kw},\n)\n'
+    )
 
 
-__all__ = ["ENGINE", "LLAMA3_FLAVORS", "VERSION", "export", "feed_forward_hidden", "ffn_arguments", "stage_modules"]
+__all__ = [
+    "ENGINE",
+    "LLAMA3_FLAVORS",
+    "VERSION",
+    "export",
+    "feed_forward_hidden",
+    "ffn_arguments",
+    "stage_modules",
+]

@@ -56,12 +56,24 @@ __all__ = ["SUPPORTED_MODEL_TYPES", "model_from_hf_config"]
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(k for k in _FAMILIES if k.islower()))
 
 # class names in ``architectures`` → model_type, used only when model_type is absent
-_ARCH_TYPES = {"Llama": "llama", "Mistral": "mistral", "Mixtral": "mixtral",
-               "Qwen2Moe": "qwen2_moe", "Qwen2": "qwen2", "Gemma": "gemma", "GPT2": "gpt2",
-               "GPTNeoX": "gpt_neox", "Bert": "bert", "OPT": "opt", "Falcon": "falcon",
-               "RW": "RefinedWebModel"}
-_ARCH_RE = re.compile("^(" + "|".join(_ARCH_TYPES) + ")"
-                      r"(For[A-Za-z]+|LMHeadModel|DoubleHeadsModel|Model)$")
+_ARCH_TYPES = {
+    "Llama": "llama",
+    "Mistral": "mistral",
+    "Mixtral": "mixtral",
+    "Qwen2Moe": "qwen2_moe",
+    "Qwen2": "qwen2",
+    "Gemma": "gemma",
+    "GPT2": "gpt2",
+    "GPTNeoX": "gpt_neox",
+    "Bert": "bert",
+    "OPT": "opt",
+    "Falcon": "falcon",
+    "RW": "RefinedWebModel",
+}
+_ARCH_RE = re.compile(
+    "^(" + "|".join(_ARCH_TYPES) + ")"
+    r"(For[A-Za-z]+|LMHeadModel|DoubleHeadsModel|Model)$"
+)
 
 
 def _model_type(data: dict[str, Any]) -> str:
@@ -77,8 +89,11 @@ def _model_type(data: dict[str, Any]) -> str:
             m = _ARCH_RE.match(arch) if isinstance(arch, str) else None
             if m:
                 return _ARCH_TYPES[m.group(1)]
-    raise InputError("config.json model_type", "(missing)",
-                     allowed + " (or an architectures entry such as LlamaForCausalLM)")
+    raise InputError(
+        "config.json model_type",
+        "(missing)",
+        allowed + " (or an architectures entry such as LlamaForCausalLM)",
+    )
 
 
 def _name(data: dict[str, Any], path: Path) -> str:
@@ -93,8 +108,11 @@ def _read(path: Path) -> dict[str, Any]:
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise InputError("config.json", str(path),
-                         "an existing file: a Hugging Face config.json or the folder holding one")
+        raise InputError(
+            "config.json",
+            str(path),
+            "an existing file: a Hugging Face config.json or the folder holding one",
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -102,10 +120,15 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError("config.json", str(path),
-                         f"valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise InputError(
+            "config.json",
+            str(path),
+            f"valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+        ) from None
     except RecursionError:
-        raise InputError("config.json", str(path), "a JSON object of config keys, not nested this deep") from None
+        raise InputError(
+            "config.json", str(path), "a JSON object of config keys, not nested this deep"
+        ) from None
     if not isinstance(data, dict):
         raise InputError("config.json", type(data).__name__, "a JSON object of config keys")
     return data
@@ -124,11 +147,16 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     model_type = _model_type(data)
     cls, build = _FAMILIES[model_type]
     config = _Config(data)
-    config.integer("max_position_embeddings", None, nullable=True)  # checked even where positions are rotary
+    config.integer(
+        "max_position_embeddings", None, nullable=True
+    )  # checked even where positions are rotary
     fields = build(config)
     name = _name(data, file)
     family = "falcon" if model_type.startswith("RefinedWeb") else model_type
-    return ModelSpec.build(prefix=f"config.json ({name})", name=name, family=family,
-                           source=f"Hugging Face config.json ({cls} defaults for absent keys): "
-                                  f"{file}",
-                           **fields)
+    return ModelSpec.build(
+        prefix=f"config.json ({name})",
+        name=name,
+        family=family,
+        source=f"Hugging Face config.json ({cls} defaults for absent keys): {file}",
+        **fields,
+    )

@@ -13,8 +13,20 @@ _MISSING = object()
 #: activations of a two-matrix MLP; trilemma counts the same tensors for any pointwise function,
 #: so only ReLU (OPT) keeps its own FfnType and the rest are filed as GELU
 _RELU_ACTS = {"relu", "relu6", "leaky_relu", "relu2"}
-_OTHER_ACTS = {"gelu", "gelu_new", "gelu_fast", "gelu_python", "gelu_accurate", "gelu_pytorch_tanh",
-               "gelu_10", "quick_gelu", "silu", "swish", "tanh", "mish"}
+_OTHER_ACTS = {
+    "gelu",
+    "gelu_new",
+    "gelu_fast",
+    "gelu_python",
+    "gelu_accurate",
+    "gelu_pytorch_tanh",
+    "gelu_10",
+    "quick_gelu",
+    "silu",
+    "swish",
+    "tanh",
+    "mish",
+}
 
 
 #: keys a config must give (HF class defaults would silently describe another model)
@@ -38,20 +50,33 @@ class _Config:
                 return key, self.data[key]
         return keys[0], _MISSING
 
-    def integer(self, keys: str | tuple[str, ...], default: int | None, *, minimum: int = 1,
-            nullable: bool = False) -> Any:
+    def integer(
+        self,
+        keys: str | tuple[str, ...],
+        default: int | None,
+        *,
+        minimum: int = 1,
+        nullable: bool = False,
+    ) -> Any:
         """An integer in [minimum, its key's maximum]; absent (or null where the HF default is None) →
         default, except the width and depth, which a config must give."""
         key, value = self._get(keys)
         if value is _MISSING and key in _REQUIRED:
-            raise InputError(f"config.json {key}", None, "an integer ≥ 1: the file must give the model's "
-                             + ("width" if key in ("hidden_size", "n_embd", "d_model") else "depth"))
+            raise InputError(
+                f"config.json {key}",
+                None,
+                "an integer ≥ 1: the file must give the model's "
+                + ("width" if key in ("hidden_size", "n_embd", "d_model") else "depth"),
+            )
         if value is _MISSING or (value is None and nullable):
             return default
         top = _MAXIMA.get(key, _MAX_INT)
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= top:
-            raise InputError(f"config.json {key}", value,
-                             f"an integer from {minimum} to {top:,}" + (" or null" if nullable else ""))
+            raise InputError(
+                f"config.json {key}",
+                value,
+                f"an integer from {minimum} to {top:,}" + (" or null" if nullable else ""),
+            )
         return value
 
     def flag(self, keys: str | tuple[str, ...], default: bool) -> bool:
@@ -83,22 +108,33 @@ class _Config:
         _, value = self._get(key)
         if value is _MISSING or value is None:
             return default
-        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int)
-                                              for v in value):
+        if not isinstance(value, list) or any(
+            isinstance(v, bool) or not isinstance(v, int) for v in value
+        ):
             raise InputError(f"config.json {key}", value, "a list of layer indices (integers)")
         return value
 
 
 # ---------------------------------------------------------------- shared pieces
-def _heads(c: _Config, hidden: int, heads: int, kv: int | None, head_dim: int | None,
-           heads_key: str = "num_attention_heads", kv_key: str = "num_key_value_heads") -> dict:
+def _heads(
+    c: _Config,
+    hidden: int,
+    heads: int,
+    kv: int | None,
+    head_dim: int | None,
+    heads_key: str = "num_attention_heads",
+    kv_key: str = "num_key_value_heads",
+) -> dict:
     """Attention head fields, with the divisibility the config class checks named by HF key."""
     kv = kv or heads
     if heads % kv:
         raise InputError(f"config.json {kv_key}", kv, f"a divisor of {heads_key} ({heads})")
     if head_dim is None and hidden % heads:
-        raise InputError(f"config.json {heads_key}", heads,
-                         f"a divisor of hidden_size ({hidden}), or give head_dim")
+        raise InputError(
+            f"config.json {heads_key}",
+            heads,
+            f"a divisor of hidden_size ({hidden}), or give head_dim",
+        )
     if head_dim == hidden // heads and hidden % heads == 0:
         head_dim = None  # the default; keep the spec minimal
     return {"n_heads": heads, "n_kv_heads": kv if kv != heads else None, "head_dim": head_dim}
@@ -111,8 +147,11 @@ def _gated_ffn(c: _Config, keys: str | tuple[str, ...], default: str) -> FfnType
     if act.startswith("gelu"):
         return FfnType.GEGLU
     key = keys if isinstance(keys, str) else next((k for k in keys if k in c.data), keys[0])
-    raise InputError(f"config.json {key}", act,
-                     "silu or swish (SwiGLU) or a gelu variant (GeGLU) for this gated MLP")
+    raise InputError(
+        f"config.json {key}",
+        act,
+        "silu or swish (SwiGLU) or a gelu variant (GeGLU) for this gated MLP",
+    )
 
 
 def _plain_ffn(c: _Config, keys: str | tuple[str, ...], default: str) -> FfnType:
@@ -122,15 +161,30 @@ def _plain_ffn(c: _Config, keys: str | tuple[str, ...], default: str) -> FfnType
     if act in _OTHER_ACTS or act.startswith("gelu"):
         return FfnType.GELU
     key = keys if isinstance(keys, str) else next((k for k in keys if k in c.data), keys[0])
-    raise InputError(f"config.json {key}", act,
-                     "an activation Hugging Face knows: "
-                     + ", ".join(sorted(_RELU_ACTS | _OTHER_ACTS)))
+    raise InputError(
+        f"config.json {key}",
+        act,
+        "an activation Hugging Face knows: " + ", ".join(sorted(_RELU_ACTS | _OTHER_ACTS)),
+    )
 
 
-def _rotary_decoder(c: _Config, *, vocab: int, hidden: int, inter: int, layers: int, heads: int,
-                    kv: int | None, head_dim: int | None = None, tie: bool, act: str,
-                    act_keys: str | tuple[str, ...] = "hidden_act", qkv_bias: bool, out_bias: bool,
-                    mlp_bias: bool) -> dict:
+def _rotary_decoder(
+    c: _Config,
+    *,
+    vocab: int,
+    hidden: int,
+    inter: int,
+    layers: int,
+    heads: int,
+    kv: int | None,
+    head_dim: int | None = None,
+    tie: bool,
+    act: str,
+    act_keys: str | tuple[str, ...] = "hidden_act",
+    qkv_bias: bool,
+    out_bias: bool,
+    mlp_bias: bool,
+) -> dict:
     """The Llama-shaped decoder (RMSNorm, gated MLP, rotary) shared by most modern families.
 
     ``head_dim`` is the class default (None: hidden_size / num_attention_heads); a head_dim key
@@ -150,6 +204,8 @@ def _rotary_decoder(c: _Config, *, vocab: int, hidden: int, inter: int, layers: 
         "tied_embeddings": c.flag("tie_word_embeddings", tie),
         "position": PositionType.ROTARY,
         "norm": NormType.RMSNORM,
-        "qkv_bias": qkv_bias, "out_bias": out_bias, "mlp_bias": mlp_bias,
+        "qkv_bias": qkv_bias,
+        "out_bias": out_bias,
+        "mlp_bias": mlp_bias,
         "dropout": c.prob("attention_dropout", 0.0) > 0,
     }

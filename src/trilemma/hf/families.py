@@ -3,7 +3,7 @@ ModelSpec fields. The table of families and their defaults is in ``trilemma.hf``
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from trilemma.errors import InputError
 from trilemma.hf.config import _Config, _heads, _plain_ffn, _rotary_decoder
@@ -14,17 +14,41 @@ def _llama(c: _Config) -> dict:
     # LlamaConfig: vocab 32000, hidden 4096, intermediate 11008, 32 layers, 32 heads, kv None,
     # silu, tie false, attention_bias false (q, k, v and o_proj), mlp_bias false, head_dim None
     bias = c.flag("attention_bias", False)
-    return _rotary_decoder(c, vocab=32000, hidden=4096, inter=11008, layers=32, heads=32, kv=None,
-                           head_dim=None, tie=False, act="silu", qkv_bias=bias, out_bias=bias,
-                           mlp_bias=c.flag("mlp_bias", False))
+    return _rotary_decoder(
+        c,
+        vocab=32000,
+        hidden=4096,
+        inter=11008,
+        layers=32,
+        heads=32,
+        kv=None,
+        head_dim=None,
+        tie=False,
+        act="silu",
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=c.flag("mlp_bias", False),
+    )
 
 
 def _mistral(c: _Config) -> dict:
     # MistralConfig: vocab 32000, hidden 4096, intermediate 14336, 32 layers, 32 heads, kv 8,
     # silu, tie false; no bias anywhere
-    return _rotary_decoder(c, vocab=32000, hidden=4096, inter=14336, layers=32, heads=32, kv=8,
-                           head_dim=None, tie=False, act="silu", qkv_bias=False, out_bias=False,
-                           mlp_bias=False)
+    return _rotary_decoder(
+        c,
+        vocab=32000,
+        hidden=4096,
+        inter=14336,
+        layers=32,
+        heads=32,
+        kv=8,
+        head_dim=None,
+        tie=False,
+        act="silu",
+        qkv_bias=False,
+        out_bias=False,
+        mlp_bias=False,
+    )
 
 
 def _mixtral(c: _Config) -> dict:
@@ -33,17 +57,30 @@ def _mixtral(c: _Config) -> dict:
     experts = c.integer(("num_local_experts", "num_experts"), 8)
     top_k = c.integer("num_experts_per_tok", 2)
     if top_k > experts:
-        raise InputError("config.json num_experts_per_tok", top_k,
-                         f"between 1 and num_local_experts ({experts})")
+        raise InputError(
+            "config.json num_experts_per_tok", top_k, f"between 1 and num_local_experts ({experts})"
+        )
     return {**fields, "n_experts": experts, "top_k": top_k}
 
 
 def _qwen2(c: _Config) -> dict:
     # Qwen2Config: vocab 151936, hidden 4096, intermediate 22016, 32 layers, 32 heads, kv 32,
     # silu, tie false; q/k/v projections biased, o_proj and MLP not
-    return _rotary_decoder(c, vocab=151936, hidden=4096, inter=22016, layers=32, heads=32, kv=32,
-                           head_dim=None, tie=False, act="silu", qkv_bias=True, out_bias=False,
-                           mlp_bias=False)
+    return _rotary_decoder(
+        c,
+        vocab=151936,
+        hidden=4096,
+        inter=22016,
+        layers=32,
+        heads=32,
+        kv=32,
+        head_dim=None,
+        tie=False,
+        act="silu",
+        qkv_bias=True,
+        out_bias=False,
+        mlp_bias=False,
+    )
 
 
 def _qwen2_moe(c: _Config) -> dict:
@@ -51,9 +88,21 @@ def _qwen2_moe(c: _Config) -> dict:
     # 16 heads, kv 16, tie false, qkv_bias true, decoder_sparse_step 1, moe_intermediate_size 1408,
     # shared_expert_intermediate_size 5632, num_experts 60, num_experts_per_tok 4,
     # mlp_only_layers []
-    fields = _rotary_decoder(c, vocab=151936, hidden=2048, inter=5632, layers=24, heads=16, kv=16,
-                             head_dim=None, tie=False, act="silu",
-                             qkv_bias=c.flag("qkv_bias", True), out_bias=False, mlp_bias=False)
+    fields = _rotary_decoder(
+        c,
+        vocab=151936,
+        hidden=2048,
+        inter=5632,
+        layers=24,
+        heads=16,
+        kv=16,
+        head_dim=None,
+        tie=False,
+        act="silu",
+        qkv_bias=c.flag("qkv_bias", True),
+        out_bias=False,
+        mlp_bias=False,
+    )
     layers = fields["n_layers"]
     experts = c.integer("num_experts", 60, minimum=0)
     step = c.integer("decoder_sparse_step", 1)
@@ -62,25 +111,39 @@ def _qwen2_moe(c: _Config) -> dict:
         return fields  # no layer is sparse: a dense model
     top_k = c.integer("num_experts_per_tok", 4)
     if top_k > experts:
-        raise InputError("config.json num_experts_per_tok", top_k,
-                         f"between 1 and num_experts ({experts})")
+        raise InputError(
+            "config.json num_experts_per_tok", top_k, f"between 1 and num_experts ({experts})"
+        )
     first_dense = step - 1  # Qwen2-MoE: layer i is sparse when (i + 1) % step == 0
     if dense_only:
         leading = sorted(dense_only) == list(range(len(dense_only)))
         if step != 1 or not leading or len(dense_only) >= layers:
-            raise InputError("config.json mlp_only_layers", dense_only,
-                             "[] or a leading run [0, 1, …, k-1] shorter than num_hidden_layers "
-                             "with decoder_sparse_step 1 (other patterns have no ModelSpec form)")
+            raise InputError(
+                "config.json mlp_only_layers",
+                dense_only,
+                "[] or a leading run [0, 1, …, k-1] shorter than num_hidden_layers "
+                "with decoder_sparse_step 1 (other patterns have no ModelSpec form)",
+            )
         first_dense = len(dense_only)
     moe_ffn = c.integer("moe_intermediate_size", 1408)
     shared = c.integer("shared_expert_intermediate_size", 5632, minimum=0)
     if shared % moe_ffn:
-        raise InputError("config.json shared_expert_intermediate_size", shared,
-                         f"a multiple of moe_intermediate_size ({moe_ffn}), so the shared expert "
-                         "is a whole number of routed-expert widths")
-    return {**fields, "n_experts": experts, "top_k": top_k, "n_shared_experts": shared // moe_ffn,
-            "expert_ffn_dim": moe_ffn, "moe_every": step, "first_dense_layers": first_dense,
-            "shared_expert_gate": shared > 0}
+        raise InputError(
+            "config.json shared_expert_intermediate_size",
+            shared,
+            f"a multiple of moe_intermediate_size ({moe_ffn}), so the shared expert "
+            "is a whole number of routed-expert widths",
+        )
+    return {
+        **fields,
+        "n_experts": experts,
+        "top_k": top_k,
+        "n_shared_experts": shared // moe_ffn,
+        "expert_ffn_dim": moe_ffn,
+        "moe_every": step,
+        "first_dense_layers": first_dense,
+        "shared_expert_gate": shared > 0,
+    }
 
 
 def _gemma(c: _Config) -> dict:
@@ -88,10 +151,22 @@ def _gemma(c: _Config) -> dict:
     # head_dim 256, gelu_pytorch_tanh (older files: hidden_activation), tie true,
     # attention_bias false
     bias = c.flag("attention_bias", False)
-    return _rotary_decoder(c, vocab=256000, hidden=3072, inter=24576, layers=28, heads=16, kv=16,
-                           head_dim=256, tie=True, act="gelu_pytorch_tanh",
-                           act_keys=("hidden_activation", "hidden_act"), qkv_bias=bias,
-                           out_bias=bias, mlp_bias=False)
+    return _rotary_decoder(
+        c,
+        vocab=256000,
+        hidden=3072,
+        inter=24576,
+        layers=28,
+        heads=16,
+        kv=16,
+        head_dim=256,
+        tie=True,
+        act="gelu_pytorch_tanh",
+        act_keys=("hidden_activation", "hidden_act"),
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=False,
+    )
 
 
 def _gpt2(c: _Config) -> dict:
@@ -133,7 +208,9 @@ def _gpt_neox(c: _Config) -> dict:
         "tied_embeddings": c.flag("tie_word_embeddings", False),
         "position": PositionType.ROTARY,
         "norm": NormType.LAYERNORM,
-        "qkv_bias": bias, "out_bias": bias, "mlp_bias": True,
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "mlp_bias": True,
         "parallel_block": c.flag("use_parallel_residual", True),
         "dropout": drop > 0,
     }
@@ -144,8 +221,11 @@ def _bert(c: _Config) -> dict:
     # max_position_embeddings 512, type_vocab_size 2, dropouts 0.1, position_embedding_type absolute
     kind = c.text("position_embedding_type", "absolute")
     if kind != "absolute":
-        raise InputError("config.json position_embedding_type", kind,
-                         "absolute (relative_key embeddings have no ModelSpec form)")
+        raise InputError(
+            "config.json position_embedding_type",
+            kind,
+            "absolute (relative_key embeddings have no ModelSpec form)",
+        )
     hidden = c.integer("hidden_size", 768)
     heads = c.integer("num_attention_heads", 12)
     drop = max(c.prob("hidden_dropout_prob", 0.1), c.prob("attention_probs_dropout_prob", 0.1))
@@ -177,12 +257,18 @@ def _opt(c: _Config) -> dict:
     heads = c.integer("num_attention_heads", 12)
     proj = c.integer("word_embed_proj_dim", None, nullable=True)
     if proj is not None and proj != hidden:
-        raise InputError("config.json word_embed_proj_dim", proj,
-                         f"null or hidden_size ({hidden}): the project_in/project_out matrices "
-                         "have no ModelSpec form")
+        raise InputError(
+            "config.json word_embed_proj_dim",
+            proj,
+            f"null or hidden_size ({hidden}): the project_in/project_out matrices "
+            "have no ModelSpec form",
+        )
     if not c.flag("layer_norm_elementwise_affine", True):
-        raise InputError("config.json layer_norm_elementwise_affine", False,
-                         "true (LayerNorms without weights have no ModelSpec form)")
+        raise InputError(
+            "config.json layer_norm_elementwise_affine",
+            False,
+            "true (LayerNorms without weights have no ModelSpec form)",
+        )
     bias = c.flag("enable_bias", True)
     pre_ln = c.flag("do_layer_norm_before", True)
     drop = max(c.prob("dropout", 0.1), c.prob("attention_dropout", 0.0))
@@ -199,7 +285,9 @@ def _opt(c: _Config) -> dict:
         "max_positions": c.integer("max_position_embeddings", 2048) + 2,
         "norm": NormType.LAYERNORM,
         "final_norm": pre_ln and not c.flag("_remove_final_layer_norm", False),
-        "qkv_bias": bias, "out_bias": bias, "mlp_bias": bias,
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "mlp_bias": bias,
         "dropout": drop > 0,
     }
 
@@ -243,7 +331,9 @@ def _falcon(c: _Config, new_arch_default: bool = False) -> dict:
         # num_ln_in_parallel_attn is 2, else a single input LayerNorm shared by both branches
         "norms_per_layer": 2 if (not parallel or n_ln == 2) else 1,
         "parallel_block": new_arch or parallel,
-        "qkv_bias": bias, "out_bias": bias, "mlp_bias": bias,
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "mlp_bias": bias,
         "dropout": drop > 0,
     }
 

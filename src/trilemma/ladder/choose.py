@@ -37,20 +37,31 @@ def local_profile(measure: bool = True) -> tuple[Any, str | None]:
         hw = None
     if hw is not None:
         if hw.vendor != "CPU":
-            return None, (f"the `local` profile describes a {hw.vendor} device and the ladder trains on the CPU: "
-                          "predicted times are unavailable")
+            return None, (
+                f"the `local` profile describes a {hw.vendor} device and the ladder trains on the CPU: "
+                "predicted times are unavailable"
+            )
         return hw, None
     if not measure:
-        return None, "no `local` hardware profile yet (run `trilemma probe`): predicted times are unavailable"
+        return (
+            None,
+            "no `local` hardware profile yet (run `trilemma probe`): predicted times are unavailable",
+        )
     try:
         from trilemma.probe import bench
         from trilemma.probe.profile import local_hardware, save_local_profile
     except ImportError:
-        return None, "no `local` hardware profile and no torch to measure one: predicted times are unavailable"
+        return (
+            None,
+            "no `local` hardware profile and no torch to measure one: predicted times are unavailable",
+        )
     meas = bench.machine("cpu", ("fp32",), threads=bench.usable_cores())
     hw = local_hardware(meas)
     path = save_local_profile(hw, meas)
-    return hw, f"no `local` hardware profile yet: measured this machine ({meas.seconds:.0f} s) and saved it to {path}"
+    return (
+        hw,
+        f"no `local` hardware profile yet: measured this machine ({meas.seconds:.0f} s) and saved it to {path}",
+    )
 
 
 def _ratios(values: list[float] | tuple[float, ...] | None) -> tuple[float, ...] | None:
@@ -63,14 +74,24 @@ def _ratios(values: list[float] | tuple[float, ...] | None) -> tuple[float, ...]
     return out
 
 
-def choose_grid(*, sizes: list[float] | None, tokens_per_param: list[float] | None, holdout_ratio: float | None,
-                minutes: float | None, tiny: bool, hw: Any, workers: int) -> GridChoice:
+def choose_grid(
+    *,
+    sizes: list[float] | None,
+    tokens_per_param: list[float] | None,
+    holdout_ratio: float | None,
+    minutes: float | None,
+    tiny: bool,
+    hw: Any,
+    workers: int,
+) -> GridChoice:
     """The grid from the options: ``tiny``, ``sizes`` (parameters; the largest held out), ``minutes`` (the
     largest rung predicted to fit on ``hw`` with ``workers``), else the default; ``tokens_per_param`` and
     ``holdout_ratio`` (tokens per parameter) override the grid's ratios. InputError for bad options."""
     ratios = _ratios(tokens_per_param)
     if tiny and (sizes or minutes):
-        raise InputError("tiny", "--tiny", "alone: --tiny is a fixed grid (no --sizes or --minutes with it)")
+        raise InputError(
+            "tiny", "--tiny", "alone: --tiny is a fixed grid (no --sizes or --minutes with it)"
+        )
     if minutes is not None and not (minutes > 0):
         raise InputError("minutes", minutes, "a positive number of minutes")
     if tiny:
@@ -78,20 +99,51 @@ def choose_grid(*, sizes: list[float] | None, tokens_per_param: list[float] | No
     elif sizes:
         shapes = sorted({shape_for_params(float(s)) for s in sizes}, key=params_of)
         if len(shapes) < len(sizes):
-            raise InputError("sizes", ",".join(f"{s:g}" for s in sizes), "distinct sizes (two map to the same shape)")
+            raise InputError(
+                "sizes",
+                ",".join(f"{s:g}" for s in sizes),
+                "distinct sizes (two map to the same shape)",
+            )
         if len(shapes) < 4:
-            raise InputError("sizes", ",".join(f"{s:g}" for s in sizes),
-                             "at least 4 sizes: 3 to fit on and the largest, held out")
-        base = GridChoice(fit_widths=tuple(s.d_model for s in shapes[:-1]), ratios=ratios or DEFAULT.ratios,
-                          held_out_width=shapes[-1].d_model, held_out_ratio=DEFAULT.held_out_ratio, name="sizes given")
+            raise InputError(
+                "sizes",
+                ",".join(f"{s:g}" for s in sizes),
+                "at least 4 sizes: 3 to fit on and the largest, held out",
+            )
+        base = GridChoice(
+            fit_widths=tuple(s.d_model for s in shapes[:-1]),
+            ratios=ratios or DEFAULT.ratios,
+            held_out_width=shapes[-1].d_model,
+            held_out_ratio=DEFAULT.held_out_ratio,
+            name="sizes given",
+        )
     elif minutes is not None:
         if hw is None:
-            raise InputError("minutes", minutes, "a `local` hardware profile to predict times with (run `trilemma probe`)")
-        base = grid_for_minutes(minutes, hw=hw, workers=workers, ratios=ratios, held_out_ratio=holdout_ratio)
+            raise InputError(
+                "minutes",
+                minutes,
+                "a `local` hardware profile to predict times with (run `trilemma probe`)",
+            )
+        base = grid_for_minutes(
+            minutes, hw=hw, workers=workers, ratios=ratios, held_out_ratio=holdout_ratio
+        )
     else:
         base = DEFAULT
     r = ratios or base.ratios
-    ho = holdout_ratio if holdout_ratio is not None else (
-        base.held_out_ratio if min(r) <= base.held_out_ratio <= max(r) else sorted(r)[len(r) // 2])
-    return GridChoice(fit_widths=base.fit_widths, ratios=r, held_out_width=base.held_out_width, held_out_ratio=ho,
-                      eval_tokens=base.eval_tokens, name=base.name)
+    ho = (
+        holdout_ratio
+        if holdout_ratio is not None
+        else (
+            base.held_out_ratio
+            if min(r) <= base.held_out_ratio <= max(r)
+            else sorted(r)[len(r) // 2]
+        )
+    )
+    return GridChoice(
+        fit_widths=base.fit_widths,
+        ratios=r,
+        held_out_width=base.held_out_width,
+        held_out_ratio=ho,
+        eval_tokens=base.eval_tokens,
+        name=base.name,
+    )

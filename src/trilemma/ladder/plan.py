@@ -108,7 +108,9 @@ class RunSpec:
     beta2: float = BETAS[1]
     seed: int = 0
     eval_tokens: int = EVAL_TOKENS
-    data_fingerprint: str = ""  # sha256 of the corpus text (train and eval split), set by the runner
+    data_fingerprint: str = (
+        ""  # sha256 of the corpus text (train and eval split), set by the runner
+    )
 
     @property
     def n(self) -> int:
@@ -155,15 +157,31 @@ class RunSpec:
         return f"{self.shape.name} N={self.n / SI['k']:.0f}k D/N={self.tokens_per_param:g}"
 
 
-def make_run(role: str, shape: Shape, ratio: float, *, seed: int = 0, eval_tokens: int = EVAL_TOKENS,
-             data_fingerprint: str = "") -> RunSpec:
+def make_run(
+    role: str,
+    shape: Shape,
+    ratio: float,
+    *,
+    seed: int = 0,
+    eval_tokens: int = EVAL_TOKENS,
+    data_fingerprint: str = "",
+) -> RunSpec:
     """A run from the rules: tokens, steps, learning rate, warm-up."""
     n = params_of(shape)
     steps = max(1, round(ratio * n / (SEQ * BATCH_SEQS)))
     warm = max(MIN_WARMUP_STEPS, round(WARMUP_TOKENS_PER_PARAM * n / (SEQ * BATCH_SEQS)))
     warm = min(warm, max(1, steps // 4))
-    return RunSpec(role=role, shape=shape, tokens_per_param=float(ratio), steps=steps, lr=round(lr_for(n), 6),
-                   warmup_steps=warm, seed=seed, eval_tokens=eval_tokens, data_fingerprint=data_fingerprint)
+    return RunSpec(
+        role=role,
+        shape=shape,
+        tokens_per_param=float(ratio),
+        steps=steps,
+        lr=round(lr_for(n), 6),
+        warmup_steps=warm,
+        seed=seed,
+        eval_tokens=eval_tokens,
+        data_fingerprint=data_fingerprint,
+    )
 
 
 # ------------------------------------------------------------------ grids
@@ -185,17 +203,37 @@ class GridChoice:
 #: (5, 10, 20, 40 tokens per parameter) to fit on, and a held-out model of ≈2.4× the largest (201k) at 10
 #: tokens per parameter; 3.2 to 6.8 minutes measured on this project's 2-core machine, depending on how busy it was
 #: (the planner's prediction is shown before it starts)
-DEFAULT = GridChoice(fit_widths=(24, 32, 40, 48), ratios=(5.0, 10.0, 20.0, 40.0), held_out_width=64,
-                     held_out_ratio=10.0, name="default")
+DEFAULT = GridChoice(
+    fit_widths=(24, 32, 40, 48),
+    ratios=(5.0, 10.0, 20.0, 40.0),
+    held_out_width=64,
+    held_out_ratio=10.0,
+    name="default",
+)
 #: `--tiny`: 10 trainings in about a minute (≈7k, 14k, 25k parameters × 3 budgets; held out ≈83k)
-TINY = GridChoice(fit_widths=(16, 24, 32), ratios=(5.0, 10.0, 20.0), held_out_width=48, held_out_ratio=10.0,
-                  eval_tokens=32768, name="tiny")
+TINY = GridChoice(
+    fit_widths=(16, 24, 32),
+    ratios=(5.0, 10.0, 20.0),
+    held_out_width=48,
+    held_out_ratio=10.0,
+    eval_tokens=32768,
+    name="tiny",
+)
 
 
-def rung(k: int, ratios: tuple[float, ...] = DEFAULT.ratios, held_out_ratio: float = DEFAULT.held_out_ratio) -> GridChoice:
+def rung(
+    k: int,
+    ratios: tuple[float, ...] = DEFAULT.ratios,
+    held_out_ratio: float = DEFAULT.held_out_ratio,
+) -> GridChoice:
     """The k-th grid of the width ladder: fit on WIDTHS[k:k+4], hold out WIDTHS[k+4]."""
-    return GridChoice(fit_widths=WIDTHS[k:k + FIT_SIZES], ratios=ratios, held_out_width=WIDTHS[k + FIT_SIZES],
-                      held_out_ratio=held_out_ratio, name=f"rung {k} (widths {WIDTHS[k]}-{WIDTHS[k + FIT_SIZES]})")
+    return GridChoice(
+        fit_widths=WIDTHS[k : k + FIT_SIZES],
+        ratios=ratios,
+        held_out_width=WIDTHS[k + FIT_SIZES],
+        held_out_ratio=held_out_ratio,
+        name=f"rung {k} (widths {WIDTHS[k]}-{WIDTHS[k + FIT_SIZES]})",
+    )
 
 
 @dataclass(frozen=True)
@@ -224,13 +262,29 @@ class LadderPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "grid": asdict(self.grid), "workers": self.workers, "threads_per_worker": self.threads,
-            "hardware": self.hardware, "predicted_wall_s": self.predicted_wall_s,
+            "grid": asdict(self.grid),
+            "workers": self.workers,
+            "threads_per_worker": self.threads,
+            "hardware": self.hardware,
+            "predicted_wall_s": self.predicted_wall_s,
             "rules": rules(),
-            "runs": [{"key": p.run.key, "role": p.run.role, "shape": p.run.shape.name, "N": p.run.n,
-                      "params_total": p.run.params_total, "D": p.run.tokens, "tokens_per_param": p.run.tokens_per_param,
-                      "steps": p.run.steps, "lr": p.run.lr, "warmup_steps": p.run.warmup_steps,
-                      "flop": p.run.flop, "predicted_s": p.predicted_s} for p in self.runs],
+            "runs": [
+                {
+                    "key": p.run.key,
+                    "role": p.run.role,
+                    "shape": p.run.shape.name,
+                    "N": p.run.n,
+                    "params_total": p.run.params_total,
+                    "D": p.run.tokens,
+                    "tokens_per_param": p.run.tokens_per_param,
+                    "steps": p.run.steps,
+                    "lr": p.run.lr,
+                    "warmup_steps": p.run.warmup_steps,
+                    "flop": p.run.flop,
+                    "predicted_s": p.predicted_s,
+                }
+                for p in self.runs
+            ],
             "warnings": list(self.warnings),
         }
 
@@ -239,12 +293,15 @@ def rules() -> dict[str, Any]:
     """The hyperparameter rules, in words and numbers (written into the plan and the law file)."""
     return {
         "model": f"Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), tied embeddings, bytes (vocab {VOCAB}); "
-                 f"layers = max({MIN_LAYERS}, d_model/{ASPECT}), heads = divisor of d_model nearest d_model/{HEAD_WIDTH} (2 to {MAX_HEADS})",
+        f"layers = max({MIN_LAYERS}, d_model/{ASPECT}), heads = divisor of d_model nearest d_model/{HEAD_WIDTH} (2 to {MAX_HEADS})",
         "N": "non-embedding parameters (Kaplan 2020 §3.1)",
-        "seq": SEQ, "batch_seqs": BATCH_SEQS, "tokens_per_step": SEQ * BATCH_SEQS,
-        "lr": f"{LR_C:g} · (N/1e5)^-{LR_P:g}", "lr_final_ratio": LR_FINAL_RATIO,
+        "seq": SEQ,
+        "batch_seqs": BATCH_SEQS,
+        "tokens_per_step": SEQ * BATCH_SEQS,
+        "lr": f"{LR_C:g} · (N/1e5)^-{LR_P:g}",
+        "lr_final_ratio": LR_FINAL_RATIO,
         "warmup": f"linear over N tokens (at least {MIN_WARMUP_STEPS} steps, at most 1/4 of the run); then cosine to "
-                  f"{LR_FINAL_RATIO:g} × peak at the run's last step",
+        f"{LR_FINAL_RATIO:g} × peak at the run's last step",
         "optimizer": f"AdamW betas {BETAS}, weight decay {WEIGHT_DECAY:g} (matrices), clip {GRAD_CLIP:g}, fp32",
         "eval": "fixed evenly spaced windows of the held-out documents (every 20th file), same for every run",
     }
@@ -257,9 +314,14 @@ def worker_hardware(hw: Any, workers: int) -> Any:
     """A worker's share of a machine profile: 1/workers of its peak FLOP/s and memory bandwidth."""
     if workers == 1:
         return hw
-    return hw.replace(name=f"{hw.name}/{workers}", peak_flop_per_s={p: v / workers for p, v in hw.peak_flop_per_s.items()},
-                      hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s / workers, hbm_bytes=hw.hbm_bytes / workers,
-                      board_power_w=hw.board_power_w / workers, price_usd_per_hour=hw.price_usd_per_hour / workers)
+    return hw.replace(
+        name=f"{hw.name}/{workers}",
+        peak_flop_per_s={p: v / workers for p, v in hw.peak_flop_per_s.items()},
+        hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s / workers,
+        hbm_bytes=hw.hbm_bytes / workers,
+        board_power_w=hw.board_power_w / workers,
+        price_usd_per_hour=hw.price_usd_per_hour / workers,
+    )
 
 
 def predict_run_s(run: RunSpec, hw: Any) -> float:
@@ -270,11 +332,27 @@ def predict_run_s(run: RunSpec, hw: Any) -> float:
 
     spec = run.shape.spec(run.seq)
     gbt = float(run.tokens_per_step)
-    dtypes = DtypeSpec(weight="fp32", grad="fp32", master=None, optimizer_state="fp32", frozen_weight="fp32",
-                       activation="fp32")
-    plan = make_plan(spec, tokens=float(run.tokens), seq_len=run.seq, global_batch_tokens=gbt, precision="fp32",
-                     flash_attention=True, dtypes=dtypes, goodput=1.0)
-    layout = Layout(tp=1, pp=1, dp=1, zero=0, recompute=Recompute("none"), micro_batch=run.batch_seqs)
+    dtypes = DtypeSpec(
+        weight="fp32",
+        grad="fp32",
+        master=None,
+        optimizer_state="fp32",
+        frozen_weight="fp32",
+        activation="fp32",
+    )
+    plan = make_plan(
+        spec,
+        tokens=float(run.tokens),
+        seq_len=run.seq,
+        global_batch_tokens=gbt,
+        precision="fp32",
+        flash_attention=True,
+        dtypes=dtypes,
+        goodput=1.0,
+    )
+    layout = Layout(
+        tp=1, pp=1, dp=1, zero=0, recompute=Recompute("none"), micro_batch=run.batch_seqs
+    )
     est = evaluate_layout(spec, make_cluster(hw, 1, gpus_per_node=1), plan, layout)
     return float(est.time.step_s) * run.steps
 
@@ -288,56 +366,116 @@ def schedule_s(times: list[float], workers: int) -> float:
     return max(loads)
 
 
-def make_plan(grid: GridChoice, *, hw: Any | None, workers: int, threads: int, seed: int = 0,
-              data_fingerprint: str = "") -> LadderPlan:
+def make_plan(
+    grid: GridChoice,
+    *,
+    hw: Any | None,
+    workers: int,
+    threads: int,
+    seed: int = 0,
+    data_fingerprint: str = "",
+) -> LadderPlan:
     """Every run of ``grid`` with the rules' hyperparameters and the planner's predicted times."""
     fit_shapes = [shape_for_width(w) for w in grid.fit_widths]
     held = shape_for_width(grid.held_out_width)
     check_grid(grid, fit_shapes, held)
-    runs = [make_run("fit", s, r, seed=seed, eval_tokens=grid.eval_tokens, data_fingerprint=data_fingerprint)
-            for s in fit_shapes for r in grid.ratios]
-    runs.append(make_run("held_out", held, grid.held_out_ratio, seed=seed, eval_tokens=grid.eval_tokens,
-                         data_fingerprint=data_fingerprint))
+    runs = [
+        make_run(
+            "fit", s, r, seed=seed, eval_tokens=grid.eval_tokens, data_fingerprint=data_fingerprint
+        )
+        for s in fit_shapes
+        for r in grid.ratios
+    ]
+    runs.append(
+        make_run(
+            "held_out",
+            held,
+            grid.held_out_ratio,
+            seed=seed,
+            eval_tokens=grid.eval_tokens,
+            data_fingerprint=data_fingerprint,
+        )
+    )
     warnings: list[str] = []
     share = None if hw is None else worker_hardware(hw, workers)
     planned = tuple(PlannedRun(r, None if share is None else predict_run_s(r, share)) for r in runs)
-    wall = None if share is None else STARTUP_S + schedule_s([p.predicted_s for p in planned], workers)
-    where = None if hw is None else (f"{hw.name}" + (f", 1/{workers} of it per worker" if workers > 1 else ""))
-    return LadderPlan(grid=grid, runs=planned, workers=workers, threads=threads, hardware=where,
-                      predicted_wall_s=wall, warnings=tuple(warnings))
+    wall = (
+        None if share is None else STARTUP_S + schedule_s([p.predicted_s for p in planned], workers)
+    )
+    where = (
+        None
+        if hw is None
+        else (f"{hw.name}" + (f", 1/{workers} of it per worker" if workers > 1 else ""))
+    )
+    return LadderPlan(
+        grid=grid,
+        runs=planned,
+        workers=workers,
+        threads=threads,
+        hardware=where,
+        predicted_wall_s=wall,
+        warnings=tuple(warnings),
+    )
 
 
 def check_grid(grid: GridChoice, fit_shapes: list[Shape], held: Shape) -> None:
     from trilemma.quality.runs import MIN_RUNS, MIN_SIZES
 
     sizes = sorted({params_of(s) for s in fit_shapes})
-    for flag, rs in (("tokens-per-param", grid.ratios), ("holdout-tokens-per-param", (grid.held_out_ratio,))):
+    for flag, rs in (
+        ("tokens-per-param", grid.ratios),
+        ("holdout-tokens-per-param", (grid.held_out_ratio,)),
+    ):
         for r in rs:
             if not (isinstance(r, (int, float)) and math.isfinite(r) and 0.5 <= r <= 1000):
                 raise InputError(flag, r, "ratios between 0.5 and 1000 tokens per parameter")
     if len(sizes) < MIN_SIZES or len(sizes) * len(grid.ratios) < MIN_RUNS:
         few_ratios = len(sizes) >= MIN_SIZES  # enough sizes: the distinct ratios are what is short
-        raise InputError("tokens-per-param" if few_ratios else "sizes",
-                         ",".join(f"{r:g}" for r in grid.ratios) if few_ratios else ",".join(f"{s:,}" for s in sizes),
-                         f"at least {MIN_SIZES} distinct model sizes below the held-out one and {MIN_RUNS} runs to fit "
-                         f"(the largest size is held out); have {len(sizes)} sizes × {len(grid.ratios)} distinct ratios")
+        raise InputError(
+            "tokens-per-param" if few_ratios else "sizes",
+            ",".join(f"{r:g}" for r in grid.ratios)
+            if few_ratios
+            else ",".join(f"{s:,}" for s in sizes),
+            f"at least {MIN_SIZES} distinct model sizes below the held-out one and {MIN_RUNS} runs to fit "
+            f"(the largest size is held out); have {len(sizes)} sizes × {len(grid.ratios)} distinct ratios",
+        )
     if not min(grid.ratios) <= grid.held_out_ratio <= max(grid.ratios):
-        raise InputError("holdout-tokens-per-param", grid.held_out_ratio,
-                         f"a ratio the grid covers ({min(grid.ratios):g} to {max(grid.ratios):g})")
+        raise InputError(
+            "holdout-tokens-per-param",
+            grid.held_out_ratio,
+            f"a ratio the grid covers ({min(grid.ratios):g} to {max(grid.ratios):g})",
+        )
     n_h = params_of(held)
     if n_h <= sizes[-1]:
         raise InputError("sizes", f"{n_h:,}", "a held-out model larger than every fitted one")
     if n_h > MAX_HELD_OUT_RATIO * sizes[-1] * 1.0001:
-        raise InputError("sizes", f"{n_h:,}", f"a held-out size at most {MAX_HELD_OUT_RATIO:g}× the largest fitted "
-                                              f"size ({sizes[-1]:,}): add an intermediate size")
+        raise InputError(
+            "sizes",
+            f"{n_h:,}",
+            f"a held-out size at most {MAX_HELD_OUT_RATIO:g}× the largest fitted "
+            f"size ({sizes[-1]:,}): add an intermediate size",
+        )
 
 
-def grid_for_minutes(minutes: float, *, hw: Any, workers: int, ratios: tuple[float, ...] | None = None,
-                     held_out_ratio: float | None = None) -> GridChoice:
+def grid_for_minutes(
+    minutes: float,
+    *,
+    hw: Any,
+    workers: int,
+    ratios: tuple[float, ...] | None = None,
+    held_out_ratio: float | None = None,
+) -> GridChoice:
     """The largest rung of the width ladder whose predicted wall time fits ``minutes``."""
     ratios = ratios or DEFAULT.ratios
-    ho = held_out_ratio if held_out_ratio is not None else (
-        DEFAULT.held_out_ratio if min(ratios) <= DEFAULT.held_out_ratio <= max(ratios) else sorted(ratios)[len(ratios) // 2])
+    ho = (
+        held_out_ratio
+        if held_out_ratio is not None
+        else (
+            DEFAULT.held_out_ratio
+            if min(ratios) <= DEFAULT.held_out_ratio <= max(ratios)
+            else sorted(ratios)[len(ratios) // 2]
+        )
+    )
     best, first = None, None
     for k in range(len(WIDTHS) - FIT_SIZES):
         g = rung(k, tuple(ratios), ho)
@@ -348,6 +486,10 @@ def grid_for_minutes(minutes: float, *, hw: Any, workers: int, ratios: tuple[flo
         else:
             break
     if best is None:
-        raise InputError("minutes", f"{minutes:g}", f"at least {math.ceil((first or 0) / MINUTE)} minutes: the smallest ladder "
-                                                   f"is predicted to take {first or 0:.0f} s here (or fewer --tokens-per-param)")
+        raise InputError(
+            "minutes",
+            f"{minutes:g}",
+            f"at least {math.ceil((first or 0) / MINUTE)} minutes: the smallest ladder "
+            f"is predicted to take {first or 0:.0f} s here (or fewer --tokens-per-param)",
+        )
     return best

@@ -61,9 +61,14 @@ class _Worker:
     def __init__(self, index: int, threads: int) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         self.log = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed by _stop
-        self.proc = subprocess.Popen([sys.executable, "-m", "trilemma.ladder.pool", str(threads), str(index)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
-                                     start_new_session=False)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trilemma.ladder.pool", str(threads), str(index)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            start_new_session=False,
+        )
         self.buf = b""
         self.busy = False
 
@@ -78,8 +83,13 @@ class _Worker:
         return "\n".join(self.log.read().decode(errors="replace").splitlines()[-15:])
 
 
-def run_pool(tasks: Iterable[dict[str, Any]], *, workers: int, threads: int,
-             on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def run_pool(
+    tasks: Iterable[dict[str, Any]],
+    *,
+    workers: int,
+    threads: int,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Run ``tasks`` (``trilemma.ladder.train.execute`` arguments) on ``workers`` processes, started in the
     given order; returns the records as they finished. Ctrl-C terminates the workers and re-raises."""
     pending = list(tasks)
@@ -97,16 +107,20 @@ def run_pool(tasks: Iterable[dict[str, Any]], *, workers: int, threads: int,
         while len(done) < total:
             events = sel.select(timeout=1.0)
             if not events and not any(w.proc.poll() is None for w in pool if w.busy):
-                raise TrilemmaError("ladder: a worker process exited with runs left:\n"
-                                    + "\n".join(w.stderr_tail() for w in pool if w.busy))
+                raise TrilemmaError(
+                    "ladder: a worker process exited with runs left:\n"
+                    + "\n".join(w.stderr_tail() for w in pool if w.busy)
+                )
             for key, _ in events:
                 w: _Worker = key.data
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:  # the worker died
                     sel.unregister(key.fileobj)
                     if w.busy:
-                        raise TrilemmaError(f"ladder: a worker process exited during a run (status "
-                                            f"{w.proc.wait()}):\n{w.stderr_tail()}")
+                        raise TrilemmaError(
+                            f"ladder: a worker process exited during a run (status "
+                            f"{w.proc.wait()}):\n{w.stderr_tail()}"
+                        )
                     continue
                 w.buf += chunk
                 while b"\n" in w.buf:
@@ -116,7 +130,9 @@ def run_pool(tasks: Iterable[dict[str, Any]], *, workers: int, threads: int,
                     if answer["kind"] == "input":
                         raise InputError(*answer["error"])
                     if answer["kind"] != "ok":
-                        raise TrilemmaError(f"ladder: a training run failed in a worker process:\n{answer['error']}")
+                        raise TrilemmaError(
+                            f"ladder: a training run failed in a worker process:\n{answer['error']}"
+                        )
                     done.append(answer["record"])
                     if on_done is not None:
                         on_done(answer["record"])

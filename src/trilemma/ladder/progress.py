@@ -23,9 +23,15 @@ class LadderProgress:
                 TimeElapsedColumn,
             )
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self.runs = self.bar.add_task("ladder runs", total=total_runs, info="")
             self.steps = None
             self.bar.start()
@@ -45,10 +51,13 @@ class LadderProgress:
     def run_done(self, label: str, loss: float | None) -> None:
         """A run finished with held-out ``loss`` (nats/byte; None if it diverged)."""
         if self.bar is not None:
-            self.bar.update(self.runs, advance=1, info=f"last: {label} loss {loss if loss is None else round(loss, 4)}")
+            self.bar.update(
+                self.runs,
+                advance=1,
+                info=f"last: {label} loss {loss if loss is None else round(loss, 4)}",
+            )
 
     def close(self) -> None:
         """Stop the bar (safe to call more than once)."""
         if self.bar is not None:
             self.bar.stop()
-

@@ -70,7 +70,9 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
             written = os.write(fd, data)
             if written != len(data):
                 os.ftruncate(fd, size)  # never leave half a record behind
-                raise OSError(f"{p}: short write ({written} of {len(data)} bytes); the record was not kept")
+                raise OSError(
+                    f"{p}: short write ({written} of {len(data)} bytes); the record was not kept"
+                )
             os.fsync(fd)
         finally:
             if fcntl is not None:
@@ -126,7 +128,9 @@ def read_records(path: str | Path) -> RecordsRead:
             continue
         n += 1
         if torn and i == len(lines):
-            warnings.append(f"{p}:{i}: skipped an unfinished last line (no newline; {len(line)} bytes)")
+            warnings.append(
+                f"{p}:{i}: skipped an unfinished last line (no newline; {len(line)} bytes)"
+            )
             continue
         try:
             obj = json.loads(line.decode("utf-8"))

@@ -139,8 +139,19 @@ class LadderResult:
         if str(d.get("schema", "")) != cls.SCHEMA:
             raise ValueError(f"not a ladder result: schema {d.get('schema')!r}")
         held = d.get("held_out")
-        return cls(out_dir=d["out_dir"], files=dict(d["files"]), plan=d["plan"],
-                   runs=tuple(RunRow(**r) for r in d["runs"]), fit=d["fit"],
-                   held_out=None if held is None else HeldOut(**held), totals=LadderTotals(**d["totals"]),
-                   machine=LadderMachine(**d["machine"]), data=d["data"], price_usd_per_hour=d["price_usd_per_hour"],
-                   complete=d["complete"], warnings=tuple(d["warnings"]), notes=tuple(d["notes"]), schema=d["schema"])
+        return cls(
+            out_dir=d["out_dir"],
+            files=dict(d["files"]),
+            plan=d["plan"],
+            runs=tuple(RunRow(**r) for r in d["runs"]),
+            fit=d["fit"],
+            held_out=None if held is None else HeldOut(**held),
+            totals=LadderTotals(**d["totals"]),
+            machine=LadderMachine(**d["machine"]),
+            data=d["data"],
+            price_usd_per_hour=d["price_usd_per_hour"],
+            complete=d["complete"],
+            warnings=tuple(d["warnings"]),
+            notes=tuple(d["notes"]),
+            schema=d["schema"],
+        )

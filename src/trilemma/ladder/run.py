@@ -22,8 +22,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,9 @@ __all__ = ["LadderInterrupted", "run_ladder"]
 
 log = logging.getLogger(__name__)
 
-CPU_WATTS_PER_CORE = 10.0  # the probe's stated estimate (trilemma.probe.profile), used when there is no profile
+CPU_WATTS_PER_CORE = (
+    10.0  # the probe's stated estimate (trilemma.probe.profile), used when there is no profile
+)
 CPU_PRICE_PER_CORE_HOUR = 0.02  # the probe's placeholder price, ditto
 
 
@@ -54,13 +56,26 @@ class LadderInterrupted(TrilemmaError):
 # ------------------------------------------------------------------ the ladder
 
 
-def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: list[float] | None = None,
-               tokens_per_param: list[float] | None = None, holdout_tokens_per_param: float | None = None,
-               minutes: float | None = None, tiny: bool = False, workers: int | None = None,
-               threads: int | None = None, price: float | None = None, plot: str | Path | None = None,
-               draw: Callable[[LadderResult, Any, str | Path], Path] | None = None,
-               seed: int = 0, n_boot: int = 200, dry_run: bool = False, progress: bool = False,
-               on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None = None) -> LadderResult:
+def run_ladder(
+    out: str | Path,
+    *,
+    data: list[str] | str | None = None,
+    sizes: list[float] | None = None,
+    tokens_per_param: list[float] | None = None,
+    holdout_tokens_per_param: float | None = None,
+    minutes: float | None = None,
+    tiny: bool = False,
+    workers: int | None = None,
+    threads: int | None = None,
+    price: float | None = None,
+    plot: str | Path | None = None,
+    draw: Callable[[LadderResult, Any, str | Path], Path] | None = None,
+    seed: int = 0,
+    n_boot: int = 200,
+    dry_run: bool = False,
+    progress: bool = False,
+    on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None = None,
+) -> LadderResult:
     """Run the ladder into directory ``out`` (resuming what ``out/runs.jsonl`` already holds).
 
     ``workers``: parallel training processes (default: one per core; ``tiny``: one, in this process).
@@ -71,7 +86,15 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     """
     t_start = time.perf_counter()
     cores = _cores()
-    _check_options(workers=workers, threads=threads, seed=seed, n_boot=n_boot, price=price, plot=plot, cores=cores)
+    _check_options(
+        workers=workers,
+        threads=threads,
+        seed=seed,
+        n_boot=n_boot,
+        price=price,
+        plot=plot,
+        cores=cores,
+    )
     out_dir = _out_dir(out)
     runs_path = out_dir / "runs.jsonl"
     data_t = tuple([data] if isinstance(data, str) else data) if data else None
@@ -86,57 +109,187 @@ def run_ladder(out: str | Path, *, data: list[str] | str | None = None, sizes: l
     hw, hw_note = local_profile(measure=True)
     if hw_note:
         (notes if hw is not None else warnings).append(hw_note)
-    grid = choose_grid(sizes=sizes, tokens_per_param=tokens_per_param, holdout_ratio=holdout_tokens_per_param,
-                       minutes=minutes, tiny=tiny, hw=hw, workers=n_workers)
+    grid = choose_grid(
+        sizes=sizes,
+        tokens_per_param=tokens_per_param,
+        holdout_ratio=holdout_tokens_per_param,
+        minutes=minutes,
+        tiny=tiny,
+        hw=hw,
+        workers=n_workers,
+    )
     from trilemma.ladder.train import corpus_view
 
     view = corpus_view(data_t)
-    plan = make_plan(grid, hw=hw, workers=n_workers, threads=n_threads, seed=seed, data_fingerprint=view.fingerprint)
+    plan = make_plan(
+        grid,
+        hw=hw,
+        workers=n_workers,
+        threads=n_threads,
+        seed=seed,
+        data_fingerprint=view.fingerprint,
+    )
     n_workers = min(n_workers, len(plan.runs))
-    if minutes is not None and plan.predicted_wall_s is not None and plan.predicted_wall_s > minutes * MINUTE:
-        warnings.append(f"the planner predicts {plan.predicted_wall_s / MINUTE:.1f} minutes for this grid, more than "
-                        f"--minutes {minutes:g}")
-    price_h = price if price is not None else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
+    if (
+        minutes is not None
+        and plan.predicted_wall_s is not None
+        and plan.predicted_wall_s > minutes * MINUTE
+    ):
+        warnings.append(
+            f"the planner predicts {plan.predicted_wall_s / MINUTE:.1f} minutes for this grid, more than "
+            f"--minutes {minutes:g}"
+        )
+    price_h = (
+        price
+        if price is not None
+        else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
+    )
     machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
     share = n_threads / cores
 
-    with (nullcontext(0.0) if dry_run else directory_lock(out_dir)) as waited:
+    with nullcontext(0.0) if dry_run else directory_lock(out_dir) as waited:
         if waited > 1.0:
-            notes.append(f"waited {waited:.0f} s for another ladder process on {out_dir}; resumed from what it wrote")
-        return _locked_run(plan, view, data_t, runs_path, out_dir, n_workers, n_threads, machine_w, share, price_h,
-                           hw, cores, plot, draw, warnings, notes, n_boot, seed, dry_run, progress, on_plan, t_start)
+            notes.append(
+                f"waited {waited:.0f} s for another ladder process on {out_dir}; resumed from what it wrote"
+            )
+        return _locked_run(
+            plan,
+            view,
+            data_t,
+            runs_path,
+            out_dir,
+            n_workers,
+            n_threads,
+            machine_w,
+            share,
+            price_h,
+            hw,
+            cores,
+            plot,
+            draw,
+            warnings,
+            notes,
+            n_boot,
+            seed,
+            dry_run,
+            progress,
+            on_plan,
+            t_start,
+        )
 
 
-def _locked_run(plan: LadderPlan, view: Any, data_t: tuple[str, ...] | None, runs_path: Path, out_dir: Path,
-                n_workers: int, n_threads: int, machine_w: float, share: float, price_h: float, hw: Any, cores: int,
-                plot: str | Path | None, draw: Callable[[LadderResult, Any, str | Path], Path] | None,
-                warnings: list[str], notes: list[str], n_boot: int, seed: int, dry_run: bool, progress: bool,
-                on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None, t_start: float) -> LadderResult:
+def _locked_run(
+    plan: LadderPlan,
+    view: Any,
+    data_t: tuple[str, ...] | None,
+    runs_path: Path,
+    out_dir: Path,
+    n_workers: int,
+    n_threads: int,
+    machine_w: float,
+    share: float,
+    price_h: float,
+    hw: Any,
+    cores: int,
+    plot: str | Path | None,
+    draw: Callable[[LadderResult, Any, str | Path], Path] | None,
+    warnings: list[str],
+    notes: list[str],
+    n_boot: int,
+    seed: int,
+    dry_run: bool,
+    progress: bool,
+    on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None,
+    t_start: float,
+) -> LadderResult:
     """The part of ``run_ladder`` that reads and writes the directory (under its lock)."""
     by_key, resumed = _resume(plan, runs_path, warnings, notes)
     todo = [p for p in plan.runs if p.run.key not in by_key]
-    info = {"runs_path": str(runs_path), "resumed": len(resumed), "to_train": len(todo), "cores": cores,
-            "workers": n_workers, "threads": n_threads, "warnings": list(warnings), "notes": list(notes),
-            "done_keys": set(resumed)}
+    info = {
+        "runs_path": str(runs_path),
+        "resumed": len(resumed),
+        "to_train": len(todo),
+        "cores": cores,
+        "workers": n_workers,
+        "threads": n_threads,
+        "warnings": list(warnings),
+        "notes": list(notes),
+        "done_keys": set(resumed),
+    }
     if on_plan is not None:
         on_plan(plan, info)
 
-    job = _Job(plan=plan, view=view, data=data_t, runs_path=runs_path, out_dir=out_dir, workers=n_workers,
-               threads=n_threads, power_w=machine_w * share)
-    fit_report, prediction = _train_and_fit(job, todo, by_key, resumed, warnings, n_boot=n_boot, seed=seed,
-                                            dry_run=dry_run, progress=progress)
-    return _result(plan, by_key, resumed, fit_report, prediction, view, out_dir, runs_path, price_h, machine_w, share,
-                   hw, cores, None if plot is None or draw is None else (lambda r, rep: draw(r, rep, plot)),
-                   warnings, notes, time.perf_counter() - t_start, dry_run)
+    job = _Job(
+        plan=plan,
+        view=view,
+        data=data_t,
+        runs_path=runs_path,
+        out_dir=out_dir,
+        workers=n_workers,
+        threads=n_threads,
+        power_w=machine_w * share,
+    )
+    fit_report, prediction = _train_and_fit(
+        job,
+        todo,
+        by_key,
+        resumed,
+        warnings,
+        n_boot=n_boot,
+        seed=seed,
+        dry_run=dry_run,
+        progress=progress,
+    )
+    return _result(
+        plan,
+        by_key,
+        resumed,
+        fit_report,
+        prediction,
+        view,
+        out_dir,
+        runs_path,
+        price_h,
+        machine_w,
+        share,
+        hw,
+        cores,
+        None if plot is None or draw is None else (lambda r, rep: draw(r, rep, plot)),
+        warnings,
+        notes,
+        time.perf_counter() - t_start,
+        dry_run,
+    )
 
 
-def _check_options(*, workers: int | None, threads: int | None, seed: int, n_boot: int, price: float | None,
-                   plot: str | Path | None, cores: int) -> None:
+def _check_options(
+    *,
+    workers: int | None,
+    threads: int | None,
+    seed: int,
+    n_boot: int,
+    price: float | None,
+    plot: str | Path | None,
+    cores: int,
+) -> None:
     """InputError for a bad option: counts are whole numbers (workers at most ``cores``), ``price`` (USD per
     machine-hour) non-negative, and a ``plot`` needs matplotlib."""
-    for name, v in (("workers", workers), ("threads", threads), ("seed", seed), ("bootstrap", n_boot)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (0 if name in ("seed", "bootstrap") else 1)):
-            raise InputError(name, v, "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"))
+    for name, v in (
+        ("workers", workers),
+        ("threads", threads),
+        ("seed", seed),
+        ("bootstrap", n_boot),
+    ):
+        if v is not None and (
+            isinstance(v, bool)
+            or not isinstance(v, int)
+            or v < (0 if name in ("seed", "bootstrap") else 1)
+        ):
+            raise InputError(
+                name,
+                v,
+                "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"),
+            )
     if workers is not None and workers > cores:
         raise InputError("workers", workers, f"at most {cores}: this machine has {cores} cores")
     if threads is not None and threads > cores:
@@ -147,7 +300,9 @@ def _check_options(*, workers: int | None, threads: int | None, seed: int, n_boo
         import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
-            raise InputError("plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')")
+            raise InputError(
+                "plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')"
+            )
         check_output_file("plot", plot)
 
 
@@ -159,14 +314,17 @@ def _out_dir(out: str | Path) -> Path:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError("out", str(out), f"a directory that can be created ({exc.strerror})") from None
+        raise InputError(
+            "out", str(out), f"a directory that can be created ({exc.strerror})"
+        ) from None
     if not out_dir.is_dir():
         raise InputError("out", str(out), "a directory")
     return out_dir
 
 
-def _resume(plan: LadderPlan, runs_path: Path, warnings: list[str],
-            notes: list[str]) -> tuple[dict[str, dict[str, Any]], set[str]]:
+def _resume(
+    plan: LadderPlan, runs_path: Path, warnings: list[str], notes: list[str]
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """The records of ``runs_path`` that belong to ``plan``, by run key, and the set of those keys.
 
     Unreadable lines, repeated keys and other ladders' records are reported in ``warnings`` / ``notes``.
@@ -180,11 +338,15 @@ def _resume(plan: LadderPlan, runs_path: Path, warnings: list[str],
         if r["key"] not in planned_keys:
             foreign += 1
         elif r["key"] in by_key:
-            warnings.append(f"{runs_path}: run {r['key']} appears more than once; the first record is used")
+            warnings.append(
+                f"{runs_path}: run {r['key']} appears more than once; the first record is used"
+            )
         else:
             by_key[r["key"]] = r
     if foreign:
-        notes.append(f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used")
+        notes.append(
+            f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used"
+        )
     return by_key, set(by_key)
 
 
@@ -202,9 +364,18 @@ class _Job:
     power_w: float  # a run's share of the machine's power, W
 
 
-def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str, Any]], resumed: set[str],
-                   warnings: list[str], *, n_boot: int, seed: int, dry_run: bool,
-                   progress: bool) -> tuple[Any, Any]:
+def _train_and_fit(
+    job: _Job,
+    todo: list[PlannedRun],
+    by_key: dict[str, dict[str, Any]],
+    resumed: set[str],
+    warnings: list[str],
+    *,
+    n_boot: int,
+    seed: int,
+    dry_run: bool,
+    progress: bool,
+) -> tuple[Any, Any]:
     """Train ``todo`` (adding each record to ``by_key``), fit the law on the fit runs and predict the held-out run.
 
     One worker: the fit runs here, smallest first, then the fit, then the held-out run. Several: every run
@@ -218,8 +389,14 @@ def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str
     def task(p: PlannedRun) -> dict[str, Any]:
         from trilemma.ladder.train import run_to_dict
 
-        return {"run": run_to_dict(p.run), "predicted_s": p.predicted_s, "hardware": hardware_words,
-                "power_w": job.power_w, "out": str(runs_path), "data": list(job.data) if job.data else None}
+        return {
+            "run": run_to_dict(p.run),
+            "predicted_s": p.predicted_s,
+            "hardware": hardware_words,
+            "power_w": job.power_w,
+            "out": str(runs_path),
+            "data": list(job.data) if job.data else None,
+        }
 
     def train_here(p: PlannedRun) -> None:
         from trilemma.ladder.records import append_record
@@ -227,8 +404,15 @@ def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str
 
         bar.start_run(p.run.label, p.run.steps)
         raw = train(p.run, job.view, threads=job.threads, on_step=bar.step)
-        rec = build_record(p.run, raw, job.view, predicted_s=p.predicted_s, hardware=hardware_words,
-                           power_w=job.power_w, worker=0)
+        rec = build_record(
+            p.run,
+            raw,
+            job.view,
+            predicted_s=p.predicted_s,
+            hardware=hardware_words,
+            power_w=job.power_w,
+            worker=0,
+        )
         append_record(runs_path, rec)
         by_key[p.run.key] = rec
         bar.run_done(p.run.label, rec["loss"])
@@ -243,16 +427,29 @@ def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str
             else:
                 from trilemma.ladder.pool import run_pool
 
-                order = sorted(todo, key=lambda q: -(q.predicted_s if q.predicted_s is not None else q.run.flop / 1e10))
+                order = sorted(
+                    todo,
+                    key=lambda q: (
+                        -(q.predicted_s if q.predicted_s is not None else q.run.flop / 1e10)
+                    ),
+                )
 
                 def done(rec: dict[str, Any]) -> None:
                     by_key[rec["key"]] = rec
-                    bar.run_done(f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}", rec["loss"])
+                    bar.run_done(
+                        f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}",
+                        rec["loss"],
+                    )
 
-                run_pool([task(p) for p in order], workers=job.workers, threads=job.threads, on_done=done)
-        if not dry_run:  # a dry run trains nothing and fits nothing (the bootstrap alone is a minute)
-            fit_report, prediction, fit_warnings = _fit_and_predict(plan, by_key, runs_path, job.view, job.out_dir,
-                                                                    n_boot, seed, write=True)
+                run_pool(
+                    [task(p) for p in order], workers=job.workers, threads=job.threads, on_done=done
+                )
+        if (
+            not dry_run
+        ):  # a dry run trains nothing and fits nothing (the bootstrap alone is a minute)
+            fit_report, prediction, fit_warnings = _fit_and_predict(
+                plan, by_key, runs_path, job.view, job.out_dir, n_boot, seed, write=True
+            )
             warnings.extend(fit_warnings)
         if not dry_run and job.workers == 1:
             for p in [q for q in todo if q.run.role == "held_out"]:
@@ -262,25 +459,38 @@ def _train_and_fit(job: _Job, todo: list[PlannedRun], by_key: dict[str, dict[str
         done_now = len([k for k in by_key if k not in resumed])
         raise LadderInterrupted(
             f"interrupted: {len(by_key)} of {len(plan.runs)} runs are in {runs_path} ({done_now} finished in this call); "
-            "run the same command again to resume") from None
+            "run the same command again to resume"
+        ) from None
     finally:
         bar.close()
     return fit_report, prediction
 
 
-def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_path: Path, view: Any, out_dir: Path,
-                     n_boot: int, seed: int, write: bool = True) -> tuple[Any, Any, list[str]]:
+def _fit_and_predict(
+    plan: LadderPlan,
+    by_key: dict[str, dict[str, Any]],
+    runs_path: Path,
+    view: Any,
+    out_dir: Path,
+    n_boot: int,
+    seed: int,
+    write: bool = True,
+) -> tuple[Any, Any, list[str]]:
     from trilemma.ladder.fit import fit_ladder, predict_held_out, write_ladder_law
 
     warnings: list[str] = []
     fit_recs = [by_key[r.key] for r in plan.fit_runs if r.key in by_key]
     usable = [r for r in fit_recs if isinstance(r.get("loss"), (int, float)) and r["loss"] > 0]
     if len(usable) < len(fit_recs):
-        warnings.append(f"{len(fit_recs) - len(usable)} fit run(s) diverged (no finite loss): left out of the fit")
+        warnings.append(
+            f"{len(fit_recs) - len(usable)} fit run(s) diverged (no finite loss): left out of the fit"
+        )
     if len(fit_recs) < len(plan.fit_runs):
         return None, None, warnings
     try:
-        report = fit_ladder(usable, source=str(runs_path), data=view.corpus.source, n_boot=n_boot, seed=seed)
+        report = fit_ladder(
+            usable, source=str(runs_path), data=view.corpus.source, n_boot=n_boot, seed=seed
+        )
     except InputError as exc:
         warnings.append(f"the law could not be fitted: {exc}")
         return None, None, warnings
@@ -290,10 +500,26 @@ def _fit_and_predict(plan: LadderPlan, by_key: dict[str, dict[str, Any]], runs_p
     return report, predict_held_out(report, plan.held_out), warnings
 
 
-def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[str], report: Any, prediction: Any,
-            view: Any, out_dir: Path, runs_path: Path, price_h: float, machine_w: float, share: float, hw: Any,
-            cores: int, plotter: Callable[[LadderResult, Any], Path] | None, warnings: list[str], notes: list[str], wall_s: float,
-            dry_run: bool) -> LadderResult:
+def _result(
+    plan: LadderPlan,
+    by_key: dict[str, dict[str, Any]],
+    resumed: set[str],
+    report: Any,
+    prediction: Any,
+    view: Any,
+    out_dir: Path,
+    runs_path: Path,
+    price_h: float,
+    machine_w: float,
+    share: float,
+    hw: Any,
+    cores: int,
+    plotter: Callable[[LadderResult, Any], Path] | None,
+    warnings: list[str],
+    notes: list[str],
+    wall_s: float,
+    dry_run: bool,
+) -> LadderResult:
     from trilemma.quality.forms import chinchilla_loss as law_predict
 
     rows = []
@@ -302,19 +528,40 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
         law_loss = None
         if report is not None:
             law_loss = float(law_predict(report.point.constants, r.n, r.tokens))
-        base = {"key": r.key, "role": r.role, "shape": r.shape.name, "n": r.n, "params_total": r.params_total,
-                "tokens": r.tokens, "tokens_per_param": r.tokens_per_param, "steps": r.steps, "lr": r.lr, "flop": r.flop,
-                "predicted_s": p.predicted_s, "law_loss": law_loss}
+        base = {
+            "key": r.key,
+            "role": r.role,
+            "shape": r.shape.name,
+            "n": r.n,
+            "params_total": r.params_total,
+            "tokens": r.tokens,
+            "tokens_per_param": r.tokens_per_param,
+            "steps": r.steps,
+            "lr": r.lr,
+            "flop": r.flop,
+            "predicted_s": p.predicted_s,
+            "law_loss": law_loss,
+        }
         if rec is None:
             rows.append(RunRow(status="pending", **base))
             continue
         m = rec["measured"]
         rec_share = (rec["environment"].get("threads") or 1) / cores
-        rows.append(RunRow(status="resumed" if r.key in resumed else "done", loss=rec["loss"],
-                           train_loss=m.get("train_loss"), train_s=m.get("train_s"), wall_s=m.get("wall_s"),
-                           tokens_per_s=m.get("tokens_per_s"), energy_j=m.get("energy_j"),
-                           cost_usd=None if m.get("wall_s") is None else gpu_hours(rec_share, m["wall_s"]) * price_h,
-                           **base))
+        rows.append(
+            RunRow(
+                status="resumed" if r.key in resumed else "done",
+                loss=rec["loss"],
+                train_loss=m.get("train_loss"),
+                train_s=m.get("train_s"),
+                wall_s=m.get("wall_s"),
+                tokens_per_s=m.get("tokens_per_s"),
+                energy_j=m.get("energy_j"),
+                cost_usd=None
+                if m.get("wall_s") is None
+                else gpu_hours(rec_share, m["wall_s"]) * price_h,
+                **base,
+            )
+        )
     held = None
     if prediction is not None:
         h = plan.held_out
@@ -322,40 +569,91 @@ def _result(plan: LadderPlan, by_key: dict[str, dict[str, Any]], resumed: set[st
         measured = rec["loss"] if rec is not None else None
         err = None if measured is None else (prediction.mean - measured) / measured
         largest = max(r.n for r in plan.fit_runs)
-        held = HeldOut(key=h.key, shape=h.shape.name, n=h.n, tokens=h.tokens, tokens_per_param=h.tokens_per_param,
-                       n_over_largest_fitted=h.n / largest, predicted=prediction.mean, low=prediction.low,
-                       high=prediction.high, interval=prediction.interval, measured=measured, error=err,
-                       within_band=None if measured is None else bool(prediction.low <= measured <= prediction.high))
+        held = HeldOut(
+            key=h.key,
+            shape=h.shape.name,
+            n=h.n,
+            tokens=h.tokens,
+            tokens_per_param=h.tokens_per_param,
+            n_over_largest_fitted=h.n / largest,
+            predicted=prediction.mean,
+            low=prediction.low,
+            high=prediction.high,
+            interval=prediction.interval,
+            measured=measured,
+            error=err,
+            within_band=None
+            if measured is None
+            else bool(prediction.low <= measured <= prediction.high),
+        )
     done_rows = [r for r in rows if r.wall_s is not None]
-    totals = {"runs": len(rows), "finished": len(done_rows), "resumed": sum(r.status == "resumed" for r in rows),
-              "trained_now": sum(r.status == "done" for r in rows),
-              "train_s": sum(r.train_s or 0.0 for r in done_rows), "wall_s_runs": sum(r.wall_s or 0.0 for r in done_rows),
-              "energy_j": sum(r.energy_j or 0.0 for r in done_rows), "cost_usd": sum(r.cost_usd or 0.0 for r in done_rows),
-              "flop": sum(r.flop for r in done_rows), "wall_s": wall_s,
-              "predicted_wall_s": plan.predicted_wall_s}
+    totals = {
+        "runs": len(rows),
+        "finished": len(done_rows),
+        "resumed": sum(r.status == "resumed" for r in rows),
+        "trained_now": sum(r.status == "done" for r in rows),
+        "train_s": sum(r.train_s or 0.0 for r in done_rows),
+        "wall_s_runs": sum(r.wall_s or 0.0 for r in done_rows),
+        "energy_j": sum(r.energy_j or 0.0 for r in done_rows),
+        "cost_usd": sum(r.cost_usd or 0.0 for r in done_rows),
+        "flop": sum(r.flop for r in done_rows),
+        "wall_s": wall_s,
+        "predicted_wall_s": plan.predicted_wall_s,
+    }
     complete = held is not None and held.measured is not None
-    files: dict[str, str | None] = {"runs": str(runs_path),
-                                    "law": str(out_dir / "law.toml") if report is not None and not dry_run else None,
-                                    "result": str(out_dir / "ladder.json"), "plot": None}
+    files: dict[str, str | None] = {
+        "runs": str(runs_path),
+        "law": str(out_dir / "law.toml") if report is not None and not dry_run else None,
+        "result": str(out_dir / "ladder.json"),
+        "plot": None,
+    }
     if not complete and not dry_run:
-        warnings.append("the ladder is not complete: " + ("the law could not be fitted" if report is None else
-                                                          "the held-out run has not finished"))
-    machine = {"cores": cores, "workers": plan.workers, "threads_per_worker": plan.threads,
-               "hardware_profile": None if hw is None else hw.name,
-               "power_w": machine_w, "power_source": (hw.notes.split(". ")[-1] if hw is not None else
-                                                      f"stated estimate, {CPU_WATTS_PER_CORE:.0f} W per core"),
-               "price_usd_per_hour": price_h}
+        warnings.append(
+            "the ladder is not complete: "
+            + (
+                "the law could not be fitted"
+                if report is None
+                else "the held-out run has not finished"
+            )
+        )
+    machine = {
+        "cores": cores,
+        "workers": plan.workers,
+        "threads_per_worker": plan.threads,
+        "hardware_profile": None if hw is None else hw.name,
+        "power_w": machine_w,
+        "power_source": (
+            hw.notes.split(". ")[-1]
+            if hw is not None
+            else f"stated estimate, {CPU_WATTS_PER_CORE:.0f} W per core"
+        ),
+        "price_usd_per_hour": price_h,
+    }
     notes = notes + [
-        ("loss = mean cross-entropy in nats per byte on fixed windows of the corpus's held-out files; absolute values "
-         "are specific to this corpus and the byte tokenizer"),
-        ("time, energy and dollars are measured wall time × the share of the machine a run had "
-         f"({plan.threads} of {cores} cores); energy uses the profile's stated power, dollars the price per machine-hour"),
+        (
+            "loss = mean cross-entropy in nats per byte on fixed windows of the corpus's held-out files; absolute values "
+            "are specific to this corpus and the byte tokenizer"
+        ),
+        (
+            "time, energy and dollars are measured wall time × the share of the machine a run had "
+            f"({plan.threads} of {cores} cores); energy uses the profile's stated power, dollars the price per machine-hour"
+        ),
     ]
-    result = LadderResult(out_dir=str(out_dir), files=files, plan=plan.to_dict(), runs=tuple(rows),
-                          fit=None if report is None else report.to_dict(), held_out=held,
-                          totals=LadderTotals(**totals), machine=LadderMachine(**machine), data=view.describe(),
-                          price_usd_per_hour=price_h,
-                          complete=complete, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(dict.fromkeys(notes)))
+    result = LadderResult(
+        out_dir=str(out_dir),
+        files=files,
+        plan=plan.to_dict(),
+        runs=tuple(rows),
+        fit=None if report is None else report.to_dict(),
+        held_out=held,
+        totals=LadderTotals(**totals),
+        machine=LadderMachine(**machine),
+        data=view.describe(),
+        price_usd_per_hour=price_h,
+        complete=complete,
+        warnings=tuple(dict.fromkeys(warnings)),
+        notes=tuple(dict.fromkeys(notes)),
+    )
     if plotter is not None and report is not None and not dry_run:
         files["plot"] = str(plotter(result, report))
     if not dry_run:

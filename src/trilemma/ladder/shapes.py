@@ -81,11 +81,20 @@ class Shape:
 
     def spec(self, seq: int = SEQ) -> ModelSpec:
         """The shape as a ModelSpec: trilemma.shape's Llama block, tied, bytes, MLP width to a multiple of 8."""
-        return llama_spec(self.layers, self.d_model, self.heads, vocab_size=VOCAB, tied_embeddings=True,
-                          ffn_multiple=FFN_MULTIPLE, name=f"ladder-{self.layers}x{self.d_model}", family="ladder",
-                          max_positions=seq, seq_len=seq,
-                          source="trilemma ladder shape rule: Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), "
-                                 "tied embeddings, d_model/layers = 16, head width 16 (at most 8 heads), bytes")
+        return llama_spec(
+            self.layers,
+            self.d_model,
+            self.heads,
+            vocab_size=VOCAB,
+            tied_embeddings=True,
+            ffn_multiple=FFN_MULTIPLE,
+            name=f"ladder-{self.layers}x{self.d_model}",
+            family="ladder",
+            max_positions=seq,
+            seq_len=seq,
+            source="trilemma ladder shape rule: Llama block (RMSNorm, SwiGLU 8/3·d, RoPE, no biases), "
+            "tied embeddings, d_model/layers = 16, head width 16 (at most 8 heads), bytes",
+        )
 
     @property
     def name(self) -> str:
@@ -98,8 +107,11 @@ def shape_for_width(d_model: int) -> Shape:
     width HEAD_WIDTH (2 to MAX_HEADS heads), layers = max(MIN_LAYERS, d_model / ASPECT)."""
     if d_model < 16 or d_model % 8:
         raise InputError("width", d_model, "a multiple of 8, at least 16")
-    return Shape(layers=max(MIN_LAYERS, round(d_model / ASPECT)), d_model=d_model,
-                 heads=heads_for_width(d_model, HEAD_WIDTH, min_heads=MIN_HEADS, max_heads=MAX_HEADS))
+    return Shape(
+        layers=max(MIN_LAYERS, round(d_model / ASPECT)),
+        d_model=d_model,
+        heads=heads_for_width(d_model, HEAD_WIDTH, min_heads=MIN_HEADS, max_heads=MAX_HEADS),
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -128,7 +140,11 @@ def shape_for_params(n: float) -> Shape:
         below = [s for s in shapes if params_of(s) <= n]
         above = [s for s in shapes if params_of(s) > n]
         near = " and ".join(f"{params_of(s):,} ({s.name})" for s in (below[-1:] + above[:1]))
-        raise InputError("sizes", f"{n:,.0f}", f"a size the shape rule builds, within 25% (the nearest: {near}; "
-                                                f"{params_of(shapes[0]):,} to {params_of(shapes[-1]):,} non-embedding "
-                                                "parameters in all)")
+        raise InputError(
+            "sizes",
+            f"{n:,.0f}",
+            f"a size the shape rule builds, within 25% (the nearest: {near}; "
+            f"{params_of(shapes[0]):,} to {params_of(shapes[-1]):,} non-embedding "
+            "parameters in all)",
+        )
     return best

@@ -46,7 +46,9 @@ def lr_at(step: int, run: RunSpec) -> float:
     if step < w:
         return run.lr * (step + 1) / w
     progress = min(1.0, (step - w) / max(1, n - w - 1))
-    return run.lr * (run.lr_final_ratio + (1 - run.lr_final_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+    return run.lr * (
+        run.lr_final_ratio + (1 - run.lr_final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    )
 
 
 def run_to_dict(run: RunSpec) -> dict[str, Any]:
@@ -86,13 +88,16 @@ class CorpusView:
 
         text = self.corpus.eval
         if len(text) < seq + 2:
-            raise InputError("data", self.corpus.source, f"a held-out split of at least {seq + 2} bytes "
-                                                         f"(it has {len(text)})")
+            raise InputError(
+                "data",
+                self.corpus.source,
+                f"a held-out split of at least {seq + 2} bytes (it has {len(text)})",
+            )
         n = max(1, tokens // seq)
         data = torch.frombuffer(bytearray(text), dtype=torch.uint8)
         last = len(text) - seq - 1
         starts = [round(i * last / max(1, n - 1)) for i in range(n)]
-        return torch.stack([data[s: s + seq + 1] for s in starts])
+        return torch.stack([data[s : s + seq + 1] for s in starts])
 
 
 @lru_cache(maxsize=4)
@@ -132,10 +137,12 @@ def _evaluate(model: Any, windows: Any, batch: int = 64) -> float:
     total, count = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(windows), batch):
-            w = windows[i: i + batch].long()
+            w = windows[i : i + batch].long()
             x, y = w[:, :-1], w[:, 1:]
             logits = model(x)
-            total += float(F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"))
+            total += float(
+                F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1), reduction="sum")
+            )
             count += y.numel()
     model.train()
     return total / count
@@ -155,8 +162,13 @@ def _curve(losses: list[float], points: int = CURVE_POINTS) -> dict[str, list]:
     return {"step": steps, "loss": vals}
 
 
-def train(run: RunSpec, view: CorpusView, *, threads: int | None = None,
-          on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+def train(
+    run: RunSpec,
+    view: CorpusView,
+    *,
+    threads: int | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict[str, Any]:
     """Train ``run`` and evaluate it; the raw figures (no record yet). Ctrl-C propagates."""
     import torch
     import torch.nn.functional as F
@@ -175,7 +187,10 @@ def train(run: RunSpec, view: CorpusView, *, threads: int | None = None,
     n_measured = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": run.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [
+        {"params": decay, "weight_decay": run.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     try:  # one fused kernel per step (torch >= 2.4 on a CPU): ~10% of a tiny model's step
         opt = torch.optim.AdamW(groups, lr=run.lr, betas=(BETAS[0], run.beta2), fused=True)
     except (RuntimeError, TypeError, ValueError):  # pragma: no cover - older torch
@@ -208,19 +223,35 @@ def train(run: RunSpec, view: CorpusView, *, threads: int | None = None,
     t1 = time.perf_counter()
     eval_loss = None if diverged else _evaluate(model, windows)
     eval_s = time.perf_counter() - t1
-    tail = [v for v in losses[-max(1, len(losses) // 20):] if math.isfinite(v)]
+    tail = [v for v in losses[-max(1, len(losses) // 20) :] if math.isfinite(v)]
     return {
-        "params_measured": int(n_measured), "losses": losses, "diverged": diverged, "eval_loss": eval_loss,
-        "eval_tokens": int(windows.shape[0] * run.seq), "train_loss": sum(tail) / len(tail) if tail else None,
-        "train_s": train_s, "eval_s": eval_s, "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "started_at": started, "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "params_measured": int(n_measured),
+        "losses": losses,
+        "diverged": diverged,
+        "eval_loss": eval_loss,
+        "eval_tokens": int(windows.shape[0] * run.seq),
+        "train_loss": sum(tail) / len(tail) if tail else None,
+        "train_s": train_s,
+        "eval_s": eval_s,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "started_at": started,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "load_average_start": load0,
         "load_average_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
 
 
-def build_record(run: RunSpec, raw: dict[str, Any], view: CorpusView, *, predicted_s: float | None,
-                 hardware: str | None, power_w: float, worker: int) -> dict[str, Any]:
+def build_record(
+    run: RunSpec,
+    raw: dict[str, Any],
+    view: CorpusView,
+    *,
+    predicted_s: float | None,
+    hardware: str | None,
+    power_w: float,
+    worker: int,
+) -> dict[str, Any]:
     """The versioned record of one finished run (``trilemma.ladder.records`` format)."""
     spec = run.shape.spec(run.seq)
     wall = raw["train_s"] + raw["eval_s"]
@@ -229,7 +260,9 @@ def build_record(run: RunSpec, raw: dict[str, Any], view: CorpusView, *, predict
     if raw["diverged"]:
         warnings.append(f"diverged at step {len(raw['losses'])} of {run.steps} (loss not finite)")
     if predicted_s and raw["train_s"] > 0 and not 0.5 <= predicted_s / raw["train_s"] <= 2:
-        warnings.append(f"the planner predicted {predicted_s:.1f} s of training, measured {raw['train_s']:.1f} s")
+        warnings.append(
+            f"the planner predicted {predicted_s:.1f} s of training, measured {raw['train_s']:.1f} s"
+        )
     return {
         "schema": SCHEMA,
         "key": run.key,
@@ -237,24 +270,53 @@ def build_record(run: RunSpec, raw: dict[str, Any], view: CorpusView, *, predict
         "N": run.n,
         "D": run.tokens,
         "loss": raw["eval_loss"],
-        "model": {"name": spec.name, "shape": asdict(run.shape), "params_non_embedding": run.n,
-                  "params_total": run.params_total, "params_measured": raw["params_measured"],
-                  "spec": spec.model_dump(mode="json")},
-        "run": {**run_to_dict(run), "tokens": run.tokens, "tokens_per_step": run.tokens_per_step,
-                "steps_done": len(raw["losses"]), "tokens_done": tokens_done,
-                "optimizer": f"AdamW (betas {BETAS[0]}, {run.beta2}; weight decay {run.weight_decay} on matrices)",
-                "schedule": f"linear warm-up {run.warmup_steps} steps, cosine to {run.lr_final_ratio:g}× peak at step {run.steps}",
-                "precision": "fp32", "device": "cpu", "worker": worker},
-        "measured": {"eval_loss": raw["eval_loss"], "eval_tokens": raw["eval_tokens"], "train_loss": raw["train_loss"],
-                     "diverged": raw["diverged"], "train_s": raw["train_s"], "eval_s": raw["eval_s"], "wall_s": wall,
-                     "tokens_per_s": tokens_done / raw["train_s"] if raw["train_s"] > 0 else None,
-                     "model_flop_per_token": run.model_flop_per_token, "model_flop": tokens_done * run.model_flop_per_token,
-                     "power_w": power_w, "energy_j": energy_j(1, wall, power_w)},
+        "model": {
+            "name": spec.name,
+            "shape": asdict(run.shape),
+            "params_non_embedding": run.n,
+            "params_total": run.params_total,
+            "params_measured": raw["params_measured"],
+            "spec": spec.model_dump(mode="json"),
+        },
+        "run": {
+            **run_to_dict(run),
+            "tokens": run.tokens,
+            "tokens_per_step": run.tokens_per_step,
+            "steps_done": len(raw["losses"]),
+            "tokens_done": tokens_done,
+            "optimizer": f"AdamW (betas {BETAS[0]}, {run.beta2}; weight decay {run.weight_decay} on matrices)",
+            "schedule": f"linear warm-up {run.warmup_steps} steps, cosine to {run.lr_final_ratio:g}× peak at step {run.steps}",
+            "precision": "fp32",
+            "device": "cpu",
+            "worker": worker,
+        },
+        "measured": {
+            "eval_loss": raw["eval_loss"],
+            "eval_tokens": raw["eval_tokens"],
+            "train_loss": raw["train_loss"],
+            "diverged": raw["diverged"],
+            "train_s": raw["train_s"],
+            "eval_s": raw["eval_s"],
+            "wall_s": wall,
+            "tokens_per_s": tokens_done / raw["train_s"] if raw["train_s"] > 0 else None,
+            "model_flop_per_token": run.model_flop_per_token,
+            "model_flop": tokens_done * run.model_flop_per_token,
+            "power_w": power_w,
+            "energy_j": energy_j(1, wall, power_w),
+        },
         "predicted": {"train_s": predicted_s, "hardware": hardware},
-        "environment": {"torch": raw["torch"], "python": platform.python_version(), "platform": platform.platform(),
-                        "threads": raw["threads"], "cores": os.cpu_count(), "pid": os.getpid(),
-                        "started_at": raw["started_at"], "finished_at": raw["finished_at"],
-                        "load_average_start": raw["load_average_start"], "load_average_end": raw["load_average_end"]},
+        "environment": {
+            "torch": raw["torch"],
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "threads": raw["threads"],
+            "cores": os.cpu_count(),
+            "pid": os.getpid(),
+            "started_at": raw["started_at"],
+            "finished_at": raw["finished_at"],
+            "load_average_start": raw["load_average_start"],
+            "load_average_end": raw["load_average_end"],
+        },
         "data": view.describe(),
         "curve": _curve(raw["losses"]),
         "warnings": warnings,
@@ -265,10 +327,23 @@ def execute(task: dict[str, Any]) -> dict[str, Any]:
     """Train one run, append its record to ``task['out']`` and return the record (a worker's job)."""
     run = run_from_dict(task["run"])
     view = corpus_view(tuple(task["data"]) if task.get("data") else None)
-    if run.data_fingerprint and run.data_fingerprint != view.fingerprint:  # pragma: no cover - the corpus changed
-        raise InputError("data", view.corpus.source, "the same text the ladder was planned on (it changed on disk)")
+    if (
+        run.data_fingerprint and run.data_fingerprint != view.fingerprint
+    ):  # pragma: no cover - the corpus changed
+        raise InputError(
+            "data",
+            view.corpus.source,
+            "the same text the ladder was planned on (it changed on disk)",
+        )
     raw = train(run, view, threads=task.get("threads"))
-    record = build_record(run, raw, view, predicted_s=task.get("predicted_s"), hardware=task.get("hardware"),
-                          power_w=float(task.get("power_w", 0.0)), worker=int(task.get("worker", 0)))
+    record = build_record(
+        run,
+        raw,
+        view,
+        predicted_s=task.get("predicted_s"),
+        hardware=task.get("hardware"),
+        power_w=float(task.get("power_w", 0.0)),
+        worker=int(task.get("worker", 0)),
+    )
     append_record(task["out"], record)
     return record

@@ -27,8 +27,8 @@ else:  # pragma: no cover
 from trilemma.errors import InputError, UnknownPresetError
 from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
-from trilemma.specs.device import DeviceSpec
 from trilemma.specs.constants import Constants
+from trilemma.specs.device import DeviceSpec
 
 S = TypeVar("S", bound=Spec)
 
@@ -108,15 +108,28 @@ def get_device(name: str) -> DeviceSpec:
         try:
             hw = get_hardware(name)
         except UnknownPresetError:
-            raise UnknownPresetError("devices", name, [*difflib.get_close_matches(name.lower(), list(devices), n=3)],
-                                     field="deploy") from None
+            raise UnknownPresetError(
+                "devices",
+                name,
+                [*difflib.get_close_matches(name.lower(), list(devices), n=3)],
+                field="deploy",
+            ) from None
     ctx = float(constants()["memory"]["cuda_context_bytes"])
     peaks = {str(k): float(v) for k, v in hw.peak_flop_per_s.items() if str(k) in ("fp16", "fp8")}
-    return DeviceSpec.build(prefix=f"device {hw.name}", name=hw.name, kind="datacentre", chip=hw.name,
-                            ram_bytes=hw.hbm_bytes, usable_bytes=hw.hbm_bytes - ctx,
-                            usable_source="device memory less the CUDA context (constants.toml memory.cuda_context_bytes)",
-                            bandwidth_bytes_per_s=hw.hbm_bw_bytes_per_s, peak_flop_per_s=peaks, power_w=hw.board_power_w,
-                            runtime="gpu", source=hw.source)
+    return DeviceSpec.build(
+        prefix=f"device {hw.name}",
+        name=hw.name,
+        kind="datacentre",
+        chip=hw.name,
+        ram_bytes=hw.hbm_bytes,
+        usable_bytes=hw.hbm_bytes - ctx,
+        usable_source="device memory less the CUDA context (constants.toml memory.cuda_context_bytes)",
+        bandwidth_bytes_per_s=hw.hbm_bw_bytes_per_s,
+        peak_flop_per_s=peaks,
+        power_w=hw.board_power_w,
+        runtime="gpu",
+        source=hw.source,
+    )
 
 
 @cache
@@ -172,7 +185,7 @@ def _index(presets: dict[str, Any]) -> dict[str, str]:
     idx: dict[str, str] = {}
     for name, spec in presets.items():
         idx[name.lower()] = name
-        for a in (spec.get("aliases", ()) if isinstance(spec, dict) else spec.aliases):
+        for a in spec.get("aliases", ()) if isinstance(spec, dict) else spec.aliases:
             idx[a.lower()] = name
     return idx
 
@@ -237,10 +250,16 @@ def user_hardware_presets() -> dict[str, HardwareSpec]:
         try:
             fields = json.loads(f.read_text(encoding="utf-8"))["hardware"]
         except (OSError, ValueError, KeyError, TypeError):
-            raise InputError("hardware profile", str(f), f"a {USER_PROFILE_SCHEMA} JSON file "
-                             "(rerun `trilemma probe --remeasure` to rewrite it)") from None
+            raise InputError(
+                "hardware profile",
+                str(f),
+                f"a {USER_PROFILE_SCHEMA} JSON file "
+                "(rerun `trilemma probe --remeasure` to rewrite it)",
+            ) from None
         fields = {**fields, "aliases": tuple(fields.get("aliases", ()))}
-        out[fields.get("name", f.stem)] = HardwareSpec.build(prefix=f"hardware profile {f}", **fields)
+        out[fields.get("name", f.stem)] = HardwareSpec.build(
+            prefix=f"hardware profile {f}", **fields
+        )
     return out
 
 

@@ -48,8 +48,18 @@ from trilemma.probe.profile import Conditions, MachineMeasurement, MatmulCurve
 from trilemma.probe.train import MMAP_THRESHOLD_BYTES
 from trilemma.units import DAY, GIB, KIB, MIB
 
-__all__ = ["LoadReading", "MachineMeasurement", "MatmulCurve", "busy_reason", "cpu_model", "dtype_of", "load_reading",
-           "machine", "stale_reason", "usable_cores"]
+__all__ = [
+    "LoadReading",
+    "MachineMeasurement",
+    "MatmulCurve",
+    "busy_reason",
+    "cpu_model",
+    "dtype_of",
+    "load_reading",
+    "machine",
+    "stale_reason",
+    "usable_cores",
+]
 
 CPU_SIZES = (128, 256, 512, 1024, 2048)
 GPU_SIZES = (512, 1024, 2048, 4096, 8192)
@@ -58,13 +68,20 @@ _CHUNKS = 2  # chunks per size in one pass
 _PASSES = 3  # passes over the sizes; a size's rate is the best chunk of all passes
 _SIZE_BUDGET_S = 1.5  # a size whose single product takes longer than this ends the curve
 MAX_AGE_DAYS = 30.0  # a cached measurement older than this is measured again (drivers, BIOS, thermal paste age)
-RECHECK_TOLERANCE = 0.3  # a re-check of one matmul size off the cached rate by more than this share: re-measure
+RECHECK_TOLERANCE = (
+    0.3  # a re-check of one matmul size off the cached rate by more than this share: re-measure
+)
 BUSY_LOAD_PER_CORE = 0.5  # a 1-minute load average above this many runnable tasks per core: busy
 _SAMPLE_S = 0.5  # how long other processes' CPU use is sampled before measuring
 
 
 def dtype_of(precision: str) -> torch.dtype:
-    return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    return {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }[precision]
 
 
 def usable_cores() -> int:
@@ -93,6 +110,7 @@ def ram_bytes() -> float:
 
 # ------------------------------------------------------------------ measurements
 
+
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -112,7 +130,9 @@ def _chunk_rate(a: torch.Tensor, b: torch.Tensor, device: str) -> float:
                 return 2.0 * n**3 * calls / el
 
 
-def matmul_curve(device: str, precision: str, sizes: tuple[int, ...], passes: int = _PASSES) -> MatmulCurve:
+def matmul_curve(
+    device: str, precision: str, sizes: tuple[int, ...], passes: int = _PASSES
+) -> MatmulCurve:
     """FLOP/s of n×n matmuls at each size: the best of ``_CHUNKS`` chunks in each of ``passes`` passes
     over the sizes (the passes spread a size's samples over the whole measurement)."""
     dt = dtype_of(precision)
@@ -129,7 +149,9 @@ def matmul_curve(device: str, precision: str, sizes: tuple[int, ...], passes: in
             a @ b  # warm-up: thread pool, kernel selection
             _sync(device)
             pairs.append((a, b))
-            if time.perf_counter() - t0 > _SIZE_BUDGET_S:  # e.g. bf16 emulated on a CPU without a native path
+            if (
+                time.perf_counter() - t0 > _SIZE_BUDGET_S
+            ):  # e.g. bf16 emulated on a CPU without a native path
                 break
         best = [0.0] * len(pairs)
         for _ in range(passes):
@@ -244,10 +266,14 @@ def runtime_memory(threads: int) -> float:
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "runtime_memory"
-        code = (f"from trilemma.probe.bench import _runtime_memory_child; "
-                f"_runtime_memory_child({int(threads)}, {str(out)!r})")
+        code = (
+            f"from trilemma.probe.bench import _runtime_memory_child; "
+            f"_runtime_memory_child({int(threads)}, {str(out)!r})"
+        )
         try:
-            subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300, check=True)
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, timeout=300, check=True
+            )
             return float(out.read_text(encoding="utf-8"))
         except (subprocess.SubprocessError, OSError, ValueError):  # pragma: no cover - best effort
             return 0.0
@@ -287,6 +313,7 @@ def device_name(device: str) -> str:
 
 # ------------------------------------------------------------------ conditions
 
+
 @dataclass(frozen=True)
 class LoadReading:
     """How busy the machine is now: the 1-minute load average (None off Unix) and other processes' share
@@ -313,7 +340,9 @@ def busy_reason(reading: LoadReading, cpus: int) -> str:
     above ``BUSY_LOAD_PER_CORE`` per core, or other processes using more than ``launch.BUSY`` of the CPU time."""
     why = []
     if reading.load_1min is not None and reading.load_1min > BUSY_LOAD_PER_CORE * cpus:
-        why.append(f"1-minute load average {reading.load_1min:.2f} on {cpus} core{'s' if cpus > 1 else ''}")
+        why.append(
+            f"1-minute load average {reading.load_1min:.2f} on {cpus} core{'s' if cpus > 1 else ''}"
+        )
     if reading.others_cpu_share is not None and reading.others_cpu_share > BUSY:
         why.append(f"other processes using {reading.others_cpu_share:.0%} of the CPU time")
     return "; ".join(why)
@@ -324,14 +353,18 @@ def cpu_hash(name: str) -> str:
     return hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
 
 
-def stale_reason(meas: MachineMeasurement, name: str, threads: int, busy_now: str, now: datetime | None = None) -> str:
+def stale_reason(
+    meas: MachineMeasurement, name: str, threads: int, busy_now: str, now: datetime | None = None
+) -> str:
     """Why a cached measurement must be measured again ("" when it stands): no recorded conditions, older
     than ``MAX_AGE_DAYS``, another torch, thread count or CPU, or made on a busy machine that is idle now."""
     c = meas.conditions
     if c is None:
         return "it was measured before its conditions were recorded"
     try:
-        age_days = ((now or datetime.now(timezone.utc)) - datetime.fromisoformat(meas.measured_at)).total_seconds() / DAY
+        age_days = (
+            (now or datetime.now(timezone.utc)) - datetime.fromisoformat(meas.measured_at)
+        ).total_seconds() / DAY
     except (TypeError, ValueError):
         return f"its date {meas.measured_at!r} cannot be read"
     if age_days > MAX_AGE_DAYS:
@@ -363,12 +396,19 @@ def recheck_reason(device: str, meas: MachineMeasurement, threads: int, busy_now
     ratio = now / curve.flop_per_s[i]
     if abs(ratio - 1.0) <= RECHECK_TOLERANCE or (ratio < 1.0 and busy_now):
         return ""
-    return (f"a re-check of the {curve.sizes[i]}³ fp32 matmul ran at {ratio:.2f}× the cached rate "
-            f"(tolerance ±{RECHECK_TOLERANCE:.0%})")
+    return (
+        f"a re-check of the {curve.sizes[i]}³ fp32 matmul ran at {ratio:.2f}× the cached rate "
+        f"(tolerance ±{RECHECK_TOLERANCE:.0%})"
+    )
 
 
-def machine(device: str, precisions: tuple[str, ...], threads: int | None = None,
-            remeasure: bool = False, reading: LoadReading | None = None) -> MachineMeasurement:
+def machine(
+    device: str,
+    precisions: tuple[str, ...],
+    threads: int | None = None,
+    remeasure: bool = False,
+    reading: LoadReading | None = None,
+) -> MachineMeasurement:
     """This machine's measurement for ``precisions`` at ``threads`` CPU threads, from the cache when the
     fingerprint matches and the cached one is neither stale nor inconsistent (``stale_reason``,
     ``recheck_reason``; precisions missing from the cache are measured and added). ``reading``: how busy
@@ -382,13 +422,22 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
     doc = _read_cache()
     old = None if remeasure else doc["entries"].get(key)
     meas = MachineMeasurement.from_dict(old) if old else None
-    why = "" if meas is None else (stale_reason(meas, name, threads, busy_now)
-                                   or recheck_reason(device, meas, threads, busy_now))
+    why = (
+        ""
+        if meas is None
+        else (
+            stale_reason(meas, name, threads, busy_now)
+            or recheck_reason(device, meas, threads, busy_now)
+        )
+    )
     if why:
         meas = None
     missing = [p for p in precisions if meas is None or p not in meas.matmul]
-    runtime_missing = device == "cpu" and (meas is None or not meas.runtime_memory_bytes
-                                           or meas.runtime_memory_method != RUNTIME_MEMORY_METHOD)
+    runtime_missing = device == "cpu" and (
+        meas is None
+        or not meas.runtime_memory_bytes
+        or meas.runtime_memory_method != RUNTIME_MEMORY_METHOD
+    )
     if meas is not None and not missing and not runtime_missing:
         return replace(meas, from_cache=True, seconds=0.0)
 
@@ -407,21 +456,50 @@ def machine(device: str, precisions: tuple[str, ...], threads: int | None = None
                 link, kind = host_to_device_bandwidth(), "host-to-device copy (PCIe/C2C)"
             else:
                 mem = ram_bytes()
-                link, kind = loopback_bandwidth(), "TCP over 127.0.0.1 (gloo between local processes)"
-            meas = MachineMeasurement(device=device, device_name=name, cores=cores, threads=threads,
-                                      torch_version=torch.__version__, memory_bytes=mem,
-                                      memory_bw_bytes_per_s=memory_bandwidth(device),
-                                      link_bw_bytes_per_s=link, link_kind=kind)
+                link, kind = (
+                    loopback_bandwidth(),
+                    "TCP over 127.0.0.1 (gloo between local processes)",
+                )
+            meas = MachineMeasurement(
+                device=device,
+                device_name=name,
+                cores=cores,
+                threads=threads,
+                torch_version=torch.__version__,
+                memory_bytes=mem,
+                memory_bw_bytes_per_s=memory_bandwidth(device),
+                link_bw_bytes_per_s=link,
+                link_kind=kind,
+            )
         if runtime_missing:
-            meas = replace(meas, runtime_memory_bytes=runtime_memory(threads), runtime_memory_method=RUNTIME_MEMORY_METHOD)
+            meas = replace(
+                meas,
+                runtime_memory_bytes=runtime_memory(threads),
+                runtime_memory_method=RUNTIME_MEMORY_METHOD,
+            )
         share = during.share()
         # a CPU's figures hold what other processes did while they were taken (a GPU's: the GPU's own work)
         during_why = busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""
-        busy = "; ".join(w for w in (busy_now, during_why and f"while measuring: {during_why}") if w)
-        cond = Conditions(load_1min=reading.load_1min, cpus=cores, others_cpu_share=reading.others_cpu_share,
-                          others_cpu_share_during=share, busy=bool(busy), why=busy, cpu_model_hash=cpu_hash(name))
-        meas = replace(meas, matmul=curves, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                       from_cache=False, conditions=cond, remeasured_because=why)
+        busy = "; ".join(
+            w for w in (busy_now, during_why and f"while measuring: {during_why}") if w
+        )
+        cond = Conditions(
+            load_1min=reading.load_1min,
+            cpus=cores,
+            others_cpu_share=reading.others_cpu_share,
+            others_cpu_share_during=share,
+            busy=bool(busy),
+            why=busy,
+            cpu_model_hash=cpu_hash(name),
+        )
+        meas = replace(
+            meas,
+            matmul=curves,
+            measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            from_cache=False,
+            conditions=cond,
+            remeasured_because=why,
+        )
     finally:
         torch.set_num_threads(before)
     meas = replace(meas, seconds=time.perf_counter() - t0)

@@ -16,8 +16,19 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["comparison", "measured", "predict", "predicted"]
 
 
-def predict(spec: ModelSpec, hw: HardwareSpec, nproc: int, seq: int, micro_batch: int, grad_accum: int, steps: int,
-            precision: str, recompute: str, fsdp: bool, finetune: Any = None) -> tuple[Estimate, Layout]:
+def predict(
+    spec: ModelSpec,
+    hw: HardwareSpec,
+    nproc: int,
+    seq: int,
+    micro_batch: int,
+    grad_accum: int,
+    steps: int,
+    precision: str,
+    recompute: str,
+    fsdp: bool,
+    finetune: Any = None,
+) -> tuple[Estimate, Layout]:
     """The planner's Estimate for this exact run (its own API, nothing fitted) and its layout:
     ``nproc`` data-parallel processes, ``seq`` tokens × ``micro_batch`` sequences × ``grad_accum``
     micro-batches per process and step, ``steps`` optimizer steps; ``finetune`` a FinetuneSpec (the probe's
@@ -29,12 +40,32 @@ def predict(spec: ModelSpec, hw: HardwareSpec, nproc: int, seq: int, micro_batch
     gbt = float(seq * micro_batch * grad_accum * nproc)
     # autocast keeps fp32 weights, gradients and Adam states; only activations are half precision
     act = "fp32" if precision == "fp32" else precision
-    dtypes = DtypeSpec(weight="fp32", grad="fp32", master=None, optimizer_state="fp32", frozen_weight="fp32",
-                       activation=act)
-    plan = make_plan(spec, tokens=gbt * max(steps, 1), seq_len=seq, global_batch_tokens=gbt, precision=precision,
-                     flash_attention=True, dtypes=dtypes, **({"finetune": finetune} if finetune is not None else {}))
-    layout = Layout(tp=1, pp=1, dp=nproc, zero=3 if fsdp else 0, recompute=Recompute(recompute),
-                    micro_batch=micro_batch)
+    dtypes = DtypeSpec(
+        weight="fp32",
+        grad="fp32",
+        master=None,
+        optimizer_state="fp32",
+        frozen_weight="fp32",
+        activation=act,
+    )
+    plan = make_plan(
+        spec,
+        tokens=gbt * max(steps, 1),
+        seq_len=seq,
+        global_batch_tokens=gbt,
+        precision=precision,
+        flash_attention=True,
+        dtypes=dtypes,
+        **({"finetune": finetune} if finetune is not None else {}),
+    )
+    layout = Layout(
+        tp=1,
+        pp=1,
+        dp=nproc,
+        zero=3 if fsdp else 0,
+        recompute=Recompute(recompute),
+        micro_batch=micro_batch,
+    )
     cluster = make_cluster(hw, nproc, gpus_per_node=nproc)
     return evaluate_layout(spec, cluster, plan, layout), layout
 
@@ -47,42 +78,75 @@ def predicted(est: Estimate) -> Predicted:
     # measured runtime overhead is: the process grows by it when it trains (trilemma.estimate.evaluate)
     m = est.memory
     overhead = 0.0 if est.cluster.is_cpu else m.cuda_context + m.nccl + m.framework_residual
-    return Predicted(hardware=est.cluster.hardware.name, step_time_s=est.time.step_s, tokens_per_s=est.time.tokens_per_s,
-                     memory_bytes=m.per_gpu_bytes, memory_training_bytes=max(m.per_gpu_bytes - overhead, 0.0),
-                     framework_overhead_bytes=overhead, mfu=est.time.mfu, compute_s=est.time.compute_s,
-                     dp_comm_s=est.time.dp_comm_s, optimizer_s=est.time.optimizer_s,
-                     memory_breakdown={"weights": m.weights, "gradients": m.gradients, "optimizer": m.optimizer,
-                                       "activations": m.activations, "other": m.other})
+    return Predicted(
+        hardware=est.cluster.hardware.name,
+        step_time_s=est.time.step_s,
+        tokens_per_s=est.time.tokens_per_s,
+        memory_bytes=m.per_gpu_bytes,
+        memory_training_bytes=max(m.per_gpu_bytes - overhead, 0.0),
+        framework_overhead_bytes=overhead,
+        mfu=est.time.mfu,
+        compute_s=est.time.compute_s,
+        dp_comm_s=est.time.dp_comm_s,
+        optimizer_s=est.time.optimizer_s,
+        memory_breakdown={
+            "weights": m.weights,
+            "gradients": m.gradients,
+            "optimizer": m.optimizer,
+            "activations": m.activations,
+            "other": m.other,
+        },
+    )
 
 
-def measured(raw: dict[str, Any], job: Job, spec: ModelSpec, nproc: int, peak: float,
-             datasheet: HardwareSpec | None) -> Measured:
+def measured(
+    raw: dict[str, Any],
+    job: Job,
+    spec: ModelSpec,
+    nproc: int,
+    peak: float,
+    datasheet: HardwareSpec | None,
+) -> Measured:
     """Rank 0's raw figures as Measured: step times past the warm-up, tokens/s, MFU and HFU against
     ``peak`` (the measured matmul FLOP/s of one process) and the ``datasheet``'s, memory in bytes."""
     from trilemma.estimate.flops import hardware_flop_per_token, model_flop_per_token
     from trilemma.probe.result import Measured, StepStats
 
-    times = raw["step_s"][job.warmup:]
+    times = raw["step_s"][job.warmup :]
     stats = StepStats.of(times)
     tokens = job.seq * job.micro_batch * job.grad_accum * nproc
     mfpt = float(model_flop_per_token(spec, job.seq))
     hfpt = float(hardware_flop_per_token(spec, job.seq, Recompute(job.recompute)))
     tps = tokens / stats.median_s if stats else None
     per_proc = None if tps is None else tps / nproc * mfpt
-    sheet_peak = datasheet.peak(job.precision) if datasheet is not None and job.precision in {
-        str(p) for p in datasheet.peak_flop_per_s} else None
+    sheet_peak = (
+        datasheet.peak(job.precision)
+        if datasheet is not None and job.precision in {str(p) for p in datasheet.peak_flop_per_s}
+        else None
+    )
     losses = raw["losses"]
     mem = raw["memory"]
-    return Measured(step_time=stats, tokens_per_s=tps, model_flop_per_token=mfpt, hardware_flop_per_token=hfpt,
-                    model_flop_per_s=per_proc, mfu=None if per_proc is None else per_proc / peak,
-                    hfu=None if per_proc is None else per_proc * hfpt / mfpt / peak, peak_flop_per_s=peak,
-                    mfu_datasheet=None if per_proc is None or sheet_peak is None else per_proc / sheet_peak,
-                    datasheet=None if datasheet is None else datasheet.name,
-                    memory_bytes=mem["peak_bytes"], memory_training_bytes=mem["training_bytes"],
-                    memory_baseline_bytes=mem["baseline_bytes"], memory_kind=mem["kind"],
-                    loss_first=losses[0] if losses else None, loss_last=losses[-1] if losses else None,
-                    train_loss=sum(losses[-5:]) / len(losses[-5:]) if losses else None,
-                    eval_loss=raw["eval_loss"], params=int(raw["params_measured"]))
+    return Measured(
+        step_time=stats,
+        tokens_per_s=tps,
+        model_flop_per_token=mfpt,
+        hardware_flop_per_token=hfpt,
+        model_flop_per_s=per_proc,
+        mfu=None if per_proc is None else per_proc / peak,
+        hfu=None if per_proc is None else per_proc * hfpt / mfpt / peak,
+        peak_flop_per_s=peak,
+        mfu_datasheet=None if per_proc is None or sheet_peak is None else per_proc / sheet_peak,
+        datasheet=None if datasheet is None else datasheet.name,
+        memory_bytes=mem["peak_bytes"],
+        memory_training_bytes=mem["training_bytes"],
+        memory_baseline_bytes=mem["baseline_bytes"],
+        memory_kind=mem["kind"],
+        loss_first=losses[0] if losses else None,
+        loss_last=losses[-1] if losses else None,
+        train_loss=sum(losses[-5:]) / len(losses[-5:]) if losses else None,
+        eval_loss=raw["eval_loss"],
+        params=int(raw["params_measured"]),
+    )
 
 
 def comparison(pred: Predicted, meas: Measured) -> dict[str, Comparison]:
@@ -93,10 +157,12 @@ def comparison(pred: Predicted, meas: Measured) -> dict[str, Comparison]:
     from trilemma.probe.result import Comparison
 
     out = {}
-    pairs = [("step_time", pred.step_time_s, meas.step_time.median_s if meas.step_time else None),
-             ("tokens_per_s", pred.tokens_per_s, meas.tokens_per_s),
-             ("memory", pred.memory_bytes + (meas.memory_baseline_bytes or 0.0), meas.memory_bytes),
-             ("memory_training", pred.memory_training_bytes, meas.memory_training_bytes)]
+    pairs = [
+        ("step_time", pred.step_time_s, meas.step_time.median_s if meas.step_time else None),
+        ("tokens_per_s", pred.tokens_per_s, meas.tokens_per_s),
+        ("memory", pred.memory_bytes + (meas.memory_baseline_bytes or 0.0), meas.memory_bytes),
+        ("memory_training", pred.memory_training_bytes, meas.memory_training_bytes),
+    ]
     for k, p, m in pairs:
         if m:
             out[k] = Comparison(predicted=float(p), measured=float(m), ratio=float(p) / float(m))

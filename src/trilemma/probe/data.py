@@ -29,7 +29,20 @@ __all__ = ["Batches", "Corpus", "check_sources", "default_corpus_dir", "load_cor
 SEPARATOR = b"\x00"
 HOLD_OUT_EVERY = 20
 MAX_BYTES = int(256 * MIB)  # read at most this much text: the probe runs minutes, not epochs
-_TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".json", ".jsonl", ".html", ".tex", ".c", ".h", ".csv", ""}
+_TEXT_SUFFIXES = {
+    ".txt",
+    ".md",
+    ".rst",
+    ".py",
+    ".json",
+    ".jsonl",
+    ".html",
+    ".tex",
+    ".c",
+    ".h",
+    ".csv",
+    "",
+}
 
 
 def default_corpus_dir() -> Path:
@@ -46,9 +59,14 @@ class Corpus:
     held_out_documents: int
 
     def describe(self) -> dict:
-        return {"source": self.source, "tokenizer": "bytes (vocabulary 256)", "documents": self.documents,
-                "held_out_documents": self.held_out_documents, "train_tokens": len(self.train),
-                "eval_tokens": len(self.eval)}
+        return {
+            "source": self.source,
+            "tokenizer": "bytes (vocabulary 256)",
+            "documents": self.documents,
+            "held_out_documents": self.held_out_documents,
+            "train_tokens": len(self.train),
+            "eval_tokens": len(self.eval),
+        }
 
 
 def _jsonl_texts(path: Path) -> Iterator[bytes]:
@@ -99,7 +117,9 @@ def _files(spec: str) -> list[Path]:
     if p.is_dir():
         found = sorted(f for f in p.rglob("*") if f.is_file() and _is_text(f))
         if not found:
-            raise InputError("data", spec, "a folder holding text files (.txt, .md, .py, .jsonl, ...)")
+            raise InputError(
+                "data", spec, "a folder holding text files (.txt, .md, .py, .jsonl, ...)"
+            )
         return found
     if p.is_file():
         return [p]
@@ -123,11 +143,18 @@ def load_corpus(data: list[str] | str | None = None) -> Corpus:
         cut = int(len(docs[0]) * 0.95)
         train, held = [docs[0][:cut]], [docs[0][cut:]]
     else:
-        out = {i for i in range(len(docs)) if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1} or {len(docs) - 1}
+        out = {i for i in range(len(docs)) if i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1} or {
+            len(docs) - 1
+        }
         train = [d for i, d in enumerate(docs) if i not in out]
         held = [d for i, d in enumerate(docs) if i in out]
-    return Corpus(train=SEPARATOR.join(train), eval=SEPARATOR.join(held), source=source,
-                  documents=len(docs), held_out_documents=len(held))
+    return Corpus(
+        train=SEPARATOR.join(train),
+        eval=SEPARATOR.join(held),
+        source=source,
+        documents=len(docs),
+        held_out_documents=len(held),
+    )
 
 
 class Batches:
@@ -137,21 +164,41 @@ class Batches:
     only those are scored. Seeded, so the probe and the plain loop see the same batches.
     """
 
-    def __init__(self, text: bytes, seq: int, batch: int, seed: int, causal: bool = True, mask_id: int = 0,
-                 device: str = "cpu") -> None:
+    def __init__(
+        self,
+        text: bytes,
+        seq: int,
+        batch: int,
+        seed: int,
+        causal: bool = True,
+        mask_id: int = 0,
+        device: str = "cpu",
+    ) -> None:
         import torch
 
         if len(text) < seq + 2:
-            raise InputError("seq", seq, f"at most {max(len(text) - 2, 1)} tokens: the corpus split is that short")
+            raise InputError(
+                "seq",
+                seq,
+                f"at most {max(len(text) - 2, 1)} tokens: the corpus split is that short",
+            )
         self.data = torch.frombuffer(bytearray(text), dtype=torch.uint8)
-        self.seq, self.batch, self.causal, self.mask_id, self.device = seq, batch, causal, mask_id, device
+        self.seq, self.batch, self.causal, self.mask_id, self.device = (
+            seq,
+            batch,
+            causal,
+            mask_id,
+            device,
+        )
         self.gen = torch.Generator().manual_seed(seed)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
 
         starts = torch.randint(0, len(self.data) - self.seq - 1, (self.batch,), generator=self.gen)
-        win = torch.stack([self.data[s: s + self.seq + 1] for s in starts.tolist()]).long()  # (B, S+1)
+        win = torch.stack(
+            [self.data[s : s + self.seq + 1] for s in starts.tolist()]
+        ).long()  # (B, S+1)
         if self.causal:
             x, y = win[:, :-1], win[:, 1:]
         else:

@@ -32,6 +32,7 @@ def available_memory() -> float:
     except OSError:  # pragma: no cover
         pass
     from trilemma.probe.bench import ram_bytes
+
     return ram_bytes()
 
 
@@ -57,7 +58,10 @@ class OtherLoad:
     def _own() -> float:
         import resource
 
-        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        a, b = (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
         return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
     def wall(self) -> float:
@@ -77,16 +81,32 @@ class OtherLoad:
 def launch(job: Job, nproc: int, quiet: bool) -> dict[str, Any]:
     """Run ``job`` as ``nproc`` torchrun processes; rank 0's figures come back as a dict."""
     with tempfile.TemporaryDirectory(prefix="trilemma-probe-") as tmp:
-        jobfile, result, logfile = Path(tmp) / "job.json", Path(tmp) / "result.json", Path(tmp) / "log.txt"
-        jobfile.write_text(json.dumps({"job": job.to_dict(), "result": str(result)}), encoding="utf-8")
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "trilemma.probe.worker", str(jobfile)]
+        jobfile, result, logfile = (
+            Path(tmp) / "job.json",
+            Path(tmp) / "result.json",
+            Path(tmp) / "log.txt",
+        )
+        jobfile.write_text(
+            json.dumps({"job": job.to_dict(), "result": str(result)}), encoding="utf-8"
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "trilemma.probe.worker",
+            str(jobfile),
+        ]
         env = {**os.environ, "OMP_NUM_THREADS": str(max(job.threads, 1))}
         with logfile.open("w") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=logf if quiet else None, env=env)
             try:
                 rc = proc.wait()
-            except KeyboardInterrupt:  # the workers got SIGINT too: let rank 0 write what it measured
+            except (
+                KeyboardInterrupt
+            ):  # the workers got SIGINT too: let rank 0 write what it measured
                 try:
                     rc = proc.wait(timeout=60)
                 except (subprocess.TimeoutExpired, KeyboardInterrupt):
@@ -97,7 +117,9 @@ def launch(job: Job, nproc: int, quiet: bool) -> dict[str, Any]:
             raise InputError(doc["error"]["field"], doc["error"]["value"], doc["error"]["allowed"])
         if doc is None:
             tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-15:])
-            raise TrilemmaError(f"probe: torchrun with {nproc} processes failed (exit {rc}):\n{tail}")
+            raise TrilemmaError(
+                f"probe: torchrun with {nproc} processes failed (exit {rc}):\n{tail}"
+            )
         return doc
 
 
@@ -105,6 +127,7 @@ def train(job: Job, nproc: int, quiet: bool) -> dict[str, Any]:
     """Run ``job``: in this process when it is one process without FSDP, else through torchrun."""
     if nproc == 1 and not job.fsdp:
         from trilemma.probe.train import run_training
+
         return run_training(job)
     return launch(job, nproc, quiet)
 

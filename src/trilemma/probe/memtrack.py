@@ -74,15 +74,21 @@ class TrackedMemory:
     ``forward_*`` figures are taken at the end of the forward pass (loss computed, backward not begun):
     what is saved for backward, the planner's activation inventory."""
 
-    weights_bytes: float  # parameters at peak (FSDP2: gathered layers; bf16 FSDP2 excludes the fp32 shard)
+    weights_bytes: (
+        float  # parameters at peak (FSDP2: gathered layers; bf16 FSDP2 excludes the fp32 shard)
+    )
     gradients_bytes: float  # gradients at peak (bf16 ZeRO-0: fp32 main grads + any live bf16 grad)
     optimizer_bytes: float  # AdamW moments (+ fp32 master copy under bf16), at peak
     activations_bytes: float  # tensors saved in forward (and recomputed ones) still live at peak
     temporaries_bytes: float  # backward temporaries at peak: gradients of activations, workspaces
     other_bytes: float  # buffers, inputs and anything untagged, at peak
     peak_bytes: float  # the step's peak total tensor memory
-    forward_layers_bytes: float  # activations saved by embeddings + layers, end of the last layer's forward
-    forward_bytes: float  # activations saved at the end of forward, incl. the final norm, logits and loss
+    forward_layers_bytes: (
+        float  # activations saved by embeddings + layers, end of the last layer's forward
+    )
+    forward_bytes: (
+        float  # activations saved at the end of forward, incl. the final norm, logits and loss
+    )
     phase: str  # "forward", "backward" or "optimizer": where the peak fell
     categories: dict[str, float] = field(default_factory=dict)  # the tracker's raw peak snapshot
 
@@ -111,7 +117,11 @@ class _FusedRMSNorm(torch.autograd.Function):
     def backward(ctx: Any, gy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, None]:
         x, weight, rstd = ctx.saved_tensors
         xhat = x.float() * rstd
-        gw = (gy.float() * xhat).sum(dim=tuple(range(gy.dim() - 1))).to(weight.dtype) if weight is not None else None
+        gw = (
+            (gy.float() * xhat).sum(dim=tuple(range(gy.dim() - 1))).to(weight.dtype)
+            if weight is not None
+            else None
+        )
         g = gy.float() * weight.float() if weight is not None else gy.float()
         gx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
         return gx.to(x.dtype), gw, None
@@ -134,8 +144,12 @@ class _GpuFunctional:
         return getattr(F, name)
 
     @staticmethod
-    def rms_norm(x: torch.Tensor, normalized_shape: Any, weight: torch.Tensor | None = None,
-                 eps: float | None = None) -> torch.Tensor:
+    def rms_norm(
+        x: torch.Tensor,
+        normalized_shape: Any,
+        weight: torch.Tensor | None = None,
+        eps: float | None = None,
+    ) -> torch.Tensor:
         return _FusedRMSNorm.apply(x, weight, 1e-6 if eps is None else eps)
 
     def scaled_dot_product_attention(self, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -186,8 +200,15 @@ def _sum(snap: dict[str, int], names: tuple[str, ...]) -> float:
     return float(sum(snap.get(k, 0) for k in names))
 
 
-def track_step(spec: ModelSpec, seq_len: int, micro_batch: int, precision: str = "bf16",
-               recompute: str = "none", world: int = 1, fsdp: bool = False) -> TrackedMemory:
+def track_step(
+    spec: ModelSpec,
+    seq_len: int,
+    micro_batch: int,
+    precision: str = "bf16",
+    recompute: str = "none",
+    world: int = 1,
+    fsdp: bool = False,
+) -> TrackedMemory:
     """Track one training step (forward, backward, AdamW) of ``spec`` on fake tensors; bytes on rank 0.
 
     ``seq_len`` tokens × ``micro_batch`` sequences per rank; ``precision`` "fp32" or "bf16" (mixed, see the
@@ -202,7 +223,11 @@ def track_step(spec: ModelSpec, seq_len: int, micro_batch: int, precision: str =
         raise ValueError(f"recompute {recompute!r}: none, selective or full")
     bf16 = precision == "bf16"
     pg = _fake_process_group(world) if fsdp else contextlib.nullcontext()
-    with pg as mesh, FakeTensorMode(allow_non_fake_inputs=False), _gpu_functional(recompute == "selective"):
+    with (
+        pg as mesh,
+        FakeTensorMode(allow_non_fake_inputs=False),
+        _gpu_functional(recompute == "selective"),
+    ):
         # bf16 ZeRO-0 builds the model in bf16 (``Module.to`` cannot swap fake parameters)
         with _default_dtype(torch.bfloat16 if bf16 and not fsdp else torch.float32):
             model = probe_model.build_model(spec, "cpu", recompute=recompute == "full", init=False)
@@ -246,11 +271,14 @@ def track_step(spec: ModelSpec, seq_len: int, micro_batch: int, precision: str =
         last = model.blocks[-1]
         seen: list[dict] = []
         h = last.register_forward_hook(
-            lambda *_: seen.append(tracker.get_tracker_snapshot("current")) if not seen else None)
+            lambda *_: seen.append(tracker.get_tracker_snapshot("current")) if not seen else None
+        )
         with tracker, warnings.catch_warnings():
             # the tracker's own post-accumulate hook finds the bf16 gradient already folded into the
             # fp32 main grad (None) and warns; nothing is lost
-            warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper-subclass")
+            warnings.filterwarnings(
+                "ignore", message="Expected a tensor or a traceable wrapper-subclass"
+            )
             step(marks)
         h.remove()
         peak = tracker.get_tracker_snapshot("peak")
@@ -259,7 +287,13 @@ def track_step(spec: ModelSpec, seq_len: int, micro_batch: int, precision: str =
     layers = _one_device(seen[0]) if seen else {}
     total = float(snap.get("Total", 0))
     pp = marks["phase_peak"]
-    phase = "forward" if pp["forward"] >= total else "backward" if pp["backward"] >= total else "optimizer"
+    phase = (
+        "forward"
+        if pp["forward"] >= total
+        else "backward"
+        if pp["backward"] >= total
+        else "optimizer"
+    )
     weights = _sum(snap, _WEIGHTS)
     opt_b = _sum(snap, _OPT)
     if fsdp:
@@ -271,10 +305,19 @@ def track_step(spec: ModelSpec, seq_len: int, micro_batch: int, precision: str =
     grads = _sum(snap, _GRADS) + _sum(snap, ("Sharded Grad",))
     act, temp = _sum(snap, _ACT), _sum(snap, _TEMP)
     other = total - weights - grads - opt_b - act - temp
-    return TrackedMemory(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=opt_b,
-                         activations_bytes=act, temporaries_bytes=temp, other_bytes=other, peak_bytes=total,
-                         forward_layers_bytes=_sum(layers, _ACT), forward_bytes=_sum(fwd, _ACT), phase=phase,
-                         categories={str(k): float(v) for k, v in snap.items()})
+    return TrackedMemory(
+        weights_bytes=weights,
+        gradients_bytes=grads,
+        optimizer_bytes=opt_b,
+        activations_bytes=act,
+        temporaries_bytes=temp,
+        other_bytes=other,
+        peak_bytes=total,
+        forward_layers_bytes=_sum(layers, _ACT),
+        forward_bytes=_sum(fwd, _ACT),
+        phase=phase,
+        categories={str(k): float(v) for k, v in snap.items()},
+    )
 
 
 def _global_peak_only(cls: type) -> type:
@@ -317,7 +360,9 @@ def _one_device(snaps: dict) -> dict[str, int]:
     return {str(getattr(k, "value", k)): v for k, v in dev_snap.items()}
 
 
-def _ddp_setup(model: nn.Module, bf16: bool) -> tuple[nn.Module, torch.optim.Optimizer, dict[str, Any]]:
+def _ddp_setup(
+    model: nn.Module, bf16: bool
+) -> tuple[nn.Module, torch.optim.Optimizer, dict[str, Any]]:
     """ZeRO-0 on one rank. fp32: AdamW on the model. bf16: bf16 model, fp32 main grads and masters."""
     noop = {"before_step": lambda: None, "after_step": lambda: None, "external": ()}
     if not bf16:
@@ -345,16 +390,24 @@ def _ddp_setup(model: nn.Module, bf16: bool) -> tuple[nn.Module, torch.optim.Opt
     return model, opt, hooks
 
 
-def _fsdp_setup(model: nn.Module, mesh: Any, bf16: bool) -> tuple[nn.Module, torch.optim.Optimizer, dict[str, Any]]:
+def _fsdp_setup(
+    model: nn.Module, mesh: Any, bf16: bool
+) -> tuple[nn.Module, torch.optim.Optimizer, dict[str, Any]]:
     """FSDP2 (``fully_shard``) like torchtitan: each layer, the token embedding (when untied) and the root
     (final norm + LM head, and the rest)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if bf16
+        else MixedPrecisionPolicy()
+    )
     kw = {"mesh": mesh, "mp_policy": mp}
     for block in model.blocks:
         fully_shard(block, **kw)
-    if model.head is not None:  # a tied table is read by the root's F.linear: it must stay in the root group
+    if (
+        model.head is not None
+    ):  # a tied table is read by the root's F.linear: it must stay in the root group
         fully_shard(model.wte, **kw)
     fully_shard(model, **kw)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)

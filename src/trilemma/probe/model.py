@@ -57,7 +57,9 @@ class RMSNorm(nn.Module):
         if hasattr(F, "rms_norm"):  # torch >= 2.4
             return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(
+            x
+        ) * self.weight
 
 
 def make_norm(m: ModelSpec) -> nn.Module:
@@ -71,9 +73,14 @@ def is_moe_layer(m: ModelSpec, i: int) -> bool:
 
 # ------------------------------------------------------------------ positions
 
-def rope_tables(seq: int, d_head: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+
+def rope_tables(
+    seq: int, d_head: int, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin of shape (seq, d_head) for rotate-half RoPE (the Llama / NeoX layout)."""
-    inv = 1.0 / (_ROPE_THETA ** (torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head))
+    inv = 1.0 / (
+        _ROPE_THETA ** (torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head)
+    )
     ang = torch.outer(torch.arange(seq, device=device, dtype=torch.float32), inv)  # (seq, d_head/2)
     ang = torch.cat([ang, ang], dim=-1)  # (seq, d_head)
     return ang.cos().to(dtype), ang.sin().to(dtype)
@@ -87,9 +94,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     """Head slopes of Press et al. 2022 (geometric, interpolated when n_heads is not a power of 2)."""
+
     def pow2(n: int) -> list[float]:
         start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
         return [start * start**i for i in range(n)]
+
     if math.log2(n_heads).is_integer():
         s = pow2(n_heads)
     else:
@@ -100,12 +109,15 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 def sinusoid(positions: torch.Tensor, d: int) -> torch.Tensor:
     """Vaswani 2017 sinusoids for (possibly negative) relative distances: (n,) -> (n, d)."""
-    inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d))
+    inv = 1.0 / (
+        10000.0 ** (torch.arange(0, d, 2, device=positions.device, dtype=torch.float32) / d)
+    )
     ang = torch.outer(positions.float(), inv)
     return torch.cat([ang.sin(), ang.cos()], dim=-1)[:, :d]
 
 
 # ------------------------------------------------------------------ blocks
+
 
 class Attention(nn.Module):
     def __init__(self, m: ModelSpec) -> None:
@@ -131,7 +143,9 @@ class Attention(nn.Module):
             allowed = allowed.tril()
         return torch.zeros(S, S, device=device).masked_fill(~allowed, float("-inf"))
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> torch.Tensor:
         B, S, _ = x.shape
         q, k, v = self.qkv(x).split([self.d_attn, self.d_kv, self.d_kv], dim=-1)
         q = q.view(B, S, self.h, self.dh).transpose(1, 2)  # (B, H, S, Dh)
@@ -146,18 +160,26 @@ class Attention(nn.Module):
         if self.position == PositionType.ALIBI:
             i = torch.arange(S, device=x.device)
             dist = (i[:, None] - i[None, :]).abs().float()  # (S, S)
-            bias = (-self.slopes.to(x.device)[:, None, None] * dist + self._mask(S, x.device)).to(q.dtype)  # (H, S, S)
+            bias = (-self.slopes.to(x.device)[:, None, None] * dist + self._mask(S, x.device)).to(
+                q.dtype
+            )  # (H, S, S)
         elif self.position == PositionType.RELATIVE:
             i = torch.arange(S, device=x.device)
-            rel = torch.arange(S - 1, -S, -1, device=x.device)  # distances i - j from S-1 down to -(S-1)
+            rel = torch.arange(
+                S - 1, -S, -1, device=x.device
+            )  # distances i - j from S-1 down to -(S-1)
             r = self.w_r(sinusoid(rel, self.w_r.in_features).to(x.dtype))  # (2S-1, a)
             r = r.view(2 * S - 1, self.h, self.dh).transpose(0, 1)  # (H, 2S-1, Dh)
-            bd = torch.einsum("bhid,hrd->bhir", q + self.v[:, None, :].to(q.dtype), r)  # (B, H, S, 2S-1)
+            bd = torch.einsum(
+                "bhid,hrd->bhir", q + self.v[:, None, :].to(q.dtype), r
+            )  # (B, H, S, 2S-1)
             idx = (S - 1) - (i[:, None] - i[None, :])  # column of distance i - j in rel
             bd = bd.gather(-1, idx.expand(B, self.h, S, S))  # (B, H, S, S)
             bias = (bd / math.sqrt(self.dh) + self._mask(S, x.device)).to(q.dtype)
             q = q + self.u[:, None, :].to(q.dtype)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=self.causal and bias is None)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias, is_causal=self.causal and bias is None
+        )
         y = y.transpose(1, 2).reshape(B, S, self.d_attn)  # (B, S, a)
         return self.out(y)
 
@@ -167,7 +189,9 @@ class MLP(nn.Module):
         super().__init__()
         self.gated = m.ffn_matrices == 3
         self.kind = m.ffn_type
-        self.up = nn.Linear(m.d_model, (2 if self.gated else 1) * f, bias=m.mlp_bias)  # gate and up fused
+        self.up = nn.Linear(
+            m.d_model, (2 if self.gated else 1) * f, bias=m.mlp_bias
+        )  # gate and up fused
         self.down = nn.Linear(f, m.d_model, bias=m.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -205,7 +229,9 @@ class MoE(nn.Module):
                 out.index_add_(0, rows, expert(flat[rows]) * w[rows, slot, None])
         if len(self.shared):
             s = sum(mlp(flat) for mlp in self.shared)
-            out = out + (s * torch.sigmoid(self.shared_gate(flat)) if self.shared_gate is not None else s)
+            out = out + (
+                s * torch.sigmoid(self.shared_gate(flat)) if self.shared_gate is not None else s
+            )
         return out.view(shape)
 
 
@@ -220,7 +246,9 @@ class Block(nn.Module):
         self.parallel = m.parallel_block
         self.drop = nn.Dropout(_DROPOUT) if m.dropout else nn.Identity()
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         if self.post_norm:  # x = LN(x + attn(x)); x = LN(x + mlp(x))   (Devlin 2019; Vaswani 2017)
             x = self.norm1(x + self.drop(self.attn(x, rope)))
             y = x + self.drop(self.mlp(x))
@@ -248,7 +276,9 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(m, is_moe_layer(m, i)) for i in range(m.n_layers))
         self.final_norm = make_norm(m) if m.final_norm else None
         self.head = None if m.tied_embeddings else nn.Linear(d, m.vocab_size, bias=False)
-        self.pooler = nn.Linear(d, d) if m.pooler else None  # BertModel's pooler: counted, not in the loss
+        self.pooler = (
+            nn.Linear(d, d) if m.pooler else None
+        )  # BertModel's pooler: counted, not in the loss
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         _B, S = idx.shape
@@ -260,8 +290,11 @@ class Transformer(nn.Module):
         if self.emb_norm is not None:
             x = self.emb_norm(x)
         x = self.drop(x)
-        rope = (rope_tables(S, self.spec.d_head, idx.device, x.dtype)
-                if self.spec.position == PositionType.ROTARY else None)
+        rope = (
+            rope_tables(S, self.spec.d_head, idx.device, x.dtype)
+            if self.spec.position == PositionType.ROTARY
+            else None
+        )
         for block in self.blocks:
             if self.recompute and self.training:
                 x = torch.utils.checkpoint.checkpoint(block, x, rope, use_reentrant=False)
@@ -287,8 +320,9 @@ def init_weights(model: Transformer) -> None:
             nn.init.normal_(p, 0.0, std)
 
 
-def build_model(m: ModelSpec, device: str | torch.device = "cpu", recompute: bool = False,
-                init: bool = True) -> Transformer:
+def build_model(
+    m: ModelSpec, device: str | torch.device = "cpu", recompute: bool = False, init: bool = True
+) -> Transformer:
     """The model on ``device``. On ``meta`` nothing is allocated (used to count parameters)."""
     with torch.device(device):
         model = Transformer(m, recompute=recompute)

@@ -37,10 +37,19 @@ from trilemma.specs import HardwareSpec
 from trilemma.specs.hardware import UNKNOWN_FAMILY
 from trilemma.units import GIGA
 
-__all__ = ["Conditions", "MachineMeasurement", "MatmulCurve", "datasheet_match", "local_hardware", "profile_path",
-           "save_local_profile"]
+__all__ = [
+    "Conditions",
+    "MachineMeasurement",
+    "MatmulCurve",
+    "datasheet_match",
+    "local_hardware",
+    "profile_path",
+    "save_local_profile",
+]
 
-CPU_WATTS_PER_CORE = 10.0  # stated estimate for a server core under load, uncore and memory included
+CPU_WATTS_PER_CORE = (
+    10.0  # stated estimate for a server core under load, uncore and memory included
+)
 CPU_PRICE_PER_CORE_HOUR = 0.02  # placeholder, USD (cloud vCPUs rent for roughly 0.02-0.05 per hour)
 GPU_FALLBACK_WATTS = 300.0
 GPU_FALLBACK_PRICE = 1.0
@@ -62,9 +71,13 @@ class Conditions:
     """What the machine was doing while it was measured (``trilemma.probe.bench.machine``): a measurement
     made on a busy machine holds the neighbours' work, so it says so and is re-measured once idle."""
 
-    load_1min: float | None  # os.getloadavg()[0] before measuring (runnable tasks, 1-minute average); None off Unix
+    load_1min: (
+        float | None
+    )  # os.getloadavg()[0] before measuring (runnable tasks, 1-minute average); None off Unix
     cpus: int  # usable cores the load is compared with
-    others_cpu_share: float | None  # other processes' share 0-1 of all cores' time, sampled before measuring
+    others_cpu_share: (
+        float | None
+    )  # other processes' share 0-1 of all cores' time, sampled before measuring
     others_cpu_share_during: float | None  # the same, over the measurement itself
     busy: bool
     why: str  # what made it busy ("" when idle)
@@ -101,28 +114,46 @@ class MachineMeasurement:
     seconds: float = 0.0  # time spent measuring (this call; 0 from the cache)
     from_cache: bool = False
     conditions: Conditions | None = None  # None: measured before conditions were recorded (stale)
-    remeasured_because: str = ""  # why the cached measurement was not used ("" when there was none, or it was)
+    remeasured_because: str = (
+        ""  # why the cached measurement was not used ("" when there was none, or it was)
+    )
 
     def peak(self, precision: str) -> float:
         return self.matmul[precision].peak
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["matmul"] = {k: {"sizes": list(v.sizes), "flop_per_s": list(v.flop_per_s), "peak": v.peak}
-                       for k, v in self.matmul.items()}
+        d["matmul"] = {
+            k: {"sizes": list(v.sizes), "flop_per_s": list(v.flop_per_s), "peak": v.peak}
+            for k, v in self.matmul.items()
+        }
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> MachineMeasurement:
-        mm = {k: MatmulCurve(k, tuple(v["sizes"]), tuple(v["flop_per_s"])) for k, v in d.get("matmul", {}).items()}
-        return cls(**{**{k: v for k, v in d.items() if k not in ("matmul", "conditions")}, "matmul": mm,
-                      "conditions": Conditions.from_dict(d.get("conditions"))})
+        mm = {
+            k: MatmulCurve(k, tuple(v["sizes"]), tuple(v["flop_per_s"]))
+            for k, v in d.get("matmul", {}).items()
+        }
+        return cls(
+            **{
+                **{k: v for k, v in d.items() if k not in ("matmul", "conditions")},
+                "matmul": mm,
+                "conditions": Conditions.from_dict(d.get("conditions")),
+            }
+        )
 
 
 def datasheet_match(device_name: str) -> HardwareSpec | None:
     """The packaged preset of a GPU from its driver name ("NVIDIA H100 80GB HBM3" -> h100-sxm):
     the longest leading run of the name's words that names a preset or an alias."""
-    words = device_name.lower().replace("nvidia", " ").replace("amd", " ").replace("instinct", " ").split()
+    words = (
+        device_name.lower()
+        .replace("nvidia", " ")
+        .replace("amd", " ")
+        .replace("instinct", " ")
+        .split()
+    )
     words = [w for w in "-".join(words).split("-") if w]
     for n in range(len(words), 0, -1):
         try:
@@ -137,11 +168,15 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
     """A HardwareSpec from measurements. ``share`` > 1 describes one of ``share`` processes that
     split this machine (measured at that process's thread count) for the planner's DP prediction."""
     peaks = {p: c.peak for p, c in sorted(meas.matmul.items())}
-    curves = "; ".join(f"{p}: " + ", ".join(f"{n}³ {r / GIGA:.0f}" for n, r in zip(c.sizes, c.flop_per_s))
-                       for p, c in sorted(meas.matmul.items()))
-    measured = (f"measured by `trilemma probe` on {meas.measured_at} (torch {meas.torch_version}, "
-                f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "
-                f"(best over sizes), copy bandwidth (read + write), link = {meas.link_kind}")
+    curves = "; ".join(
+        f"{p}: " + ", ".join(f"{n}³ {r / GIGA:.0f}" for n, r in zip(c.sizes, c.flop_per_s))
+        for p, c in sorted(meas.matmul.items())
+    )
+    measured = (
+        f"measured by `trilemma probe` on {meas.measured_at} (torch {meas.torch_version}, "
+        f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "
+        f"(best over sizes), copy bandwidth (read + write), link = {meas.link_kind}"
+    )
     efficiency: dict[str, float] = {}  # a GPU keeps the calibrated constants (fitted on GPUs)
     if meas.device == "cuda":  # pragma: no cover - GPU only
         sheet = datasheet_match(meas.device_name)
@@ -149,38 +184,74 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         price = sheet.price_usd_per_hour if sheet else GPU_FALLBACK_PRICE
         intra = sheet.intra_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
         inter = sheet.inter_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
-        stated = (f"board power, price and links from the {sheet.name} preset (datasheet)" if sheet else
-                  f"board power {GPU_FALLBACK_WATTS:.0f} W and links (host-to-device copy) are stated estimates")
+        stated = (
+            f"board power, price and links from the {sheet.name} preset (datasheet)"
+            if sheet
+            else f"board power {GPU_FALLBACK_WATTS:.0f} W and links (host-to-device copy) are stated estimates"
+        )
         vendor = "NVIDIA" if "nvidia" in meas.device_name.lower() else "GPU"
-        family = sheet.family if sheet else UNKNOWN_FAMILY  # the chip's architecture, as its preset's
-        price_source = (f"placeholder: the {sheet.name} reference price" if sheet else
-                        "placeholder: a machine you own has no list price; set --price")
+        family = (
+            sheet.family if sheet else UNKNOWN_FAMILY
+        )  # the chip's architecture, as its preset's
+        price_source = (
+            f"placeholder: the {sheet.name} reference price"
+            if sheet
+            else "placeholder: a machine you own has no list price; set --price"
+        )
     else:
         cores = max(1, meas.threads)  # a measurement at t threads describes t cores
         watts = CPU_WATTS_PER_CORE * cores
         price = CPU_PRICE_PER_CORE_HOUR * cores
         intra = inter = meas.link_bw_bytes_per_s
-        stated = (f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
-                  "bandwidth is the measured loopback TCP rate (gloo between processes of one host)")
+        stated = (
+            f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
+            "bandwidth is the measured loopback TCP rate (gloo between processes of one host)"
+        )
         vendor = "CPU"
         family = "cpu"  # no calibration row was measured on a CPU
-        own = ("fp32" if "fp32" in meas.matmul else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None))
+        own = (
+            "fp32"
+            if "fp32" in meas.matmul
+            else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None)
+        )
         if own is not None and len(meas.matmul[own].sizes) >= 2:
             efficiency = gemm_constants(meas.matmul[own])
-            stated += (f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
-                       f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak")
-        price_source = (f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
-                        "assumed, about a cloud vCPU); set --price")
+            stated += (
+                f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
+                f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak"
+            )
+        price_source = (
+            f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
+            "assumed, about a cloud vCPU); set --price"
+        )
     part = (f" — one of {share} processes sharing it" if share > 1 else "") + (
-        f", {meas.threads} of its cores" if meas.device == "cpu" and meas.threads != meas.cores else "")
+        f", {meas.threads} of its cores"
+        if meas.device == "cpu" and meas.threads != meas.cores
+        else ""
+    )
     return HardwareSpec.build(
-        prefix="local hardware profile", name=name, vendor=vendor, family=family,
-        peak_flop_per_s=peaks, hbm_bytes=meas.memory_bytes / share, hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
-        intra_node_bw_bytes_per_s=intra, inter_node_bw_bytes_per_s=inter, devices_per_node=1,
-        board_power_w=watts, price_usd_per_hour=price, price_date="", price_source=price_source, efficiency=efficiency,
-        framework_overhead_bytes=(meas.runtime_memory_bytes or None) if meas.device == "cpu" else None,
-        source=measured, notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
-                               f"{curves}. {stated}.")
+        prefix="local hardware profile",
+        name=name,
+        vendor=vendor,
+        family=family,
+        peak_flop_per_s=peaks,
+        hbm_bytes=meas.memory_bytes / share,
+        hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
+        intra_node_bw_bytes_per_s=intra,
+        inter_node_bw_bytes_per_s=inter,
+        devices_per_node=1,
+        board_power_w=watts,
+        price_usd_per_hour=price,
+        price_date="",
+        price_source=price_source,
+        efficiency=efficiency,
+        framework_overhead_bytes=(meas.runtime_memory_bytes or None)
+        if meas.device == "cpu"
+        else None,
+        source=measured,
+        notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
+        f"{curves}. {stated}.",
+    )
 
 
 def gemm_constants(curve: MatmulCurve) -> dict[str, float]:
@@ -211,7 +282,11 @@ def save_local_profile(hw: HardwareSpec, meas: MachineMeasurement) -> Path:
     """Write ``<config dir>/hardware/<name>.json`` (atomically)."""
     p = profile_path(hw.name)
     p.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"schema": USER_PROFILE_SCHEMA, "hardware": hw.model_dump(mode="json"), "measured": meas.to_dict()}
+    doc = {
+        "schema": USER_PROFILE_SCHEMA,
+        "hardware": hw.model_dump(mode="json"),
+        "measured": meas.to_dict(),
+    }
     tmp = p.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     tmp.replace(p)

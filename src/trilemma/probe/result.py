@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class StepStats:
     """Steady-state step times (warm-up steps excluded), seconds."""
@@ -58,8 +57,16 @@ class StepStats:
             return s[lo] + (s[hi] - s[lo]) * (x - lo)
 
         med = q(0.5)
-        return cls(n=len(s), median_s=med, mean_s=sum(s) / len(s), p10_s=q(0.1), p90_s=q(0.9), min_s=s[0],
-                   max_s=s[-1], spread=(q(0.9) - q(0.1)) / med if med > 0 else 0.0)
+        return cls(
+            n=len(s),
+            median_s=med,
+            mean_s=sum(s) / len(s),
+            p10_s=q(0.1),
+            p90_s=q(0.9),
+            min_s=s[0],
+            max_s=s[-1],
+            spread=(q(0.9) - q(0.1)) / med if med > 0 else 0.0,
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,9 @@ class Measured:
     mfu_datasheet: float | None  # against the datasheet peak of a known GPU
     datasheet: str | None
     memory_bytes: float | None  # per process: peak RSS (CPU) / device memory in use (GPU)
-    memory_training_bytes: float | None  # above the runtime baseline (CPU) / CUDA allocator peak (GPU)
+    memory_training_bytes: (
+        float | None
+    )  # above the runtime baseline (CPU) / CUDA allocator peak (GPU)
     memory_baseline_bytes: float | None
     memory_kind: str
     loss_first: float | None
@@ -119,7 +128,9 @@ class Scaling:
     one_process_tokens_per_s: float
     efficiency: float  # tokens/s(N) / (N × tokens/s(1)), same threads per process
     predicted_efficiency: float
-    whole_machine_tokens_per_s: float | None  # one process with every core (the run without --nproc)
+    whole_machine_tokens_per_s: (
+        float | None
+    )  # one process with every core (the run without --nproc)
     speedup_vs_whole_machine: float | None
     predicted_speedup_vs_whole_machine: float | None
 
@@ -164,7 +175,9 @@ class ProbeEnvironment:
     threads_per_process: int
     nproc: int
     cuda: str | None
-    other_processes_cpu_share: float | None  # share 0-1 of the machine's CPU time used by other processes
+    other_processes_cpu_share: (
+        float | None
+    )  # share 0-1 of the machine's CPU time used by other processes
     load_1min: float | None = None  # 1-minute load average when the probe started
     busy: bool = False  # other work was inside the figures: at the start, in the machine profile, or while training
     busy_why: str = ""  # what made it busy ("" when idle)
@@ -180,15 +193,22 @@ class ProbeMachine:
     per_process: MachineMeasurement | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"profile": self.profile, "config_dir": self.config_dir, "measurement": self.measurement.to_dict(),
-                "per_process": None if self.per_process is None else self.per_process.to_dict()}
+        return {
+            "profile": self.profile,
+            "config_dir": self.config_dir,
+            "measurement": self.measurement.to_dict(),
+            "per_process": None if self.per_process is None else self.per_process.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ProbeMachine:
         per = d.get("per_process")
-        return cls(profile=d["profile"], config_dir=d["config_dir"],
-                   measurement=MachineMeasurement.from_dict(d["measurement"]),
-                   per_process=None if per is None else MachineMeasurement.from_dict(per))
+        return cls(
+            profile=d["profile"],
+            config_dir=d["config_dir"],
+            measurement=MachineMeasurement.from_dict(d["measurement"]),
+            per_process=None if per is None else MachineMeasurement.from_dict(per),
+        )
 
 
 @dataclass(frozen=True)
@@ -218,8 +238,13 @@ class ProbeResult:
         m = self.model
         return {
             "schema": self.schema,
-            "model": {"name": m.name, "resolved_from": self.model_resolution, "params_planner": self.params_planner,
-                      "params_measured": self.measured.params, "spec": m.model_dump(mode="json")},
+            "model": {
+                "name": m.name,
+                "resolved_from": self.model_resolution,
+                "params_planner": self.params_planner,
+                "params_measured": self.measured.params,
+                "spec": m.model_dump(mode="json"),
+            },
             "run": asdict(self.run),
             "layout": self.layout.model_dump(mode="json"),
             "comparison": {k: asdict(v) for k, v in self.comparison.items()},
@@ -239,16 +264,24 @@ class ProbeResult:
             raise ValueError(f"not a probe record: schema {d.get('schema')!r}")
         meas = dict(d["measured"])
         meas["step_time"] = None if meas["step_time"] is None else StepStats(**meas["step_time"])
-        return cls(model=ModelSpec.model_validate(d["model"]["spec"]), model_resolution=d["model"]["resolved_from"],
-                   params_planner=d["model"]["params_planner"], layout=Layout.model_validate(d["layout"]),
-                   run=ProbeRun(**d["run"]), comparison={k: Comparison(**v) for k, v in d["comparison"].items()},
-                   measured=Measured(**meas),
-                   predicted=None if d["predicted"] is None else Predicted(**d["predicted"]),
-                   scaling=None if d["scaling"] is None else Scaling(**d["scaling"]),
-                   machine=ProbeMachine.from_dict(d["machine"]), environment=ProbeEnvironment(**d["environment"]),
-                   data=d["data"],
-                   step_s=tuple(d["steps"]["step_s"]), losses=tuple(d["steps"]["loss"]),
-                   warnings=tuple(d["warnings"]), schema=d["schema"])
+        return cls(
+            model=ModelSpec.model_validate(d["model"]["spec"]),
+            model_resolution=d["model"]["resolved_from"],
+            params_planner=d["model"]["params_planner"],
+            layout=Layout.model_validate(d["layout"]),
+            run=ProbeRun(**d["run"]),
+            comparison={k: Comparison(**v) for k, v in d["comparison"].items()},
+            measured=Measured(**meas),
+            predicted=None if d["predicted"] is None else Predicted(**d["predicted"]),
+            scaling=None if d["scaling"] is None else Scaling(**d["scaling"]),
+            machine=ProbeMachine.from_dict(d["machine"]),
+            environment=ProbeEnvironment(**d["environment"]),
+            data=d["data"],
+            step_s=tuple(d["steps"]["step_s"]),
+            losses=tuple(d["steps"]["loss"]),
+            warnings=tuple(d["warnings"]),
+            schema=d["schema"],
+        )
 
 
 def append_record(path: str | Path, result: ProbeResult) -> Path:

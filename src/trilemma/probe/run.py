@@ -43,10 +43,13 @@ __all__ = ["DEFAULTS", "probe_model", "run_probe"]
 
 log = logging.getLogger(__name__)
 
-TINY_BF16_S = 120.0  # a bf16 run on a CPU without a native bf16 path must promise to end in this time
+TINY_BF16_S = (
+    120.0  # a bf16 run on a CPU without a native bf16 path must promise to end in this time
+)
 
 
 # ------------------------------------------------------------------ the steps of a run
+
 
 @dataclass
 class _Machine:
@@ -59,7 +62,9 @@ class _Machine:
     share: MachineMeasurement  # one process's threads (``whole`` where a process has them all)
     hw: HardwareSpec  # what the planner predicts with
     load_1min: float | None = None  # the load average when the probe started
-    busy: list[str] = field(default_factory=list)  # why the figures carry other processes' work (empty: idle)
+    busy: list[str] = field(
+        default_factory=list
+    )  # why the figures carry other processes' work (empty: idle)
 
 
 @dataclass
@@ -75,8 +80,15 @@ class _Setup:
     finetune: Any = None  # a FinetuneSpec (--finetune), else None
 
 
-def _machine(device: str, precision: str, nproc: int, threads: int | None, cores: int, remeasure: bool,
-             warnings: list[str]) -> _Machine:
+def _machine(
+    device: str,
+    precision: str,
+    nproc: int,
+    threads: int | None,
+    cores: int,
+    remeasure: bool,
+    warnings: list[str],
+) -> _Machine:
     """Measure the machine (matmul FLOP/s, memory bandwidth, link; cached): all of it, saved as the
     `local` profile, and one process's share of it (``threads`` CPU threads each, default cores / nproc)."""
     from trilemma.probe import bench
@@ -84,37 +96,61 @@ def _machine(device: str, precision: str, nproc: int, threads: int | None, cores
 
     per_proc_threads = (threads or max(1, cores // nproc)) if device == "cpu" else 1
     if device == "cpu" and per_proc_threads * nproc > cores:
-        warnings.append(f"{nproc} process(es) × {per_proc_threads} threads oversubscribe {cores} cores")
+        warnings.append(
+            f"{nproc} process(es) × {per_proc_threads} threads oversubscribe {cores} cores"
+        )
     precs = tuple(dict.fromkeys(("fp32", precision)))
     reading = bench.load_reading(cores)
     busy = []
     if device == "cpu" and (why := bench.busy_reason(reading, cores)):
         busy.append(f"when the probe started: {why}")
-    meas = bench.machine(device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure, reading=reading)
+    meas = bench.machine(
+        device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure, reading=reading
+    )
     if meas.remeasured_because:
         warnings.append(f"the cached machine profile was measured again: {meas.remeasured_because}")
     if meas.conditions is not None and meas.conditions.busy:
-        busy.append(f"the machine profile was measured on a busy machine ({meas.conditions.why})"
-                    + (f" on {meas.measured_at} (cached; measured again once the machine is idle, or --remeasure)"
-                       if meas.from_cache else ""))
+        busy.append(
+            f"the machine profile was measured on a busy machine ({meas.conditions.why})"
+            + (
+                f" on {meas.measured_at} (cached; measured again once the machine is idle, or --remeasure)"
+                if meas.from_cache
+                else ""
+            )
+        )
     hw_local = local_hardware(meas)
     if not meas.from_cache or _stale_profile(hw_local):
         save_local_profile(hw_local, meas)
     shared = device == "cpu" and (nproc > 1 or per_proc_threads != cores)
-    sliced = (bench.machine(device, precs, threads=per_proc_threads, remeasure=remeasure, reading=reading)
-              if shared else meas)
+    sliced = (
+        bench.machine(device, precs, threads=per_proc_threads, remeasure=remeasure, reading=reading)
+        if shared
+        else meas
+    )
     hw = local_hardware(sliced, share=nproc) if shared else hw_local
     if device == "cpu" and precision != "fp32":
         p16, p32 = meas.peak(precision), meas.peak("fp32")
         if p16 < p32:
-            warnings.append(f"{precision} on this CPU: no native {precision} matmul path (measured {p16 / GIGA:.0f} "
-                            f"GFLOP/s vs {p32 / GIGA:.0f} GFLOP/s in fp32), so {precision} runs are kept tiny; "
-                            "fp32 is the CPU default")
+            warnings.append(
+                f"{precision} on this CPU: no native {precision} matmul path (measured {p16 / GIGA:.0f} "
+                f"GFLOP/s vs {p32 / GIGA:.0f} GFLOP/s in fp32), so {precision} runs are kept tiny; "
+                "fp32 is the CPU default"
+            )
         else:
-            warnings.append(f"{precision} on this CPU: autocast runs matmuls in {precision} ({p16 / GIGA:.0f} GFLOP/s "
-                            f"measured vs {p32 / GIGA:.0f} in fp32); weights, gradients and Adam stay fp32")
-    return _Machine(cores=cores, threads=per_proc_threads, whole=meas, hw_whole=hw_local, share=sliced, hw=hw,
-                    load_1min=reading.load_1min, busy=busy)
+            warnings.append(
+                f"{precision} on this CPU: autocast runs matmuls in {precision} ({p16 / GIGA:.0f} GFLOP/s "
+                f"measured vs {p32 / GIGA:.0f} in fp32); weights, gradients and Adam stay fp32"
+            )
+    return _Machine(
+        cores=cores,
+        threads=per_proc_threads,
+        whole=meas,
+        hw_whole=hw_local,
+        share=sliced,
+        hw=hw,
+        load_1min=reading.load_1min,
+        busy=busy,
+    )
 
 
 def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
@@ -122,27 +158,53 @@ def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
     run predicted not to fit in 90% of the available memory (bytes) or a half-precision CPU run
     without a native path that would take more than TINY_BF16_S seconds of matmuls."""
     job, meas = s.job, s.machine.whole
-    est, layout = predict(s.spec, s.machine.hw, s.nproc, job.seq, job.micro_batch, job.grad_accum, job.steps,
-                          job.precision, job.recompute, job.fsdp, s.finetune)
+    est, layout = predict(
+        s.spec,
+        s.machine.hw,
+        s.nproc,
+        job.seq,
+        job.micro_batch,
+        job.grad_accum,
+        job.steps,
+        job.precision,
+        job.recompute,
+        job.fsdp,
+        s.finetune,
+    )
     pred = predicted(est)
     if job.device == "cpu":
         avail = available_memory()
         if pred.memory_training_bytes * s.nproc > 0.9 * avail:
-            raise InputError("memory", f"{s.spec.name}, micro-batch {job.micro_batch}, seq {job.seq}, {s.nproc} "
-                             "process(es)",
-                             f"a run that fits: the planner predicts {pred.memory_training_bytes / GIB:.1f} GiB per "
-                             f"process and {avail / GIB:.1f} GiB is available; scale the model down (--layers, "
-                             "--d-model), use a smaller --micro-batch or --seq, or --recompute full")
+            raise InputError(
+                "memory",
+                f"{s.spec.name}, micro-batch {job.micro_batch}, seq {job.seq}, {s.nproc} "
+                "process(es)",
+                f"a run that fits: the planner predicts {pred.memory_training_bytes / GIB:.1f} GiB per "
+                f"process and {avail / GIB:.1f} GiB is available; scale the model down (--layers, "
+                "--d-model), use a smaller --micro-batch or --seq, or --recompute full",
+            )
         if job.precision != "fp32" and meas.peak(job.precision) < meas.peak("fp32"):
-            est_s = (job.steps * job.micro_batch * job.grad_accum * job.seq * s.nproc * est.hardware_flop_per_token
-                     / meas.peak(job.precision))
+            est_s = (
+                job.steps
+                * job.micro_batch
+                * job.grad_accum
+                * job.seq
+                * s.nproc
+                * est.hardware_flop_per_token
+                / meas.peak(job.precision)
+            )
             if est_s > TINY_BF16_S:
-                raise InputError("precision", job.precision,
-                                 f"fp32 on this CPU, or a tiny model: without a native {job.precision} path this run "
-                                 f"would take about {est_s:.0f} s of {job.precision} matmuls (limit {TINY_BF16_S:.0f} s)")
+                raise InputError(
+                    "precision",
+                    job.precision,
+                    f"fp32 on this CPU, or a tiny model: without a native {job.precision} path this run "
+                    f"would take about {est_s:.0f} s of {job.precision} matmuls (limit {TINY_BF16_S:.0f} s)",
+                )
     elif pred.memory_bytes > meas.memory_bytes:
-        s.warnings.append(f"the planner predicts {pred.memory_bytes / GIB:.1f} GiB per GPU, more than the "
-                          f"{meas.memory_bytes / GIB:.1f} GiB this GPU has")
+        s.warnings.append(
+            f"the planner predicts {pred.memory_bytes / GIB:.1f} GiB per GPU, more than the "
+            f"{meas.memory_bytes / GIB:.1f} GiB this GPU has"
+        )
     return est, layout, pred
 
 
@@ -153,18 +215,24 @@ def _training(s: _Setup) -> tuple[dict[str, Any], float, float | None]:
     wall = meter.wall()
     others = meter.share()
     if raw["interrupted"]:
-        s.warnings.append(f"interrupted after {len(raw['step_s'])} of {s.job.steps} steps: figures cover the steps done")
+        s.warnings.append(
+            f"interrupted after {len(raw['step_s'])} of {s.job.steps} steps: figures cover the steps done"
+        )
     if raw["memory"].get("trained_before"):
-        s.warnings.append("this process trained on the CPU before: glibc's heap keeps the blocks that run freed and "
-                          "serves this run's tensors from them, so freed memory stays resident and the measured "
-                          "memory is an upper bound; a fresh process (each `trilemma probe` command) measures it")
+        s.warnings.append(
+            "this process trained on the CPU before: glibc's heap keeps the blocks that run freed and "
+            "serves this run's tensors from them, so freed memory stays resident and the measured "
+            "memory is an upper bound; a fresh process (each `trilemma probe` command) measures it"
+        )
     if len(raw["step_s"]) <= s.job.warmup:
         s.warnings.append("no step after the warm-up finished: no steady-state figures")
     if s.job.device == "cpu" and others is not None and others > BUSY:
         s.machine.busy.append(f"during training: other processes used {others:.0%} of the CPU time")
     if s.machine.busy:
-        s.warnings.append("busy machine — " + "; ".join(s.machine.busy) + ": other work is inside these figures; "
-                          "rerun on an idle machine")
+        s.warnings.append(
+            "busy machine — " + "; ".join(s.machine.busy) + ": other work is inside these figures; "
+            "rerun on an idle machine"
+        )
     return raw, wall, others
 
 
@@ -176,11 +244,15 @@ def _measurement(s: _Setup, raw: dict[str, Any]) -> Measured:
     meas = measured(raw, s.job, s.spec, s.nproc, s.machine.share.peak(s.job.precision), datasheet)
     st = meas.step_time
     if st is not None and st.n >= 5 and st.spread > 0.5:
-        s.warnings.append(f"step times are noisy (p10 {st.p10_s:.3g} s, p90 {st.p90_s:.3g} s): other work shared "
-                          "the machine; the median is reported")
+        s.warnings.append(
+            f"step times are noisy (p10 {st.p10_s:.3g} s, p90 {st.p90_s:.3g} s): other work shared "
+            "the machine; the median is reported"
+        )
     if meas.mfu is not None and meas.mfu > 1.0:
-        s.warnings.append(f"MFU {meas.mfu:.0%} is above 100%: the matmul microbenchmark ran while the machine was "
-                          "busier than during training; rerun with --remeasure on an idle machine")
+        s.warnings.append(
+            f"MFU {meas.mfu:.0%} is above 100%: the matmul microbenchmark ran while the machine was "
+            "busier than during training; rerun with --remeasure on an idle machine"
+        )
     return meas
 
 
@@ -198,29 +270,68 @@ def _scaling(s: _Setup, est: Estimate, meas: Measured, raw: dict[str, Any]) -> S
     meter = OtherLoad(m.cores)
     one = _launch(job, 1, quiet=True) if job.device == "cpu" else train(job, 1, quiet=True)
     one_tps = tokens / median_step(one, job.warmup)
-    est1, _ = predict(s.spec, m.hw, 1, job.seq, job.micro_batch, job.grad_accum, job.steps, job.precision,
-                      job.recompute, False, s.finetune)
+    est1, _ = predict(
+        s.spec,
+        m.hw,
+        1,
+        job.seq,
+        job.micro_batch,
+        job.grad_accum,
+        job.steps,
+        job.precision,
+        job.recompute,
+        False,
+        s.finetune,
+    )
     whole_tps = pred_whole = None
     if job.device == "cpu" and m.threads < m.cores:
         whole = train(dc_replace(job, threads=m.cores, fsdp=False), 1, quiet=True)
         whole_tps = tokens / median_step(whole, job.warmup)
-        est_w, _ = predict(s.spec, m.hw_whole, 1, job.seq, job.micro_batch, job.grad_accum, job.steps, job.precision,
-                           job.recompute, False, s.finetune)
+        est_w, _ = predict(
+            s.spec,
+            m.hw_whole,
+            1,
+            job.seq,
+            job.micro_batch,
+            job.grad_accum,
+            job.steps,
+            job.precision,
+            job.recompute,
+            False,
+            s.finetune,
+        )
         pred_whole = est.time.tokens_per_s / est_w.time.tokens_per_s
     others_base = meter.share()
     if job.device == "cpu" and others_base is not None and others_base > BUSY:
-        s.warnings.append(f"other processes used {others_base:.0%} of the CPU time while the one-process baselines "
-                          "ran: the scaling figures carry their work")
-    return Scaling(nproc=s.nproc, threads_per_process=m.threads, tokens_per_s=meas.tokens_per_s,
-                   one_process_tokens_per_s=one_tps, efficiency=meas.tokens_per_s / (s.nproc * one_tps),
-                   predicted_efficiency=est.time.tokens_per_s / (s.nproc * est1.time.tokens_per_s),
-                   whole_machine_tokens_per_s=whole_tps,
-                   speedup_vs_whole_machine=None if whole_tps is None else meas.tokens_per_s / whole_tps,
-                   predicted_speedup_vs_whole_machine=pred_whole)
+        s.warnings.append(
+            f"other processes used {others_base:.0%} of the CPU time while the one-process baselines "
+            "ran: the scaling figures carry their work"
+        )
+    return Scaling(
+        nproc=s.nproc,
+        threads_per_process=m.threads,
+        tokens_per_s=meas.tokens_per_s,
+        one_process_tokens_per_s=one_tps,
+        efficiency=meas.tokens_per_s / (s.nproc * one_tps),
+        predicted_efficiency=est.time.tokens_per_s / (s.nproc * est1.time.tokens_per_s),
+        whole_machine_tokens_per_s=whole_tps,
+        speedup_vs_whole_machine=None if whole_tps is None else meas.tokens_per_s / whole_tps,
+        predicted_speedup_vs_whole_machine=pred_whole,
+    )
 
 
-def _result(s: _Setup, torch: Any, est: Estimate, layout: Layout, pred: Predicted, meas: Measured,
-            scaling: Scaling | None, raw: dict[str, Any], wall: float, others: float | None) -> ProbeResult:
+def _result(
+    s: _Setup,
+    torch: Any,
+    est: Estimate,
+    layout: Layout,
+    pred: Predicted,
+    meas: Measured,
+    scaling: Scaling | None,
+    raw: dict[str, Any],
+    wall: float,
+    others: float | None,
+) -> ProbeResult:
     """The ProbeResult: the run (``wall`` in s), its environment (``others``: the share of CPU time other
     processes used, 0 to 1), the machine, and the prediction beside the measurement."""
     from trilemma.presets import user_config_dir
@@ -228,27 +339,70 @@ def _result(s: _Setup, torch: Any, est: Estimate, layout: Layout, pred: Predicte
     from trilemma.probe.result import ProbeEnvironment, ProbeMachine, ProbeResult, ProbeRun
 
     job, m, device, nproc = s.job, s.machine, s.job.device, s.nproc
-    env = ProbeEnvironment(torch=torch.__version__, python=platform.python_version(), platform=platform.platform(),
-                           device=device, device_name=m.whole.device_name, cores=m.cores,
-                           threads_per_process=raw.get("threads", m.threads), nproc=nproc,
-                           cuda=torch.version.cuda if device == "cuda" else None, other_processes_cpu_share=others,
-                           load_1min=m.load_1min, busy=bool(m.busy), busy_why="; ".join(m.busy))
-    run = ProbeRun(device=device, precision=job.precision, seq=job.seq, micro_batch=job.micro_batch,
-                   grad_accum=job.grad_accum, nproc=nproc, fsdp=job.fsdp, recompute=job.recompute,
-                   compile=job.compile, steps=job.steps, warmup=job.warmup, steps_done=len(raw["step_s"]),
-                   interrupted=raw["interrupted"], tokens_per_step=job.seq * job.micro_batch * job.grad_accum * nproc,
-                   lr=job.lr, seed=job.seed, optimizer="AdamW (betas 0.9, 0.95; weight decay 0.1)"
-                   + (" over the trainable parameters" if s.finetune is not None else ""), wall_s=wall,
-                   finetune=None if s.finetune is None else _finetune_info(s, est, raw),
-                   parallelism=("FSDP (fully sharded)" if job.fsdp else "DDP") + (" over gloo" if device == "cpu" else
-                                                                                " over NCCL")
-                   if nproc > 1 else "single process")
-    machine = ProbeMachine(profile=str(profile_path()), config_dir=str(user_config_dir()), measurement=m.whole,
-                           per_process=None if m.share is m.whole else m.share)
-    return ProbeResult(model=s.spec, model_resolution=s.how, params_planner=int(est.params.total), layout=layout,
-                       run=run, comparison=comparison(pred, meas), measured=meas, predicted=pred, scaling=scaling,
-                       machine=machine, environment=env, data=raw["corpus"], step_s=tuple(raw["step_s"]),
-                       losses=tuple(raw["losses"]), warnings=tuple(s.warnings))
+    env = ProbeEnvironment(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        device=device,
+        device_name=m.whole.device_name,
+        cores=m.cores,
+        threads_per_process=raw.get("threads", m.threads),
+        nproc=nproc,
+        cuda=torch.version.cuda if device == "cuda" else None,
+        other_processes_cpu_share=others,
+        load_1min=m.load_1min,
+        busy=bool(m.busy),
+        busy_why="; ".join(m.busy),
+    )
+    run = ProbeRun(
+        device=device,
+        precision=job.precision,
+        seq=job.seq,
+        micro_batch=job.micro_batch,
+        grad_accum=job.grad_accum,
+        nproc=nproc,
+        fsdp=job.fsdp,
+        recompute=job.recompute,
+        compile=job.compile,
+        steps=job.steps,
+        warmup=job.warmup,
+        steps_done=len(raw["step_s"]),
+        interrupted=raw["interrupted"],
+        tokens_per_step=job.seq * job.micro_batch * job.grad_accum * nproc,
+        lr=job.lr,
+        seed=job.seed,
+        optimizer="AdamW (betas 0.9, 0.95; weight decay 0.1)"
+        + (" over the trainable parameters" if s.finetune is not None else ""),
+        wall_s=wall,
+        finetune=None if s.finetune is None else _finetune_info(s, est, raw),
+        parallelism=("FSDP (fully sharded)" if job.fsdp else "DDP")
+        + (" over gloo" if device == "cpu" else " over NCCL")
+        if nproc > 1
+        else "single process",
+    )
+    machine = ProbeMachine(
+        profile=str(profile_path()),
+        config_dir=str(user_config_dir()),
+        measurement=m.whole,
+        per_process=None if m.share is m.whole else m.share,
+    )
+    return ProbeResult(
+        model=s.spec,
+        model_resolution=s.how,
+        params_planner=int(est.params.total),
+        layout=layout,
+        run=run,
+        comparison=comparison(pred, meas),
+        measured=meas,
+        predicted=pred,
+        scaling=scaling,
+        machine=machine,
+        environment=env,
+        data=raw["corpus"],
+        step_s=tuple(raw["step_s"]),
+        losses=tuple(raw["losses"]),
+        warnings=tuple(s.warnings),
+    )
 
 
 def _finetune_info(s: _Setup, est: Estimate, raw: dict[str, Any]) -> dict[str, Any]:
@@ -257,17 +411,31 @@ def _finetune_info(s: _Setup, est: Estimate, raw: dict[str, Any]) -> dict[str, A
     planner = est.finetune["trainable_params"] if est.finetune else None
     measured_n = raw.get("trainable_measured")
     if measured_n is not None and planner is not None and int(measured_n) != int(planner):
-        s.warnings.append(f"PEFT trains {int(measured_n):,} parameters, the planner counts {int(planner):,}")
-    return {"method": ft.method.value, "lora_rank": ft.lora_rank if ft.adapters else None,
-            "lora_alpha": ft.lora_alpha if ft.adapters else None,
-            "lora_targets": list(ft.targets) if ft.adapters else None, "trainable_layers": ft.trainable_layers,
-            "trainable_params_measured": measured_n, "trainable_params_planner": planner,
-            "base": "Hugging Face LlamaForCausalLM built from the spec (random weights), stored in the run's precision"}
+        s.warnings.append(
+            f"PEFT trains {int(measured_n):,} parameters, the planner counts {int(planner):,}"
+        )
+    return {
+        "method": ft.method.value,
+        "lora_rank": ft.lora_rank if ft.adapters else None,
+        "lora_alpha": ft.lora_alpha if ft.adapters else None,
+        "lora_targets": list(ft.targets) if ft.adapters else None,
+        "trainable_layers": ft.trainable_layers,
+        "trainable_params_measured": measured_n,
+        "trainable_params_planner": planner,
+        "base": "Hugging Face LlamaForCausalLM built from the spec (random weights), stored in the run's precision",
+    }
 
 
-def _finetune_setup(finetune: str, model: str | ModelSpec | None, dims: dict[str, int | None], device: str,
-                    lora_rank: int | None, lora_alpha: float | None, lora_targets: str | None,
-                    trainable_layers: int | None) -> tuple[Any, str | ModelSpec, dict[str, int | None], str | None]:
+def _finetune_setup(
+    finetune: str,
+    model: str | ModelSpec | None,
+    dims: dict[str, int | None],
+    device: str,
+    lora_rank: int | None,
+    lora_alpha: float | None,
+    lora_targets: str | None,
+    trainable_layers: int | None,
+) -> tuple[Any, str | ModelSpec, dict[str, int | None], str | None]:
     """A probe fine-tune's FinetuneSpec, model and dims (default: Llama-2-7B scaled down to the probe's default
     size), and how the model was chosen when defaulted. InputError for QLoRA on a CPU."""
     from trilemma.specs.enums import FinetuneMethod
@@ -276,35 +444,80 @@ def _finetune_setup(finetune: str, model: str | ModelSpec | None, dims: dict[str
     how = None
     if model is None:
         model = "llama2-7b"
-        dims = {k: (DEFAULTS[k] if k in DEFAULTS and k != "ffn" and v is None else v) for k, v in dims.items()}
+        dims = {
+            k: (DEFAULTS[k] if k in DEFAULTS and k != "ffn" and v is None else v)
+            for k, v in dims.items()
+        }
         how = "default for --finetune: Llama-2-7B's shape (SwiGLU, RMSNorm, rotary, untied head) scaled down, byte-level"
     meth = FinetuneMethod.parse(finetune, "finetune")
     if meth == FinetuneMethod.QLORA and device == "cpu":
-        raise InputError("finetune", "qlora", "lora, full or freeze on a CPU: QLoRA's nf4 storage and dequantisation "
-                         "kernels (bitsandbytes) need a GPU. On a CPU the probe measures the adapters' time and memory "
-                         "over a 32-bit base (--finetune lora), not the 4-bit base's bytes or its dequantisation cost")
+        raise InputError(
+            "finetune",
+            "qlora",
+            "lora, full or freeze on a CPU: QLoRA's nf4 storage and dequantisation "
+            "kernels (bitsandbytes) need a GPU. On a CPU the probe measures the adapters' time and memory "
+            "over a 32-bit base (--finetune lora), not the 4-bit base's bytes or its dequantisation cost",
+        )
     if meth == FinetuneMethod.QLORA:
-        raise InputError("finetune", "qlora", "lora, full or freeze: the probe does not yet load a 4-bit base "
-                         "(bitsandbytes) on a GPU either")
+        raise InputError(
+            "finetune",
+            "qlora",
+            "lora, full or freeze: the probe does not yet load a 4-bit base "
+            "(bitsandbytes) on a GPU either",
+        )
     from trilemma.specs.build import resolve_model
-    base_spec = probe_model(model, **dims)[0] if any(v is not None for v in dims.values()) else resolve_model(model)[0]
-    ft = make_finetune(meth, n_layers=base_spec.n_layers, gated=base_spec.ffn_matrices == 3,
-                       trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
-                       lora_targets=lora_targets)
+
+    base_spec = (
+        probe_model(model, **dims)[0]
+        if any(v is not None for v in dims.values())
+        else resolve_model(model)[0]
+    )
+    ft = make_finetune(
+        meth,
+        n_layers=base_spec.n_layers,
+        gated=base_spec.ffn_matrices == 3,
+        trainable_layers=trainable_layers,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        lora_targets=lora_targets,
+    )
     return ft, model, dims, how
 
 
-def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None, d_model: int | None = None,
-              heads: int | None = None, kv_heads: int | None = None, ffn: int | None = None,
-              vocab: int | None = None, seq: int | None = None, micro_batch: int = DEFAULTS["micro_batch"],
-              grad_accum: int = 1, steps: int = DEFAULTS["steps"], warmup: int | None = None,
-              precision: str | None = None, recompute: str = "none", compile: bool = False, device: str = "auto",
-              nproc: int = 1, fsdp: bool = False, threads: int | None = None,
-              data: list[str] | str | None = None, seed: int = 0,
-              lr: float = DEFAULTS["lr"], eval_batches: int = 8, remeasure: bool = False, progress: bool = False,
-              out: str | Path | None = None, finetune: str | None = None, lora_rank: int | None = None,
-              lora_alpha: float | None = None, lora_targets: str | None = None,
-              trainable_layers: int | None = None) -> ProbeResult:
+def run_probe(
+    model: str | ModelSpec | None = None,
+    *,
+    layers: int | None = None,
+    d_model: int | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    ffn: int | None = None,
+    vocab: int | None = None,
+    seq: int | None = None,
+    micro_batch: int = DEFAULTS["micro_batch"],
+    grad_accum: int = 1,
+    steps: int = DEFAULTS["steps"],
+    warmup: int | None = None,
+    precision: str | None = None,
+    recompute: str = "none",
+    compile: bool = False,
+    device: str = "auto",
+    nproc: int = 1,
+    fsdp: bool = False,
+    threads: int | None = None,
+    data: list[str] | str | None = None,
+    seed: int = 0,
+    lr: float = DEFAULTS["lr"],
+    eval_batches: int = 8,
+    remeasure: bool = False,
+    progress: bool = False,
+    out: str | Path | None = None,
+    finetune: str | None = None,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    lora_targets: str | None = None,
+    trainable_layers: int | None = None,
+) -> ProbeResult:
     """Train the model for ``steps`` optimizer steps on this machine and compare with the planner.
 
     ``threads`` is CPU threads per process (default: the cores shared out over ``nproc``).
@@ -320,7 +533,9 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
     try:
         import torch
     except ImportError:
-        raise InputError("probe", "torch", "PyTorch installed: pip install 'trilemma[probe]'") from None
+        raise InputError(
+            "probe", "torch", "PyTorch installed: pip install 'trilemma[probe]'"
+        ) from None
     from trilemma.errors import check_output_file
     from trilemma.probe.result import append_record
     from trilemma.probe.train import Job
@@ -328,19 +543,45 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
     warnings: list[str] = []
     from trilemma.probe.data import check_sources
 
-    device, precision, warmup, cores = settings(torch, device, precision, micro_batch, grad_accum, steps, warmup,
-                                                recompute, compile, nproc, fsdp, threads, warnings, lr)
+    device, precision, warmup, cores = settings(
+        torch,
+        device,
+        precision,
+        micro_batch,
+        grad_accum,
+        steps,
+        warmup,
+        recompute,
+        compile,
+        nproc,
+        fsdp,
+        threads,
+        warnings,
+        lr,
+    )
     check_sources(data)
     if out is not None:
         check_output_file("out", out)
-    dims = {"layers": layers, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "ffn": ffn, "vocab": vocab}
+    dims = {
+        "layers": layers,
+        "d_model": d_model,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "ffn": ffn,
+        "vocab": vocab,
+    }
     ft, ft_how = None, None
     if finetune is not None:
-        ft, model, dims, ft_how = _finetune_setup(finetune, model, dims, device, lora_rank, lora_alpha, lora_targets,
-                                                  trainable_layers)
+        ft, model, dims, ft_how = _finetune_setup(
+            finetune, model, dims, device, lora_rank, lora_alpha, lora_targets, trainable_layers
+        )
     elif any(v is not None for v in (lora_rank, lora_alpha, lora_targets, trainable_layers)):
-        raise InputError("finetune", None, "--finetune lora, full or freeze with --lora-rank, --lora-alpha, "
-                         "--lora-targets or --trainable-layers")
+        raise InputError(
+            "finetune",
+            None,
+            "--finetune lora, full or freeze with --lora-rank, --lora-alpha, "
+            "--lora-targets or --trainable-layers",
+        )
     spec, how, seq = model_and_seq(model, dims, seq, warnings)
     if ft is not None:
         from trilemma.probe.peft_model import check_llama_style
@@ -348,18 +589,39 @@ def run_probe(model: str | ModelSpec | None = None, *, layers: int | None = None
         check_llama_style(spec)
         how = f"{ft_how}: {how}" if ft_how else how
     machine = _machine(device, precision, nproc, threads, cores, remeasure, warnings)
-    job = Job(spec=spec.model_dump(mode="json"), device=device, precision=precision, seq=seq, micro_batch=micro_batch,
-              grad_accum=grad_accum, steps=steps, warmup=warmup, recompute=recompute, compile=compile, fsdp=fsdp,
-              threads=machine.threads if device == "cpu" else 0, data=tuple([data] if isinstance(data, str) else data)
-              if data else None, seed=seed, lr=lr, eval_batches=eval_batches, progress=progress,
-              finetune=None if ft is None else ft.model_dump(mode="json"))
-    s = _Setup(spec=spec, how=how, job=job, nproc=nproc, machine=machine, warnings=warnings, finetune=ft)
+    job = Job(
+        spec=spec.model_dump(mode="json"),
+        device=device,
+        precision=precision,
+        seq=seq,
+        micro_batch=micro_batch,
+        grad_accum=grad_accum,
+        steps=steps,
+        warmup=warmup,
+        recompute=recompute,
+        compile=compile,
+        fsdp=fsdp,
+        threads=machine.threads if device == "cpu" else 0,
+        data=tuple([data] if isinstance(data, str) else data) if data else None,
+        seed=seed,
+        lr=lr,
+        eval_batches=eval_batches,
+        progress=progress,
+        finetune=None if ft is None else ft.model_dump(mode="json"),
+    )
+    s = _Setup(
+        spec=spec, how=how, job=job, nproc=nproc, machine=machine, warnings=warnings, finetune=ft
+    )
     est, layout, pred = _prediction(s)
     raw, wall, others = _training(s)
     meas = _measurement(s, raw)
-    result = _result(s, torch, est, layout, pred, meas, _scaling(s, est, meas, raw), raw, wall, others)
+    result = _result(
+        s, torch, est, layout, pred, meas, _scaling(s, est, meas, raw), raw, wall, others
+    )
     if meas.params != result.params_planner:  # pragma: no cover - guarded by tests
-        log.warning("model has %d parameters, the planner counts %d", meas.params, result.params_planner)
+        log.warning(
+            "model has %d parameters, the planner counts %d", meas.params, result.params_planner
+        )
     if out:
         append_record(out, result)
     return result

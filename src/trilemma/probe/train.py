@@ -66,7 +66,9 @@ class Job:
     lr: float = 1e-3
     eval_batches: int = 8
     progress: bool = False
-    finetune: dict | None = None  # a FinetuneSpec as JSON: a PEFT fine-tune of a Llama built from spec (peft_model)
+    finetune: dict | None = (
+        None  # a FinetuneSpec as JSON: a PEFT fine-tune of a Llama built from spec (peft_model)
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +82,7 @@ class Job:
 
 
 # ------------------------------------------------------------------ memory readings (CPU)
+
 
 def _reset_peak_rss() -> bool:
     """Reset the kernel's peak-RSS mark (VmHWM) of this process; False where it cannot."""
@@ -164,21 +167,33 @@ def _trim() -> None:
 def _rss() -> tuple[float, float]:
     """(current, peak) resident bytes of this process."""
     try:
-        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        fields = dict(
+            line.split(":", 1)
+            for line in Path("/proc/self/status").read_text().splitlines()
+            if ":" in line
+        )
         return float(fields["VmRSS"].split()[0]) * KIB, float(fields["VmHWM"].split()[0]) * KIB
     except (OSError, KeyError, ValueError):  # pragma: no cover - not Linux
         import resource
-        peak = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * KIB  # ru_maxrss is in KiB on Linux
+
+        peak = (
+            float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * KIB
+        )  # ru_maxrss is in KiB on Linux
         return peak, peak
 
 
 def _is_oom(exc: BaseException) -> bool:
     text = str(exc).lower()
-    return (type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text
-            or "can't allocate memory" in text or "cannot allocate memory" in text)
+    return (
+        type(exc).__name__ == "OutOfMemoryError"
+        or "out of memory" in text
+        or "can't allocate memory" in text
+        or "cannot allocate memory" in text
+    )
 
 
 # ------------------------------------------------------------------ the loop
+
 
 class _Progress:
     """A rich progress bar on stderr (only when asked: the caller checks for a terminal)."""
@@ -196,22 +211,32 @@ class _Progress:
                 TimeRemainingColumn,
             )
 
-            self.bar = Progress(TextColumn("probe"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[tps]} tokens/s  loss {task.fields[loss]}"),
-                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.bar = Progress(
+                TextColumn("probe"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[tps]} tokens/s  loss {task.fields[loss]}"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self.task = self.bar.add_task("steps", total=total, tps="…", loss="…")
             self.bar.start()
 
     def update(self, dt: float, loss: float) -> None:
         if self.bar is not None:
-            self.bar.update(self.task, advance=1, tps=f"{self.tokens / dt:,.0f}", loss=f"{loss:.3f}")
+            self.bar.update(
+                self.task, advance=1, tps=f"{self.tokens / dt:,.0f}", loss=f"{loss:.3f}"
+            )
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
 
 
-def _wrap(model: torch.nn.Module, job: Job, spec: ModelSpec, world: int, local_rank: int) -> torch.nn.Module:
+def _wrap(
+    model: torch.nn.Module, job: Job, spec: ModelSpec, world: int, local_rank: int
+) -> torch.nn.Module:
     if world == 1:
         return model
     if job.fsdp:
@@ -219,15 +244,22 @@ def _wrap(model: torch.nn.Module, job: Job, spec: ModelSpec, world: int, local_r
             from torch.distributed.fsdp import fully_shard  # FSDP2, torch >= 2.6
         except ImportError:  # pragma: no cover - older torch
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-            return FSDP(model, device_id=local_rank if job.device == "cuda" else None, use_orig_params=True)
+
+            return FSDP(
+                model, device_id=local_rank if job.device == "cuda" else None, use_orig_params=True
+            )
         for block in model.blocks:
             fully_shard(block)
         fully_shard(model)
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
+
     # the pooler is counted but not in the loss, and MoE experts may see no token in a step
-    return DDP(model, device_ids=[local_rank] if job.device == "cuda" else None,
-               find_unused_parameters=spec.pooler or spec.is_moe)
+    return DDP(
+        model,
+        device_ids=[local_rank] if job.device == "cuda" else None,
+        find_unused_parameters=spec.pooler or spec.is_moe,
+    )
 
 
 def run_training(job: Job) -> dict[str, Any]:
@@ -247,8 +279,24 @@ def run_training(job: Job) -> dict[str, Any]:
     spec = ModelSpec.model_validate(job.spec)
     corpus = load_corpus(list(job.data) if job.data else None)
     mask_id = spec.vocab_size - 1  # encoders: the last id stands for [MASK] (bytes use 0-255)
-    train_b = Batches(corpus.train, job.seq, job.micro_batch, job.seed + SEED_STRIDE * rank, spec.causal, mask_id, job.device)
-    eval_b = Batches(corpus.eval, job.seq, job.micro_batch, 10_000 + job.seed + rank, spec.causal, mask_id, job.device)
+    train_b = Batches(
+        corpus.train,
+        job.seq,
+        job.micro_batch,
+        job.seed + SEED_STRIDE * rank,
+        spec.causal,
+        mask_id,
+        job.device,
+    )
+    eval_b = Batches(
+        corpus.eval,
+        job.seq,
+        job.micro_batch,
+        10_000 + job.seed + rank,
+        spec.causal,
+        mask_id,
+        job.device,
+    )
 
     # memory baseline: the runtime (interpreter, torch, corpus — and for a fine-tune transformers and peft,
     # imported now so that their modules are not counted as training memory) before the model exists
@@ -266,7 +314,9 @@ def run_training(job: Job) -> dict[str, Any]:
     torch.manual_seed(job.seed)  # same initial weights on every rank
     trainable = None
     if job.finetune is not None:  # Hugging Face Llama + PEFT (imported above, before the baseline)
-        model, n_params, trainable = build_finetune_model(spec, device, job.finetune, job.recompute == "full")
+        model, n_params, trainable = build_finetune_model(
+            spec, device, job.finetune, job.recompute == "full"
+        )
     else:
         model = build_model(spec, device, recompute=job.recompute == "full")
         n_params = sum(p.numel() for p in model.parameters())
@@ -274,12 +324,25 @@ def run_training(job: Job) -> dict[str, Any]:
     if job.compile:
         model = torch.compile(model)
     # a fine-tune's optimizer holds what trains only (the adapters, or the last layers)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=job.lr, betas=(0.9, 0.95),
-                            weight_decay=0.1)
-    amp = (contextlib.nullcontext() if job.precision == "fp32" else
-           torch.autocast(job.device, dtype=torch.bfloat16 if job.precision == "bf16" else torch.float16))
-    scaler = torch.amp.GradScaler("cuda") if (job.precision == "fp16" and job.device == "cuda") else None
-    no_sync = getattr(model, "no_sync", None)  # DDP: skip the all-reduce on all but the last micro-batch
+    opt = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=job.lr,
+        betas=(0.9, 0.95),
+        weight_decay=0.1,
+    )
+    amp = (
+        contextlib.nullcontext()
+        if job.precision == "fp32"
+        else torch.autocast(
+            job.device, dtype=torch.bfloat16 if job.precision == "bf16" else torch.float16
+        )
+    )
+    scaler = (
+        torch.amp.GradScaler("cuda") if (job.precision == "fp16" and job.device == "cuda") else None
+    )
+    no_sync = getattr(
+        model, "no_sync", None
+    )  # DDP: skip the all-reduce on all but the last micro-batch
     fsdp_sync = getattr(model, "set_requires_gradient_sync", None)  # FSDP2: the same, as a switch
 
     step_s: list[float] = []
@@ -304,8 +367,14 @@ def run_training(job: Job) -> dict[str, Any]:
                 with ctx:
                     with amp:
                         logits = model(x)  # (B, S, V)
-                    loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1),
-                                           ignore_index=-100) / job.grad_accum
+                    loss = (
+                        F.cross_entropy(
+                            logits.float().view(-1, logits.shape[-1]),
+                            y.reshape(-1),
+                            ignore_index=-100,
+                        )
+                        / job.grad_accum
+                    )
                     (scaler.scale(loss) if scaler else loss).backward()
                 total += loss.detach()
             if scaler:
@@ -321,16 +390,21 @@ def run_training(job: Job) -> dict[str, Any]:
             bar.update(dt, value)
             if job.device == "cpu" and len(step_s) == memory_steps:
                 cpu_peak = _rss()[1]
-                _mmap_large_allocations(MMAP_THRESHOLD_MAX_BYTES)  # the timed steps reuse freed memory
+                _mmap_large_allocations(
+                    MMAP_THRESHOLD_MAX_BYTES
+                )  # the timed steps reuse freed memory
             if not math.isfinite(value):
                 break
     except KeyboardInterrupt:
         interrupted = True
     except (RuntimeError, MemoryError) as exc:
         if _is_oom(exc):
-            raise InputError("memory", f"{spec.name}, micro-batch {job.micro_batch}, seq {job.seq}",
-                             "a configuration that fits this device: a smaller --micro-batch, --seq or model, "
-                             f"or --recompute full ({str(exc).splitlines()[0][:160]})") from None
+            raise InputError(
+                "memory",
+                f"{spec.name}, micro-batch {job.micro_batch}, seq {job.seq}",
+                "a configuration that fits this device: a smaller --micro-batch, --seq or model, "
+                f"or --recompute full ({str(exc).splitlines()[0][:160]})",
+            ) from None
         raise
     finally:
         bar.close()
@@ -340,16 +414,30 @@ def run_training(job: Job) -> dict[str, Any]:
         peak_alloc = float(torch.cuda.max_memory_allocated(device))
         peak_reserved = float(torch.cuda.max_memory_reserved(device))
         free, total_mem = torch.cuda.mem_get_info(device)
-        mem = {"kind": "cuda allocator peak (training) and device memory in use (with the CUDA context)",
-               "peak_bytes": float(total_mem - free), "training_bytes": peak_alloc,
-               "reserved_bytes": peak_reserved, "baseline_bytes": 0.0}
+        mem = {
+            "kind": "cuda allocator peak (training) and device memory in use (with the CUDA context)",
+            "peak_bytes": float(total_mem - free),
+            "training_bytes": peak_alloc,
+            "reserved_bytes": peak_reserved,
+            "baseline_bytes": 0.0,
+        }
     else:
         peak = _rss()[1] if cpu_peak is None else cpu_peak
-        mem = {"kind": "peak resident set of the process (VmHWM)" + ("" if rss_reset else ", lifetime")
-                       + (f" over the first {memory_steps} steps, glibc's mmap threshold at "
-                          f"{MMAP_THRESHOLD_BYTES / KIB:.0f} KiB" if cpu_peak is not None else ""),
-               "peak_bytes": peak, "training_bytes": max(peak - base_rss, 0.0), "reserved_bytes": None,
-               "baseline_bytes": base_rss, "trained_before": trained_before}
+        mem = {
+            "kind": "peak resident set of the process (VmHWM)"
+            + ("" if rss_reset else ", lifetime")
+            + (
+                f" over the first {memory_steps} steps, glibc's mmap threshold at "
+                f"{MMAP_THRESHOLD_BYTES / KIB:.0f} KiB"
+                if cpu_peak is not None
+                else ""
+            ),
+            "peak_bytes": peak,
+            "training_bytes": max(peak - base_rss, 0.0),
+            "reserved_bytes": None,
+            "baseline_bytes": base_rss,
+            "trained_before": trained_before,
+        }
         _TRAINED_BEFORE = True
 
     eval_loss = None
@@ -360,7 +448,9 @@ def run_training(job: Job) -> dict[str, Any]:
             for _ in range(job.eval_batches):
                 x, y = eval_b.next()
                 logits = model(x)
-                acc += F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+                acc += F.cross_entropy(
+                    logits.float().view(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100
+                )
         if distributed:
             dist.all_reduce(acc)
             acc /= world
@@ -370,7 +460,16 @@ def run_training(job: Job) -> dict[str, Any]:
         peaks = [None] * world
         dist.all_gather_object(peaks, mem)
         mem = max(peaks, key=lambda m: m["peak_bytes"])
-    return {"rank": rank, "world": world, "threads": torch.get_num_threads(), "params_measured": n_params,
-            "trainable_measured": trainable,
-            "step_s": step_s, "losses": losses, "eval_loss": eval_loss, "interrupted": interrupted,
-            "memory": mem, "corpus": corpus.describe()}
+    return {
+        "rank": rank,
+        "world": world,
+        "threads": torch.get_num_threads(),
+        "params_measured": n_params,
+        "trainable_measured": trainable,
+        "step_s": step_s,
+        "losses": losses,
+        "eval_loss": eval_loss,
+        "interrupted": interrupted,
+        "memory": mem,
+        "corpus": corpus.describe(),
+    }

@@ -26,7 +26,11 @@ def main(argv: list[str]) -> int:
         figures = run_training(job)
     except InputError as exc:
         if rank == 0:
-            out.write_text(json.dumps({"error": {"field": exc.field, "value": str(exc.value), "allowed": exc.allowed}}))
+            out.write_text(
+                json.dumps(
+                    {"error": {"field": exc.field, "value": str(exc.value), "allowed": exc.allowed}}
+                )
+            )
         return 2
     if rank == 0:
         tmp = out.with_suffix(".tmp")

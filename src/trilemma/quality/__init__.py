@@ -20,5 +20,15 @@ from trilemma.quality.predict import (
     predict_loss_block,
 )
 
-__all__ = ["DEFAULT_LAW", "DEFAULT_LAW_REASON", "Law", "LossPrediction", "get_law", "law_names", "loss_block",
-           "loss_mean", "predict_loss", "predict_loss_block"]
+__all__ = [
+    "DEFAULT_LAW",
+    "DEFAULT_LAW_REASON",
+    "Law",
+    "LossPrediction",
+    "get_law",
+    "law_names",
+    "loss_block",
+    "loss_mean",
+    "predict_loss",
+    "predict_loss_block",
+]

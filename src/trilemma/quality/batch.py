@@ -43,7 +43,7 @@ def optimal_batch_tokens(compute_flop: float) -> float:
     """B_opt = 0.2920 · C^0.3271 tokens for a budget of C = M·D FLOPs (DeepSeek LLM, Eq. 1)."""
     if not compute_flop > 0:
         raise ValueError(f"compute must be positive FLOPs, got {compute_flop}")
-    return BATCH_COEF * compute_flop ** BATCH_EXP
+    return BATCH_COEF * compute_flop**BATCH_EXP
 
 
 def batch_for(m: ModelSpec, seq: int, tokens: float | None = None) -> float:
@@ -55,5 +55,11 @@ def batch_for(m: ModelSpec, seq: int, tokens: float | None = None) -> float:
     return float(seqs * seq)
 
 
-__all__ = ["ANCHOR_TOKENS_PER_PARAM", "BATCH_COEF", "BATCH_EXP", "batch_for", "non_embedding_flop_per_token",
-           "optimal_batch_tokens"]
+__all__ = [
+    "ANCHOR_TOKENS_PER_PARAM",
+    "BATCH_COEF",
+    "BATCH_EXP",
+    "batch_for",
+    "non_embedding_flop_per_token",
+    "optimal_batch_tokens",
+]

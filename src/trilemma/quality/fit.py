@@ -32,12 +32,19 @@ import numpy as np
 from trilemma.errors import InputError
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, Uncertainty
+from trilemma.quality.objective import (
+    DELTA,
+    PARAMS,
+    PointFit,
+    _constants,
+    _Constrained,
+    _grad_tol,
+    _minimise,
+    _Objective,
+    hoffmann_grid,
+)
+from trilemma.quality.runs import MIN_RUNS, MIN_SIZES, Runs, check_enough, n_sizes, size_groups
 from trilemma.specs.enums import LossUnit, NCounts
-
-from trilemma.quality.objective import (DELTA, PARAMS, PointFit, _constants, _Constrained, _grad_tol, _minimise,
-                                        _Objective, hoffmann_grid)
-from trilemma.quality.runs import (MIN_RUNS, MIN_SIZES, Runs, check_enough, n_sizes, size_groups)
-
 
 #: Runs above which the grid is scored and the L-BFGS starts are run on a fixed random subsample of this
 #: many runs, and only the best start is then refined on every run (the objective is a sum over runs, so
@@ -59,14 +66,30 @@ def _subsample(m: int, k: int, seed: int = SUBSAMPLE_SEED) -> np.ndarray:
 TIE = "tie"  # ``fix`` of fit_point: β tied to α; a number: α = β = that number; None: all five free
 
 
-def _objective(n: np.ndarray, d: np.ndarray, loss: np.ndarray, delta: float, d_term: bool,
-               fix: str | float | None) -> Any:
+def _objective(
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    delta: float,
+    d_term: bool,
+    fix: str | float | None,
+) -> Any:
     obj = _Objective(n, d, loss, delta, d_term)
-    return obj if fix is None or not d_term else _Constrained(obj, None if fix == TIE else float(fix))
+    return (
+        obj if fix is None or not d_term else _Constrained(obj, None if fix == TIE else float(fix))
+    )
 
 
-def fit_point(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, delta: float = DELTA, starts: int = 64,
-              init: np.ndarray | None = None, fix: str | float | None = None) -> PointFit:
+def fit_point(
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    *,
+    delta: float = DELTA,
+    starts: int = 64,
+    init: np.ndarray | None = None,
+    fix: str | float | None = None,
+) -> PointFit:
     """Hoffmann's fit: score the grid, L-BFGS from the best ``starts`` points (0 = all), keep the best.
 
     Above ``SCREEN_RUNS`` runs the grid and the starts run on a subsample of that size, and the best of
@@ -87,8 +110,12 @@ def fit_point(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, delta: float = 
         if not d_term or fix is not None:
             grid = np.unique(grid, axis=0)
         if starts and starts < len(grid):
-            scores = np.concatenate([screen.huber(screen.residuals(chunk)[0])
-                                     for chunk in np.array_split(grid, max(1, len(grid) // 256))])
+            scores = np.concatenate(
+                [
+                    screen.huber(screen.residuals(chunk)[0])
+                    for chunk in np.array_split(grid, max(1, len(grid) // 256))
+                ]
+            )
             t0s = grid[np.argsort(scores, kind="stable")[:starts]]
         else:
             t0s = grid
@@ -100,18 +127,40 @@ def fit_point(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, delta: float = 
     f_best = float(best.fun)
     at_best = int(np.sum(funs <= f_best + max(1e-9 * abs(f_best), 1e-15)))
     message = str(best.message)
-    if screen is not obj:  # refine the subsample's best on every run, until it meets the convergence test
+    if (
+        screen is not obj
+    ):  # refine the subsample's best on every run, until it meets the convergence test
         best = _minimise(obj, obj.to_internal(screen.to_hoffmann(best.x)), gtol=_grad_tol(obj))
-        message = f"{best.message} (starts screened on {SCREEN_RUNS} of {len(n)} runs, refined on all)"
+        message = (
+            f"{best.message} (starts screened on {SCREEN_RUNS} of {len(n)} runs, refined on all)"
+        )
     grad_max = float(np.abs(obj(best.x)[1]).max())
     th = obj.to_hoffmann(best.x)
-    return PointFit(constants=_constants(th), theta=th, objective=float(best.fun), grad_max=grad_max,
-                    converged=bool(grad_max <= _grad_tol(obj)), iterations=int(best.nit), starts=len(t0s),
-                    starts_at_best=at_best, d_term=d_term, message=message)
+    return PointFit(
+        constants=_constants(th),
+        theta=th,
+        objective=float(best.fun),
+        grad_max=grad_max,
+        converged=bool(grad_max <= _grad_tol(obj)),
+        iterations=int(best.nit),
+        starts=len(t0s),
+        starts_at_best=at_best,
+        d_term=d_term,
+        message=message,
+    )
 
 
-def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *, n_boot: int = 200,
-              seed: int = 0, delta: float = DELTA, fix: str | float | None = None) -> tuple[np.ndarray, int]:
+def bootstrap(
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    point: PointFit,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    delta: float = DELTA,
+    fix: str | float | None = None,
+) -> tuple[np.ndarray, int]:
     """Refits on runs resampled with replacement, each started from the point estimate.
 
     Returns (rows (E, A, B, α, β), how many degenerate refits were left out). A resample with fewer than
@@ -138,8 +187,15 @@ def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *
                 f = fit_point(n[idx], d[idx], loss[idx], delta=delta, init=init, fix=fix)
                 if not f.converged or f.d_term != point.d_term:
                     f = fit_point(n[idx], d[idx], loss[idx], delta=delta, starts=8, fix=fix)
-                th = f.theta if draw == m else np.where(np.isfinite(point.theta),
-                                                        point.theta + shrink * (f.theta - point.theta), point.theta)
+                th = (
+                    f.theta
+                    if draw == m
+                    else np.where(
+                        np.isfinite(point.theta),
+                        point.theta + shrink * (f.theta - point.theta),
+                        point.theta,
+                    )
+                )
                 row = [_constants(th)[k] for k in PARAMS]
         except OverflowError:
             degenerate += 1
@@ -151,24 +207,35 @@ def bootstrap(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: PointFit, *
     return np.array(out, dtype=float).reshape(-1, len(PARAMS)), degenerate
 
 
-def goodness(constants: dict[str, float], n: np.ndarray, d: np.ndarray, loss: np.ndarray) -> dict[str, float]:
+def goodness(
+    constants: dict[str, float], n: np.ndarray, d: np.ndarray, loss: np.ndarray
+) -> dict[str, float]:
     """How well the law describes the runs it was fitted on."""
     pred = chinchilla_loss(constants, n, d)
     res = loss - pred
     rel = res / loss
     ss_tot = float(((loss - loss.mean()) ** 2).sum())
     return {
-        "runs": len(n), "sizes": n_sizes(n),
+        "runs": len(n),
+        "sizes": n_sizes(n),
         "rmse_log_loss": float(np.sqrt(np.mean((np.log(pred) - np.log(loss)) ** 2))),
         "mae_loss": float(np.mean(np.abs(res))),
         "mean_abs_rel_error": float(np.mean(np.abs(rel))),
         "max_abs_rel_error": float(np.max(np.abs(rel))),
-        "r2_loss": float(1 - (res ** 2).sum() / ss_tot) if ss_tot > 0 else float("nan"),
+        "r2_loss": float(1 - (res**2).sum() / ss_tot) if ss_tot > 0 else float("nan"),
     }
 
 
-def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float = 0.2, delta: float = DELTA,
-              starts: int = 32, init: np.ndarray | None = None) -> dict[str, Any] | None:
+def leave_out(
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    *,
+    fraction: float = 0.2,
+    delta: float = DELTA,
+    starts: int = 32,
+    init: np.ndarray | None = None,
+) -> dict[str, Any] | None:
     """Fit on all but the largest model sizes (the top ``fraction`` of sizes, at least one); predict those.
 
     Returns None when what is left would be too few runs to fit. ``init``: the point fit of all runs, the
@@ -181,19 +248,40 @@ def leave_out(n: np.ndarray, d: np.ndarray, loss: np.ndarray, *, fraction: float
     if (~held).sum() < MIN_RUNS or k - n_out < MIN_SIZES:
         return None
     # on many runs, start from the point fit of all runs (screening the grid again would double the cost)
-    f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts, init=init) if init is not None \
-        and len(n) > SCREEN_RUNS else fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts)
+    f = (
+        fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts, init=init)
+        if init is not None and len(n) > SCREEN_RUNS
+        else fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=starts)
+    )
     pred = chinchilla_loss(f.constants, n[held], d[held])
     rel = (pred - loss[held]) / loss[held]
-    rows = [{"N": float(a), "D": float(b), "loss": float(c), "predicted": float(p), "rel_error": float(e)}
-            for a, b, c, p, e in zip(n[held], d[held], loss[held], pred, rel)] if held.sum() <= RUNS_LISTED else []
+    rows = (
+        [
+            {
+                "N": float(a),
+                "D": float(b),
+                "loss": float(c),
+                "predicted": float(p),
+                "rel_error": float(e),
+            }
+            for a, b, c, p, e in zip(n[held], d[held], loss[held], pred, rel)
+        ]
+        if held.sum() <= RUNS_LISTED
+        else []
+    )
     rows.sort(key=lambda r: (r["N"], r["D"]))
     return {
-        "held_out_sizes": n_out, "fit_runs": int((~held).sum()), "held_out_runs": int(held.sum()),
-        "fit_max_N": float(n[~held].max()), "held_out_min_N": float(n[held].min()),
-        "constants": f.constants, "converged": f.converged,
-        "mean_abs_rel_error": float(np.mean(np.abs(rel))), "max_abs_rel_error": float(np.max(np.abs(rel))),
-        "mean_rel_error": float(np.mean(rel)), "rows": rows,
+        "held_out_sizes": n_out,
+        "fit_runs": int((~held).sum()),
+        "held_out_runs": int(held.sum()),
+        "fit_max_N": float(n[~held].max()),
+        "held_out_min_N": float(n[held].min()),
+        "constants": f.constants,
+        "converged": f.converged,
+        "mean_abs_rel_error": float(np.mean(np.abs(rel))),
+        "max_abs_rel_error": float(np.max(np.abs(rel))),
+        "mean_rel_error": float(np.mean(rel)),
+        "rows": rows,
     }
 
 
@@ -214,8 +302,11 @@ LITERATURE_EXPONENT = 0.35
 _STAGES: tuple[tuple[str | float | None, str], ...] = (
     (None, "all five constants free"),
     (TIE, "beta tied to alpha (Muennighoff 2023's fitted form; Besiroglu 2024: alpha ~ beta)"),
-    (LITERATURE_EXPONENT, f"alpha = beta fixed at {LITERATURE_EXPONENT} (Besiroglu 2024: 0.348/0.366; "
-                          "Muennighoff 2023: 0.353)"),
+    (
+        LITERATURE_EXPONENT,
+        f"alpha = beta fixed at {LITERATURE_EXPONENT} (Besiroglu 2024: 0.348/0.366; "
+        "Muennighoff 2023: 0.353)",
+    ),
 )
 
 
@@ -227,19 +318,31 @@ def unpinned(point: PointFit, samples: np.ndarray, loss_min: float, level: float
     if c["E"] < E_FLOOR * loss_min:
         why.append(f"E = {c['E']:.3g} is ~0 (below {E_FLOOR:.0%} of the lowest loss)")
     exps = ("alpha", "beta") if point.d_term else ("alpha",)
-    why += [f"{k} = {c[k]:.3g} is outside (0, {EXP_MAX:g}]" for k in exps if not 0 < c[k] <= EXP_MAX]
+    why += [
+        f"{k} = {c[k]:.3g} is outside (0, {EXP_MAX:g}]" for k in exps if not 0 < c[k] <= EXP_MAX
+    ]
     if len(samples):
         ci = _ci(samples, level)
-        why += [f"{k}'s {level:.0%} band [{ci[k][0]:.3g}, {ci[k][1]:.3g}] is wider than {EXP_BAND_MAX:g}"
-                for k in exps if ci[k][1] - ci[k][0] > EXP_BAND_MAX]
+        why += [
+            f"{k}'s {level:.0%} band [{ci[k][0]:.3g}, {ci[k][1]:.3g}] is wider than {EXP_BAND_MAX:g}"
+            for k in exps
+            if ci[k][1] - ci[k][0] > EXP_BAND_MAX
+        ]
         if ci["E"][0] < E_FLOOR * loss_min <= c["E"]:
             why.append(f"E's {level:.0%} band reaches ~0 ({ci['E'][0]:.3g})")
     return why
 
 
-def extrapolation_error(n: np.ndarray, d: np.ndarray, loss: np.ndarray, in_sample_sd: float, *,
-                        fix: str | float | None = None, fraction: float = 0.2,
-                        delta: float = DELTA) -> tuple[float, int] | None:
+def extrapolation_error(
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    in_sample_sd: float,
+    *,
+    fix: str | float | None = None,
+    fraction: float = 0.2,
+    delta: float = DELTA,
+) -> tuple[float, int] | None:
     """(log-loss error per e-fold of N beyond the fitted sizes, how many runs it rests on), or None.
 
     Refit without the largest ``fraction`` of sizes (at least one; 2 sizes must remain), predict them:
@@ -263,7 +366,9 @@ def extrapolation_error(n: np.ndarray, d: np.ndarray, loss: np.ndarray, in_sampl
     x = np.log(n[held] / n[~held].max())
     if not np.isfinite(r).all():
         return None
-    return float(math.sqrt(max(0.0, float(np.mean(r * r)) - in_sample_sd ** 2) / float(np.mean(x * x)))), int(held.sum())
+    return float(
+        math.sqrt(max(0.0, float(np.mean(r * r)) - in_sample_sd**2) / float(np.mean(x * x)))
+    ), int(held.sum())
 
 
 # ------------------------------------------------------------------ the whole fit
@@ -271,7 +376,9 @@ def extrapolation_error(n: np.ndarray, d: np.ndarray, loss: np.ndarray, in_sampl
 
 @dataclass(frozen=True)
 class FitReport:
-    SCHEMA: ClassVar[str] = "trilemma.fit/1"  # the document of `trilemma fit --json` and the ladder's fit block
+    SCHEMA: ClassVar[str] = (
+        "trilemma.fit/1"  # the document of `trilemma fit --json` and the ladder's fit block
+    )
 
     law: Law
     point: PointFit
@@ -296,29 +403,55 @@ class FitReport:
         return {
             "law": {"form": "chinchilla", **{k: c[k] for k in PARAMS}},
             "constants_fixed": {"fit": self.fixed, "looser_fits_not_pinned": list(self.unpinned)},
-            "prediction_error": dict(self.law.uncertainty.residual or {}) if self.law.uncertainty else None,
-            "ci": {"level": self.level, "method": f"bootstrap over runs, {len(self.samples)} refits, "
-                                                  f"{(1 - self.level) / 2:.0%}/{(1 + self.level) / 2:.0%} percentiles",
-                   **self.ci},
+            "prediction_error": dict(self.law.uncertainty.residual or {})
+            if self.law.uncertainty
+            else None,
+            "ci": {
+                "level": self.level,
+                "method": f"bootstrap over runs, {len(self.samples)} refits, "
+                f"{(1 - self.level) / 2:.0%}/{(1 + self.level) / 2:.0%} percentiles",
+                **self.ci,
+            },
             "schema": self.SCHEMA,
             "law_path": self.law_path,
             "plot_path": self.plot_path,
             "formula": "L = E + A/N^alpha + B/D^beta",
-            "n_counts": self.law.n_counts, "loss_unit": self.law.loss_unit, "data": self.law.data,
+            "n_counts": self.law.n_counts,
+            "loss_unit": self.law.loss_unit,
+            "data": self.law.data,
             "tokenizer": self.law.tokenizer,
-            "compute_optimal": {"a": a, "b": 1 - a, "note": "N* ∝ C^a, D* ∝ C^b with C = 6·N·D (Hoffmann 2022 Eq. 4)"},
+            "compute_optimal": {
+                "a": a,
+                "b": 1 - a,
+                "note": "N* ∝ C^a, D* ∝ C^b with C = 6·N·D (Hoffmann 2022 Eq. 4)",
+            },
             "goodness_of_fit": self.gof,
-            "convergence": {"converged": self.point.converged, "objective": self.point.objective,
-                            "grad_max": self.point.grad_max, "iterations": self.point.iterations,
-                            "starts": self.point.starts, "starts_at_best": self.point.starts_at_best,
-                            "delta": DELTA, "objective_form": "sum over runs of Huber_delta(LSE - ln L)"},
+            "convergence": {
+                "converged": self.point.converged,
+                "objective": self.point.objective,
+                "grad_max": self.point.grad_max,
+                "iterations": self.point.iterations,
+                "starts": self.point.starts,
+                "starts_at_best": self.point.starts_at_best,
+                "delta": DELTA,
+                "objective_form": "sum over runs of Huber_delta(LSE - ln L)",
+            },
             "leave_out": self.leave_out,
-            "runs": [{"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
-                     for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)]
-            if len(self.runs) <= RUNS_LISTED else [],
-            "warnings": list(self.warnings) + ([f"{len(self.runs):,} runs: the per-run list is left out of this "
-                                                f"document (more than {RUNS_LISTED:,}); the fit used every run"]
-                                               if len(self.runs) > RUNS_LISTED else []),
+            "runs": [
+                {"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
+                for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)
+            ]
+            if len(self.runs) <= RUNS_LISTED
+            else [],
+            "warnings": list(self.warnings)
+            + (
+                [
+                    f"{len(self.runs):,} runs: the per-run list is left out of this "
+                    f"document (more than {RUNS_LISTED:,}); the fit used every run"
+                ]
+                if len(self.runs) > RUNS_LISTED
+                else []
+            ),
         }
 
 
@@ -336,11 +469,21 @@ def _ci(samples: np.ndarray, level: float) -> dict[str, list[float]]:
     return out
 
 
-def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCounts.TOTAL,
-             loss_unit: LossUnit | str = LossUnit.NATS_PER_TOKEN,
-             data: str = "unknown data (say with --data)", tokenizer: str = "unknown tokenizer (say with --tokenizer)",
-             n_boot: int = 200, level: float = DEFAULT_LEVEL, seed: int = 0, starts: int = 64,
-             holdout: float = 0.2, delta: float = DELTA) -> FitReport:
+def fit_runs(
+    runs: Runs,
+    *,
+    name: str = "fitted",
+    n_counts: NCounts | str = NCounts.TOTAL,
+    loss_unit: LossUnit | str = LossUnit.NATS_PER_TOKEN,
+    data: str = "unknown data (say with --data)",
+    tokenizer: str = "unknown tokenizer (say with --tokenizer)",
+    n_boot: int = 200,
+    level: float = DEFAULT_LEVEL,
+    seed: int = 0,
+    starts: int = 64,
+    holdout: float = 0.2,
+    delta: float = DELTA,
+) -> FitReport:
     """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
     counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
     check_enough(runs)
@@ -349,12 +492,19 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCou
     point = fit_point(n, d, loss, delta=delta, starts=starts)
     c = point.constants
     if c["alpha"] <= 0 or (point.d_term and c["beta"] <= 0):
-        raise InputError("runs", runs.source, "runs in which loss falls with N and with D "
-                                              f"(the best fit has alpha = {c['alpha']:.3g}, beta = {c['beta']:.3g})")
+        raise InputError(
+            "runs",
+            runs.source,
+            "runs in which loss falls with N and with D "
+            f"(the best fit has alpha = {c['alpha']:.3g}, beta = {c['beta']:.3g})",
+        )
 
     def _boot(p: PointFit, fix: str | float | None) -> tuple[np.ndarray, int]:
-        return (bootstrap(n, d, loss, p, n_boot=n_boot, seed=seed, delta=delta, fix=fix) if n_boot > 0
-                else (np.empty((0, 5)), 0))
+        return (
+            bootstrap(n, d, loss, p, n_boot=n_boot, seed=seed, delta=delta, fix=fix)
+            if n_boot > 0
+            else (np.empty((0, 5)), 0)
+        )
 
     fix: str | float | None = None
     fixed_text, why_all = "", []
@@ -364,57 +514,102 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCou
             point = fit_point(n, d, loss, delta=delta, starts=starts, fix=stage_fix)
         fix, fixed_text = stage_fix, words
         why = unpinned(point, np.empty((0, 5)), float(loss.min()), level)
-        samples, degenerate = (np.empty((0, 5)), 0) if why and stage < len(stages) - 1 else _boot(point, stage_fix)
+        samples, degenerate = (
+            (np.empty((0, 5)), 0) if why and stage < len(stages) - 1 else _boot(point, stage_fix)
+        )
         why = why or unpinned(point, samples, float(loss.min()), level)
         if not why:
             break
         why_all.append(f"{words}: {'; '.join(why)}")
     c = point.constants
     if fix is not None:
-        warnings.append(f"the runs cannot pin every constant, so the fit is made with {fixed_text} "
-                        f"(reported as fixed; {' | '.join(why_all)})")
+        warnings.append(
+            f"the runs cannot pin every constant, so the fit is made with {fixed_text} "
+            f"(reported as fixed; {' | '.join(why_all)})"
+        )
     if why_all and len(why_all) == len(_STAGES):
-        warnings.append("even with alpha = beta fixed the runs leave a constant unpinned: "
-                        "treat the law as a rough description of these runs only")
+        warnings.append(
+            "even with alpha = beta fixed the runs leave a constant unpinned: "
+            "treat the law as a rough description of these runs only"
+        )
     if not point.converged:
-        warnings.append(f"the optimiser did not converge (largest gradient {point.grad_max:.2e}, {point.message}); "
-                        "treat the constants with care")
+        warnings.append(
+            f"the optimiser did not converge (largest gradient {point.grad_max:.2e}, {point.message}); "
+            "treat the constants with care"
+        )
     if not point.d_term:
-        warnings.append(f"every run has the same D ({d[0]:.4g} tokens): the data term cannot be separated from E; "
-                        "fitted L = E + A/N^alpha with B = beta = 0, valid at that D only")
+        warnings.append(
+            f"every run has the same D ({d[0]:.4g} tokens): the data term cannot be separated from E; "
+            "fitted L = E + A/N^alpha with B = beta = 0, valid at that D only"
+        )
     elif len(np.unique(np.round(np.log(d), 3))) < 3:
         warnings.append("fewer than 3 distinct token counts: B and beta are weakly determined")
     if c["E"] < 1e-3 * loss.min():
-        warnings.append("the fitted E is ~0: the runs do not show an irreducible loss; extrapolations are unreliable")
+        warnings.append(
+            "the fitted E is ~0: the runs do not show an irreducible loss; extrapolations are unreliable"
+        )
     if degenerate:
-        warnings.append(f"{degenerate} bootstrap refit(s) ran off to non-finite constants (degenerate resamples) "
-                        f"and were left out; the intervals use the other {len(samples)}")
+        warnings.append(
+            f"{degenerate} bootstrap refit(s) ran off to non-finite constants (degenerate resamples) "
+            f"and were left out; the intervals use the other {len(samples)}"
+        )
     if n_boot > 0 and len(samples) < n_boot:
-        warnings.append(f"only {len(samples)} of {n_boot} bootstrap resamples gave a usable refit "
-                        f"({MIN_SIZES}+ model sizes, finite constants)")
-    lo = (leave_out(n, d, loss, fraction=holdout, delta=delta, init=np.where(np.isfinite(point.theta), point.theta, 0.0))
-          if holdout > 0 else None)
+        warnings.append(
+            f"only {len(samples)} of {n_boot} bootstrap resamples gave a usable refit "
+            f"({MIN_SIZES}+ model sizes, finite constants)"
+        )
+    lo = (
+        leave_out(
+            n,
+            d,
+            loss,
+            fraction=holdout,
+            delta=delta,
+            init=np.where(np.isfinite(point.theta), point.theta, 0.0),
+        )
+        if holdout > 0
+        else None
+    )
     if holdout > 0 and lo is None:
-        warnings.append("leave-out check skipped: without the largest sizes too few runs remain to fit")
+        warnings.append(
+            "leave-out check skipped: without the largest sizes too few runs remain to fit"
+        )
     gof = goodness(c, n, d, loss)
     ci = _ci(samples, level)
     ext = extrapolation_error(n, d, loss, gof["rmse_log_loss"], fix=fix, delta=delta)
     if ext is None:
-        warnings.append("too few model sizes to measure the error of an extrapolation: the band holds the "
-                        "parameter spread and the in-sample error only")
+        warnings.append(
+            "too few model sizes to measure the error of an extrapolation: the band holds the "
+            "parameter spread and the in-sample error only"
+        )
     free = 5 if fix is None else 4 if fix == TIE else 3
-    error = {"log_sd": gof["rmse_log_loss"], "log_sd_per_e_fold": ext[0] if ext else 0.0,
-             "df": ext[1] if ext else max(1, len(n) - free)}
+    error = {
+        "log_sd": gof["rmse_log_loss"],
+        "log_sd_per_e_fold": ext[0] if ext else 0.0,
+        "df": ext[1] if ext else max(1, len(n) - free),
+    }
     unc = None
     if len(samples):
-        unc = Uncertainty("samples", PARAMS, level, f"bootstrap over runs ({len(samples)} refits, seed {seed})",
-                          samples=samples, residual=MappingProxyType(error))
+        unc = Uncertainty(
+            "samples",
+            PARAMS,
+            level,
+            f"bootstrap over runs ({len(samples)} refits, seed {seed})",
+            samples=samples,
+            residual=MappingProxyType(error),
+        )
     fit_info = {
-        "runs_file": runs.source, "columns": list(runs.columns), "runs": len(n), "sizes": gof["sizes"],
+        "runs_file": runs.source,
+        "columns": list(runs.columns),
+        "runs": len(n),
+        "sizes": gof["sizes"],
         "procedure": "Hoffmann 2022 App. D.2: Huber delta=1e-3 on log loss, summed; L-BFGS from the best "
-                     f"{point.starts} of the 4500-point grid; bootstrap {len(samples)} refits",
-        "converged": point.converged, "objective": point.objective, "constants_fixed": fixed_text,
-        "rmse_log_loss": gof["rmse_log_loss"], "mean_abs_rel_error": gof["mean_abs_rel_error"],
+        f"{point.starts} of the 4500-point grid; bootstrap {len(samples)} refits",
+        "converged": point.converged,
+        "objective": point.objective,
+        "constants_fixed": fixed_text,
+        "rmse_log_loss": gof["rmse_log_loss"],
+        "mean_abs_rel_error": gof["mean_abs_rel_error"],
     }
     if lo is not None:
         fit_info["leave_out_mean_abs_rel_error"] = lo["mean_abs_rel_error"]
@@ -423,13 +618,37 @@ def fit_runs(runs: Runs, *, name: str = "fitted", n_counts: NCounts | str = NCou
     if not point.d_term:
         notes.append(f"fitted at a single D = {d[0]:.4g} tokens: the law ignores D (B = beta = 0)")
     law = Law(
-        name=name, form=Form.CHINCHILLA, constants=MappingProxyType(dict(c)), n_counts=counts,
-        loss_unit=unit, data=data, tokenizer=tokenizer,
-        source=f"trilemma fit on {runs.source} ({len(n)} runs)", title=f"fitted on {Path(runs.source).name}",
-        notes=tuple(notes), uncertainty=unc,
-        fit_range=MappingProxyType({"N_min": float(n.min()), "N_max": float(n.max()),
-                                    "D_min": float(d.min()), "D_max": float(d.max())}),
+        name=name,
+        form=Form.CHINCHILLA,
+        constants=MappingProxyType(dict(c)),
+        n_counts=counts,
+        loss_unit=unit,
+        data=data,
+        tokenizer=tokenizer,
+        source=f"trilemma fit on {runs.source} ({len(n)} runs)",
+        title=f"fitted on {Path(runs.source).name}",
+        notes=tuple(notes),
+        uncertainty=unc,
+        fit_range=MappingProxyType(
+            {
+                "N_min": float(n.min()),
+                "N_max": float(n.max()),
+                "D_min": float(d.min()),
+                "D_max": float(d.max()),
+            }
+        ),
         fit_report=MappingProxyType(fit_info),
     )
-    return FitReport(law=law, point=point, samples=samples, level=level, ci=ci, gof=gof, leave_out=lo, runs=runs,
-                     warnings=tuple(warnings), fixed=fixed_text, unpinned=tuple(why_all))
+    return FitReport(
+        law=law,
+        point=point,
+        samples=samples,
+        level=level,
+        ci=ci,
+        gof=gof,
+        leave_out=lo,
+        runs=runs,
+        warnings=tuple(warnings),
+        fixed=fixed_text,
+        unpinned=tuple(why_all),
+    )

@@ -24,7 +24,11 @@ ArrayLike = Any
 
 def chinchilla_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndarray:
     """L = E + A/N^α + B/D^β (Hoffmann 2022 Eq. 2), loss in the law's unit; N parameters, D tokens."""
-    return c["E"] + c["A"] / np.asarray(n, float) ** c["alpha"] + c["B"] / np.asarray(d, float) ** c["beta"]
+    return (
+        c["E"]
+        + c["A"] / np.asarray(n, float) ** c["alpha"]
+        + c["B"] / np.asarray(d, float) ** c["beta"]
+    )
 
 
 def kaplan_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndarray:
@@ -32,8 +36,15 @@ def kaplan_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndarray:
     return ((c["N_c"] / n) ** (c["alpha_N"] / c["alpha_D"]) + c["D_c"] / d) ** c["alpha_D"]
 
 
-def tokens_for_loss(loss_of_d: Callable[[np.ndarray], np.ndarray], target: float, shape: tuple[int, ...], *,
-                    d_min: float, d_max: float, iters: int) -> np.ndarray:
+def tokens_for_loss(
+    loss_of_d: Callable[[np.ndarray], np.ndarray],
+    target: float,
+    shape: tuple[int, ...],
+    *,
+    d_min: float,
+    d_max: float,
+    iters: int,
+) -> np.ndarray:
     """Smallest D (tokens) in [d_min, d_max] with ``loss_of_d(D) ≤ target``, per element of ``shape``.
 
     Bisection in ln D, ``iters`` halvings of ln(d_max/d_min) (the answer is the upper end, so its loss

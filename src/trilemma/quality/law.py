@@ -60,8 +60,6 @@ FORM_TEXT: dict[Form, str] = {
 LOG_PARAMS = {"ln_A": "A", "ln_B": "B", "ln_E": "E", "ln_N_c": "N_c", "ln_D_c": "D_c"}
 
 
-
-
 @dataclass(frozen=True, eq=False)
 class Uncertainty:
     """Parameter uncertainty of a law, turned into constant samples by ``Law.samples``.
@@ -77,7 +75,9 @@ class Uncertainty:
     source: str
     covariance: np.ndarray | None = None
     samples: np.ndarray | None = None
-    borrowed_from: str | None = None  # a law whose covariance stands in (stated in the interval text)
+    borrowed_from: str | None = (
+        None  # a law whose covariance stands in (stated in the interval text)
+    )
     #: out-of-sample error of a fitted law (``trilemma.quality.fit``): log_sd (in-sample log residual),
     #: log_sd_per_e_fold (added per e-fold of N beyond the fitted sizes), df (of the Student t draws)
     residual: Mapping[str, float] | None = None
@@ -89,15 +89,20 @@ class Uncertainty:
             return f"range over published constant sets ({self.source})"
         lvl = f"{(self.level or DEFAULT_LEVEL):.0%}"
         if self.kind == "covariance":
-            what = (f"the covariance of {self.borrowed_from} used as a stand-in (this law published none)"
-                    if self.borrowed_from else "the law's parameter covariance")
+            what = (
+                f"the covariance of {self.borrowed_from} used as a stand-in (this law published none)"
+                if self.borrowed_from
+                else "the law's parameter covariance"
+            )
             return f"{lvl}: percentiles of the loss over {N_DRAWS} parameter draws from {what}"
         n = 0 if self.samples is None else len(self.samples)
         if self.residual:
             r = self.residual
-            return (f"{lvl}: percentiles of the loss over {n} bootstrap refits, each times an out-of-sample "
-                    f"error (log-sd {r['log_sd']:.3g}, plus {r['log_sd_per_e_fold']:.3g} per e-fold of N beyond the "
-                    f"fitted sizes; Student t, {r['df']:g} df)")
+            return (
+                f"{lvl}: percentiles of the loss over {n} bootstrap refits, each times an out-of-sample "
+                f"error (log-sd {r['log_sd']:.3g}, plus {r['log_sd_per_e_fold']:.3g} per e-fold of N beyond the "
+                f"fitted sizes; Student t, {r['df']:g} df)"
+            )
         return f"{lvl}: percentiles of the loss over {n} bootstrap refits"
 
 
@@ -117,10 +122,16 @@ class Law:
     notes: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     uncertainty: Uncertainty | None = None
-    repetition: Mapping[str, float] | None = None  # R_D_star, R_N_star, useful_epochs (Muennighoff 2023)
+    repetition: Mapping[str, float] | None = (
+        None  # R_D_star, R_N_star, useful_epochs (Muennighoff 2023)
+    )
     precision: Mapping[str, float] | None = None  # overrides of the Kumar 2024 constants
-    fit_range: Mapping[str, float] | None = None  # N_min, N_max, D_min, D_max of the runs it was fitted on
-    fit_report: Mapping[str, Any] | None = None  # what `trilemma fit` measured (kept for provenance)
+    fit_range: Mapping[str, float] | None = (
+        None  # N_min, N_max, D_min, D_max of the runs it was fitted on
+    )
+    fit_report: Mapping[str, Any] | None = (
+        None  # what `trilemma fit` measured (kept for provenance)
+    )
     path: str | None = None  # file it was read from, when not a shipped preset
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -132,13 +143,19 @@ class Law:
     @property
     def n_counts_text(self) -> str:
         """Which parameters N counts, in words."""
-        return "all parameters, embeddings included" if self.n_counts is NCounts.TOTAL else "non-embedding parameters"
+        return (
+            "all parameters, embeddings included"
+            if self.n_counts is NCounts.TOTAL
+            else "non-embedding parameters"
+        )
 
     @property
     def specificity_note(self) -> str:
         """The note that absolute loss belongs to the law's data, tokenizer and loss unit."""
-        return (f"absolute loss is specific to the law's data and tokenizer ({self.data}; {self.tokenizer}; "
-                f"{self.loss_unit}): compare trends, not values, across datasets or tokenizers")
+        return (
+            f"absolute loss is specific to the law's data and tokenizer ({self.data}; {self.tokenizer}; "
+            f"{self.loss_unit}): compare trends, not values, across datasets or tokenizers"
+        )
 
     @cached_property
     def samples(self) -> dict[str, np.ndarray]:
@@ -167,9 +184,16 @@ class Law:
     def describe(self) -> dict[str, Any]:
         """The law for JSON output: name, form, constants and what they mean."""
         return {
-            "name": self.name, "title": self.title, "form": str(self.form), "formula": self.form_text,
-            "constants": dict(self.constants), "n_counts": self.n_counts, "loss_unit": self.loss_unit,
-            "data": self.data, "tokenizer": self.tokenizer, "source": self.source,
+            "name": self.name,
+            "title": self.title,
+            "form": str(self.form),
+            "formula": self.form_text,
+            "constants": dict(self.constants),
+            "n_counts": self.n_counts,
+            "loss_unit": self.loss_unit,
+            "data": self.data,
+            "tokenizer": self.tokenizer,
+            "source": self.source,
             "interval": self.uncertainty.interval if self.uncertainty else None,
             "path": self.path,
         }

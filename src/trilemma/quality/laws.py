@@ -47,10 +47,30 @@ from trilemma.specs.enums import LossUnit, NCounts
 from trilemma.tomlw import toml_dumps
 
 __all__ = [
-    "DEFAULT_LAW", "DEFAULT_LAW_REASON", "DEFAULT_LEVEL", "DRAW_SEED", "FORM_CONSTANTS", "FORM_TEXT", "LOG_PARAMS",
-    "LOSS_UNITS", "N_COUNTS", "N_DRAWS", "SCHEMA", "Form", "Law", "Uncertainty", "get_law", "law_from_dict",
-    "law_names", "law_to_dict", "laws_document", "precision_constants", "read_law_file", "repetition_constants",
-    "shipped_laws", "write_law",
+    "DEFAULT_LAW",
+    "DEFAULT_LAW_REASON",
+    "DEFAULT_LEVEL",
+    "DRAW_SEED",
+    "FORM_CONSTANTS",
+    "FORM_TEXT",
+    "LOG_PARAMS",
+    "LOSS_UNITS",
+    "N_COUNTS",
+    "N_DRAWS",
+    "SCHEMA",
+    "Form",
+    "Law",
+    "Uncertainty",
+    "get_law",
+    "law_from_dict",
+    "law_names",
+    "law_to_dict",
+    "laws_document",
+    "precision_constants",
+    "read_law_file",
+    "repetition_constants",
+    "shipped_laws",
+    "write_law",
 ]
 
 SCHEMA = "trilemma.law/1"
@@ -100,8 +120,13 @@ def _num_table(d: Any, where: str, what: str) -> dict[str, float]:
 _EXPONENT_MAX, _COEFFICIENT_MAX = 3.0, 1e15
 
 
-def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None,
-                  lookup: Mapping[str, Law] | None = None) -> Law:
+def law_from_dict(
+    doc: Mapping[str, Any],
+    where: str,
+    *,
+    path: str | None = None,
+    lookup: Mapping[str, Law] | None = None,
+) -> Law:
     """Validate one law table (a shipped preset or a user's file) into a Law."""
     name = _str(doc, "name", where)
     try:
@@ -111,22 +136,33 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
     constants = _num_table(doc.get("constants"), where, "constants")
     missing = [k for k in FORM_CONSTANTS[form] if k not in constants]
     if missing:
-        raise _bad_law(where, f"constants {', '.join(FORM_CONSTANTS[form])} for form {form} (missing {', '.join(missing)})")
+        raise _bad_law(
+            where,
+            f"constants {', '.join(FORM_CONSTANTS[form])} for form {form} (missing {', '.join(missing)})",
+        )
     # B = beta = 0 is allowed: a fit on runs that all share one D cannot separate the data term from E
     positive = FORM_CONSTANTS[form] if form is Form.KAPLAN else ("A", "alpha")
     for k in FORM_CONSTANTS[form]:
         if constants[k] < 0 or (k in positive and constants[k] == 0):
-            raise _bad_law(where, f"`constants.{k}` to be {'positive' if k in positive else 'non-negative'}, "
-                                  f"not {constants[k]}")
+            raise _bad_law(
+                where,
+                f"`constants.{k}` to be {'positive' if k in positive else 'non-negative'}, "
+                f"not {constants[k]}",
+            )
         # physical ranges: published exponents sit in 0.03-0.8 and coefficients below 1e15 (Kaplan's N_c,
         # D_c ~ 1e13); beyond these the law's powers overflow a double for real N and D
         top = _EXPONENT_MAX if k.startswith("alpha") or k.startswith("beta") else _COEFFICIENT_MAX
         if constants[k] > top:
-            raise _bad_law(where, f"`constants.{k}` at most {top:g} (a physical scaling law), not {constants[k]}")
+            raise _bad_law(
+                where,
+                f"`constants.{k}` at most {top:g} (a physical scaling law), not {constants[k]}",
+            )
     try:
         n_counts = NCounts(str(doc.get("n_counts", "")).lower().replace("-", "_"))
     except ValueError:
-        raise _bad_law(where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"') from None
+        raise _bad_law(
+            where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"'
+        ) from None
     try:
         loss_unit = LossUnit(str(doc.get("loss_unit", "")))
     except ValueError:
@@ -135,27 +171,63 @@ def law_from_dict(doc: Mapping[str, Any], where: str, *, path: str | None = None
     rng = _num_table(doc.get("range"), where, "range") or None
     for lo, hi in (("N_min", "N_max"), ("D_min", "D_max")):
         if rng and lo in rng and hi in rng and not 0 < rng[lo] <= rng[hi]:
-            raise _bad_law(where, f"`range.{lo}` ({rng[lo]:g}) positive and at most `range.{hi}` ({rng[hi]:g})")
+            raise _bad_law(
+                where, f"`range.{lo}` ({rng[lo]:g}) positive and at most `range.{hi}` ({rng[hi]:g})"
+            )
     rep = _num_table(doc.get("repetition"), where, "repetition") or None
     prec = _num_table(doc.get("precision"), where, "precision") or None
     if form is Form.MUENNIGHOFF and not (rep and {"R_D_star", "R_N_star"} <= set(rep)):
-        raise _bad_law(where, "a [repetition] table with R_D_star and R_N_star for form muennighoff")
-    known = {"schema", "name", "title", "form", "constants", "n_counts", "loss_unit", "data", "tokenizer",
-             "source", "notes", "aliases", "uncertainty", "range", "repetition", "precision", "fit", "formula"}
+        raise _bad_law(
+            where, "a [repetition] table with R_D_star and R_N_star for form muennighoff"
+        )
+    known = {
+        "schema",
+        "name",
+        "title",
+        "form",
+        "constants",
+        "n_counts",
+        "loss_unit",
+        "data",
+        "tokenizer",
+        "source",
+        "notes",
+        "aliases",
+        "uncertainty",
+        "range",
+        "repetition",
+        "precision",
+        "fit",
+        "formula",
+    }
     unknown = sorted(k for k in doc if k not in known)
     if unknown:
-        raise _bad_law(where, f"only the keys {', '.join(sorted(known))} (unknown: {', '.join(unknown)})")
+        raise _bad_law(
+            where, f"only the keys {', '.join(sorted(known))} (unknown: {', '.join(unknown)})"
+        )
     if "schema" in doc and doc["schema"] != SCHEMA:
-        raise _bad_law(where, f"`schema` = {SCHEMA!r} (this trilemma reads that version), not {doc['schema']!r}")
+        raise _bad_law(
+            where,
+            f"`schema` = {SCHEMA!r} (this trilemma reads that version), not {doc['schema']!r}",
+        )
     return Law(
-        name=name, form=form, constants=MappingProxyType(constants), n_counts=n_counts, loss_unit=loss_unit,
-        data=_str(doc, "data", where), tokenizer=_str(doc, "tokenizer", where), source=_str(doc, "source", where),
-        title=str(doc.get("title", "")), notes=tuple(str(x) for x in doc.get("notes", ())),
-        aliases=tuple(str(x) for x in doc.get("aliases", ())), uncertainty=unc,
+        name=name,
+        form=form,
+        constants=MappingProxyType(constants),
+        n_counts=n_counts,
+        loss_unit=loss_unit,
+        data=_str(doc, "data", where),
+        tokenizer=_str(doc, "tokenizer", where),
+        source=_str(doc, "source", where),
+        title=str(doc.get("title", "")),
+        notes=tuple(str(x) for x in doc.get("notes", ())),
+        aliases=tuple(str(x) for x in doc.get("aliases", ())),
+        uncertainty=unc,
         repetition=None if rep is None else MappingProxyType(rep),
         precision=None if prec is None else MappingProxyType(prec),
         fit_range=None if rng is None else MappingProxyType(rng),
-        fit_report=doc.get("fit"), path=path,
+        fit_report=doc.get("fit"),
+        path=path,
         extra=MappingProxyType({k: v for k, v in doc.items() if k not in known}),
     )
 
@@ -169,8 +241,9 @@ def _float_array(value: Any) -> np.ndarray | None:
         return None
 
 
-def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
-                 lookup: Mapping[str, Law] | None) -> Uncertainty | None:
+def _uncertainty(
+    u: Any, constants: Mapping[str, float], where: str, lookup: Mapping[str, Law] | None
+) -> Uncertainty | None:
     """The ``[uncertainty]`` table validated (``borrow`` names a law of ``lookup``); None when absent."""
     if u is None:
         return None
@@ -184,14 +257,27 @@ def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
     if kind == "covariance" and "borrow" in u:
         other = (lookup or {}).get(str(u["borrow"]))
         if other is None or other.uncertainty is None or other.uncertainty.kind != "covariance":
-            raise _bad_law(where, f"`uncertainty.borrow` to name a shipped law with a covariance, not {u['borrow']!r}")
+            raise _bad_law(
+                where,
+                f"`uncertainty.borrow` to name a shipped law with a covariance, not {u['borrow']!r}",
+            )
         ou = other.uncertainty
-        return Uncertainty("covariance", ou.params, float(level), source or ou.source, covariance=ou.covariance,
-                           borrowed_from=other.name)
+        return Uncertainty(
+            "covariance",
+            ou.params,
+            float(level),
+            source or ou.source,
+            covariance=ou.covariance,
+            borrowed_from=other.name,
+        )
     params = tuple(str(p) for p in u.get("params", ()))
     names = set(constants) | set(LOG_PARAMS)
-    if not params or any(p not in names or (p in LOG_PARAMS and LOG_PARAMS[p] not in constants) for p in params):
-        raise _bad_law(where, "`uncertainty.params` naming the law's constants (or ln_A, ln_B, ln_E)")
+    if not params or any(
+        p not in names or (p in LOG_PARAMS and LOG_PARAMS[p] not in constants) for p in params
+    ):
+        raise _bad_law(
+            where, "`uncertainty.params` naming the law's constants (or ln_A, ln_B, ln_E)"
+        )
     k = len(params)
     if kind == "covariance":
         cov = _float_array(u.get("covariance", []))
@@ -203,11 +289,21 @@ def _uncertainty(u: Any, constants: Mapping[str, float], where: str,
     if kind in ("samples", "range"):
         s = _float_array(u.get("samples", []))
         if s is None or s.ndim != 2 or s.shape[1] != k or len(s) < 1 or not np.isfinite(s).all():
-            raise _bad_law(where, f"`uncertainty.samples` to be rows of {k} numbers ({', '.join(params)})")
+            raise _bad_law(
+                where, f"`uncertainty.samples` to be rows of {k} numbers ({', '.join(params)})"
+            )
         if any(p in LOG_PARAMS for p in params):
-            raise _bad_law(where, "`uncertainty.samples` in linear constants (E, A, B, alpha, beta)")
-        return Uncertainty(kind, params, None if kind == "range" else float(level), source, samples=s,
-                           residual=_residual(u.get("residual"), where))
+            raise _bad_law(
+                where, "`uncertainty.samples` in linear constants (E, A, B, alpha, beta)"
+            )
+        return Uncertainty(
+            kind,
+            params,
+            None if kind == "range" else float(level),
+            source,
+            samples=s,
+            residual=_residual(u.get("residual"), where),
+        )
     raise _bad_law(where, '`uncertainty.kind` = "covariance", "samples" or "range"')
 
 
@@ -216,10 +312,18 @@ def _residual(r: Any, where: str) -> Mapping[str, float] | None:
     if r is None:
         return None
     keys = ("log_sd", "log_sd_per_e_fold", "df")
-    ok = isinstance(r, dict) and set(r) == set(keys) and all(
-        isinstance(r[k], (int, float)) and not isinstance(r[k], bool) and math.isfinite(r[k]) for k in keys)
+    ok = (
+        isinstance(r, dict)
+        and set(r) == set(keys)
+        and all(
+            isinstance(r[k], (int, float)) and not isinstance(r[k], bool) and math.isfinite(r[k])
+            for k in keys
+        )
+    )
     if not ok or not (0 <= r["log_sd"] <= 1 and 0 <= r["log_sd_per_e_fold"] <= 1 and r["df"] >= 1):
-        raise _bad_law(where, "`uncertainty.residual` with log_sd and log_sd_per_e_fold in [0, 1] and df >= 1")
+        raise _bad_law(
+            where, "`uncertainty.residual` with log_sd and log_sd_per_e_fold in [0, 1] and df >= 1"
+        )
     return MappingProxyType({k: float(r[k]) for k in keys})
 
 
@@ -268,12 +372,19 @@ def read_law_file(path: str | Path) -> Law:
     except (OSError, ValueError):  # a name too long for the file system, or a NUL
         is_file = False
     if not is_file:
-        raise InputError("law", str(path), "an existing law TOML file (written by `trilemma fit`) or a law name ("
-                         + ", ".join(law_names()) + ")")
+        raise InputError(
+            "law",
+            str(path),
+            "an existing law TOML file (written by `trilemma fit`) or a law name ("
+            + ", ".join(law_names())
+            + ")",
+        )
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("law", str(path), f"a valid TOML file ({' '.join(str(exc).split())})") from None
+        raise InputError(
+            "law", str(path), f"a valid TOML file ({' '.join(str(exc).split())})"
+        ) from None
     except RecursionError:
         raise InputError("law", str(path), "a law TOML file, not nested this deep") from None
     return law_from_dict(doc, str(path), path=str(p), lookup=_shipped())
@@ -284,11 +395,18 @@ def get_law(name_or_path: str | Law | None = None) -> Law:
     if isinstance(name_or_path, Law):
         return name_or_path
     if name_or_path is not None and not isinstance(name_or_path, str):
-        raise InputError("law", name_or_path, "a law's name (trilemma optimal --law lists them) or a law TOML file")
+        raise InputError(
+            "law",
+            name_or_path,
+            "a law's name (trilemma optimal --law lists them) or a law TOML file",
+        )
     text = (DEFAULT_LAW if name_or_path is None else name_or_path).strip()
     if not text:
-        raise InputError("law", name_or_path, "a law's name or a law TOML file (leave --law out for the default, "
-                                              f"{DEFAULT_LAW})")
+        raise InputError(
+            "law",
+            name_or_path,
+            f"a law's name or a law TOML file (leave --law out for the default, {DEFAULT_LAW})",
+        )
     laws = _shipped()
     idx: dict[str, str] = {}
     for n, law in laws.items():
@@ -300,9 +418,13 @@ def get_law(name_or_path: str | Law | None = None) -> Law:
         return laws[idx[key]]
     if _looks_like_path(text):
         return read_law_file(text)
-    close = list(dict.fromkeys(idx[c] for c in difflib.get_close_matches(key, list(idx), n=6, cutoff=0.5)))[:3]
+    close = list(
+        dict.fromkeys(idx[c] for c in difflib.get_close_matches(key, list(idx), n=6, cutoff=0.5))
+    )[:3]
     hint = ("did you mean " + ", ".join(close) + "? ") if close else ""
-    raise InputError("law", text, f"{hint}a law name ({', '.join(law_names())}) or a path to a law TOML file")
+    raise InputError(
+        "law", text, f"{hint}a law name ({', '.join(law_names())}) or a path to a law TOML file"
+    )
 
 
 # ------------------------------------------------------------------ precision and repetition constants
@@ -357,9 +479,17 @@ def law_to_dict(law: Law) -> dict[str, Any]:
         if u.residual is not None:
             unc["residual"] = dict(u.residual)
     return {
-        "schema": SCHEMA, "name": law.name, "title": law.title, "form": str(law.form),
-        "formula": law.form_text, "n_counts": law.n_counts, "loss_unit": law.loss_unit, "data": law.data,
-        "tokenizer": law.tokenizer, "source": law.source, "notes": list(law.notes) or None,
+        "schema": SCHEMA,
+        "name": law.name,
+        "title": law.title,
+        "form": str(law.form),
+        "formula": law.form_text,
+        "n_counts": law.n_counts,
+        "loss_unit": law.loss_unit,
+        "data": law.data,
+        "tokenizer": law.tokenizer,
+        "source": law.source,
+        "notes": list(law.notes) or None,
         "aliases": list(law.aliases) or None,
         "constants": dict(law.constants),
         "range": dict(law.fit_range) if law.fit_range else None,
@@ -373,8 +503,13 @@ def law_to_dict(law: Law) -> dict[str, Any]:
 def write_law(law: Law, path: str | Path) -> Path:
     """Write a law TOML file that ``--law PATH`` accepts; returns the path."""
     p = Path(path)
-    text = ("# A scaling law written by `trilemma fit`; use it with --law " + str(p) + "\n"
-            + toml_dumps(law_to_dict(law)) + "\n")
+    text = (
+        "# A scaling law written by `trilemma fit`; use it with --law "
+        + str(p)
+        + "\n"
+        + toml_dumps(law_to_dict(law))
+        + "\n"
+    )
     try:
         p.write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -384,5 +519,10 @@ def write_law(law: Law, path: str | Path) -> Path:
 
 def laws_document() -> dict[str, Any]:
     """The shipped laws for listing (e.g. a `trilemma presets laws`): the default, why, and each law."""
-    return {"default": DEFAULT_LAW, "default_reason": DEFAULT_LAW_REASON,
-            "laws": [_shipped()[n].describe() | {"aliases": list(_shipped()[n].aliases)} for n in law_names()]}
+    return {
+        "default": DEFAULT_LAW,
+        "default_reason": DEFAULT_LAW_REASON,
+        "laws": [
+            _shipped()[n].describe() | {"aliases": list(_shipped()[n].aliases)} for n in law_names()
+        ],
+    }

@@ -19,7 +19,6 @@ GRID_A = GRID_B = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
 PARAMS = ("E", "A", "B", "alpha", "beta")
 
 
-
 class _Objective:
     """Σ Huber_δ(LSE(a' − α·x, b' − β·y, e) − ln L) and its gradient; x, y centred ln N, ln D.
 
@@ -27,7 +26,9 @@ class _Objective:
     and is absorbed into E.
     """
 
-    def __init__(self, n: np.ndarray, d: np.ndarray, loss: np.ndarray, delta: float, d_term: bool) -> None:
+    def __init__(
+        self, n: np.ndarray, d: np.ndarray, loss: np.ndarray, delta: float, d_term: bool
+    ) -> None:
         self.x0, self.y0 = float(np.log(n).mean()), float(np.log(d).mean())
         self.x, self.y, self.l = np.log(n) - self.x0, np.log(d) - self.y0, np.log(loss)
         self.delta, self.d_term = delta, d_term
@@ -63,7 +64,9 @@ class _Objective:
 
     def huber(self, r: np.ndarray) -> np.ndarray:
         ar = np.abs(r)
-        return np.where(ar <= self.delta, 0.5 * r * r, self.delta * (ar - 0.5 * self.delta)).sum(axis=-1)
+        return np.where(ar <= self.delta, 0.5 * r * r, self.delta * (ar - 0.5 * self.delta)).sum(
+            axis=-1
+        )
 
     def __call__(self, t: np.ndarray) -> tuple[float, np.ndarray]:
         if self.d_term:
@@ -77,7 +80,6 @@ class _Objective:
             g1 = g * w[0]
             grad = np.array([g1.sum(), (g * w[1]).sum(), -(g1 @ self.x)])
         return float(self.huber(r)), grad
-
 
     def _value_grad(self, t: np.ndarray) -> tuple[float, np.ndarray]:
         """``__call__`` with the data term, in place: the same sums as ``residuals`` + ``huber`` with a
@@ -101,14 +103,18 @@ class _Objective:
         r += m
         r -= self.l
         ar = np.abs(r)
-        q = np.minimum(ar, self.delta)  # Huber: q·(|r| − q/2) is r²/2 inside δ and δ(|r| − δ/2) outside
+        q = np.minimum(
+            ar, self.delta
+        )  # Huber: q·(|r| − q/2) is r²/2 inside δ and δ(|r| − δ/2) outside
         ar -= 0.5 * q
         f = float(q @ ar)
         np.clip(r, -self.delta, self.delta, out=r)
         r /= s
         w0 *= r
         w1 *= r
-        grad = np.array([w0.sum(), w1.sum(), float(r @ w2), -float(w0 @ self.x), -float(w1 @ self.y)])
+        grad = np.array(
+            [w0.sum(), w1.sum(), float(r @ w2), -float(w0 @ self.x), -float(w1 @ self.y)]
+        )
         return f, grad
 
 
@@ -124,7 +130,9 @@ class _Constrained:
         self.obj, self.value, self.delta = obj, value, obj.delta
         self.l = obj.l
         if value is None:  # tie: γ drives both exponents
-            self.T = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]], dtype=float)
+            self.T = np.array(
+                [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]], dtype=float
+            )
             self.c = np.zeros(5)
         else:
             self.T = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]], dtype=float)
@@ -157,8 +165,13 @@ class _Constrained:
 
 def hoffmann_grid() -> np.ndarray:
     """The 4500 starting points (a, b, e, α, β) of Hoffmann 2022 App. D.2."""
-    return np.array([(a, b, e, al, be) for a, b, e, al, be in
-                     itertools.product(GRID_A, GRID_B, GRID_E, GRID_ALPHA, GRID_BETA)], dtype=float)
+    return np.array(
+        [
+            (a, b, e, al, be)
+            for a, b, e, al, be in itertools.product(GRID_A, GRID_B, GRID_E, GRID_ALPHA, GRID_BETA)
+        ],
+        dtype=float,
+    )
 
 
 @dataclass(frozen=True)
@@ -187,8 +200,15 @@ class _Result:
     message: str
 
 
-def lbfgs(fun: Any, x0: np.ndarray, *, memory: int = 10, maxiter: int = 1000, gtol: float = 1e-12,
-          ftol: float = 1e-15) -> _Result:
+def lbfgs(
+    fun: Any,
+    x0: np.ndarray,
+    *,
+    memory: int = 10,
+    maxiter: int = 1000,
+    gtol: float = 1e-12,
+    ftol: float = 1e-15,
+) -> _Result:
     """Minimise ``fun(x) -> (f, grad)`` by L-BFGS (Nocedal & Wright 2006, Alg. 7.4-7.5) with Armijo backtracking.
 
     Written here rather than scipy's L-BFGS-B, whose BLAS threads spin under CPU contention and made a
@@ -262,4 +282,10 @@ def _grad_tol(obj: Any) -> float:
 
 def _constants(th: np.ndarray) -> dict[str, float]:
     a, b, e, al, be = (float(v) for v in th)
-    return {"E": math.exp(e), "A": math.exp(a), "B": 0.0 if b == -np.inf else math.exp(b), "alpha": al, "beta": be}
+    return {
+        "E": math.exp(e),
+        "A": math.exp(a),
+        "B": 0.0 if b == -np.inf else math.exp(b),
+        "alpha": al,
+        "beta": be,
+    }

@@ -47,7 +47,9 @@ _N_MIN, _N_MAX = 1e4, 1e15  # parameters searched by the inference-aware optimum
 FLOPS_MAX = 6.0 * _N_MAX * SI["E"]
 
 
-def _losses(law: Law, c: Any, n: np.ndarray, d: np.ndarray, u: float | None, kfac: float) -> np.ndarray:
+def _losses(
+    law: Law, c: Any, n: np.ndarray, d: np.ndarray, u: float | None, kfac: float
+) -> np.ndarray:
     n_eff, d_eff = _effective(law, c, n, d, u, kfac)
     return _form_loss(law, c, n_eff, d_eff)
 
@@ -62,7 +64,7 @@ def _closed_form(law: Law, c: Any, flops: float, kfac: float) -> tuple[Any, Any]
         return n, flops / (6.0 * n)
     p = c["alpha_N"] / c["alpha_D"]
     n_c = c["N_c"] / kfac
-    n = (p * n_c ** p * flops / (6.0 * c["D_c"])) ** (1.0 / (p + 1.0))
+    n = (p * n_c**p * flops / (6.0 * c["D_c"])) ** (1.0 / (p + 1.0))
     return n, flops / (6.0 * n)
 
 
@@ -96,7 +98,9 @@ def _numeric(law: Law, c: Any, flops: float, u: float | None, kfac: float) -> tu
         n_star = n[i]
         return n_star, flops / (6.0 * n_star)
     lo, hi = math.log(n[min(i + 1, _GRID - 1)]), math.log(n[max(i - 1, 0)])
-    x = _golden(lambda t: float(_losses(law, c, np.exp(t), flops / (6.0 * np.exp(t)), u, kfac)), lo, hi)
+    x = _golden(
+        lambda t: float(_losses(law, c, np.exp(t), flops / (6.0 * np.exp(t)), u, kfac)), lo, hi
+    )
     return math.exp(x), flops / (6.0 * math.exp(x))
 
 
@@ -134,24 +138,38 @@ def _q(x: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float | None = None,
-                    precision: Any = "bf16") -> Allocation:
+def compute_optimal(
+    law: Law | str | None,
+    flops: float,
+    *,
+    unique_tokens: float | None = None,
+    precision: Any = "bf16",
+) -> Allocation:
     """N*, D*, tokens/parameter and loss (with band) minimising the law's loss at C = 6·N·D = ``flops``."""
     law = get_law(law)
     flops = check_positive("flops", flops)
     if flops > FLOPS_MAX:
-        raise InputError("flops", flops, f"at most {FLOPS_MAX:.0e} FLOP (6 × 10^15 parameters × 10^18 tokens, "
-                         "the largest plan trilemma represents)")
+        raise InputError(
+            "flops",
+            flops,
+            f"at most {FLOPS_MAX:.0e} FLOP (6 × 10^15 parameters × 10^18 tokens, "
+            "the largest plan trilemma represents)",
+        )
     u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
     closed = u is None and law.form is not Form.MUENNIGHOFF
     if closed:
         n, d = _closed_form(law, law.constants, flops, kfac)
-        method = ("closed form (Hoffmann 2022 Eq. 4)" if law.form is Form.CHINCHILLA
-                  else "closed form (Kaplan 2020 Eq. 1.5 minimised at fixed C = 6ND)")
+        method = (
+            "closed form (Hoffmann 2022 Eq. 4)"
+            if law.form is Form.CHINCHILLA
+            else "closed form (Kaplan 2020 Eq. 1.5 minimised at fixed C = 6ND)"
+        )
     else:
         n, d = _numeric(law, law.constants, flops, u, kfac)
-        method = "numeric: log grid of tokens/parameter + golden-section refinement (no closed form)"
+        method = (
+            "numeric: log grid of tokens/parameter + golden-section refinement (no closed form)"
+        )
     n, d = float(n), float(d)
     s = law.samples
     n_lo = n_hi = n
@@ -174,17 +192,37 @@ def compute_optimal(law: Law | str | None, flops: float, *, unique_tokens: float
         p = law.constants["alpha_N"] / law.constants["alpha_D"]
         exponent = 1.0 / (p + 1.0)
     notes = [f"N counts {law.n_counts_text} ({law.name}); {FLOP_CONVENTION}", law.specificity_note]
-    notes += [x for x in pred.notes if x.startswith(("training precision", "repeated data", "Kaplan's form"))]
+    notes += [
+        x
+        for x in pred.notes
+        if x.startswith(("training precision", "repeated data", "Kaplan's form"))
+    ]
     # the optimiser chose the epochs, so the too-many-epochs warning of a single plan is only a note here
     warnings = [w for w in pred.warnings if "epochs over" not in w]
     notes += [w for w in pred.warnings if "epochs over" in w]
     return Allocation(
-        law=pred.law, flops=flops, n_params=n, tokens=d, tokens_per_param=d / n, n_params_low=n_lo,
-        n_params_high=n_hi, tokens_low=d_lo, tokens_high=d_hi,
-        loss={k: getattr(pred, k) for k in ("mean", "low", "high", "interval", "level", "loss_unit")},
-        n_counts=law.n_counts, loss_unit=law.loss_unit, method=method, flop_convention=FLOP_CONVENTION,
-        exponent_a=exponent, unique_tokens=u, epochs=None if u is None else d / u, precision=str(precision),
-        notes=tuple(notes), warnings=tuple(warnings),
+        law=pred.law,
+        flops=flops,
+        n_params=n,
+        tokens=d,
+        tokens_per_param=d / n,
+        n_params_low=n_lo,
+        n_params_high=n_hi,
+        tokens_low=d_lo,
+        tokens_high=d_hi,
+        loss={
+            k: getattr(pred, k) for k in ("mean", "low", "high", "interval", "level", "loss_unit")
+        },
+        n_counts=law.n_counts,
+        loss_unit=law.loss_unit,
+        method=method,
+        flop_convention=FLOP_CONVENTION,
+        exponent_a=exponent,
+        unique_tokens=u,
+        epochs=None if u is None else d / u,
+        precision=str(precision),
+        notes=tuple(notes),
+        warnings=tuple(warnings),
     )
 
 
@@ -198,8 +236,12 @@ MAX_TARGET_LOSS = 20.0
 def check_target_loss(value: float, field: str = "target-loss") -> float:
     """A target loss below MAX_TARGET_LOSS (nats/token or bits/byte), else InputError naming ``field``."""
     if value > MAX_TARGET_LOSS:
-        raise InputError(field, value, f"at most {MAX_TARGET_LOSS:g}: a uniform guess over a million-token "
-                                       "vocabulary scores 13.8 nats/token, over bytes 8 bits/byte")
+        raise InputError(
+            field,
+            value,
+            f"at most {MAX_TARGET_LOSS:g}: a uniform guess over a million-token "
+            "vocabulary scores 13.8 nats/token, over bytes 8 bits/byte",
+        )
     return value
 
 
@@ -207,12 +249,21 @@ def check_target_loss(value: float, field: str = "target-loss") -> float:
 D_MAX = 1e18
 
 
-def tokens_for_loss(law: Law, c: Any, n: np.ndarray, target: float, u: float | None, kfac: float,
-                    d_max: float = D_MAX) -> np.ndarray:
+def tokens_for_loss(
+    law: Law,
+    c: Any,
+    n: np.ndarray,
+    target: float,
+    u: float | None,
+    kfac: float,
+    d_max: float = D_MAX,
+) -> np.ndarray:
     """Training tokens D with L(N, D) = target for each N (inf where even ``d_max`` tokens fall short);
     the inverse is trilemma.quality.forms.tokens_for_loss (bisection in ln D from 1 token, 90 halvings)."""
     n = np.asarray(n, dtype=float)
-    return invert(lambda d: _losses(law, c, n, d, u, kfac), target, n.shape, d_min=1.0, d_max=d_max, iters=90)
+    return invert(
+        lambda d: _losses(law, c, n, d, u, kfac), target, n.shape, d_min=1.0, d_max=d_max, iters=90
+    )
 
 
 @dataclass(frozen=True)
@@ -244,7 +295,9 @@ class InferenceAllocation:
         return result_dict(self)
 
 
-def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: float) -> tuple[float, float, float]:
+def _min_total(
+    law: Law, target: float, d_inf: float, u: float | None, kfac: float
+) -> tuple[float, float, float]:
     """(N, D_tr, total FLOPs) minimising 6·N·D_tr + 2·N·D_inf on L(N, D_tr) = target."""
     c = law.constants
     n = np.logspace(math.log10(_N_MIN), math.log10(_N_MAX), 1201)
@@ -252,13 +305,18 @@ def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: flo
     with np.errstate(over="ignore"):
         total = 6.0 * n * d + 2.0 * n * d_inf
     if np.isfinite(d).any() and not np.isfinite(total).any():
-        raise InputError("inference-tokens", d_inf, "few enough that their FLOPs (2 per parameter per token) stay "
-                                                    "below 1e308")
+        raise InputError(
+            "inference-tokens",
+            d_inf,
+            "few enough that their FLOPs (2 per parameter per token) stay below 1e308",
+        )
     if not np.isfinite(total).any():
         floor = float(_losses(law, c, np.asarray(_N_MAX), np.asarray(D_MAX), u, kfac))
-        raise InfeasibleError(f"target loss {target:g} {law.loss_unit} is out of reach under {law.name}: even "
-                              f"{_N_MAX:.0e} parameters on 1e18 tokens give {floor:.4f}"
-                              + (f" (irreducible loss E = {c['E']:.4f})" if "E" in c else ""))
+        raise InfeasibleError(
+            f"target loss {target:g} {law.loss_unit} is out of reach under {law.name}: even "
+            f"{_N_MAX:.0e} parameters on 1e18 tokens give {floor:.4f}"
+            + (f" (irreducible loss E = {c['E']:.4f})" if "E" in c else "")
+        )
     i = int(np.argmin(total))
 
     def f(t: float) -> float:
@@ -269,7 +327,9 @@ def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: flo
     # refine between the grid neighbours that still reach the target (a neighbour past the edge of the
     # reachable region, where D_tr would pass D_MAX, has no finite total)
     lo = math.log(n[max(i - 1, 0)])
-    if i > 0 and not np.isfinite(total[i - 1]):  # the edge lies below n[i]: find it (bisection in ln N)
+    if i > 0 and not np.isfinite(
+        total[i - 1]
+    ):  # the edge lies below n[i]: find it (bisection in ln N)
         a, b = lo, math.log(n[i])
         for _ in range(60):
             mid = 0.5 * (a + b)
@@ -284,8 +344,14 @@ def _min_total(law: Law, target: float, d_inf: float, u: float | None, kfac: flo
     return n_best, d_best, 6.0 * n_best * d_best + 2.0 * n_best * d_inf
 
 
-def inference_optimal(law: Law | str | None, target_loss: float, inference_tokens: float, *,
-                      unique_tokens: float | None = None, precision: Any = "bf16") -> InferenceAllocation:
+def inference_optimal(
+    law: Law | str | None,
+    target_loss: float,
+    inference_tokens: float,
+    *,
+    unique_tokens: float | None = None,
+    precision: Any = "bf16",
+) -> InferenceAllocation:
     """Sardana 2023: argmin over {N, D_tr : L(N, D_tr) = ℓ} of 6·N·D_tr + 2·N·D_inf (numeric)."""
     law = get_law(law)
     target = check_target_loss(check_positive("loss", target_loss), "loss")
@@ -297,27 +363,46 @@ def inference_optimal(law: Law | str | None, target_loss: float, inference_token
     n, d, total = _min_total(law, target, d_inf, u, kfac)
     n0, d0, _ = _min_total(law, target, 0.0, u, kfac)
     total0 = 6.0 * n0 * d0 + 2.0 * n0 * d_inf
-    notes = [f"N counts {law.n_counts_text} ({law.name}); {FLOP_CONVENTION}", law.specificity_note,
-             ("Sardana et al. 2023 (arXiv 2401.00448) also find that Chinchilla-style fits over-predict the value of "
-              "extreme token/parameter ratios: read very small models with care")]
+    notes = [
+        f"N counts {law.n_counts_text} ({law.name}); {FLOP_CONVENTION}",
+        law.specificity_note,
+        (
+            "Sardana et al. 2023 (arXiv 2401.00448) also find that Chinchilla-style fits over-predict the value of "
+            "extreme token/parameter ratios: read very small models with care"
+        ),
+    ]
     warnings = []
     if d / n > 1e4:
         warnings.append(f"{d / n:,.0f} tokens/parameter is beyond the 10,000 Sardana et al. tested")
     if d > 0.1 * D_MAX:
-        warnings.append(f"the training tokens ({d:.3g}) are at or near the search's limit of {D_MAX:.0e}: so many "
-                        "inference tokens push toward ever-smaller models trained ever longer, far outside any "
-                        "law's data")
+        warnings.append(
+            f"the training tokens ({d:.3g}) are at or near the search's limit of {D_MAX:.0e}: so many "
+            "inference tokens push toward ever-smaller models trained ever longer, far outside any "
+            "law's data"
+        )
     if u is not None and d > 4 * u:
         warnings.append(f"the inference-aware model repeats the unique tokens {d / u:.1f} times")
     return InferenceAllocation(
-        law=law.name if law.path is None else law.path, target_loss=target, inference_tokens=d_inf,
-        n_params=n, tokens=d, tokens_per_param=d / n, training_flops=6.0 * n * d, inference_flops=2.0 * n * d_inf,
-        total_flops=total, chinchilla_n_params=n0, chinchilla_tokens=d0, chinchilla_total_flops=total0,
-        saving=1.0 - total / total0 if total0 > 0 else 0.0, n_counts=law.n_counts, loss_unit=law.loss_unit,
+        law=law.name if law.path is None else law.path,
+        target_loss=target,
+        inference_tokens=d_inf,
+        n_params=n,
+        tokens=d,
+        tokens_per_param=d / n,
+        training_flops=6.0 * n * d,
+        inference_flops=2.0 * n * d_inf,
+        total_flops=total,
+        chinchilla_n_params=n0,
+        chinchilla_tokens=d0,
+        chinchilla_total_flops=total0,
+        saving=1.0 - total / total0 if total0 > 0 else 0.0,
+        n_counts=law.n_counts,
+        loss_unit=law.loss_unit,
         method="numeric: D_tr(N) by bisection on L(N, D_tr) = target, minimum over a log grid of N + golden section",
-        flop_convention=FLOP_CONVENTION, notes=tuple(notes), warnings=tuple(warnings),
+        flop_convention=FLOP_CONVENTION,
+        notes=tuple(notes),
+        warnings=tuple(warnings),
     )
-
 
 
 @dataclass(frozen=True)
@@ -332,20 +417,36 @@ class OptimalReport:
     inference_tokens: float | None  # lifetime inference tokens
     unique_tokens: float | None
     precision: str
-    results: list[dict[str, Any]]  # one per law: law, title, n_counts, loss_unit, compute_optimal, inference_optimal, error
+    results: list[
+        dict[str, Any]
+    ]  # one per law: law, title, n_counts, loss_unit, compute_optimal, inference_optimal, error
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": self.SCHEMA, "flops": self.flops, "flop_convention": FLOP_CONVENTION,
-                "target_loss": self.target_loss, "inference_tokens": self.inference_tokens,
-                "unique_tokens": self.unique_tokens, "precision": self.precision,
-                "default_law": DEFAULT_LAW, "default_law_reason": DEFAULT_LAW_REASON,
-                "results": self.results, "warnings": self.warnings}
+        return {
+            "schema": self.SCHEMA,
+            "flops": self.flops,
+            "flop_convention": FLOP_CONVENTION,
+            "target_loss": self.target_loss,
+            "inference_tokens": self.inference_tokens,
+            "unique_tokens": self.unique_tokens,
+            "precision": self.precision,
+            "default_law": DEFAULT_LAW,
+            "default_law_reason": DEFAULT_LAW_REASON,
+            "results": self.results,
+            "warnings": self.warnings,
+        }
 
 
-def optimal_report(laws: list[Law], flops: float | None, *, target_loss: float | None = None,
-                   inference_tokens: float | None = None, unique_tokens: float | None = None,
-                   precision: str = "bf16") -> OptimalReport:
+def optimal_report(
+    laws: list[Law],
+    flops: float | None,
+    *,
+    target_loss: float | None = None,
+    inference_tokens: float | None = None,
+    unique_tokens: float | None = None,
+    precision: str = "bf16",
+) -> OptimalReport:
     """``compute_optimal`` at ``flops`` and/or ``inference_optimal`` for the target loss (given, else the
     compute-optimal loss), for each law. With several laws one that cannot reach the target records
     its error; InfeasibleError when every law fails (or the only one does)."""
@@ -353,19 +454,33 @@ def optimal_report(laws: list[Law], flops: float | None, *, target_loss: float |
     warnings: list[str] = []
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         for lw in laws:
-            r: dict[str, Any] = {"law": lw.name if lw.path is None else lw.path, "title": lw.title,
-                                 "n_counts": lw.n_counts, "loss_unit": lw.loss_unit, "compute_optimal": None,
-                                 "inference_optimal": None, "error": None}
+            r: dict[str, Any] = {
+                "law": lw.name if lw.path is None else lw.path,
+                "title": lw.title,
+                "n_counts": lw.n_counts,
+                "loss_unit": lw.loss_unit,
+                "compute_optimal": None,
+                "inference_optimal": None,
+                "error": None,
+            }
             try:
-                alloc = compute_optimal(lw, flops, unique_tokens=unique_tokens, precision=precision) \
-                    if flops is not None else None
+                alloc = (
+                    compute_optimal(lw, flops, unique_tokens=unique_tokens, precision=precision)
+                    if flops is not None
+                    else None
+                )
                 if alloc is not None:
                     r["compute_optimal"] = alloc.to_dict()
                     warnings += [f"{r['law']}: {w}" for w in alloc.warnings]
                 if inference_tokens is not None or target_loss is not None:
                     target = target_loss if target_loss is not None else alloc.loss["mean"]  # type: ignore[union-attr]
-                    inf = inference_optimal(lw, target, inference_tokens or 0.0, unique_tokens=unique_tokens,
-                                            precision=precision)
+                    inf = inference_optimal(
+                        lw,
+                        target,
+                        inference_tokens or 0.0,
+                        unique_tokens=unique_tokens,
+                        precision=precision,
+                    )
                     r["inference_optimal"] = inf.to_dict()
                     warnings += [f"{r['law']}: {w}" for w in inf.warnings]
             except InfeasibleError as exc:
@@ -376,4 +491,6 @@ def optimal_report(laws: list[Law], flops: float | None, *, target_loss: float |
             results.append(r)
     if all(r["error"] for r in results):
         raise InfeasibleError("; ".join(f"{r['law']}: {r['error']}" for r in results))
-    return OptimalReport(flops, target_loss, inference_tokens, unique_tokens, precision, results, warnings)
+    return OptimalReport(
+        flops, target_loss, inference_tokens, unique_tokens, precision, results, warnings
+    )

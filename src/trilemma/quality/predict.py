@@ -20,8 +20,8 @@ a ModelSpec (``trilemma estimate``'s loss, a LossPrediction whose ``to_dict()`` 
 
 from __future__ import annotations
 
-import re
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -57,7 +57,9 @@ def precision_bits(precision: Any) -> float:
     m = _BITS_RE.match(p)
     if m and 1 <= float(m.group(1)) <= 64:
         return float(m.group(1))
-    raise InputError("precision", precision, "bf16, fp16, fp32, tf32, fp8, or a bit width such as int4 or 6bit")
+    raise InputError(
+        "precision", precision, "bf16, fp16, fp32, tf32, fp8, or a bit width such as int4 or 6bit"
+    )
 
 
 def precision_loss_penalty(law: Law, precision: Any = "bf16") -> float:
@@ -107,22 +109,34 @@ def _g(c: Mapping[str, Any]) -> Any:
     return (c["alpha"] * c["A"] / (c["beta"] * c["B"])) ** (1.0 / (c["alpha"] + c["beta"]))
 
 
-def effective_params(params: ArrayLike, unique_seen: ArrayLike, r_n_star: float, c: Mapping[str, Any]) -> np.ndarray:
+def effective_params(
+    params: ArrayLike, unique_seen: ArrayLike, r_n_star: float, c: Mapping[str, Any]
+) -> np.ndarray:
     """Muennighoff 2023 N': parameters beyond the compute-optimal size for U unique tokens decay in value."""
     n = np.asarray(params, dtype=float)
     g = _g(c)
-    n_for_u = (np.asarray(unique_seen, dtype=float) * g) ** (c["beta"] / c["alpha"]) * g  # D_to_N(U)
+    n_for_u = (np.asarray(unique_seen, dtype=float) * g) ** (
+        c["beta"] / c["alpha"]
+    ) * g  # D_to_N(U)
     u_n = np.minimum(n, n_for_u)
     r_n = np.maximum(n / u_n - 1.0, 0.0)
     return u_n + u_n * r_n_star * -np.expm1(-r_n / r_n_star)
 
 
 def _params_for(law: Law, params_total: ArrayLike, params_non_embedding: ArrayLike) -> np.ndarray:
-    return np.asarray(params_non_embedding if law.n_counts is NCounts.NON_EMBEDDING else params_total, dtype=float)
+    return np.asarray(
+        params_non_embedding if law.n_counts is NCounts.NON_EMBEDDING else params_total, dtype=float
+    )
 
 
-def _effective(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, unique_tokens: ArrayLike | None,
-               kfac: Any) -> tuple[np.ndarray, np.ndarray]:
+def _effective(
+    law: Law,
+    c: Mapping[str, Any],
+    n: np.ndarray,
+    d: np.ndarray,
+    unique_tokens: ArrayLike | None,
+    kfac: Any,
+) -> tuple[np.ndarray, np.ndarray]:
     """(N used by the law, D used by the law) after repetition and precision."""
     repeat = law.form is Form.MUENNIGHOFF or unique_tokens is not None
     if not repeat:
@@ -142,14 +156,26 @@ def _form_loss(law: Law, c: Mapping[str, Any], n_eff: np.ndarray, d_eff: np.ndar
     return chinchilla_loss(c, n_eff, d_eff)  # Muennighoff 2023: the same law on N', D'
 
 
-def _loss(law: Law, c: Mapping[str, Any], n: np.ndarray, d: np.ndarray, unique_tokens: ArrayLike | None,
-          kfac: Any) -> np.ndarray:
+def _loss(
+    law: Law,
+    c: Mapping[str, Any],
+    n: np.ndarray,
+    d: np.ndarray,
+    unique_tokens: ArrayLike | None,
+    kfac: Any,
+) -> np.ndarray:
     n_eff, d_eff = _effective(law, c, n, d, unique_tokens, kfac)
     return _form_loss(law, c, n_eff, d_eff)
 
 
-def loss_mean(law: Law | str | None, params_total: ArrayLike, params_non_embedding: ArrayLike, tokens: ArrayLike,
-              unique_tokens: ArrayLike | None = None, precision: Any = "bf16") -> np.ndarray:
+def loss_mean(
+    law: Law | str | None,
+    params_total: ArrayLike,
+    params_non_embedding: ArrayLike,
+    tokens: ArrayLike,
+    unique_tokens: ArrayLike | None = None,
+    precision: Any = "bf16",
+) -> np.ndarray:
     """Point loss at the law's constants, numpy-vectorised over array inputs (broadcast together).
 
     The law picks which parameter count it uses (``law.n_counts``). ``precision`` may be one value or an
@@ -167,8 +193,14 @@ def loss_mean(law: Law | str | None, params_total: ArrayLike, params_non_embeddi
     return _loss(law, law.constants, n, d, unique_tokens, kfac) * (1 + _penalties(law, precision))
 
 
-def loss_samples(law: Law, params_total: float, params_non_embedding: float, tokens: float,
-                 unique_tokens: float | None = None, precision: Any = "bf16") -> np.ndarray:
+def loss_samples(
+    law: Law,
+    params_total: float,
+    params_non_embedding: float,
+    tokens: float,
+    unique_tokens: float | None = None,
+    precision: Any = "bf16",
+) -> np.ndarray:
     """Loss under each of the law's uncertainty samples (S,); empty when the law has none."""
     s = law.samples
     if not s:
@@ -176,7 +208,14 @@ def loss_samples(law: Law, params_total: float, params_non_embedding: float, tok
     n = _params_for(law, params_total, params_non_embedding)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         # an extreme (finite) bootstrap refit can overflow here; band() leaves such samples out
-        out = _loss(law, s, n, np.asarray(tokens, dtype=float), unique_tokens, precision_factor(law, precision))
+        out = _loss(
+            law,
+            s,
+            n,
+            np.asarray(tokens, dtype=float),
+            unique_tokens,
+            precision_factor(law, precision),
+        )
         out = out * (1 + precision_loss_penalty(law, precision))
         r = law.uncertainty.residual if law.uncertainty is not None else None
         if r and np.ndim(out) == 1 and len(out):
@@ -218,7 +257,9 @@ def band(law: Law, point: float, samples: np.ndarray) -> tuple[float, float]:
     # numpy's default ("linear", Hyndman & Fan type 7) quantile, as np.interp over the sorted samples:
     # the same figures as np.quantile, which imports numpy.ma (~40 ms) on first use, at every start
     s = np.sort(samples)
-    lo, hi = np.interp([(s.size - 1) * (1 - lvl) / 2, (s.size - 1) * (1 + lvl) / 2], np.arange(s.size), s)
+    lo, hi = np.interp(
+        [(s.size - 1) * (1 - lvl) / 2, (s.size - 1) * (1 + lvl) / 2], np.arange(s.size), s
+    )
     return float(min(lo, point)), float(max(hi, point))
 
 
@@ -243,7 +284,9 @@ class LossPrediction:
     unique_tokens: float | None
     epochs: float | None  # tokens / unique tokens
     effective_tokens: float  # D' (Muennighoff 2023); = tokens without repetition
-    effective_params: float  # N' × precision factor (Muennighoff 2023, Kumar 2024); = N at 16 bits, no repetition
+    effective_params: (
+        float  # N' × precision factor (Muennighoff 2023, Kumar 2024); = N at 16 bits, no repetition
+    )
     precision: str
     precision_factor: float  # N_eff / N from training precision (1 for bf16/fp16/fp32)
     notes: tuple[str, ...]
@@ -255,6 +298,7 @@ class LossPrediction:
 
 def _fmt(x: float) -> str:
     from trilemma.units import fmt_count
+
     return fmt_count(x)
 
 
@@ -285,8 +329,14 @@ def check_unique_tokens(v: Any) -> float:
     return u
 
 
-def predict_loss(law: Law | str | None, params_total: float, params_non_embedding: float, tokens: float,
-                 unique_tokens: float | None = None, precision: Any = "bf16") -> LossPrediction:
+def predict_loss(
+    law: Law | str | None,
+    params_total: float,
+    params_non_embedding: float,
+    tokens: float,
+    unique_tokens: float | None = None,
+    precision: Any = "bf16",
+) -> LossPrediction:
     """Loss for one plan: point, band from the law's parameter uncertainty, notes and warnings."""
     law = get_law(law)
     n_tot = check_positive("params", params_total)
@@ -303,33 +353,47 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
     notes = [law.specificity_note, f"N = {_fmt(n)} counts {law.n_counts_text}, as {law.name} does"]
     warnings: list[str] = []
     if law.uncertainty is None:
-        warnings.append(f"law {law.name} carries no parameter uncertainty: the band is a single point")
+        warnings.append(
+            f"law {law.name} carries no parameter uncertainty: the band is a single point"
+        )
     if law.fit_range:
         r = law.fit_range
         if "N_max" in r and n > r["N_max"] * 1.5:
-            notes.append(f"N is {n / r['N_max']:.1f}x the largest run {law.name} was fitted on ({_fmt(r['N_max'])}): "
-                         "an extrapolation")
+            notes.append(
+                f"N is {n / r['N_max']:.1f}x the largest run {law.name} was fitted on ({_fmt(r['N_max'])}): "
+                "an extrapolation"
+            )
         if "D_max" in r and d > r["D_max"] * 1.5:
-            notes.append(f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({_fmt(r['D_max'])}): "
-                         "an extrapolation")
+            notes.append(
+                f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({_fmt(r['D_max'])}): "
+                "an extrapolation"
+            )
         # below the data a power law runs away (L → ∞ as N or D → 0): a warning, not a note
         if "N_min" in r and float(n_eff) < r["N_min"] / 1.5:
-            warnings.append(f"{'effective ' if float(n_eff) != n else ''}N = {_fmt(float(n_eff))} is below the smallest "
-                            f"model {law.name} was fitted on ({_fmt(r['N_min'])}): the loss is extrapolated downward "
-                            "and grows without bound there")
+            warnings.append(
+                f"{'effective ' if float(n_eff) != n else ''}N = {_fmt(float(n_eff))} is below the smallest "
+                f"model {law.name} was fitted on ({_fmt(r['N_min'])}): the loss is extrapolated downward "
+                "and grows without bound there"
+            )
         if "D_min" in r and float(d_eff) < r["D_min"] / 1.5:
-            warnings.append(f"{'effective ' if float(d_eff) != d else ''}D = {_fmt(float(d_eff))} tokens is below the "
-                            f"fewest {law.name} was fitted on ({_fmt(r['D_min'])}): the loss is extrapolated downward "
-                            "and grows without bound there")
+            warnings.append(
+                f"{'effective ' if float(d_eff) != d else ''}D = {_fmt(float(d_eff))} tokens is below the "
+                f"fewest {law.name} was fitted on ({_fmt(r['D_min'])}): the loss is extrapolated downward "
+                "and grows without bound there"
+            )
     if pen > 0:
         t = precision_table(str(precision))
-        notes.append(f"training precision {precision}: loss × {1 + pen:.4f}, the published bound on its penalty against bf16 "
-                     f"({t['source']})")
+        notes.append(
+            f"training precision {precision}: loss × {1 + pen:.4f}, the published bound on its penalty against bf16 "
+            f"({t['source']})"
+        )
     if kfac != 1.0:
         k = precision_constants(law)
-        notes.append(f"training precision {precision}: effective parameters x{kfac:.3f} in the form of Kumar et al. 2024 "
-                     f"(arXiv 2411.04330 Eq. 3-4) with gamma_w/a/kv = {k['gamma_w']}/{k['gamma_a']}/{k['gamma_kv']}: "
-                     f"{k['status']}")
+        notes.append(
+            f"training precision {precision}: effective parameters x{kfac:.3f} in the form of Kumar et al. 2024 "
+            f"(arXiv 2411.04330 Eq. 3-4) with gamma_w/a/kv = {k['gamma_w']}/{k['gamma_a']}/{k['gamma_kv']}: "
+            f"{k['status']}"
+        )
     epochs = None
     if law.form is Form.MUENNIGHOFF and u is None:
         notes.append("no --unique-tokens given: every token is taken as unique (one epoch)")
@@ -337,34 +401,63 @@ def predict_loss(law: Law | str | None, params_total: float, params_non_embeddin
         rep = repetition_constants(law)
         epochs = d / u
         if law.form is not Form.MUENNIGHOFF:
-            notes.append(f"repeated data: Muennighoff 2023 effective data{'' if law.form is Form.KAPLAN else ' and parameters'}"
-                         f" with R_D* = {rep['R_D_star']:.2f}, R_N* = {rep['R_N_star']:.2f} from {rep['from']} "
-                         f"(fitted on C4 with its own base law), applied to {law.name}")
+            notes.append(
+                f"repeated data: Muennighoff 2023 effective data{'' if law.form is Form.KAPLAN else ' and parameters'}"
+                f" with R_D* = {rep['R_D_star']:.2f}, R_N* = {rep['R_N_star']:.2f} from {rep['from']} "
+                f"(fitted on C4 with its own base law), applied to {law.name}"
+            )
         if law.form is Form.KAPLAN:
-            notes.append("Kaplan's form has no compute-optimal size G, so Muennighoff's excess-parameter decay (N') is not applied")
+            notes.append(
+                "Kaplan's form has no compute-optimal size G, so Muennighoff's excess-parameter decay (N') is not applied"
+            )
         useful = float(rep.get("useful_epochs", 4.0))
         if epochs > useful:
-            at_useful = float(_loss(law, law.constants, np.asarray(n), np.asarray(useful * u), u, kfac))
+            at_useful = float(
+                _loss(law, law.constants, np.asarray(n), np.asarray(useful * u), u, kfac)
+            )
             marginal = float(np.exp(-max(epochs - 1.0, 0.0) / rep["R_D_star"]))
             warnings.append(
                 f"{epochs:.1f} epochs over {_fmt(u)} unique tokens: effective data D' = {_fmt(float(d_eff))} "
                 f"({float(d_eff) / d:.0%} of {_fmt(d)} tokens); a further epoch is worth {marginal:.0%} of fresh data. "
                 f"Muennighoff 2023: beyond ~{useful:g} epochs repetition adds little — predicted loss {mean:.4f}; "
                 f"stopping at {useful:g} epochs ({_fmt(useful * u)} tokens, {useful / epochs:.0%} of the training compute) "
-                f"would give {at_useful:.4f} ({at_useful - mean:+.4f})")
+                f"would give {at_useful:.4f} ({at_useful - mean:+.4f})"
+            )
     return LossPrediction(
-        mean=mean, low=lo, high=hi,
-        interval=law.uncertainty.interval if law.uncertainty else "none (the law has no uncertainty)",
+        mean=mean,
+        low=lo,
+        high=hi,
+        interval=law.uncertainty.interval
+        if law.uncertainty
+        else "none (the law has no uncertainty)",
         level=None if law.uncertainty is None else law.uncertainty.level,
-        law=law.name if law.path is None else law.path, law_source=law.source, form=str(law.form),
-        n_counts=law.n_counts, params_used=n, loss_unit=law.loss_unit, data=law.data, tokenizer=law.tokenizer,
-        tokens=d, unique_tokens=u, epochs=epochs, effective_tokens=float(d_eff), effective_params=float(n_eff),
-        precision=str(precision), precision_factor=kfac, notes=tuple(notes), warnings=tuple(warnings),
+        law=law.name if law.path is None else law.path,
+        law_source=law.source,
+        form=str(law.form),
+        n_counts=law.n_counts,
+        params_used=n,
+        loss_unit=law.loss_unit,
+        data=law.data,
+        tokenizer=law.tokenizer,
+        tokens=d,
+        unique_tokens=u,
+        epochs=epochs,
+        effective_tokens=float(d_eff),
+        effective_params=float(n_eff),
+        precision=str(precision),
+        precision_factor=kfac,
+        notes=tuple(notes),
+        warnings=tuple(warnings),
     )
 
 
-def predict_loss_block(model: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,
-                       precision: Any = "bf16") -> LossPrediction:
+def predict_loss_block(
+    model: Any,
+    tokens: float,
+    law: Law | str | None = None,
+    unique_tokens: float | None = None,
+    precision: Any = "bf16",
+) -> LossPrediction:
     """The loss of a model (a ModelSpec) trained on ``tokens`` tokens: ``trilemma estimate``'s loss block.
 
     Parameter counts come from ``trilemma.estimate.params``; a mixture of experts gets a note that the
@@ -376,20 +469,34 @@ def predict_loss_block(model: Any, tokens: float, law: Law | str | None = None, 
     pred = predict_loss(law, p.total, p.non_embedding, tokens, unique_tokens, precision)
     uniform = math.log(model.vocab_size)  # nats/token of a uniform guess over the vocabulary
     if pred.loss_unit is LossUnit.NATS_PER_TOKEN and pred.mean > uniform:
-        pred = replace(pred, warnings=(*pred.warnings, (
-            f"the law gives {pred.mean:.4g} nats/token, above ln(vocabulary {model.vocab_size:,}) = {uniform:.3f}, "
-            "the loss of a uniform guess: a trained model does not do worse, so this is the law far outside its "
-            "data, not a prediction")))
+        pred = replace(
+            pred,
+            warnings=(
+                *pred.warnings,
+                (
+                    f"the law gives {pred.mean:.4g} nats/token, above ln(vocabulary {model.vocab_size:,}) = {uniform:.3f}, "
+                    "the loss of a uniform guess: a trained model does not do worse, so this is the law far outside its "
+                    "data, not a prediction"
+                ),
+            ),
+        )
     if p.active == p.total:
         return pred
     counted = "total" if pred.n_counts is NCounts.TOTAL else "non-embedding"
-    moe = (f"mixture-of-experts: the laws were fitted on dense models; N = {counted} parameters "
-           f"({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic")
+    moe = (
+        f"mixture-of-experts: the laws were fitted on dense models; N = {counted} parameters "
+        f"({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic"
+    )
     return replace(pred, notes=(*pred.notes, moe))
 
 
-def loss_block(model_spec: Any, tokens: float, law: Law | str | None = None, unique_tokens: float | None = None,
-               precision: Any = "bf16") -> dict[str, Any]:
+def loss_block(
+    model_spec: Any,
+    tokens: float,
+    law: Law | str | None = None,
+    unique_tokens: float | None = None,
+    precision: Any = "bf16",
+) -> dict[str, Any]:
     """``predict_loss_block(...).to_dict()``: the ``loss`` block of ``trilemma estimate --json``."""
     return predict_loss_block(model_spec, tokens, law, unique_tokens, precision).to_dict()
 
@@ -397,6 +504,10 @@ def loss_block(model_spec: Any, tokens: float, law: Law | str | None = None, uni
 def format_loss_line(block: Mapping[str, Any]) -> str:
     """One line for the human table of ``trilemma estimate``: value, band, law, and the caveat."""
     lvl = block.get("level")
-    band_txt = (f"{lvl:.0%} band" if lvl else "range") + f" {block['low']:.3f} – {block['high']:.3f}"
-    return (f"{block['mean']:.3f} {block['loss_unit']} ({band_txt}) — {block['law']}, N = {block['n_counts'].replace('_', '-')} "
-            f"params; absolute loss is specific to {block['data']} / {block['tokenizer']}")
+    band_txt = (
+        f"{lvl:.0%} band" if lvl else "range"
+    ) + f" {block['low']:.3f} – {block['high']:.3f}"
+    return (
+        f"{block['mean']:.3f} {block['loss_unit']} ({band_txt}) — {block['law']}, N = {block['n_counts'].replace('_', '-')} "
+        f"params; absolute loss is specific to {block['data']} / {block['tokenizer']}"
+    )

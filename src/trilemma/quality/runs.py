@@ -24,7 +24,6 @@ MAX_RUNS = 2_000_000
 CHUNK = 65_536  # rows converted to floats at a time
 
 
-
 @dataclass(frozen=True)
 class Runs:
     """A table of runs: parameters N, tokens D, final loss; all positive."""
@@ -71,8 +70,12 @@ def _pick(columns: Sequence[str], wanted: str | None, default: str, flag: str, p
         if c.strip().lower() == target:
             return c
     have = ", ".join(columns) if columns else "none"
-    raise InputError("runs", path, f"a column named {wanted or default!r} (any case; map another with {flag}); "
-                                   f"columns found: {have}")
+    raise InputError(
+        "runs",
+        path,
+        f"a column named {wanted or default!r} (any case; map another with {flag}); "
+        f"columns found: {have}",
+    )
 
 
 def _number(v: Any, field_: str, row: int, path: str, count: bool) -> float:
@@ -88,7 +91,9 @@ def _number(v: Any, field_: str, row: int, path: str, count: bool) -> float:
         except InputError:
             f = math.nan
         if math.isnan(f):
-            raise InputError("runs", path, f"numbers in column {field_} (row {row} has {v!r})") from None
+            raise InputError(
+                "runs", path, f"numbers in column {field_} (row {row} has {v!r})"
+            ) from None
     if not math.isfinite(f) or f <= 0:
         raise InputError("runs", path, f"positive values of {field_} (row {row} has {v!r})")
     return float(f)
@@ -108,9 +113,13 @@ def _jsonl_rows(f: Any, where: str) -> Iterator[dict[str, Any]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError("runs", where, f"one JSON object per line (line {i}: {exc.msg})") from None
+            raise InputError(
+                "runs", where, f"one JSON object per line (line {i}: {exc.msg})"
+            ) from None
         except RecursionError:
-            raise InputError("runs", where, f"one JSON object per line (line {i} is nested too deep)") from None
+            raise InputError(
+                "runs", where, f"one JSON object per line (line {i} is nested too deep)"
+            ) from None
         if not isinstance(obj, dict):
             raise InputError("runs", where, f"one JSON object per line (line {i} is not an object)")
         yield obj
@@ -124,26 +133,38 @@ def _column(values: list[Any], first_row: int, field_: str, where: str, count: b
             return out
     except (ValueError, TypeError):
         pass
-    return np.array([_number(v, field_, first_row + k, where, count) for k, v in enumerate(values)], dtype=float)
+    return np.array(
+        [_number(v, field_, first_row + k, where, count) for k, v in enumerate(values)], dtype=float
+    )
 
 
-def _gather(rows: Iterator[Sequence[Any]], names: tuple[str, str, str], where: str) -> list[np.ndarray]:
+def _gather(
+    rows: Iterator[Sequence[Any]], names: tuple[str, str, str], where: str
+) -> list[np.ndarray]:
     """N, D, loss of ``rows`` (one tuple of 3 cells each), converted ``CHUNK`` rows at a time, so that a
     million runs never become a million dicts; more than ``MAX_RUNS`` rows are refused."""
     parts: list[list[np.ndarray]] = [[], [], []]
     done = 0
     while chunk := list(itertools.islice(rows, CHUNK)):
         if done + len(chunk) > MAX_RUNS:
-            raise InputError("runs", where, f"at most {MAX_RUNS:,} runs in one fit (this file has more; fit a "
-                                            "sample of its rows, or average repeats of one N and D)")
+            raise InputError(
+                "runs",
+                where,
+                f"at most {MAX_RUNS:,} runs in one fit (this file has more; fit a "
+                "sample of its rows, or average repeats of one N and D)",
+            )
         for j, (part, name) in enumerate(zip(parts, names)):
             part.append(_column([r[j] for r in chunk], done + 1, name, where, j < 2))
         done += len(chunk)
     return [np.concatenate(p) if p else np.empty(0) for p in parts]
 
 
-def read_runs(path: str | Path, n_col: str | None = None, d_col: str | None = None,
-              loss_col: str | None = None) -> Runs:
+def read_runs(
+    path: str | Path,
+    n_col: str | None = None,
+    d_col: str | None = None,
+    loss_col: str | None = None,
+) -> Runs:
     """Runs from a CSV (header row) or JSONL (one object per line) file; N and D may be written 1.2e9 or 1.2B.
 
     The file is streamed: CSV in one pass, JSONL in two (its columns are the union of every object's
@@ -155,26 +176,39 @@ def read_runs(path: str | Path, n_col: str | None = None, d_col: str | None = No
         raise InputError("runs", where, "an existing CSV or JSONL file with columns N, D, loss")
     try:
         with open(p, encoding="utf-8-sig", newline="") as f:
-            is_jsonl = p.suffix.lower() in (".jsonl", ".ndjson", ".json") or _first_line(f).lstrip().startswith("{")
+            is_jsonl = p.suffix.lower() in (".jsonl", ".ndjson", ".json") or _first_line(
+                f
+            ).lstrip().startswith("{")
             f.seek(0)
             if is_jsonl:
-                columns: list[str] = list(dict.fromkeys(k for r in _jsonl_rows(f, where) for k in r))
+                columns: list[str] = list(
+                    dict.fromkeys(k for r in _jsonl_rows(f, where) for k in r)
+                )
                 f.seek(0)
                 rows: Iterator[Any] = _jsonl_rows(f, where)
             else:
                 reader = csv.reader(f)
                 columns = next(reader, [])
-                rows = (r for r in reader if r)  # csv.DictReader's rule: a row with no fields is skipped
-            names = (_pick(columns, n_col, "N", "--n-col", where), _pick(columns, d_col, "D", "--d-col", where),
-                     _pick(columns, loss_col, "loss", "--loss-col", where))
+                rows = (
+                    r for r in reader if r
+                )  # csv.DictReader's rule: a row with no fields is skipped
+            names = (
+                _pick(columns, n_col, "N", "--n-col", where),
+                _pick(columns, d_col, "D", "--d-col", where),
+                _pick(columns, loss_col, "loss", "--loss-col", where),
+            )
             if is_jsonl:
                 cells: Iterator[Sequence[Any]] = (tuple(r.get(c) for c in names) for r in rows)
             else:
                 # a repeated column name holds its last occurrence's value (as csv.DictReader reads it)
                 i, j, k = (len(columns) - 1 - columns[::-1].index(c) for c in names)
                 last = max(i, j, k)
-                cells = ((r[i], r[j], r[k]) if len(r) > last else
-                         tuple(r[x] if x < len(r) else None for x in (i, j, k)) for r in rows)
+                cells = (
+                    (r[i], r[j], r[k])
+                    if len(r) > last
+                    else tuple(r[x] if x < len(r) else None for x in (i, j, k))
+                    for r in rows
+                )
             n, d, loss = _gather(cells, names, where)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError("runs", where, f"a readable UTF-8 text file ({exc})") from None
@@ -186,5 +220,9 @@ def read_runs(path: str | Path, n_col: str | None = None, d_col: str | None = No
 def check_enough(runs: Runs) -> None:
     k = n_sizes(runs.n)
     if len(runs) < MIN_RUNS or k < MIN_SIZES:
-        raise InputError("runs", runs.source, f"at least {MIN_RUNS} runs and {MIN_SIZES} distinct model sizes "
-                                              f"(found {len(runs)} runs, {k} sizes)")
+        raise InputError(
+            "runs",
+            runs.source,
+            f"at least {MIN_RUNS} runs and {MIN_SIZES} distinct model sizes "
+            f"(found {len(runs)} runs, {k} sizes)",
+        )

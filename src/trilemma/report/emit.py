@@ -27,12 +27,15 @@ def results_only() -> Iterator[None]:
         _RESULTS_ONLY.reset(token)
 
 
-def emit(result: T, as_json: bool, to_doc: Callable[[T], Any], print_table: Callable[[T], None]) -> T:
+def emit(
+    result: T, as_json: bool, to_doc: Callable[[T], Any], print_table: Callable[[T], None]
+) -> T:
     """Print ``result`` as the command's JSON document (``to_doc``) or its table, unless inside
     ``results_only()``; return it either way."""
     if not _RESULTS_ONLY.get():
         if as_json:
             from trilemma.report.jsonout import print_json
+
             print_json(to_doc(result))
         else:
             print_table(result)

@@ -28,8 +28,11 @@ NOTES = "trilemma-notes.txt"  # beside the engine's files: what was exported, an
 
 
 def notes_text(doc: Any) -> str:
-    lines = [f"trilemma export --to {doc.engine}: {doc.plan['title']} ({doc.plan['source']})",
-             f"argument names: {doc.engine_version}", ""]
+    lines = [
+        f"trilemma export --to {doc.engine}: {doc.plan['title']} ({doc.plan['source']})",
+        f"argument names: {doc.engine_version}",
+        "",
+    ]
     return "\n".join(lines + [f"- {x}" for x in (*doc.notes, *doc.warnings)]) + "\n"
 
 
@@ -51,7 +54,9 @@ def write_export(doc: Any, folder: str) -> list[str]:
             fh.write(notes_text(doc))
         paths.append(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        raise InputError("out", folder, f"a writable folder ({getattr(exc, 'strerror', None) or exc})") from None
+        raise InputError(
+            "out", folder, f"a writable folder ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     return paths
 
 

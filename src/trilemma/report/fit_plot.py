@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from trilemma.quality.fit import FitReport
-from trilemma.quality.runs import size_groups
 from trilemma.quality.forms import chinchilla_loss
+from trilemma.quality.runs import size_groups
 from trilemma.report.figure import pyplot, save_figure
 
 __all__ = ["plot_fit"]
@@ -36,7 +36,13 @@ def plot_fit(report: FitReport, path: str | Path) -> Path:
     ax.scatter(runs.n, runs.loss, c=shade(ratio, rlo, rhi), s=18, edgecolors="none")
     grid = np.logspace(np.log10(runs.n.min()) - 0.1, np.log10(runs.n.max()) + 0.3, 200)
     for r in np.unique(np.quantile(ratio, [0.0, 0.5, 1.0])):
-        ax.plot(grid, chinchilla_loss(c, grid, r * grid), color=shade(r, rlo, rhi), lw=1.4, label=f"fit at D/N = {r:.3g}")
+        ax.plot(
+            grid,
+            chinchilla_loss(c, grid, r * grid),
+            color=shade(r, rlo, rhi),
+            lw=1.4,
+            label=f"fit at D/N = {r:.3g}",
+        )
     ax.set_xlabel("parameters N")
     # loss vs D, coloured by N; the fit at (up to five of) the model sizes
     ax = axes[1]
@@ -47,7 +53,13 @@ def plot_fit(report: FitReport, path: str | Path) -> Path:
     picks = np.unique(np.linspace(0, g.max(), min(5, g.max() + 1)).round().astype(int))
     for k in picks:
         nk = float(np.median(runs.n[g == k]))
-        ax.plot(grid, chinchilla_loss(c, nk, grid), color=shade(nk, nlo, nhi), lw=1.4, label=f"fit at N = {nk:.3g}")
+        ax.plot(
+            grid,
+            chinchilla_loss(c, nk, grid),
+            color=shade(nk, nlo, nhi),
+            lw=1.4,
+            label=f"fit at N = {nk:.3g}",
+        )
     ax.set_xlabel("tokens D")
     for ax in axes[:2]:
         ax.set_xscale("log")

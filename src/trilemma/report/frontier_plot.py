@@ -26,11 +26,26 @@ __all__ = ["PLOT_RANGES", "fmt_time_axis", "fmt_usd_axis", "plot_frontier", "win
 PLOT_RANGES = ("pins", "full")
 FORMATS = (".png", ".svg", ".pdf")
 CMAP = "viridis_r"  # the third corner's colour: dark is more (longer, dearer, higher loss)
-DECADES = 1.0  # the window reaches this many factors of ten beyond the pins and the optimum, each side
+DECADES = (
+    1.0  # the window reaches this many factors of ten beyond the pins and the optimum, each side
+)
 
 #: tick marks a person reads on a time axis, seconds
-TIME_TICKS = (1.0, 10.0, MINUTE, 10 * MINUTE, HOUR, 6 * HOUR, DAY, 3 * DAY, WEEK, 30 * DAY, 90 * DAY, YEAR,
-              *(YEAR * 10**k for k in range(1, 5)))
+TIME_TICKS = (
+    1.0,
+    10.0,
+    MINUTE,
+    10 * MINUTE,
+    HOUR,
+    6 * HOUR,
+    DAY,
+    3 * DAY,
+    WEEK,
+    30 * DAY,
+    90 * DAY,
+    YEAR,
+    *(YEAR * 10**k for k in range(1, 5)),
+)
 
 
 #: where runner-up labels sit from their marker, points: in turn, so that neighbours' labels part
@@ -83,14 +98,18 @@ def _time_ticks(lo: float, hi: float) -> list[float]:
 
 def _caption(r: Any) -> str:
     p, o, f = r.pins, r.optimum, r.frontier
-    pins = [f"deadline {fmt_duration(p.deadline_s)}" if p.deadline_s is not None else "",
-            f"budget {fmt_usd(p.budget_usd)}" if p.budget_usd is not None else "",
-            f"budget {p.budget_gpu_hours:,.0f} GPU-hours" if p.budget_gpu_hours is not None else "",
-            f"budget {p.budget_kwh:,.0f} kWh" if p.budget_kwh is not None else "",
-            f"target loss {p.target_loss:g}" if p.target_loss is not None else ""]
-    text = (f"pins: {', '.join(x for x in pins if x) or 'none'}; minimise {p.minimize}. optimum: {o.model.name} on "
-            f"{o.cluster.n_gpus}× {o.cluster.hardware.name} ({o.plan.precision}), {fmt_count(o.plan.total_tokens)} tokens: "
-            f"{fmt_duration(o.time.total_s)}, {fmt_usd(o.cost.usd)}, loss {r.optimum_loss.mean:.3f}. frontier: {f.summary()}.")
+    pins = [
+        f"deadline {fmt_duration(p.deadline_s)}" if p.deadline_s is not None else "",
+        f"budget {fmt_usd(p.budget_usd)}" if p.budget_usd is not None else "",
+        f"budget {p.budget_gpu_hours:,.0f} GPU-hours" if p.budget_gpu_hours is not None else "",
+        f"budget {p.budget_kwh:,.0f} kWh" if p.budget_kwh is not None else "",
+        f"target loss {p.target_loss:g}" if p.target_loss is not None else "",
+    ]
+    text = (
+        f"pins: {', '.join(x for x in pins if x) or 'none'}; minimise {p.minimize}. optimum: {o.model.name} on "
+        f"{o.cluster.n_gpus}× {o.cluster.hardware.name} ({o.plan.precision}), {fmt_count(o.plan.total_tokens)} tokens: "
+        f"{fmt_duration(o.time.total_s)}, {fmt_usd(o.cost.usd)}, loss {r.optimum_loss.mean:.3f}. frontier: {f.summary()}."
+    )
     return "\n".join(textwrap.wrap(_tex(text), 190))
 
 
@@ -108,28 +127,54 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
     if r.frontier is None:
         raise InputError("plot", str(path), "a solve with a frontier")
     if r.optimum_loss is None:
-        raise InputError("plot", str(path), "a pre-training solve: a fine-tune has no loss corner to draw "
-                         "(its plans are in the table and --frontier's CSV)")
+        raise InputError(
+            "plot",
+            str(path),
+            "a pre-training solve: a fine-tune has no loss corner to draw "
+            "(its plans are in the table and --frontier's CSV)",
+        )
     plt = pyplot(path)
     from matplotlib.colors import LogNorm, Normalize
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import (
+        FixedLocator,
+        FuncFormatter,
+        LogLocator,
+        NullFormatter,
+        NullLocator,
+    )
 
     f, p, o = r.frontier, r.pins, r.optimum
     pts = {"time": f.time_s, "cost": f.usd, "loss": f.loss}
     opt = {"time": o.time.total_s, "cost": o.cost.usd, "loss": r.optimum_loss.mean}
     pin = {"time": p.deadline_s, "cost": p.budget_usd, "loss": p.target_loss}
-    ups = [(why, {"time": e.time.total_s, "cost": e.cost.usd, "loss": loss.mean}) for why, e, loss in r.runners_up]
-    label = {"time": "time to train", "cost": "cost (USD)", "loss": "loss (nats/token, the law's data)"}
-    pin_text = {"time": lambda v: f"deadline {fmt_duration(v)}", "cost": lambda v: _tex(f"budget {fmt_usd(v)}"),
-                "loss": lambda v: f"target loss {v:g}"}
+    ups = [
+        (why, {"time": e.time.total_s, "cost": e.cost.usd, "loss": loss.mean})
+        for why, e, loss in r.runners_up
+    ]
+    label = {
+        "time": "time to train",
+        "cost": "cost (USD)",
+        "loss": "loss (nats/token, the law's data)",
+    }
+    pin_text = {
+        "time": lambda v: f"deadline {fmt_duration(v)}",
+        "cost": lambda v: _tex(f"budget {fmt_usd(v)}"),
+        "loss": lambda v: f"target loss {v:g}",
+    }
     kept = f.removed_by == 0
     lim: dict[str, tuple[float, float]] = {}
     if plot_range == "pins":
         lim["time"] = window([opt["time"], pin["time"]])
         lim["cost"] = window([opt["cost"], pin["cost"]])
-        inside = ((f.time_s >= lim["time"][0]) & (f.time_s <= lim["time"][1]) & (f.usd >= lim["cost"][0])
-                  & (f.usd <= lim["cost"][1]))
-        losses = [*f.loss[inside].tolist(), opt["loss"]] + ([pin["loss"]] if pin["loss"] is not None else [])
+        inside = (
+            (f.time_s >= lim["time"][0])
+            & (f.time_s <= lim["time"][1])
+            & (f.usd >= lim["cost"][0])
+            & (f.usd <= lim["cost"][1])
+        )
+        losses = [*f.loss[inside].tolist(), opt["loss"]] + (
+            [pin["loss"]] if pin["loss"] is not None else []
+        )
         lo, hi = min(losses), max(losses)
         pad = 0.05 * (hi - lo) or 0.05
         lim["loss"] = (lo - pad, hi + pad)
@@ -143,31 +188,92 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
             if name in lim:
                 view &= (pts[name] >= lim[name][0]) & (pts[name] <= lim[name][1])
         zs = pts[z][view & kept] if (view & kept).any() else pts[z]
-        norm = (Normalize if z == "loss" else LogNorm)(vmin=float(zs.min()), vmax=max(float(zs.max()), float(zs.min()) * 1.001))
+        norm = (Normalize if z == "loss" else LogNorm)(
+            vmin=float(zs.min()), vmax=max(float(zs.max()), float(zs.min()) * 1.001)
+        )
         outside = kept & ~f.feasible
-        ax.scatter(pts[x][outside], pts[y][outside], s=7, c=pts[z][outside], cmap=CMAP, norm=norm, alpha=0.3,
-                   label="frontier, outside the pins (faint)")
-        sc = ax.scatter(pts[x][kept & f.feasible], pts[y][kept & f.feasible], s=16, c=pts[z][kept & f.feasible],
-                        cmap=CMAP, norm=norm, edgecolors="k", linewidths=0.3, label="frontier, within the pins")
+        ax.scatter(
+            pts[x][outside],
+            pts[y][outside],
+            s=7,
+            c=pts[z][outside],
+            cmap=CMAP,
+            norm=norm,
+            alpha=0.3,
+            label="frontier, outside the pins (faint)",
+        )
+        sc = ax.scatter(
+            pts[x][kept & f.feasible],
+            pts[y][kept & f.feasible],
+            s=16,
+            c=pts[z][kept & f.feasible],
+            cmap=CMAP,
+            norm=norm,
+            edgecolors="k",
+            linewidths=0.3,
+            label="frontier, within the pins",
+        )
         bar = fig.colorbar(sc, ax=ax, pad=0.01, fraction=0.05)
         bar.set_label(label[z] if z != "loss" else "loss", fontsize=8)
         bar.ax.tick_params(labelsize=7)
         if z != "loss":
-            bar.ax.yaxis.set_major_formatter(FuncFormatter(
-                lambda v, _, z=z: fmt_time_axis(v) if z == "time" else _tex(fmt_usd_axis(v))))
+            bar.ax.yaxis.set_major_formatter(
+                FuncFormatter(
+                    lambda v, _, z=z: fmt_time_axis(v) if z == "time" else _tex(fmt_usd_axis(v))
+                )
+            )
             bar.ax.yaxis.set_minor_formatter(NullFormatter())
         if (~kept).any():
-            ax.scatter(pts[x][~kept], pts[y][~kept], s=9, c="0.8", marker="x",
-                       label="removed by a filter (--frontier-all)")
+            ax.scatter(
+                pts[x][~kept],
+                pts[y][~kept],
+                s=9,
+                c="0.8",
+                marker="x",
+                label="removed by a filter (--frontier-all)",
+            )
         for k, (why, u) in enumerate(ups):
-            ax.scatter([u[x]], [u[y]], s=55, marker="D", c="tab:orange", edgecolors="white", zorder=6,
-                       label="runner-up (one lever changed)" if k == 0 else None)
-            ax.annotate(why, (u[x], u[y]), xytext=OFFSETS[k % len(OFFSETS)], textcoords="offset points", fontsize=8,
-                        color="tab:orange", zorder=7, annotation_clip=True,
-                        ha="right" if OFFSETS[k % len(OFFSETS)][0] < 0 else "left")
-        ax.scatter([opt[x]], [opt[y]], s=220, marker="*", c="tab:red", edgecolors="white", zorder=8, label="optimum")
-        ax.annotate("optimum", (opt[x], opt[y]), xytext=(8, 6), textcoords="offset points", fontsize=9,
-                    color="tab:red", weight="bold", zorder=9)
+            ax.scatter(
+                [u[x]],
+                [u[y]],
+                s=55,
+                marker="D",
+                c="tab:orange",
+                edgecolors="white",
+                zorder=6,
+                label="runner-up (one lever changed)" if k == 0 else None,
+            )
+            ax.annotate(
+                why,
+                (u[x], u[y]),
+                xytext=OFFSETS[k % len(OFFSETS)],
+                textcoords="offset points",
+                fontsize=8,
+                color="tab:orange",
+                zorder=7,
+                annotation_clip=True,
+                ha="right" if OFFSETS[k % len(OFFSETS)][0] < 0 else "left",
+            )
+        ax.scatter(
+            [opt[x]],
+            [opt[y]],
+            s=220,
+            marker="*",
+            c="tab:red",
+            edgecolors="white",
+            zorder=8,
+            label="optimum",
+        )
+        ax.annotate(
+            "optimum",
+            (opt[x], opt[y]),
+            xytext=(8, 6),
+            textcoords="offset points",
+            fontsize=9,
+            color="tab:red",
+            weight="bold",
+            zorder=9,
+        )
         ax.set_xscale("log")
         if y != "loss":
             ax.set_yscale("log")
@@ -181,14 +287,29 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
         if pin[x] is not None:
             ax.axvline(pin[x], ls="--", c="k", lw=1)
             ax.axvspan(pin[x], max(x1, pin[x]), color="tab:red", alpha=0.07, lw=0)
-            ax.text(pin[x], 0.98, " " + pin_text[x](pin[x]), transform=ax.get_xaxis_transform(), fontsize=8,
-                    va="top", ha="left")
+            ax.text(
+                pin[x],
+                0.98,
+                " " + pin_text[x](pin[x]),
+                transform=ax.get_xaxis_transform(),
+                fontsize=8,
+                va="top",
+                ha="left",
+            )
         if pin[y] is not None:
             ax.axhline(pin[y], ls="--", c="k", lw=1)
-            ax.axhspan(pin[y], max(y1, pin[y]), color="tab:red", alpha=0.07, lw=0,
-                       label="outside the pins")
-            ax.text(0.01, pin[y], pin_text[y](pin[y]), transform=ax.get_yaxis_transform(), fontsize=8,
-                    va="bottom", ha="left")
+            ax.axhspan(
+                pin[y], max(y1, pin[y]), color="tab:red", alpha=0.07, lw=0, label="outside the pins"
+            )
+            ax.text(
+                0.01,
+                pin[y],
+                pin_text[y](pin[y]),
+                transform=ax.get_yaxis_transform(),
+                fontsize=8,
+                va="bottom",
+                ha="left",
+            )
         ax.set_xlim(x0, x1)
         ax.set_ylim(y0, y1)
         for axis, name in ((ax.xaxis, x), (ax.yaxis, y)):
@@ -200,7 +321,9 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
             elif name == "cost":
                 lo, hi = (x0, x1) if axis is ax.xaxis else (y0, y1)
                 wide = np.log10(hi / lo) > 4  # 1-2-5 steps within a few decades, else whole decades
-                axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0), numticks=9))
+                axis.set_major_locator(
+                    LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0), numticks=9)
+                )
                 axis.set_major_formatter(FuncFormatter(lambda v, _: _tex(fmt_usd_axis(v))))
                 axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label[x])
@@ -209,11 +332,27 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
         ax.grid(True, which="major", lw=0.4, alpha=0.4)
     handles, labels = axes[0].get_legend_handles_labels()
     seen = dict(zip(labels, handles))
-    fig.legend(seen.values(), seen.keys(), loc="upper left", bbox_to_anchor=(0.005, 0.945), ncol=len(seen), fontsize=8,
-               frameon=False)
-    where = "around the pins and the optimum (--plot-range full for every point)" if plot_range == "pins" else "every point"
-    fig.suptitle(f"trilemma solve: the Pareto frontier over time, cost and loss, {where}", x=0.01, y=0.99, ha="left",
-                 fontsize=11)
+    fig.legend(
+        seen.values(),
+        seen.keys(),
+        loc="upper left",
+        bbox_to_anchor=(0.005, 0.945),
+        ncol=len(seen),
+        fontsize=8,
+        frameon=False,
+    )
+    where = (
+        "around the pins and the optimum (--plot-range full for every point)"
+        if plot_range == "pins"
+        else "every point"
+    )
+    fig.suptitle(
+        f"trilemma solve: the Pareto frontier over time, cost and loss, {where}",
+        x=0.01,
+        y=0.99,
+        ha="left",
+        fontsize=11,
+    )
     fig.text(0.01, 0.01, _caption(r), fontsize=8, va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.07, 1, 0.9))
     return save_figure(fig, path, dpi=110)

@@ -40,8 +40,10 @@ def dumps_json(doc: Any) -> str:
     (InfeasibleError, exit status 1) rather than printed as the non-standard ``NaN``/``Infinity``."""
     found = _non_finite(doc)
     if found:
-        raise InfeasibleError(f"{found[0]} would be {found[1]}: the inputs are beyond what can be computed in "
-                              "floating point (overflow); bring the extreme value back to a physical range")
+        raise InfeasibleError(
+            f"{found[0]} would be {found[1]}: the inputs are beyond what can be computed in "
+            "floating point (overflow); bring the extreme value back to a physical range"
+        )
     return json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n"
 
 

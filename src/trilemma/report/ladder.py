@@ -43,20 +43,37 @@ def print_plan(plan: LadderPlan, info: dict[str, Any]) -> None:
     """The plan table (``run_ladder``'s ``on_plan`` callback): every run, its budget, predicted time and status."""
     c = _console()
     g = plan.grid
-    t = Table(title=f"trilemma ladder plan — {g.name}: {len(plan.fit_runs)} fit runs + 1 held out; "
-                    f"{info['workers']} worker(s) × {info['threads']} thread(s)")
+    t = Table(
+        title=f"trilemma ladder plan — {g.name}: {len(plan.fit_runs)} fit runs + 1 held out; "
+        f"{info['workers']} worker(s) × {info['threads']} thread(s)"
+    )
     for col in ("role", "model", "N", "D", "D/N", "steps", "peak lr", "predicted", "status"):
         t.add_column(col, justify="left" if col in ("role", "model", "status") else "right")
     done = info.get("done_keys", set())
     for p in plan.runs:
         r = p.run
-        t.add_row(r.role.replace("_", "-"), r.shape.name, fmt_count(r.n), fmt_count(r.tokens), f"{r.tokens_per_param:g}",
-                  str(r.steps), f"{r.lr:.4g}", _s(p.predicted_s), "in runs.jsonl" if r.key in done else "")
+        t.add_row(
+            r.role.replace("_", "-"),
+            r.shape.name,
+            fmt_count(r.n),
+            fmt_count(r.tokens),
+            f"{r.tokens_per_param:g}",
+            str(r.steps),
+            f"{r.lr:.4g}",
+            _s(p.predicted_s),
+            "in runs.jsonl" if r.key in done else "",
+        )
     c.print(t)
     where = plan.hardware or "unavailable"
-    wall = "unavailable" if plan.predicted_wall_s is None else f"{plan.predicted_wall_s / MINUTE:.1f} min"
-    c.print(f"predicted wall time {wall} (planner, profile {where}); {info['resumed']} run(s) already in "
-            f"{info['runs_path']}, {info['to_train']} to train")
+    wall = (
+        "unavailable"
+        if plan.predicted_wall_s is None
+        else f"{plan.predicted_wall_s / MINUTE:.1f} min"
+    )
+    c.print(
+        f"predicted wall time {wall} (planner, profile {where}); {info['resumed']} run(s) already in "
+        f"{info['runs_path']}, {info['to_train']} to train"
+    )
     for n in info.get("notes", []):
         c.print(f"[dim]note:[/dim] {n}")
     for w in info.get("warnings", []):
@@ -67,34 +84,71 @@ def print_ladder(result: LadderResult) -> None:
     """The measured runs (loss, law, time, energy, dollars), the totals, the fitted law and the held-out check."""
     c = _console()
     t = Table(title="trilemma ladder — measured on this machine")
-    for col in ("role", "model", "N", "D", "D/N", "loss", "law", "time", "predicted", "energy", "cost", "status"):
+    for col in (
+        "role",
+        "model",
+        "N",
+        "D",
+        "D/N",
+        "loss",
+        "law",
+        "time",
+        "predicted",
+        "energy",
+        "cost",
+        "status",
+    ):
         t.add_column(col, justify="left" if col in ("role", "model", "status") else "right")
     for r in result.runs:
-        t.add_row(r.role.replace("_", "-"), r.shape, fmt_count(r.n), fmt_count(r.tokens), f"{r.tokens_per_param:g}",
-                  "—" if r.loss is None else f"{r.loss:.4f}", "—" if r.law_loss is None else f"{r.law_loss:.4f}",
-                  _s(r.wall_s), _s(r.predicted_s), "—" if r.energy_j is None else _wh(r.energy_j),
-                  "—" if r.cost_usd is None else _usd(r.cost_usd), r.status)
+        t.add_row(
+            r.role.replace("_", "-"),
+            r.shape,
+            fmt_count(r.n),
+            fmt_count(r.tokens),
+            f"{r.tokens_per_param:g}",
+            "—" if r.loss is None else f"{r.loss:.4f}",
+            "—" if r.law_loss is None else f"{r.law_loss:.4f}",
+            _s(r.wall_s),
+            _s(r.predicted_s),
+            "—" if r.energy_j is None else _wh(r.energy_j),
+            "—" if r.cost_usd is None else _usd(r.cost_usd),
+            r.status,
+        )
     c.print(t)
     tot = result.totals
-    c.print(f"{tot.finished} of {tot.runs} runs finished ({tot.trained_now} now, {tot.resumed} resumed); "
-            f"runs {tot.wall_s_runs / MINUTE:.1f} min, {_wh(tot.energy_j)}, {_usd(tot.cost_usd)} at "
-            f"${result.price_usd_per_hour:g}/machine-hour; this call {tot.wall_s / MINUTE:.1f} min")
+    c.print(
+        f"{tot.finished} of {tot.runs} runs finished ({tot.trained_now} now, {tot.resumed} resumed); "
+        f"runs {tot.wall_s_runs / MINUTE:.1f} min, {_wh(tot.energy_j)}, {_usd(tot.cost_usd)} at "
+        f"${result.price_usd_per_hour:g}/machine-hour; this call {tot.wall_s / MINUTE:.1f} min"
+    )
     if result.fit is not None:
         law, ci = result.fit["law"], result.fit["ci"]
         parts = []
         for k in ("E", "A", "B", "alpha", "beta"):
             lo_hi = ci.get(k)
-            parts.append(f"{k} = {law[k]:.4g}" + (f" [{lo_hi[0]:.3g}, {lo_hi[1]:.3g}]" if lo_hi else ""))
-        c.print(f"fitted law L = E + A/N^alpha + B/D^beta (N non-embedding; {ci['level']:.0%} bootstrap intervals): "
-                + ", ".join(parts))
+            parts.append(
+                f"{k} = {law[k]:.4g}" + (f" [{lo_hi[0]:.3g}, {lo_hi[1]:.3g}]" if lo_hi else "")
+            )
+        c.print(
+            f"fitted law L = E + A/N^alpha + B/D^beta (N non-embedding; {ci['level']:.0%} bootstrap intervals): "
+            + ", ".join(parts)
+        )
     ho = result.held_out
     if ho is not None:
-        meas = "not measured yet" if ho.measured is None else (
-            f"measured {ho.measured:.4f}: error {ho.error:+.2%} of the measured loss, "
-            + ("inside" if ho.within_band else "outside") + " the band")
-        c.print(f"held-out {ho.shape} (N {fmt_count(ho.n)}, {ho.n_over_largest_fitted:.1f}× the largest fitted; "
-                f"D {fmt_count(ho.tokens)}, {ho.tokens_per_param:g} tokens/param): predicted {ho.predicted:.4f} "
-                f"[{ho.low:.4f}, {ho.high:.4f}], {meas}")
+        meas = (
+            "not measured yet"
+            if ho.measured is None
+            else (
+                f"measured {ho.measured:.4f}: error {ho.error:+.2%} of the measured loss, "
+                + ("inside" if ho.within_band else "outside")
+                + " the band"
+            )
+        )
+        c.print(
+            f"held-out {ho.shape} (N {fmt_count(ho.n)}, {ho.n_over_largest_fitted:.1f}× the largest fitted; "
+            f"D {fmt_count(ho.tokens)}, {ho.tokens_per_param:g} tokens/param): predicted {ho.predicted:.4f} "
+            f"[{ho.low:.4f}, {ho.high:.4f}], {meas}"
+        )
     files = ", ".join(f"{k} {v}" for k, v in result.files.items() if v)
     c.print(f"files: {files}")
     for n in result.notes:

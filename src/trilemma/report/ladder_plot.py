@@ -22,7 +22,9 @@ from trilemma.units import KILO
 __all__ = ["plot_ladder"]
 
 
-def frontier(c: dict[str, float], compute: np.ndarray, n_lo: float, n_hi: float) -> tuple[np.ndarray, np.ndarray]:
+def frontier(
+    c: dict[str, float], compute: np.ndarray, n_lo: float, n_hi: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(loss, N) on the compute-optimal frontier: min over N of L(N, C/(6N)) for each C."""
     n = np.logspace(np.log10(n_lo), np.log10(n_hi), 800)
     loss = law_predict(c, n[None, :], compute[:, None] / (6.0 * n[None, :]))
@@ -43,34 +45,83 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
     for k, n in enumerate(sizes):
         colour = cmap(k / max(1, len(sizes) - 1) * 0.9)
         held = any(r.n == n and r.role == "held_out" for r in result.runs)
-        ax.plot(c_grid, law_predict(c, n, c_grid / (6.0 * n)), color=colour, lw=1.2, ls="--" if held else "-",
-                label=f"law at N = {n / KILO:.0f}k" + (" (held out)" if held else ""))
+        ax.plot(
+            c_grid,
+            law_predict(c, n, c_grid / (6.0 * n)),
+            color=colour,
+            lw=1.2,
+            ls="--" if held else "-",
+            label=f"law at N = {n / KILO:.0f}k" + (" (held out)" if held else ""),
+        )
         pts = [r for r in fit_rows if r.n == n]
         if pts:
-            ax.scatter([6.0 * r.n * r.tokens for r in pts], [r.loss for r in pts], color=colour, s=28, zorder=3,
-                       edgecolors="black", linewidths=0.4)
+            ax.scatter(
+                [6.0 * r.n * r.tokens for r in pts],
+                [r.loss for r in pts],
+                color=colour,
+                s=28,
+                zorder=3,
+                edgecolors="black",
+                linewidths=0.4,
+            )
     f_loss, _ = frontier(c, c_grid, sizes[0] / 4, sizes[-1] * 4)
-    ax.plot(c_grid, f_loss, color="black", lw=2.0, alpha=0.6,
-            label="compute-optimal frontier (fitted law, N within 4x of the ladder's sizes)")
+    ax.plot(
+        c_grid,
+        f_loss,
+        color="black",
+        lw=2.0,
+        alpha=0.6,
+        label="compute-optimal frontier (fitted law, N within 4x of the ladder's sizes)",
+    )
     ho = result.held_out
     if ho is not None:
         x = 6.0 * ho.n * ho.tokens
-        ax.errorbar([x], [ho.predicted], yerr=[[ho.predicted - ho.low], [ho.high - ho.predicted]], fmt="o", color="red",
-                    mfc="white", capsize=4, zorder=4, label=f"held-out prediction ({ho.interval.split(':')[0]} band)")
+        ax.errorbar(
+            [x],
+            [ho.predicted],
+            yerr=[[ho.predicted - ho.low], [ho.high - ho.predicted]],
+            fmt="o",
+            color="red",
+            mfc="white",
+            capsize=4,
+            zorder=4,
+            label=f"held-out prediction ({ho.interval.split(':')[0]} band)",
+        )
         if ho.measured is not None:
-            ax.scatter([x], [ho.measured], marker="*", s=180, color="red", edgecolors="black", linewidths=0.5, zorder=5,
-                       label=f"held-out measured (error {ho.error:+.1%})")
+            ax.scatter(
+                [x],
+                [ho.measured],
+                marker="*",
+                s=180,
+                color="red",
+                edgecolors="black",
+                linewidths=0.5,
+                zorder=5,
+                label=f"held-out measured (error {ho.error:+.1%})",
+            )
     elif held_rows and held_rows[0].loss is not None:
         r = held_rows[0]
-        ax.scatter([6.0 * r.n * r.tokens], [r.loss], marker="*", s=180, color="red", zorder=5, label="held-out measured")
+        ax.scatter(
+            [6.0 * r.n * r.tokens],
+            [r.loss],
+            marker="*",
+            s=180,
+            color="red",
+            zorder=5,
+            label="held-out measured",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("training compute C = 6·N·D (FLOP; N non-embedding parameters)")
     ax.set_ylabel("eval loss (nats/byte, fixed held-out split)")
-    ax.set_title(f"trilemma ladder: L = {c['E']:.3f} + {c['A']:.3g}/N^{c['alpha']:.3f} + {c['B']:.3g}/D^{c['beta']:.3f}",
-                 fontsize=10)
+    ax.set_title(
+        f"trilemma ladder: L = {c['E']:.3f} + {c['A']:.3g}/N^{c['alpha']:.3f} + {c['B']:.3g}/D^{c['beta']:.3f}",
+        fontsize=10,
+    )
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="upper right")
-    ys = [r.loss for r in result.runs if r.loss is not None] + ([ho.predicted, ho.low, ho.high] if ho else [])
+    ys = [r.loss for r in result.runs if r.loss is not None] + (
+        [ho.predicted, ho.low, ho.high] if ho else []
+    )
     if ys:
         ax.set_ylim(min(ys) * 0.93, max(ys) * 1.07)
     return save_figure(fig, path)

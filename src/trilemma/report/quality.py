@@ -33,8 +33,10 @@ def _notes(c: Console, notes: list[str], warnings: list[str]) -> None:
 def print_fit(doc: dict[str, Any]) -> None:
     c = _console()
     law, ci = doc["law"], doc["ci"]
-    t = Table(title=f"trilemma fit — {doc['formula']}  ({doc['goodness_of_fit']['runs']} runs, "
-                    f"{doc['goodness_of_fit']['sizes']} sizes)")
+    t = Table(
+        title=f"trilemma fit — {doc['formula']}  ({doc['goodness_of_fit']['runs']} runs, "
+        f"{doc['goodness_of_fit']['sizes']} sizes)"
+    )
     t.add_column("constant")
     t.add_column("value", justify="right")
     t.add_column(f"{ci['level']:.0%} interval (bootstrap)", justify="right")
@@ -42,24 +44,40 @@ def print_fit(doc: dict[str, Any]) -> None:
         lo_hi = ci.get(k)
         t.add_row(k, _g(law[k]), f"{_g(lo_hi[0])} – {_g(lo_hi[1])}" if lo_hi else "—")
     a = doc["compute_optimal"]["a"]
-    t.add_row("a = beta/(alpha+beta)", _g(a, 3), f"{_g(ci['a'][0], 3)} – {_g(ci['a'][1], 3)}" if "a" in ci else "—")
+    t.add_row(
+        "a = beta/(alpha+beta)",
+        _g(a, 3),
+        f"{_g(ci['a'][0], 3)} – {_g(ci['a'][1], 3)}" if "a" in ci else "—",
+    )
     c.print(t)
     gof, conv = doc["goodness_of_fit"], doc["convergence"]
     s = Table(show_header=False, box=None)
     s.add_column(style="bold")
     s.add_column()
-    s.add_row("fit", f"mean |error| {gof['mean_abs_rel_error']:.2%}, max {gof['max_abs_rel_error']:.2%}, "
-                     f"RMSE(ln L) {gof['rmse_log_loss']:.4f}, R² {gof['r2_loss']:.4f}")
-    s.add_row("optimiser", f"{'converged' if conv['converged'] else '[red]NOT converged[/red]'} (largest gradient "
-                           f"{conv['grad_max']:.1e}); {conv['starts_at_best']} of {conv['starts']} L-BFGS starts reached "
-                           f"the best objective {conv['objective']:.4g}")
+    s.add_row(
+        "fit",
+        f"mean |error| {gof['mean_abs_rel_error']:.2%}, max {gof['max_abs_rel_error']:.2%}, "
+        f"RMSE(ln L) {gof['rmse_log_loss']:.4f}, R² {gof['r2_loss']:.4f}",
+    )
+    s.add_row(
+        "optimiser",
+        f"{'converged' if conv['converged'] else '[red]NOT converged[/red]'} (largest gradient "
+        f"{conv['grad_max']:.1e}); {conv['starts_at_best']} of {conv['starts']} L-BFGS starts reached "
+        f"the best objective {conv['objective']:.4g}",
+    )
     lo = doc.get("leave_out")
     if lo:
-        s.add_row("leave-out", f"fit on {lo['fit_runs']} runs up to N = {fmt_count(lo['fit_max_N'])}, predict the "
-                               f"{lo['held_out_runs']} runs of the {lo['held_out_sizes']} largest size(s): mean |error| "
-                               f"{lo['mean_abs_rel_error']:.2%}, max {lo['max_abs_rel_error']:.2%}")
-    s.add_row("units", f"N counts {doc['n_counts'].replace('_', '-')} parameters; loss in {doc['loss_unit']} on "
-                       f"{doc['data']} / {doc['tokenizer']}")
+        s.add_row(
+            "leave-out",
+            f"fit on {lo['fit_runs']} runs up to N = {fmt_count(lo['fit_max_N'])}, predict the "
+            f"{lo['held_out_runs']} runs of the {lo['held_out_sizes']} largest size(s): mean |error| "
+            f"{lo['mean_abs_rel_error']:.2%}, max {lo['max_abs_rel_error']:.2%}",
+        )
+    s.add_row(
+        "units",
+        f"N counts {doc['n_counts'].replace('_', '-')} parameters; loss in {doc['loss_unit']} on "
+        f"{doc['data']} / {doc['tokenizer']}",
+    )
     if doc.get("law_path"):
         s.add_row("law file", f"{doc['law_path']}  (use with --law {doc['law_path']})")
     if doc.get("plot_path"):
@@ -74,31 +92,64 @@ def print_optimal(doc: dict[str, Any]) -> None:
     warnings: list[str] = list(doc.get("warnings", []))
     rows = [r for r in doc["results"] if r.get("compute_optimal")]
     if rows:
-        t = Table(title=f"trilemma optimal — {fmt_flop(doc['flops'])} training compute ({doc['flop_convention']})")
-        for col, just in (("law", "left"), ("N*", "right"), ("N band", "right"), ("D*", "right"), ("tokens/param", "right"),
-                          ("loss", "right"), ("loss band", "right"), ("N counts", "left")):
+        t = Table(
+            title=f"trilemma optimal — {fmt_flop(doc['flops'])} training compute ({doc['flop_convention']})"
+        )
+        for col, just in (
+            ("law", "left"),
+            ("N*", "right"),
+            ("N band", "right"),
+            ("D*", "right"),
+            ("tokens/param", "right"),
+            ("loss", "right"),
+            ("loss band", "right"),
+            ("N counts", "left"),
+        ):
             t.add_column(col, justify=just)
         for r in rows:
             a = r["compute_optimal"]
             lvl = a["loss"]["level"]
-            t.add_row(r["law"], fmt_count(a["n_params"]), f"{fmt_count(a['n_params_low'])} – {fmt_count(a['n_params_high'])}",
-                      fmt_count(a["tokens"]), f"{a['tokens_per_param']:.1f}", f"{a['loss']['mean']:.4f}",
-                      f"{a['loss']['low']:.4f} – {a['loss']['high']:.4f}" + (f" ({lvl:.0%})" if lvl else " (range)"),
-                      a["n_counts"].replace("_", "-"))
+            t.add_row(
+                r["law"],
+                fmt_count(a["n_params"]),
+                f"{fmt_count(a['n_params_low'])} – {fmt_count(a['n_params_high'])}",
+                fmt_count(a["tokens"]),
+                f"{a['tokens_per_param']:.1f}",
+                f"{a['loss']['mean']:.4f}",
+                f"{a['loss']['low']:.4f} – {a['loss']['high']:.4f}"
+                + (f" ({lvl:.0%})" if lvl else " (range)"),
+                a["n_counts"].replace("_", "-"),
+            )
             notes += a["notes"][1:]
         c.print(t)
     inf = [r for r in doc["results"] if r.get("inference_optimal")]
     if inf:
-        t = Table(title=f"inference-aware (Sardana et al. 2023) — target loss, {fmt_count(doc['inference_tokens'] or 0)} "
-                        "lifetime inference tokens")
-        for col in ("law", "target loss", "N", "D (training)", "tokens/param", "total FLOPs", "vs compute-optimal"):
+        t = Table(
+            title=f"inference-aware (Sardana et al. 2023) — target loss, {fmt_count(doc['inference_tokens'] or 0)} "
+            "lifetime inference tokens"
+        )
+        for col in (
+            "law",
+            "target loss",
+            "N",
+            "D (training)",
+            "tokens/param",
+            "total FLOPs",
+            "vs compute-optimal",
+        ):
             t.add_column(col, justify="left" if col == "law" else "right")
         for r in inf:
             b = r["inference_optimal"]
-            t.add_row(r["law"], f"{b['target_loss']:.4f}", fmt_count(b["n_params"]), fmt_count(b["tokens"]),
-                      f"{b['tokens_per_param']:.0f}", fmt_flop(b["total_flops"]),
-                      f"{fmt_count(b['chinchilla_n_params'])} params, {fmt_flop(b['chinchilla_total_flops'])} "
-                      f"({b['saving']:.0%} saved)")
+            t.add_row(
+                r["law"],
+                f"{b['target_loss']:.4f}",
+                fmt_count(b["n_params"]),
+                fmt_count(b["tokens"]),
+                f"{b['tokens_per_param']:.0f}",
+                fmt_flop(b["total_flops"]),
+                f"{fmt_count(b['chinchilla_n_params'])} params, {fmt_flop(b['chinchilla_total_flops'])} "
+                f"({b['saving']:.0%} saved)",
+            )
             notes += b["notes"][1:]
         c.print(t)
     _notes(c, notes, warnings)

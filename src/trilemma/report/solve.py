@@ -9,11 +9,20 @@ from rich.table import Table
 
 from trilemma.errors import InputError
 from trilemma.estimate.result import family_calibrated
+from trilemma.estimate.stability import stability_flag
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.report.table import _console
-from trilemma.estimate.stability import stability_flag
-from trilemma.units import KILO, fmt_bytes, fmt_co2_kg, fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_power, fmt_usd
-
+from trilemma.units import (
+    KILO,
+    fmt_bytes,
+    fmt_co2_kg,
+    fmt_count,
+    fmt_duration,
+    fmt_energy_kwh,
+    fmt_gpu_hours,
+    fmt_power,
+    fmt_usd,
+)
 
 #: the mark on a GPU type whose chip family the calibration has no step times or runs of, and its footnote
 UNCALIBRATED_MARK = "*"
@@ -22,19 +31,29 @@ UNCALIBRATED_NOTE = "* chip family not calibrated: band widened by the cross-fam
 
 def _gpu(e: Any) -> str:
     hw = e.cluster.hardware
-    return f"{e.cluster.n_gpus}× {hw.name}" + ("" if family_calibrated(hw.family) else UNCALIBRATED_MARK)
+    return f"{e.cluster.n_gpus}× {hw.name}" + (
+        "" if family_calibrated(hw.family) else UNCALIBRATED_MARK
+    )
 
 
 def _row(e: Any, loss: Any) -> list[str]:
     """One table row: an Estimate and its LossPrediction."""
     lay = e.layout
-    return [e.model.name, fmt_count(e.params.total), _gpu(e),
-            str(e.plan.precision), stability_flag(str(e.plan.precision), e.params.total) or "—",
-            fmt_count(e.plan.total_tokens), fmt_duration(e.time.total_s), fmt_usd(e.cost.usd),
-            "none (fine-tune)" if loss is None else f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})",
-            f"{e.time.mfu:.0%}",
-            lay.label(compact=True),
-            fmt_bytes(e.memory.per_gpu_bytes), f"{e.memory.free_bytes / e.memory.capacity_bytes:.0%}"]
+    return [
+        e.model.name,
+        fmt_count(e.params.total),
+        _gpu(e),
+        str(e.plan.precision),
+        stability_flag(str(e.plan.precision), e.params.total) or "—",
+        fmt_count(e.plan.total_tokens),
+        fmt_duration(e.time.total_s),
+        fmt_usd(e.cost.usd),
+        "none (fine-tune)" if loss is None else f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})",
+        f"{e.time.mfu:.0%}",
+        lay.label(compact=True),
+        fmt_bytes(e.memory.per_gpu_bytes),
+        f"{e.memory.free_bytes / e.memory.capacity_bytes:.0%}",
+    ]
 
 
 def print_solve(r: Any) -> None:
@@ -52,8 +71,22 @@ def print_solve(r: Any) -> None:
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
     t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")
-    for col in ("", "model", "params", "GPUs", "precision", "stability", "tokens", "time", "cost", "loss (80%)", "MFU", "layout",
-                "memory/GPU", "free"):
+    for col in (
+        "",
+        "model",
+        "params",
+        "GPUs",
+        "precision",
+        "stability",
+        "tokens",
+        "time",
+        "cost",
+        "loss (80%)",
+        "MFU",
+        "layout",
+        "memory/GPU",
+        "free",
+    ):
         t.add_column(col)
     t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss))
     for why, e, loss in r.runners_up:
@@ -61,36 +94,56 @@ def print_solve(r: Any) -> None:
     c.print(t)
     if r.runners_up:
         c.print(runners_up_table(r))
-    if any(not family_calibrated(e.cluster.hardware.family) for e in (r.optimum, *(e for _, e, _ in r.runners_up))):
+    if any(
+        not family_calibrated(e.cluster.hardware.family)
+        for e in (r.optimum, *(e for _, e, _ in r.runners_up))
+    ):
         c.print(UNCALIBRATED_NOTE)
     o = r.optimum
-    c.print(f"optimum: {fmt_gpu_hours(o.time.gpu_hours)} GPU-hours, {fmt_energy_kwh(o.cost.energy_kwh)}, "
-            f"{fmt_power(o.cost.power_w)} while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
-            f"{fmt_co2_kg(o.cost.co2_kg)} CO2e; time band {fmt_duration(o.time.total_s_low)} – "
-            f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}")
+    c.print(
+        f"optimum: {fmt_gpu_hours(o.time.gpu_hours)} GPU-hours, {fmt_energy_kwh(o.cost.energy_kwh)}, "
+        f"{fmt_power(o.cost.power_w)} while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
+        f"{fmt_co2_kg(o.cost.co2_kg)} CO2e; time band {fmt_duration(o.time.total_s_low)} – "
+        f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}"
+    )
     if r.lifetime:
         lt = r.lifetime
-        c.print(f"lifetime: training {fmt_usd(lt['training_usd'])} + serving {fmt_count(lt['inference_tokens'])} tokens "
-                f"{fmt_usd(lt['serving_usd'])} = [bold]{fmt_usd(lt['lifetime_usd'])}[/bold] ({lt['convention']})"
-                + (f"; on the device the serving draws {lt['serving_energy_kwh_on_device'] / KILO:,.0f} MWh"
-                   if "serving_energy_kwh_on_device" in lt else ""))
+        c.print(
+            f"lifetime: training {fmt_usd(lt['training_usd'])} + serving {fmt_count(lt['inference_tokens'])} tokens "
+            f"{fmt_usd(lt['serving_usd'])} = [bold]{fmt_usd(lt['lifetime_usd'])}[/bold] ({lt['convention']})"
+            + (
+                f"; on the device the serving draws {lt['serving_energy_kwh_on_device'] / KILO:,.0f} MWh"
+                if "serving_energy_kwh_on_device" in lt
+                else ""
+            )
+        )
     if o.deploy is not None:
         from trilemma.report.table import deploy_table
+
         c.print(deploy_table(o.deploy))
     if o.memory.headroom > 0:
-        c.print(f"memory: every plan leaves at least {o.memory.headroom:.0%} of device memory free (the memory model's "
-                "80% band; --memory-headroom to change)")
+        c.print(
+            f"memory: every plan leaves at least {o.memory.headroom:.0%} of device memory free (the memory model's "
+            "80% band; --memory-headroom to change)"
+        )
     if r.optimum_loss is not None:
         c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
     if o.finetune is not None:
         from trilemma.report.table import finetune_line
+
         c.print(f"fine-tune: {finetune_line(o)}")
     if r.frontier is not None:
         f = r.frontier
-        corners = "" if r.optimum_loss is not None else " (time, cost: a fine-tune has no loss corner)"
-        c.print(f"frontier: {f.summary()}{corners}; {int(f.feasible.sum()):,} within the pins (--frontier out.csv, "
-                f"--plot out.png)")
-    c.print(f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s")
+        corners = (
+            "" if r.optimum_loss is not None else " (time, cost: a fine-tune has no loss corner)"
+        )
+        c.print(
+            f"frontier: {f.summary()}{corners}; {int(f.feasible.sum()):,} within the pins (--frontier out.csv, "
+            f"--plot out.png)"
+        )
+    c.print(
+        f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s"
+    )
     for w in (*r.warnings, *o.warnings):
         c.print(f"[yellow]note:[/yellow] {w}")
 
@@ -106,15 +159,32 @@ def runners_up_table(r: Any) -> Table:
     """What each lever buys or costs: one row per runner-up (one lever changed from the optimum), with the
     change in time, cost and loss and the pins it breaks."""
     t = Table(title="runners-up: one lever changed from the optimum (Δ against it)")
-    for col in ("lever", "model", "GPUs", "precision", "tokens", "Δ time", "Δ cost", "Δ loss", "meets the pins"):
+    for col in (
+        "lever",
+        "model",
+        "GPUs",
+        "precision",
+        "tokens",
+        "Δ time",
+        "Δ cost",
+        "Δ loss",
+        "meets the pins",
+    ):
         t.add_column(col)
     for why, e, loss in r.runners_up:
         ch = r.change(e, loss)
         d = ch["delta"]
-        t.add_row(why, e.model.name, _gpu(e), str(e.plan.precision), fmt_count(e.plan.total_tokens),
-                  _signed(d["time_s"], fmt_duration), _signed(round(d["usd"], 2), fmt_usd_axis),  # to the cent
-                  "—" if d["loss"] is None else _signed(round(d["loss"], 3), "{:.3f}".format),
-                  "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]))
+        t.add_row(
+            why,
+            e.model.name,
+            _gpu(e),
+            str(e.plan.precision),
+            fmt_count(e.plan.total_tokens),
+            _signed(d["time_s"], fmt_duration),
+            _signed(round(d["usd"], 2), fmt_usd_axis),  # to the cent
+            "—" if d["loss"] is None else _signed(round(d["loss"], 3), "{:.3f}".format),
+            "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]),
+        )
     return t
 
 
@@ -124,12 +194,21 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
     rows = []
     for k in range(f.time_s.size):
         i = int(f.config[k])
-        rows.append({"model": tab.models[tab.model_idx[i]].name, "gpu": tab.gpus[tab.gpu_idx[i]].name,
-                     "n_gpus": int(tab.n_gpus[i]), "precision": str(tab.precisions[tab.prec_idx[i]]),
-                     "tokens": float(f.tokens[k]), "time_s": float(f.time_s[k]), "usd": float(f.usd[k]),
-                     "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
-                     "feasible": bool(f.feasible[k]), "steps": float(f.steps[k]),
-                     "removed_by": names[f.removed_by[k] - 1] if f.removed_by[k] else ""})
+        rows.append(
+            {
+                "model": tab.models[tab.model_idx[i]].name,
+                "gpu": tab.gpus[tab.gpu_idx[i]].name,
+                "n_gpus": int(tab.n_gpus[i]),
+                "precision": str(tab.precisions[tab.prec_idx[i]]),
+                "tokens": float(f.tokens[k]),
+                "time_s": float(f.time_s[k]),
+                "usd": float(f.usd[k]),
+                "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
+                "feasible": bool(f.feasible[k]),
+                "steps": float(f.steps[k]),
+                "removed_by": names[f.removed_by[k] - 1] if f.removed_by[k] else "",
+            }
+        )
     return rows
 
 
@@ -140,8 +219,22 @@ def write_frontier(r: Any, path: str) -> None:
     rows = _frontier_rows(r)
     try:
         with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=["model", "gpu", "n_gpus", "precision", "tokens", "time_s", "usd", "loss",
-                                               "feasible", "steps", "removed_by"])
+            w = csv.DictWriter(
+                fh,
+                fieldnames=[
+                    "model",
+                    "gpu",
+                    "n_gpus",
+                    "precision",
+                    "tokens",
+                    "time_s",
+                    "usd",
+                    "loss",
+                    "feasible",
+                    "steps",
+                    "removed_by",
+                ],
+            )
             w.writeheader()
             w.writerows(rows)
     except OSError as exc:

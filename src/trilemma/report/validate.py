@@ -12,11 +12,21 @@ from trilemma.errors import InputError
 from trilemma.report.table import _console
 from trilemma.units import fmt_bytes
 
-_UNIT = {"gpu_hours": (1.0, "GPU-h"), "days": (1.0, "days"), "busy_gpu_hours": (1.0, "busy GPU-h"), "tokens_per_s_per_gpu": (1.0, "tok/s/GPU"),
-         "model_tflops_per_gpu": (1.0, "model TFLOP/s"), "hardware_tflops_per_gpu": (1.0, "hw TFLOP/s"),
-         "mfu": (100.0, "% MFU"), "hfu": (100.0, "% HFU"), "step_s": (1.0, "s/step"), "forward_backward_s": (1.0, "s fwd+bwd"),
-         "peak_memory_bytes": (2.0**-30, "GiB in use"), "peak_reserved_bytes": (2.0**-30, "GiB reserved"),
-         "peak_allocated_bytes": (2.0**-30, "GiB allocated")}
+_UNIT = {
+    "gpu_hours": (1.0, "GPU-h"),
+    "days": (1.0, "days"),
+    "busy_gpu_hours": (1.0, "busy GPU-h"),
+    "tokens_per_s_per_gpu": (1.0, "tok/s/GPU"),
+    "model_tflops_per_gpu": (1.0, "model TFLOP/s"),
+    "hardware_tflops_per_gpu": (1.0, "hw TFLOP/s"),
+    "mfu": (100.0, "% MFU"),
+    "hfu": (100.0, "% HFU"),
+    "step_s": (1.0, "s/step"),
+    "forward_backward_s": (1.0, "s fwd+bwd"),
+    "peak_memory_bytes": (2.0**-30, "GiB in use"),
+    "peak_reserved_bytes": (2.0**-30, "GiB reserved"),
+    "peak_allocated_bytes": (2.0**-30, "GiB allocated"),
+}
 
 
 def _v(x: float | None, metric: str) -> str:
@@ -24,7 +34,9 @@ def _v(x: float | None, metric: str) -> str:
         return "—"
     scale, _ = _UNIT[metric]
     v = x * scale
-    if abs(v) >= 1e12:  # past a trillion, grouped digits stop being readable (a user's CSV may hold 1e300)
+    if (
+        abs(v) >= 1e12
+    ):  # past a trillion, grouped digits stop being readable (a user's CSV may hold 1e300)
         return f"{v:.3e}"
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
@@ -32,76 +44,168 @@ def _v(x: float | None, metric: str) -> str:
 def _ratio(r: float | None) -> str:
     if r is None:
         return "—"
-    style = "green" if abs(math.log(r)) <= math.log(1.1) else ("yellow" if abs(math.log(r)) <= math.log(1.25) else "red")
+    style = (
+        "green"
+        if abs(math.log(r)) <= math.log(1.1)
+        else ("yellow" if abs(math.log(r)) <= math.log(1.25) else "red")
+    )
     return f"[{style}]{r:.2f}[/{style}]"
 
 
 def print_validate(doc: dict[str, Any]) -> None:
     c = _console()
     t = Table(title="trilemma validate — predicted vs published, one line per row")
-    for col in ("kind", "row", "model", "GPUs", "hardware", "metric", "predicted", "reported", "ratio", "LOSO ratio", "note"):
-        t.add_column(col, justify="right" if col in ("row", "GPUs", "predicted", "reported", "ratio", "LOSO ratio") else "left")
+    for col in (
+        "kind",
+        "row",
+        "model",
+        "GPUs",
+        "hardware",
+        "metric",
+        "predicted",
+        "reported",
+        "ratio",
+        "LOSO ratio",
+        "note",
+    ):
+        t.add_column(
+            col,
+            justify="right"
+            if col in ("row", "GPUs", "predicted", "reported", "ratio", "LOSO ratio")
+            else "left",
+        )
     for r in doc["rows"]:
-        t.add_row(r["kind"], str(r["row"]), r["model"][:40], str(r["n_gpus"]), r["hardware"], _UNIT[r["metric"]][1],
-                  _v(r["predicted"], r["metric"]), _v(r["reported"], r["metric"]), _ratio(r["ratio"]),
-                  _ratio(r["loso_ratio"]), r["note"])
+        t.add_row(
+            r["kind"],
+            str(r["row"]),
+            r["model"][:40],
+            str(r["n_gpus"]),
+            r["hardware"],
+            _UNIT[r["metric"]][1],
+            _v(r["predicted"], r["metric"]),
+            _v(r["reported"], r["metric"]),
+            _ratio(r["ratio"]),
+            _ratio(r["loso_ratio"]),
+            r["note"],
+        )
     if doc["rows"] or doc["summary"]:  # (--kind finetune: the fine-tune section alone)
         c.print(t)
     s = Table(title="summary: |log(predicted/reported)| as %")
-    for col in ("kind", "fit", "rows", "median", "worst", "≤10%", "≤25%", "skipped", "80% band coverage"):
-        s.add_column(col, justify="left" if col in ("kind", "fit", "80% band coverage") else "right")
+    for col in (
+        "kind",
+        "fit",
+        "rows",
+        "median",
+        "worst",
+        "≤10%",
+        "≤25%",
+        "skipped",
+        "80% band coverage",
+    ):
+        s.add_column(
+            col, justify="left" if col in ("kind", "fit", "80% band coverage") else "right"
+        )
     for kind, parts in doc["summary"].items():
-        first = ("in-sample", parts["in_sample"]) if "in_sample" in parts else \
-            ("shipped constants", parts["shipped_constants"])  # a user's --data rows: out of sample
+        first = (
+            ("in-sample", parts["in_sample"])
+            if "in_sample" in parts
+            else ("shipped constants", parts["shipped_constants"])
+        )  # a user's --data rows: out of sample
         for which, st in (first, ("leave-one-source-out", parts["leave_one_source_out"])):
             cov = _coverage(parts) if which == "leave-one-source-out" else ""
             if not st.get("n"):
                 s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]), cov)
                 continue
-            s.add_row(kind, which, str(st["n"]), f"{st['median_error']:.1%}", f"{st['worst_error']:.0%}",
-                      f"{st['within_10pct']:.0%}", f"{st['within_25pct']:.0%}", str(parts["skipped"]), cov)
+            s.add_row(
+                kind,
+                which,
+                str(st["n"]),
+                f"{st['median_error']:.1%}",
+                f"{st['worst_error']:.0%}",
+                f"{st['within_10pct']:.0%}",
+                f"{st['within_25pct']:.0%}",
+                str(parts["skipped"]),
+                cov,
+            )
     if doc["summary"]:
         c.print(s)
     od = doc.get("ondevice")
     if od:
-        c.print(f"on-device decode (data/ondevice.csv, {od['measured_rows']} published tokens/s rows, {od['rows']} memory "
-                f"verdicts): median error {od['median_abs_error']:.0%} with the fitted efficiencies, "
-                f"{od['median_abs_error_loo']:.0%} leave-one-out ({od['within_25pct_loo']} within 25%); fits / does not "
-                f"fit right on {od['fits_right']} of {od['rows']}")
+        c.print(
+            f"on-device decode (data/ondevice.csv, {od['measured_rows']} published tokens/s rows, {od['rows']} memory "
+            f"verdicts): median error {od['median_abs_error']:.0%} with the fitted efficiencies, "
+            f"{od['median_abs_error_loo']:.0%} leave-one-out ({od['within_25pct_loo']} within 25%); fits / does not "
+            f"fit right on {od['fits_right']} of {od['rows']}"
+        )
     _print_finetune(c, doc.get("finetune_memory"))
     if doc["skipped"]:
         c.print(f"{len(doc['skipped'])} rows skipped (see --json for reasons)")
     cal = doc.get("calibration") or {}
     if cal.get("date"):
-        c.print(f"constants fitted {cal['date']} by `{cal['command']}`; LOSO = calibrated without the row's source")
-    c.print("80% band coverage: share of rows inside the band an estimate prints, the band built without the "
-            "row's source (time: a whole run's; runs, throughput, memory: each kind's)")
+        c.print(
+            f"constants fitted {cal['date']} by `{cal['command']}`; LOSO = calibrated without the row's source"
+        )
+    c.print(
+        "80% band coverage: share of rows inside the band an estimate prints, the band built without the "
+        "row's source (time: a whole run's; runs, throughput, memory: each kind's)"
+    )
 
 
 def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
     """The published fine-tuning memory rows (data/finetune_memory.csv), evidence not fitted, and their summary."""
     if not ft or not ft["rows"]:
         return
-    t = Table(title=f"fine-tune memory per GPU — predicted vs published ({ft['data']}; evidence, not fitted)")
+    t = Table(
+        title=f"fine-tune memory per GPU — predicted vs published ({ft['data']}; evidence, not fitted)"
+    )
     for col in ("case", "predicted", "reported", "ratio"):
         t.add_column(col, justify="left" if col == "case" else "right")
     for r in ft["rows"]:
-        t.add_row(r["case"], fmt_bytes(r["predicted_bytes"]), fmt_bytes(r["reported_bytes"]), _ratio(r["ratio"]))
+        t.add_row(
+            r["case"],
+            fmt_bytes(r["predicted_bytes"]),
+            fmt_bytes(r["reported_bytes"]),
+            _ratio(r["ratio"]),
+        )
     c.print(t)
     s = ft["summary"]
-    c.print(f"fine-tune memory: {s['within_count']} of {s['n']} within {s['within']:.0%}; |predicted / reported - 1| "
-            f"median {s['median_error']:.1%}, worst {s['worst_error']:.0%}")
+    c.print(
+        f"fine-tune memory: {s['within_count']} of {s['n']} within {s['within']:.0%}; |predicted / reported - 1| "
+        f"median {s['median_error']:.1%}, worst {s['worst_error']:.0%}"
+    )
 
 
 def _coverage(parts: dict[str, Any]) -> str:
     """'runs 86% (12/14) · time 86% (12/14)': each band's leave-one-source-out coverage."""
-    bc = {k: v for k, v in parts.get("band_coverage", {}).items() if isinstance(v, dict) and v.get("n")}
-    return " · ".join(f"{name} {v['coverage']:.0%} ({v['inside']}/{v['n']})" for name, v in bc.items()) or "—"
+    bc = {
+        k: v
+        for k, v in parts.get("band_coverage", {}).items()
+        if isinstance(v, dict) and v.get("n")
+    }
+    return (
+        " · ".join(f"{name} {v['coverage']:.0%} ({v['inside']}/{v['n']})" for name, v in bc.items())
+        or "—"
+    )
 
 
 def write_csv(doc: dict[str, Any], path: str) -> None:
-    cols = ["kind", "row", "model", "metric", "predicted", "reported", "ratio", "loso_predicted", "loso_ratio",
-            "n_gpus", "hardware", "fits", "group", "note", "source"]
+    cols = [
+        "kind",
+        "row",
+        "model",
+        "metric",
+        "predicted",
+        "reported",
+        "ratio",
+        "loso_predicted",
+        "loso_ratio",
+        "n_gpus",
+        "hardware",
+        "fits",
+        "group",
+        "note",
+        "source",
+    ]
     try:
         with open(path, "w", newline="", encoding="utf-8") as f:
             w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")

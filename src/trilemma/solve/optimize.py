@@ -36,8 +36,14 @@ class Pins:
     minimize: str = "loss"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"deadline_s": self.deadline_s, "budget_usd": self.budget_usd, "budget_gpu_hours": self.budget_gpu_hours,
-                "budget_kwh": self.budget_kwh, "target_loss": self.target_loss, "minimize": self.minimize}
+        return {
+            "deadline_s": self.deadline_s,
+            "budget_usd": self.budget_usd,
+            "budget_gpu_hours": self.budget_gpu_hours,
+            "budget_kwh": self.budget_kwh,
+            "target_loss": self.target_loss,
+            "minimize": self.minimize,
+        }
 
 
 def default_objective(p: Pins) -> str:
@@ -45,7 +51,11 @@ def default_objective(p: Pins) -> str:
     time_pinned = p.deadline_s is not None
     money_pinned = any(x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh))
     loss_pinned = p.target_loss is not None
-    free = [c for c, pinned in (("loss", loss_pinned), ("time", time_pinned), ("cost", money_pinned)) if not pinned]
+    free = [
+        c
+        for c, pinned in (("loss", loss_pinned), ("time", time_pinned), ("cost", money_pinned))
+        if not pinned
+    ]
     return free[0] if len(free) == 1 else ("cost" if not free else "")
 
 
@@ -66,8 +76,12 @@ class Corners:
     fixed_usd: np.ndarray | float = 0.0
 
 
-def table_goodput(table: ConfigTable, seq_len: int, plan_fields: dict | None = None,
-                  cluster_fields: dict | None = None) -> np.ndarray:
+def table_goodput(
+    table: ConfigTable,
+    seq_len: int,
+    plan_fields: dict | None = None,
+    cluster_fields: dict | None = None,
+) -> np.ndarray:
     """Goodput per configuration: the failure model's steady share for its GPU count and checkpoint size
     (trilemma.estimate.goodput.steady_goodput: runs longer than one checkpoint interval; at the failure rate,
     restart time and storage bandwidth of ``cluster_fields`` where given, ClusterSpec's keys), times the
@@ -76,8 +90,8 @@ def table_goodput(table: ConfigTable, seq_len: int, plan_fields: dict | None = N
     duration."""
     from trilemma.estimate.evaluate import slow_node_spread_for
     from trilemma.estimate.finetune import checkpoint_bytes
-    from trilemma.estimate.params import param_counts
     from trilemma.estimate.goodput import cluster_reliability, slow_node_share, steady_goodput
+    from trilemma.estimate.params import param_counts
     from trilemma.presets import constants
     from trilemma.specs.build import make_plan
 
@@ -85,34 +99,65 @@ def table_goodput(table: ConfigTable, seq_len: int, plan_fields: dict | None = N
         return np.zeros(0)
     batch = float(table.batch_tokens[0])
     # one global batch of tokens: the plan only carries the precision's storage (its checkpoint bytes)
-    plans = [make_plan(table.models[0], batch, seq_len, batch, p, **(plan_fields or {})) for p in table.precisions]
+    plans = [
+        make_plan(table.models[0], batch, seq_len, batch, p, **(plan_fields or {}))
+        for p in table.precisions
+    ]
     tot, _ = params_of(table)
-    if plans[0].finetune is not None:  # one model: a fine-tune saves what trains (finetune.checkpoint_bytes)
+    if (
+        plans[0].finetune is not None
+    ):  # one model: a fine-tune saves what trains (finetune.checkpoint_bytes)
         m = table.models[0]
-        ckpt = np.array([float(checkpoint_bytes(m, param_counts(m), pl)) for pl in plans])[table.prec_idx]
+        ckpt = np.array([float(checkpoint_bytes(m, param_counts(m), pl)) for pl in plans])[
+            table.prec_idx
+        ]
     else:
         ckpt = tot * np.array([pl.checkpoint_bytes_per_param for pl in plans])[table.prec_idx]
     per_node = np.array([h.devices_per_node for h in table.gpus])[table.gpu_idx]
     cf = cluster_fields or {}
-    reliability = cluster_reliability(cf.get("failures_per_gpu_hour"), cf.get("restart_s"),
-                                      cf.get("storage_write_bytes_per_s"))
-    return (np.asarray(steady_goodput(table.n_gpus, ckpt, **reliability))
-            * np.asarray(slow_node_share(table.n_gpus, per_node, slow_node_spread_for(plans[0], constants()))))
+    reliability = cluster_reliability(
+        cf.get("failures_per_gpu_hour"), cf.get("restart_s"), cf.get("storage_write_bytes_per_s")
+    )
+    return np.asarray(steady_goodput(table.n_gpus, ckpt, **reliability)) * np.asarray(
+        slow_node_share(table.n_gpus, per_node, slow_node_spread_for(plans[0], constants()))
+    )
 
 
-def rates(table: ConfigTable, goodput: np.ndarray | float, prices: dict[str, float], energy: dict[str, float]) -> Corners:
+def rates(
+    table: ConfigTable,
+    goodput: np.ndarray | float,
+    prices: dict[str, float],
+    energy: dict[str, float],
+) -> Corners:
     g = table.gpu_idx
     price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
-    host = np.array([0.0 if h.family == "cpu" else energy.get("host_power_w_per_device", 0.0) for h in table.gpus])[g]
-    watts = wall_power_w(np.array([h.board_power_w for h in table.gpus])[g], energy["power_fraction"],
-                         energy["host_power_fraction"], energy["pue"], host)
+    host = np.array(
+        [
+            0.0 if h.family == "cpu" else energy.get("host_power_w_per_device", 0.0)
+            for h in table.gpus
+        ]
+    )[g]
+    watts = wall_power_w(
+        np.array([h.board_power_w for h in table.gpus])[g],
+        energy["power_fraction"],
+        energy["host_power_fraction"],
+        energy["pue"],
+        host,
+    )
     spt = 1.0 / (table.tokens_per_s * goodput)
     n = table.n_gpus.astype(float)
     tot, non = params_of(table)
     prec = np.array([str(p) for p in table.precisions])[table.prec_idx]
-    return Corners(s_per_token=spt, usd_per_token=spt * n * price / HOUR, gpu_hours_per_token=spt * n / HOUR,
-                   kwh_per_token=energy_j(n, spt, watts) / KWH, n_total=tot, n_non_embedding=non, precision=prec,
-                   batch_tokens=table.batch_tokens.astype(float))
+    return Corners(
+        s_per_token=spt,
+        usd_per_token=spt * n * price / HOUR,
+        gpu_hours_per_token=spt * n / HOUR,
+        kwh_per_token=energy_j(n, spt, watts) / KWH,
+        n_total=tot,
+        n_non_embedding=non,
+        precision=prec,
+        batch_tokens=table.batch_tokens.astype(float),
+    )
 
 
 def serving_usd(c: Corners, inference_tokens: float) -> np.ndarray:
@@ -126,21 +171,36 @@ def serving_usd(c: Corners, inference_tokens: float) -> np.ndarray:
     return 2.0 * c.n_total * float(inference_tokens) * usd_per_flop
 
 
-def tokens_for_loss(loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float, prec: np.ndarray) -> np.ndarray:
+def tokens_for_loss(
+    loss_fn, n_tot: np.ndarray, n_non: np.ndarray, target: float, prec: np.ndarray
+) -> np.ndarray:
     """Smallest D in [D_MIN, D_MAX] with loss(N, D) ≤ target per configuration; inf if unreachable
     (trilemma.quality.forms.tokens_for_loss: bisection in ln D, 48 halvings)."""
     from trilemma.quality.forms import tokens_for_loss as invert
 
-    return invert(lambda d: loss_fn(n_tot, n_non, d, prec), target, n_tot.shape, d_min=D_MIN, d_max=D_MAX, iters=48)
+    return invert(
+        lambda d: loss_fn(n_tot, n_non, d, prec),
+        target,
+        n_tot.shape,
+        d_min=D_MIN,
+        d_max=D_MAX,
+        iters=48,
+    )
 
 
 def cap_tokens(c: Corners, p: Pins) -> np.ndarray:
     """The most tokens each configuration can train within the time and money pins."""
     cap = np.full(c.s_per_token.shape, np.inf)
-    for limit, per in ((p.deadline_s, c.s_per_token), (p.budget_usd, c.usd_per_token),
-                       (p.budget_gpu_hours, c.gpu_hours_per_token), (p.budget_kwh, c.kwh_per_token)):
+    for limit, per in (
+        (p.deadline_s, c.s_per_token),
+        (p.budget_usd, c.usd_per_token),
+        (p.budget_gpu_hours, c.gpu_hours_per_token),
+        (p.budget_kwh, c.kwh_per_token),
+    ):
         if limit is not None:
-            left = limit - c.fixed_usd if per is c.usd_per_token else limit  # the serving cost comes off the budget
+            left = (
+                limit - c.fixed_usd if per is c.usd_per_token else limit
+            )  # the serving cost comes off the budget
             cap = np.minimum(cap, np.maximum(left, 0.0) / per)
     return cap
 
@@ -169,8 +229,12 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
         D = np.minimum(cap, D_MAX)
     else:
         if p.target_loss is None:
-            raise InputError("minimize", p.minimize, "a target loss (--target-loss) or fixed --tokens to go with it: "
-                             "without one the cheapest or fastest plan trains nothing")
+            raise InputError(
+                "minimize",
+                p.minimize,
+                "a target loss (--target-loss) or fixed --tokens to go with it: "
+                "without one the cheapest or fastest plan trains nothing",
+            )
         D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
         # at least one global batch: a target the law meets with fewer tokens (any loss above the first
         # batch's) is met by that one batch too, since loss falls with D
@@ -180,8 +244,15 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
     feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= np.maximum(D_MIN, c.batch_tokens))
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
-    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token + c.fixed_usd,
-                  gpu_hours=D * c.gpu_hours_per_token, kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
+    return Choice(
+        tokens=D,
+        time_s=D * c.s_per_token,
+        usd=D * c.usd_per_token + c.fixed_usd,
+        gpu_hours=D * c.gpu_hours_per_token,
+        kwh=D * c.kwh_per_token,
+        loss=loss,
+        feasible=feasible,
+    )
 
 
 def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> int | None:
@@ -201,7 +272,12 @@ def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> in
 
 
 #: the levers a runner-up changes, one each: (label, the ConfigTable column it changes, or "tokens")
-LEVERS = (("GPU type", "gpu_idx"), ("model size", "model_idx"), ("GPU count", "n_gpus"), ("precision", "prec_idx"))
+LEVERS = (
+    ("GPU type", "gpu_idx"),
+    ("model size", "model_idx"),
+    ("GPU count", "n_gpus"),
+    ("precision", "prec_idx"),
+)
 #: the token multiples shown for the tokens lever (what half or twice the data buys or costs)
 TOKEN_STEPS = (("tokens ×½", 0.5), ("tokens ×2", 2.0))
 
@@ -213,21 +289,35 @@ def at_tokens(c: Corners, p: Pins, loss_fn, tokens: float) -> Choice:
     feasible = (D <= cap_tokens(c, p) * (1 + 1e-9)) & (D >= c.batch_tokens)
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
-    return Choice(tokens=D, time_s=D * c.s_per_token, usd=D * c.usd_per_token + c.fixed_usd,
-                  gpu_hours=D * c.gpu_hours_per_token, kwh=D * c.kwh_per_token, loss=loss, feasible=feasible)
+    return Choice(
+        tokens=D,
+        time_s=D * c.s_per_token,
+        usd=D * c.usd_per_token + c.fixed_usd,
+        gpu_hours=D * c.gpu_hours_per_token,
+        kwh=D * c.kwh_per_token,
+        loss=loss,
+        feasible=feasible,
+    )
 
 
 def over_pins(ch: Choice, p: Pins) -> np.ndarray:
     """Per configuration: the largest ratio of a corner to its pin (≤ 1 meets every pin)."""
     worst = np.zeros(ch.time_s.shape)
-    for limit, v in ((p.deadline_s, ch.time_s), (p.budget_usd, ch.usd), (p.budget_gpu_hours, ch.gpu_hours),
-                     (p.budget_kwh, ch.kwh), (p.target_loss, ch.loss)):
+    for limit, v in (
+        (p.deadline_s, ch.time_s),
+        (p.budget_usd, ch.usd),
+        (p.budget_gpu_hours, ch.gpu_hours),
+        (p.budget_kwh, ch.kwh),
+        (p.target_loss, ch.loss),
+    ):
         if limit is not None:
             worst = np.maximum(worst, v / limit)
     return worst
 
 
-def runners_up(table: ConfigTable, c: Corners, p: Pins, loss_fn, tokens: float, best: int) -> list[tuple[str, int, float]]:
+def runners_up(
+    table: ConfigTable, c: Corners, p: Pins, loss_fn, tokens: float, best: int
+) -> list[tuple[str, int, float]]:
     """Plans that differ from the optimum (configuration ``best`` on ``tokens``) in exactly one lever, named
     by the row, so the row shows what that lever buys or costs: (label, configuration, tokens).
 
@@ -241,14 +331,18 @@ def runners_up(table: ConfigTable, c: Corners, p: Pins, loss_fn, tokens: float, 
     ch = at_tokens(c, p, loss_fn, tokens)
     col = {k: getattr(table, k) for _, k in LEVERS}
     prec = table.precisions[table.prec_idx[best]]
-    forced = np.array([prec not in h.peak_flop_per_s for h in table.gpus])[table.gpu_idx]  # chip lacks it
+    forced = np.array([prec not in h.peak_flop_per_s for h in table.gpus])[
+        table.gpu_idx
+    ]  # chip lacks it
     out: list[tuple[str, int, float]] = []
     for label, k in LEVERS:
         same = np.ones(len(table), dtype=bool)
         for _, other in LEVERS:
             if other != k and not (k == "gpu_idx" and other == "prec_idx"):
                 same &= col[other] == col[other][best]
-        mask = same & (col[k] != col[k][best]) & (tokens >= c.batch_tokens)  # a plan trains one batch at least
+        mask = (
+            same & (col[k] != col[k][best]) & (tokens >= c.batch_tokens)
+        )  # a plan trains one batch at least
         if k == "gpu_idx":
             mask &= (table.prec_idx == table.prec_idx[best]) | forced
         if not mask.any():
@@ -264,6 +358,7 @@ def runners_up(table: ConfigTable, c: Corners, p: Pins, loss_fn, tokens: float, 
 
 
 # ------------------------------------------------------------------ frontier
+
 
 def pareto_mask(points: np.ndarray) -> np.ndarray:
     """Rows of ``points`` (n × 3, every column minimised) that no other row dominates; of equal rows
@@ -289,7 +384,9 @@ def pareto_mask(points: np.ndarray) -> np.ndarray:
         keep[k] = True
         j = i + 1
         stop = j
-        while stop < len(us) and us[stop] >= u:  # later times at no lower cost: now dominated in (t, u)
+        while (
+            stop < len(us) and us[stop] >= u
+        ):  # later times at no lower cost: now dominated in (t, u)
             stop += 1
         ts[j:stop] = [t]
         us[j:stop] = [u]
@@ -319,21 +416,31 @@ class FrontierFilters:
     max_time_s: float = YEAR
 
     #: the filters' names (the CSV's ``removed_by``, the JSON's ``removed``), in the order they are charged
-    FINETUNE: ClassVar["FrontierFilters"]
+    FINETUNE: ClassVar[FrontierFilters]
     NAMES = ("steps", "short", "long")
 
     def removed_by(self, steps: np.ndarray, time_s: np.ndarray) -> np.ndarray:
         """Per plan: 0 kept, else 1 + the index in ``NAMES`` of the first filter that removes it."""
-        return np.select([steps < self.min_steps, time_s < self.min_time_s, time_s > self.max_time_s],
-                         [1, 2, 3], 0).astype(np.int8)
+        return np.select(
+            [steps < self.min_steps, time_s < self.min_time_s, time_s > self.max_time_s],
+            [1, 2, 3],
+            0,
+        ).astype(np.int8)
 
     def describe(self) -> dict[str, str]:
         """Each filter as a phrase, by name."""
-        return {"steps": f"fewer than {self.min_steps:,.0f} optimizer step{'' if self.min_steps == 1 else 's'}",
-                "short": f"under {self.min_time_s / MINUTE:g} minutes", "long": f"over {self.max_time_s / DAY:,.0f} days"}
+        return {
+            "steps": f"fewer than {self.min_steps:,.0f} optimizer step{'' if self.min_steps == 1 else 's'}",
+            "short": f"under {self.min_time_s / MINUTE:g} minutes",
+            "long": f"over {self.max_time_s / DAY:,.0f} days",
+        }
 
     def as_dict(self) -> dict[str, float]:
-        return {"min_steps": self.min_steps, "min_time_s": self.min_time_s, "max_time_s": self.max_time_s}
+        return {
+            "min_steps": self.min_steps,
+            "min_time_s": self.min_time_s,
+            "max_time_s": self.max_time_s,
+        }
 
 
 FrontierFilters.FINETUNE = FrontierFilters(min_steps=1.0)
@@ -364,10 +471,14 @@ class Frontier:
         parts = [f"{n:,} {what[k]}" for k, n in self.removed.items()]
         kept = int((self.removed_by == 0).sum())
         if self.keep_all:
-            return (f"{self.time_s.size:,} plans (--frontier-all): the {kept:,} Pareto-optimal plans that could be run and "
-                    f"the {self.time_s.size - kept:,} the filters remove from the frontier of every plan: {', '.join(parts)}")
-        return (f"{kept:,} Pareto-optimal plans that could be run; of the {self.unfiltered_points:,} on the "
-                f"frontier of every plan, the filters removed {', '.join(parts)} (--frontier-all keeps them)")
+            return (
+                f"{self.time_s.size:,} plans (--frontier-all): the {kept:,} Pareto-optimal plans that could be run and "
+                f"the {self.time_s.size - kept:,} the filters remove from the frontier of every plan: {', '.join(parts)}"
+            )
+        return (
+            f"{kept:,} Pareto-optimal plans that could be run; of the {self.unfiltered_points:,} on the "
+            f"frontier of every plan, the filters removed {', '.join(parts)} (--frontier-all keeps them)"
+        )
 
 
 def _pareto_points(t: np.ndarray, usd: np.ndarray, loss: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -378,7 +489,9 @@ def _pareto_points(t: np.ndarray, usd: np.ndarray, loss: np.ndarray, idx: np.nda
     order = np.lexsort((usd, t, key))
     best_cost = np.inf
     prev = None
-    for i in order.tolist():  # one pass: within a loss value, sorted by time, keep strictly cheaper ones
+    for i in (
+        order.tolist()
+    ):  # one pass: within a loss value, sorted by time, keep strictly cheaper ones
         if key[i] != prev:
             prev, best_cost = key[i], np.inf
         if usd[i] < best_cost:
@@ -389,9 +502,17 @@ def _pareto_points(t: np.ndarray, usd: np.ndarray, loss: np.ndarray, idx: np.nda
     return idx[sub[pareto_mask(pts)]]
 
 
-def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: float | None,
-             per_config: int = 16, filters: FrontierFilters | None = None, keep_all: bool = False,
-             include: tuple[tuple[int, float], ...] = ()) -> Frontier:
+def frontier(
+    table: ConfigTable,
+    c: Corners,
+    p: Pins,
+    loss_fn,
+    fixed_tokens: float | None,
+    per_config: int = 16,
+    filters: FrontierFilters | None = None,
+    keep_all: bool = False,
+    include: tuple[tuple[int, float], ...] = (),
+) -> Frontier:
     """The Pareto set over (time, cost, loss) of every configuration at tokens-per-parameter from
     1 to 1000 (log grid), or at the fixed token count, and at the (configuration row, tokens) points of
     ``include`` (the optimum, which the grid would miss), among the plans that pass ``filters`` (default
@@ -424,47 +545,77 @@ def frontier(table: ConfigTable, c: Corners, p: Pins, loss_fn, fixed_tokens: flo
     feas = D[idx] <= cap * (1 + 1e-9)
     if p.target_loss is not None:
         feas &= loss[idx] <= p.target_loss
-    return Frontier(config=cfg[idx], tokens=D[idx], time_s=t[idx], usd=usd[idx], loss=loss[idx], feasible=feas,
-                    steps=steps[idx], removed_by=why[idx], filters=filters, keep_all=keep_all,
-                    unfiltered_points=int(every.size), removed=removed)
+    return Frontier(
+        config=cfg[idx],
+        tokens=D[idx],
+        time_s=t[idx],
+        usd=usd[idx],
+        loss=loss[idx],
+        feasible=feas,
+        steps=steps[idx],
+        removed_by=why[idx],
+        filters=filters,
+        keep_all=keep_all,
+        unfiltered_points=int(every.size),
+        removed=removed,
+    )
 
 
 # ------------------------------------------------------------------ infeasibility
 
+
 def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: float) -> str:
     """Why nothing meets the pins, and how far each pinned corner must move."""
     if len(table) == 0:
-        return "no configuration fits in memory: allow more GPUs, larger-memory GPUs or smaller models"
+        return (
+            "no configuration fits in memory: allow more GPUs, larger-memory GPUs or smaller models"
+        )
     parts = []
     if p.target_loss is not None:
         if p.target_loss <= law_E:
-            return (f"target loss {p.target_loss} is at or below the law's irreducible loss E = {law_E:.3f}: "
-                    "no model or amount of data reaches it")
+            return (
+                f"target loss {p.target_loss} is at or below the law's irreducible loss E = {law_E:.3f}: "
+                "no model or amount of data reaches it"
+            )
         D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
         reach = np.isfinite(D)
         if not reach.any():
-            best = float(np.min(loss_fn(c.n_total, c.n_non_embedding, np.full(c.n_total.shape, D_MAX), c.precision)))
-            return (f"target loss {p.target_loss} is out of reach of the models searched (best {best:.3f} with "
-                    f"{fmt_count(D_MAX)} tokens): allow larger models (--params)")
+            best = float(
+                np.min(
+                    loss_fn(
+                        c.n_total, c.n_non_embedding, np.full(c.n_total.shape, D_MAX), c.precision
+                    )
+                )
+            )
+            return (
+                f"target loss {p.target_loss} is out of reach of the models searched (best {best:.3f} with "
+                f"{fmt_count(D_MAX)} tokens): allow larger models (--params)"
+            )
         t = np.where(reach, D * c.s_per_token, np.inf)
         usd = np.where(reach, D * c.usd_per_token + c.fixed_usd, np.inf)
         goal = f"loss {p.target_loss}"
         if p.deadline_s is not None:  # hold the deadline, move the money
             within = t <= p.deadline_s
             if within.any():
-                parts.append(f"{goal} needs {fmt_usd(usd[within].min())} at {fmt_duration(p.deadline_s)}")
+                parts.append(
+                    f"{goal} needs {fmt_usd(usd[within].min())} at {fmt_duration(p.deadline_s)}"
+                )
             else:
                 k = int(np.argmin(t))
-                parts.append(f"{goal} cannot be reached in {fmt_duration(p.deadline_s)} at any cost "
-                             f"(fastest: {fmt_duration(t[k])} for {fmt_usd(usd[k])})")
+                parts.append(
+                    f"{goal} cannot be reached in {fmt_duration(p.deadline_s)} at any cost "
+                    f"(fastest: {fmt_duration(t[k])} for {fmt_usd(usd[k])})"
+                )
         if p.budget_usd is not None:  # hold the money, move the deadline
             within = usd <= p.budget_usd
             if within.any():
                 parts.append(f"or {fmt_duration(t[within].min())} at {fmt_usd(p.budget_usd)}")
             else:
                 k = int(np.argmin(usd))
-                parts.append(f"{goal} cannot be reached for {fmt_usd(p.budget_usd)} at any speed "
-                             f"(cheapest: {fmt_usd(usd[k])} over {fmt_duration(t[k])})")
+                parts.append(
+                    f"{goal} cannot be reached for {fmt_usd(p.budget_usd)} at any speed "
+                    f"(cheapest: {fmt_usd(usd[k])} over {fmt_duration(t[k])})"
+                )
         cap = cap_tokens(c, p)
         best_loss = loss_fn(c.n_total, c.n_non_embedding, np.clip(cap, D_MIN, D_MAX), c.precision)
         j = int(np.argmin(best_loss))
@@ -490,10 +641,38 @@ class Candidate:
 
 
 def candidate(ch: Choice, i: int, why: str) -> Candidate:
-    return Candidate(row=i, why=why, tokens=float(ch.tokens[i]), time_s=float(ch.time_s[i]), usd=float(ch.usd[i]),
-                     gpu_hours=float(ch.gpu_hours[i]), kwh=float(ch.kwh[i]), loss=float(ch.loss[i]))
+    return Candidate(
+        row=i,
+        why=why,
+        tokens=float(ch.tokens[i]),
+        time_s=float(ch.time_s[i]),
+        usd=float(ch.usd[i]),
+        gpu_hours=float(ch.gpu_hours[i]),
+        kwh=float(ch.kwh[i]),
+        loss=float(ch.loss[i]),
+    )
 
 
-__all__ = ["Candidate", "Choice", "Corners", "Frontier", "Pins", "best_index", "candidate", "choose_tokens",
-           "default_objective", "explain_infeasible", "frontier", "FrontierFilters", "LEVERS", "at_tokens", "over_pins", "pareto_mask", "rates", "runners_up",
-           "tokens_for_loss", "DAY", "InfeasibleError"]
+__all__ = [
+    "Candidate",
+    "Choice",
+    "Corners",
+    "Frontier",
+    "Pins",
+    "best_index",
+    "candidate",
+    "choose_tokens",
+    "default_objective",
+    "explain_infeasible",
+    "frontier",
+    "FrontierFilters",
+    "LEVERS",
+    "at_tokens",
+    "over_pins",
+    "pareto_mask",
+    "rates",
+    "runners_up",
+    "tokens_for_loss",
+    "DAY",
+    "InfeasibleError",
+]

@@ -20,19 +20,82 @@ else:  # pragma: no cover
 
 from trilemma.errors import InputError
 
-KEYS = ("deadline", "budget", "target_loss", "minimize", "model", "params", "tokens", "unique_tokens", "gpu",
-        "max_gpus", "precision", "seq", "global_batch", "law", "price", "memory_headroom", "frontier", "plot", "compile",
-        "finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision", "optimizer",
-        "offload", "host_memory", "frontier_all", "plot_range", "deploy", "deploy_precision", "context",
-        "min_tokens_per_s", "inference_tokens", "async_tp", "task", "failure_rate", "restart", "storage_bw")
+KEYS = (
+    "deadline",
+    "budget",
+    "target_loss",
+    "minimize",
+    "model",
+    "params",
+    "tokens",
+    "unique_tokens",
+    "gpu",
+    "max_gpus",
+    "precision",
+    "seq",
+    "global_batch",
+    "law",
+    "price",
+    "memory_headroom",
+    "frontier",
+    "plot",
+    "compile",
+    "finetune",
+    "trainable_layers",
+    "lora_rank",
+    "lora_alpha",
+    "lora_targets",
+    "base_precision",
+    "optimizer",
+    "offload",
+    "host_memory",
+    "frontier_all",
+    "plot_range",
+    "deploy",
+    "deploy_precision",
+    "context",
+    "min_tokens_per_s",
+    "inference_tokens",
+    "async_tp",
+    "task",
+    "failure_rate",
+    "restart",
+    "storage_bw",
+)
 #: the fine-tune keys (the flags of trilemma.cli.finetune_options)
-FINETUNE_KEYS = ("finetune", "trainable_layers", "lora_rank", "lora_alpha", "lora_targets", "base_precision",
-                 "optimizer", "offload")
+FINETUNE_KEYS = (
+    "finetune",
+    "trainable_layers",
+    "lora_rank",
+    "lora_alpha",
+    "lora_targets",
+    "base_precision",
+    "optimizer",
+    "offload",
+)
 
 
 #: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
-_TEXT = frozenset({"minimize", "model", "params", "gpu", "precision", "law", "frontier", "plot", "plot_range",
-                   "finetune", "base_precision", "optimizer", "offload", "deploy", "deploy_precision", "task"})
+_TEXT = frozenset(
+    {
+        "minimize",
+        "model",
+        "params",
+        "gpu",
+        "precision",
+        "law",
+        "frontier",
+        "plot",
+        "plot_range",
+        "finetune",
+        "base_precision",
+        "optimizer",
+        "offload",
+        "deploy",
+        "deploy_precision",
+        "task",
+    }
+)
 #: keys whose value is true or false
 _BOOLS = frozenset({"compile", "frontier_all", "async_tp"})
 #: keys that may be a list of names (joined with commas, as the flags take them)
@@ -47,7 +110,9 @@ def _check_value(key: str, v: Any) -> Any:
         return v
     if key in _LISTS and isinstance(v, list):
         if not v or not all(isinstance(x, str) and x.strip() for x in v):
-            raise InputError(f"scenario {key}", v, "a non-empty list of names, e.g. [\"a100-80gb\", \"h100-sxm\"]")
+            raise InputError(
+                f"scenario {key}", v, 'a non-empty list of names, e.g. ["a100-80gb", "h100-sxm"]'
+            )
         return v if key == "price" else ",".join(v)
     if key == "price" and isinstance(v, dict):
         return v
@@ -71,7 +136,9 @@ def read_scenario(path: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise InputError("scenario", path, "a UTF-8 TOML text file") from None
     except RecursionError:
-        raise InputError("scenario", path, "a TOML file of scenario keys, not nested this deep") from None
+        raise InputError(
+            "scenario", path, "a TOML file of scenario keys, not nested this deep"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError("scenario", path, f"valid TOML ({exc})") from None
     out: dict[str, Any] = {}
@@ -83,7 +150,9 @@ def read_scenario(path: str) -> dict[str, Any]:
         if key not in KEYS:
             raise InputError(f"scenario {key}", v, "one of " + ", ".join(KEYS))
         if key in spelled:
-            raise InputError(f"scenario {k}", v, f"one spelling of the key (the file also has {spelled[key]!r})")
+            raise InputError(
+                f"scenario {k}", v, f"one spelling of the key (the file also has {spelled[key]!r})"
+            )
         spelled[key] = k
         out[key] = _check_value(key, v)
     return out

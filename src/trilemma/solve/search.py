@@ -8,14 +8,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trilemma.specs.build import make_cluster, make_plan
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants
-from trilemma.solve.space import ShapeGrid, layout_at, layout_grid, resolve_axes, solve_axes, with_dp
+from trilemma.solve.space import (
+    ShapeGrid,
+    layout_at,
+    layout_grid,
+    resolve_axes,
+    solve_axes,
+    with_dp,
+)
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision
+from trilemma.specs.build import make_cluster, make_plan
 
-CHUNK = 8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
+CHUNK = (
+    8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
+)
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,9 @@ class ConfigTable:
     gpu_idx: np.ndarray
     prec_idx: np.ndarray
     n_gpus: np.ndarray
-    batch_tokens: np.ndarray  # the row's global batch, tokens: its model's target rounded by its best layout
+    batch_tokens: (
+        np.ndarray
+    )  # the row's global batch, tokens: its model's target rounded by its best layout
     tokens_per_s: np.ndarray  # whole cluster, while training (goodput applied later)
     per_gpu_bytes: np.ndarray
     layout_idx: np.ndarray  # flat index into the layout axes
@@ -56,11 +67,20 @@ def _precisions_for(hw: HardwareSpec, wanted: list[Precision]) -> list[Precision
     return list(dict.fromkeys(out))
 
 
-def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions: list[Precision],
-                   counts: list[int], seq_len: int, global_batch_tokens: float | list[float],
-                   pinned: dict | None = None, consts: dict | None = None,
-                   memory_headroom: float | None = None, compile: bool = False,
-                   plan_fields: dict | None = None, cluster_fields: dict | None = None) -> ConfigTable:
+def search_configs(
+    models: list[ModelSpec],
+    gpus: list[HardwareSpec],
+    precisions: list[Precision],
+    counts: list[int],
+    seq_len: int,
+    global_batch_tokens: float | list[float],
+    pinned: dict | None = None,
+    consts: dict | None = None,
+    memory_headroom: float | None = None,
+    compile: bool = False,
+    plan_fields: dict | None = None,
+    cluster_fields: dict | None = None,
+) -> ConfigTable:
     """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped.
     ``global_batch_tokens``: one batch for every model, or one per model; ``compile``: the plans run
     under torch.compile (TrainingPlan.compile); ``plan_fields`` more TrainingPlan fields (a fine-tune:
@@ -72,8 +92,11 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
     C = counts_arr.reshape([1, -1] + [1] * len(axes))
     L = with_dp(layout_grid(2, axes), C)
     rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "b", "thr", "mem", "lay")}
-    batches = ([float(global_batch_tokens)] * len(models) if np.ndim(global_batch_tokens) == 0
-               else [float(b) for b in global_batch_tokens])
+    batches = (
+        [float(global_batch_tokens)] * len(models)
+        if np.ndim(global_batch_tokens) == 0
+        else [float(b) for b in global_batch_tokens]
+    )
     size = 1 if moe else CHUNK
     chunks = [(i, min(i + size, len(models))) for i in range(0, len(models), size)]
     total = 0
@@ -88,15 +111,32 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
             cl = make_cluster(hw, 1, memory_headroom=memory_headroom, **(cluster_fields or {}))
             for start, stop in chunks:
                 chunk = models[start:stop]
-                model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
-                plan = make_plan(chunk[0], tokens, seq_len, batches[start], p, compile=compile, **(plan_fields or {}))
+                model = (
+                    chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
+                )
+                plan = make_plan(
+                    chunk[0],
+                    tokens,
+                    seq_len,
+                    batches[start],
+                    p,
+                    compile=compile,
+                    **(plan_fields or {}),
+                )
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
                 # each shape's own target batch, along the shape axis
-                target = np.maximum(1, np.rint(np.array(batches[start:stop]) / seq_len)).astype(np.int64)
+                target = np.maximum(1, np.rint(np.array(batches[start:stop]) / seq_len)).astype(
+                    np.int64
+                )
                 target = target.reshape((len(chunk),) + (1,) * (1 + len(axes)))
                 ev = evaluate(model, cl, plan, L, consts, n_gpus=C, target_batch_seqs=target)
-                full = np.broadcast_shapes(ev.reasons.shape, ev.busy_s.shape, ev.per_gpu_bytes.shape, L.shape,
-                                           (len(chunk), len(counts_arr)) + (1,) * len(axes))
+                full = np.broadcast_shapes(
+                    ev.reasons.shape,
+                    ev.busy_s.shape,
+                    ev.per_gpu_bytes.shape,
+                    L.shape,
+                    (len(chunk), len(counts_arr)) + (1,) * len(axes),
+                )
                 total += int(np.prod(full))
                 ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
                 thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
@@ -117,10 +157,21 @@ def search_configs(models: list[ModelSpec], gpus: list[HardwareSpec], precisions
                     rows["mem"].append(mem[s, c, b])
                     rows["lay"].append(b)
     arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
-    return ConfigTable(models=tuple(models), gpus=tuple(gpus), precisions=tuple(precisions), axes=axes,
-                       model_idx=arr("m", np.int64), gpu_idx=arr("g", np.int64), prec_idx=arr("p", np.int64),
-                       n_gpus=arr("n", np.int64), batch_tokens=arr("b"), tokens_per_s=arr("thr"), per_gpu_bytes=arr("mem"),
-                       layout_idx=arr("lay", np.int64), candidates=total)
+    return ConfigTable(
+        models=tuple(models),
+        gpus=tuple(gpus),
+        precisions=tuple(precisions),
+        axes=axes,
+        model_idx=arr("m", np.int64),
+        gpu_idx=arr("g", np.int64),
+        prec_idx=arr("p", np.int64),
+        n_gpus=arr("n", np.int64),
+        batch_tokens=arr("b"),
+        tokens_per_s=arr("thr"),
+        per_gpu_bytes=arr("mem"),
+        layout_idx=arr("lay", np.int64),
+        candidates=total,
+    )
 
 
 def params_of(table: ConfigTable) -> tuple[np.ndarray, np.ndarray]:

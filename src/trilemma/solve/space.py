@@ -21,6 +21,7 @@ from trilemma.specs.axes import AXES, AXIS
 # the numeric ModelSpec fields a shape grid varies; every other field comes from the template
 VARYING = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab_size")
 
+
 def solve_axes(moe: bool = False) -> dict[str, tuple[int, ...]]:
     """The layout axes the solver searches, as codes: each axis's ``solve_values`` (a trimmed set
     of estimate's, trilemma.specs.axes: the solver multiplies them by model shapes, GPU types and
@@ -49,7 +50,7 @@ class ShapeGrid:
     names: tuple[str, ...]
 
     @classmethod
-    def from_models(cls, models: list[ModelSpec], ndim: int, axis: int = 0) -> "ShapeGrid":
+    def from_models(cls, models: list[ModelSpec], ndim: int, axis: int = 0) -> ShapeGrid:
         """Stack dense models of one family (same categorical fields) along ``axis`` of ``ndim``."""
         t = models[0]
         for m in models:
@@ -57,7 +58,10 @@ class ShapeGrid:
                 raise ValueError("a shape grid holds dense models only")
         shape = [1] * ndim
         shape[axis] = len(models)
-        col = {f: np.array([getattr(m, f) or 0 for m in models], dtype=np.int64).reshape(shape) for f in VARYING}
+        col = {
+            f: np.array([getattr(m, f) or 0 for m in models], dtype=np.int64).reshape(shape)
+            for f in VARYING
+        }
         col["n_kv_heads"] = np.array([m.kv_heads for m in models], dtype=np.int64).reshape(shape)
         col["head_dim"] = np.array([m.d_head for m in models], dtype=np.int64).reshape(shape)
         return cls(template=t, names=tuple(m.name for m in models), **col)
@@ -85,7 +89,9 @@ class ShapeGrid:
     ffn_matrices = property(lambda self: self.template.ffn_matrices)
 
 
-def resolve_axes(axes: dict[str, tuple[int, ...]] | None = None, pinned: dict | None = None) -> dict[str, tuple[int, ...]]:
+def resolve_axes(
+    axes: dict[str, tuple[int, ...]] | None = None, pinned: dict | None = None
+) -> dict[str, tuple[int, ...]]:
     """The layout axes with the pinned ones (by axis name) reduced to one value."""
     ax = dict(axes or solve_axes())
     for k, v in (pinned or {}).items():
@@ -133,4 +139,12 @@ def grid_size(L: LayoutArrays, *others: np.ndarray) -> int:
     return int(np.prod(np.broadcast_shapes(L.shape, *(np.shape(o) for o in others))))
 
 
-__all__ = ["ShapeGrid", "grid_size", "layout_at", "layout_grid", "resolve_axes", "solve_axes", "with_dp"]
+__all__ = [
+    "ShapeGrid",
+    "grid_size",
+    "layout_at",
+    "layout_grid",
+    "resolve_axes",
+    "solve_axes",
+    "with_dp",
+]

@@ -93,14 +93,20 @@ class Axis:
     label: str  # in tables: "TP 8", "ZeRO-1"
     flag: str | None  # CLI option of estimate; None: not a flag (dp follows from the GPU count)
     estimate_values: Callable[[SearchContext], Sequence[Any]]
-    solve_values: Callable[[bool], Sequence[Any]] | None  # (any MoE model) → values; None: not searched
+    solve_values: (
+        Callable[[bool], Sequence[Any]] | None
+    )  # (any MoE model) → values; None: not searched
     rules: tuple[Rule, ...] = ()
     shown: Callable[[Any], bool] = lambda v: True  # in one-line summaries of a layout
     short: str | None = None  # label in compact summaries (default: ``label``)
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
-        return tuple(self.kind) if isinstance(self.kind, type) and issubclass(self.kind, (Recompute, ZeroStage)) else None
+        return (
+            tuple(self.kind)
+            if isinstance(self.kind, type) and issubclass(self.kind, (Recompute, ZeroStage))
+            else None
+        )
 
     @property
     def field(self) -> str:
@@ -236,59 +242,164 @@ def _seq_ok(m: Any, L: Any, seq: int) -> Any:
 
 #: every axis, in the order of the Layout's fields and of its JSON
 AXES: tuple[Axis, ...] = (
-    Axis("tp", int, 1, "tensor parallel degree", "TP", "--tp",
-         # up to the scale-up domain, and beyond it only in powers of two up to 2× it
-         lambda c: _pow2_upto(min(c.n_gpus, 2 * c.gpus_per_node, c.model.n_heads)),
-         lambda moe: (1, 2, 4, 8),
-         (Rule(R_HEADS, "tp must divide the attention heads, the key/value heads (or be a multiple of them) "
-                        "and the FFN width", _heads_ok),)),
-    Axis("pp", int, 1, "pipeline parallel degree", "PP", "--pp",
-         # stages may be uneven (below), so any pp that divides the GPUs, up to the layers
-         lambda c: [p for p in _divisors(c.n_gpus) if p <= min(c.model.n_layers, 128)],
-         lambda moe: (1, 2, 4, 8, 16),
-         (Rule(R_LAYERS, "pp × virtual stages must not exceed the number of layers", _layers_ok),)),
+    Axis(
+        "tp",
+        int,
+        1,
+        "tensor parallel degree",
+        "TP",
+        "--tp",
+        # up to the scale-up domain, and beyond it only in powers of two up to 2× it
+        lambda c: _pow2_upto(min(c.n_gpus, 2 * c.gpus_per_node, c.model.n_heads)),
+        lambda moe: (1, 2, 4, 8),
+        (
+            Rule(
+                R_HEADS,
+                "tp must divide the attention heads, the key/value heads (or be a multiple of them) "
+                "and the FFN width",
+                _heads_ok,
+            ),
+        ),
+    ),
+    Axis(
+        "pp",
+        int,
+        1,
+        "pipeline parallel degree",
+        "PP",
+        "--pp",
+        # stages may be uneven (below), so any pp that divides the GPUs, up to the layers
+        lambda c: [p for p in _divisors(c.n_gpus) if p <= min(c.model.n_layers, 128)],
+        lambda moe: (1, 2, 4, 8, 16),
+        (Rule(R_LAYERS, "pp × virtual stages must not exceed the number of layers", _layers_ok),),
+    ),
     Axis("dp", int, 1, "data parallel degree", "DP", None, lambda c: [1], None),
-    Axis("cp", int, 1, "context parallel degree", "CP", "--cp",
-         lambda c: _pow2_upto(min(c.n_gpus, 32)) if c.max_seq >= 16384 else [1], None,
-         (Rule(R_SEQ, "cp must divide the sequence length (2·cp chunks for causal load balance)", _seq_ok),),
-         shown=lambda v: v > 1),
-    Axis("ep", int, 1, "expert parallel degree (MoE); divides dp", "EP", "--ep",
-         lambda c: _pow2_upto(min(c.n_gpus, c.model.n_experts)) if c.model.is_moe else [1],
-         lambda moe: (1, 2, 4, 8) if moe else None,
-         (Rule(R_EXPERTS, "ep must divide the number of experts and dp (and be 1 for a dense model)", _experts_ok),),
-         shown=lambda v: v > 1),
-    Axis("vp", int, 1, "virtual pipeline stages per device (interleaved 1F1B)", "VP", "--vp",
-         lambda c: [1, 2, 4], lambda moe: (1, 2),
-         (Rule(R_VP, "virtual pipeline stages need pp > 1", lambda m, L, s: ~((L.vp > 1) & (L.pp == 1))),),
-         shown=lambda v: v > 1),
-    Axis("sp", bool, True, "sequence parallelism with TP (Korthikanti 2022)", "SP", "--sp/--no-sp",
-         lambda c: [True], None, shown=lambda v: False),
-    Axis("zero", ZeroStage, ZeroStage.ONE, "ZeRO stage over DP, 0-3 (3 = FSDP full shard)", "ZeRO", "--zero",
-         lambda c: list(ZeroStage), lambda moe: (ZeroStage.ONE, ZeroStage.TWO, ZeroStage.THREE),
-         (Rule(R_ZERO_PP, "ZeRO stage 2/3 cannot be combined with pipeline parallelism",
-               lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2))),), short="Z"),
-    Axis("recompute", Recompute, Recompute.NONE, "activation recomputation: none, selective (attention core), "
-         "full (whole layers) or op (torchtitan's op-level: every other matmul and the elementwise ops)", "recompute",
-         "--recompute", lambda c: list(Recompute),
-         # the solver keeps Korthikanti's three (op-level sits between selective and full: it won no README
-         # scenario's optimum and would cost a third more candidates; estimate searches it)
-         lambda moe: (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL), short=""),
-    Axis("micro_batch", int, 1, "sequences per micro-batch", "micro-batch", "--micro-batch",
-         lambda c: [1, 2, 4, 8, 16, 32], lambda moe: (1, 2, 4, 8), short="mb"),
+    Axis(
+        "cp",
+        int,
+        1,
+        "context parallel degree",
+        "CP",
+        "--cp",
+        lambda c: _pow2_upto(min(c.n_gpus, 32)) if c.max_seq >= 16384 else [1],
+        None,
+        (
+            Rule(
+                R_SEQ,
+                "cp must divide the sequence length (2·cp chunks for causal load balance)",
+                _seq_ok,
+            ),
+        ),
+        shown=lambda v: v > 1,
+    ),
+    Axis(
+        "ep",
+        int,
+        1,
+        "expert parallel degree (MoE); divides dp",
+        "EP",
+        "--ep",
+        lambda c: _pow2_upto(min(c.n_gpus, c.model.n_experts)) if c.model.is_moe else [1],
+        lambda moe: (1, 2, 4, 8) if moe else None,
+        (
+            Rule(
+                R_EXPERTS,
+                "ep must divide the number of experts and dp (and be 1 for a dense model)",
+                _experts_ok,
+            ),
+        ),
+        shown=lambda v: v > 1,
+    ),
+    Axis(
+        "vp",
+        int,
+        1,
+        "virtual pipeline stages per device (interleaved 1F1B)",
+        "VP",
+        "--vp",
+        lambda c: [1, 2, 4],
+        lambda moe: (1, 2),
+        (
+            Rule(
+                R_VP,
+                "virtual pipeline stages need pp > 1",
+                lambda m, L, s: ~((L.vp > 1) & (L.pp == 1)),
+            ),
+        ),
+        shown=lambda v: v > 1,
+    ),
+    Axis(
+        "sp",
+        bool,
+        True,
+        "sequence parallelism with TP (Korthikanti 2022)",
+        "SP",
+        "--sp/--no-sp",
+        lambda c: [True],
+        None,
+        shown=lambda v: False,
+    ),
+    Axis(
+        "zero",
+        ZeroStage,
+        ZeroStage.ONE,
+        "ZeRO stage over DP, 0-3 (3 = FSDP full shard)",
+        "ZeRO",
+        "--zero",
+        lambda c: list(ZeroStage),
+        lambda moe: (ZeroStage.ONE, ZeroStage.TWO, ZeroStage.THREE),
+        (
+            Rule(
+                R_ZERO_PP,
+                "ZeRO stage 2/3 cannot be combined with pipeline parallelism",
+                lambda m, L, s: ~((L.pp > 1) & (L.zero >= 2)),
+            ),
+        ),
+        short="Z",
+    ),
+    Axis(
+        "recompute",
+        Recompute,
+        Recompute.NONE,
+        "activation recomputation: none, selective (attention core), "
+        "full (whole layers) or op (torchtitan's op-level: every other matmul and the elementwise ops)",
+        "recompute",
+        "--recompute",
+        lambda c: list(Recompute),
+        # the solver keeps Korthikanti's three (op-level sits between selective and full: it won no README
+        # scenario's optimum and would cost a third more candidates; estimate searches it)
+        lambda moe: (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL),
+        short="",
+    ),
+    Axis(
+        "micro_batch",
+        int,
+        1,
+        "sequences per micro-batch",
+        "micro-batch",
+        "--micro-batch",
+        lambda c: [1, 2, 4, 8, 16, 32],
+        lambda moe: (1, 2, 4, 8),
+        short="mb",
+    ),
 )
 
 AXIS: dict[str, Axis] = {a.name: a for a in AXES}
 
 #: whole-layout reasons (not tied to one axis) and every axis rule, in bit order
-REASONS: dict[int, str] = dict(sorted({
-    R_GPUS: "tp × cp × pp × dp must equal the number of GPUs",
-    R_BATCH: "the global batch (in sequences) must be a multiple of dp × micro-batch",
-    R_DP_TOO_LARGE: "the global batch cannot be rounded to a multiple of dp × micro-batch within tolerance: "
-                    "more data-parallel GPUs than the batch can use",
-    R_OOM: "out of memory",
-    R_HOST_OOM: "the offloaded optimizer states (and weights) do not fit in host memory",
-    **{r.bit: r.text for a in AXES for r in a.rules},
-}.items()))
+REASONS: dict[int, str] = dict(
+    sorted(
+        {
+            R_GPUS: "tp × cp × pp × dp must equal the number of GPUs",
+            R_BATCH: "the global batch (in sequences) must be a multiple of dp × micro-batch",
+            R_DP_TOO_LARGE: "the global batch cannot be rounded to a multiple of dp × micro-batch within tolerance: "
+            "more data-parallel GPUs than the batch can use",
+            R_OOM: "out of memory",
+            R_HOST_OOM: "the offloaded optimizer states (and weights) do not fit in host memory",
+            **{r.bit: r.text for a in AXES for r in a.rules},
+        }.items()
+    )
+)
 
 
 def reason_text(bits: int) -> list[str]:
@@ -311,7 +422,11 @@ class _LayoutBase(Spec):
 
     def summary(self) -> str:
         """One line, as errors print it: ``tp=8 pp=1 dp=4 zero=1 recompute=none micro_batch=1``."""
-        return " ".join(f"{a.name}={_text(getattr(self, a.name))}" for a in AXES if a.shown(getattr(self, a.name)))
+        return " ".join(
+            f"{a.name}={_text(getattr(self, a.name))}"
+            for a in AXES
+            if a.shown(getattr(self, a.name))
+        )
 
     def label(self, compact: bool = False) -> str:
         """For tables: ``TP 8 · PP 2 · DP 4 · SP · ZeRO-1 · recompute none · micro-batch 1``, or
@@ -324,7 +439,9 @@ class _LayoutBase(Spec):
                 if v and self.tp > 1:  # type: ignore[attr-defined]
                     parts.append(name)
             elif a.shown(v):
-                parts.append(f"{name}{'' if compact or a.kind is ZeroStage else ' '}{'-' if a.kind is ZeroStage and not compact else ''}{_text(v)}")
+                parts.append(
+                    f"{name}{'' if compact or a.kind is ZeroStage else ' '}{'-' if a.kind is ZeroStage and not compact else ''}{_text(v)}"
+                )
         return (" " if compact else " · ").join(parts)
 
 
@@ -332,10 +449,22 @@ def _text(v: Any) -> str:
     return str(int(v)) if isinstance(v, ZeroStage) else str(v)
 
 
-Layout = create_model("Layout", __base__=_LayoutBase, __module__=__name__,
-                      **{a.name: _field(a) for a in AXES})  # type: ignore[call-overload]
+Layout = create_model(
+    "Layout", __base__=_LayoutBase, __module__=__name__, **{a.name: _field(a) for a in AXES}
+)  # type: ignore[call-overload]
 Layout.__doc__ = _LayoutBase.__doc__
 
 
-__all__ = ["AXES", "AXIS", "Axis", "Layout", "MAX_DEGREE", "REASONS", "Rule", "SearchContext", "reason_text",
-           "last_stage_layers", "stage_layers"]
+__all__ = [
+    "AXES",
+    "AXIS",
+    "Axis",
+    "Layout",
+    "MAX_DEGREE",
+    "REASONS",
+    "Rule",
+    "SearchContext",
+    "reason_text",
+    "last_stage_layers",
+    "stage_layers",
+]

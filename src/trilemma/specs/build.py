@@ -9,7 +9,15 @@ from typing import Any
 
 from trilemma.errors import InputError
 from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
-from trilemma.specs import ClusterSpec, DtypeSpec, HardwareSpec, ModelSpec, Precision, Stage, TrainingPlan
+from trilemma.specs import (
+    ClusterSpec,
+    DtypeSpec,
+    HardwareSpec,
+    ModelSpec,
+    Precision,
+    Stage,
+    TrainingPlan,
+)
 from trilemma.specs.enums import BasePrecision
 from trilemma.units import parse_count
 
@@ -22,17 +30,23 @@ def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
     if isinstance(spec, ModelSpec):
         return spec, "given"
     if not isinstance(spec, (str, os.PathLike)):
-        raise InputError("model", spec, "a preset name, a size such as 7B, a Hugging Face config.json or a ModelSpec")
+        raise InputError(
+            "model",
+            spec,
+            "a preset name, a size such as 7B, a Hugging Face config.json or a ModelSpec",
+        )
     text = str(spec).strip()
     if is_model_preset(text):
         m = get_model(text)
         return m, f"preset {m.name}"
     if os.path.exists(text) or text.endswith(".json"):
         from trilemma.hf import model_from_hf_config
+
         m = model_from_hf_config(text)
         return m, f"Hugging Face config {text}"
     if text[:1].isdigit():
         from trilemma.shape import model_for_params
+
         target = parse_count(text, "model")
         m = model_for_params(target, field="model")
         return m, f"shape rule for {text}: {m.name}"
@@ -44,7 +58,11 @@ def resolve_hardware(spec: str | HardwareSpec) -> HardwareSpec:
     if isinstance(spec, HardwareSpec):
         return spec
     if not isinstance(spec, str):
-        raise InputError("gpu", spec, "a hardware preset name (`trilemma presets hardware` lists them) or a HardwareSpec")
+        raise InputError(
+            "gpu",
+            spec,
+            "a hardware preset name (`trilemma presets hardware` lists them) or a HardwareSpec",
+        )
     return get_hardware(spec)
 
 
@@ -62,8 +80,12 @@ def grid_intensity(region: str | float | None) -> float:
         value = None
     if value is not None:
         if not 0 <= value <= MAX_GRID_KG_PER_KWH:
-            raise InputError("region", region, f"a grid intensity from 0 to {MAX_GRID_KG_PER_KWH:g} kg CO2e/kWh "
-                                               "(coal is about 1) or one of " + ", ".join(table))
+            raise InputError(
+                "region",
+                region,
+                f"a grid intensity from 0 to {MAX_GRID_KG_PER_KWH:g} kg CO2e/kWh "
+                "(coal is about 1) or one of " + ", ".join(table),
+            )
         return value
     key = region.strip().lower()
     if key not in table:
@@ -71,36 +93,70 @@ def grid_intensity(region: str | float | None) -> float:
     return float(table[key]["kg_co2_per_kwh"])
 
 
-def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None = None,
-              global_batch_tokens: float | None = None, precision: Precision | str = Precision.BF16,
-              stages: list[Stage] | None = None, **plan_fields: Any) -> TrainingPlan:
+def make_plan(
+    model: ModelSpec,
+    tokens: float | None = None,
+    seq_len: int | None = None,
+    global_batch_tokens: float | None = None,
+    precision: Precision | str = Precision.BF16,
+    stages: list[Stage] | None = None,
+    **plan_fields: Any,
+) -> TrainingPlan:
     """A TrainingPlan from flags, falling back on the model's published recipe. ``tokens`` and
     ``global_batch_tokens`` may be counts as text ("2T", "4M"); ``precision`` any case."""
-    tokens, global_batch_tokens = _count(tokens, "tokens"), _count(global_batch_tokens, "global-batch")
-    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1):
+    tokens, global_batch_tokens = (
+        _count(tokens, "tokens"),
+        _count(global_batch_tokens, "global-batch"),
+    )
+    if seq_len is not None and (
+        isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1
+    ):
         raise InputError("seq", seq_len, "a positive whole number of tokens")
     if stages is None:
         seq = seq_len or model.seq_len or 2048
         finetune = plan_fields.get("finetune") is not None
         if tokens is None:
             if finetune:  # the published count is the pre-training run's, not a fine-tune's
-                raise InputError("tokens", None, "the fine-tuning tokens, e.g. --tokens 100M (a fine-tune has no "
-                                 "published default)")
+                raise InputError(
+                    "tokens",
+                    None,
+                    "the fine-tuning tokens, e.g. --tokens 100M (a fine-tune has no "
+                    "published default)",
+                )
             if model.tokens is None:
-                raise InputError("tokens", None, f"a token count such as --tokens 2T ({model.name} has no published default)")
+                raise InputError(
+                    "tokens",
+                    None,
+                    f"a token count such as --tokens 2T ({model.name} has no published default)",
+                )
             tokens = model.tokens
         explicit = global_batch_tokens is not None
         if explicit:
             gbt = global_batch_tokens
-        elif finetune:  # not the pre-training batch of millions of tokens (constants.toml [finetune])
+        elif (
+            finetune
+        ):  # not the pre-training batch of millions of tokens (constants.toml [finetune])
             gbt = constants()["finetune"]["default_batch_sequences"] * seq
         else:
             gbt = model.global_batch_tokens or 512 * seq
         if tokens < gbt:
-            raise InputError("tokens", tokens, f"at least one global batch ({gbt:,.0f} tokens; --global-batch "
-                                               "sets a smaller one)")
-        stages = [Stage.build(prefix="plan", tokens=tokens, seq_len=seq, global_batch_tokens=gbt, explicit_batch=explicit)]
-    prec = precision if isinstance(precision, Precision) else Precision.parse(precision, "precision")
+            raise InputError(
+                "tokens",
+                tokens,
+                f"at least one global batch ({gbt:,.0f} tokens; --global-batch sets a smaller one)",
+            )
+        stages = [
+            Stage.build(
+                prefix="plan",
+                tokens=tokens,
+                seq_len=seq,
+                global_batch_tokens=gbt,
+                explicit_batch=explicit,
+            )
+        ]
+    prec = (
+        precision if isinstance(precision, Precision) else Precision.parse(precision, "precision")
+    )
     ft = plan_fields.get("finetune")
     if ft is not None and prec == Precision.FP16 and ft.base_precision == BasePrecision.BF16:
         # the frozen 16-bit base is stored as the plan computes: fp16 (same bytes; a V100 has no bf16)
@@ -111,24 +167,44 @@ def make_plan(model: ModelSpec, tokens: float | None = None, seq_len: int | None
 
 def _count(value: Any, field: str) -> Any:
     """A count given as text ("2T") parsed; a number (validated where it is used) or None as it is."""
-    return value if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)) \
+    return (
+        value
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
         else parse_count(value, field)
+    )
 
 
-def finetune_fields(model: ModelSpec, finetune: str | None = None, *, trainable_layers: int | None = None,
-                    lora_rank: int | None = None, lora_alpha: float | None = None,
-                    lora_targets: str | list[str] | None = None, base_precision: str | None = None,
-                    lora_dropout: float | None = None, optimizer: str | None = None,
-                    offload: str | None = None) -> dict[str, Any]:
+def finetune_fields(
+    model: ModelSpec,
+    finetune: str | None = None,
+    *,
+    trainable_layers: int | None = None,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    lora_targets: str | list[str] | None = None,
+    base_precision: str | None = None,
+    lora_dropout: float | None = None,
+    optimizer: str | None = None,
+    offload: str | None = None,
+) -> dict[str, Any]:
     """TrainingPlan fields for a fine-tune and its optimizer and offload (``make_plan(**fields)``); {} when
     none of them is given. One-line errors naming the flag (trilemma.specs.finetune.make_finetune)."""
     from trilemma.specs.enums import Offload, Optimizer
     from trilemma.specs.finetune import make_finetune
 
-    ft = make_finetune(finetune, n_layers=model.n_layers, gated=model.ffn_matrices == 3,
-                       trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
-                       lora_targets=lora_targets, base_precision=base_precision, lora_dropout=lora_dropout,
-                       optimizer=optimizer, offload=offload)
+    ft = make_finetune(
+        finetune,
+        n_layers=model.n_layers,
+        gated=model.ffn_matrices == 3,
+        trainable_layers=trainable_layers,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+        lora_targets=lora_targets,
+        base_precision=base_precision,
+        lora_dropout=lora_dropout,
+        optimizer=optimizer,
+        offload=offload,
+    )
     out: dict[str, Any] = {}
     if ft is not None:
         _check_lora_rank(model, ft)
@@ -151,8 +227,12 @@ def _check_lora_rank(model: ModelSpec, ft: Any) -> None:
     sides = {k: min(a, b) for k, (a, b) in module_shapes(model).items() if k in ft.targets}
     if sides and ft.lora_rank > min(sides.values()):
         name = min(sides, key=sides.get)  # type: ignore[arg-type]
-        raise InputError("lora-rank", ft.lora_rank, f"at most {int(sides[name]):,}, the narrower side of {name} "
-                                                    f"({model.name}): a larger rank adds parameters and no capacity")
+        raise InputError(
+            "lora-rank",
+            ft.lora_rank,
+            f"at most {int(sides[name]):,}, the narrower side of {name} "
+            f"({model.name}): a larger rank adds parameters and no capacity",
+        )
 
 
 def check_positions(model: ModelSpec, seq_len: int) -> None:
@@ -162,8 +242,12 @@ def check_positions(model: ModelSpec, seq_len: int) -> None:
     from trilemma.specs import PositionType
 
     if model.position == PositionType.LEARNED and seq_len > model.max_positions:
-        raise InputError("seq", seq_len, f"at most {model.max_positions:,}: {model.name} has {model.max_positions:,} "
-                                         "learned positions (a longer sequence needs a model with a larger table)")
+        raise InputError(
+            "seq",
+            seq_len,
+            f"at most {model.max_positions:,}: {model.name} has {model.max_positions:,} "
+            "learned positions (a longer sequence needs a model with a larger table)",
+        )
 
 
 def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> ClusterSpec:
@@ -174,7 +258,17 @@ def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> Cl
     fields.setdefault("host_power_fraction", e["host_power_fraction"])
     fields.setdefault("grid_kg_co2_per_kwh", grid_intensity(region))
     fields = {k: v for k, v in fields.items() if v is not None}
-    return ClusterSpec.build(prefix="cluster", hardware=resolve_hardware(hardware), n_gpus=n_gpus, **fields)
+    return ClusterSpec.build(
+        prefix="cluster", hardware=resolve_hardware(hardware), n_gpus=n_gpus, **fields
+    )
 
 
-__all__ = ["check_positions", "finetune_fields", "grid_intensity", "make_cluster", "make_plan", "resolve_hardware", "resolve_model"]
+__all__ = [
+    "check_positions",
+    "finetune_fields",
+    "grid_intensity",
+    "make_cluster",
+    "make_plan",
+    "resolve_hardware",
+    "resolve_model",
+]

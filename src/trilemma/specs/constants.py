@@ -19,7 +19,9 @@ class Constants(Mapping[str, Mapping[str, Any]]):
     __slots__ = ("_sections",)
 
     def __init__(self, sections: Mapping[str, Mapping[str, Any]]):
-        self._sections = MappingProxyType({s: MappingProxyType(dict(v)) for s, v in sections.items()})
+        self._sections = MappingProxyType(
+            {s: MappingProxyType(dict(v)) for s, v in sections.items()}
+        )
 
     def __getitem__(self, section: str) -> Mapping[str, Any]:
         return self._sections[section]
@@ -33,13 +35,15 @@ class Constants(Mapping[str, Mapping[str, Any]]):
     def __hash__(self) -> int:
         return id(self)
 
-    def __deepcopy__(self, memo: dict) -> "Constants":
+    def __deepcopy__(self, memo: dict) -> Constants:
         return self  # immutable
 
     def __reduce__(self) -> tuple[type, tuple[dict[str, dict[str, Any]]]]:
-        return Constants, (self.to_dict(),)  # to other processes (leave-one-source-out runs in parallel)
+        return Constants, (
+            self.to_dict(),
+        )  # to other processes (leave-one-source-out runs in parallel)
 
-    def with_values(self, values: Mapping[tuple[str, str], Any]) -> "Constants":
+    def with_values(self, values: Mapping[tuple[str, str], Any]) -> Constants:
         """A copy with ``{(section, key): value}`` changed (sections are created as needed)."""
         out = {s: dict(v) for s, v in self._sections.items()}
         for (sec, key), v in values.items():

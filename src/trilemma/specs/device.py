@@ -17,11 +17,17 @@ class DeviceSpec(Spec):
     kind: str = Field(description="phone, laptop, desktop, desktop-gpu or datacentre")
     chip: str = ""
     ram_bytes: float = Field(gt=0, description="installed memory, bytes")
-    usable_bytes: float = Field(gt=0, description="memory one app may hold, bytes (per-OS limit, usable_source)")
+    usable_bytes: float = Field(
+        gt=0, description="memory one app may hold, bytes (per-OS limit, usable_source)"
+    )
     usable_source: str = ""
     bandwidth_bytes_per_s: float = Field(gt=0, description="peak DRAM bandwidth, bytes/s")
-    peak_flop_per_s: dict[str, float] = Field(description="dense peak per precision (fp16, int8), FLOP/s")
+    peak_flop_per_s: dict[str, float] = Field(
+        description="dense peak per precision (fp16, int8), FLOP/s"
+    )
     power_w: float = Field(gt=0, description="draw while decoding, W")
-    runtime: str = Field(pattern="^(metal|gpu|mobile-gpu|cpu)$", description="runtime class: " + ", ".join(RUNTIMES))
+    runtime: str = Field(
+        pattern="^(metal|gpu|mobile-gpu|cpu)$", description="runtime class: " + ", ".join(RUNTIMES)
+    )
     source: str = ""
     aliases: tuple[str, ...] = ()

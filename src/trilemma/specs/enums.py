@@ -12,7 +12,7 @@ class StrEnum(str, Enum):
         return self.value
 
     @classmethod
-    def parse(cls, value: object, field: str) -> "StrEnum":
+    def parse(cls, value: object, field: str) -> StrEnum:
         """The member whose value is ``value`` (any case; ``-`` and ``_`` alike), else an InputError
         naming ``field`` and listing the values (exit status 2 on the command line)."""
         key = str(value).strip().lower()
@@ -94,7 +94,9 @@ class Optimizer(StrEnum):
     ADAMW = "adamw"  # two fp32 moments per trainable parameter
     SGD = "sgd"  # one fp32 momentum buffer
     ADAMW_8BIT = "adamw-8bit"  # bitsandbytes AdamW8bit: two block-wise quantised 8-bit moments (Dettmers et al. 2022)
-    PAGED_ADAMW_8BIT = "paged-adamw-8bit"  # the same in paged (unified) memory (QLoRA, Dettmers et al. 2023 §3)
+    PAGED_ADAMW_8BIT = (
+        "paged-adamw-8bit"  # the same in paged (unified) memory (QLoRA, Dettmers et al. 2023 §3)
+    )
     ADAFACTOR = "adafactor"  # factored second moment, no first moment (Shazeer & Stern 2018)
     LION = "lion"  # one momentum buffer (Chen et al. 2023)
 
@@ -104,7 +106,9 @@ class FinetuneMethod(StrEnum):
 
     FULL = "full"  # every weight trains
     LORA = "lora"  # low-rank adapters on a frozen base (Hu et al. 2021)
-    QLORA = "qlora"  # LoRA on a 4-bit NormalFloat base with double quantisation (Dettmers et al. 2023)
+    QLORA = (
+        "qlora"  # LoRA on a 4-bit NormalFloat base with double quantisation (Dettmers et al. 2023)
+    )
     FREEZE = "freeze"  # only the last N layers train (LLaMA-Factory's freeze tuning)
 
 
@@ -128,8 +132,12 @@ class Offload(StrEnum):
 class Task(StrEnum):
     """What the model's head predicts."""
 
-    CAUSAL_LM = "causal-lm"  # the next token over the vocabulary: an LM head, V·d per token, and its logits
-    CLASSIFICATION = "classification"  # a few classes from a pooled token (BertForSequenceClassification): no
+    CAUSAL_LM = (
+        "causal-lm"  # the next token over the vocabulary: an LM head, V·d per token, and its logits
+    )
+    CLASSIFICATION = (
+        "classification"  # a few classes from a pooled token (BertForSequenceClassification): no
+    )
     # vocabulary logits, and its head's FLOPs are a d × classes matmul on one token per sequence (negligible)
 
 
@@ -148,8 +156,14 @@ class Dtype(StrEnum):
 
 #: bytes per element of each dtype (keys are Dtype, so a plain name such as "bf16" looks up too)
 DTYPE_BYTES: dict[str, float] = {
-    Dtype.FP32: 4.0, Dtype.TF32: 4.0, Dtype.BF16: 2.0, Dtype.FP16: 2.0, Dtype.FP8: 1.0, Dtype.INT8: 1.0,
-    Dtype.INT4: 0.5, Dtype.NF4: 0.5,
+    Dtype.FP32: 4.0,
+    Dtype.TF32: 4.0,
+    Dtype.BF16: 2.0,
+    Dtype.FP16: 2.0,
+    Dtype.FP8: 1.0,
+    Dtype.INT8: 1.0,
+    Dtype.INT4: 0.5,
+    Dtype.NF4: 0.5,
 }
 
 
@@ -157,7 +171,9 @@ class NCounts(StrEnum):
     """Which parameters a scaling law's N counts (Hoffmann 2022 §3: all; Kaplan 2020 §2.1: non-embedding)."""
 
     TOTAL = "total"  # every parameter, embeddings included (Hoffmann 2022, Besiroglu 2024)
-    NON_EMBEDDING = "non_embedding"  # embeddings (and an untied LM head) left out (Kaplan 2020 §2.1)
+    NON_EMBEDDING = (
+        "non_embedding"  # embeddings (and an untied LM head) left out (Kaplan 2020 §2.1)
+    )
 
 
 class LossUnit(StrEnum):

@@ -18,15 +18,32 @@ from trilemma.specs.enums import BasePrecision, FinetuneMethod, Offload, Optimiz
 ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
 #: other spellings of the same modules (GPT-NeoX/OPT fc1/fc2, torchtitan wq/wk/wv/wo/w1/w2/w3)
-MODULE_ALIASES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",
-                  "down": "down_proj", "wq": "q_proj", "wk": "k_proj", "wv": "v_proj", "wo": "o_proj",
-                  "w1": "gate_proj", "w3": "up_proj", "w2": "down_proj", "fc1": "up_proj", "fc2": "down_proj"}
+MODULE_ALIASES = {
+    "q": "q_proj",
+    "k": "k_proj",
+    "v": "v_proj",
+    "o": "o_proj",
+    "gate": "gate_proj",
+    "up": "up_proj",
+    "down": "down_proj",
+    "wq": "q_proj",
+    "wk": "k_proj",
+    "wv": "v_proj",
+    "wo": "o_proj",
+    "w1": "gate_proj",
+    "w3": "up_proj",
+    "w2": "down_proj",
+    "fc1": "up_proj",
+    "fc2": "down_proj",
+}
 #: named groups: ``all-linear`` is PEFT's (every linear layer of the blocks, the output layer excluded)
 TARGET_GROUPS = {"attn": ATTN_MODULES, "mlp": MLP_MODULES, "all-linear": ATTN_MODULES + MLP_MODULES}
 
 DEFAULT_LORA_RANK = 16
 DEFAULT_LORA_ALPHA = 32
-DEFAULT_LORA_TARGETS = "all-linear"  # QLoRA §4: adapters on every linear layer match full fine-tuning
+DEFAULT_LORA_TARGETS = (
+    "all-linear"  # QLoRA §4: adapters on every linear layer match full fine-tuning
+)
 
 
 class FinetuneSpec(Spec):
@@ -36,11 +53,15 @@ class FinetuneSpec(Spec):
     method: FinetuneMethod
     lora_rank: int = Field(DEFAULT_LORA_RANK, gt=0)
     lora_alpha: float = Field(DEFAULT_LORA_ALPHA, gt=0)
-    lora_dropout: float = Field(0.0, ge=0.0, lt=1.0, description="PEFT's lora_dropout (default 0: no extra tensor)")
+    lora_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="PEFT's lora_dropout (default 0: no extra tensor)"
+    )
     targets: tuple[str, ...] = TARGET_GROUPS[DEFAULT_LORA_TARGETS]
     trainable_layers: int | None = Field(None, gt=0)
     base_precision: BasePrecision = BasePrecision.BF16
-    double_quant: bool = Field(True, description="nf4 with its block scales quantised again (QLoRA §3)")
+    double_quant: bool = Field(
+        True, description="nf4 with its block scales quantised again (QLoRA §3)"
+    )
 
     @property
     def adapters(self) -> bool:
@@ -61,23 +82,39 @@ def parse_targets(text: str | list[str] | tuple[str, ...], gated: bool = True) -
             elif key in ATTN_MODULES + MLP_MODULES or key in MODULE_ALIASES:
                 names.append(MODULE_ALIASES.get(key, key))
             else:
-                raise InputError("lora-targets", part.strip(), "attn, mlp, all-linear or module names "
-                                 "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), comma-separated")
+                raise InputError(
+                    "lora-targets",
+                    part.strip(),
+                    "attn, mlp, all-linear or module names "
+                    "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), comma-separated",
+                )
     if not names:
-        raise InputError("lora-targets", text, "attn, mlp, all-linear or module names such as q_proj,v_proj")
+        raise InputError(
+            "lora-targets", text, "attn, mlp, all-linear or module names such as q_proj,v_proj"
+        )
     if not gated:
         names = [n for n in names if n != "gate_proj"]  # a GELU MLP has no gate
         if not names:
-            raise InputError("lora-targets", text, "a module the model has (its MLP has no gate_proj)")
+            raise InputError(
+                "lora-targets", text, "a module the model has (its MLP has no gate_proj)"
+            )
     return tuple(dict.fromkeys(names))
 
 
-def make_finetune(method: str | FinetuneMethod | None, *, n_layers: int, gated: bool = True,
-                  trainable_layers: int | None = None, lora_rank: int | None = None,
-                  lora_alpha: float | None = None, lora_targets: str | list[str] | None = None,
-                  base_precision: str | BasePrecision | None = None, lora_dropout: float | None = None,
-                  optimizer: str | Optimizer | None = None,
-                  offload: str | Offload | None = None) -> FinetuneSpec | None:
+def make_finetune(
+    method: str | FinetuneMethod | None,
+    *,
+    n_layers: int,
+    gated: bool = True,
+    trainable_layers: int | None = None,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    lora_targets: str | list[str] | None = None,
+    base_precision: str | BasePrecision | None = None,
+    lora_dropout: float | None = None,
+    optimizer: str | Optimizer | None = None,
+    offload: str | Offload | None = None,
+) -> FinetuneSpec | None:
     """The fine-tune of the flags, or None (pre-training) when ``method`` is None; InputError (one line naming
     the flag, exit status 2) for a value or a combination that cannot run:
 
@@ -91,45 +128,84 @@ def make_finetune(method: str | FinetuneMethod | None, *, n_layers: int, gated: 
     opt = None if optimizer is None else Optimizer.parse(optimizer, "optimizer")
     off = Offload.NONE if offload is None else Offload.parse(offload, "offload")
     if off != Offload.NONE and opt not in (None, Optimizer.ADAMW):
-        raise InputError("offload", off.value, "none with --optimizer " + opt.value + " (offload runs DeepSpeed's "
-                         "CPU Adam: use --optimizer adamw)")
+        raise InputError(
+            "offload",
+            off.value,
+            "none with --optimizer " + opt.value + " (offload runs DeepSpeed's "
+            "CPU Adam: use --optimizer adamw)",
+        )
     if method is None:
-        for flag, v in (("trainable-layers", trainable_layers), ("lora-rank", lora_rank), ("lora-alpha", lora_alpha),
-                        ("lora-targets", lora_targets), ("base-precision", base_precision)):
+        for flag, v in (
+            ("trainable-layers", trainable_layers),
+            ("lora-rank", lora_rank),
+            ("lora-alpha", lora_alpha),
+            ("lora-targets", lora_targets),
+            ("base-precision", base_precision),
+        ):
             if v is not None:
-                raise InputError(flag, v, "no value without --finetune (full, lora, qlora or freeze)")
+                raise InputError(
+                    flag, v, "no value without --finetune (full, lora, qlora or freeze)"
+                )
         return None
     meth = FinetuneMethod.parse(method, "finetune")
     base = None if base_precision is None else BasePrecision.parse(base_precision, "base-precision")
     if meth == FinetuneMethod.FREEZE:
         if trainable_layers is None:
-            raise InputError("trainable-layers", None, f"the number of last layers that train with --finetune freeze "
-                             f"(1 to {n_layers})")
+            raise InputError(
+                "trainable-layers",
+                None,
+                f"the number of last layers that train with --finetune freeze (1 to {n_layers})",
+            )
         if not 1 <= int(trainable_layers) <= n_layers:
-            raise InputError("trainable-layers", trainable_layers, f"a whole number from 1 to {n_layers} (the model's layers)")
+            raise InputError(
+                "trainable-layers",
+                trainable_layers,
+                f"a whole number from 1 to {n_layers} (the model's layers)",
+            )
     elif trainable_layers is not None:
         raise InputError("trainable-layers", trainable_layers, "no value unless --finetune freeze")
-    if not meth in (FinetuneMethod.LORA, FinetuneMethod.QLORA):
-        for flag, v in (("lora-rank", lora_rank), ("lora-alpha", lora_alpha), ("lora-targets", lora_targets)):
+    if meth not in (FinetuneMethod.LORA, FinetuneMethod.QLORA):
+        for flag, v in (
+            ("lora-rank", lora_rank),
+            ("lora-alpha", lora_alpha),
+            ("lora-targets", lora_targets),
+        ):
             if v is not None:
-                raise InputError(flag, v, f"no value with --finetune {meth.value} (adapters: lora or qlora)")
+                raise InputError(
+                    flag, v, f"no value with --finetune {meth.value} (adapters: lora or qlora)"
+                )
     if meth == FinetuneMethod.QLORA:
         if base not in (None, BasePrecision.NF4):
-            raise InputError("base-precision", base.value, "nf4 with --finetune qlora (lora takes bf16, fp16 or int8)")
+            raise InputError(
+                "base-precision",
+                base.value,
+                "nf4 with --finetune qlora (lora takes bf16, fp16 or int8)",
+            )
         base = BasePrecision.NF4
     elif meth == FinetuneMethod.LORA:
         if base == BasePrecision.NF4:
-            raise InputError("base-precision", base.value, "bf16, fp16 or int8 with --finetune lora (an nf4 base is "
-                             "--finetune qlora)")
+            raise InputError(
+                "base-precision",
+                base.value,
+                "bf16, fp16 or int8 with --finetune lora (an nf4 base is --finetune qlora)",
+            )
     elif base in (BasePrecision.INT8, BasePrecision.NF4):
-        raise InputError("base-precision", base.value, f"bf16 or fp16 with --finetune {meth.value} (quantised weights "
-                         "cannot train)")
+        raise InputError(
+            "base-precision",
+            base.value,
+            f"bf16 or fp16 with --finetune {meth.value} (quantised weights cannot train)",
+        )
     if lora_rank is not None and (int(lora_rank) != lora_rank or lora_rank < 1):
         raise InputError("lora-rank", lora_rank, "a positive whole number, e.g. 8, 16 or 64")
     if lora_alpha is not None and not lora_alpha > 0:
         raise InputError("lora-alpha", lora_alpha, "a positive number, e.g. 16 or 32")
-    fields: dict = {"method": meth, "base_precision": base or BasePrecision.BF16,
-                    "targets": parse_targets(DEFAULT_LORA_TARGETS if lora_targets is None else lora_targets, gated)}
+    fields: dict = {
+        "method": meth,
+        "base_precision": base or BasePrecision.BF16,
+        "targets": parse_targets(
+            DEFAULT_LORA_TARGETS if lora_targets is None else lora_targets, gated
+        ),
+    }
     if lora_rank is not None:
         fields["lora_rank"] = int(lora_rank)
     if lora_alpha is not None:
@@ -141,4 +217,11 @@ def make_finetune(method: str | FinetuneMethod | None, *, n_layers: int, gated: 
     return FinetuneSpec.build(prefix="finetune", **fields)
 
 
-__all__ = ["ATTN_MODULES", "FinetuneSpec", "MLP_MODULES", "TARGET_GROUPS", "make_finetune", "parse_targets"]
+__all__ = [
+    "ATTN_MODULES",
+    "FinetuneSpec",
+    "MLP_MODULES",
+    "TARGET_GROUPS",
+    "make_finetune",
+    "parse_targets",
+]

@@ -17,12 +17,16 @@ class ModelSpec(Spec):
 
     name: str = "custom"
     family: str = "custom"
-    causal: bool = Field(True, description="decoder-only (causal LM) if true, encoder (BERT) if false")
+    causal: bool = Field(
+        True, description="decoder-only (causal LM) if true, encoder (BERT) if false"
+    )
 
     n_layers: int = Field(gt=0)
     d_model: int = Field(gt=0)
     n_heads: int = Field(gt=0)
-    n_kv_heads: int | None = Field(None, gt=0, description="key/value heads (GQA/MQA); default n_heads")
+    n_kv_heads: int | None = Field(
+        None, gt=0, description="key/value heads (GQA/MQA); default n_heads"
+    )
     head_dim: int | None = Field(None, gt=0, description="default d_model / n_heads")
     ffn_dim: int = Field(gt=0, description="hidden width of the (dense) MLP")
     ffn_type: FfnType = FfnType.GELU
@@ -35,43 +39,61 @@ class ModelSpec(Spec):
 
     norm: NormType = NormType.LAYERNORM
     norms_per_layer: int = Field(2, ge=1, le=2)
-    embedding_norm: bool = Field(False, description="a norm right after the embeddings (BERT, BLOOM)")
+    embedding_norm: bool = Field(
+        False, description="a norm right after the embeddings (BERT, BLOOM)"
+    )
     final_norm: bool = True
-    pooler: bool = Field(False, description="BERT pooler d×d + d (counted in BertModel's parameters)")
+    pooler: bool = Field(
+        False, description="BERT pooler d×d + d (counted in BertModel's parameters)"
+    )
     qkv_bias: bool = True
     out_bias: bool = True
     mlp_bias: bool = True
-    parallel_block: bool = Field(False, description="attention and MLP read the same input (GPT-J/NeoX)")
-    dropout: bool = Field(False, description="trained with dropout (adds mask tensors to activations)")
+    parallel_block: bool = Field(
+        False, description="attention and MLP read the same input (GPT-J/NeoX)"
+    )
+    dropout: bool = Field(
+        False, description="trained with dropout (adds mask tensors to activations)"
+    )
 
     # Mixture of experts (Shazeer 2017; Fedus 2021; Jiang 2024 Mixtral)
     n_experts: int = Field(0, ge=0, description="routed experts per MoE layer; 0 = dense")
     top_k: int = Field(0, ge=0, description="experts each token is routed to")
     n_shared_experts: int = Field(0, ge=0)
-    shared_expert_gate: bool = Field(False, description="a d×1 sigmoid gate on the shared experts (Qwen2-MoE)")
+    shared_expert_gate: bool = Field(
+        False, description="a d×1 sigmoid gate on the shared experts (Qwen2-MoE)"
+    )
     expert_ffn_dim: int | None = Field(None, gt=0, description="default ffn_dim")
     moe_every: int = Field(1, ge=1, description="every k-th layer is MoE")
     first_dense_layers: int = Field(0, ge=0)
 
     # published training recipe (defaults for this model; not architecture)
-    seq_len: int | None = Field(None, gt=0, description="published training sequence length, tokens")
-    global_batch_tokens: float | None = Field(None, gt=0, description="published global batch, tokens")
+    seq_len: int | None = Field(
+        None, gt=0, description="published training sequence length, tokens"
+    )
+    global_batch_tokens: float | None = Field(
+        None, gt=0, description="published global batch, tokens"
+    )
     tokens: float | None = Field(None, gt=0, description="published training tokens")
     source: str = ""
     aliases: tuple[str, ...] = ()
 
     @model_validator(mode="after")
-    def _check(self) -> "ModelSpec":
+    def _check(self) -> ModelSpec:
         kv = self.kv_heads
         if self.n_heads % kv:
             raise ValueError(f"n_kv_heads={kv}: a divisor of n_heads ({self.n_heads})")
         if self.head_dim is None and self.d_model % self.n_heads:
-            raise ValueError(f"n_heads={self.n_heads}: a divisor of d_model ({self.d_model}), or give head_dim")
+            raise ValueError(
+                f"n_heads={self.n_heads}: a divisor of d_model ({self.d_model}), or give head_dim"
+            )
         if self.n_experts:
             if not 1 <= self.top_k <= self.n_experts:
                 raise ValueError(f"top_k={self.top_k}: between 1 and n_experts ({self.n_experts})")
             if self.first_dense_layers >= self.n_layers:
-                raise ValueError(f"first_dense_layers={self.first_dense_layers}: fewer than n_layers ({self.n_layers})")
+                raise ValueError(
+                    f"first_dense_layers={self.first_dense_layers}: fewer than n_layers ({self.n_layers})"
+                )
         return self
 
     # ------------------------------------------------------------ derived dimensions
@@ -101,8 +123,13 @@ class ModelSpec(Spec):
     def n_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
-        return len([i for i in range(self.first_dense_layers, self.n_layers)
-                    if (i - self.first_dense_layers) % self.moe_every == 0])
+        return len(
+            [
+                i
+                for i in range(self.first_dense_layers, self.n_layers)
+                if (i - self.first_dense_layers) % self.moe_every == 0
+            ]
+        )
 
     @property
     def n_dense_layers(self) -> int:

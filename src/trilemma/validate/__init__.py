@@ -31,7 +31,9 @@ Metric = Literal[
     "peak_allocated_bytes",  # peak of allocated tensor memory (torch.cuda.max_memory_allocated), bytes
 ]
 #: the memory metrics, from the most the device holds to the tensors alone
-MEMORY_METRICS: frozenset[str] = frozenset({"peak_memory_bytes", "peak_reserved_bytes", "peak_allocated_bytes"})
+MEMORY_METRICS: frozenset[str] = frozenset(
+    {"peak_memory_bytes", "peak_reserved_bytes", "peak_allocated_bytes"}
+)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -68,8 +69,13 @@ def _conformal_ends(values: np.ndarray, n_units: int, level: float = LEVEL) -> t
     """The split-conformal ends of sorted-able ``values`` (Lei et al. 2018 §2.2, each side at (1−level)/2),
     the index taken over ``n_units`` exchangeable units (rows, or sources): as a quantile level,
     ⌊(n+1)·a⌋/n and ⌈(n+1)·(1−a)⌉/n, a = (1 − level)/2, clipped to [0, 1]."""
-    a = round((1 - level) / 2, 9)  # 0.1, not 0.09999999999999998: (n+1)·a must not fall below a whole number
-    k_lo, k_hi = math.floor(round((n_units + 1) * a, 9)), math.ceil(round((n_units + 1) * (1 - a), 9))
+    a = round(
+        (1 - level) / 2, 9
+    )  # 0.1, not 0.09999999999999998: (n+1)·a must not fall below a whole number
+    k_lo, k_hi = (
+        math.floor(round((n_units + 1) * a, 9)),
+        math.ceil(round((n_units + 1) * (1 - a), 9)),
+    )
     s = np.sort(values)
     if n_units == len(s):  # rows are the units: order statistics
         return float(s[max(1, k_lo) - 1]), float(s[min(n_units, k_hi) - 1])
@@ -98,7 +104,9 @@ def kind_band(res: Iterable[Residual], kind: str, without: str | None = None) ->
         # off it by its shift less their mean, variance τ²·(1 + 1/k), so the borrowed shifts are widened by
         # √(1 + 1/k) (the random-effects prediction interval, Higgins, Thompson & Spiegelhalter 2009,
         # "A re-evaluation of random-effects meta-analysis", JRSS A 172:137, §3.3: τ² + SE(μ̂)², SE² = τ²/k)
-        shifts = np.array([m - centre[k] for (k, _), m in med.items()]) * math.sqrt(1.0 + 1.0 / len(own_sources))
+        shifts = np.array([m - centre[k] for (k, _), m in med.items()]) * math.sqrt(
+            1.0 + 1.0 / len(own_sources)
+        )
         dev = np.array([x.r - med[(x.kind, x.group)] for x in mine])
         sums = (centre[kind] + shifts[:, None] + dev[None, :]).ravel()
         lo, hi = _conformal_ends(sums, len(shifts))
@@ -110,8 +118,13 @@ def outward(a: Band | None, b: Band | None) -> Band | None:
     """The band that holds both (each side the wider): a whole run's time errs at least as a step's."""
     if a is None or b is None:
         return a or b
-    return Band(min(a.q_lo, b.q_lo), max(a.q_hi, b.q_hi), a.n + b.n, a.sources + b.sources,
-                a.method if a.method == b.method else f"{a.method}+{b.method}")
+    return Band(
+        min(a.q_lo, b.q_lo),
+        max(a.q_hi, b.q_hi),
+        a.n + b.n,
+        a.sources + b.sources,
+        a.method if a.method == b.method else f"{a.method}+{b.method}",
+    )
 
 
 def named_bands(res: list[Residual], without: str | None = None) -> dict[str, Band | None]:
@@ -137,8 +150,11 @@ def coverage(res: list[Residual]) -> dict[str, dict[str, dict[str, Any]]]:
         out[kind] = {}
         for name in names:
             inside = [b.contains(x.r) for x in mine if (b := per_source[x.group][name]) is not None]
-            out[kind][name] = {"coverage": float(np.mean(inside)) if inside else None, "n": len(inside),
-                               "inside": int(sum(inside))}
+            out[kind][name] = {
+                "coverage": float(np.mean(inside)) if inside else None,
+                "n": len(inside),
+                "inside": int(sum(inside)),
+            }
     return out
 
 
@@ -170,5 +186,17 @@ def residuals_from_predictions(preds: Iterable[Any]) -> list[Residual]:
     return out
 
 
-__all__ = ["CHECKED", "KINDS", "LEVEL", "MIN_SOURCES", "Band", "Residual", "coverage", "kind_band",
-           "named_bands", "outward", "residuals_from_predictions", "residuals_from_rows"]
+__all__ = [
+    "CHECKED",
+    "KINDS",
+    "LEVEL",
+    "MIN_SOURCES",
+    "Band",
+    "Residual",
+    "coverage",
+    "kind_band",
+    "named_bands",
+    "outward",
+    "residuals_from_predictions",
+    "residuals_from_rows",
+]

@@ -42,27 +42,66 @@ from trilemma.validate.schema import (
 __all__ = ["KINDS", "KIND_METRICS", "load_cases", "load_file", "map_rows", "read_rows"]
 
 KINDS: tuple[Kind, ...] = ("runs", "throughput", "memory")
-_RATES = frozenset({"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu",
-                    "step_s", "forward_backward_s"})
+_RATES = frozenset(
+    {
+        "tokens_per_s_per_gpu",
+        "model_tflops_per_gpu",
+        "hardware_tflops_per_gpu",
+        "mfu",
+        "hfu",
+        "step_s",
+        "forward_backward_s",
+    }
+)
 #: a whole run's totals: they need the run's tokens, and only runs rows report them
 _RUN_TOTALS = frozenset({"gpu_hours", "days", "busy_gpu_hours"})
 #: the metrics each kind of row may report
-KIND_METRICS: dict[str, frozenset[str]] = {"runs": _RATES | _RUN_TOTALS, "throughput": _RATES,
-                                           "memory": MEMORY_METRICS}
+KIND_METRICS: dict[str, frozenset[str]] = {
+    "runs": _RATES | _RUN_TOTALS,
+    "throughput": _RATES,
+    "memory": MEMORY_METRICS,
+}
 #: the FLOP-counting convention a metric implies
-_CONVENTION = {"mfu": "model", "model_tflops_per_gpu": "model", "hfu": "hardware",
-               "hardware_tflops_per_gpu": "hardware"}
+_CONVENTION = {
+    "mfu": "model",
+    "model_tflops_per_gpu": "model",
+    "hfu": "hardware",
+    "hardware_tflops_per_gpu": "hardware",
+}
 #: the `reported` column's unit → the Case's SI value (percent → fraction, GiB → bytes)
 _PERCENT = frozenset({"mfu", "hfu"})
 #: a rate row needs only a step: tokens = this many global batches (any multiple would do)
 STEPS_FOR_RATE_ROWS = 100
 #: without any global batch: this many sequences (make_plan's default) unless the model preset has one
 DEFAULT_BATCH_SEQS = 512
-_DIMS = {"n_layers": "n_layers", "d_model": "d_model", "n_heads": "n_heads", "n_kv_heads": "n_kv_heads",
-         "head_dim": "head_dim", "ffn_dim": "ffn_dim", "vocab": "vocab_size", "max_positions": "max_positions"}
-_ARCH_FIELDS = ("family", "causal", "ffn_type", "tied_embeddings", "position", "norm", "norms_per_layer",
-                "embedding_norm", "final_norm", "pooler", "type_vocab_size", "qkv_bias", "out_bias", "mlp_bias",
-                "parallel_block", "dropout")
+_DIMS = {
+    "n_layers": "n_layers",
+    "d_model": "d_model",
+    "n_heads": "n_heads",
+    "n_kv_heads": "n_kv_heads",
+    "head_dim": "head_dim",
+    "ffn_dim": "ffn_dim",
+    "vocab": "vocab_size",
+    "max_positions": "max_positions",
+}
+_ARCH_FIELDS = (
+    "family",
+    "causal",
+    "ffn_type",
+    "tied_embeddings",
+    "position",
+    "norm",
+    "norms_per_layer",
+    "embedding_norm",
+    "final_norm",
+    "pooler",
+    "type_vocab_size",
+    "qkv_bias",
+    "out_bias",
+    "mlp_bias",
+    "parallel_block",
+    "dropout",
+)
 _BLOCK = ("family", "ffn_type", "position", "norm", "tied_embeddings")
 
 
@@ -75,8 +114,9 @@ class _Mapping:
 
     def __init__(self, kind: Kind, row: Row, where: str) -> None:
         self.kind, self.row, self.where = kind, row, where
-        self.assumptions: list[str] = [a.strip() for a in row.get("assumptions", "").split(ASSUMPTION_SEP.strip())
-                                       if a.strip()]
+        self.assumptions: list[str] = [
+            a.strip() for a in row.get("assumptions", "").split(ASSUMPTION_SEP.strip()) if a.strip()
+        ]
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.row.get(name, default)
@@ -92,6 +132,7 @@ class _Mapping:
 
 # ------------------------------------------------------------------ reading
 
+
 def read_rows(kind: Kind) -> list[dict[str, str]]:
     """The raw rows of the shipped ``trilemma/data/<kind>.csv`` (published and explicit columns)."""
     if kind not in KINDS:
@@ -102,10 +143,13 @@ def read_rows(kind: Kind) -> list[dict[str, str]]:
 
 # ------------------------------------------------------------------ the parts of a case
 
+
 def _reported(m: _Mapping) -> tuple[str, float]:
     metric, value = m.get("metric"), m.get("reported")
     if metric not in KIND_METRICS[m.kind]:
-        raise m.error("metric", f"one of {', '.join(sorted(KIND_METRICS[m.kind]))} for {m.kind} rows")
+        raise m.error(
+            "metric", f"one of {', '.join(sorted(KIND_METRICS[m.kind]))} for {m.kind} rows"
+        )
     conv = m.get("flop_convention")
     if conv and metric in _CONVENTION and conv != _CONVENTION[metric]:
         raise m.error("flop_convention", f"{_CONVENTION[metric]} for metric {metric}")
@@ -120,7 +164,9 @@ def _hardware(m: _Mapping) -> HardwareSpec:
     try:
         hw = get_hardware(m.get("gpu"))
     except TrilemmaError:
-        raise m.error("gpu", "a hardware preset name (`trilemma presets hardware` lists them)") from None
+        raise m.error(
+            "gpu", "a hardware preset name (`trilemma presets hardware` lists them)"
+        ) from None
     changes: dict[str, float] = {}
     if m.get("gpu_hbm_gib"):
         changes["hbm_bytes"] = float(m.get("gpu_hbm_gib") * GIB)
@@ -142,25 +188,42 @@ def _model(m: _Mapping, seq: int) -> ModelSpec:
         try:
             p = get_model(m.get("model_preset"))
         except TrilemmaError:
-            raise m.error("model_preset", "a model preset name (`trilemma presets models` lists them)") from None
+            raise m.error(
+                "model_preset", "a model preset name (`trilemma presets models` lists them)"
+            ) from None
         given = dict(block, **dims, seq_len=seq)
-        changes = {k: v for k, v in given.items() if v != (p.kv_heads if k == "n_kv_heads" else getattr(p, k))}
+        changes = {
+            k: v
+            for k, v in given.items()
+            if v != (p.kv_heads if k == "n_kv_heads" else getattr(p, k))
+        }
         return p.replace(**changes) if changes else p
     arch: dict[str, Any] = {}
     if m.get("arch"):
         try:
             t = get_model(m.get("arch"))
         except TrilemmaError:
-            raise m.error("arch", "a model preset name whose block architecture the dimensions use") from None
+            raise m.error(
+                "arch", "a model preset name whose block architecture the dimensions use"
+            ) from None
         arch = {k: getattr(t, k) for k in _ARCH_FIELDS}
     for col in ("n_layers", "d_model", "n_heads", "ffn_dim", "vocab"):
         if m.get(col) is None:
             raise m.error(col, "a whole number ≥ 1 (or a model_preset)")
     arch.update(block)
-    if arch.get("position", PositionType.LEARNED) == PositionType.LEARNED and "max_positions" not in dims:
+    if (
+        arch.get("position", PositionType.LEARNED) == PositionType.LEARNED
+        and "max_positions" not in dims
+    ):
         dims["max_positions"] = seq
-    return ModelSpec.build(prefix="model", **arch, **dims, name=f"{m.row.label} (row dims)", seq_len=seq,
-                           source=f"trilemma.validate.cases from {m.where} row {m.row.index}: {m.get('source', '')}")
+    return ModelSpec.build(
+        prefix="model",
+        **arch,
+        **dims,
+        name=f"{m.row.label} (row dims)",
+        seq_len=seq,
+        source=f"trilemma.validate.cases from {m.where} row {m.row.index}: {m.get('source', '')}",
+    )
 
 
 def _layout(m: _Mapping, n_gpus: int) -> dict[str, Any]:
@@ -189,8 +252,10 @@ def _stage(m: _Mapping, model: ModelSpec, seq: int, lay: dict[str, Any]) -> Stag
     elif lay.get("micro_batch") and lay.get("dp"):
         accum = m.get("grad_accum", 1)
         gbt = lay["micro_batch"] * lay["dp"] * accum * seq
-        m.note(f"global batch = micro_batch {lay['micro_batch']} × dp {lay['dp']} × grad-accum {accum} = "
-               f"{gbt // seq} sequences")
+        m.note(
+            f"global batch = micro_batch {lay['micro_batch']} × dp {lay['dp']} × grad-accum {accum} = "
+            f"{gbt // seq} sequences"
+        )
     else:
         gbt = model.global_batch_tokens or DEFAULT_BATCH_SEQS * seq
         whence = "the model preset" if model.global_batch_tokens else "make_plan default"
@@ -199,19 +264,32 @@ def _stage(m: _Mapping, model: ModelSpec, seq: int, lay: dict[str, Any]) -> Stag
     tokens = m.get("tokens")
     if tokens is None:
         if m.get("metric") in _RUN_TOTALS:
-            raise m.error("tokens", "the run's training tokens (gpu_hours, days and busy_gpu_hours need them)")
+            raise m.error(
+                "tokens", "the run's training tokens (gpu_hours, days and busy_gpu_hours need them)"
+            )
         tokens = gbt * STEPS_FOR_RATE_ROWS
-        m.note(f"tokens = {STEPS_FOR_RATE_ROWS} global batches (a rate needs only a step; any multiple works)")
-    return Stage.build(prefix="plan.stage", tokens=tokens, seq_len=seq, global_batch_tokens=gbt,
-                       explicit_batch=exact)
+        m.note(
+            f"tokens = {STEPS_FOR_RATE_ROWS} global batches (a rate needs only a step; any multiple works)"
+        )
+    return Stage.build(
+        prefix="plan.stage",
+        tokens=tokens,
+        seq_len=seq,
+        global_batch_tokens=gbt,
+        explicit_batch=exact,
+    )
 
 
-def _check_legal(model: ModelSpec, hw: HardwareSpec, n_gpus: int, lay: dict[str, Any], stage: Stage) -> None:
+def _check_legal(
+    model: ModelSpec, hw: HardwareSpec, n_gpus: int, lay: dict[str, Any], stage: Stage
+) -> None:
     """Skip a row whose pinned axes leave no legal layout (memory aside), naming the fewest reasons."""
     pinned = {k: (int(v) if isinstance(v, bool) else v) for k, v in lay.items()}
     cands = candidate_layouts(model, n_gpus, hw.devices_per_node, pinned, stage.seq_len)
     if len(cands) == 0:
-        raise _Skip(f"the row's layout cannot run in trilemma on {n_gpus} GPUs (no candidate layout)")
+        raise _Skip(
+            f"the row's layout cannot run in trilemma on {n_gpus} GPUs (no candidate layout)"
+        )
     _, r = legal_mask(model, cands, stage, n_gpus)
     if (r == 0).any():
         return
@@ -243,18 +321,38 @@ def _case(m: _Mapping) -> Case:
     # the row's dtype columns, each overriding one DtypeSpec field where it is given
     given = {f: m.get(f"{f}_dtype") for f in ("optimizer_state", "attention_probs", "norm_input")}
     dt = dt.replace(**{f: v for f, v in given.items() if v})
-    plan = make_plan(model, stages=[stage], precision=precision, flash_attention=m.get("flash", True), dtypes=dt,
-                     optimizer=Optimizer(m.get("optimizer", "adamw")), fused_loss=m.get("fused_loss", False),
-                     softmax_passes=m.get("softmax_passes", 1),
-                     compile=m.get("compile", False), async_tp=m.get("async_tp", False),
-                     task=m.get("task", "causal-lm"))
-    return Case(kind=m.kind, row=m.row.index, label=m.row.label, source=m.get("source", ""),
-                group=m.get("group") or m.get("source") or m.where, model=model, hardware=hw, n_gpus=n_gpus,
-                plan=plan, layout=lay, metric=metric, reported=reported,  # type: ignore[arg-type]
-                assumptions=tuple(m.assumptions))
+    plan = make_plan(
+        model,
+        stages=[stage],
+        precision=precision,
+        flash_attention=m.get("flash", True),
+        dtypes=dt,
+        optimizer=Optimizer(m.get("optimizer", "adamw")),
+        fused_loss=m.get("fused_loss", False),
+        softmax_passes=m.get("softmax_passes", 1),
+        compile=m.get("compile", False),
+        async_tp=m.get("async_tp", False),
+        task=m.get("task", "causal-lm"),
+    )
+    return Case(
+        kind=m.kind,
+        row=m.row.index,
+        label=m.row.label,
+        source=m.get("source", ""),
+        group=m.get("group") or m.get("source") or m.where,
+        model=model,
+        hardware=hw,
+        n_gpus=n_gpus,
+        plan=plan,
+        layout=lay,
+        metric=metric,
+        reported=reported,  # type: ignore[arg-type]
+        assumptions=tuple(m.assumptions),
+    )
 
 
 # ------------------------------------------------------------------ tables of rows
+
 
 def map_rows(kind: Kind, raw: list[dict[str, str]], where: str) -> tuple[list[Case], list[Skipped]]:
     """Every raw row as a Case or a Skipped, in order; a bad cell raises a RowError."""
@@ -263,7 +361,9 @@ def map_rows(kind: Kind, raw: list[dict[str, str]], where: str) -> tuple[list[Ca
     for i, cells in enumerate(raw):
         row = parse_row(cells, i, where)
         if row.get("skip_reason"):
-            skipped.append(Skipped(kind=kind, row=i, label=row.label, reason=row.get("skip_reason")))
+            skipped.append(
+                Skipped(kind=kind, row=i, label=row.label, reason=row.get("skip_reason"))
+            )
             continue
         try:
             cases.append(_case(_Mapping(kind, row, where)))
@@ -272,8 +372,14 @@ def map_rows(kind: Kind, raw: list[dict[str, str]], where: str) -> tuple[list[Ca
         except RowError:
             raise
         except TrilemmaError as exc:  # a spec the row's numbers cannot build
-            skipped.append(Skipped(kind=kind, row=i, label=row.label,
-                                   reason=f"the row's values are not valid inputs ({exc})"))
+            skipped.append(
+                Skipped(
+                    kind=kind,
+                    row=i,
+                    label=row.label,
+                    reason=f"the row's values are not valid inputs ({exc})",
+                )
+            )
     return cases, skipped
 
 
@@ -295,7 +401,9 @@ def load_cases(kind: str | None = None) -> tuple[list[Case], list[Skipped]]:
         if k not in KINDS:
             raise ValueError(f"kind: {k!r} is not allowed; expected one of {', '.join(KINDS)}")
         cs, sk = _load(k)  # type: ignore[arg-type]
-        cases.extend(replace(c, layout=dict(c.layout)) for c in cs)  # callers may change their layout dicts
+        cases.extend(
+            replace(c, layout=dict(c.layout)) for c in cs
+        )  # callers may change their layout dicts
         skipped.extend(sk)
     return cases, skipped
 
@@ -305,8 +413,15 @@ def load_file(path: str, kind: str | None = None) -> tuple[Kind, list[Case], lis
     all memory metrics → memory; any gpu_hours, days or busy_gpu_hours → runs; else throughput."""
     where, raw = read_csv(path)
     if kind is None:
-        metrics = {(r.get("metric") or "").strip() for r in raw if not (r.get("skip_reason") or "").strip()}
-        kind = ("memory" if metrics and metrics <= MEMORY_METRICS else
-                "runs" if metrics & _RUN_TOTALS else "throughput")
+        metrics = {
+            (r.get("metric") or "").strip() for r in raw if not (r.get("skip_reason") or "").strip()
+        }
+        kind = (
+            "memory"
+            if metrics and metrics <= MEMORY_METRICS
+            else "runs"
+            if metrics & _RUN_TOTALS
+            else "throughput"
+        )
     cases, skipped = map_rows(kind, raw, where)  # type: ignore[arg-type]
     return kind, cases, skipped  # type: ignore[return-value]

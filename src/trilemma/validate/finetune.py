@@ -50,7 +50,13 @@ from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.presets import constants
 from trilemma.specs import DtypeSpec, Layout, Precision
-from trilemma.specs.build import finetune_fields, make_cluster, make_plan, resolve_hardware, resolve_model
+from trilemma.specs.build import (
+    finetune_fields,
+    make_cluster,
+    make_plan,
+    resolve_hardware,
+    resolve_model,
+)
 from trilemma.units import GIB, IEC
 from trilemma.validate.fit import memory_quantity
 
@@ -82,35 +88,66 @@ def predict_row(row: dict[str, str]) -> FinetuneMemoryCase:
     """The planner's device memory for one row, in the reported quantity (module docstring)."""
     m, _ = resolve_model(row["model_preset"])
     hw = resolve_hardware(row["gpu"])
-    hw = hw.replace(hbm_bytes=float(row["gpu_hbm_gib"]) * GIB,
-                    **({"cuda_context_bytes": float(row["cuda_context_mib"]) * IEC["Mi"]} if row["cuda_context_mib"] else {}))
+    hw = hw.replace(
+        hbm_bytes=float(row["gpu_hbm_gib"]) * GIB,
+        **(
+            {"cuda_context_bytes": float(row["cuda_context_mib"]) * IEC["Mi"]}
+            if row["cuda_context_mib"]
+            else {}
+        ),
+    )
     n = int(row["n_gpus"])
     cl = make_cluster(hw, n, memory_headroom=0.0)
-    ft_args: dict[str, Any] = {"optimizer": row["optimizer"] or None, "offload": row["offload"] or None}
+    ft_args: dict[str, Any] = {
+        "optimizer": row["optimizer"] or None,
+        "offload": row["offload"] or None,
+    }
     if row["method"] != "full" or row["task"] != "classification":
         ft_args["finetune"] = row["method"]
     if row["method"] in ("lora", "qlora"):
-        ft_args.update(lora_rank=int(row["lora_rank"]), lora_alpha=float(row["lora_alpha"]),
-                       lora_targets=row["lora_targets"], lora_dropout=float(row["lora_dropout"] or 0.0))
+        ft_args.update(
+            lora_rank=int(row["lora_rank"]),
+            lora_alpha=float(row["lora_alpha"]),
+            lora_targets=row["lora_targets"],
+            lora_dropout=float(row["lora_dropout"] or 0.0),
+        )
         if row["method"] == "lora" and row["base_precision"]:
             ft_args["base_precision"] = row["base_precision"]
     seq, mb, gb = int(row["seq_len"]), int(row["micro_batch"]), int(row["global_batch"])
     # every row is a Hugging Face Trainer run in eager PyTorch: its 16-bit mixed precision is torch.autocast,
     # which keeps attention probabilities in fp32 when flash is off (DtypeSpec.attention_probs), and its norms
     # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input)
-    dtypes = DtypeSpec.for_precision(Precision(row["precision"])).replace(attention_probs="fp32", norm_input="fp32")
-    plan = make_plan(m, 10 * gb * seq, seq, gb * seq, row["precision"], flash_attention=row["flash"] == "true",
-                     dtypes=dtypes, task=row["task"] or "causal-lm",
-                     **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}))
-    lay = Layout(tp=1, pp=1, dp=n, micro_batch=mb, zero=int(row["zero"]), recompute=row["recompute"])
+    dtypes = DtypeSpec.for_precision(Precision(row["precision"])).replace(
+        attention_probs="fp32", norm_input="fp32"
+    )
+    plan = make_plan(
+        m,
+        10 * gb * seq,
+        seq,
+        gb * seq,
+        row["precision"],
+        flash_attention=row["flash"] == "true",
+        dtypes=dtypes,
+        task=row["task"] or "causal-lm",
+        **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}),
+    )
+    lay = Layout(
+        tp=1, pp=1, dp=n, micro_batch=mb, zero=int(row["zero"]), recompute=row["recompute"]
+    )
     ev = evaluate(m, cl, plan, LayoutArrays.from_layouts([lay]), constants())
     mem = ev.stages[0].memory
     total = float(np.asarray(mem.total).reshape(-1)[0])
     if row["metric"] != "device_memory_in_use":
         raise ValueError(f"{DATA}: metric {row['metric']!r}: device_memory_in_use")
-    device = memory_quantity("peak_memory_bytes", total, ev)  # a classifier's plan has no logits term (plan.task)
-    return FinetuneMemoryCase(case=row["case"], reported_gib=float(row["reported_gib"]), predicted_gib=device / GIB,
-                              source=row["source"])
+    device = memory_quantity(
+        "peak_memory_bytes", total, ev
+    )  # a classifier's plan has no logits term (plan.task)
+    return FinetuneMemoryCase(
+        case=row["case"],
+        reported_gib=float(row["reported_gib"]),
+        predicted_gib=device / GIB,
+        source=row["source"],
+    )
 
 
 def predict_all() -> list[FinetuneMemoryCase]:
@@ -129,11 +166,28 @@ def section() -> dict[str, Any]:
     err = np.abs([c.error for c in cases])
     summary: dict[str, Any] = {"n": len(cases)}
     if len(cases):
-        summary.update(median_error=float(np.median(err)), worst_error=float(err.max()),
-                       within=WITHIN, within_share=float(np.mean(err <= WITHIN)), within_count=int(np.sum(err <= WITHIN)))
-    return {"data": DATA, "fitted": False, "summary": summary,
-            "rows": [{"case": c.case, "predicted_bytes": c.predicted_gib * GIB, "reported_bytes": c.reported_gib * GIB,
-                      "ratio": c.predicted_gib / c.reported_gib, "source": c.source} for c in cases]}
+        summary.update(
+            median_error=float(np.median(err)),
+            worst_error=float(err.max()),
+            within=WITHIN,
+            within_share=float(np.mean(err <= WITHIN)),
+            within_count=int(np.sum(err <= WITHIN)),
+        )
+    return {
+        "data": DATA,
+        "fitted": False,
+        "summary": summary,
+        "rows": [
+            {
+                "case": c.case,
+                "predicted_bytes": c.predicted_gib * GIB,
+                "reported_bytes": c.reported_gib * GIB,
+                "ratio": c.predicted_gib / c.reported_gib,
+                "source": c.source,
+            }
+            for c in cases
+        ],
+    }
 
 
 __all__ = ["WITHIN", "FinetuneMemoryCase", "predict_all", "predict_row", "rows", "section"]

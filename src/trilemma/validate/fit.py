@@ -22,9 +22,10 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear, minimize_scalar
@@ -52,10 +53,24 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
 )
 # busy_gpu_hours (a run's GPU-hours as its source computes them: tokens over the measured rate, no idle time)
 # tests the step time alone, as a rate does: a time metric, not a whole-run one (no goodput in it)
-TIME_METRICS = {"tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu", "step_s",
-                "forward_backward_s", "busy_gpu_hours"}
+TIME_METRICS = {
+    "tokens_per_s_per_gpu",
+    "model_tflops_per_gpu",
+    "hardware_tflops_per_gpu",
+    "mfu",
+    "hfu",
+    "step_s",
+    "forward_backward_s",
+    "busy_gpu_hours",
+}
 RUN_METRICS = {"gpu_hours", "days"}
-DURATION_METRICS = {"step_s", "forward_backward_s", "gpu_hours", "days", "busy_gpu_hours"}  # the others of TIME_METRICS are rates
+DURATION_METRICS = {
+    "step_s",
+    "forward_backward_s",
+    "gpu_hours",
+    "days",
+    "busy_gpu_hours",
+}  # the others of TIME_METRICS are rates
 
 
 @dataclass(frozen=True)
@@ -65,7 +80,9 @@ class Prediction:
     layout: Layout | None
     fits: bool
     note: str = ""
-    unfitted_bytes: float = 0.0  # of ``predicted``: the CUDA context + NCCL when the metric counts them
+    unfitted_bytes: float = (
+        0.0  # of ``predicted``: the CUDA context + NCCL when the metric counts them
+    )
 
     @property
     def log_ratio(self) -> float | None:
@@ -86,6 +103,7 @@ class Prediction:
 
 # ------------------------------------------------------------------ prediction
 
+
 def with_params(consts: Constants, values: dict[tuple[str, str], float]) -> Constants:
     return consts.with_values(values)
 
@@ -93,7 +111,9 @@ def with_params(consts: Constants, values: dict[tuple[str, str], float]) -> Cons
 def resolve_layout(case: Case, consts: Constants) -> tuple[Layout | None, bool, str]:
     """The case's layout: the axes the row fixes, the rest searched (fastest legal, preferring
     layouts that fit). Returns (layout, fits, note)."""
-    cl = make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0)  # the job ran: its peak against capacity
+    cl = make_cluster(
+        case.hardware, case.n_gpus, memory_headroom=0.0
+    )  # the job ran: its peak against capacity
     ev = evaluate_candidates(case.model, cl, case.plan, pinned_axes(case.layout), consts)
     if ev is None:
         return None, False, "no candidate layout for the row's degrees"
@@ -129,7 +149,9 @@ def metric_value(case: Case, ev: Evaluation) -> float:
         return float(ev.hfu[0])
     if m == "step_s":
         return float(ev.stages[0].time.step_s[0])
-    if m == "forward_backward_s":  # the step without its optimizer update (and the clipping pass counted with it)
+    if (
+        m == "forward_backward_s"
+    ):  # the step without its optimizer update (and the clipping pass counted with it)
         t = ev.stages[0].time
         return float(t.step_s[0] - t.optimizer_s[0])
     if m in MEMORY_METRICS:
@@ -151,8 +173,13 @@ def memory_quantity(metric: str, device_bytes: float, ev: Evaluation) -> float:
     return reserved if metric == "peak_reserved_bytes" else reserved + overhead
 
 
-def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, int], tuple] | None = None,
-            memory: bool = True, prepared: dict | None = None) -> list[Prediction]:
+def predict(
+    cases: Iterable[Case],
+    consts: Constants,
+    layouts: dict[tuple[str, int], tuple] | None = None,
+    memory: bool = True,
+    prepared: dict | None = None,
+) -> list[Prediction]:
     """Predict every case with ``consts``; ``layouts`` (kind, row) → (Layout, fits, note) skips the search.
     ``memory=False`` (time metrics only: the fit's residuals) skips the memory model; ``fits`` is then
     the layout's as resolved. ``prepared``: a dict the caller keeps across repeated predictions of the same
@@ -171,14 +198,27 @@ def predict(cases: Iterable[Case], consts: Constants, layouts: dict[tuple[str, i
             continue
         fits = bool(ev.reasons[0] == 0)
         mem = ev.stages[0].memory
-        fixed = (mem.context_bytes + float(np.asarray(mem.nccl_bytes).reshape(-1)[0])
-                 if c.metric == "peak_memory_bytes" else 0.0)
-        out.append(Prediction(c, metric_value(c, ev), lay, fits,
-                              note or ("" if fits else "predicted out of memory"), unfitted_bytes=fixed))
+        fixed = (
+            mem.context_bytes + float(np.asarray(mem.nccl_bytes).reshape(-1)[0])
+            if c.metric == "peak_memory_bytes"
+            else 0.0
+        )
+        out.append(
+            Prediction(
+                c,
+                metric_value(c, ev),
+                lay,
+                fits,
+                note or ("" if fits else "predicted out of memory"),
+                unfitted_bytes=fixed,
+            )
+        )
     return out
 
 
-def _prepared(case: Case, lay: Layout, consts: Constants, cache: dict) -> tuple[Any, LayoutArrays, tuple]:
+def _prepared(
+    case: Case, lay: Layout, consts: Constants, cache: dict
+) -> tuple[Any, LayoutArrays, tuple]:
     """The case's cluster (no memory headroom: a row is timed whether or not it would count as fitting),
     ``lay`` as one-row arrays and each stage's ``legal_mask`` on them, kept in ``cache`` under (kind, row,
     layout, batch tolerance): none depends on the fitted constants, so a fit's repeated predictions of the
@@ -187,13 +227,19 @@ def _prepared(case: Case, lay: Layout, consts: Constants, cache: dict) -> tuple[
     tolerance = consts["batch"]["tolerance"]
     key = (case.kind, case.row, lay, tolerance)
     if key not in cache:
-        cl, arrays = make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0), LayoutArrays.from_layouts([lay])
-        legal = tuple(legal_mask(case.model, arrays, st, cl.n_gpus, tolerance) for st in case.plan.stages)
+        cl, arrays = (
+            make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0),
+            LayoutArrays.from_layouts([lay]),
+        )
+        legal = tuple(
+            legal_mask(case.model, arrays, st, cl.n_gpus, tolerance) for st in case.plan.stages
+        )
         cache[key] = (cl, arrays, legal)
     return cache[key]
 
 
 # ------------------------------------------------------------------ fitting
+
 
 def _log_residuals(preds: list[Prediction]) -> np.ndarray:
     return np.array([p.log_ratio for p in preds if p.log_ratio is not None])
@@ -218,8 +264,16 @@ def fit_time(cases: list[Case], consts: Constants, passes: int = 2) -> Constants
             r = _log_residuals(predict(usable, cc, layouts, memory=False, prepared=prepared))
             return r
 
-        sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale="jac",
-                            diff_step=1e-3, max_nfev=200)
+        sol = least_squares(
+            resid,
+            x0,
+            bounds=(lo, hi),
+            loss="soft_l1",
+            f_scale=0.1,
+            x_scale="jac",
+            diff_step=1e-3,
+            max_nfev=200,
+        )
         consts = with_params(consts, dict(zip(keys, sol.x)))
     return consts
 
@@ -237,11 +291,22 @@ def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
     preds = [p for p in predict(rcases, bare) if p.log_ratio is not None]
     if not preds:
         return consts
-    r = np.array([p.log_ratio for p in preds])  # log(prediction with the failure model only / reported)
+    r = np.array(
+        [p.log_ratio for p in preds]
+    )  # log(prediction with the failure model only / reported)
     # the share for each run's node count at σ = 1 gives its √(2 ln nodes)
-    g = np.array([1.0 / slow_node_share(p.case.n_gpus, p.case.hardware.devices_per_node, 1.0) - 1.0 for p in preds])
-    sol = minimize_scalar(lambda s: float(np.abs(r + np.log1p(s * g)).sum()), bounds=(0.0, 2.0), method="bounded",
-                          options={"xatol": 1e-6})
+    g = np.array(
+        [
+            1.0 / slow_node_share(p.case.n_gpus, p.case.hardware.devices_per_node, 1.0) - 1.0
+            for p in preds
+        ]
+    )
+    sol = minimize_scalar(
+        lambda s: float(np.abs(r + np.log1p(s * g)).sum()),
+        bounds=(0.0, 2.0),
+        method="bounded",
+        options={"xatol": 1e-6},
+    )
     return with_params(consts, {("run", "slow_node_spread"): float(sol.x) if g.any() else 0.0})
 
 
@@ -252,7 +317,9 @@ def fit_memory(cases: list[Case], consts: Constants) -> Constants:
     mcases = [c for c in cases if c.metric in MEMORY_METRICS]
     if len(mcases) < 2:
         return consts
-    bare = with_params(consts, {("memory", "framework_residual_bytes"): 0.0, ("memory", "fragmentation"): 0.0})
+    bare = with_params(
+        consts, {("memory", "framework_residual_bytes"): 0.0, ("memory", "fragmentation"): 0.0}
+    )
     preds = predict(mcases, bare)
     rows, rhs = [], []
     for p in preds:
@@ -272,8 +339,13 @@ def fit_memory(cases: list[Case], consts: Constants) -> Constants:
     scale = np.array([1.0, GIB])  # solve for the residual in GiB for conditioning
     sol = lsq_linear(A * scale, b, bounds=([0.0, 0.0], [0.5, 8.0]))
     frag, residual = sol.x * scale
-    return with_params(consts, {("memory", "fragmentation"): float(frag),
-                                ("memory", "framework_residual_bytes"): float(residual)})
+    return with_params(
+        consts,
+        {
+            ("memory", "fragmentation"): float(frag),
+            ("memory", "framework_residual_bytes"): float(residual),
+        },
+    )
 
 
 def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:
@@ -286,12 +358,19 @@ def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:
 
 
 #: what a held-out unit is: a source group (leave-one-source-out) or a chip family (cross-family)
-HOLD_OUT_BY: dict[str, Callable[[Case], str]] = {"group": lambda c: c.group, "family": lambda c: c.hardware.family}
+HOLD_OUT_BY: dict[str, Callable[[Case], str]] = {
+    "group": lambda c: c.group,
+    "family": lambda c: c.hardware.family,
+}
 
 
-def loso(cases: list[Case], consts: Constants | None = None,
-         progress: Callable[[str], None] | None = None, full: Constants | None = None,
-         by: str = "group") -> list[Prediction]:
+def loso(
+    cases: list[Case],
+    consts: Constants | None = None,
+    progress: Callable[[str], None] | None = None,
+    full: Constants | None = None,
+    by: str = "group",
+) -> list[Prediction]:
     """Leave one source group out: calibrate without it, predict its cases. ``full``: the fit on all
     cases from ``consts`` (``calibrate(cases, consts)``), when the caller has it already. ``by="family"``
     holds out one chip family (``HardwareSpec.family``) at a time instead: the error on a chip the
@@ -311,7 +390,9 @@ def loso(cases: list[Case], consts: Constants | None = None,
         return out
     # the groups are independent refits: one process per core (spawned, so no state is inherited);
     # results come back in group order, identical to the serial loop
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
         for g, preds in zip(groups, pool.map(_held_out, jobs)):
             if progress:
                 progress(g)
@@ -338,15 +419,21 @@ def _held_out(job: tuple[str, list[Case], Constants, Constants, str]) -> list[Pr
 
 # ------------------------------------------------------------------ summaries
 
+
 def summarise(preds: list[Prediction]) -> dict[str, Any]:
     """Median and worst |log ratio| (as %), share within 10% and 25%."""
     r = np.abs(_log_residuals(preds))
     if len(r) == 0:
         return {"n": 0}
     pct = lambda x: float(math.exp(x) - 1)  # noqa: E731
-    return {"n": int(len(r)), "median_error": pct(float(np.median(r))), "worst_error": pct(float(r.max())),
-            "within_10pct": float(np.mean(r <= math.log(1.1))), "within_25pct": float(np.mean(r <= math.log(1.25))),
-            "not_evaluated": sum(1 for p in preds if p.log_ratio is None)}
+    return {
+        "n": int(len(r)),
+        "median_error": pct(float(np.median(r))),
+        "worst_error": pct(float(r.max())),
+        "within_10pct": float(np.mean(r <= math.log(1.1))),
+        "within_25pct": float(np.mean(r <= math.log(1.25))),
+        "not_evaluated": sum(1 for p in preds if p.log_ratio is None),
+    }
 
 
 def kind_of(p: Prediction) -> str:

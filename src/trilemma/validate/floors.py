@@ -56,7 +56,7 @@ def measured_mfu(by_precision: bool = False, cases: list | None = None) -> dict:
     precision). A ``forward_backward_s`` row (no optimizer update) counts as the step's MFU: an upper
     bound on it, by the update's few percent."""
     best: dict = collections.defaultdict(float)
-    for c in (load_cases("throughput")[0] if cases is None else cases):
+    for c in load_cases("throughput")[0] if cases is None else cases:
         st = c.plan.stages[0]
         peak = c.hardware.peak(c.plan.precision)
         per_token = float(model_flop_per_token(c.model, st.seq_len, param_counts(c.model)))
@@ -70,7 +70,9 @@ def measured_mfu(by_precision: bool = False, cases: list | None = None) -> dict:
             v = st.global_batch_tokens * per_token / (c.reported * c.n_gpus * peak)
         else:  # hardware FLOPs count recomputation: not comparable with model FLOPs
             continue
-        key = (c.hardware.family, math_class(c.plan.precision)) if by_precision else c.hardware.family
+        key = (
+            (c.hardware.family, math_class(c.plan.precision)) if by_precision else c.hardware.family
+        )
         best[key] = max(best[key], v)
     return dict(best)
 
@@ -89,8 +91,10 @@ def fp32_step_checks(a100_csv: str, h100_csv: str) -> list:
 
     a100 = load_file(a100_csv, "throughput")[1]
     with open(h100_csv, encoding="utf-8") as f:
-        rows = {(int(r["d_model"]), int(r["context"])): float(r["h100_step_s"])
-                for r in csv.DictReader(x for x in f if not x.startswith("#"))}
+        rows = {
+            (int(r["d_model"]), int(r["context"])): float(r["h100_step_s"])
+            for r in csv.DictReader(x for x in f if not x.startswith("#"))
+        }
     h100 = get_hardware("h100-sxm")
     out = list(a100)
     for c in a100:
@@ -100,7 +104,9 @@ def fp32_step_checks(a100_csv: str, h100_csv: str) -> list:
     return out
 
 
-def highest_plan_mfu(gpu: str, precisions: tuple[str, ...] = ("bf16",)) -> tuple[float, str, int, str]:
+def highest_plan_mfu(
+    gpu: str, precisions: tuple[str, ...] = ("bf16",)
+) -> tuple[float, str, int, str]:
     """(step MFU 0-1, model, devices, precision) of the sweep's plan with the highest MFU on ``gpu``: 1e11
     tokens, every plan that fits physically (memory headroom 0, not only those the band's margin admits);
     a precision and count at which nothing fits is passed over. (0, "", 0, "") when none fits."""
@@ -114,7 +120,11 @@ def highest_plan_mfu(gpu: str, precisions: tuple[str, ...] = ("bf16",)) -> tuple
             m = resolve_model(name)[0]
             for n in SWEEP_COUNTS:
                 try:  # trilemma.api.estimate's time corner, without the loss it adds
-                    e = estimate_plan(m, make_cluster(gpu, n, memory_headroom=0.0), make_plan(m, 1e11, precision=prec))
+                    e = estimate_plan(
+                        m,
+                        make_cluster(gpu, n, memory_headroom=0.0),
+                        make_plan(m, 1e11, precision=prec),
+                    )
                 except TrilemmaError:
                     continue
                 best = max(best, (e.time.mfu, name, n, prec))
@@ -122,7 +132,7 @@ def highest_plan_mfu(gpu: str, precisions: tuple[str, ...] = ("bf16",)) -> tuple
 
 
 #: the sides (M, N and K) of the shape grid the GEMM term is searched over: 128 to 32,768, powers of two and 3×
-GEMM_SIDES = tuple(sorted([2.0 ** k for k in range(7, 16)] + [3 * 2.0 ** k for k in range(7, 14)]))
+GEMM_SIDES = tuple(sorted([2.0**k for k in range(7, 16)] + [3 * 2.0**k for k in range(7, 14)]))
 
 
 def gemm_against_mamf(gpu: str) -> list[tuple[str, float, float, float]]:
@@ -147,8 +157,13 @@ def gemm_against_mamf(gpu: str) -> list[tuple[str, float, float, float]]:
 #: arXiv 2205.05198 (Korthikanti et al. 2022) Table 4: "Time to complete the forward and backward pass of a
 #: single transformer layer of the 22B model" (h 6144, 64 heads, s 2048, micro-batch 4, TP 8 on 8 A100-80GB),
 #: combined milliseconds by (recompute, sequence parallelism)
-KORTHIKANTI_TABLE_4_MS = {("none", False): 19.6, ("none", True): 19.0, ("full", False): 27.2,
-                          ("selective", False): 20.9, ("selective", True): 20.3}
+KORTHIKANTI_TABLE_4_MS = {
+    ("none", False): 19.6,
+    ("none", True): 19.0,
+    ("full", False): 27.2,
+    ("selective", False): 20.9,
+    ("selective", True): 20.3,
+}
 
 
 def korthikanti_layer_ms() -> dict[tuple[str, bool], tuple[float, float]]:
@@ -165,15 +180,24 @@ def korthikanti_layer_ms() -> dict[tuple[str, bool], tuple[float, float]]:
     from trilemma.validate.fit import resolve_layout
 
     consts = constants()
-    case = next(c for c in load_cases("throughput")[0]
-                if c.group == "arXiv:2205.05198" and c.model.d_model == 6144 and c.model.n_layers == 48)
+    case = next(
+        c
+        for c in load_cases("throughput")[0]
+        if c.group == "arXiv:2205.05198" and c.model.d_model == 6144 and c.model.n_layers == 48
+    )
     base = resolve_layout(case, consts)[0]
     cl = make_cluster(case.hardware, case.n_gpus, memory_headroom=0.0)
     out = {}
     for (rc, sp), ms in KORTHIKANTI_TABLE_4_MS.items():
         lay = base.model_copy(update={"recompute": rc, "sp": sp})
-        t = evaluate(case.model, cl, case.plan, LayoutArrays.from_layouts([lay]), consts).stages[0].time
-        layer = sum(float(np.asarray(v).reshape(-1)[0]) for k, v in t.ops_s.items() if k != "lm_head")
+        t = (
+            evaluate(case.model, cl, case.plan, LayoutArrays.from_layouts([lay]), consts)
+            .stages[0]
+            .time
+        )
+        layer = sum(
+            float(np.asarray(v).reshape(-1)[0]) for k, v in t.ops_s.items() if k != "lm_head"
+        )
         layer += float(np.asarray(t.tp_comm_s).reshape(-1)[0])
         out[(rc, sp)] = (KILO * layer / case.model.n_layers, ms)  # seconds → milliseconds
     return out

@@ -60,14 +60,20 @@ def ideal_tokens_per_s(r: dict[str, str]) -> float:
     """Bandwidth / bytes per token for one row (trilemma.estimate.deploy.decode_bytes_per_token)."""
     p, unread = float(r["params_total"]), float(r["params_unread"])
     wb = float(r["weights_bytes_reported"]) if r["weights_bytes_reported"] else None
-    b = decode_bytes_per_token(p - unread, _bits(r), int(r["n_layers"]), int(r["kv_dim"]), float(r["context"]), wb, p)
+    b = decode_bytes_per_token(
+        p - unread, _bits(r), int(r["n_layers"]), int(r["kv_dim"]), float(r["context"]), wb, p
+    )
     return get_device(r["device"]).bandwidth_bytes_per_s / b
 
 
 def total_bytes(r: dict[str, str]) -> float:
     """Weights and the KV cache at the row's context, bytes."""
     p = float(r["params_total"])
-    w = float(r["weights_bytes_reported"]) if r["weights_bytes_reported"] else weight_bytes(p, _bits(r))
+    w = (
+        float(r["weights_bytes_reported"])
+        if r["weights_bytes_reported"]
+        else weight_bytes(p, _bits(r))
+    )
     return w + kv_cache_bytes(int(r["n_layers"]), int(r["kv_dim"]), float(r["context"]))
 
 
@@ -77,7 +83,9 @@ def fit(data: list[dict[str, str]] | None = None) -> dict[str, float]:
     ratios: dict[str, list[float]] = {}
     for r in data:
         if r["decode_tokens_per_s"]:
-            ratios.setdefault(r["runtime"], []).append(float(r["decode_tokens_per_s"]) / ideal_tokens_per_s(r))
+            ratios.setdefault(r["runtime"], []).append(
+                float(r["decode_tokens_per_s"]) / ideal_tokens_per_s(r)
+            )
     return {k: float(statistics.median(v)) for k, v in sorted(ratios.items())}
 
 
@@ -90,18 +98,36 @@ def cases(eff: dict[str, Any] | None = None) -> list[OnDeviceCase]:
         ideal = ideal_tokens_per_s(r)
         rest = [x for j, x in enumerate(data) if j != i]
         loo = fit(rest)
-        pooled = statistics.median([float(x["decode_tokens_per_s"]) / ideal_tokens_per_s(x) for x in rest
-                                    if x["decode_tokens_per_s"]])
+        pooled = statistics.median(
+            [
+                float(x["decode_tokens_per_s"]) / ideal_tokens_per_s(x)
+                for x in rest
+                if x["decode_tokens_per_s"]
+            ]
+        )
         d = get_device(r["device"])
         budget = d.usable_bytes * (1 - float(eff["runtime_share"]))
         tot = total_bytes(r)
-        out.append(OnDeviceCase(device=r["device"], model=r["model"], quant=r["quant"], runtime=r["runtime"],
-                                context=int(r["context"]), ideal_tokens_per_s=ideal,
-                                reported_tokens_per_s=float(r["decode_tokens_per_s"]) if r["decode_tokens_per_s"] else None,
-                                predicted_tokens_per_s=float(eff[r["runtime"]]) * ideal,
-                                loo_tokens_per_s=loo.get(r["runtime"], pooled) * ideal,
-                                reported_fits=r["fits"] == "yes", predicted_fits=tot <= budget, total_bytes=tot,
-                                budget_bytes=budget, source=r["source"]))
+        out.append(
+            OnDeviceCase(
+                device=r["device"],
+                model=r["model"],
+                quant=r["quant"],
+                runtime=r["runtime"],
+                context=int(r["context"]),
+                ideal_tokens_per_s=ideal,
+                reported_tokens_per_s=float(r["decode_tokens_per_s"])
+                if r["decode_tokens_per_s"]
+                else None,
+                predicted_tokens_per_s=float(eff[r["runtime"]]) * ideal,
+                loo_tokens_per_s=loo.get(r["runtime"], pooled) * ideal,
+                reported_fits=r["fits"] == "yes",
+                predicted_fits=tot <= budget,
+                total_bytes=tot,
+                budget_bytes=budget,
+                source=r["source"],
+            )
+        )
     return out
 
 
@@ -113,9 +139,17 @@ def summary(eff: dict[str, Any] | None = None) -> dict[str, Any]:
     err = [abs(c.predicted_tokens_per_s / c.reported_tokens_per_s - 1) for c in measured]
     loo = [c.loo_tokens_per_s / c.reported_tokens_per_s for c in measured]
     logr = np.log(loo)
-    return {"rows": len(cs), "measured_rows": len(measured),
-            "median_abs_error": float(np.median(err)), "median_abs_error_loo": float(np.median(np.abs(np.array(loo) - 1))),
-            "within_25pct_loo": int(sum(abs(x - 1) <= 0.25 for x in loo)),
-            "log_q10_loo": float(np.quantile(logr, 0.1)), "log_q90_loo": float(np.quantile(logr, 0.9)),
-            "fits_right": int(sum(c.predicted_fits == c.reported_fits for c in cs)),
-            "band": [math.exp(-float(np.quantile(logr, 0.9))), math.exp(-float(np.quantile(logr, 0.1)))]}
+    return {
+        "rows": len(cs),
+        "measured_rows": len(measured),
+        "median_abs_error": float(np.median(err)),
+        "median_abs_error_loo": float(np.median(np.abs(np.array(loo) - 1))),
+        "within_25pct_loo": int(sum(abs(x - 1) <= 0.25 for x in loo)),
+        "log_q10_loo": float(np.quantile(logr, 0.1)),
+        "log_q90_loo": float(np.quantile(logr, 0.9)),
+        "fits_right": int(sum(c.predicted_fits == c.reported_fits for c in cs)),
+        "band": [
+            math.exp(-float(np.quantile(logr, 0.9))),
+            math.exp(-float(np.quantile(logr, 0.1))),
+        ],
+    }

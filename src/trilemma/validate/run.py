@@ -5,18 +5,33 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from trilemma.presets import calibration, calibration_rows, constants, hardware_presets, uncalibrated_constants
+from trilemma.presets import (
+    calibration,
+    calibration_rows,
+    constants,
+    hardware_presets,
+    uncalibrated_constants,
+)
 from trilemma.tomlw import toml_value
 from trilemma.validate import Skipped
 from trilemma.validate.bands import LEVEL, coverage, named_bands, residuals_from_predictions
 from trilemma.validate.cases import load_cases, load_file
-from trilemma.validate.fit import (RUN_METRICS, TIME_METRICS, TIME_PARAMS, Prediction, calibrate, loso, predict,
-                                   summarise)
+from trilemma.validate.fit import (
+    RUN_METRICS,
+    TIME_METRICS,
+    TIME_PARAMS,
+    Prediction,
+    calibrate,
+    loso,
+    predict,
+    summarise,
+)
 
 KINDS = ("runs", "throughput", "memory")
 BAND_QUANTILES = (0.1, 0.9)  # an 80% interval
@@ -24,13 +39,25 @@ BAND_QUANTILES = (0.1, 0.9)  # an 80% interval
 
 def row_dict(p: Prediction, loso_pred: float | None = None) -> dict[str, Any]:
     c = p.case
-    d = {"kind": c.kind, "row": c.row, "model": c.label, "metric": c.metric, "reported": c.reported,
-         "predicted": p.predicted, "ratio": None if p.predicted is None else p.predicted / c.reported,
-         "loso_predicted": loso_pred,
-         "loso_ratio": None if loso_pred is None else loso_pred / c.reported,
-         "n_gpus": c.n_gpus, "hardware": c.hardware.name,
-         "layout": None if p.layout is None else p.layout.model_dump(mode="json"),
-         "fits": p.fits, "group": c.group, "note": p.note, "assumptions": list(c.assumptions), "source": c.source}
+    d = {
+        "kind": c.kind,
+        "row": c.row,
+        "model": c.label,
+        "metric": c.metric,
+        "reported": c.reported,
+        "predicted": p.predicted,
+        "ratio": None if p.predicted is None else p.predicted / c.reported,
+        "loso_predicted": loso_pred,
+        "loso_ratio": None if loso_pred is None else loso_pred / c.reported,
+        "n_gpus": c.n_gpus,
+        "hardware": c.hardware.name,
+        "layout": None if p.layout is None else p.layout.model_dump(mode="json"),
+        "fits": p.fits,
+        "group": c.group,
+        "note": p.note,
+        "assumptions": list(c.assumptions),
+        "source": c.source,
+    }
     return d
 
 
@@ -44,8 +71,9 @@ def family_counts(cases: list[Any]) -> dict[str, dict[str, int]]:
     return out
 
 
-def cross_family(cases: list[Any], start: Any, fitted: Any,
-                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def cross_family(
+    cases: list[Any], start: Any, fitted: Any, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Hold out each chip family with measured step times or runs in turn: refit without its rows
     (``loso(by="family")``: the time constants from ``start``, run.slow_node_spread where its rows test it), predict
     them. Returns the pooled 10th/50th/90th percentiles of r = log(predicted time / reported time)
@@ -57,19 +85,38 @@ def cross_family(cases: list[Any], start: Any, fitted: Any,
         if p.time_log_ratio is not None:
             by_family.setdefault(p.case.hardware.family, []).append(p.time_log_ratio)
     r = np.array([x for v in by_family.values() for x in v])
-    q = [float(np.quantile(r, x)) for x in (BAND_QUANTILES[0], 0.5, BAND_QUANTILES[1])] if len(r) else [0.0] * 3
-    return {"log_q10": q[0], "log_median": q[1], "log_q90": q[2], "n": int(len(r)),
-            "families": {f: {"n": len(v), "log_median": float(np.median(v))} for f, v in sorted(by_family.items())}}
+    q = (
+        [float(np.quantile(r, x)) for x in (BAND_QUANTILES[0], 0.5, BAND_QUANTILES[1])]
+        if len(r)
+        else [0.0] * 3
+    )
+    return {
+        "log_q10": q[0],
+        "log_median": q[1],
+        "log_q90": q[2],
+        "n": int(len(r)),
+        "families": {
+            f: {"n": len(v), "log_median": float(np.median(v))}
+            for f, v in sorted(by_family.items())
+        },
+    }
 
 
 def stored_loso() -> dict[tuple[str, int], float]:
     """LOSO predictions saved by the last calibration, by (kind, row)."""
-    return {(r["kind"], int(r["row"])): float(r["loso_predicted"]) for r in calibration_rows()
-            if r.get("loso_predicted") is not None}
+    return {
+        (r["kind"], int(r["row"])): float(r["loso_predicted"])
+        for r in calibration_rows()
+        if r.get("loso_predicted") is not None
+    }
 
 
-def run_validate(kind: str | None = None, live_loso: bool = False,
-                 progress: Callable[[str], None] | None = None, data: str | None = None) -> dict[str, Any]:
+def run_validate(
+    kind: str | None = None,
+    live_loso: bool = False,
+    progress: Callable[[str], None] | None = None,
+    data: str | None = None,
+) -> dict[str, Any]:
     """Predict every case with the shipped constants; LOSO from the calibration (or recomputed).
 
     ``data``: a user's CSV in the backtest schema (data/SCHEMA.md) instead of the shipped rows; its
@@ -81,7 +128,10 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
     consts = constants()
     preds = predict([c for c in cases if kind in (None, c.kind)], consts)
     if live_loso:
-        lp = {(p.case.kind, p.case.row): p.predicted for p in loso(cases, uncalibrated_constants(), progress)}
+        lp = {
+            (p.case.kind, p.case.row): p.predicted
+            for p in loso(cases, uncalibrated_constants(), progress)
+        }
     else:
         lp = stored_loso() if data is None else {}
     rows = [row_dict(p, lp.get((p.case.kind, p.case.row))) for p in preds]
@@ -96,11 +146,14 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
         lo = [Prediction(p.case, lp.get((p.case.kind, p.case.row)), p.layout, p.fits) for p in mine]
         # a user's rows were not in the fit of the shipped constants: out of sample, not "in-sample"
         first = "in_sample" if data is None else "shipped_constants"
-        summary[k] = {first: summarise(mine), "leave_one_source_out": summarise(lo),
-                      "skipped": sum(1 for s in skipped if s.kind == k),
-                      # per band an estimate prints: the share of rows inside the band built without their
-                      # source (trilemma.validate.bands.coverage); the target is the level
-                      "band_coverage": {"level": LEVEL, **cov.get(k, {})}}
+        summary[k] = {
+            first: summarise(mine),
+            "leave_one_source_out": summarise(lo),
+            "skipped": sum(1 for s in skipped if s.kind == k),
+            # per band an estimate prints: the share of rows inside the band built without their
+            # source (trilemma.validate.bands.coverage); the target is the level
+            "band_coverage": {"level": LEVEL, **cov.get(k, {})},
+        }
     # on-device decode speed and memory verdicts (data/ondevice.csv, trilemma.validate.ondevice): shipped rows only
     from trilemma.validate.ondevice import summary as ondevice_summary
 
@@ -111,15 +164,25 @@ def run_validate(kind: str | None = None, live_loso: bool = False,
         from trilemma.validate.finetune import section
 
         ft = section()
-    return {"schema": "trilemma.validate/1", "data": data, "summary": summary, "rows": rows, "ondevice": ondevice,
-            "finetune_memory": ft,
-            "skipped": [{"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
-                        for s in skipped if kind in (None, s.kind)],
-            "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},
-            "warnings": []}
+    return {
+        "schema": "trilemma.validate/1",
+        "data": data,
+        "summary": summary,
+        "rows": rows,
+        "ondevice": ondevice,
+        "finetune_memory": ft,
+        "skipped": [
+            {"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
+            for s in skipped
+            if kind in (None, s.kind)
+        ],
+        "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},
+        "warnings": [],
+    }
 
 
 # ------------------------------------------------------------------ calibration file
+
 
 def regime(cases: list[Any]) -> dict[str, Any]:
     """What the time calibration measured: the largest device count and model (total parameters) among
@@ -132,45 +195,65 @@ def regime(cases: list[Any]) -> dict[str, Any]:
     t = [c for c in cases if c.kind in ("throughput", "runs")]
     if not t:
         return {}
-    run_nodes = [int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t if c.metric in RUN_METRICS]
-    return {"max_gpus": max(c.n_gpus for c in t), "max_params": max(param_counts(c.model).total for c in t),
-            "precisions": sorted({str(c.plan.precision) for c in t}),
-            "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None),
-            "max_run_nodes": max(run_nodes, default=0),
-            # the fewest nodes of a multi-node whole run: below it (but above one node, which pays no share)
-            # the slow-node share is extrapolated too
-            "min_run_nodes": min((n for n in run_nodes if n > 1), default=0)}
+    run_nodes = [
+        int(node_count(c.n_gpus, c.hardware.devices_per_node)) for c in t if c.metric in RUN_METRICS
+    ]
+    return {
+        "max_gpus": max(c.n_gpus for c in t),
+        "max_params": max(param_counts(c.model).total for c in t),
+        "precisions": sorted({str(c.plan.precision) for c in t}),
+        "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None),
+        "max_run_nodes": max(run_nodes, default=0),
+        # the fewest nodes of a multi-node whole run: below it (but above one node, which pays no share)
+        # the slow-node share is extrapolated too
+        "min_run_nodes": min((n for n in run_nodes if n > 1), default=0),
+    }
 
 
 def band_lines(bands: dict[str, Any]) -> list[str]:
     """calibrated.toml's [bands] lines: each kind's 80% band and the whole run's (the cross-family figures
     that follow them are the caller's)."""
-    lines = ["[bands]",
-             "# 80% bands from leave-one-source-out log residuals r = log(predicted / reported), signed as a",
-             "# duration for time (a rate's ratio inverted), as a size for memory: a prediction p has the band",
-             "# [p·exp(−q90), p·exp(−q10)]. Each kind's by split conformal prediction, each side on its own, or on",
-             "# two levels (sources borrowed) for a kind with fewer than 3 sources: trilemma.validate.bands.",
-             "# time_*: a whole run's time, GPU-hours, $, energy, CO2 (outward of runs' and throughput's);",
-             "# throughput_*: a step's time; memory_*: the peak per device (a plan fits when its peak is at most",
-             "# capacity · exp(memory_log_q10): trilemma.estimate.evaluate.memory_headroom)",
-             f"quantiles = {toml_value([round((1 - LEVEL) / 2, 9), round((1 + LEVEL) / 2, 9)])}"]
+    lines = [
+        "[bands]",
+        "# 80% bands from leave-one-source-out log residuals r = log(predicted / reported), signed as a",
+        "# duration for time (a rate's ratio inverted), as a size for memory: a prediction p has the band",
+        "# [p·exp(−q90), p·exp(−q10)]. Each kind's by split conformal prediction, each side on its own, or on",
+        "# two levels (sources borrowed) for a kind with fewer than 3 sources: trilemma.validate.bands.",
+        "# time_*: a whole run's time, GPU-hours, $, energy, CO2 (outward of runs' and throughput's);",
+        "# throughput_*: a step's time; memory_*: the peak per device (a plan fits when its peak is at most",
+        "# capacity · exp(memory_log_q10): trilemma.estimate.evaluate.memory_headroom)",
+        f"quantiles = {toml_value([round((1 - LEVEL) / 2, 9), round((1 + LEVEL) / 2, 9)])}",
+    ]
     for name in ("time", "runs", "throughput", "memory"):
         b = bands.get(name)
         if b is None:
             continue
-        lines += [f"{name}_log_q10 = {toml_value(b.q_lo)}", f"{name}_log_q90 = {toml_value(b.q_hi)}"]
+        lines += [
+            f"{name}_log_q10 = {toml_value(b.q_lo)}",
+            f"{name}_log_q90 = {toml_value(b.q_hi)}",
+        ]
         lines += ["n = " + toml_value(b.n)] if name == "time" else [f"{name}_n = {toml_value(b.n)}"]
-        lines += [f"{name}_sources = {toml_value(b.sources)}", f"{name}_method = {toml_value(b.method)}"]
+        lines += [
+            f"{name}_sources = {toml_value(b.sources)}",
+            f"{name}_method = {toml_value(b.method)}",
+        ]
     return lines
 
 
 def regime_lines(reg: dict[str, Any]) -> list[str]:
     """calibrated.toml's [regime] lines (``regime``)."""
-    return ["[regime]", "# what the time calibration measured (throughput and runs cases): a plan beyond it gets a",
-            "# wider band (trilemma.estimate.result.band_outside)",
-            *[f"{k} = {toml_value(v)}" for k, v in reg.items()], ""]
+    return [
+        "[regime]",
+        "# what the time calibration measured (throughput and runs cases): a plan beyond it gets a",
+        "# wider band (trilemma.estimate.result.band_outside)",
+        *[f"{k} = {toml_value(v)}" for k, v in reg.items()],
+        "",
+    ]
 
-def calibrate_and_write(path: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+
+def calibrate_and_write(
+    path: str | None = None, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Fit on all cases, cross-validate by source, write calibrated.toml; returns what was written."""
     cases, skipped = load_cases(None)
     start = uncalibrated_constants()
@@ -180,12 +263,17 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     lo_by = {(p.case.kind, p.case.row): p for p in lo}
     bands = named_bands(residuals_from_predictions(lo))
     xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
-    changed = {s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)} for s in fitted}
+    changed = {
+        s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)}
+        for s in fitted
+    }
     changed = {s: v for s, v in changed.items() if v}
     summary = {}
     for k in KINDS:
-        summary[k] = {"in_sample": summarise([p for p in ins if p.case.kind == k]),
-                      "leave_one_source_out": summarise([p for p in lo if p.case.kind == k])}
+        summary[k] = {
+            "in_sample": summarise([p for p in ins if p.case.kind == k]),
+            "leave_one_source_out": summarise([p for p in lo if p.case.kind == k]),
+        }
     lines = [
         "# Written by `python scripts/calibrate.py` — do not edit by hand. The fit is described in",
         "# src/trilemma/validate/fit.py; the data are src/trilemma/data/*.csv (published figures).",
@@ -218,22 +306,33 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
             lines.append(f"[summary.{k}.{which}]")
             lines += [f"{sk} = {toml_value(sv)}" for sk, sv in stats.items()]
             lines.append("")
-    lines += ["[families]",
-              "# calibration cases per chip family (HardwareSpec.family, presets/hardware.toml) and kind; a family",
-              "# with no throughput or runs cases has no measured step time: its estimates say so and their band",
-              "# is widened by the cross-family error. cross_family_*: its rows predicted with it held out.", ""]
+    lines += [
+        "[families]",
+        "# calibration cases per chip family (HardwareSpec.family, presets/hardware.toml) and kind; a family",
+        "# with no throughput or runs cases has no measured step time: its estimates say so and their band",
+        "# is widened by the cross-family error. cross_family_*: its rows predicted with it held out.",
+        "",
+    ]
     for fam, counts in family_counts(cases).items():
         lines.append(f"[families.{fam}]")
         lines += [f"{k} = {v}" for k, v in counts.items()]
         if fam in xf["families"]:
-            lines += [f"cross_family_n = {xf['families'][fam]['n']}",
-                      f"cross_family_log_median = {toml_value(xf['families'][fam]['log_median'])}"]
+            lines += [
+                f"cross_family_n = {xf['families'][fam]['n']}",
+                f"cross_family_log_median = {toml_value(xf['families'][fam]['log_median'])}",
+            ]
         lines.append("")
     for p in ins:
         lp = lo_by.get((p.case.kind, p.case.row))
-        lines += ["[[rows]]", f"kind = {toml_value(p.case.kind)}", f"row = {p.case.row}",
-                  f"model = {toml_value(p.case.label)}", f"metric = {toml_value(p.case.metric)}",
-                  f"group = {toml_value(p.case.group)}", f"reported = {toml_value(p.case.reported)}"]
+        lines += [
+            "[[rows]]",
+            f"kind = {toml_value(p.case.kind)}",
+            f"row = {p.case.row}",
+            f"model = {toml_value(p.case.label)}",
+            f"metric = {toml_value(p.case.metric)}",
+            f"group = {toml_value(p.case.group)}",
+            f"reported = {toml_value(p.case.reported)}",
+        ]
         if p.predicted is not None:
             lines.append(f"predicted = {toml_value(p.predicted)}")
             lines.append(f"log_ratio = {toml_value(math.log(p.predicted / p.case.reported))}")
@@ -245,6 +344,11 @@ def calibrate_and_write(path: str | None = None, progress: Callable[[str], None]
     with open(target, "w", encoding="utf-8") as f:
         f.write(text)
     t = bands["time"]
-    return {"constants": changed, "summary": summary, "bands": (t.q_lo, t.q_hi) if t else (0.0, 0.0),
-            "cross_family": xf, "path": target,
-            "skipped": [s for s in skipped if isinstance(s, Skipped)]}
+    return {
+        "constants": changed,
+        "summary": summary,
+        "bands": (t.q_lo, t.q_hi) if t else (0.0, 0.0),
+        "cross_family": xf,
+        "path": target,
+        "skipped": [s for s in skipped if isinstance(s, Skipped)],
+    }

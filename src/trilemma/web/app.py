@@ -32,20 +32,29 @@ import threading
 import time
 import typing
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Annotated, Any, Union
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    create_model,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model
-from typing_extensions import Annotated
 
 from trilemma.errors import InfeasibleError, InputError, TrilemmaError
 from trilemma.report.emit import results_only
@@ -56,18 +65,28 @@ LOCAL_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
 
 STATIC = Path(__file__).parent / "static"
 INFEASIBLE_SCHEMA = "trilemma.infeasible/1"
-MAX_BODY_BYTES = int(64 * IEC["Ki"])  # a request body; the largest sensible one (a ModelSpec) is ~1 KiB
+MAX_BODY_BYTES = int(
+    64 * IEC["Ki"]
+)  # a request body; the largest sensible one (a ModelSpec) is ~1 KiB
 MAX_TEXT_CHARS = 200  # one text value (a preset name, a size, a duration)
 MAX_LIST_ITEMS = 64  # names in one list (GPU types, precisions, prices)
-MAX_CONFIGURATIONS = 40_000  # a solve's (model sizes × GPU types × precisions × GPU counts); the default is 7,056
+MAX_CONFIGURATIONS = (
+    40_000  # a solve's (model sizes × GPU types × precisions × GPU counts); the default is 7,056
+)
 TIME_LIMIT_S = 10.0  # one computation; the largest allowed solve takes about 5 s on 2 cores
-MAX_WAITING = 4  # computations queued behind the running one before a request is told the server is busy
+MAX_WAITING = (
+    4  # computations queued behind the running one before a request is told the server is busy
+)
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 
 #: what each endpoint runs: the verb and the command parameters HTTP does not offer (files, slow modes, output)
-HIDDEN = {"estimate": {"as_json", "export"}, "solve": {"as_json", "scenario", "frontier_csv", "plot", "plot_range", "export"},
-          "optimal": {"as_json"}, "validate": {"as_json", "csv_path", "data", "live_loso"},
-          "presets": {"as_json"}}
+HIDDEN = {
+    "estimate": {"as_json", "export"},
+    "solve": {"as_json", "scenario", "frontier_csv", "plot", "plot_range", "export"},
+    "optimal": {"as_json"},
+    "validate": {"as_json", "csv_path", "data", "live_loso"},
+    "presets": {"as_json"},
+}
 #: fields naming something that could be a file on the server: only names and sizes are taken
 NO_FILES = {"model", "law"}
 #: fields that take a comma-separated list on the command line and may be a JSON list here
@@ -78,14 +97,19 @@ def _commands() -> dict[str, Callable[..., Any]]:
     from trilemma import cli
     from trilemma.cli_quality import optimal
 
-    return {"estimate": cli.estimate, "solve": cli.solve, "optimal": optimal, "validate": cli.validate,
-            "presets": cli.presets}
+    return {
+        "estimate": cli.estimate,
+        "solve": cli.solve,
+        "optimal": optimal,
+        "validate": cli.validate,
+        "presets": cli.presets,
+    }
 
 
 # ------------------------------------------------------------------ request models from the CLI's signatures
 
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT_CHARS)]
-TextOrNumber = Union[Text, StrictInt, StrictFloat]
+TextOrNumber = Text | StrictInt | StrictFloat
 
 
 def _key(name: str, info: Any) -> str:
@@ -105,18 +129,20 @@ def _json_type(key: str, hint: Any) -> Any:
     if base is bool:
         t: Any = StrictBool
     elif base is float:
-        t = Union[StrictFloat, StrictInt]
+        t = StrictFloat | StrictInt
     elif base is int:
         t = StrictInt
     elif typing.get_origin(base) is list:
-        t = Union[Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)], Text]
+        t = Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)] | Text
     else:
         t = TextOrNumber
         if key in LISTS:
-            t = Union[Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)], TextOrNumber]
+            t = Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)] | TextOrNumber
         if key == "model":
-            t = Union[TextOrNumber, dict[str, Any]]  # a ModelSpec as a JSON object (trilemma.specs.ModelSpec)
-    return Optional[t] if optional else t
+            t = (
+                TextOrNumber | dict[str, Any]
+            )  # a ModelSpec as a JSON object (trilemma.specs.ModelSpec)
+    return t | None if optional else t
 
 
 class Verb:
@@ -125,9 +151,13 @@ class Verb:
     def __init__(self, name: str, fn: Callable[..., Any]) -> None:
         self.name, self.fn = name, fn
         hints = typing.get_type_hints(fn)
-        self.fixed: dict[str, Any] = {}  # hidden parameters: their CLI defaults (no file, no JSON printing)
+        self.fixed: dict[
+            str, Any
+        ] = {}  # hidden parameters: their CLI defaults (no file, no JSON printing)
         self.keys: dict[str, str] = {}  # Python name -> JSON key
-        self.text: set[str] = set()  # parameters the CLI takes as text (a number sent for one is written out)
+        self.text: set[str] = (
+            set()
+        )  # parameters the CLI takes as text (a number sent for one is written out)
         fields: dict[str, Any] = {}
         for p in inspect.signature(fn).parameters.values():
             info = p.default
@@ -139,12 +169,22 @@ class Verb:
             self.keys[p.name] = key
             if _is_text(hints[p.name]):
                 self.text.add(p.name)
-            fields[p.name] = (_json_type(key, hints[p.name]),
-                              Field(default=None if default is ... else default, alias=key,
-                                    description=getattr(info, "help", None)))
+            fields[p.name] = (
+                _json_type(key, hints[p.name]),
+                Field(
+                    default=None if default is ... else default,
+                    alias=key,
+                    description=getattr(info, "help", None),
+                ),
+            )
         self.model: type[BaseModel] = create_model(  # type: ignore[call-overload]
-            f"{name.title()}Request", __config__=ConfigDict(extra="forbid", populate_by_name=True), **fields)
-        self.model.__doc__ = f"The flags of `trilemma {name}` (see `trilemma {name} --help`), as JSON keys."
+            f"{name.title()}Request",
+            __config__=ConfigDict(extra="forbid", populate_by_name=True),
+            **fields,
+        )
+        self.model.__doc__ = (
+            f"The flags of `trilemma {name}` (see `trilemma {name} --help`), as JSON keys."
+        )
 
     def arguments(self, req: BaseModel) -> dict[str, Any]:
         """The command's keyword arguments: text as the command line would give it, files refused."""
@@ -159,6 +199,7 @@ class Verb:
                 _refuse_files(key, v)
             if key == "model" and isinstance(v, dict):
                 from trilemma.specs import ModelSpec
+
                 v = ModelSpec.build(prefix="model", **v)
             out[name] = v
         return out
@@ -167,14 +208,22 @@ class Verb:
 def _refuse_files(field: str, value: str) -> None:
     """A preset name, a law name or a size; never a path (nothing the request names is read)."""
     text = value.strip()
-    path_like = any(c in text for c in "/\\") or text.lower().endswith((".json", ".toml")) or text.startswith(("~", "."))
+    path_like = (
+        any(c in text for c in "/\\")
+        or text.lower().endswith((".json", ".toml"))
+        or text.startswith(("~", "."))
+    )
     try:
         exists = Path(text).exists() if text else False
     except (OSError, ValueError):
         exists = False
     if path_like or exists:
-        raise InputError(field, value, "a preset name or a size such as 7B (files are not read over HTTP; use the "
-                                       "command line for a config.json or a law file)")
+        raise InputError(
+            field,
+            value,
+            "a preset name or a size such as 7B (files are not read over HTTP; use the "
+            "command line for a config.json or a law file)",
+        )
 
 
 # ------------------------------------------------------------------ running one computation at a time
@@ -185,7 +234,9 @@ class Runner:
 
     def __init__(self, time_limit_s: float | None = None, max_waiting: int | None = None) -> None:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trilemma-serve")
-        self.slots = threading.BoundedSemaphore((MAX_WAITING if max_waiting is None else max_waiting) + 1)
+        self.slots = threading.BoundedSemaphore(
+            (MAX_WAITING if max_waiting is None else max_waiting) + 1
+        )
         self.time_limit_s = TIME_LIMIT_S if time_limit_s is None else time_limit_s
 
     def run(self, fn: Callable[[], Any]) -> Any:
@@ -214,8 +265,10 @@ class Busy(Exception):
 
 class TooSlow(Exception):
     def __init__(self, limit_s: float) -> None:
-        super().__init__(f"search: the request ran longer than the {limit_s:g} s limit of `trilemma serve` and was "
-                         "refused; narrow it (fewer model sizes, GPU types, precisions or GPUs) or use the command line")
+        super().__init__(
+            f"search: the request ran longer than the {limit_s:g} s limit of `trilemma serve` and was "
+            "refused; narrow it (fewer model sizes, GPU types, precisions or GPUs) or use the command line"
+        )
 
 
 # ------------------------------------------------------------------ answers
@@ -226,7 +279,9 @@ class ErrorDoc(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True)
     schema_: str = Field("trilemma.error/1", alias="schema")
-    field: Optional[str] = Field(None, description="the flag, field or limit refused (e.g. tokens, body, search)")
+    field: str | None = Field(
+        None, description="the flag, field or limit refused (e.g. tokens, body, search)"
+    )
     error: str = Field(description="one line: the field, the value and what is allowed")
 
 
@@ -241,17 +296,29 @@ class InfeasibleDoc(BaseModel):
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    200: {"description": "the command's --json document, or (solve, estimate) an infeasible answer",
-          "content": {"application/json": {"schema": {"anyOf": [{"type": "object"},
-                                                                {"$ref": "#/components/schemas/InfeasibleDoc"}]}}}},
+    200: {
+        "description": "the command's --json document, or (solve, estimate) an infeasible answer",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [{"type": "object"}, {"$ref": "#/components/schemas/InfeasibleDoc"}]
+                }
+            }
+        },
+    },
     400: {"model": ErrorDoc, "description": "the body is not a JSON object"},
-    422: {"model": ErrorDoc, "description": "a value the command refuses, or a limit of the server"},
+    422: {
+        "model": ErrorDoc,
+        "description": "a value the command refuses, or a limit of the server",
+    },
     429: {"model": ErrorDoc, "description": "too many computations waiting"},
 }
 
 
 def _error(status: int, field: str | None, message: str) -> JSONResponse:
-    return JSONResponse(ErrorDoc(field=field, error=message).model_dump(by_alias=True), status_code=status)
+    return JSONResponse(
+        ErrorDoc(field=field, error=message).model_dump(by_alias=True), status_code=status
+    )
 
 
 def _json(doc: Any) -> Response:
@@ -267,7 +334,9 @@ def _field_of(exc: TrilemmaError, given: dict[str, str]) -> str | None:
     if isinstance(exc, InputError):
         return exc.field
     text = str(exc)
-    named = next((k for k in given.values() if f"--{k}" in text or f"{k}=" in text or f"{k} " in text), None)
+    named = next(
+        (k for k in given.values() if f"--{k}" in text or f"{k}=" in text or f"{k} " in text), None
+    )
     head = text.split(":", 1)[0].strip()
     return named or (head if re.fullmatch(r"[\w.-]+", head) else None)
 
@@ -278,32 +347,60 @@ def _pydantic_error(exc: RequestValidationError, verbs: dict[str, Verb], path: s
     err = exc.errors()[0]
     loc = [str(p) for p in err.get("loc", ()) if p != "body"]
     kind, value = err.get("type", ""), err.get("input")
-    if kind == "missing" and path.rstrip("/").endswith("/solve/point") and loc and loc[0] in ("solve", "point"):
-        return _error(422, loc[0], f"{loc[0]}: missing; expected {{\"solve\": {{the solve's flags}}, \"point\": k}}, "
-                                   "k a frontier point of that solve's answer (frontier_points)")
+    if (
+        kind == "missing"
+        and path.rstrip("/").endswith("/solve/point")
+        and loc
+        and loc[0] in ("solve", "point")
+    ):
+        return _error(
+            422,
+            loc[0],
+            f'{loc[0]}: missing; expected {{"solve": {{the solve\'s flags}}, "point": k}}, '
+            "k a frontier point of that solve's answer (frontier_points)",
+        )
     if not loc or kind in ("json_invalid", "model_attributes_type", "dict_type", "missing"):
-        what = "a JSON object of the command's flags, e.g. {\"deadline\": \"30d\", \"budget\": \"$2M\"}"
+        what = 'a JSON object of the command\'s flags, e.g. {"deadline": "30d", "budget": "$2M"}'
         return _error(400, "body", f"body: not allowed; expected {what}")
     verb = verbs.get(path.rstrip("/").rsplit("/", 1)[-1])
     field = loc[0]
-    if kind == "extra_forbidden" and len(loc) > 1:  # a key inside a nested object: name its whole path
+    if (
+        kind == "extra_forbidden" and len(loc) > 1
+    ):  # a key inside a nested object: name its whole path
         path_name = ".".join(loc)
         return _error(422, path_name, f"{path_name}: no such field")
     if verb is not None:
         field = verb.keys.get(field, field)
         if kind == "extra_forbidden" and field in verb.keys.values():  # both spellings of one flag
-            return _error(422, field, f"{field}: given twice (as {field} and {field.replace('-', '_')}); "
-                                      "give it once")
+            return _error(
+                422,
+                field,
+                f"{field}: given twice (as {field} and {field.replace('-', '_')}); give it once",
+            )
         if kind == "extra_forbidden":
-            return _error(422, field, f"{field}: no such field of `trilemma {verb.name}`; the fields are "
-                                      + ", ".join(verb.keys.values()))
-    allowed = {"string_type": "text", "string_too_long": f"at most {MAX_TEXT_CHARS} characters",
-               "bool_type": "true or false", "float_type": "a number", "int_type": "a whole number",
-               "too_long": f"at most {MAX_LIST_ITEMS} names", "list_type": "a list of names"}
+            return _error(
+                422,
+                field,
+                f"{field}: no such field of `trilemma {verb.name}`; the fields are "
+                + ", ".join(verb.keys.values()),
+            )
+    allowed = {
+        "string_type": "text",
+        "string_too_long": f"at most {MAX_TEXT_CHARS} characters",
+        "bool_type": "true or false",
+        "float_type": "a number",
+        "int_type": "a whole number",
+        "too_long": f"at most {MAX_LIST_ITEMS} names",
+        "list_type": "a list of names",
+    }
     text = allowed.get(kind) or str(err.get("msg", "another value")).lower()
     if kind in ("string_type", "float_type", "int_type", "bool_type") and len(loc) == 1:
-        text = {"string_type": "text or a number", "float_type": "a number", "int_type": "a whole number",
-                "bool_type": "true or false"}[kind]
+        text = {
+            "string_type": "text or a number",
+            "float_type": "a number",
+            "int_type": "a whole number",
+            "bool_type": "true or false",
+        }[kind]
     return _error(422, field, str(InputError(field, value if value is not None else "null", text)))
 
 
@@ -318,7 +415,9 @@ def _respond(runner: Runner, compute: Callable[[], Any], given: dict[str, str]) 
     except TooSlow as exc:
         return _error(422, "search", str(exc))
     except Busy:
-        return _error(429, None, "busy: too many computations are waiting; try again in a few seconds")
+        return _error(
+            429, None, "busy: too many computations are waiting; try again in a few seconds"
+        )
 
 
 def _given(verb: Verb, req: BaseModel) -> dict[str, str]:
@@ -359,19 +458,38 @@ def frontier_points(r: Any) -> dict[str, Any]:
     configuration of each (model, GPU type and count, precision, layout) for the page's hover and click."""
     f, tab = r.frontier, r.table
     if f is None:
-        return {"time_s": [], "usd": [], "loss": [], "tokens": [], "feasible": [], "config": [], "configs": []}
+        return {
+            "time_s": [],
+            "usd": [],
+            "loss": [],
+            "tokens": [],
+            "feasible": [],
+            "config": [],
+            "configs": [],
+        }
     rows = sorted({int(i) for i in f.config})
     index = {row: k for k, row in enumerate(rows)}
     configs = []
     for i in rows:
         m = tab.models[tab.model_idx[i]]
-        configs.append({"model": m.name, "gpu": tab.gpus[tab.gpu_idx[i]].name, "n_gpus": int(tab.n_gpus[i]),
-                        "precision": str(tab.precisions[tab.prec_idx[i]]),
-                        "layout": tab.layout(i).label(compact=True)})
-    return {"time_s": [float(x) for x in f.time_s], "usd": [float(x) for x in f.usd],
-            "loss": [float(x) for x in f.loss], "tokens": [float(x) for x in f.tokens],
-            "feasible": [bool(x) for x in f.feasible], "config": [index[int(i)] for i in f.config],
-            "configs": configs}
+        configs.append(
+            {
+                "model": m.name,
+                "gpu": tab.gpus[tab.gpu_idx[i]].name,
+                "n_gpus": int(tab.n_gpus[i]),
+                "precision": str(tab.precisions[tab.prec_idx[i]]),
+                "layout": tab.layout(i).label(compact=True),
+            }
+        )
+    return {
+        "time_s": [float(x) for x in f.time_s],
+        "usd": [float(x) for x in f.usd],
+        "loss": [float(x) for x in f.loss],
+        "tokens": [float(x) for x in f.tokens],
+        "feasible": [bool(x) for x in f.feasible],
+        "config": [index[int(i)] for i in f.config],
+        "configs": configs,
+    }
 
 
 # ------------------------------------------------------------------ the application
@@ -382,29 +500,39 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     ``allowed_hosts``: the Host headers answered (others get 400), so that a page elsewhere cannot reach a
     localhost server through a name that resolves to 127.0.0.1 (DNS rebinding); None answers any."""
     docs = swagger_ui_files()
-    app = FastAPI(title="trilemma", version=_version(), redoc_url=None, docs_url=None if docs else "/docs",
-                  description="Speed, quality and cost of Transformer training: the `trilemma` verbs as JSON. "
-                              "Each request body holds the command's flags (`trilemma solve --deadline 30d "
-                              "--budget '$2M'` is `{\"deadline\": \"30d\", \"budget\": \"$2M\"}`); bad input is "
-                              "422 naming the field as the CLI does; an infeasible request is 200 with "
-                              "`infeasible: true` and what must give. Limits: a body of "
-                              f"{MAX_BODY_BYTES:,} bytes, text of {MAX_TEXT_CHARS} characters, a solve over at most "
-                              f"{MAX_CONFIGURATIONS:,} (model size × GPU type × precision × GPU count) "
-                              f"configurations, {TIME_LIMIT_S:g} s per computation, one at a time with "
-                              f"{MAX_WAITING} waiting; no endpoint reads or writes a file.")
+    app = FastAPI(
+        title="trilemma",
+        version=_version(),
+        redoc_url=None,
+        docs_url=None if docs else "/docs",
+        description="Speed, quality and cost of Transformer training: the `trilemma` verbs as JSON. "
+        "Each request body holds the command's flags (`trilemma solve --deadline 30d "
+        '--budget \'$2M\'` is `{"deadline": "30d", "budget": "$2M"}`); bad input is '
+        "422 naming the field as the CLI does; an infeasible request is 200 with "
+        "`infeasible: true` and what must give. Limits: a body of "
+        f"{MAX_BODY_BYTES:,} bytes, text of {MAX_TEXT_CHARS} characters, a solve over at most "
+        f"{MAX_CONFIGURATIONS:,} (model size × GPU type × precision × GPU count) "
+        f"configurations, {TIME_LIMIT_S:g} s per computation, one at a time with "
+        f"{MAX_WAITING} waiting; no endpoint reads or writes a file.",
+    )
     runner, solves, validations = Runner(), Cache(CACHED_SOLVES), Cache(4)
     verbs = {name: Verb(name, fn) for name, fn in _commands().items()}
 
-    def route(path: str, model: type[BaseModel], summary: str, answer: Callable[[Any], Response]) -> None:
+    def route(
+        path: str, model: type[BaseModel], summary: str, answer: Callable[[Any], Response]
+    ) -> None:
         def handler(req: Any) -> Response:
             return answer(req)
 
         handler.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            [inspect.Parameter("req", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)])
+            [inspect.Parameter("req", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)]
+        )
         handler.__name__ = path.strip("/").replace("/", "_")
         app.post(path, summary=summary, responses=ERRORS)(handler)
 
-    def plain(verb: Verb, to_doc: Callable[[Any], Any], cache: Cache | None = None) -> Callable[[Any], Response]:
+    def plain(
+        verb: Verb, to_doc: Callable[[Any], Any], cache: Cache | None = None
+    ) -> Callable[[Any], Response]:
         def answer(req: BaseModel) -> Response:
             def compute() -> Any:
                 key = Cache.key(req)
@@ -414,7 +542,9 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
                     if cache is not None:
                         cache.put(key, doc)
                 return doc
+
             return _respond(runner, compute, _given(verb, req))
+
         return answer
 
     solve = verbs["solve"]
@@ -440,33 +570,66 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
             r = solved(req.solve)
             n = 0 if r.frontier is None else int(r.frontier.time_s.size)
             if req.point >= n:
-                raise InputError("point", req.point, f"an index of the frontier's {n} points (0 to {max(n - 1, 0)})")
-            e, loss = r.plan_at(int(r.frontier.config[req.point]), float(r.frontier.tokens[req.point]))
+                raise InputError(
+                    "point",
+                    req.point,
+                    f"an index of the frontier's {n} points (0 to {max(n - 1, 0)})",
+                )
+            e, loss = r.plan_at(
+                int(r.frontier.config[req.point]), float(r.frontier.tokens[req.point])
+            )
             return plan_document(e, loss)
+
         return _respond(runner, compute, _given(solve, req.solve))
 
-    point_model = create_model("SolvePointRequest", __config__=ConfigDict(extra="forbid"),
-                               solve=(solve.model, Field(description="the solve request whose frontier it is")),
-                               point=(StrictInt, Field(ge=0, description="an index into its frontier_points")))
+    point_model = create_model(
+        "SolvePointRequest",
+        __config__=ConfigDict(extra="forbid"),
+        solve=(solve.model, Field(description="the solve request whose frontier it is")),
+        point=(StrictInt, Field(ge=0, description="an index into its frontier_points")),
+    )
 
-    route("/api/estimate", verbs["estimate"].model, "one plan: time, GPU-hours, $, energy, memory, loss (estimate)",
-          plain(verbs["estimate"], lambda e: e.to_dict()))
-    route("/api/solve", solve.model, "pin two corners: the optimum, runners-up and the frontier (solve)",
-          lambda req: _respond(runner, lambda: solve_doc(solved(req)), _given(solve, req)))
-    route("/api/solve/point", point_model, "the plan of one point of a solve's frontier", point_answer)
-    route("/api/optimal", verbs["optimal"].model, "compute-optimal N, D and loss for a FLOP budget (optimal)",
-          plain(verbs["optimal"], lambda d: d))
-    route("/api/presets", verbs["presets"].model, "the model and hardware presets (presets)",
-          plain(verbs["presets"], lambda d: d, Cache(4)))
-    route("/api/validate", verbs["validate"].model, "the backtest summary against published figures (validate)",
-          plain(verbs["validate"], lambda d: d, validations))
+    route(
+        "/api/estimate",
+        verbs["estimate"].model,
+        "one plan: time, GPU-hours, $, energy, memory, loss (estimate)",
+        plain(verbs["estimate"], lambda e: e.to_dict()),
+    )
+    route(
+        "/api/solve",
+        solve.model,
+        "pin two corners: the optimum, runners-up and the frontier (solve)",
+        lambda req: _respond(runner, lambda: solve_doc(solved(req)), _given(solve, req)),
+    )
+    route(
+        "/api/solve/point", point_model, "the plan of one point of a solve's frontier", point_answer
+    )
+    route(
+        "/api/optimal",
+        verbs["optimal"].model,
+        "compute-optimal N, D and loss for a FLOP budget (optimal)",
+        plain(verbs["optimal"], lambda d: d),
+    )
+    route(
+        "/api/presets",
+        verbs["presets"].model,
+        "the model and hardware presets (presets)",
+        plain(verbs["presets"], lambda d: d, Cache(4)),
+    )
+    route(
+        "/api/validate",
+        verbs["validate"].model,
+        "the backtest summary against published figures (validate)",
+        plain(verbs["validate"], lambda d: d, validations),
+    )
 
     schema = app.openapi
 
     def openapi() -> dict[str, Any]:  # the infeasible answer's schema, which ERRORS refers to
         doc = schema()
-        doc.setdefault("components", {}).setdefault("schemas", {})["InfeasibleDoc"] = \
+        doc.setdefault("components", {}).setdefault("schemas", {})["InfeasibleDoc"] = (
             InfeasibleDoc.model_json_schema(by_alias=True)
+        )
         return doc
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -480,19 +643,29 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         """FastAPI's own refusals (a body its JSON parser cannot read, e.g. nested too deep; an unknown path;
         a method a route lacks) in the same shape as the others."""
         field = "body" if exc.status_code == 400 else None
-        return _error(exc.status_code, field, f"{field or request.url.path[:MAX_TEXT_CHARS]}: {str(exc.detail).lower()}")
+        return _error(
+            exc.status_code,
+            field,
+            f"{field or request.url.path[:MAX_TEXT_CHARS]}: {str(exc.detail).lower()}",
+        )
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Callable[[Request], Any]) -> Response:
         if request.method not in ("GET", "HEAD", "POST"):
-            return _error(405, None, f"method {request.method} is not allowed: GET the page, POST the API")
+            return _error(
+                405, None, f"method {request.method} is not allowed: GET the page, POST the API"
+            )
         if request.method == "POST":
             length = request.headers.get("content-length")
             if length is None:
                 return _error(411, "body", "body: a Content-Length is required")
             if not length.isdigit() or int(length) > MAX_BODY_BYTES:
-                return _error(413, "body", f"body: {length[:20]} bytes is not allowed; expected at most "
-                                           f"{MAX_BODY_BYTES:,}")
+                return _error(
+                    413,
+                    "body",
+                    f"body: {length[:20]} bytes is not allowed; expected at most "
+                    f"{MAX_BODY_BYTES:,}",
+                )
         t0 = time.perf_counter()
         response = await call_next(request)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -509,9 +682,13 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
 
         @app.get("/docs", include_in_schema=False)
         def api_docs() -> Response:
-            return get_swagger_ui_html(openapi_url="/openapi.json", title="trilemma — API",
-                                       swagger_js_url="/vendor/swagger-ui-bundle.js",
-                                       swagger_css_url="/vendor/swagger-ui.css", swagger_favicon_url="data:,")
+            return get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title="trilemma — API",
+                swagger_js_url="/vendor/swagger-ui-bundle.js",
+                swagger_css_url="/vendor/swagger-ui.css",
+                swagger_favicon_url="data:,",
+            )
 
         @app.get("/vendor/swagger-ui-bundle.js", include_in_schema=False)
         def swagger_js() -> FileResponse:
@@ -526,7 +703,9 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         path = plotly_path()
         if path is None:
             return _error(404, None, "plotly is not installed: pip install 'trilemma[web]'")
-        return FileResponse(path, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"})
+        return FileResponse(
+            path, media_type="text/javascript", headers={"Cache-Control": "max-age=86400"}
+        )
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     if allowed_hosts is not None:
@@ -548,18 +727,26 @@ class _AllowedHosts:
         from starlette.datastructures import Headers
 
         host = Headers(scope=scope).get("host", "")
-        name = host[:host.find("]") + 1] if host.startswith("[") else host.split(":")[0]
+        name = host[: host.find("]") + 1] if host.startswith("[") else host.split(":")[0]
         if name in self.allowed:
             return await self.app(scope, receive, send)
         shown = host[:MAX_TEXT_CHARS]
-        response = _error(400, "host", f"host: {shown!r} is not allowed; expected a name of this machine "
-                                       f"({', '.join(sorted(self.allowed))}): the server answers only local pages")
+        response = _error(
+            400,
+            "host",
+            f"host: {shown!r} is not allowed; expected a name of this machine "
+            f"({', '.join(sorted(self.allowed))}): the server answers only local pages",
+        )
         await response(scope, receive, send)
 
 
 def _is_text(hint: Any) -> bool:
     args = typing.get_args(hint)
-    base = next((a for a in args if a is not type(None)), hint) if typing.get_origin(hint) is Union else hint
+    base = (
+        next((a for a in args if a is not type(None)), hint)
+        if typing.get_origin(hint) is Union
+        else hint
+    )
     return base is str
 
 

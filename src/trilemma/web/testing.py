@@ -15,8 +15,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 START_TIMEOUT_S = 20.0
 
 
@@ -34,8 +42,11 @@ def running_server(port: int | None = None) -> Iterator[str]:
     from trilemma.web.app import create_app
 
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True, name="trilemma-serve-test")
     thread.start()
     t0 = time.monotonic()
