@@ -105,8 +105,8 @@ def main() -> None:
     from trilemma.estimate.params import param_counts
     from trilemma.estimate.time import gemm_rate
     from trilemma.presets import constants, get_hardware
+    from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import Precision
-    from trilemma.specs.build import make_cluster, make_plan, resolve_model
     from trilemma.validate.floors import highest_plan_mfu
 
     cuda = torch.cuda.is_available()

@@ -30,9 +30,9 @@ from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import activation_bytes_per_layer, memory_per_device
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, model_presets
+from trilemma.resolve import make_plan
 from trilemma.shape import model_for_params
 from trilemma.specs import Layout, ModelSpec, Recompute
-from trilemma.specs.build import make_plan
 from trilemma.specs.enums import DTYPE_BYTES
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from trilemma.api import estimate
 from trilemma.presets import get_hardware
-from trilemma.specs.build import make_plan, resolve_model
+from trilemma.resolve import make_plan, resolve_model
 from trilemma.units import DAY, GIGA, HOUR
 
 

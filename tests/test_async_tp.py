@@ -17,7 +17,7 @@ import pytest
 from tests.clitools import run
 from trilemma.api import estimate
 from trilemma.estimate.time import async_tp_s
-from trilemma.specs.build import make_plan, resolve_model
+from trilemma.resolve import make_plan, resolve_model
 
 MEASURED_GAIN = 876 / 829 - 1  # torchtitan Table 4: 2D + AsyncTP over 2D
 

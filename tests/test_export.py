@@ -39,8 +39,8 @@ from trilemma.export import deepspeed as ds_export
 from trilemma.export import hf as hf_export
 from trilemma.export import megatron as mlm_export
 from trilemma.export import torchtitan as tt_export
+from trilemma.resolve import make_plan, resolve_model
 from trilemma.specs import Layout, Precision, Recompute, ZeroStage
-from trilemma.specs.build import make_plan, resolve_model
 
 DATA = Path(__file__).parent / "data"
 LLAMA2_7B = resolve_model("llama2-7b")[0]
@@ -784,7 +784,7 @@ def test_an_export_searches_the_layouts_its_engine_can_write(capsys):
     Megatron refuses."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.export import expressible
-    from trilemma.specs.build import make_cluster
+    from trilemma.resolve import make_cluster
 
     kw = dict(
         tokens=15.6e12, seq_len=8192, global_batch_tokens=16_777_216, layout={"tp": 8, "pp": 16}

@@ -14,7 +14,7 @@ from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.finetune import nf4_bits_per_weight, trainable_params
 from trilemma.estimate.flops import finetune_flop_per_token, model_flop_per_token
 from trilemma.estimate.params import param_counts
-from trilemma.specs.build import finetune_fields, make_plan, resolve_model
+from trilemma.resolve import finetune_fields, make_plan, resolve_model
 from trilemma.units import GIB
 
 # ---------------------------------------------------------------- exact counts against PEFT
@@ -436,7 +436,7 @@ def test_planner_activations_match_what_peft_saves(targets: str) -> None:
     from trilemma.probe.compare import predict
     from trilemma.probe.inputs import probe_model
     from trilemma.probe.peft_model import build_finetune_model
-    from trilemma.specs.build import resolve_hardware
+    from trilemma.resolve import resolve_hardware
     from trilemma.specs.finetune import make_finetune
 
     spec, _ = probe_model(

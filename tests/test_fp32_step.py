@@ -17,7 +17,7 @@ def test_plan_gemms_of_llama2_13b_at_tp_2_by_hand():
     """Llama 2 13B (d 5120, 40 heads of 128, no GQA, SwiGLU 13,824) at TP 2 and 4,096 tokens: QKV is
     (5120 + 2·5120)/2 = 7,680 wide, the MLP's up projection 13,824/2 = 6,912 (one shape for gate and up),
     the output and down projections row-parallel (K split). Backward: dgrad (M, K, N), wgrad (K, N, M)."""
-    from trilemma.specs.build import resolve_model
+    from trilemma.resolve import resolve_model
 
     g = dict(fp32_step.plan_gemms(resolve_model("llama2-13b")[0], 2, 4096))
     assert g["QKV fwd"] == (4096, 7680, 5120)

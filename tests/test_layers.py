@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("trilemma.hf",),  # a Hugging Face config.json → ModelSpec
     ("trilemma.estimate",),  # pure, vectorised estimators and the typed Estimate
     ("trilemma.shape",),  # a parameter target → a model shape (uses the parameter count)
-    ("trilemma.specs.build",),  # user input → specs with the stated defaults (presets, hf, shape)
+    ("trilemma.resolve",),  # user input → specs with the stated defaults (presets, hf, shape)
     ("trilemma.quality",),  # scaling laws
     (
         "trilemma.solve",

@@ -9,7 +9,7 @@ import pytest
 from trilemma.api import estimate
 from trilemma.estimate.evaluate import memory_headroom
 from trilemma.presets import calibration, constants, get_hardware
-from trilemma.specs.build import make_cluster
+from trilemma.resolve import make_cluster
 
 
 def test_default_headroom_is_the_upper_end_of_the_memory_band():
@@ -71,7 +71,7 @@ def test_fused_loss_keeps_8_bytes_per_logit_and_eager_12():
     (log-softmax output, its gradient and the cast's gradient, fp32), a fused kernel 8 (Megatron-LM's
     vocab-parallel cross entropy: fp32 logits and one fp32 gradient buffer)."""
     from trilemma.presets import get_model
-    from trilemma.specs.build import make_plan
+    from trilemma.resolve import make_plan
 
     m = get_model("gpt2-124m")
     layout = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "micro_batch": 2}

@@ -17,8 +17,8 @@ from trilemma.estimate.memory import (
 )
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, get_hardware, get_model
+from trilemma.resolve import make_cluster, make_plan
 from trilemma.specs import Layout, Recompute
-from trilemma.specs.build import make_cluster, make_plan
 
 MIB = 2**20
 

@@ -217,7 +217,7 @@ def test_json_types_are_refused_naming_the_field(client):
 
 def test_a_model_spec_as_json_is_the_preset(client):
     """``model`` may be a ModelSpec as a JSON object (how the page asks for a solver's shape): the same plan."""
-    from trilemma.specs.build import resolve_model
+    from trilemma.resolve import resolve_model
 
     spec = resolve_model("llama2-7b")[0].model_dump(mode="json")
     a = client.post("/api/estimate", json={"model": spec, "gpus": 64, "tokens": "10B"}).json()

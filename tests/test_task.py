@@ -11,7 +11,7 @@ import pytest
 
 from tests.clitools import run
 from trilemma.api import estimate
-from trilemma.specs.build import make_plan, resolve_model
+from trilemma.resolve import make_plan, resolve_model
 
 LAYOUT = dict(tp=1, pp=1, zero=0, recompute="none", micro_batch=8)
 

@@ -254,7 +254,7 @@ def test_kernel_cost_weighs_on_small_models_not_large():
     """A fixed cost per kernel is most of a tiny model's step and a rounding error for a large one."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.presets import constants
-    from trilemma.specs.build import make_cluster, make_plan, resolve_model
+    from trilemma.resolve import make_cluster, make_plan, resolve_model
 
     slow = constants().with_values({("efficiency", "kernel_s"): 4e-5})
     fast = constants().with_values({("efficiency", "kernel_s"): 1e-6})
@@ -720,8 +720,8 @@ def test_an_fp32_softmax_moves_the_scores_three_times_the_bytes():
     from trilemma.estimate.choose import estimate_plan
     from trilemma.estimate.time import attention_score_bytes, device_constants
     from trilemma.presets import constants, get_hardware
+    from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import DtypeSpec, Precision
-    from trilemma.specs.build import make_cluster, make_plan, resolve_model
 
     assert attention_score_bytes(2, 2) == 8 and attention_score_bytes(2, 4) == 24
     assert attention_score_bytes(4, 4) == 16  # fp32 throughout: no casts
@@ -760,8 +760,8 @@ def test_the_unfused_attention_core_is_its_kernels():
     from trilemma.estimate.choose import estimate_plan
     from trilemma.estimate.time import balance_factor, device_constants
     from trilemma.presets import constants, get_hardware
+    from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import Precision
-    from trilemma.specs.build import make_cluster, make_plan, resolve_model
 
     m, _ = resolve_model("gpt2-medium")
     assert m.dropout and m.n_heads == 16 and m.d_attn == 1024
@@ -801,8 +801,8 @@ def test_an_eager_softmax_reads_and_writes_the_scores_once_per_pass():
     from trilemma.estimate.choose import estimate_plan
     from trilemma.estimate.time import device_constants, kernels_per_layer
     from trilemma.presets import constants, get_hardware
+    from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import Precision
-    from trilemma.specs.build import make_cluster, make_plan, resolve_model
 
     m, _ = resolve_model("gpt2-medium")
     cl = make_cluster("a100-80gb", 1)
@@ -835,8 +835,8 @@ def test_an_eager_softmax_reads_and_writes_the_scores_once_per_pass():
 
 def test_softmax_passes_outside_one_to_sixteen_is_refused():
     """A plan's softmax_passes is a whole number of passes, at least the one a fused softmax makes."""
+    from trilemma.resolve import make_plan, resolve_model
     from trilemma.specs.base import InputError
-    from trilemma.specs.build import make_plan, resolve_model
 
     m, _ = resolve_model("gpt2-medium")
     for bad in (0, 17):

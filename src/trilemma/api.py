@@ -24,8 +24,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
-from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
-from trilemma.specs.build import (
+from trilemma.resolve import (
     check_positions,
     finetune_fields,
     grid_intensity,
@@ -34,6 +33,7 @@ from trilemma.specs.build import (
     resolve_hardware,
     resolve_model,
 )
+from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
 from trilemma.units import parse_count
 
 

@@ -405,8 +405,8 @@ def estimate(
     the axes of trilemma.specs.axes) pins that axis; the rest are searched."""
     from trilemma.api import estimate as run_estimate
     from trilemma.api import make_plan, resolve_model
+    from trilemma.resolve import finetune_fields
     from trilemma.specs import Precision
-    from trilemma.specs.build import finetune_fields
 
     _check_export(export)
     _check_deploy_flags(deploy, deploy_precision, context)
@@ -694,7 +694,7 @@ def solve(
 def _prices(price: object, gpu: object) -> dict[str, float] | None:
     """--price a100-80gb=1.5 (repeatable), or one bare price for every GPU searched."""
     from trilemma.presets import hardware_presets
-    from trilemma.specs.build import resolve_hardware
+    from trilemma.resolve import resolve_hardware
 
     if not price:
         return None

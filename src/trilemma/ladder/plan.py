@@ -327,8 +327,8 @@ def worker_hardware(hw: Any, workers: int) -> Any:
 def predict_run_s(run: RunSpec, hw: Any) -> float:
     """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss)."""
     from trilemma.estimate.choose import evaluate_layout
+    from trilemma.resolve import make_cluster, make_plan
     from trilemma.specs import DtypeSpec, Layout, Recompute
-    from trilemma.specs.build import make_cluster, make_plan
 
     spec = run.shape.spec(run.seq)
     gbt = float(run.tokens_per_step)

@@ -34,8 +34,8 @@ def predict(
     micro-batches per process and step, ``steps`` optimizer steps; ``finetune`` a FinetuneSpec (the probe's
     PEFT fine-tune: its base stored as the run computes, fp32 on a CPU)."""
     from trilemma.estimate.choose import evaluate_layout
+    from trilemma.resolve import make_cluster, make_plan
     from trilemma.specs import DtypeSpec
-    from trilemma.specs.build import make_cluster, make_plan
 
     gbt = float(seq * micro_batch * grad_accum * nproc)
     # autocast keeps fp32 weights, gradients and Adam states; only activations are half precision

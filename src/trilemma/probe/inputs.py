@@ -47,8 +47,8 @@ def probe_model(
     rest follow its proportions (head width, GQA ratio, ffn/d_model); a scaled-down model reads
     bytes, so its vocabulary becomes 256 unless ``vocab`` is given."""
     from trilemma.presets import get_model
+    from trilemma.resolve import resolve_model
     from trilemma.shape import nearest_divisor
-    from trilemma.specs.build import resolve_model
 
     dims = {
         "layers": layers,

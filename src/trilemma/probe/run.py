@@ -465,7 +465,7 @@ def _finetune_setup(
             "lora, full or freeze: the probe does not yet load a 4-bit base "
             "(bitsandbytes) on a GPU either",
         )
-    from trilemma.specs.build import resolve_model
+    from trilemma.resolve import resolve_model
 
     base_spec = (
         probe_model(model, **dims)[0]

@@ -226,8 +226,8 @@ def _law_fn(law: Any, unique_tokens: float | None):
 def _models(
     model: str | ModelSpec | None, params: str | tuple[float, float] | None
 ) -> list[ModelSpec]:
+    from trilemma.resolve import resolve_model
     from trilemma.shape import model_for_params
-    from trilemma.specs.build import resolve_model
 
     if model is not None:
         if params is not None:
@@ -259,7 +259,7 @@ def _models(
 
 
 def _gpus(gpu: str | list[str] | None) -> list[HardwareSpec]:
-    from trilemma.specs.build import resolve_hardware
+    from trilemma.resolve import resolve_hardware
 
     if gpu is None:
         return [h for name, h in hardware_presets().items() if name != "local"]
@@ -559,7 +559,7 @@ def solve(
     defaults), in every plan's goodput."""
     from trilemma.estimate.choose import estimate_plan
     from trilemma.quality.laws import get_law
-    from trilemma.specs.build import finetune_fields, make_cluster, make_plan
+    from trilemma.resolve import finetune_fields, make_cluster, make_plan
 
     (
         gpu,

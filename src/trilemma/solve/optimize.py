@@ -93,7 +93,7 @@ def table_goodput(
     from trilemma.estimate.goodput import cluster_reliability, slow_node_share, steady_goodput
     from trilemma.estimate.params import param_counts
     from trilemma.presets import constants
-    from trilemma.specs.build import make_plan
+    from trilemma.resolve import make_plan
 
     if not len(table):
         return np.zeros(0)

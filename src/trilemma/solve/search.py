@@ -11,6 +11,7 @@ import numpy as np
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants
+from trilemma.resolve import make_cluster, make_plan
 from trilemma.solve.space import (
     ShapeGrid,
     layout_at,
@@ -20,7 +21,6 @@ from trilemma.solve.space import (
     with_dp,
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision
-from trilemma.specs.build import make_cluster, make_plan
 
 CHUNK = (
     8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
@@ -84,7 +84,7 @@ def search_configs(
     """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped.
     ``global_batch_tokens``: one batch for every model, or one per model; ``compile``: the plans run
     under torch.compile (TrainingPlan.compile); ``plan_fields`` more TrainingPlan fields (a fine-tune:
-    trilemma.specs.build.finetune_fields), ``cluster_fields`` more ClusterSpec fields (host memory)."""
+    trilemma.resolve.finetune_fields), ``cluster_fields`` more ClusterSpec fields (host memory)."""
     consts = consts or constants()
     moe = any(m.is_moe for m in models)
     axes = resolve_axes(solve_axes(moe), pinned)

@@ -17,6 +17,7 @@ from typing import Any
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.estimate.layouts import candidate_layouts, legal_mask, reason_text
 from trilemma.presets import get_hardware, get_model
+from trilemma.resolve import check_positions, make_plan
 from trilemma.specs import (
     DtypeSpec,
     HardwareSpec,
@@ -26,7 +27,6 @@ from trilemma.specs import (
     Precision,
     Stage,
 )
-from trilemma.specs.build import check_positions, make_plan
 from trilemma.units import GIB, GIGA
 from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
 from trilemma.validate.schema import (

@@ -49,14 +49,14 @@ import numpy as np
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.presets import constants
-from trilemma.specs import DtypeSpec, Layout, Precision
-from trilemma.specs.build import (
+from trilemma.resolve import (
     finetune_fields,
     make_cluster,
     make_plan,
     resolve_hardware,
     resolve_model,
 )
+from trilemma.specs import DtypeSpec, Layout, Precision
 from trilemma.units import GIB, IEC
 from trilemma.validate.fit import memory_quantity
 

@@ -35,8 +35,8 @@ from trilemma.estimate.evaluate import Evaluation, evaluate
 from trilemma.estimate.goodput import slow_node_share
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.presets import constants as default_constants
+from trilemma.resolve import make_cluster
 from trilemma.specs import Layout
-from trilemma.specs.build import make_cluster
 from trilemma.specs.constants import Constants
 from trilemma.units import DAY, GIB, HOUR, TERA
 from trilemma.validate import MEMORY_METRICS, Case

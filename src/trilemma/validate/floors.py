@@ -112,7 +112,7 @@ def highest_plan_mfu(
     a precision and count at which nothing fits is passed over. (0, "", 0, "") when none fits."""
     from trilemma.errors import TrilemmaError
     from trilemma.estimate.choose import estimate_plan
-    from trilemma.specs.build import make_cluster, make_plan, resolve_model
+    from trilemma.resolve import make_cluster, make_plan, resolve_model
 
     best = (0.0, "", 0, "")
     for prec in precisions:
@@ -176,7 +176,7 @@ def korthikanti_layer_ms() -> dict[tuple[str, bool], tuple[float, float]]:
     from trilemma.estimate.evaluate import evaluate
     from trilemma.estimate.layouts import LayoutArrays
     from trilemma.presets import constants
-    from trilemma.specs.build import make_cluster
+    from trilemma.resolve import make_cluster
     from trilemma.validate.fit import resolve_layout
 
     consts = constants()

@@ -1,5 +1,8 @@
 """Specs from user input: resolve a model, a device and a region; build a plan and a cluster with
-the planner's stated defaults (presets/constants.toml). The only place those defaults are applied."""
+the planner's stated defaults (presets/constants.toml). The only place those defaults are applied.
+
+It sits above the specs it builds and the modules it reads them from (presets, hf, shape, estimate)
+and below the verbs that use it (solve, validate, probe, export, the API): docs/ARCHITECTURE.md."""
 
 from __future__ import annotations
 
