@@ -26,8 +26,9 @@ def toml_value(v: Any) -> str:
         if math.isinf(f):
             return "inf" if f > 0 else "-inf"
         return repr(f)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, str):  # a JSON string is a TOML basic string, but for DEL and lone surrogates
+        text = v.encode("utf-8", "backslashreplace").decode("utf-8")
+        return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(v, (list, tuple, np.ndarray)):
         items = [toml_value(x) for x in v]
         if any(isinstance(x, (list, tuple, np.ndarray)) for x in v):

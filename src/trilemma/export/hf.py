@@ -18,6 +18,7 @@ from typing import Any
 
 from trilemma.export import deepspeed as ds
 from trilemma.export.document import ExportDocument
+from trilemma.export.escape import py_docstring_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
 from trilemma.specs.enums import FfnType, PositionType
@@ -201,7 +202,7 @@ def export(
     nodes, per_node = n.nodes
     cfg["launcher"] = {"nnodes": nodes, "nproc_per_node": per_node}
     files["train_hf.py"] = SCRIPT.format(
-        title=plan["title"],
+        title=py_docstring_text(plan["title"]),
         nodes=nodes,
         per_node=per_node,
         seq=n.seq_len,

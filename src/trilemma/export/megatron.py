@@ -15,6 +15,7 @@ import shlex
 from typing import Any
 
 from trilemma.export.document import ExportDocument
+from trilemma.export.escape import comment_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
 from trilemma.export.torchtitan import stage_modules
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
@@ -286,7 +287,7 @@ def export(
     nodes, per_node = n.nodes
     lines = [
         "#!/usr/bin/env bash",
-        f"# Megatron-LM: {plan['title']}",
+        f"# Megatron-LM: {comment_text(plan['title'])}",
         f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
         f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
         f"# steps {n.steps} × {n.global_batch} × {n.seq_len} tokens = {n.tokens:,} tokens",

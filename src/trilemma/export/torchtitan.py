@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from trilemma.export.document import ExportDocument
+from trilemma.export.escape import comment_text, py_docstring_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
 from trilemma.specs import ModelSpec, Precision, Recompute, TrainingPlan, ZeroStage
 from trilemma.specs.enums import FfnType, NormType, PositionType
@@ -257,7 +258,7 @@ def export(
     # its whole share to the schedule in micro-batches of pipeline_parallel_microbatch_size
     local = n.micro_batch * n.accumulation if n.pp > 1 else n.micro_batch
     cfg: dict[str, dict[str, Any]] = {
-        "job": {"dump_folder": "./outputs", "description": f"trilemma export: {plan['title']}"},
+        "job": {"dump_folder": "./outputs", "description": f"trilemma export: {comment_text(plan['title'])}"},
         "model": {
             "name": "llama3",
             "flavor": flavor,
@@ -340,7 +341,7 @@ def export(
 
 def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) -> str:
     lines = [
-        f"# torchtitan job: {plan['title']}",
+        f"# torchtitan job: {comment_text(plan['title'])}",
         f"# GPUs {n.n_gpus} = tp {n.tp} × pp {n.pp} × cp {n.cp} × dp {n.dp}; global batch {n.global_batch} "
         f"sequences = micro-batch {n.micro_batch} × accumulation {n.accumulation} × dp {n.dp}",
         f"# run: NGPU={n.nodes[1]} CONFIG_FILE=job.toml ./run_train.sh  (on each of {n.nodes[0]} node(s))",
@@ -356,7 +357,7 @@ def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) 
 def _flavor_module(m: ModelSpec, args: dict[str, Any]) -> str:
     kw = ",\n    ".join(f"{k}={v!r}" for k, v in args.items())
     return (
-        f'"""trilemma export: {m.name} as torchtitan llama3 flavor "{FLAVOR}" (imported through\n'
+        f'"""trilemma export: {py_docstring_text(m.name)} as torchtitan llama3 flavor "{FLAVOR}" (imported through\n'
         f'[experimental] custom_import before the trainer looks the flavor up; torchtitan v0.2.2 train.py)."""\n\n'
         "from torchtitan.models.llama3 import TransformerModelArgs, llama3_args\n\n"
         f'llama3_args["{FLAVOR}"] = TransformerModelArgs(\n    {kw},\n)\n'
