@@ -1,6 +1,6 @@
 """Issue 16 (part): the probe's machine measurement knows its conditions.
 
-The load reading is injected (``bench.load_reading``) and the timed microbenchmarks are replaced by
+The load reading is injected (``machine.load_reading``) and the timed microbenchmarks are replaced by
 fakes, so these tests say what the cache does with a busy, stale or inconsistent measurement without
 timing anything; one tiny real training run checks that a busy reading reaches the result.
 """
@@ -15,11 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trilemma.probe import bench
+from trilemma.probe import bench, machine
 from trilemma.probe.profile import MatmulCurve
 
-IDLE = bench.LoadReading(load_1min=0.1, others_cpu_share=0.01)
-BUSY = bench.LoadReading(
+IDLE = machine.LoadReading(load_1min=0.1, others_cpu_share=0.01)
+BUSY = machine.LoadReading(
     load_1min=6.0, others_cpu_share=0.9
 )  # e.g. two busy loops on a 2-core machine
 RATE = 50e9  # the fake machine's matmul rate, FLOP/s
@@ -43,7 +43,7 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "memory_bandwidth", bandwidth)
     monkeypatch.setattr(bench, "loopback_bandwidth", lambda: 1e9)
     monkeypatch.setattr(bench, "runtime_memory", lambda threads: 50e6)
-    monkeypatch.setattr(bench, "load_reading", lambda cpus, sample_s=0.0: state["reading"])
+    monkeypatch.setattr(machine, "load_reading", lambda cpus, sample_s=0.0: state["reading"])
     return state
 
 
@@ -52,13 +52,13 @@ def measure(**kw):
 
 
 def test_busy_reason_from_the_load_average_and_other_processes():
-    assert bench.busy_reason(IDLE, 2) == ""
+    assert machine.busy_reason(IDLE, 2) == ""
     # 1-minute load 1.5 on 2 cores: above BUSY_LOAD_PER_CORE = 0.5 per core
-    assert "load average 1.50 on 2 cores" in bench.busy_reason(bench.LoadReading(1.5, 0.0), 2)
-    assert bench.busy_reason(bench.LoadReading(0.9, 0.0), 2) == ""  # 0.45 per core
-    assert "other processes using 30%" in bench.busy_reason(bench.LoadReading(None, 0.3), 8)
+    assert "load average 1.50 on 2 cores" in machine.busy_reason(machine.LoadReading(1.5, 0.0), 2)
+    assert machine.busy_reason(machine.LoadReading(0.9, 0.0), 2) == ""  # 0.45 per core
+    assert "other processes using 30%" in machine.busy_reason(machine.LoadReading(None, 0.3), 8)
     assert (
-        bench.busy_reason(bench.LoadReading(None, None), 2) == ""
+        machine.busy_reason(machine.LoadReading(None, None), 2) == ""
     )  # nothing readable: not called busy
 
 
@@ -67,8 +67,8 @@ def test_conditions_are_stored_with_the_measurement(fake):
     m = measure()
     c = m.conditions
     assert not m.from_cache and c is not None and c.busy and "load average 6.00" in c.why
-    assert c.load_1min == 6.0 and c.others_cpu_share == 0.9 and c.cpus == bench.usable_cores()
-    assert c.cpu_model_hash == bench.cpu_hash(bench.cpu_model()) and len(c.cpu_model_hash) == 16
+    assert c.load_1min == 6.0 and c.others_cpu_share == 0.9 and c.cpus == machine.usable_cores()
+    assert c.cpu_model_hash == machine.cpu_hash(machine.cpu_model()) and len(c.cpu_model_hash) == 16
     doc = json.loads(bench._cache_path().read_text())
     (entry,) = doc["entries"].values()
     assert entry["conditions"]["busy"] is True and entry["torch_version"] == torch.__version__
@@ -112,13 +112,13 @@ def test_a_measurement_without_conditions_is_measured_again(fake):
 )
 def test_stale_reason_names_what_changed(fake, field, value, needle):
     m = replace(measure(), **{field: value})
-    assert needle in bench.stale_reason(m, bench.cpu_model(), 1, "")
+    assert needle in bench.stale_reason(m, machine.cpu_model(), 1, "")
 
 
 def test_another_processor_is_stale(fake):
     m = measure()
-    m = replace(m, conditions=replace(m.conditions, cpu_model_hash=bench.cpu_hash("another CPU")))
-    assert "another processor" in bench.stale_reason(m, bench.cpu_model(), 1, "")
+    m = replace(m, conditions=replace(m.conditions, cpu_model_hash=machine.cpu_hash("another CPU")))
+    assert "another processor" in bench.stale_reason(m, machine.cpu_model(), 1, "")
 
 
 def test_a_busy_measurement_is_measured_again_once_idle_and_kept_while_busy(fake):
@@ -173,10 +173,10 @@ def test_a_probe_on_a_busy_machine_says_so(fake, capsys):
 
 
 def test_a_probe_on_an_idle_machine_does_not_say_busy(fake, monkeypatch):
-    from trilemma.probe import launch, run_probe
+    from trilemma.probe import run_probe
 
     monkeypatch.setattr(
-        launch.OtherLoad, "share", lambda self: 0.0
+        machine.OtherLoad, "share", lambda self: 0.0
     )  # training's own meter: nobody else ran
     r = run_probe(
         layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1

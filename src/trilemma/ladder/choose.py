@@ -48,14 +48,14 @@ def local_profile(measure: bool = True) -> tuple[Any, str | None]:
             "no `local` hardware profile yet (run `trilemma probe`): predicted times are unavailable",
         )
     try:
-        from trilemma.probe import bench
+        from trilemma.probe import bench, machine
         from trilemma.probe.profile import local_hardware, save_local_profile
     except ImportError:
         return (
             None,
             "no `local` hardware profile and no torch to measure one: predicted times are unavailable",
         )
-    meas = bench.machine("cpu", ("fp32",), threads=bench.usable_cores())
+    meas = bench.machine("cpu", ("fp32",), threads=machine.usable_cores())
     hw = local_hardware(meas)
     path = save_local_profile(hw, meas)
     return (

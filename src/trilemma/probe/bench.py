@@ -29,36 +29,29 @@ neighbour's burst during one pass does not set the peak.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
 import socket
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
 from trilemma.presets import user_config_dir
-from trilemma.probe.launch import BUSY, OtherLoad
+from trilemma.probe import machine as host
+from trilemma.probe.machine import LoadReading, OtherLoad, cpu_hash, cpu_model, ram_bytes
 from trilemma.probe.profile import Conditions, MachineMeasurement, MatmulCurve
 from trilemma.probe.train import MMAP_THRESHOLD_BYTES
 from trilemma.units import DAY, GIB, KIB, MIB
 
 __all__ = [
-    "LoadReading",
     "MachineMeasurement",
     "MatmulCurve",
-    "busy_reason",
-    "cpu_model",
     "dtype_of",
-    "load_reading",
     "machine",
     "stale_reason",
-    "usable_cores",
 ]
 
 CPU_SIZES = (128, 256, 512, 1024, 2048)
@@ -71,8 +64,6 @@ MAX_AGE_DAYS = 30.0  # a cached measurement older than this is measured again (d
 RECHECK_TOLERANCE = (
     0.3  # a re-check of one matmul size off the cached rate by more than this share: re-measure
 )
-BUSY_LOAD_PER_CORE = 0.5  # a 1-minute load average above this many runnable tasks per core: busy
-_SAMPLE_S = 0.5  # how long other processes' CPU use is sampled before measuring
 
 
 def dtype_of(precision: str) -> torch.dtype:
@@ -82,30 +73,6 @@ def dtype_of(precision: str) -> torch.dtype:
         "bf16": torch.bfloat16,
         "fp16": torch.float16,
     }[precision]
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def ram_bytes() -> float:
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return 8.0 * GIB
 
 
 # ------------------------------------------------------------------ measurements
@@ -311,48 +278,6 @@ def device_name(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else cpu_model()
 
 
-# ------------------------------------------------------------------ conditions
-
-
-@dataclass(frozen=True)
-class LoadReading:
-    """How busy the machine is now: the 1-minute load average (None off Unix) and other processes' share
-    0-1 of all cores' CPU time over a short sample (None off Linux)."""
-
-    load_1min: float | None
-    others_cpu_share: float | None
-
-
-def load_reading(cpus: int, sample_s: float = _SAMPLE_S) -> LoadReading:
-    """Read the load average and sample other processes' CPU use for ``sample_s`` seconds (/proc/stat
-    less this process's own time, ``launch.OtherLoad``)."""
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):  # pragma: no cover - not Unix
-        load = None
-    meter = OtherLoad(cpus)
-    time.sleep(sample_s)
-    return LoadReading(load_1min=load, others_cpu_share=meter.share())
-
-
-def busy_reason(reading: LoadReading, cpus: int) -> str:
-    """Why ``reading`` makes the machine busy ("" when it is idle enough to measure): a 1-minute load average
-    above ``BUSY_LOAD_PER_CORE`` per core, or other processes using more than ``launch.BUSY`` of the CPU time."""
-    why = []
-    if reading.load_1min is not None and reading.load_1min > BUSY_LOAD_PER_CORE * cpus:
-        why.append(
-            f"1-minute load average {reading.load_1min:.2f} on {cpus} core{'s' if cpus > 1 else ''}"
-        )
-    if reading.others_cpu_share is not None and reading.others_cpu_share > BUSY:
-        why.append(f"other processes using {reading.others_cpu_share:.0%} of the CPU time")
-    return "; ".join(why)
-
-
-def cpu_hash(name: str) -> str:
-    """The first 16 hex digits of the sha256 of a device's model name."""
-    return hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
-
-
 def stale_reason(
     meas: MachineMeasurement, name: str, threads: int, busy_now: str, now: datetime | None = None
 ) -> str:
@@ -413,12 +338,12 @@ def machine(
     fingerprint matches and the cached one is neither stale nor inconsistent (``stale_reason``,
     ``recheck_reason``; precisions missing from the cache are measured and added). ``reading``: how busy
     the machine is now (default: read it here); a CPU measurement made while busy records so."""
-    cores = usable_cores()
+    cores = host.usable_cores()
     threads = threads or (cores if device == "cpu" else 1)
     name = device_name(device)
     key = _key(device, name, cores, threads)
-    reading = reading or load_reading(cores)
-    busy_now = busy_reason(reading, cores) if device == "cpu" else ""
+    reading = reading or host.load_reading(cores)
+    busy_now = host.busy_reason(reading, cores) if device == "cpu" else ""
     doc = _read_cache()
     old = None if remeasure else doc["entries"].get(key)
     meas = MachineMeasurement.from_dict(old) if old else None
@@ -479,7 +404,7 @@ def machine(
             )
         share = during.share()
         # a CPU's figures hold what other processes did while they were taken (a GPU's: the GPU's own work)
-        during_why = busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""
+        during_why = host.busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""
         busy = "; ".join(
             w for w in (busy_now, during_why and f"while measuring: {during_why}") if w
         )

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.probe.machine import usable_cores
 from trilemma.specs import ModelSpec, PositionType
 
 __all__ = ["BYTE_VOCAB", "DEFAULTS", "PRECISIONS", "model_and_seq", "probe_model", "settings"]
@@ -133,8 +134,6 @@ def settings(
 ) -> tuple[str, str, int, int]:
     """Check where and how to train: (device, precision, warm-up steps, usable CPU cores); InputError for
     what cannot run."""
-    from trilemma.probe import bench
-
     device = str(device).strip().lower()
     precision = None if precision is None else str(precision).strip().lower()
     recompute = str(recompute).strip().lower()
@@ -161,7 +160,7 @@ def settings(
             steps,
             f"at most {MAX_STEPS:,}: the probe measures a steady state, which tens of steps reach",
         )
-    cores = bench.usable_cores()
+    cores = usable_cores()
     if threads is not None and threads > cores:
         raise InputError("threads", threads, f"at most {cores}: this machine has {cores} cores")
     if device == "cpu" and nproc > cores:

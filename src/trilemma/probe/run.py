@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trilemma.errors import InputError
+from trilemma.probe import machine as host
 from trilemma.probe.compare import comparison, measured, predict, predicted
 from trilemma.probe.inputs import DEFAULTS, model_and_seq, probe_model, settings
-from trilemma.probe.launch import BUSY, OtherLoad, available_memory, median_step, train
 from trilemma.probe.launch import launch as _launch  # the name tests know it by
+from trilemma.probe.launch import median_step, train
 from trilemma.specs import Layout, ModelSpec
 from trilemma.units import GIB, GIGA
 
@@ -100,9 +101,9 @@ def _machine(
             f"{nproc} process(es) × {per_proc_threads} threads oversubscribe {cores} cores"
         )
     precs = tuple(dict.fromkeys(("fp32", precision)))
-    reading = bench.load_reading(cores)
+    reading = host.load_reading(cores)
     busy = []
-    if device == "cpu" and (why := bench.busy_reason(reading, cores)):
+    if device == "cpu" and (why := host.busy_reason(reading, cores)):
         busy.append(f"when the probe started: {why}")
     meas = bench.machine(
         device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure, reading=reading
@@ -173,7 +174,7 @@ def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
     )
     pred = predicted(est)
     if job.device == "cpu":
-        avail = available_memory()
+        avail = host.available_memory()
         if pred.memory_training_bytes * s.nproc > 0.9 * avail:
             raise InputError(
                 "memory",
@@ -210,7 +211,7 @@ def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
 
 def _training(s: _Setup) -> tuple[dict[str, Any], float, float | None]:
     """Train: (rank 0's raw figures, wall time in s, share of the CPU time other processes used, 0 to 1)."""
-    meter = OtherLoad(s.machine.cores)
+    meter = host.OtherLoad(s.machine.cores)
     raw = train(s.job, s.nproc, quiet=not s.job.progress)
     wall = meter.wall()
     others = meter.share()
@@ -226,7 +227,7 @@ def _training(s: _Setup) -> tuple[dict[str, Any], float, float | None]:
         )
     if len(raw["step_s"]) <= s.job.warmup:
         s.warnings.append("no step after the warm-up finished: no steady-state figures")
-    if s.job.device == "cpu" and others is not None and others > BUSY:
+    if s.job.device == "cpu" and others is not None and others > host.BUSY:
         s.machine.busy.append(f"during training: other processes used {others:.0%} of the CPU time")
     if s.machine.busy:
         s.warnings.append(
@@ -267,7 +268,7 @@ def _scaling(s: _Setup, est: Estimate, meas: Measured, raw: dict[str, Any]) -> S
         return None
     job, m = s.job, s.machine
     tokens = job.seq * job.micro_batch * job.grad_accum  # one process's per step
-    meter = OtherLoad(m.cores)
+    meter = host.OtherLoad(m.cores)
     one = _launch(job, 1, quiet=True) if job.device == "cpu" else train(job, 1, quiet=True)
     one_tps = tokens / median_step(one, job.warmup)
     est1, _ = predict(
@@ -302,7 +303,7 @@ def _scaling(s: _Setup, est: Estimate, meas: Measured, raw: dict[str, Any]) -> S
         )
         pred_whole = est.time.tokens_per_s / est_w.time.tokens_per_s
     others_base = meter.share()
-    if job.device == "cpu" and others_base is not None and others_base > BUSY:
+    if job.device == "cpu" and others_base is not None and others_base > host.BUSY:
         s.warnings.append(
             f"other processes used {others_base:.0%} of the CPU time while the one-process baselines "
             "ran: the scaling figures carry their work"
