@@ -31,6 +31,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.quality.forms import chinchilla_loss
+from trilemma.quality.law import EXPONENT_MIN
 from trilemma.quality.laws import DEFAULT_LEVEL, Form, Law, Uncertainty
 from trilemma.quality.objective import (
     DELTA,
@@ -312,14 +313,16 @@ _STAGES: tuple[tuple[str | float | None, str], ...] = (
 
 def unpinned(point: PointFit, samples: np.ndarray, loss_min: float, level: float) -> list[str]:
     """Why the runs do not pin the fit's constants (empty: they do): E at 0, an exponent outside
-    (0, EXP_MAX], or a bootstrap band of an exponent wider than EXP_BAND_MAX or of E reaching 0."""
+    [EXPONENT_MIN, EXP_MAX] (below it a law file is refused), or a bootstrap band of an exponent wider than EXP_BAND_MAX or of E reaching 0."""
     c = point.constants
     why = []
     if c["E"] < E_FLOOR * loss_min:
         why.append(f"E = {c['E']:.3g} is ~0 (below {E_FLOOR:.0%} of the lowest loss)")
     exps = ("alpha", "beta") if point.d_term else ("alpha",)
     why += [
-        f"{k} = {c[k]:.3g} is outside (0, {EXP_MAX:g}]" for k in exps if not 0 < c[k] <= EXP_MAX
+        f"{k} = {c[k]:.3g} is outside [{EXPONENT_MIN:g}, {EXP_MAX:g}]"
+        for k in exps
+        if not EXPONENT_MIN <= c[k] <= EXP_MAX
     ]
     if len(samples):
         ci = _ci(samples, level)

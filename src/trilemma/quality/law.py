@@ -59,6 +59,94 @@ FORM_TEXT: dict[Form, str] = {
 #: Parameters a covariance may be given in: log-space for the scale constants (Hoffmann's own parameterisation).
 LOG_PARAMS = {"ln_A": "A", "ln_B": "B", "ln_E": "E", "ln_N_c": "N_c", "ln_D_c": "D_c"}
 
+# ------------------------------------------------------------------ bounds on the constants (stated once)
+
+#: Exponents (alpha, beta, alpha_N, alpha_D). Published ones sit in 0.05-0.8 (Kaplan's alpha_C 0.050 is
+#: the flattest); below 0.01 a thousandfold larger model moves its term by under 7%, and the allocation's
+#: powers 1/(alpha + beta) pass 50 and leave a double's range. Above 3 the powers overflow for real N, D.
+EXPONENT_MIN, EXPONENT_MAX = 0.01, 3.0
+#: Coefficients A, B in the law's loss unit: A/N^alpha <= A at N >= 1, so below 1e-6 the term is under a
+#: micro-unit of loss at every size (write B = beta = 0 for a law with no data term); above 1e15 the
+#: powers overflow. Kaplan's scales N_c, D_c count parameters and tokens: at least 1, at most 1e15.
+COEFFICIENT_MIN, COEFFICIENT_MAX = 1e-6, 1e15
+SCALE_MIN = 1.0
+#: The largest loss a law or a run may state: a uniform guess over a million-token vocabulary scores
+#: ln(1e6) = 13.8 nats/token (the largest vocabularies in use are ~256k, ln = 12.5), over bytes 8 bits.
+UNIFORM_LOSS_MAX: dict[str, float] = {"nats/token": math.log(1e6), "bits/byte": 8.0}
+#: A covariance's draws at this many standard deviations must stay inside the bounds above, and a
+#: log-space standard deviation (ln_A, ...) is at most LOG_SD_MAX: one sigma at most a factor e on the
+#: constant (the widest published, Besiroglu 2024's ln B, is 0.42); wider, the band is the prior, not
+#: the law, and its lower end runs to 0.
+COVARIANCE_SIGMAS, LOG_SD_MAX = 3.0, 1.0
+
+
+def constant_bounds(name: str, loss_unit: str) -> tuple[float, float]:
+    """(lowest, highest) value constant ``name`` may take (inclusive), in its own unit."""
+    if name.startswith(("alpha", "beta")):
+        return EXPONENT_MIN, EXPONENT_MAX
+    if name == "E":
+        return 0.0, UNIFORM_LOSS_MAX[loss_unit]
+    if name in ("N_c", "D_c"):
+        return SCALE_MIN, COEFFICIENT_MAX
+    return COEFFICIENT_MIN, COEFFICIENT_MAX
+
+
+def constants_problem(form: Form, constants: Mapping[str, float], loss_unit: str) -> str | None:
+    """What is wrong with a law's constants, as the 'expected ...' of a refusal; None when nothing.
+
+    Exactly the form's constants, each inside ``constant_bounds``; B = beta = 0 together is a law
+    without a data term (``trilemma fit`` on runs that all share one D writes one).
+    """
+    need = FORM_CONSTANTS[form]
+    missing = [k for k in need if k not in constants]
+    unknown = [k for k in constants if k not in need]
+    if missing or unknown:
+        what = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(unknown)}"
+        return f"constants {', '.join(need)} for form {form}, no others ({what})"
+    no_d_term = form is not Form.KAPLAN and constants["B"] == constants["beta"] == 0
+    for k in need:
+        lo, hi = constant_bounds(k, loss_unit)
+        if no_d_term and k in ("B", "beta"):
+            continue
+        if not lo <= constants[k] <= hi:
+            hint = "; B = beta = 0 for no data term" if k in ("B", "beta") else ""
+            return (
+                f"`constants.{k}` in [{lo:g}, {hi:g}] (a physical scaling law{hint}), "
+                f"not {constants[k]:g}"
+            )
+    return None
+
+
+def covariance_problem(
+    params: tuple[str, ...], cov: np.ndarray, constants: Mapping[str, float], loss_unit: str
+) -> str | None:
+    """What is wrong with a covariance over ``params`` (log-space names allowed), else None: each
+    parameter's draws at COVARIANCE_SIGMAS standard deviations stay inside its constant's bounds, and a
+    log-space standard deviation is at most LOG_SD_MAX."""
+    for j, p in enumerate(params):
+        sd = math.sqrt(max(float(cov[j, j]), 0.0))
+        name = LOG_PARAMS.get(p, p)
+        lo, hi = constant_bounds(name, loss_unit)
+        v = constants[name]
+        if p in LOG_PARAMS:
+            if v <= 0 or sd > LOG_SD_MAX:
+                why = (
+                    f"{name} > 0 for {p}"
+                    if v <= 0
+                    else f"sd({p}) = {sd:.3g} at most {LOG_SD_MAX:g}"
+                )
+                return f"`uncertainty.covariance` with {why} (one sigma at most a factor e)"
+            lo_v, hi_v = v * math.exp(-COVARIANCE_SIGMAS * sd), v * math.exp(COVARIANCE_SIGMAS * sd)
+        else:
+            lo_v, hi_v = v - COVARIANCE_SIGMAS * sd, v + COVARIANCE_SIGMAS * sd
+        if not lo <= lo_v <= hi_v <= hi:
+            return (
+                f"`uncertainty.covariance` whose {COVARIANCE_SIGMAS:g}-sigma draws of {p} stay in "
+                f"{name}'s bounds [{lo:g}, {hi:g}] (sd {sd:.3g} around {v:g} reaches "
+                f"[{lo_v:.3g}, {hi_v:.3g}])"
+            )
+    return None
+
 
 @dataclass(frozen=True, eq=False)
 class Uncertainty:

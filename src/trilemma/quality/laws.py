@@ -42,6 +42,8 @@ from trilemma.quality.law import (
     Form,
     Law,
     Uncertainty,
+    constants_problem,
+    covariance_problem,
 )
 from trilemma.specs.enums import LossUnit, NCounts
 from trilemma.tomlw import toml_dumps
@@ -116,10 +118,6 @@ def _num_table(d: Any, where: str, what: str) -> dict[str, float]:
     return out
 
 
-#: the largest exponent and coefficient a law may carry (see law_from_dict)
-_EXPONENT_MAX, _COEFFICIENT_MAX = 3.0, 1e15
-
-
 def law_from_dict(
     doc: Mapping[str, Any],
     where: str,
@@ -133,30 +131,6 @@ def law_from_dict(
         form = Form(str(doc.get("form", "")).lower())
     except ValueError:
         raise _bad_law(where, "`form` = " + ", ".join(f'"{f}"' for f in Form)) from None
-    constants = _num_table(doc.get("constants"), where, "constants")
-    missing = [k for k in FORM_CONSTANTS[form] if k not in constants]
-    if missing:
-        raise _bad_law(
-            where,
-            f"constants {', '.join(FORM_CONSTANTS[form])} for form {form} (missing {', '.join(missing)})",
-        )
-    # B = beta = 0 is allowed: a fit on runs that all share one D cannot separate the data term from E
-    positive = FORM_CONSTANTS[form] if form is Form.KAPLAN else ("A", "alpha")
-    for k in FORM_CONSTANTS[form]:
-        if constants[k] < 0 or (k in positive and constants[k] == 0):
-            raise _bad_law(
-                where,
-                f"`constants.{k}` to be {'positive' if k in positive else 'non-negative'}, "
-                f"not {constants[k]}",
-            )
-        # physical ranges: published exponents sit in 0.03-0.8 and coefficients below 1e15 (Kaplan's N_c,
-        # D_c ~ 1e13); beyond these the law's powers overflow a double for real N and D
-        top = _EXPONENT_MAX if k.startswith("alpha") or k.startswith("beta") else _COEFFICIENT_MAX
-        if constants[k] > top:
-            raise _bad_law(
-                where,
-                f"`constants.{k}` at most {top:g} (a physical scaling law), not {constants[k]}",
-            )
     try:
         n_counts = NCounts(str(doc.get("n_counts", "")).lower().replace("-", "_"))
     except ValueError:
@@ -167,7 +141,11 @@ def law_from_dict(
         loss_unit = LossUnit(str(doc.get("loss_unit", "")))
     except ValueError:
         raise _bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"') from None
-    unc = _uncertainty(doc.get("uncertainty"), constants, where, lookup)
+    constants = _num_table(doc.get("constants"), where, "constants")
+    problem = constants_problem(form, constants, loss_unit)
+    if problem:
+        raise _bad_law(where, problem)
+    unc = _uncertainty(doc.get("uncertainty"), constants, loss_unit, where, lookup)
     rng = _num_table(doc.get("range"), where, "range") or None
     for lo, hi in (("N_min", "N_max"), ("D_min", "D_max")):
         if rng and lo in rng and hi in rng and not 0 < rng[lo] <= rng[hi]:
@@ -242,7 +220,11 @@ def _float_array(value: Any) -> np.ndarray | None:
 
 
 def _uncertainty(
-    u: Any, constants: Mapping[str, float], where: str, lookup: Mapping[str, Law] | None
+    u: Any,
+    constants: Mapping[str, float],
+    loss_unit: str,
+    where: str,
+    lookup: Mapping[str, Law] | None,
 ) -> Uncertainty | None:
     """The ``[uncertainty]`` table validated (``borrow`` names a law of ``lookup``); None when absent."""
     if u is None:
@@ -262,6 +244,9 @@ def _uncertainty(
                 f"`uncertainty.borrow` to name a shipped law with a covariance, not {u['borrow']!r}",
             )
         ou = other.uncertainty
+        problem = covariance_problem(ou.params, ou.covariance, constants, loss_unit)
+        if problem:
+            raise _bad_law(where, f"{problem}, borrowed from {other.name}")
         return Uncertainty(
             "covariance",
             ou.params,
@@ -278,13 +263,29 @@ def _uncertainty(
         raise _bad_law(
             where, "`uncertainty.params` naming the law's constants (or ln_A, ln_B, ln_E)"
         )
+    same = sorted({p for p in params if params.count(p) > 1} | _aliased(params))
+    if same:
+        raise _bad_law(
+            where, f"`uncertainty.params` each constant once (repeated: {', '.join(same)})"
+        )
     k = len(params)
     if kind == "covariance":
         cov = _float_array(u.get("covariance", []))
-        if cov is None or cov.shape != (k, k) or not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12):
-            raise _bad_law(where, f"`uncertainty.covariance` to be a symmetric {k}×{k} matrix")
+        if (
+            cov is None
+            or cov.shape != (k, k)
+            or not np.isfinite(cov).all()
+            or not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12)
+        ):
+            raise _bad_law(
+                where,
+                f"`uncertainty.covariance` to be a symmetric {k}×{k} matrix of finite numbers",
+            )
         if np.linalg.eigvalsh(cov).min() < -1e-12 * max(1.0, float(np.abs(cov).max())):
             raise _bad_law(where, "`uncertainty.covariance` to be positive semi-definite")
+        problem = covariance_problem(params, cov, constants, loss_unit)
+        if problem:
+            raise _bad_law(where, problem)
         return Uncertainty("covariance", params, float(level), source, covariance=cov)
     if kind in ("samples", "range"):
         s = _float_array(u.get("samples", []))
@@ -305,6 +306,11 @@ def _uncertainty(
             residual=_residual(u.get("residual"), where),
         )
     raise _bad_law(where, '`uncertainty.kind` = "covariance", "samples" or "range"')
+
+
+def _aliased(params: tuple[str, ...]) -> set[str]:
+    """Parameters named twice under two names (``ln_A`` beside ``A``: one constant drawn twice)."""
+    return {p for p in params if p in LOG_PARAMS and LOG_PARAMS[p] in params}
 
 
 def _residual(r: Any, where: str) -> Mapping[str, float] | None:

@@ -55,17 +55,40 @@ def _losses(
 
 
 def _closed_form(law: Law, c: Any, flops: float, kfac: float) -> tuple[Any, Any]:
-    """(N*, D*) in closed form, vectorised over constant samples; None when the law has none."""
-    if law.form is Form.CHINCHILLA or law.form is Form.MUENNIGHOFF:
-        al, be = c["alpha"], c["beta"]
-        a_eff = c["A"] * kfac ** (-al)
-        g = (al * a_eff / (be * c["B"])) ** (1.0 / (al + be))  # Hoffmann 2022 Eq. 4
-        n = g * (flops / 6.0) ** (be / (al + be))
+    """(N*, D*) in closed form, vectorised over constant samples, in numpy floats: a power that leaves
+    a double's range gives inf or 0 (``_allocation_problem`` refuses it), not a Python exception."""
+    c = {k: np.asarray(v, dtype=float) for k, v in c.items()}
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
+        if law.form is Form.CHINCHILLA or law.form is Form.MUENNIGHOFF:
+            al, be = c["alpha"], c["beta"]
+            a_eff = c["A"] * kfac ** (-al)
+            g = (al * a_eff / (be * c["B"])) ** (1.0 / (al + be))  # Hoffmann 2022 Eq. 4
+            n = g * (flops / 6.0) ** (be / (al + be))
+            return n, flops / (6.0 * n)
+        p = c["alpha_N"] / c["alpha_D"]
+        n_c = c["N_c"] / kfac
+        n = (p * n_c**p * flops / (6.0 * c["D_c"])) ** (1.0 / (p + 1.0))
         return n, flops / (6.0 * n)
-    p = c["alpha_N"] / c["alpha_D"]
-    n_c = c["N_c"] / kfac
-    n = (p * n_c**p * flops / (6.0 * c["D_c"])) ** (1.0 / (p + 1.0))
-    return n, flops / (6.0 * n)
+
+
+def _check_allocation(law: Law, n: float, d: float) -> None:
+    """InputError naming the law unless (N*, D*) are finite and positive: a law without a data term
+    (B = beta = 0, fitted at one D) has no compute-optimal split, and constants at the edges of their
+    bounds can put the closed form's powers outside a double's range."""
+    c = law.constants
+    if law.form is not Form.KAPLAN and c["B"] == c["beta"] == 0:
+        raise InputError(
+            "law",
+            law.path or law.name,
+            "a law with a data term (B, beta > 0) for a compute-optimal allocation: with "
+            "B = beta = 0 (fitted at one D) its loss falls with N alone",
+        )
+    if not (math.isfinite(n) and math.isfinite(d) and n > 0 and d > 0):
+        raise InputError(
+            "law",
+            law.path or law.name,
+            f"constants whose compute-optimal allocation is finite (N* = {n:g}, D* = {d:g})",
+        )
 
 
 def _golden(f: Any, lo: float, hi: float, iters: int = 80) -> float:
@@ -133,6 +156,19 @@ class Allocation:
         return result_dict(self)
 
 
+def _n_band(law: Law, n: float, ns: np.ndarray) -> tuple[float, float]:
+    """(low, high) of N* over the law's constant samples ``ns`` around the point ``n``; a draw whose
+    allocation leaves a double's range (inf, 0, NaN) says nothing of the band and is left out."""
+    ns = ns[np.isfinite(ns) & (ns > 0)]
+    if not ns.size:
+        return n, n
+    if law.uncertainty is not None and law.uncertainty.kind == "range":
+        return min(n, float(ns.min())), max(n, float(ns.max()))
+    level = (law.uncertainty.level if law.uncertainty else None) or DEFAULT_LEVEL
+    lo, hi = _q(ns, level)
+    return min(lo, n), max(hi, n)
+
+
 def _q(x: np.ndarray, level: float) -> tuple[float, float]:
     lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
@@ -171,18 +207,13 @@ def compute_optimal(
             "numeric: log grid of tokens/parameter + golden-section refinement (no closed form)"
         )
     n, d = float(n), float(d)
+    _check_allocation(law, n, d)
     s = law.samples
     n_lo = n_hi = n
     d_lo = d_hi = d
     if s:
         ns, _ = _closed_form(law, s, flops, kfac) if closed else _numeric(law, s, flops, u, kfac)
-        ns = np.asarray(ns, dtype=float)
-        if law.uncertainty is not None and law.uncertainty.kind == "range":
-            n_lo, n_hi = min(n, float(ns.min())), max(n, float(ns.max()))
-        else:
-            level = (law.uncertainty.level if law.uncertainty else None) or DEFAULT_LEVEL
-            n_lo, n_hi = _q(ns, level)
-            n_lo, n_hi = min(n_lo, n), max(n_hi, n)
+        n_lo, n_hi = _n_band(law, n, np.asarray(ns, dtype=float))
         d_lo, d_hi = flops / (6 * n_hi), flops / (6 * n_lo)
     pred = predict_loss(law, n, n, d, u, precision)
     exponent = None

@@ -1,0 +1,143 @@
+"""Values that parse but make no physical sense: each refused in one line naming its field (or, where
+the rule is to repair, repaired with a warning), never trusted quietly and never a traceback.
+
+Laws: constants outside their stated bounds (trilemma.quality.law.constant_bounds), an unknown constant,
+a repeated uncertainty parameter, a covariance whose draws leave the bounds; a law inside its bounds
+whose allocation still leaves a double's range. The `local` hardware profile, `fit`'s runs (perplexity
+as loss, N in two units, repeated rows) and lists of GPU types are below them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clitools import run  # the tests' folder is on the path
+
+from trilemma.errors import InputError
+from trilemma.quality.laws import law_from_dict
+
+# ------------------------------------------------------------------ laws
+
+LAW = {
+    "schema": "trilemma.law/1",
+    "name": "mylaw",
+    "form": "chinchilla",
+    "n_counts": "total",
+    "loss_unit": "nats/token",
+    "data": "a test corpus",
+    "tokenizer": "a test tokenizer",
+    "source": "a test",
+    "constants": {"E": 1.8, "A": 480.0, "B": 2000.0, "alpha": 0.35, "beta": 0.37},
+}
+COV_PARAMS = ["ln_A", "ln_B", "ln_E", "alpha", "beta"]
+BESIROGLU_SD = [0.25, 0.42, 0.014, 0.015, 0.021]  # its published covariance's standard deviations
+
+
+def _toml(doc: dict) -> str:
+    from trilemma.tomlw import toml_dumps
+
+    return toml_dumps(doc)
+
+
+def _law_file(tmp_path: Path, **changes: object) -> Path:
+    """LAW with top-level keys replaced and ``constants`` merged, written to a TOML file."""
+    doc = {**LAW, **{k: v for k, v in changes.items() if k != "constants"}}
+    doc["constants"] = {**LAW["constants"], **changes.get("constants", {})}  # type: ignore[dict-item]
+    p = tmp_path / "law.toml"
+    p.write_text(_toml(doc), encoding="utf-8")
+    return p
+
+
+def _covariance(sd: list[float]) -> dict:
+    cov = [[(s * s if i == j else 0.0) for j, s in enumerate(sd)] for i in range(len(sd))]
+    return {
+        "kind": "covariance",
+        "level": 0.8,
+        "source": "t",
+        "params": COV_PARAMS,
+        "covariance": cov,
+    }
+
+
+def _refused(capsys, law: Path, *needles: str, verb: str = "optimal") -> str:
+    """The law refused by the CLI in one line naming every needle; the same by the Python API."""
+    args = ["--flops", "1e23"] if verb == "optimal" else ["--gpus", "64", "--tokens", "10B"]
+    code, out, err = run(capsys, verb, *args, "--law", str(law), "--json")
+    assert code == 2 and out == "", (code, out[:300])
+    assert err.count("\n") == 1 and err.startswith("trilemma: error: law: "), err
+    assert all(n in err for n in needles), err
+    import sys
+
+    tomllib = __import__("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    with pytest.raises(InputError) as e:
+        law_from_dict(tomllib.loads(law.read_text()), str(law))
+    assert all(n in str(e.value) for n in needles) or needles[0] == "allocation"
+    return err
+
+
+def test_vanishing_exponent_is_refused_not_divided_by(tmp_path, capsys):
+    """alpha = 1e-300 divided by zero in the closed form (a traceback); now a bound on the constant."""
+    for k in ("alpha", "beta"):
+        law = _law_file(tmp_path, constants={k: 1e-300})
+        _refused(capsys, law, f"constants.{k}", "[0.01, 3]")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "bound"),
+    [("A", 1e-300, "[1e-06, 1e+15]"), ("B", 1e-300, "[1e-06, 1e+15]"), ("E", 1e14, "13.8")],
+)
+def test_constant_outside_its_physical_bound_is_refused(tmp_path, capsys, name, value, bound):
+    law = _law_file(tmp_path, constants={name: value})
+    _refused(capsys, law, f"constants.{name}", bound, verb="estimate")
+
+
+def test_allocation_outside_a_double_is_refused_not_answered(tmp_path, capsys):
+    """Every constant in bounds, but N* = (αA/βB)^(1/(α+β)) overflows: one line, no inf in an answer."""
+    law = _law_file(tmp_path, constants={"A": 1e15, "B": 1e-6, "alpha": 0.01, "beta": 0.01})
+    code, out, err = run(capsys, "optimal", "--flops", "1e23", "--law", str(law), "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "compute-optimal allocation is finite" in err and "N* = inf" in err
+
+
+def test_law_without_a_data_term_has_no_allocation_not_a_crash(tmp_path, capsys):
+    """B = beta = 0 (what `fit` writes for runs at one D) divided by zero in `optimal --flops`."""
+    law = _law_file(tmp_path, constants={"B": 0.0, "beta": 0.0})
+    code, out, err = run(capsys, "optimal", "--flops", "1e23", "--law", str(law), "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "law" in err and "data term" in err
+    code, out, err = run(capsys, "optimal", "--loss", "2.5", "--law", str(law), "--json")
+    assert code == 0 and "NaN" not in out and "Infinity" not in out, err
+
+
+def test_unknown_constant_is_refused(tmp_path, capsys):
+    law = _law_file(tmp_path, constants={"gamma": 0.5})
+    _refused(capsys, law, "unknown gamma", "constants E, A, B, alpha, beta")
+
+
+def test_repeated_uncertainty_parameter_is_refused(tmp_path, capsys):
+    unc = _covariance(BESIROGLU_SD[:2]) | {"params": ["alpha", "alpha"]}
+    law = _law_file(tmp_path, uncertainty=unc)
+    _refused(capsys, law, "uncertainty.params", "repeated: alpha")
+    unc = _covariance(BESIROGLU_SD[:2]) | {"params": ["ln_A", "A"]}  # one constant under two names
+    _refused(capsys, _law_file(tmp_path, uncertainty=unc), "repeated: ln_A")
+
+
+def test_covariance_of_1e300_is_refused_not_a_band_from_zero(tmp_path, capsys):
+    law = _law_file(tmp_path, uncertainty=_covariance([1e150] * 5))
+    _refused(capsys, law, "uncertainty.covariance", "sd(ln_A)")
+
+
+def test_covariance_whose_draws_leave_the_bounds_is_refused(tmp_path, capsys):
+    """sd(alpha) = 0.2 around 0.35: a 3-sigma draw is negative, a loss that grows with N."""
+    sd = [*BESIROGLU_SD[:3], 0.2, BESIROGLU_SD[4]]
+    _refused(capsys, _law_file(tmp_path, uncertainty=_covariance(sd)), "3-sigma draws of alpha")
+
+
+def test_published_covariance_is_still_accepted(tmp_path, capsys):
+    law = _law_file(tmp_path, uncertainty=_covariance(BESIROGLU_SD))
+    code, out, err = run(capsys, "optimal", "--flops", "1e23", "--law", str(law), "--json")
+    assert code == 0, err
+    loss = json.loads(out)["results"][0]["compute_optimal"]["loss"]
+    assert 0 < loss["low"] < loss["mean"] < loss["high"] < 13.8
