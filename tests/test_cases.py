@@ -117,7 +117,7 @@ def test_layouts_agree_with_gpu_count(mapped) -> None:
         else:
             assert c.n_gpus % prod == 0, where
         if "vp" in lay:
-            # uneven stages are modelled (trilemma.specs.axes.stage_layers): each virtual stage needs a layer
+            # uneven stages are modelled (trilemma.estimate.pipeline.stage_layers): each virtual stage needs a layer
             assert lay["pp"] > 1 and lay["pp"] * lay["vp"] <= c.model.n_layers, where
         assert lay.get("pp", 1) <= c.model.n_layers, where
         if lay.get("zero", 0) >= 2:

@@ -868,7 +868,7 @@ def test_uneven_virtual_stages_as_megatrons_own_layout_reads_them(n_layers, pp, 
     PipelineParallelLayerLayout (parse, the pp × vp grid, validate_layer_layout): every layer once, the embedding
     first and the loss last, and each rank holding the layers trilemma times it with (trilemma.specs.axes:
     stage_layers the heaviest rank, last_stage_layers the last)."""
-    from trilemma.specs.axes import last_stage_layers, stage_layers
+    from trilemma.estimate.pipeline import last_stage_layers, stage_layers
 
     layout_mod = pytest.importorskip("megatron.core.transformer.pipeline_parallel_layer_layout")
     big = LLAMA2_7B.replace(n_layers=n_layers)

@@ -102,7 +102,7 @@ def test_uneven_pipeline_stages_wait_for_the_heaviest():
     last stages). The heaviest rank holds ceil(126/16) = 8 layers; the last rank, which also runs the LM
     head and the loss, holds 7. The step waits for the slower of the two: 8 layers, or 7 and the head.
     Interleaved chunks may be uneven too."""
-    from trilemma.specs.axes import last_stage_layers, stage_layers
+    from trilemma.estimate.pipeline import last_stage_layers, stage_layers
 
     assert (
         stage_layers(126, 16) == 8 and stage_layers(128, 16) == 8 and stage_layers(96, 8, 2) == 12
@@ -190,7 +190,7 @@ def test_last_stage_layers_are_where_the_exporter_puts_them(
     """The closed form the step uses is the layer count the exported plan runs on its last rank; it is at
     most the heaviest rank's and equal to it when the chunks divide the layers. By hand: 126 layers on 16
     stages lose one on the first and one on the last (Llama 3: 7 + 14 × 8 + 7)."""
-    from trilemma.specs.axes import last_stage_layers, stage_layers
+    from trilemma.estimate.pipeline import last_stage_layers, stage_layers
 
     assert last_stage_layers(n_layers, pp, vp) == _placed_last_rank_layers(n_layers, pp, vp)
     assert last_stage_layers(n_layers, pp, vp) <= stage_layers(n_layers, pp, vp)
@@ -208,8 +208,8 @@ def test_heaviest_rank_holds_what_the_exporter_places_on_it(
     torchtitan's exporter places the chunks and the looped schedule gives rank r the chunks r, r + pp, ...
     By hand: 126 layers, pp 16, vp 7: 112 chunks of 2 less 98, 49 off each end; rank r keeps a two-layer
     chunk only among chunks 49-62, one of them at most: 8 layers, where ⌈126/112⌉ × 7 = 14 was charged."""
+    from trilemma.estimate.pipeline import stage_layers
     from trilemma.export.torchtitan import stage_modules
-    from trilemma.specs.axes import stage_layers
 
     assume(pp * vp <= n_layers)
     chunks = [

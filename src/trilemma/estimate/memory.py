@@ -29,8 +29,8 @@ import numpy as np
 from trilemma.estimate.finetune import module_shapes, state_bytes, trainable_params
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
+from trilemma.estimate.pipeline import stage_layers
 from trilemma.specs import ModelSpec, PositionType, TrainingPlan
-from trilemma.specs.axes import stage_layers
 from trilemma.specs.enums import (
     DTYPE_BYTES,
     BasePrecision,

@@ -44,8 +44,8 @@ from trilemma.estimate.flops import matmul_flop_fwd, op_recompute_matmul_flop_fw
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
+from trilemma.estimate.pipeline import last_stage_layers, stage_layers
 from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, Precision, TrainingPlan
-from trilemma.specs.axes import last_stage_layers, stage_layers
 from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Offload
 from trilemma.units import MEGA
 

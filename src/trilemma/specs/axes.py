@@ -170,51 +170,6 @@ class Axis:
 MAX_DEGREE = 2**31 - 1
 
 
-def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
-    """Layers on the most loaded pipeline rank.
-
-    Stages may be uneven when pp·vp does not divide the layers: Megatron-LM places the remainder with
-    ``--decoder-first/last-pipeline-num-layers`` and torchtitan splits its module list by a layer
-    budget per stage; Llama 3.1 405B ran 126 layers on pp = 16 with one layer fewer on the first and
-    last stages (Dubey et al. 2024, arXiv 2407.21783 §3.3.2). The step waits for the heaviest rank,
-    so time and memory use its layer count (embeddings and the LM head are added on the end stages,
-    which overstates them slightly where a framework gives those stages fewer layers).
-
-    The placement is ``last_stage_layers``'s (and trilemma.export.torchtitan.stage_modules'): the pp·vp
-    chunks hold ⌈n_layers / (pp·vp)⌉ = per layers each, less a deficit D taken one layer at a time off the
-    chunks at the two ends in turn, A = ⌈D/2⌉ from the first chunks and B = ⌊D/2⌋ from the last; rank r
-    holds the chunks r, r + pp, …, r + (vp − 1)·pp. It loses ⌊A/pp⌋ + [r < A mod pp] layers at the start and
-    ⌊B/pp⌋ + [r ≥ pp − B mod pp] at the end, so the heaviest rank holds per·vp − ⌊A/pp⌋ − ⌊B/pp⌋ layers,
-    one fewer where (A mod pp) + (B mod pp) ≥ pp leaves no rank uncut. Without interleaving (vp = 1,
-    D < pp) that is ⌈n_layers / pp⌉. (126 layers, pp 16, vp 7: 112 chunks of 2 less 98; every rank holds
-    7 or 8, not the 14 that ⌈126/112⌉·7 would say.)"""
-    chunks = pp * vp
-    per = -(-n_layers // chunks)
-    deficit = chunks * per - n_layers
-    a, b = -(-deficit // 2), deficit // 2
-    return per * vp - a // pp - b // pp - ((a % pp) + (b % pp) >= pp)
-
-
-def last_stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
-    """Layers on the last pipeline rank, the one that also holds the final norm, the LM head and the loss.
-
-    The ``pp·vp`` chunks hold ⌈n_layers / (pp·vp)⌉ layers each, less a deficit D = pp·vp·⌈…⌉ − n_layers
-    taken one layer at a time off the chunks at the two ends in turn (first, last, second, second to
-    last, …), as torchtitan's stage split does (trilemma.export.torchtitan.stage_modules) and as Llama 3
-    placed its 126 layers on 16 stages, one fewer on the first and the last (Dubey et al. 2024,
-    arXiv 2407.21783 §3.3.2). With the interleaved schedule the last rank holds the chunks pp−1, 2pp−1,
-    …; D < pp·vp, so each chunk loses at most one layer: the last-end cuts take the chunks ⌊D/2⌋ from the
-    end, the first-end cuts ⌈D/2⌉ from the start, and the last rank loses
-    ⌈⌊D/2⌋ / pp⌉ + ⌊⌈D/2⌉ / pp⌋ of them. Megatron-LM's ``--decoder-last-pipeline-num-layers`` split
-    (trilemma.export.megatron) takes ⌊D/2⌋ off the last stage, as many or more: counting the fewer
-    removed errs slow. Equal to ``stage_layers`` when the chunks divide the layers."""
-    chunks = pp * vp
-    per = -(-n_layers // chunks)
-    deficit = chunks * per - n_layers
-    lost = -(-(deficit // 2) // pp) + (-(-deficit // 2)) // pp
-    return per * vp - lost
-
-
 def _layers_ok(m: Any, L: Any, seq: int) -> Any:
     # every virtual stage holds at least one layer; uneven chunks are allowed with interleaving too
     # (Llama 3.1 405B ran the interleaved schedule with one layer fewer on the first and last
@@ -465,6 +420,4 @@ __all__ = [
     "Rule",
     "SearchContext",
     "reason_text",
-    "last_stage_layers",
-    "stage_layers",
 ]
