@@ -16,6 +16,7 @@ import typer
 
 from trilemma.errors import InputError, TrilemmaError, check_output_file
 from trilemma.specs.axes import AXES, MAX_DEGREE
+from trilemma.text import printable
 from trilemma.units import (
     DAY,
     IEC,
@@ -1042,7 +1043,7 @@ def main(argv: list[str] | None = None) -> int:
             app(args=argv, standalone_mode=False)
         return 0
     except TrilemmaError as exc:
-        sys.stderr.write(f"trilemma: error: {exc}\n")
+        sys.stderr.write(f"trilemma: error: {printable(exc)}\n")
         return exc.exit_code
     except Exception as exc:  # typer vendors click: match its exceptions by shape, not by import
         name = type(exc).__name__
@@ -1061,7 +1062,7 @@ def main(argv: list[str] | None = None) -> int:
                 "missing command: estimate, solve, export, optimal, fit, validate, probe, ladder, presets or serve "
                 "(see trilemma --help)"
             )
-        sys.stderr.write(f"trilemma: error: {msg}\n")
+        sys.stderr.write(f"trilemma: error: {printable(msg)}\n")
         return 2
 
 

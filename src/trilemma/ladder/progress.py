@@ -14,7 +14,6 @@ class LadderProgress:
     def __init__(self, enabled: bool, total_runs: int) -> None:
         self.bar = None
         if enabled and total_runs:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -23,13 +22,15 @@ class LadderProgress:
                 TimeElapsedColumn,
             )
 
+            from trilemma.report.console import console
+
             self.bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=console(stderr=True),
                 transient=True,
             )
             self.runs = self.bar.add_task("ladder runs", total=total_runs, info="")

@@ -202,7 +202,6 @@ class _Progress:
         self.bar = None
         self.tokens = tokens_per_step
         if enabled:
-            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -211,13 +210,15 @@ class _Progress:
                 TimeRemainingColumn,
             )
 
+            from trilemma.report.console import console
+
             self.bar = Progress(
                 TextColumn("probe"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[tps]} tokens/s  loss {task.fields[loss]}"),
                 TimeRemainingColumn(),
-                console=Console(stderr=True),
+                console=console(stderr=True),
                 transient=True,
             )
             self.task = self.bar.add_task("steps", total=total, tps="…", loss="…")

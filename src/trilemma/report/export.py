@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.text import printable
 
 
 def print_export(doc: Any) -> None:
@@ -21,7 +22,7 @@ def print_export(doc: Any) -> None:
         if many:
             out.write("\n")
     for line in (*doc.notes, *doc.warnings):
-        sys.stderr.write(f"note: {line}\n")
+        sys.stderr.write(f"note: {printable(line)}\n")
 
 
 NOTES = "trilemma-notes.txt"  # beside the engine's files: what was exported, and the notes
@@ -33,7 +34,8 @@ def notes_text(doc: Any) -> str:
         f"argument names: {doc.engine_version}",
         "",
     ]
-    return "\n".join(lines + [f"- {x}" for x in (*doc.notes, *doc.warnings)]) + "\n"
+    lines += [f"- {x}" for x in (*doc.notes, *doc.warnings)]
+    return "\n".join(printable(x) for x in lines) + "\n"
 
 
 def write_export(doc: Any, folder: str) -> list[str]:
@@ -62,9 +64,9 @@ def write_export(doc: Any, folder: str) -> list[str]:
 
 def print_written(doc: Any, paths: list[str]) -> None:
     for p in paths:
-        sys.stdout.write(f"wrote {p}\n")
+        sys.stdout.write(f"wrote {printable(p)}\n")
     for line in (*doc.notes, *doc.warnings):
-        sys.stdout.write(f"note: {line}\n")
+        sys.stdout.write(f"note: {printable(line)}\n")
 
 
 __all__ = ["print_export", "print_written", "write_export"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.table import Table
 
+from trilemma.report.console import console, shown
 from trilemma.units import MINUTE, WH, fmt_count, fmt_usd
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,11 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from trilemma.ladder.result import LadderResult
 
 __all__ = ["print_ladder", "print_plan"]
-
-
-def _console() -> Console:
-    probe = Console()
-    return Console(highlight=False, width=None if probe.is_terminal else 160)
 
 
 def _s(x: float | None) -> str:
@@ -41,7 +36,7 @@ def _wh(energy_j: float) -> str:
 
 def print_plan(plan: LadderPlan, info: dict[str, Any]) -> None:
     """The plan table (``run_ladder``'s ``on_plan`` callback): every run, its budget, predicted time and status."""
-    c = _console()
+    c = console(width=160)
     g = plan.grid
     t = Table(
         title=f"trilemma ladder plan — {g.name}: {len(plan.fit_runs)} fit runs + 1 held out; "
@@ -75,14 +70,14 @@ def print_plan(plan: LadderPlan, info: dict[str, Any]) -> None:
         f"{info['runs_path']}, {info['to_train']} to train"
     )
     for n in info.get("notes", []):
-        c.print(f"[dim]note:[/dim] {n}")
+        c.print(f"[dim]note:[/dim] {shown(n)}")
     for w in info.get("warnings", []):
-        c.print(f"[yellow]warning:[/yellow] {w}")
+        c.print(f"[yellow]warning:[/yellow] {shown(w)}")
 
 
 def print_ladder(result: LadderResult) -> None:
     """The measured runs (loss, law, time, energy, dollars), the totals, the fitted law and the held-out check."""
-    c = _console()
+    c = console(width=160)
     t = Table(title="trilemma ladder — measured on this machine")
     for col in (
         "role",
@@ -152,6 +147,6 @@ def print_ladder(result: LadderResult) -> None:
     files = ", ".join(f"{k} {v}" for k, v in result.files.items() if v)
     c.print(f"files: {files}")
     for n in result.notes:
-        c.print(f"[dim]note:[/dim] {n}")
+        c.print(f"[dim]note:[/dim] {shown(n)}")
     for w in result.warnings:
-        c.print(f"[yellow]warning:[/yellow] {w}")
+        c.print(f"[yellow]warning:[/yellow] {shown(w)}")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.table import Table
 
+from trilemma.report.console import console, shown
 from trilemma.units import fmt_bytes, fmt_count, fmt_flop_rate, fmt_rate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,7 +24,7 @@ def _ratio(r: float) -> str:
 
 def print_probe(result: ProbeResult) -> None:
     """Print one probe for a person: settings, the predicted/measured table, step time, memory, losses, machine."""
-    c = Console(highlight=False, width=None if Console().is_terminal else 200)
+    c = console()
     m, r, meas, pred = result.model, result.run, result.measured, result.predicted
     env = result.environment
     ok = (
@@ -32,7 +32,9 @@ def print_probe(result: ProbeResult) -> None:
         if meas.params == result.params_planner
         else f"planner counts {result.params_planner:,}"
     )
-    c.print(f"[bold]trilemma probe[/bold] — {m.name}: {fmt_count(meas.params)} parameters ({ok})")
+    c.print(
+        f"[bold]trilemma probe[/bold] — {shown(m.name)}: {fmt_count(meas.params)} parameters ({ok})"
+    )
     c.print(
         f"  {env.device} ({env.device_name}, {env.cores} cores, {env.threads_per_process} "
         f"thread(s) per process), {r.precision}, {r.parallelism}, recompute {r.recompute}"
@@ -135,4 +137,4 @@ def print_probe(result: ProbeResult) -> None:
         f"profile `local` in {result.machine.profile} (trilemma estimate --gpu local)"
     )
     for w in result.warnings:
-        c.print(f"[yellow]note:[/yellow] {w}")
+        c.print(f"[yellow]note:[/yellow] {shown(w)}")

@@ -7,12 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from trilemma.report.console import console, shown
 from trilemma.units import fmt_count
-
-
-def _console() -> Console:
-    probe = Console()
-    return Console(highlight=False, width=None if probe.is_terminal else 200)
 
 
 def _g(x: float, digits: int = 4) -> str:
@@ -25,13 +21,13 @@ def fmt_flop(x: float) -> str:
 
 def _notes(c: Console, notes: list[str], warnings: list[str]) -> None:
     for n in dict.fromkeys(notes):
-        c.print(f"[dim]note:[/dim] {n}")
+        c.print(f"[dim]note:[/dim] {shown(n)}")
     for w in dict.fromkeys(warnings):
-        c.print(f"[yellow]warning:[/yellow] {w}")
+        c.print(f"[yellow]warning:[/yellow] {shown(w)}")
 
 
 def print_fit(doc: dict[str, Any]) -> None:
-    c = _console()
+    c = console()
     law, ci = doc["law"], doc["ci"]
     t = Table(
         title=f"trilemma fit — {doc['formula']}  ({doc['goodness_of_fit']['runs']} runs, "
@@ -87,7 +83,7 @@ def print_fit(doc: dict[str, Any]) -> None:
 
 
 def print_optimal(doc: dict[str, Any]) -> None:
-    c = _console()
+    c = console()
     notes: list[str] = []
     warnings: list[str] = list(doc.get("warnings", []))
     rows = [r for r in doc["results"] if r.get("compute_optimal")]

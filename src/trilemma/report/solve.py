@@ -10,8 +10,8 @@ from rich.table import Table
 from trilemma.errors import InputError
 from trilemma.estimate.result import family_calibrated
 from trilemma.estimate.stability import stability_flag
+from trilemma.report.console import console, shown
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
-from trilemma.report.table import _console
 from trilemma.units import (
     KILO,
     fmt_bytes,
@@ -31,7 +31,7 @@ UNCALIBRATED_NOTE = "* chip family not calibrated: band widened by the cross-fam
 
 def _gpu(e: Any) -> str:
     hw = e.cluster.hardware
-    return f"{e.cluster.n_gpus}× {hw.name}" + (
+    return f"{e.cluster.n_gpus}× {shown(hw.name)}" + (
         "" if family_calibrated(hw.family) else UNCALIBRATED_MARK
     )
 
@@ -40,7 +40,7 @@ def _row(e: Any, loss: Any) -> list[str]:
     """One table row: an Estimate and its LossPrediction."""
     lay = e.layout
     return [
-        e.model.name,
+        shown(e.model.name),
         fmt_count(e.params.total),
         _gpu(e),
         str(e.plan.precision),
@@ -57,7 +57,7 @@ def _row(e: Any, loss: Any) -> list[str]:
 
 
 def print_solve(r: Any) -> None:
-    c = _console()
+    c = console()
     p = r.pins
     pinned = []
     if p.deadline_s is not None:
@@ -145,7 +145,7 @@ def print_solve(r: Any) -> None:
         f"searched {r.candidates:,} candidate plans ({len(r.table):,} configurations that fit) in {r.seconds:.2f} s"
     )
     for w in (*r.warnings, *o.warnings):
-        c.print(f"[yellow]note:[/yellow] {w}")
+        c.print(f"[yellow]note:[/yellow] {shown(w)}")
 
 
 def _signed(x: float, fmt: Any) -> str:
@@ -176,7 +176,7 @@ def runners_up_table(r: Any) -> Table:
         d = ch["delta"]
         t.add_row(
             why,
-            e.model.name,
+            shown(e.model.name),
             _gpu(e),
             str(e.plan.precision),
             fmt_count(e.plan.total_tokens),

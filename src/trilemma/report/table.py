@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from trilemma.estimate.params import param_counts
+from trilemma.report.console import console, shown
 from trilemma.specs import Task
 from trilemma.units import (
     fmt_bytes,
@@ -56,12 +56,6 @@ def goodput_line(t: Any) -> str:
     )
 
 
-def _console() -> Console:
-    # rich assumes 80 columns when stdout is not a terminal: tables piped to grep would truncate
-    probe = Console()
-    return Console(highlight=False, width=None if probe.is_terminal else 200)
-
-
 def finetune_line(est: Any) -> str:
     """What a fine-tune trains and stores, in one line."""
     f = est.finetune
@@ -93,19 +87,23 @@ def _partial_step(est: Any) -> str:
 
 def print_estimate(est: Any) -> None:
     """Tables for one Estimate: plan, layout, memory, time, cost; then warnings."""
-    c = _console()
+    c = console()
     m, cl, lay, mem, t, co = est.model, est.cluster, est.layout, est.memory, est.time, est.cost
     p = est.params
     hw = cl.hardware
     peak = hw.peak(est.plan.precision)
 
     head = Table(
-        title=f"trilemma estimate — {m.name} on {cl.n_gpus}× {hw.name}", show_header=False, box=None
+        title=f"trilemma estimate — {shown(m.name)} on {cl.n_gpus}× {shown(hw.name)}",
+        show_header=False,
+        box=None,
     )
     head.add_column(style="bold")
     head.add_column()
     moe = f" ({fmt_count(p.active)} active)" if m.is_moe else ""
-    head.add_row("model", f"{m.name}: {p.total:,} parameters{moe} — {est.model_resolution}")
+    head.add_row(
+        "model", f"{shown(m.name)}: {p.total:,} parameters{moe} — {shown(est.model_resolution)}"
+    )
     head.add_row(
         "shape",
         f"{m.n_layers} layers, d={m.d_model}, {m.n_heads} heads ({m.kv_heads} kv), "
@@ -122,7 +120,7 @@ def print_estimate(est: Any) -> None:
         head.add_row("fine-tune", finetune_line(est))
     head.add_row(
         "hardware",
-        f"{cl.n_gpus}× {hw.name}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
+        f"{cl.n_gpus}× {shown(hw.name)}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
         f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device",
     )
     head.add_row(
@@ -298,7 +296,7 @@ def print_estimate(est: Any) -> None:
     if est.deploy is not None:
         c.print(deploy_table(est.deploy))
     for w in est.warnings:
-        c.print(f"[yellow]note:[/yellow] {w}")
+        c.print(f"[yellow]note:[/yellow] {shown(w)}")
 
 
 def deploy_table(d: dict[str, Any]) -> Table:
@@ -361,7 +359,7 @@ def presets_document(kind: str) -> dict[str, Any]:
 def print_presets(kind: str) -> None:
     from trilemma.presets import all_hardware_presets, model_presets
 
-    c = _console()
+    c = console()
     if kind in ("models", "all"):
         t = Table(title="model presets")
         for col in (

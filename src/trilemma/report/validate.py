@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from trilemma.errors import InputError
-from trilemma.report.table import _console
+from trilemma.report.console import console
 from trilemma.units import fmt_bytes
 
 _UNIT = {
@@ -53,7 +53,7 @@ def _ratio(r: float | None) -> str:
 
 
 def print_validate(doc: dict[str, Any]) -> None:
-    c = _console()
+    c = console()
     t = Table(title="trilemma validate — predicted vs published, one line per row")
     for col in (
         "kind",
