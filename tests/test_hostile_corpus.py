@@ -69,6 +69,8 @@ name = "mylaw"
 form = "chinchilla"
 n_counts = "total"
 loss_unit = "nats/token"
+data = "a test corpus"
+tokenizer = "a test tokenizer"
 source = "a test"
 [constants]
 E = 1.8
@@ -94,12 +96,15 @@ def _nested(depth: int, left: str, right: str) -> str:
 
 
 def _law(**changes: str) -> str:
-    """LAW_OK with lines replaced: key -> new line ('' drops it)."""
+    """LAW_OK with lines replaced: key -> new line ('' drops it); a key LAW_OK lacks is added at the
+    top level (before the first table, where it would be that table's key)."""
     out = []
     for line in LAW_OK.splitlines():
         key = line.split("=")[0].strip()
         out.append(changes.pop(key) if key in changes else line)
-    return "\n".join([*out, *changes.values()]) + "\n"
+    first_table = next(i for i, line in enumerate(out) if line.startswith("["))
+    out[first_table:first_table] = changes.values()
+    return "\n".join(out) + "\n"
 
 
 def _hf(**changes: object) -> str:

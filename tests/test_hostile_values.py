@@ -141,3 +141,58 @@ def test_published_covariance_is_still_accepted(tmp_path, capsys):
     assert code == 0, err
     loss = json.loads(out)["results"][0]["compute_optimal"]["loss"]
     assert 0 < loss["low"] < loss["mean"] < loss["high"] < 13.8
+
+
+# ------------------------------------------------------------------ the hostile corpus's law files
+
+#: each law file of tests/test_hostile_corpus.py and what its refusal must name: the check it was
+#: written for (None: a valid law, accepted). Its base file lacked `data`, so a file that passed its
+#: own check stopped at that one, and law_unknown_key's key landed inside [range].
+LAW_CASES: dict[str, tuple[str, ...] | None] = {
+    "law_ok.toml": None,
+    "law_A_huge.toml": ("constants.A",),
+    "law_alpha_huge.toml": ("constants.alpha",),
+    "law_alpha_zero.toml": ("constants.alpha",),
+    "law_alpha_neg.toml": ("constants.alpha",),
+    "law_E_nan.toml": ("constants.E",),
+    "law_E_inf.toml": ("constants.E",),
+    "law_E_neg.toml": ("constants.E",),
+    "law_B_str.toml": ("constants.B",),
+    "law_no_E.toml": ("missing E",),
+    "law_unknown_key.toml": ("unknown: colour",),
+    "law_schema_99.toml": ("`schema`",),
+    "law_range_inverted.toml": ("range.N_min",),
+    "law_form_bad.toml": ("`form`",),
+    "law_cov_huge.toml": ("uncertainty.covariance",),
+    "law_binary.toml": ("TOML", "UTF-8", "utf-8", "text"),
+    "law_dir.toml": ("file",),
+    "law_empty.toml": ("`name`", "empty"),
+    "law_nested.toml": ("nested",),
+}
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory) -> Path:
+    from test_hostile_corpus import write_files
+
+    return write_files(tmp_path_factory.mktemp("corpus"))
+
+
+def test_every_corpus_law_file_has_its_intended_check():
+    from test_hostile_corpus import FILES
+
+    laws = {n for n in FILES if n.startswith("law_")} - {"law_huge.toml"}  # size: the file reader's
+    assert laws == set(LAW_CASES)
+
+
+@pytest.mark.parametrize("verb", ["optimal", "estimate"])
+@pytest.mark.parametrize("name", sorted(LAW_CASES))
+def test_corpus_law_file_reaches_the_check_it_was_written_for(corpus_files, capsys, name, verb):
+    args = ["--flops", "1e23"] if verb == "optimal" else ["--gpus", "64", "--tokens", "10B"]
+    code, out, err = run(capsys, verb, *args, "--law", str(corpus_files / name), "--json")
+    if LAW_CASES[name] is None:
+        assert code == 0, err
+        return
+    assert code == 2 and err.count("\n") == 1 and err.startswith("trilemma: error: law"), err
+    assert "`data`" not in err, f"{name} stopped at the base file's missing `data`: {err}"
+    assert any(n in err for n in LAW_CASES[name]), f"{name}: {err}"
