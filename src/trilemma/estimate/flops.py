@@ -21,7 +21,6 @@ import numpy as np
 
 from trilemma.estimate.params import ParamCounts, attention_matmul_params, param_counts
 from trilemma.specs import ModelSpec, Recompute, TrainingPlan
-from trilemma.specs.axes import AXIS
 
 ArrayLike = float | np.ndarray
 
@@ -59,8 +58,7 @@ def recompute_flop_per_token(
 ) -> ArrayLike:
     """Extra forward FLOPs per token that recomputation executes (0 / attention core / whole layers).
 
-    ``recompute`` is a Recompute or its integer code (0 none, 1 selective, 2 full, 3 op;
-    trilemma.specs.axes). Op-level (torchtitan) recomputes every second matmul of a layer
+    ``recompute`` is a Recompute or its integer code (``Recompute.code``). Op-level (torchtitan) recomputes every second matmul of a layer
     (``op_recompute_matmul_flop_fwd``) and no attention core.
     """
     pc = pc or param_counts(m)
@@ -68,10 +66,13 @@ def recompute_flop_per_token(
     attn = attention_core_flop_fwd(m, seq)
     head_and_pooler = 2.0 * (m.vocab_size * m.d_model + (m.d_model**2 if m.pooler else 0))
     layers = matmul_flop_fwd(m, pc) - head_and_pooler + attn  # every layer's forward, not the head
+    full, sel, op = (
+        Recompute.mask(code, r) for r in (Recompute.FULL, Recompute.SELECTIVE, Recompute.OP)
+    )
     return np.where(
-        code == 2,
+        full,
         layers,
-        np.where(code == 1, attn, np.where(code == 3, op_recompute_matmul_flop_fwd(m), 0.0)),
+        np.where(sel, attn, np.where(op, op_recompute_matmul_flop_fwd(m), 0.0)),
     )
 
 
@@ -155,7 +156,7 @@ def narayanan_flop_per_iteration(
 
 def recompute_code(r: np.ndarray | Recompute | str | int) -> np.ndarray | int:
     if isinstance(r, (Recompute, str)):
-        return AXIS["recompute"].code(r)
+        return Recompute(r).code
     return r
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.specs import Layout, ModelSpec, Stage
+from trilemma.specs import Layout, ModelSpec, Recompute, Stage
 from trilemma.specs.axes import (
     AXES,
     AXIS,
@@ -27,7 +27,7 @@ from trilemma.specs.axes import (
 
 class _LayoutArraysBase:
     """Parallel layouts, one per row: an int64 array per axis of ``trilemma.specs.axes.AXES``, named
-    as the axis (``sp`` 0/1; ``recompute`` 0 none, 1 selective, 2 full; ``zero`` the stage)."""
+    as the axis (``sp`` 0/1; ``recompute`` its ``Recompute.code``; ``zero`` the stage)."""
 
     def __len__(self) -> int:
         return int(np.prod(self.shape))
@@ -47,6 +47,10 @@ class _LayoutArraysBase:
         """Share of a d-wide (residual-stream) tensor one tensor-parallel rank holds: 1/tp under sequence
         parallelism, which splits it along the sequence (Korthikanti et al. 2022 §4.2.2), else 1 (replicated)."""
         return np.where(self.sp > 0, 1.0 / self.tp, 1.0)
+
+    def recomputes(self, *modes: Recompute) -> np.ndarray:
+        """Rows whose recomputation is one of ``modes`` (compared by name: ``Recompute.mask``)."""
+        return Recompute.mask(self.recompute, *modes)
 
     @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> Any:

@@ -30,7 +30,7 @@ from trilemma.estimate.finetune import module_shapes, state_bytes, trainable_par
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.pipeline import stage_layers
-from trilemma.specs import ModelSpec, PositionType, TrainingPlan
+from trilemma.specs import ModelSpec, PositionType, Recompute, TrainingPlan
 from trilemma.specs.enums import (
     DTYPE_BYTES,
     BasePrecision,
@@ -218,12 +218,12 @@ def activation_bytes_per_layer(
         + (e * sbd * r if m.ffn_matrices == 3 else 0.0)
     )
     kept = np.where(
-        L.recompute == 2,
+        L.recomputes(Recompute.FULL),
         e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
         np.where(
-            L.recompute == 1,
+            L.recomputes(Recompute.SELECTIVE),
             attn_keep + (scores if flash else 0.0) + mlp,
-            np.where(L.recompute == 3, op_keep, full),
+            np.where(L.recomputes(Recompute.OP), op_keep, full),
         ),
     )
     return full, kept
@@ -464,7 +464,7 @@ def memory_per_device(
     # a fine-tune's adapter tensors: kept with the layer unless the whole layer is recomputed (then they
     # are live again only while it is, with the rest of the layer's)
     lora_act, dequant = finetune_activation_bytes(m, seq, L, plan, e)
-    per_layer_kept = per_layer_kept + np.where(L.recompute == 2, 0.0, lora_act)
+    per_layer_kept = per_layer_kept + np.where(L.recomputes(Recompute.FULL), 0.0, lora_act)
     per_layer_full = np.maximum(full_d, full_m) + lora_act
     layers = stage_layers(m.n_layers, L.pp, L.vp)
 
@@ -475,7 +475,7 @@ def memory_per_device(
     )
     # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
     transient = np.where(
-        (L.recompute == 2) | (L.recompute == 3),
+        L.recomputes(Recompute.FULL, Recompute.OP),
         np.maximum(per_layer_full - per_layer_kept, 0.0),
         0.0,
     )

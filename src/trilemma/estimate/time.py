@@ -45,7 +45,7 @@ from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.pipeline import last_stage_layers, stage_layers
-from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, Precision, TrainingPlan
+from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, Precision, Recompute, TrainingPlan
 from trilemma.specs.enums import DTYPE_BYTES, BasePrecision, Offload
 from trilemma.units import MEGA
 
@@ -542,7 +542,9 @@ def step_time(
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd + kern_fwd + dq_pass
     gemm_bwd = gemm_bwd_factor * (gemm_fwd - ad_f) + ad_b + b_share * dq_pass
     layer_bwd = gemm_bwd + attn_bwd + elem_bwd + kern_bwd
-    full_rc, sel_rc, op_rc = L.recompute == 2, L.recompute == 1, L.recompute == 3
+    full_rc, sel_rc, op_rc = (
+        L.recomputes(r) for r in (Recompute.FULL, Recompute.SELECTIVE, Recompute.OP)
+    )
     # op-level: the even matmuls (their share of the layer's matmul FLOPs) and every elementwise op
     # again, with their launches; attention is saved (flops.op_recompute_matmul_flop_fwd)
     op_share = op_recompute_matmul_flop_fwd(m) / np.maximum(
@@ -568,7 +570,7 @@ def step_time(
     # sequence parallelism saves 3% only (benchmarks/time_floors.py prints the model's).
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab) * (1 - c["tp_overlap"])
     sp_on = L.sp > 0
-    tp_exposed = (2 + np.where(L.recompute == 2, 2, 0) + np.where(sp_on, 1, 0)) * tp_ar
+    tp_exposed = (2 + np.where(full_rc, 2, 0) + np.where(sp_on, 1, 0)) * tp_ar
     up = k_up / (k_up + 1) * mlp_fwd  # the MLP's input projections (gate and up); down is the rest
     col_gemm = qkv + up  # one forward of the input projections
     window = (w_share + np.where(sp_on, b_share, 0.0)) * col_gemm

@@ -48,6 +48,7 @@ R_SEQ = 1 << 7  # cp does not divide the sequence (2·cp for load-balanced causa
 R_VP = 1 << 8  # virtual stages without pipeline parallelism
 R_OOM = 1 << 9  # does not fit in device memory
 R_HOST_OOM = 1 << 10  # offloaded states do not fit in host memory
+R_OFFLOAD_ZERO = 1 << 11  # the plan offloads at a ZeRO stage that cannot (Offload.min_zero)
 
 
 class SearchContext(NamedTuple):
@@ -116,12 +117,12 @@ class Axis:
     def code(self, v: Any) -> int:
         """The int64 code of a spec value (recompute: 0 none, 1 selective, 2 full, 3 op)."""
         if self.kind is Recompute:
-            return list(Recompute).index(Recompute(v))
+            return Recompute(v).code
         return int(v)
 
     def value(self, code: int) -> Any:
         if self.kind is Recompute:
-            return list(Recompute)[int(code)]
+            return Recompute.from_code(code)
         if self.kind is bool:
             return bool(code)
         return self.kind(int(code))
@@ -351,6 +352,8 @@ REASONS: dict[int, str] = dict(
             "more data-parallel GPUs than the batch can use",
             R_OOM: "out of memory",
             R_HOST_OOM: "the offloaded optimizer states (and weights) do not fit in host memory",
+            R_OFFLOAD_ZERO: "offload needs ZeRO: optimizer states move at stage 1 or more, "
+            "parameters at stage 3 (DeepSpeed ZeRO-Offload / ZeRO-Infinity)",
             **{r.bit: r.text for a in AXES for r in a.rules},
         }.items()
     )

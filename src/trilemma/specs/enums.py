@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 
 class StrEnum(str, Enum):
@@ -44,6 +45,33 @@ class Recompute(StrEnum):
     # distributed/activation_checkpoint.py): save the outputs of attention and of every other matmul
     # of a layer (1st, 3rd, …), recompute the rest — the other matmuls and every elementwise op
     OP = "op"
+
+    @property
+    def code(self) -> int:
+        """The int64 code of this mode in the layout arrays (trilemma.estimate.layouts): fixed by
+        name in ``_RECOMPUTE_CODES``, never by the order of the members."""
+        return _RECOMPUTE_CODES[self]
+
+    @classmethod
+    def from_code(cls, code: int) -> Recompute:
+        """The mode whose ``code`` is ``code``."""
+        return next(r for r, c in _RECOMPUTE_CODES.items() if c == int(code))
+
+    @classmethod
+    def mask(cls, codes: Any, *modes: Recompute) -> Any:
+        """True where ``codes`` (an int64 array of ``code``, or one code) is one of ``modes``."""
+        out = codes == modes[0].code
+        for mode in modes[1:]:
+            out = out | (codes == mode.code)
+        return out
+
+
+_RECOMPUTE_CODES: dict[Recompute, int] = {
+    Recompute.NONE: 0,
+    Recompute.SELECTIVE: 1,
+    Recompute.FULL: 2,
+    Recompute.OP: 3,
+}
 
 
 class ZeroStage(int, Enum):
@@ -127,6 +155,14 @@ class Offload(StrEnum):
     NONE = "none"
     OPTIMIZER = "optimizer"  # fp32 master, moments and the fp16 gradients on the host; CPU Adam
     OPTIMIZER_PARAMS = "optimizer+params"  # also the 16-bit weights, streamed in layer by layer
+
+    @property
+    def min_zero(self) -> ZeroStage:
+        """The lowest ZeRO stage that offloads this: DeepSpeed moves optimizer states at stage 1 or
+        more and parameters at stage 3 only (ZeRO-Infinity; DeepSpeed's config docs, offload_param)."""
+        return {Offload.NONE: ZeroStage.NONE, Offload.OPTIMIZER: ZeroStage.ONE}.get(
+            self, ZeroStage.THREE
+        )
 
 
 class Task(StrEnum):
