@@ -28,8 +28,10 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 import threading
 import time
+import types
 import typing
 from collections import OrderedDict
 from collections.abc import Callable
@@ -123,9 +125,7 @@ def _key(name: str, info: Any) -> str:
 def _json_type(key: str, hint: Any) -> Any:
     """The JSON type a parameter takes: text fields also take numbers (sent to the CLI's parser as text),
     numbers stay numbers, booleans stay booleans; nothing is coerced silently."""
-    args = typing.get_args(hint)
-    optional = typing.get_origin(hint) is Union and type(None) in args
-    base = next(a for a in args if a is not type(None)) if optional else hint
+    base, optional = _unwrap_optional(hint)
     if base is bool:
         t: Any = StrictBool
     elif base is float:
@@ -197,12 +197,26 @@ class Verb:
                 v = repr(v) if isinstance(v, float) else str(v)
             if key in NO_FILES and isinstance(v, str):
                 _refuse_files(key, v)
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > sys.float_info.max:
+                raise InputError(key, v, "a finite number")  # past a float: no parser reads it
             if key == "model" and isinstance(v, dict):
-                from trilemma.specs import ModelSpec
-
-                v = ModelSpec.build(prefix="model", **v)
+                v = _model_spec(v)
             out[name] = v
         return out
+
+
+def _model_spec(fields: dict[str, Any]) -> Any:
+    """A ModelSpec from a JSON object; InputError naming ``model.<key>`` for a bad one (its keys are
+    never keyword arguments, so ``prefix`` or ``cls`` is an unknown field, not a clash)."""
+    from pydantic import ValidationError
+
+    from trilemma.specs import ModelSpec
+    from trilemma.specs.base import validation_to_input_error
+
+    try:
+        return ModelSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise validation_to_input_error(exc, "model") from None
 
 
 def _refuse_files(field: str, value: str) -> None:
@@ -740,14 +754,19 @@ class _AllowedHosts:
         await response(scope, receive, send)
 
 
-def _is_text(hint: Any) -> bool:
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    """``(T, True)`` for ``T | None`` and ``Optional[T]`` (both spellings: ``typing.Union`` and the
+    ``types.UnionType`` of ``str | None``), else ``(hint, False)``."""
     args = typing.get_args(hint)
-    base = (
-        next((a for a in args if a is not type(None)), hint)
-        if typing.get_origin(hint) is Union
-        else hint
-    )
-    return base is str
+    if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True  # noqa: UP007
+    return hint, False
+
+
+def _is_text(hint: Any) -> bool:
+    """Whether the command takes the parameter as text (a JSON number for it is written out)."""
+    return _unwrap_optional(hint)[0] is str
 
 
 def _version() -> str:
