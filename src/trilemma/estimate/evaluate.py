@@ -27,7 +27,7 @@ from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
 from trilemma.estimate.time import TimeArrays, step_time
 from trilemma.specs import ClusterSpec, ModelSpec, TrainingPlan
-from trilemma.specs.axes import R_HOST_OOM
+from trilemma.specs.axes import R_HOST_OOM, R_OFFLOAD_ZERO
 from trilemma.specs.constants import Constants
 from trilemma.specs.enums import Offload, Task
 
@@ -269,6 +269,7 @@ def evaluate(
             if legal is not None
             else legal_mask(model, layouts, st, n, consts["batch"]["tolerance"], target_batch_seqs)
         )
+        r = r | np.where(layouts.zero < int(plan.offload.min_zero), R_OFFLOAD_ZERO, 0)
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
         mem = (

@@ -5,7 +5,8 @@ Keys and defaults: deepspeedai/DeepSpeed commit edaa7221267243c7be7fb49c5d5f5c4f
 (2026-08-22; PyPI 0.19.8): deepspeed/runtime/constants.py (train_batch_size,
 train_micro_batch_size_per_gpu, gradient_accumulation_steps, gradient_clipping, bf16, fp16 with
 loss_scale 0 = dynamic and initial_scale_power), deepspeed/runtime/zero/config.py
-(DeepSpeedZeroConfig: stage, offload_optimizer), deepspeed/runtime/tensor_parallel/config.py
+(DeepSpeedZeroConfig: stage, offload_optimizer, offload_param; zero/offload_config.py
+OffloadDeviceEnum: none, cpu, nvme), deepspeed/runtime/tensor_parallel/config.py
 (TPTrainingConfig.autotp_size). DeepSpeed checks train_batch_size = micro-batch × accumulation ×
 data-parallel world size (runtime/config.py _configure_train_batch_size). Pipeline stages
 (deepspeed.pipe.PipelineModule), MoE layers and recomputation are set in the model's code, not in
@@ -19,7 +20,8 @@ from typing import Any
 
 from trilemma.export.document import ExportDocument
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe
-from trilemma.specs import ModelSpec, Precision, Recompute, TrainingPlan, ZeroStage
+from trilemma.specs import ModelSpec, Precision, Recompute, TrainingPlan
+from trilemma.specs.enums import Offload
 
 ENGINE = "deepspeed"
 VERSION = "DeepSpeed 0.19.8 (commit edaa7221267243c7be7fb49c5d5f5c4fb97b4641)"
@@ -117,15 +119,22 @@ def config(
         cfg["fp16"] = {**FP16, "enabled": "auto" if auto else True}
     if n.tp > 1:
         cfg["tensor_parallel"] = {"autotp_size": n.tp}
-    if ft is not None and ft.offload not in ("none", "gpu"):
-        if n.zero == ZeroStage.NONE:
-            raise ExportError(
-                engine,
-                "offload",
-                ft.offload,
-                "DeepSpeed offloads optimizer states with ZeRO stage 1 or more (pin --zero)",
-            )
-        cfg["zero_optimization"]["offload_optimizer"] = {"device": ft.offload}
+    offload = Offload(ft.offload) if ft is not None else Offload.NONE
+    if n.zero < offload.min_zero:
+        what = "parameters" if offload == Offload.OPTIMIZER_PARAMS else "optimizer states"
+        raise ExportError(
+            engine,
+            "offload",
+            offload.value,
+            f"DeepSpeed offloads {what} from ZeRO stage {int(offload.min_zero)}, not at stage "
+            f"{int(n.zero)} (pin --zero {int(offload.min_zero)})",
+        )
+    if (
+        offload != Offload.NONE
+    ):  # DeepSpeed's OffloadDeviceEnum is none, cpu or nvme: trilemma's host is cpu
+        cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+    if offload == Offload.OPTIMIZER_PARAMS:
+        cfg["zero_optimization"]["offload_param"] = {"device": "cpu"}
     if n.recompute == Recompute.FULL and engine == ENGINE:
         notes.append(
             "recompute full: the model's code checkpoints each layer (deepspeed.checkpointing.checkpoint, "

@@ -172,7 +172,7 @@ def training_arguments(
         raise ExportError(ENGINE, "optimizer", opt, "one of " + ", ".join(OPTIM))
     args["optim"] = OPTIM.get(opt, opt)
     notes = [f"recipe: {rec['source']}"]
-    if n.zero != ZeroStage.NONE or (ft is not None and ft.offload not in ("none", "gpu")):
+    if n.zero != ZeroStage.NONE or (ft is not None and ft.offload != "none"):
         cfg, _ = ds.config(m, pl, n, ft, engine=ENGINE, auto=True)
         args["deepspeed"] = cfg
         notes.append(
