@@ -4,7 +4,7 @@ Each case is an argument list (and the files it names, written once per module):
 (negative, zero, 1e308, nan, inf, '', huge integers, a unit without a number, the wrong unit),
 wrong types, missing / binary / directory / empty / huge / deeply nested files for scenario TOMLs,
 law TOMLs, Hugging Face config.json and CSV/JSONL runs, and conflicting flags. The contract
-(DESIGN.md, "Exit status") is checked for each:
+(docs/ARCHITECTURE.md, "The contract with the caller") is checked for each:
 
 - exit 1 or 2: exactly one line on stderr, ``trilemma: error: ...``, naming the user's flag, field
   or file; nothing on stdout; no traceback (an exception escaping ``main`` fails the case);

@@ -1,9 +1,10 @@
-"""Scale constants live only in trilemma/units.py (STYLE.md §2: llm-analysis multiplies by 10**9 at
-~20 sites and mixes 1000- and 1024-based units). A unit conversion written as a bare number anywhere
-else in the package fails this test: a power of two of a byte prefix (2**20, 2**30, ...), or a
-time, energy or SI factor (60, 3600, 86400, 3.6e6, 1e3 ... 1e15, 1024) multiplying or dividing.
-Counts that merely happen to be round (a default of 1e12 tokens, a bound of 1e15 parameters) are
-not conversions and pass: only a literal used as a factor or divisor is one."""
+"""Scale constants live only in trilemma/units.py (docs/CONTRIBUTING.md, "SI inside, units at the
+edges": llm-analysis multiplies by 10**9 at ~20 sites and mixes 1000- and 1024-based units). A unit
+conversion written as a bare number anywhere else in the package fails this test: a power of two of
+a byte prefix (2**20, 2**30, ...), or a time, energy or SI factor (60, 3600, 86400, 3.6e6, 1e3 ...
+1e15, 1024) multiplying or dividing. Counts that merely happen to be round (a default of 1e12
+tokens, a bound of 1e15 parameters) are not conversions and pass: only a literal used as a factor or
+divisor is one."""
 
 from __future__ import annotations
 
