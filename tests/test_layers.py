@@ -1,47 +1,43 @@
-"""Dependencies point one way (DESIGN.md "Architecture"; STYLE.md: units ← specs ← estimate ← solve
-← report). Each module of the package sits in a layer; it may import from lower layers and from its
-own package, never from a higher layer or a sibling package of its own layer. Imports inside
-functions count too: a lazy import is still a dependency."""
+"""Dependencies point one way (docs/ARCHITECTURE.md, "Layers"). Each module of the package sits in a
+layer; it may import from lower layers and from its own package, never from a higher layer or a
+sibling package of its own layer, and no packages or modules import each other in a circle. Imports
+inside functions count too: a lazy import is still a dependency. The layer order is written once,
+in the table of docs/ARCHITECTURE.md, and read from there."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import trilemma
 
 PACKAGE = Path(trilemma.__file__).parent
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
+
+
+def _layers(text: str) -> tuple[tuple[str, ...], ...]:
+    """The modules of each layer, lowest first, from the table between the ``layers`` markers."""
+    block = text.split("<!-- layers:", 1)[1].split("<!-- /layers -->", 1)[0]
+    rows = [line.split("|") for line in block.splitlines() if re.match(r"\|\s*\d+\s*\|", line)]
+    assert [int(r[1]) for r in rows] == list(range(len(rows))), "layers numbered 0, 1, 2, ..."
+    return tuple(tuple(re.findall(r"`(trilemma[\w.]*)`", r[2])) for r in rows)
+
 
 #: lowest first; a module belongs to the longest prefix listed
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("trilemma.errors",),
-    ("trilemma.units", "trilemma.tomlw"),
-    ("trilemma.specs",),  # frozen inputs, the layout-axis registry, Constants
-    ("trilemma.presets",),  # data files → specs
-    ("trilemma.hf",),  # a Hugging Face config.json → ModelSpec
-    ("trilemma.estimate",),  # pure, vectorised estimators and the typed Estimate
-    ("trilemma.shape",),  # a parameter target → a model shape (uses the parameter count)
-    ("trilemma.resolve",),  # user input → specs with the stated defaults (presets, hf, shape)
-    ("trilemma.quality",),  # scaling laws
-    (
-        "trilemma.solve",
-        "trilemma.validate",
-        "trilemma.probe",
-        "trilemma.export",
-    ),  # export: a plan → engine files
-    ("trilemma.ladder",),  # trains with the probe's model
-    ("trilemma.report",),  # printers, JSON, plots
-    ("trilemma.api",),  # the façade
-    ("trilemma.cli_quality", "trilemma.cli_probe", "trilemma.cli_ladder"),  # a verb's command each
-    ("trilemma.cli",),  # the app
-    ("trilemma.web",),  # `trilemma serve`: the CLI's commands over HTTP
-)
+LAYERS = _layers(ARCHITECTURE.read_text(encoding="utf-8"))
+
+#: the one allowed edge against the layers, each with its reason: `trilemma serve` is a verb of the
+#: app, and the web app it starts serves the app's own commands (trilemma.web.app builds its
+#: requests from the CLI's command functions); it goes when the web calls the library directly
+ALLOWED = {("trilemma.cli", "trilemma.web.serve")}
 
 
-def _home(module: str) -> tuple[int, str] | None:
+def _home(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> tuple[int, str] | None:
     """(layer index, the prefix that placed it) for a trilemma module."""
     best = None
-    for i, prefixes in enumerate(LAYERS):
+    for i, prefixes in enumerate(layers):
         for p in prefixes:
             if (module == p or module.startswith(p + ".")) and (
                 best is None or len(p) > len(best[1])
@@ -50,8 +46,8 @@ def _home(module: str) -> tuple[int, str] | None:
     return best
 
 
-def _module_name(path: Path) -> str:
-    parts = ("trilemma",) + path.relative_to(PACKAGE).with_suffix("").parts
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = ("trilemma",) + path.relative_to(package).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -69,6 +65,8 @@ def _type_only(tree: ast.AST) -> set[int]:
 
 
 def _imports(path: Path) -> set[str]:
+    """Every trilemma name ``path`` imports at run time: the module, and for ``from m import x`` also
+    ``m.x`` (``from trilemma import api`` imports the module trilemma.api)."""
     out = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _type_only(tree)
@@ -77,24 +75,102 @@ def _imports(path: Path) -> set[str]:
             continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)  # `from trilemma import api`
+            out.update(f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
     return {m for m in out if m.startswith("trilemma.")}
 
 
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {_module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+
+
+def _targets(path: Path, mods: dict[str, Path]) -> set[str]:
+    """The package's modules ``path`` imports at run time. ``from trilemma.probe import machine`` is
+    an import of trilemma.probe.machine; of the package itself only when a name imported is not one
+    of its modules (a package's ``__init__`` runs before its modules anyway)."""
+    out: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & mods.keys()
+            out |= subs if len(subs) == len(node.names) else subs | {node.module}
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {m for m in out if m in mods}
+
+
+def _edges(package: Path = PACKAGE) -> Iterator[tuple[str, str]]:
+    """(importer, imported module) for every import between two modules of the package, less the
+    ALLOWED ones."""
+    mods = _modules(package)
+    for src, path in mods.items():
+        for target in sorted(_targets(path, mods) - {src}):
+            if (src, target) not in ALLOWED:
+                yield src, target
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _graph(edges: list[tuple[str, str]], depth: int | None) -> dict[str, set[str]]:
+    """The edges between modules cut to their first ``depth`` name parts (None: whole modules)."""
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        a, b = (".".join(x.split(".")[:depth]) if depth else x for x in (a, b))
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    return graph
+
+
+def _cycle_report(graph: dict[str, set[str]], edges: list[tuple[str, str]]) -> str:
+    lines = []
+    for comp in _cycles(graph):
+        lines.append(" ↔ ".join(comp))
+        inside = [f"    {a} imports {b}" for a, b in edges if _in(a, comp) and _in(b, comp)]
+        lines.extend(sorted(set(inside)))
+    return "\n".join(lines)
+
+
+def _in(module: str, comp: list[str]) -> bool:
+    return any(module == c or module.startswith(c + ".") for c in comp)
+
+
 def test_every_module_has_a_layer():
-    missing = [
-        _module_name(p)
-        for p in PACKAGE.rglob("*.py")
-        if _home(_module_name(p)) is None and _module_name(p) != "trilemma"
-    ]
-    assert not missing, f"place these in LAYERS: {missing}"
-
-
-#: the one allowed edge against the layers, each with its reason: `trilemma serve` is a verb of the app, and
-#: the web app it starts serves the app's own commands (trilemma.web.app builds its requests from them)
-ALLOWED = {("trilemma.cli", "trilemma.web.serve")}
+    missing = [m for m in _modules() if _home(m) is None and m != "trilemma"]
+    assert not missing, f"place these in docs/ARCHITECTURE.md's layer table: {missing}"
 
 
 def test_no_upward_import():
@@ -114,3 +190,38 @@ def test_no_upward_import():
             if t_layer > s_layer or (t_layer == s_layer and t_pkg != s_pkg):
                 bad.append(f"{src} imports {target}")
     assert not bad, "upward or sideways imports:\n" + "\n".join(sorted(set(bad)))
+
+
+def test_no_import_cycle_among_subpackages():
+    """trilemma.specs ↔ trilemma.presets and the like: two packages that need each other."""
+    edges = list(_edges())
+    graph = _graph(edges, depth=2)
+    assert not _cycles(graph), "packages importing each other:\n" + _cycle_report(graph, edges)
+
+
+def test_no_import_cycle_among_modules():
+    """Within a package too (probe.bench ↔ probe.launch): a module that cannot be read without the
+    module that reads it."""
+    edges = list(_edges())
+    graph = _graph(edges, depth=None)
+    assert not _cycles(graph), "modules importing each other:\n" + _cycle_report(graph, edges)
+
+
+def test_the_cycle_check_finds_a_circle_and_names_its_imports():
+    """The checks above can fail: a made-up graph with a circle through three packages."""
+    edges = [
+        ("trilemma.a.x", "trilemma.b.y"),
+        ("trilemma.b.z", "trilemma.c"),
+        ("trilemma.c", "trilemma.a"),
+    ]
+    graph = _graph(edges, depth=2)
+    assert _cycles(graph) == [["trilemma.a", "trilemma.b", "trilemma.c"]]
+    assert "trilemma.b.z imports trilemma.c" in _cycle_report(graph, edges)
+    assert not _cycles(_graph(edges[:2], depth=2))
+
+
+def test_the_layer_table_is_read_from_the_architecture_notes():
+    """The table parses into the layers the package is checked against, lowest first."""
+    assert LAYERS[0] == ("trilemma.errors",) and ("trilemma.web",) == LAYERS[-1]
+    homes = [_home(m) for m in ("trilemma.specs.plan", "trilemma.resolve", "trilemma.solve.search")]
+    assert [h[0] for h in homes] == sorted(h[0] for h in homes)

@@ -22,7 +22,7 @@ class LadderProgress:
                 TimeElapsedColumn,
             )
 
-            from trilemma.report.console import console
+            from trilemma.console import console
 
             self.bar = Progress(
                 TextColumn("{task.description}"),

@@ -210,7 +210,7 @@ class _Progress:
                 TimeRemainingColumn,
             )
 
-            from trilemma.report.console import console
+            from trilemma.console import console
 
             self.bar = Progress(
                 TextColumn("probe"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from trilemma.report.console import console, shown
+from trilemma.console import console, shown
 from trilemma.units import MINUTE, WH, fmt_count, fmt_usd
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from trilemma.report.console import console, shown
+from trilemma.console import console, shown
 from trilemma.units import fmt_bytes, fmt_count, fmt_flop_rate, fmt_rate
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from trilemma.report.console import console, shown
+from trilemma.console import console, shown
 from trilemma.units import fmt_count
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from rich.table import Table
 
+from trilemma.console import console, shown
 from trilemma.errors import InputError
 from trilemma.estimate.result import family_calibrated
 from trilemma.estimate.stability import stability_flag
-from trilemma.report.console import console, shown
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.units import (
     KILO,

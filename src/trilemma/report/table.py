@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from trilemma.console import console, shown
 from trilemma.estimate.params import param_counts
-from trilemma.report.console import console, shown
 from trilemma.specs import Task
 from trilemma.units import (
     fmt_bytes,

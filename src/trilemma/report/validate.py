@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
+from trilemma.console import console
 from trilemma.errors import InputError
-from trilemma.report.console import console
 from trilemma.units import fmt_bytes
 
 _UNIT = {
