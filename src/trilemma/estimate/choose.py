@@ -17,6 +17,7 @@ from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
 from trilemma.specs.axes import AXES, AXIS, R_BATCH, R_DP_TOO_LARGE, R_OOM, reason_text
 from trilemma.specs.constants import Constants
+from trilemma.specs.parallel import ParallelDims
 from trilemma.units import GIB
 
 
@@ -116,9 +117,10 @@ def evaluate_layout(
 
 def _no_candidates_message(m: ModelSpec, cl: ClusterSpec, pinned: dict) -> str:
     tp, pp, cp = pinned.get("tp", 1), pinned.get("pp", 1), pinned.get("cp", 1)
-    if "dp" in pinned and cl.n_gpus % (tp * pp * cp) == 0:
+    dims = ParallelDims(tp=tp, cp=cp, pp=pp, dp=pinned.get("dp", 1))
+    if "dp" in pinned and dims.divides(cl.n_gpus):
         return (
-            f"layout: tp={tp} × cp={cp} × pp={pp} × dp={pinned['dp']} = {tp * cp * pp * pinned['dp']} "
+            f"layout: tp={tp} × cp={cp} × pp={pp} × dp={pinned['dp']} = {dims.n_gpus} "
             f"is not the {cl.n_gpus} GPUs (tp × cp × pp × dp must equal the GPU count)"
         )
     return (

@@ -23,6 +23,7 @@ from trilemma.specs.axes import (
     SearchContext,
     reason_text,
 )
+from trilemma.specs.parallel import ParallelDims, sequence_parallel
 
 
 class _LayoutArraysBase:
@@ -39,14 +40,19 @@ class _LayoutArraysBase:
         return np.broadcast_shapes(*(np.shape(getattr(self, f.name)) for f in fields(self)))
 
     @property
+    def dims(self) -> ParallelDims:
+        """The parallel degrees of the rows and their products (trilemma.specs.parallel)."""
+        return ParallelDims(self.tp, self.cp, self.pp, self.dp, self.ep, self.sp)
+
+    @property
     def n_gpus(self) -> np.ndarray:
-        return self.tp * self.cp * self.pp * self.dp
+        return self.dims.n_gpus
 
     @property
     def sp_share(self) -> np.ndarray:
         """Share of a d-wide (residual-stream) tensor one tensor-parallel rank holds: 1/tp under sequence
         parallelism, which splits it along the sequence (Korthikanti et al. 2022 §4.2.2), else 1 (replicated)."""
-        return np.where(self.sp > 0, 1.0 / self.tp, 1.0)
+        return np.where(self.dims.sp_on, 1.0 / self.tp, 1.0)
 
     def recomputes(self, *modes: Recompute) -> np.ndarray:
         """Rows whose recomputation is one of ``modes`` (compared by name: ``Recompute.mask``)."""
@@ -58,7 +64,7 @@ class _LayoutArraysBase:
             a.name: np.array([a.code(getattr(x, a.name)) for x in layouts], dtype=np.int64)
             for a in AXES
         }
-        cols["sp"] = cols["sp"] & (cols["tp"] > 1)  # sp is meaningless without tp
+        cols["sp"] = sequence_parallel(cols["sp"], cols["tp"])
         return cls(**cols)
 
     def row(self, i: int) -> Layout:
@@ -96,20 +102,19 @@ def candidate_layouts(
             axes[k] = [AXIS[k].code(v)]
     grids = np.meshgrid(*[np.asarray(v, dtype=np.int64) for v in axes.values()], indexing="ij")
     flat = {k: g.ravel() for k, g in zip(axes, grids)}
-    denom = flat["tp"] * flat["pp"] * flat["cp"]
-    keep = n_gpus % denom == 0
+    keep = ParallelDims(flat["tp"], flat["cp"], flat["pp"]).divides(n_gpus)
     flat = {k: v[keep] for k, v in flat.items()}
-    dp = n_gpus // (flat["tp"] * flat["pp"] * flat["cp"])
+    dp = ParallelDims.over(n_gpus, flat["tp"], flat["cp"], flat["pp"]).dp
     if "dp" in fixed:
         keep = dp == int(fixed["dp"])
         flat = {k: v[keep] for k, v in flat.items()}
         dp = dp[keep]
     # drop duplicate virtual-stage rows for pp = 1 (unless the user pinned vp: then legal_mask says
-    # why it cannot work); sp is meaningless without tp
+    # why it cannot work); sp only with tp
     keep = (flat["pp"] > 1) | (flat["vp"] == 1) | ("vp" in fixed)
     flat = {k: v[keep] for k, v in flat.items()}
     dp = dp[keep]
-    flat["sp"] = np.where(flat["tp"] > 1, flat["sp"], 0)
+    flat["sp"] = sequence_parallel(flat["sp"], flat["tp"])
     return LayoutArrays(dp=dp, **flat)
 
 

@@ -310,7 +310,7 @@ def model_state_bytes(
     lives in host memory (``host_state_bytes``) and the gradients pass through one reduce bucket
     (offload.bucket_params 16-bit gradients, DeepSpeed's reduce_bucket_size); with the weights offloaded
     too, the device holds the two layers being gathered (ZeRO-Infinity's prefetch)."""
-    tp, pp, dp, cp, ep = L.tp, L.pp, L.dp, L.cp, L.ep
+    tp, pp, ep = L.tp, L.pp, L.ep
     layers = stage_layers(m.n_layers, pp, L.vp)  # the heaviest rank's (stages may be uneven)
     dense_frac = m.n_dense_layers / m.n_layers
     moe_frac = m.n_moe_layers / m.n_layers
@@ -330,8 +330,8 @@ def model_state_bytes(
     local = layer_ne + ends + expert
 
     sb = state_bytes(m, pc, plan)
-    shard_ne = dp * cp  # FSDP/ZeRO shard over the data (and context) parallel ranks
-    shard_ex = np.maximum(dp * cp // ep, 1)
+    shard_ne = L.dims.shard_ranks  # FSDP/ZeRO shard over the data (and context) parallel ranks
+    shard_ex = np.maximum(shard_ne // ep, 1)
 
     def sharded(layer_b: Any, ends_b: float, stage_min: int) -> np.ndarray:
         on = L.zero >= stage_min
@@ -357,7 +357,7 @@ def model_state_bytes(
     if plan.offload != Offload.NONE:  # one reduce bucket of 16-bit gradients on its way to the host
         bucket = (consts or {}).get("offload_bucket_params", 0.0)
         train = trainable_params(m, pc, plan.finetune) if plan.finetune is not None else pc.total
-        grads = grads + np.minimum(bucket, train / (tp * pp)) * DTYPE_BYTES[Dtype.BF16]
+        grads = grads + np.minimum(bucket, train / L.dims.weight_shards) * DTYPE_BYTES[Dtype.BF16]
     optim = sharded(sb.layer_optim, sb.ends_optim, 1)
     return weights, grads, optim, local
 
@@ -370,7 +370,7 @@ def host_state_bytes(
     sb = state_bytes(m, pc, plan)
     if plan.offload == Offload.NONE:
         return np.zeros(np.shape(L.dp), dtype=float)
-    return np.asarray(pc.total / (L.tp * L.pp * L.dp * L.cp) * sb.host, dtype=float)
+    return np.asarray(pc.total / L.dims.n_gpus * sb.host, dtype=float)
 
 
 def finetune_activation_bytes(

@@ -303,7 +303,7 @@ class Estimate:
 def async_tp_applies(plan: TrainingPlan, layout: Layout) -> bool:
     """The plan asks for asynchronous TP and the layout can use it: TP > 1 with sequence parallelism, the
     collectives trilemma.estimate.time.async_tp_s overlaps."""
-    return bool(plan.async_tp and layout.tp > 1 and layout.sp)
+    return bool(plan.async_tp and layout.dims.sp_on)
 
 
 #: the FLOP convention of a fine-tune's MFU (trilemma.estimate.flops.finetune_flop_per_token)

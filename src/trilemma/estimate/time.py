@@ -569,7 +569,7 @@ def step_time(
     # consequences: full recomputation costs 39% (its recomputed forward's all-reduces cannot hide), and
     # sequence parallelism saves 3% only (benchmarks/time_floors.py prints the model's).
     tp_ar = all_reduce_s(e * T * d, 1, tp, fab) * (1 - c["tp_overlap"])
-    sp_on = L.sp > 0
+    sp_on = L.dims.sp_on
     tp_exposed = (2 + np.where(full_rc, 2, 0) + np.where(sp_on, 1, 0)) * tp_ar
     up = k_up / (k_up + 1) * mlp_fwd  # the MLP's input projections (gate and up); down is the rest
     col_gemm = qkv + up  # one forward of the input projections
@@ -596,12 +596,12 @@ def step_time(
             + async_tp_s(tp_ar / 2, tp, (qkv, up), (out, mlp_fwd - up))
             + rs_sum
         )
-        tp_layer = np.where(sp_on & (tp > 1), tp_async, tp_layer)
+        tp_layer = np.where(sp_on, tp_async, tp_layer)
     kv_bytes = e * mb * seq * 2 * m.d_kv / tp
     cp_layer = np.maximum(0.0, 3 * all_gather_s(kv_bytes, tp, cp, fab) - (attn_fwd + attn_bwd))
     if m.is_moe:
         tok_bytes = e * T * m.top_k * d * L.sp_share
-        ep_layer = fm * 4 * all_to_all_s(tok_bytes, tp * cp, ep, fab)
+        ep_layer = fm * 4 * all_to_all_s(tok_bytes, L.dims.expert_stride, ep, fab)
     else:
         ep_layer = 0.0
 
@@ -641,13 +641,13 @@ def step_time(
     }  # every class at the rows' shape
     comm_mb = layers * (tp_layer + cp_layer + ep_layer)
     act_msg = e * T * d * L.sp_share
-    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, tp * cp * dp * pp > node, fab), 0.0)
+    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, L.n_gpus > node, fab), 0.0)
     stage_mb = compute_mb + comm_mb + p2p_mb
 
     bubble = (pp - 1) / vp * stage_mb
 
     # ---- data parallel: gradients (and ZeRO gathers) over dp·cp ranks, stride tp
-    n_dp = dp * cp
+    n_dp = L.dims.shard_ranks
     _, _, _, local_params = model_state_bytes(m, pc, plan, L, first=False)
     if plan.finetune is None:
         train = plan.trainable_fraction

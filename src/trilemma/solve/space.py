@@ -17,6 +17,7 @@ import numpy as np
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.specs import Layout, ModelSpec
 from trilemma.specs.axes import AXES, AXIS
+from trilemma.specs.parallel import ParallelDims, sequence_parallel
 
 # the numeric ModelSpec fields a shape grid varies; every other field comes from the template
 VARYING = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab_size")
@@ -115,7 +116,7 @@ def layout_grid(ndim_before: int, ax: dict[str, tuple[int, ...]]) -> LayoutArray
     for a in AXES:
         if a.name not in arrays:
             arrays[a.name] = np.full([1] * nd, a.code(a.default), dtype=np.int64)
-    arrays["sp"] = np.where(arrays["tp"] > 1, arrays["sp"], 0)
+    arrays["sp"] = sequence_parallel(arrays["sp"], arrays["tp"])
     return LayoutArrays(**arrays)
 
 
@@ -125,14 +126,14 @@ def layout_at(ax: dict[str, tuple[int, ...]], flat_index: int, n_gpus: int) -> L
     idx = np.unravel_index(int(flat_index), [len(ax[k]) for k in names])
     v = {a.name: a.default for a in AXES}
     v.update({k: AXIS[k].value(ax[k][j]) for k, j in zip(names, idx)})
-    v["dp"] = n_gpus // (v["tp"] * v["pp"] * v["cp"])
-    v["sp"] = v["sp"] and v["tp"] > 1
+    v["dp"] = ParallelDims.over(n_gpus, v["tp"], v["cp"], v["pp"]).dp
+    v["sp"] = sequence_parallel(v["sp"], v["tp"])
     return Layout(**v)
 
 
 def with_dp(L: LayoutArrays, n_gpus: np.ndarray) -> LayoutArrays:
     """dp = GPUs / (tp · cp · pp) (floor; legal_mask flags the rows where it does not divide)."""
-    return replace(L, dp=np.maximum(n_gpus // (L.tp * L.cp * L.pp), 1))
+    return replace(L, dp=np.maximum(ParallelDims.over(n_gpus, L.tp, L.cp, L.pp).dp, 1))
 
 
 def grid_size(L: LayoutArrays, *others: np.ndarray) -> int:

@@ -34,6 +34,7 @@ from pydantic import Field, create_model
 from trilemma.errors import InputError
 from trilemma.specs.base import Spec
 from trilemma.specs.enums import Recompute, ZeroStage
+from trilemma.specs.parallel import ParallelDims, sequence_parallel
 
 # reason bits: why a layout cannot run (0 = legal). The per-axis ones are attached to their axis
 # below; the others concern the whole layout (estimate/layouts.py).
@@ -375,8 +376,13 @@ class _LayoutBase(Spec):
     Its fields are the axes of ``trilemma.specs.axes.AXES``."""
 
     @property
+    def dims(self) -> ParallelDims:
+        """The parallel degrees (tp, cp, pp, dp, ep, sp) and their products."""
+        return ParallelDims(self.tp, self.cp, self.pp, self.dp, self.ep, self.sp)  # type: ignore[attr-defined]
+
+    @property
     def n_gpus(self) -> int:
-        return self.tp * self.cp * self.pp * self.dp  # type: ignore[attr-defined]
+        return self.dims.n_gpus
 
     def summary(self) -> str:
         """One line, as errors print it: ``tp=8 pp=1 dp=4 zero=1 recompute=none micro_batch=1``."""
@@ -394,7 +400,7 @@ class _LayoutBase(Spec):
             v = getattr(self, a.name)
             name = a.short if compact and a.short is not None else a.label
             if a.kind is bool:
-                if v and self.tp > 1:  # type: ignore[attr-defined]
+                if sequence_parallel(v, self.tp):  # type: ignore[attr-defined]
                     parts.append(name)
             elif a.shown(v):
                 parts.append(
