@@ -9,6 +9,8 @@ The references: every refusal is the project's JSON error document (``field`` an
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -127,3 +129,66 @@ def test_numbers_beyond_a_float_are_refused_naming_the_field(client):
         assert r.status_code == 422 and r.json()["field"] == key, r.text[:300]
     r = _post(client, "/api/solve", {**BASE["solve"], "target-loss": 10**400})
     assert r.status_code == 422 and r.json()["field"] == "target-loss", r.text[:300]
+
+
+# ------------------------------------------------------------------ the queue and the run, limited apart
+
+
+def test_queue_time_is_not_counted_as_run_time():
+    """A fast computation that waited behind a slow one longer than the run limit is answered: the
+    wait is the queue's limit, not the run's."""
+    runner = web.Runner(time_limit_s=0.3, max_waiting=4, queue_limit_s=10)
+    release = threading.Event()
+    outcome: list[str] = []
+
+    def slow() -> None:
+        try:
+            runner.run(release.wait)
+        except web.TooSlow:
+            outcome.append("too slow")
+
+    first = threading.Thread(target=slow)
+    first.start()
+    timer = threading.Timer(1.0, release.set)  # holds the worker 1 s: over the 0.3 s run limit
+    timer.start()
+    try:
+        time.sleep(0.05)
+        assert runner.run(lambda: 7) == 7
+    finally:
+        release.set()
+        first.join(timeout=10)
+        timer.cancel()
+    assert outcome == ["too slow"]  # the one that ran long is still refused, with its own message
+
+
+def _refused_while_the_worker_is_held(monkeypatch, limit: str, value: float):
+    """The answer to a small estimate while the app's one worker is busy (for up to 5 s), with
+    ``web.<limit>`` set to ``value``; then a second estimate once it is free, which must answer."""
+    monkeypatch.setattr(web, limit, value)
+    app = web.create_app()
+    release = threading.Event()
+    with TestClient(app, raise_server_exceptions=False) as c:
+        holder = threading.Thread(target=app.state.runner.run, args=(lambda: release.wait(5),))
+        holder.start()
+        time.sleep(0.05)
+        try:
+            r = c.post("/api/estimate", json=BASE["estimate"])
+        finally:
+            release.set()
+            holder.join(timeout=10)
+        assert c.post("/api/estimate", json=BASE["estimate"]).status_code == 200
+    return r
+
+
+def test_a_request_queued_too_long_is_told_to_retry(monkeypatch):
+    r = _refused_while_the_worker_is_held(monkeypatch, "QUEUE_LIMIT_S", 0.2)
+    assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1, r.text[:300]
+    doc = r.json()
+    assert doc["field"] == "queue" and doc["error"].startswith("queue: the request waited 0.2 s")
+    assert "ran longer" not in doc["error"]
+
+
+def test_busy_is_told_when_to_retry(monkeypatch):
+    r = _refused_while_the_worker_is_held(monkeypatch, "MAX_WAITING", 0)
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1, r.text[:300]
+    assert r.json()["field"] == "queue" and r.json()["error"].startswith("busy: ")

@@ -17,10 +17,11 @@ Each endpoint runs the CLI command's own function (trilemma.cli) inside ``result
 Safe by default: the server binds to localhost; a body over MAX_BODY_BYTES, text over MAX_TEXT_CHARS
 and file names are refused (no endpoint reads a file the request names, none writes one); a solve over
 more than MAX_CONFIGURATIONS (model size, GPU type, precision, GPU count) combinations is refused before
-it runs; a computation still running after TIME_LIMIT_S is answered with a refusal (it cannot be
-stopped mid-search: it finishes on the one worker thread, and MAX_WAITING bounds what queues behind it,
-then 429); only the files of ``static/`` and plotly.js are served; a server on the loopback answers only
-local Host names.
+it runs; computations run one at a time (trilemma.web.runner) with separate limits on the wait for
+the worker (QUEUE_LIMIT_S, then 503 with Retry-After; MAX_WAITING queued, then 429) and on the run
+(TIME_LIMIT_S, then 422); only the files of ``static/`` and plotly.js are served; a server on the
+loopback answers only local Host names. The connection limits (time to send headers and body, how
+many are open) are the server's: trilemma.web.serve.
 """
 
 from __future__ import annotations
@@ -35,13 +36,10 @@ import types
 import typing
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Union
 
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -59,8 +57,18 @@ from pydantic import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trilemma.errors import InfeasibleError, InputError, TrilemmaError
-from trilemma.report.emit import results_only
 from trilemma.units import IEC, KILO
+from trilemma.web.runner import (
+    MAX_CONFIGURATIONS,
+    MAX_WAITING,
+    QUEUE_LIMIT_S,
+    TIME_LIMIT_S,
+    Busy,  # noqa: F401  (web.Busy, web.Queued: the refusals, where the app is imported)
+    Queued,  # noqa: F401
+    RetryLater,
+    Runner,
+    TooSlow,
+)
 
 #: the Host headers a server bound to the loopback answers (trilemma.web.serve)
 LOCAL_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
@@ -72,13 +80,6 @@ MAX_BODY_BYTES = int(
 )  # a request body; the largest sensible one (a ModelSpec) is ~1 KiB
 MAX_TEXT_CHARS = 200  # one text value (a preset name, a size, a duration)
 MAX_LIST_ITEMS = 64  # names in one list (GPU types, precisions, prices)
-MAX_CONFIGURATIONS = (
-    40_000  # a solve's (model sizes × GPU types × precisions × GPU counts); the default is 7,056
-)
-TIME_LIMIT_S = 10.0  # one computation; the largest allowed solve takes about 5 s on 2 cores
-MAX_WAITING = (
-    4  # computations queued behind the running one before a request is told the server is busy
-)
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 
 #: what each endpoint runs: the verb and the command parameters HTTP does not offer (files, slow modes, output)
@@ -240,51 +241,6 @@ def _refuse_files(field: str, value: str) -> None:
         )
 
 
-# ------------------------------------------------------------------ running one computation at a time
-
-
-class Runner:
-    """One computation at a time on a worker thread; a limit on how long a request waits for its answer."""
-
-    def __init__(self, time_limit_s: float | None = None, max_waiting: int | None = None) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trilemma-serve")
-        self.slots = threading.BoundedSemaphore(
-            (MAX_WAITING if max_waiting is None else max_waiting) + 1
-        )
-        self.time_limit_s = TIME_LIMIT_S if time_limit_s is None else time_limit_s
-
-    def run(self, fn: Callable[[], Any]) -> Any:
-        from trilemma.solve import search_limit
-
-        if not self.slots.acquire(blocking=False):
-            raise Busy()
-
-        def job() -> Any:
-            # numpy's overflow warnings are not printed (as the CLI's main): a result that overflowed is refused
-            # where it is written (report.jsonout); np.errstate is per thread, warnings filters are not
-            with results_only(), search_limit(MAX_CONFIGURATIONS), np.errstate(all="ignore"):
-                return fn()
-
-        future = self.pool.submit(job)
-        future.add_done_callback(lambda _: self.slots.release())
-        try:
-            return future.result(timeout=self.time_limit_s)
-        except FutureTimeout:
-            raise TooSlow(self.time_limit_s) from None
-
-
-class Busy(Exception):
-    """More computations are waiting than allowed."""
-
-
-class TooSlow(Exception):
-    def __init__(self, limit_s: float) -> None:
-        super().__init__(
-            f"search: the request ran longer than the {limit_s:g} s limit of `trilemma serve` and was "
-            "refused; narrow it (fewer model sizes, GPU types, precisions or GPUs) or use the command line"
-        )
-
-
 # ------------------------------------------------------------------ answers
 
 
@@ -325,7 +281,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "model": ErrorDoc,
         "description": "a value the command refuses, or a limit of the server",
     },
-    429: {"model": ErrorDoc, "description": "too many computations waiting"},
+    429: {"model": ErrorDoc, "description": "too many computations waiting (Retry-After)"},
+    503: {"model": ErrorDoc, "description": "waited too long for the worker (Retry-After)"},
 }
 
 
@@ -428,10 +385,10 @@ def _respond(runner: Runner, compute: Callable[[], Any], given: dict[str, str]) 
         return _error(422, _field_of(exc, given), str(exc))
     except TooSlow as exc:
         return _error(422, "search", str(exc))
-    except Busy:
-        return _error(
-            429, None, "busy: too many computations are waiting; try again in a few seconds"
-        )
+    except RetryLater as exc:  # busy (429) or waited too long (503): told when to come back
+        response = _error(exc.status, "queue", str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
 
 def _given(verb: Verb, req: BaseModel) -> dict[str, str]:
@@ -526,10 +483,13 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         "`infeasible: true` and what must give. Limits: a body of "
         f"{MAX_BODY_BYTES:,} bytes, text of {MAX_TEXT_CHARS} characters, a solve over at most "
         f"{MAX_CONFIGURATIONS:,} (model size × GPU type × precision × GPU count) "
-        f"configurations, {TIME_LIMIT_S:g} s per computation, one at a time with "
-        f"{MAX_WAITING} waiting; no endpoint reads or writes a file.",
+        f"configurations, {TIME_LIMIT_S:g} s per computation once started, one at a time "
+        f"with {MAX_WAITING} waiting (then 429) for at most {QUEUE_LIMIT_S:g} s (then 503), "
+        "both with Retry-After; no endpoint reads or writes a file.",
     )
-    runner, solves, validations = Runner(), Cache(CACHED_SOLVES), Cache(4)
+    runner = Runner(TIME_LIMIT_S, MAX_WAITING, QUEUE_LIMIT_S)
+    app.state.runner = runner  # the one worker, for tests and benchmarks to hold busy
+    solves, validations = Cache(CACHED_SOLVES), Cache(4)
     verbs = {name: Verb(name, fn) for name, fn in _commands().items()}
 
     def route(
