@@ -7,7 +7,7 @@ Each size is a CSV of synthetic runs from a known law (Besiroglu et al. 2024's r
 E = 1.82, A = 482.01, B = 2085.43, α = 0.3478, β = 0.3658) with 1% log-normal noise, N log-uniform
 in [1e7, 1e10] and D in [1e9, 1e12]. `trilemma fit FILE --json` runs in a child process (start-up,
 reading, point fit, 200 bootstrap refits, leave-out check, law file); the child's peak resident memory
-is its `ru_maxrss` (resource.getrusage(RUSAGE_CHILDREN)). Floor (issue 16): 10^6 runs in < 30 s and
+is its `ru_maxrss` (resource.getrusage(RUSAGE_CHILDREN)). Floor: 10^6 runs in < 30 s and
 < 1 GB. Before the fix: 10^5 runs > 150 s; 10^6 runs past 17 GB, then `_ArrayMemoryError`.
 """
 

@@ -1,4 +1,4 @@
-"""fp32 on a GPU at the shapes of the sweep's highest fp32 plan: a device check of issue 12's last floor line.
+"""fp32 on a GPU at the shapes of the sweep's highest fp32 plan: a device check of the time floors' last line.
 
     python benchmarks/fp32_step.py [--gpu h100-sxm] [--layers 4] [--steps 8] [--out fp32_step.json]
 

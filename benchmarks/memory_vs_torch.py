@@ -1,4 +1,4 @@
-"""The planner's memory inventory against PyTorch's own accounting, category by category (issue 13).
+"""The planner's memory inventory against PyTorch's own accounting, category by category.
 
     python benchmarks/memory_vs_torch.py [--out results.csv] [--only N] [--fresh]
 
@@ -10,7 +10,7 @@ cross-entropy, backward, AdamW) of the probe model on fake tensors under PyTorch
 planner's per-layer inventory times layers) and total tensor memory (PyTorch's peak against the
 planner's weights + gradients + optimizer + activations + logits; the planner's framework overhead and
 fragmentation are not tensor memory and are left out). Rows are appended to a CSV as they finish, so an
-interrupted run resumes where it stopped. Floors (issue 13): total median |error| <= 5 %, worst <= 10 %;
+interrupted run resumes where it stopped. Floors: total median |error| <= 5 %, worst <= 10 %;
 activations median <= 8 %.
 """
 

@@ -1,4 +1,4 @@
-"""Step MFU, goodput and totals of famous runs beside what their authors published (issue 12).
+"""Step MFU, goodput and totals of famous runs beside what their authors published.
 
     python benchmarks/published_steps.py
 

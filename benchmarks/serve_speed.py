@@ -2,7 +2,7 @@
 
     python benchmarks/serve_speed.py
 
-Floors (issue 17): the default solve (the page's opening request: deadline 30 days, budget $2M, lowest
+Floors: the default solve (the page's opening request: deadline 30 days, budget $2M, lowest
 loss, model sizes 50M..1T, bf16, every GPU type, up to 16,384 GPUs) answered by the server in < 1.5 s;
 the page interactive (its first plan and frontier drawn, the inputs live) < 2 s after navigation starts,
 in Debian's Chromium (headless) on this machine. The server is warmed by one other request first (the

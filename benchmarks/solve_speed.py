@@ -3,7 +3,7 @@
     python benchmarks/solve_speed.py
 
 A candidate is one full evaluation of time and memory for a model shape, GPU type, GPU count,
-precision and layout (tokens are then handled in closed form). Floors (issue 5): ≥ 5 million
+precision and layout (tokens are then handled in closed form). Floors: ≥ 5 million
 candidates per second on a 2-core machine; `trilemma solve --budget '$2M' --deadline 30d` under
 3 s wall-clock including start-up.
 """

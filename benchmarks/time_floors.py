@@ -1,4 +1,4 @@
-"""Issue 12's floors, each beside the figure that meets or misses it.
+"""The time floors, each beside the figure that meets or misses it.
 
     python benchmarks/time_floors.py            # about a minute; --speed adds benchmarks/solve_speed.py
 
@@ -12,7 +12,7 @@
   the plan's precision class (fp32 from the CS336 steps of tests/data, no calibration row).
 - Llama 3.1 405B with Meta's layout on 16,384 H100s is accepted; 25,000 GPUs find a layout.
 
-Then a piece on its own (issue 12: "check the pieces"): the GEMM term against each chip's measured best
+Then a piece on its own ("check the pieces"): the GEMM term against each chip's measured best
 matmul (MAMF, stas00/ml-engineering): no GEMM of any shape may beat it; how far below it the term sits at
 the measured shape is printed, not bounded (the calibrated rate includes what a training step loses).
 And one layer's time in Korthikanti et al.'s Table 4 (arXiv 2205.05198), with the overhead of each

@@ -1,4 +1,4 @@
-"""Issue 19: 80% bands that contain the truth 80% of the time, on every corner, wider outside the
+"""80% bands that contain the truth 80% of the time, on every corner, wider outside the
 calibrated regime. Coverage is measured leave-one-source-out on the shipped rows
 (calibrated.toml's stored LOSO predictions: no refit)."""
 

@@ -1,4 +1,4 @@
-"""On-device deployment (issue 15): memory and speed by hand, the published decode rows, the CLI."""
+"""On-device deployment: memory and speed by hand, the published decode rows, the CLI."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_usable_memory_is_less_than_ram():
 
 
 def test_published_decode_rows_floor_and_fits():
-    # issue 15 floors: ≥ 15 published rows, decode within 25% median (leave-one-out), fits right on all
+    # the deployment floors: ≥ 15 published rows, decode within 25% median (leave-one-out), fits right on all
     s = summary()
     assert s["measured_rows"] >= 15
     assert s["median_abs_error_loo"] <= 0.25 and s["median_abs_error"] <= 0.25
@@ -102,7 +102,7 @@ def test_cli_deploy_json_and_bad_input(capsys):
 
 
 def test_solve_deploy_pin_and_inference_aware(capsys):
-    # issue 15 floor: solve --deploy <a phone> --min-tokens-per-s 10 returns a model that fits there with margin and
+    # the deployment floor: solve --deploy <a phone> --min-tokens-per-s 10 returns a model that fits there with margin and
     # meets the rate; with --inference-tokens 10T (Sardana et al. 2023) a smaller model trained on more tokens
     args = (
         "solve",

@@ -1,4 +1,4 @@
-"""`trilemma export` (issue 18): the exported numbers agree with the plan (a property over random
+"""`trilemma export`: the exported numbers agree with the plan (a property over random
 plans, read back from each engine's own file), the files parse with the engines' own classes where
 those install from PyPI on a CPU machine, and what an engine cannot express is a one-line error.
 

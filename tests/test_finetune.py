@@ -1,4 +1,4 @@
-"""Fine-tunes (issue 14): exact trainable counts against Hugging Face PEFT, the FLOP accounting by hand,
+"""Fine-tunes: exact trainable counts against Hugging Face PEFT, the FLOP accounting by hand,
 published anchors and memory measurements, flags and their errors, quality and goodput."""
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_degenerate_resamples_are_left_out_and_the_band_stays_finite():
         holdout=0,
     )
     # the whole fit no longer keeps the free law whose resamples run off: it ties or fixes the exponents
-    # (issue 16) and says so; the bootstrap of what it keeps is finite
+    # and says so; the bootstrap of what it keeps is finite
     assert rep.fixed != "all five constants free" and any("cannot pin" in w for w in rep.warnings)
     assert 0 < rep.law.constants["alpha"] <= 2 and np.isfinite(rep.samples).all()
     pred = predict_loss(rep.law, 8e4, 8e4, 4e5)

@@ -1,4 +1,4 @@
-"""A fit that cannot go degenerate silently (issue 16): constants the runs cannot pin are tied or fixed,
+"""A fit that cannot go degenerate silently: constants the runs cannot pin are tied or fixed,
 with the reason, and the band holds the out-of-sample error as well as the parameter spread.
 
 The degenerate case is the tiny ladder's own nine fit runs and its held-out run (measured with

@@ -1,4 +1,4 @@
-"""`trilemma fit` and `validate --data` on very large files (issue 16): bounded memory, the same answer.
+"""`trilemma fit` and `validate --data` on very large files: bounded memory, the same answer.
 
 - Above ``SCREEN_RUNS`` runs the grid and the L-BFGS starts run on a subsample and the best is refined
   on every run; the reference is Hoffmann's procedure on every run (the screening switched off).

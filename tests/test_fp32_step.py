@@ -1,4 +1,4 @@
-"""benchmarks/fp32_step.py, the device check of fp32 plans on Hopper (issue 12's last floor line): the plan's
+"""benchmarks/fp32_step.py, the device check of fp32 plans on Hopper (the time floors' last line): the plan's
 GEMM shapes by hand, bad input in one line with exit status 2, and an end-to-end run on a CPU."""
 
 from __future__ import annotations

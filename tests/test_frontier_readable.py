@@ -1,4 +1,4 @@
-"""A frontier a person can read (issue 20): plans that could be run, runners-up that differ in one lever,
+"""A frontier a person can read: plans that could be run, runners-up that differ in one lever,
 axes in days and dollars."""
 
 from __future__ import annotations

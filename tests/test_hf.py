@@ -206,7 +206,7 @@ def test_defaults_are_the_config_classes(tmp_path: Path, config: dict, total: in
 def test_missing_width_or_depth_and_absurd_sizes_are_refused(
     tmp_path: Path, config: dict, field: str
 ) -> None:
-    """Issue 16: no silent Llama defaults for the size, no overflow or hang on absurd dimensions."""
+    """No silent Llama defaults for the size, no overflow or hang on absurd dimensions."""
     with pytest.raises(InputError) as exc:
         model_from_hf_config(_write(tmp_path, json.dumps(config)))
     assert exc.value.field == field and "\n" not in str(exc.value)

@@ -1,4 +1,4 @@
-"""Each formula has one home (issue 11, point 4): the homes against hand calculations and published
+"""Each formula has one home: the homes against hand calculations and published
 figures, and the callers against the homes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 (part 6): a hostile-input corpus over every verb, run in-process.
+"""A hostile-input corpus over every verb, run in-process.
 
 Each case is an argument list (and the files it names, written once per module): bad numbers
 (negative, zero, 1e308, nan, inf, '', huge integers, a unit without a number, the wrong unit),

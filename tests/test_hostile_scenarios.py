@@ -1,4 +1,4 @@
-"""Issue 16 (part): hostile scenario files give one line and exit 2; an optimum is never dominated."""
+"""Hostile scenario files give one line and exit 2; an optimum is never dominated."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_optimum_breaks_ties_on_the_other_corners():
 
 
 def test_units_a_user_leaves_out_or_abbreviates(capsys):
-    """Issue 16: `--inter-node-bw 400` is not 400 B/s without a word; `--seq 4k` is 4,096 tokens."""
+    """`--inter-node-bw 400` is not 400 B/s without a word; `--seq 4k` is 4,096 tokens."""
     from trilemma.units import parse_bandwidth
 
     with pytest.raises(Exception, match="with its unit"):
@@ -76,7 +76,7 @@ def test_units_a_user_leaves_out_or_abbreviates(capsys):
 
 
 def test_json_never_carries_nan_or_infinity(capsys):
-    """Issue 16: `optimal --inference-tokens 1e30` overflowed to Infinity in --json with exit 0. The search
+    """`optimal --inference-tokens 1e30` overflowed to Infinity in --json with exit 0. The search
     now keeps the training tokens at or below 1e18 (the smallest model that reaches the loss within them),
     so 1e30 has a finite answer; a count whose FLOPs overflow a double is refused naming the flag, exit 2,
     nothing on stdout, no numpy warning on stderr."""
@@ -120,7 +120,7 @@ def test_dumps_json_names_the_key_of_a_nan():
     ],
 )
 def test_errors_name_the_users_flag_and_what_cannot_be_done(capsys, args, code, needle):
-    """Issue 16: no internal field names (plan.global_batch_tokens, target) in errors; a pin only an
+    """No internal field names (plan.global_batch_tokens, target) in errors; a pin only an
     impossible run meets is infeasible (exit 1), not a plan that breaks it."""
     got = main(args)
     err = capsys.readouterr().err
@@ -140,7 +140,7 @@ def test_errors_name_the_users_flag_and_what_cannot_be_done(capsys, args, code, 
     ],
 )
 def test_law_files_out_of_physics_are_refused(tmp_path, capsys, edit, needle):
-    """Issue 16: a law TOML with A = 1e308, another schema version, an unknown key or an inverted
+    """A law TOML with A = 1e308, another schema version, an unknown key or an inverted
     range is refused in one line (it once overflowed or passed silently)."""
     from importlib import resources
 

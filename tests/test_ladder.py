@@ -494,7 +494,7 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
     assert (
         math.isfinite(ho["error"]) and abs(ho["error"]) < 0.3
     )  # a figure, not a floor, for the tiny grid
-    # issue 16: the band is the parameter spread and the out-of-sample error: the held-out run lies inside
+    # the band is the parameter spread and the out-of-sample error: the held-out run lies inside
     assert ho["low"] <= ho["measured"] <= ho["high"] and ho["within_band"]
     lines = runs.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 11
@@ -511,7 +511,7 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
 
 
 def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
-    """Issue 16: `ladder --dry-run` ran the whole bootstrap refit (a minute) though it "trains nothing"."""
+    """`ladder --dry-run` ran the whole bootstrap refit (a minute) though it "trains nothing"."""
     import trilemma.ladder.run as run_mod
     from trilemma.ladder import run_ladder
 
@@ -547,7 +547,7 @@ def _ladder_child(
 
 
 def test_two_ladders_on_one_directory_never_train_a_run_twice(tmp_path):
-    """Issue 16: two ladder processes on the same directory at once (a fake trainer, the real
+    """Two ladder processes on the same directory at once (a fake trainer, the real
     file lock): the second waits for the first and resumes, so each of the ten runs is trained once."""
     import multiprocessing
 

@@ -1,4 +1,4 @@
-"""Issue 13, point 4 (headroom in every verdict) and point 3 (a CPU is not a GPU)."""
+"""Headroom in every memory verdict, and a CPU that is not a GPU."""
 
 from __future__ import annotations
 

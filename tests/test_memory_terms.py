@@ -1,4 +1,4 @@
-"""Memory terms outside the tensor inventory's eager defaults (issue 13, point 2): the CUDA context,
+"""Memory terms outside the tensor inventory's eager defaults: the CUDA context,
 NCCL's buffers, the fitted residual, float8 linears' casts and what torch.compile saves. Each value is
 a hand calculation written here from the cited figures, not a value the code printed."""
 

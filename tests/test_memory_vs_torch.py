@@ -1,7 +1,7 @@
-"""The planner's memory inventory against PyTorch's own tracker on fake tensors (issue 13).
+"""The planner's memory inventory against PyTorch's own tracker on fake tensors.
 
 The fast tests check the harness itself against a hand count; the slow ones run a subset of
-benchmarks/memory_vs_torch.py and hold the planner to issue 13's floors on it."""
+benchmarks/memory_vs_torch.py and hold the planner to the memory floors on it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""torchtitan's op-level selective activation checkpointing as a recompute mode of its own (issue 13).
+"""torchtitan's op-level selective activation checkpointing as a recompute mode of its own.
 
 torchtitan (distributed/activation_checkpoint.py, selective_ac_option = "op") saves the outputs of
 attention and of every other matmul in call order and recomputes the rest in backward."""

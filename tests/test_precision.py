@@ -1,4 +1,4 @@
-"""The precision lever (issue 15): fp8's speed against a published float8 benchmark, fp16's stability warning."""
+"""The precision lever: fp8's speed against a published float8 benchmark, fp16's stability warning."""
 
 from __future__ import annotations
 

@@ -473,7 +473,7 @@ def _fresh_probe(config_dir, *args: str) -> dict:
 
 @pytest.mark.slow
 def test_default_probe_memory_within_25_percent(config_dir):
-    """Issue 13's floor: the probe's default run (`trilemma probe`, no flags) on this machine, its
+    """The memory floor: the probe's default run (`trilemma probe`, no flags) on this machine, its
     predicted training memory (tensors + the CPU runtime overhead the probe measures in a one-layer
     process, no GPU framework overhead or caching-allocator fragmentation) within 25% of the measured
     growth of the resident set, both measured from ``cpu_memory_baseline`` (the step's modules imported,
@@ -490,7 +490,7 @@ def test_default_probe_memory_within_25_percent(config_dir):
 
 @pytest.mark.slow
 def test_lora_probe_memory_within_25_percent(config_dir):
-    """Issue 14: `trilemma probe --finetune lora` on its defaults (Llama-2-7B's shape scaled down, PEFT LoRA on
+    """`trilemma probe --finetune lora` on its defaults (Llama-2-7B's shape scaled down, PEFT LoRA on
     all linears), the predicted training memory within 25% of the measured growth of the resident set."""
     pytest.importorskip("peft")
     doc = _fresh_probe(config_dir, "--finetune", "lora", "--steps", "4", "--warmup", "3")

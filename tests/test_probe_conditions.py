@@ -1,4 +1,4 @@
-"""Issue 16 (part): the probe's machine measurement knows its conditions.
+"""The probe's machine measurement knows its conditions.
 
 The load reading is injected (``machine.load_reading``) and the timed microbenchmarks are replaced by
 fakes, so these tests say what the cache does with a busy, stale or inconsistent measurement without

@@ -1,4 +1,4 @@
-"""Issue 17: `trilemma serve`'s JSON API, through FastAPI's TestClient.
+"""`trilemma serve`'s JSON API, through FastAPI's TestClient.
 
 The API runs the CLI's own commands, so its references are the CLI: the same document as ``--json``,
 the same error line as stderr (without ``trilemma: error:``), over the hostile-input corpus of

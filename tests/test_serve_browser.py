@@ -1,4 +1,4 @@
-"""Issue 17: the explorer page end to end in a real browser (Debian's Chromium driven by Playwright).
+"""The explorer page end to end in a real browser (Debian's Chromium driven by Playwright).
 
 One test, in steps: load the page (the default solve: its frontier and plan card), change a pin
 (the budget) and wait for the new plan, open the page's link in a second tab (the same plan), click
@@ -112,7 +112,7 @@ def test_the_explorer_in_a_browser(tmp_path):
             f = doc2["frontier_points"]
             # the lowest-loss point within the pins that trains in under ten days: away from the optimum's star
             # and the runners-up's diamonds, which sit near the deadline and budget lines
-            # within the view the page opens on: a decade around the pins and the optimum (issue 20)
+            # within the view the page opens on: a decade around the pins and the optimum
             o2, p2 = doc2["optimum"], doc2["pins"]
             t_lo = min(o2["time"]["total_s"], p2["deadline_s"]) / 10 * 1.5
             usd_lo = min(o2["cost"]["usd"], p2["budget_usd"]) / 10 * 1.5

@@ -1,4 +1,4 @@
-"""Step MFU against what was measured (issue 12's floors).
+"""Step MFU against what was measured (the time floors).
 
 - No plan runs above 100% of any peak (a bandwidth-rich precision once did: A100 fp32 at 104.7%).
 - No plan's step MFU is more than 5 points above the best MFU measured for its chip family in the
@@ -103,7 +103,7 @@ def test_fp32_plans_stay_below_the_measured_fp32_step_plus_five_points(gpu):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 12's open floor line: the sweep's fp32 plans on Hopper (68-72% of "
+    reason="the time floors' open line: the sweep's fp32 plans on Hopper (68-72% of "
     "the fp32 peak, GEMMs of 4,096 × 5,120-7,680) stand above the largest fp32 step measured there "
     "(the CS336 2.7B model's whole step, 51%) + 5 points, until a step of their size is measured "
     "(benchmarks/fp32_step.py, a device check); strict: a pass means the floor now holds",
@@ -140,7 +140,7 @@ def test_fp32_steps_against_the_measured_forward_backward_times():
 
 
 def test_small_configurations_leave_one_source_out_floor():
-    """Issue 12's floor for small configurations: single-node steps of models of at most 2B parameters,
+    """The time floor for small configurations: single-node steps of models of at most 2B parameters,
     predicted with their source left out of the calibration (the LOSO predictions the calibration
     stored, reproduced by tests/test_validate.py), median error ≤ 15%. (79 llm-foundry rows today; the
     GPT-2-style Megatron measurements of vTrain are kept independent and are not here.)"""

@@ -362,7 +362,7 @@ def test_bandwidth_rich_chip_never_runs_above_peak():
 
 @pytest.mark.parametrize("gpu", ["a100-80gb", "h100-sxm", "v100-32gb", "mi300x", "b200"])
 def test_no_precision_runs_a_step_above_the_fitted_ceiling(gpu):
-    """MFU ≤ the GEMM ceiling on every chip and precision it has (issue 12: A100 fp32 was 104.7%, H100
+    """MFU ≤ the GEMM ceiling on every chip and precision it has (A100 fp32 was once 104.7%, H100
     fp32 100.5%): a bandwidth-rich precision does not get closer to peak than the calibrated ceiling.
     The model-FLOP count takes full attention (PaLM convention) while causal FlashAttention executes
     half of it, so a small allowance above the GEMM ceiling is physical; 100% is not."""

@@ -1,6 +1,6 @@
 """The backtest: `trilemma validate` output, the reproducibility of the shipped calibration, and the
-leave-one-source-out floors: throughput median ≤ 10% (issue 12), whole runs ≤ 12% (issue 12), memory ≤ 12%
-(issue 13).
+leave-one-source-out floors: throughput median ≤ 10% and whole runs ≤ 12% (the time floors), memory
+≤ 12% (the memory floor).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_validate_reads_the_published_finetune_memory(doc, capsys):
     s = ft["summary"]
     assert (
         s["within_count"] == sum(abs(r["ratio"] - 1) <= 0.15 for r in ft["rows"]) >= 10
-    )  # issue 14: at least 10
+    )  # at least 10 published fine-tunes within 15%
     assert main(["validate", "--kind", "finetune", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["summary"] == {} and d["rows"] == [] and d["finetune_memory"]["summary"] == s
@@ -123,13 +123,13 @@ def loso_summary(refit):
 
 @pytest.mark.slow
 def test_loso_throughput_floor(loso_summary):
-    """Issue 12's floor: throughput median ≤ 10% leave-one-source-out."""
+    """The time floor: throughput median ≤ 10% leave-one-source-out."""
     assert loso_summary["throughput"]["median_error"] <= 0.10
 
 
 @pytest.mark.slow
 def test_loso_runs_floor(loso_summary):
-    """Issue 12's floor: whole runs ≤ 12% leave-one-source-out (11.5%). Llama 2's four rows run at 2,048 GPUs, the count
+    """The time floor: whole runs ≤ 12% leave-one-source-out (11.5%). Llama 2's four rows run at 2,048 GPUs, the count
     their GPU-hours (each 2,048 × whole hours) and the Llama 2 model card's January–July 2023 training window
     support; at the 256 GPUs a batch rule gave (which would put the 70B's 1,720,320 GPU-hours at 280 days, past
     that window) it read 10.1%. Whole runs lose a run-specific share beyond steps and failures (up to 39% of
@@ -142,13 +142,13 @@ def test_loso_runs_floor(loso_summary):
 
 @pytest.mark.slow
 def test_loso_memory_floor(loso_summary):
-    """Issue 13's floor: leave-one-source-out median ≤ 12% on the published peaks, each compared with
+    """The memory floor: leave-one-source-out median ≤ 12% on the published peaks, each compared with
     the quantity it counts (reserved peak, device memory in use)."""
     assert loso_summary["memory"]["median_error"] <= 0.12
 
 
 def test_no_published_memory_row_is_predicted_out_of_memory():
-    """Issue 13: every memory row is a job that ran, so with the shipped constants its predicted peak
+    """Every memory row is a job that ran, so with the shipped constants its predicted peak
     fits its device (each compared with the quantity the row counts)."""
     from trilemma.presets import constants
     from trilemma.validate.fit import predict

@@ -154,7 +154,7 @@ def predict_all() -> list[FinetuneMemoryCase]:
     return [predict_row(r) for r in rows()]
 
 
-#: issue 14's criterion for a published fine-tuning measurement: predicted within 15% of reported
+#: the criterion for a published fine-tuning measurement: predicted within 15% of reported
 WITHIN = 0.15
 
 

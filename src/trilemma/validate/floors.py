@@ -1,4 +1,4 @@
-"""The figures issue 12's floors are stated in, computed from the shipped data and calibration.
+"""The figures the time floors are stated in, computed from the shipped data and calibration.
 
 - ``measured_mfu``: the best step MFU measured per chip family in the throughput rows (model FLOPs,
   PaLM's convention: MFU rows as reported; TFLOP/s, tokens/s and step times converted with the row's
@@ -25,7 +25,7 @@ from trilemma.estimate.params import param_counts
 from trilemma.units import KILO, TERA
 from trilemma.validate.cases import load_cases
 
-#: single node, at most this many parameters: issue 12's "small configurations"
+#: single node, at most this many parameters: the time floors' "small configurations"
 SMALL_PARAMS = 2e9
 #: the plans whose step MFU is set against the measured best: models and device counts
 SWEEP_MODELS = ("llama2-7b", "llama2-13b", "llama2-70b", "gpt3-175b")
