@@ -12,7 +12,7 @@ d 2,560 (tests/data/cs336_fp32_h100.csv: ~52% for the whole step, its forward an
 
 1. The plan's own GEMMs (each layer's QKV, output, MLP projections; forward, input gradient and weight
    gradient shapes), timed as fp32 ``torch.mm`` with TF32 off (``NVIDIA_TF32_OVERRIDE=0``, matmul precision
-   "highest"), beside the rate the step model gives each (``trilemma.estimate.time.gemm_rate``).
+   "highest"), beside the rate the step model gives each (``trilemma.estimate.roofline.gemm_rate``).
 2. A real fp32 training step (``trilemma probe``: forward, backward, AdamW) of ``--layers`` layers of that
    model at its sequence and micro-batch on one GPU, its MFU against the preset's fp32 peak, beside the
    planner's prediction for the same one-GPU step on the preset.
@@ -103,7 +103,7 @@ def main() -> None:
     from trilemma.estimate.choose import estimate_plan
     from trilemma.estimate.flops import model_flop_per_token
     from trilemma.estimate.params import param_counts
-    from trilemma.estimate.time import gemm_rate
+    from trilemma.estimate.roofline import gemm_rate
     from trilemma.presets import constants, get_hardware
     from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import Precision

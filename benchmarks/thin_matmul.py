@@ -4,7 +4,7 @@
 
 Without FlashAttention an attention layer runs QKᵀ, (s×d_head)·(d_head×S), and P·V, (s×S)·(S×d_head), as
 batched matmuls over micro-batch × heads: thin in d_head (64-160). The step model's GEMM law
-(``trilemma.estimate.time.gemm_s``: eff_max · Π x/(x + half), against the roofline of the operands' and
+(``trilemma.estimate.roofline.gemm_s``: eff_max · Π x/(x + half), against the roofline of the operands' and
 result's bytes) was fitted on model GEMMs of d ≥ 768; how it carries to d_head decides how unfused runs
 are timed (2021-22 Megatron, BLOOM, OPT, GPT-NeoX, GLM-130B). Two readings: the law's shape penalty as
 fitted ("law") puts one 22B layer's attention forward at 1.6 ms where Korthikanti et al. 2022 Table 4's
@@ -71,7 +71,7 @@ def main() -> None:
     import torch
 
     from trilemma.errors import TrilemmaError
-    from trilemma.estimate.time import device_constants, gemm_s
+    from trilemma.estimate.roofline import device_constants, gemm_s
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 

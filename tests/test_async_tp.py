@@ -1,4 +1,4 @@
-"""Asynchronous tensor parallelism (TrainingPlan.async_tp, trilemma.estimate.time.async_tp_s).
+"""Asynchronous tensor parallelism (TrainingPlan.async_tp, trilemma.estimate.parallel_time.async_tp_s).
 
 References
 - Wang et al., ASPLOS 2023, "Overlap Communication with Dependent Computation via Decomposition in
@@ -16,7 +16,7 @@ import pytest
 
 from tests.clitools import run
 from trilemma.api import estimate
-from trilemma.estimate.time import async_tp_s
+from trilemma.estimate.parallel_time import async_tp_s
 from trilemma.resolve import make_plan, resolve_model
 
 MEASURED_GAIN = 876 / 829 - 1  # torchtitan Table 4: 2D + AsyncTP over 2D

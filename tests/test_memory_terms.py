@@ -224,7 +224,7 @@ def test_overlapped_collectives_slow_the_compute_they_hide_behind():
     1 · (16/108) / (1 − 16/108) = 16/92 s longer; a TPU (collectives on ICI DMA engines) loses nothing."""
     import numpy as np
 
-    from trilemma.estimate.time import collective_interference_s
+    from trilemma.estimate.parallel_time import collective_interference_s
     from trilemma.presets import constants, get_hardware
 
     channels = constants()["memory"]["nccl_channels"]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from trilemma.api import estimate
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s
-from trilemma.estimate.time import gemm_efficiency
+from trilemma.estimate.roofline import gemm_efficiency
 from trilemma.specs import HardwareSpec
 
 F = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, intra_alpha=1e-5, inter_alpha=2e-5)
@@ -229,8 +229,8 @@ def test_elementwise_inventory_by_hand():
     forward 2 norms × 2·e·T·d + 2 residual adds × 3·e·T·d + SwiGLU 3·e·T·f + rotary 2·e·T·(d_attn + d_kv);
     backward 2 × 3·e·T·d + 2 × 3·e·T·d + 5·e·T·f + the same rotary. With SP and tp = 4 the residual-stream
     terms are a quarter (each rank holds T/4 tokens of them); f, Q and K are split by tp either way."""
+    from trilemma.estimate.layer_ops import elementwise_bytes, kernels_per_layer
     from trilemma.estimate.layouts import LayoutArrays
-    from trilemma.estimate.time import elementwise_bytes, kernels_per_layer
     from trilemma.presets import get_model
     from trilemma.specs import Layout
 
@@ -411,7 +411,7 @@ def test_h200_keeps_h100s_matmul_rates_and_gains_only_in_memory_bound_work():
     of H100's time, and the whole step gains less than that."""
     import numpy as np
 
-    from trilemma.estimate.time import gemm_rate
+    from trilemma.estimate.roofline import gemm_rate
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
@@ -439,7 +439,7 @@ def test_mi300x_gemm_is_held_to_its_measured_best_not_its_datasheet():
     mamf-finder's best MI300X shape (10240×15360×8192, bf16) gives more than the 668.4 TFLOP/s measured
     there (51.1% of the 1307.4 TFLOP/s peak). The cap holds it to the measurement, and a 7B step on 256 of
     them is no faster than one whose every GEMM ran at that rate."""
-    from trilemma.estimate.time import gemm_rate
+    from trilemma.estimate.roofline import gemm_rate
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
@@ -491,7 +491,7 @@ def test_fp32_gemms_run_near_peak_as_a_profiled_step_measured(shape):
     86.7% and 88.8% of the 19.5 TFLOP/s fp32 peak. The step model's GEMM term, its half-dimension scaled by
     rate × width (time.math_rate_ratio, time.operand_width), is within 10% of each; with the 16-bit
     half-dimension unscaled it gave 58% and 51%."""
-    from trilemma.estimate.time import gemm_rate, math_rate_ratio, operand_width
+    from trilemma.estimate.roofline import gemm_rate, math_rate_ratio, operand_width
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
@@ -533,7 +533,7 @@ def test_tf32_gemms_keep_bf16s_fraction_of_peak_as_xla_measured_on_h100():
     constants carry framework costs the rows pay, README "What is left")."""
     import numpy as np
 
-    from trilemma.estimate.time import gemm_rate
+    from trilemma.estimate.roofline import gemm_rate
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
@@ -561,7 +561,7 @@ def test_precision_rate_scales_only_slower_math_and_not_a_probed_device():
     (1/2 × 2) and fp8 (2 × 1/2, to the datasheets' rounding), 1/8 for A100 fp32 (1/16 × 2); and not for a
     device that measured its own (probe). The balance law weighs bandwidth by the operand width for wider
     operands only (fp32, tf32: 2); fp8 keeps bf16's."""
-    from trilemma.estimate.time import device_constants
+    from trilemma.estimate.roofline import device_constants
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
@@ -695,7 +695,7 @@ def test_attention_keeps_flashattention2s_hopper_share_of_its_ampere_fraction():
     (Shah et al. 2024, FlashAttention-3, arXiv 2407.08608, abstract) against 50-73% of A100's forward (Dao
     2023, arXiv 2307.08691 §4.1), 0.48-0.70. The GEMMs' own balance power would give more than that range
     allows: cuBLAS's Hopper matmuls keep more of their A100 fraction than FlashAttention-2 did."""
-    from trilemma.estimate.time import balance_factor
+    from trilemma.estimate.roofline import balance_factor
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 
@@ -718,7 +718,8 @@ def test_an_fp32_softmax_moves_the_scores_three_times_the_bytes():
     24 layers × 3 passes × 16 extra bytes × 16 heads × 2,048 tokens × 1,024 keys / (HBM bandwidth × its
     attainable fraction)."""
     from trilemma.estimate.choose import estimate_plan
-    from trilemma.estimate.time import attention_score_bytes, device_constants
+    from trilemma.estimate.layer_ops import attention_score_bytes
+    from trilemma.estimate.roofline import device_constants
     from trilemma.presets import constants, get_hardware
     from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import DtypeSpec, Precision
@@ -758,7 +759,7 @@ def test_the_unfused_attention_core_is_its_kernels():
     dropout reads them, writes them and a 1-byte mask (5 bytes): 9 bytes per score. The forward once and
     the backward twice over."""
     from trilemma.estimate.choose import estimate_plan
-    from trilemma.estimate.time import balance_factor, device_constants
+    from trilemma.estimate.roofline import balance_factor, device_constants
     from trilemma.presets import constants, get_hardware
     from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import Precision
@@ -799,7 +800,8 @@ def test_an_eager_softmax_reads_and_writes_the_scores_once_per_pass():
     keys / (HBM bandwidth × its attainable fraction); and each layer launches 5 more kernels forward, 10 more
     backward."""
     from trilemma.estimate.choose import estimate_plan
-    from trilemma.estimate.time import device_constants, kernels_per_layer
+    from trilemma.estimate.layer_ops import kernels_per_layer
+    from trilemma.estimate.roofline import device_constants
     from trilemma.presets import constants, get_hardware
     from trilemma.resolve import make_cluster, make_plan, resolve_model
     from trilemma.specs import Precision
@@ -863,7 +865,8 @@ def test_eager_fp32_attention_against_the_cs336_h100_benchmark():
     import csv
     from types import SimpleNamespace
 
-    from trilemma.estimate.time import device_constants, unfused_attention_s
+    from trilemma.estimate.layer_ops import unfused_attention_s
+    from trilemma.estimate.roofline import device_constants
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import DtypeSpec, Precision
 
@@ -907,7 +910,7 @@ def test_a_measured_half_dimension_replaces_the_scaled_one_at_its_precision_only
     takes it as it is; bf16 keeps the calibrated value, tf32 its rate × bytes scaling (½ × 2)."""
     from scipy.optimize import brentq
 
-    from trilemma.estimate.time import device_constants, gemm_rate
+    from trilemma.estimate.roofline import device_constants, gemm_rate
     from trilemma.presets import constants, get_hardware
     from trilemma.specs import Precision
 

@@ -1,4 +1,5 @@
-"""Pipeline placement: how many layers each pipeline rank holds.
+"""Pipeline placement and the pipeline's time: how many layers each pipeline rank holds, which
+rank is the slowest, its sends and the 1F1B bubble.
 
 Stages may be uneven when pp·vp does not divide the layers (Dubey et al. 2024, arXiv 2407.21783
 §3.3.2: Llama 3.1 405B ran 126 layers on pp = 16). The derivation of both counts is in
@@ -7,7 +8,15 @@ docs/derivations.md, section "Pipeline placement".
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from trilemma.estimate.comm import p2p_s
+
+if TYPE_CHECKING:
+    from trilemma.estimate.step_context import StepContext
 
 
 def stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
@@ -35,4 +44,42 @@ def last_stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
     return per * vp - lost
 
 
-__all__ = ["last_stage_layers", "stage_layers"]
+@dataclass(frozen=True)
+class PipelineTimes:
+    """One micro-batch through the slowest pipeline rank, seconds, and the step's bubble."""
+
+    layers: Any  # layers on the heaviest rank
+    ops_mb: dict[str, np.ndarray]  # compute by operation class (and the LM head on its rank)
+    compute_mb: np.ndarray  # the sum of ops_mb
+    comm_mb: np.ndarray  # exposed tensor/context/expert-parallel communication
+    p2p_mb: np.ndarray  # point-to-point sends between stages
+    bubble_s: np.ndarray  # per step
+
+
+def pipeline_s(
+    ctx: StepContext, per_class: dict[str, np.ndarray], head: np.ndarray, layer_comm: np.ndarray
+) -> PipelineTimes:
+    """The slowest rank, the heaviest one or the last one (the head's) when its fewer layers plus
+    the head take longer; its sends, one activation each way per virtual stage; and the 1F1B bubble,
+    (p − 1)/v stage-times per step (Narayanan et al. 2021 §2.2, interleaved /v)."""
+    m, L = ctx.m, ctx.L
+    pp, vp = L.pp, L.vp
+    layers = stage_layers(m.n_layers, pp, vp)
+    last = last_stage_layers(m.n_layers, pp, vp)
+    layer_s = sum(per_class.values())
+    head_rank = last * layer_s + head >= layers * layer_s
+    n_l = np.where(head_rank, last, layers)
+    ops_mb = {k: n_l * v for k, v in per_class.items()}
+    ops_mb["lm_head"] = np.where(head_rank, head, 0.0)
+    compute_mb = sum(ops_mb.values())
+    ops_mb = {k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()}
+    comm_mb = layers * layer_comm
+    act_msg = ctx.e * ctx.T * m.d_model * L.sp_share
+    crosses = L.n_gpus > ctx.cluster.node_size
+    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, crosses, ctx.fab), 0.0)
+    stage_mb = compute_mb + comm_mb + p2p_mb
+    bubble = (pp - 1) / vp * stage_mb
+    return PipelineTimes(layers, ops_mb, compute_mb, comm_mb, p2p_mb, bubble)
+
+
+__all__ = ["PipelineTimes", "last_stage_layers", "pipeline_s", "stage_layers"]

@@ -302,7 +302,7 @@ class Estimate:
 
 def async_tp_applies(plan: TrainingPlan, layout: Layout) -> bool:
     """The plan asks for asynchronous TP and the layout can use it: TP > 1 with sequence parallelism, the
-    collectives trilemma.estimate.time.async_tp_s overlaps."""
+    collectives trilemma.estimate.parallel_time.async_tp_s overlaps."""
     return bool(plan.async_tp and layout.dims.sp_on)
 
 

@@ -65,14 +65,14 @@ class HardwareSpec(Spec):
     measured_half_dim: dict[Precision, float] = Field(
         default_factory=dict,
         description="the GEMM law's half-dimension at a precision, fitted to this device's measured matmul rates at "
-        "that precision (trilemma.estimate.time.device_constants): it replaces the calibrated one, "
+        "that precision (trilemma.estimate.roofline.device_constants): it replaces the calibrated one, "
         "unscaled, where the rate × bytes scaling does not carry (H100's fp32 SGEMMs)",
     )
     measured_half_dim_source: str = ""
     balance_bw_bytes_per_s: float | None = Field(
         None,
         gt=0,
-        description="the memory bandwidth the balance law (trilemma.estimate.time.balance_factor) reads "
+        description="the memory bandwidth the balance law (trilemma.estimate.roofline.balance_factor) reads "
         "for this device's matmuls and attention core, bytes/s, where it is not hbm_bw: a "
         "device with another's SMs, clocks and power whose only change is its memory (H200: "
         "H100 SXM's die with HBM3e) keeps that device's matmul rates, as measured, so its "

@@ -130,7 +130,7 @@ class TrainingPlan(Spec):
         description="without FlashAttention, the passes over the h·s·S score "
         "matrix between its two GEMMs, each a read and a write: 1, Megatron-LM's fused "
         "scale-mask-softmax kernel; 3, eager PyTorch (scale, mask, torch.softmax: Hugging Face "
-        "eager attention); more for a softmax written by hand (trilemma.estimate.time."
+        "eager attention); more for a softmax written by hand (trilemma.estimate.layer_ops."
         "unfused_attention_s). No effect with FlashAttention",
     )
     fused_loss: bool = Field(
@@ -157,7 +157,7 @@ class TrainingPlan(Spec):
         description="asynchronous tensor parallelism: under sequence parallelism the forward's "
         "TP all-gathers and reduce-scatters are split by rank and overlapped with the matmul each "
         "feeds or follows (torchtitan parallelism.enable_async_tensor_parallel; Megatron-Core "
-        "--tp-comm-overlap); no effect without sequence parallelism (trilemma.estimate.time.async_tp_s)",
+        "--tp-comm-overlap); no effect without sequence parallelism (trilemma.estimate.parallel_time.async_tp_s)",
     )
     goodput: float | None = Field(
         None,

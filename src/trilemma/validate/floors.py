@@ -140,7 +140,7 @@ def gemm_against_mamf(gpu: str) -> list[tuple[str, float, float, float]]:
     as a fraction of the precision's peak, for each precision ``gpu`` has a measured MAMF for."""
     import numpy as np
 
-    from trilemma.estimate.time import gemm_rate
+    from trilemma.estimate.roofline import gemm_rate
     from trilemma.presets import constants, get_hardware
 
     hw, c = get_hardware(gpu), constants()
