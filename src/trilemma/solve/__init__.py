@@ -45,6 +45,7 @@ from trilemma.solve.optimize import (
 )
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision, Task
+from trilemma.specs.bounds import BOUNDS
 from trilemma.units import (
     KWH,
     SI,
@@ -258,13 +259,31 @@ def _models(
     return list(out.values())
 
 
+#: The most names one list of GPU types or precisions may hold (CLI, scenario, web and Python API all
+#: reach them here): every preset and precision fits several times over; longer is a generated list,
+#: not a search (200,000 repeats of one GPU searched it 200,000 times and hung).
+MAX_LIST_NAMES = 64
+
+
+def names_list(value: str | list[str], field: str) -> list[str]:
+    """A comma-separated string or a list as stripped, non-empty names, at most MAX_LIST_NAMES."""
+    names = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    if len(names) > MAX_LIST_NAMES:
+        raise InputError(
+            field,
+            f"a list of {len(names):,} names",
+            f"at most {MAX_LIST_NAMES} (each searched once: list every type once)",
+        )
+    return [n.strip() for n in names if n.strip()]
+
+
 def _gpus(gpu: str | list[str] | None) -> list[HardwareSpec]:
+    """The GPU types to search, each once (an alias of a type already listed adds nothing)."""
     from trilemma.resolve import resolve_hardware
 
     if gpu is None:
         return [h for name, h in hardware_presets().items() if name != "local"]
-    names = gpu.split(",") if isinstance(gpu, str) else list(gpu)
-    out = [resolve_hardware(n.strip()) for n in names if n.strip()]
+    out = list({h.name: h for h in map(resolve_hardware, names_list(gpu, "gpu"))}.values())
     if not out:
         raise InputError(
             "gpu",
@@ -279,11 +298,7 @@ def _precisions(precision: str | list[str] | None) -> list[Precision]:
     """The precisions to search, each once, in the order given but bf16 before fp16: the two run at the same
     speed and memory and reach the same loss, so a tie goes to the first, and bf16 needs no loss scaling
     (fp16's overflow risk: presets/precision.toml [fp16])."""
-    names = (
-        ["bf16"]
-        if precision is None
-        else (precision.split(",") if isinstance(precision, str) else list(precision))
-    )
+    names = ["bf16"] if precision is None else names_list(precision, "precision")
     out: list[Precision] = []
     for n in names:
         try:
@@ -446,7 +461,7 @@ def _checked_arguments(
             seq_len = parse_count(seq_len, "seq")
         if isinstance(seq_len, bool) or not float(seq_len).is_integer() or seq_len < 1:
             raise InputError("seq", seq_len, "a positive whole number of tokens")
-        seq_len = int(seq_len)
+        seq_len = BOUNDS["seq_len"].check(int(seq_len))
     if (
         params is not None
         and not isinstance(params, str)

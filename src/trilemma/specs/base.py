@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trilemma.errors import InputError
+from trilemma.specs.bounds import BOUNDS
 
 S = TypeVar("S", bound="Spec")
 
@@ -51,6 +52,11 @@ def _validation_to_input_error(exc: ValidationError, prefix: str) -> InputError:
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
     msg = str(err.get("msg", "invalid"))
     value = err.get("input")
+    bound = BOUNDS.get(str(err["loc"][-1])) if err.get("loc") else None
+    if bound is not None:  # a request field's bounds: the same line from every front door
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # 8 days parsed (691200.0) reads as given in seconds (691200)
+        return InputError(bound.flag, value, bound.allowed)
     if err.get("type") == "value_error" and "=" in msg and ":" in msg:
         # our own model validators say "field=value: what is allowed"
         msg = msg.removeprefix("Value error, ")

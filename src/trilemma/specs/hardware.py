@@ -6,8 +6,15 @@ from pydantic import Field, model_validator
 
 from trilemma.errors import InputError
 from trilemma.specs.base import Spec
+from trilemma.specs.bounds import (
+    FAILURE_RATE_ALLOWED,
+    LINK_RANGE,
+    MAX_PRICE_PER_GPU_HOUR,
+    MAX_RESTART_S,
+    PUE_RANGE,
+    bounded,
+)
 from trilemma.specs.enums import Precision
-from trilemma.units import DAY
 
 #: efficiency constants a device may carry as its own (keys of constants.toml [efficiency])
 DEVICE_EFFICIENCY_KEYS = ("gemm_max", "gemm_half_dim", "balance_exponent")
@@ -154,12 +161,40 @@ class ClusterSpec(Spec):
     hardware: HardwareSpec
     n_gpus: int = Field(gt=0)
     gpus_per_node: int | None = Field(None, gt=0)
-    intra_node_bw_bytes_per_s: float | None = Field(None, gt=0)
-    inter_node_bw_bytes_per_s: float | None = Field(None, gt=0)
-    price_usd_per_hour: float | None = Field(
-        None, ge=0, description="per device-hour, overrides the preset"
+    intra_node_bw_bytes_per_s: float | None = bounded(
+        "intra_node_bw_bytes_per_s",
+        "intra-node-bw",
+        "a bandwidth from 1 MB/s to 1 PB/s per device",
+        None,
+        ge=LINK_RANGE[0],
+        le=LINK_RANGE[1],
     )
-    pue: float = Field(1.1, ge=1.0, le=3.0, description="datacentre power usage effectiveness")
+    inter_node_bw_bytes_per_s: float | None = bounded(
+        "inter_node_bw_bytes_per_s",
+        "inter-node-bw",
+        "a bandwidth from 1 MB/s to 1 PB/s per device",
+        None,
+        ge=LINK_RANGE[0],
+        le=LINK_RANGE[1],
+    )
+    price_usd_per_hour: float | None = bounded(
+        "price_usd_per_hour",
+        "price",
+        f"a price of at most ${MAX_PRICE_PER_GPU_HOUR:,.0f} per GPU-hour, not negative",
+        None,
+        ge=0,
+        le=MAX_PRICE_PER_GPU_HOUR,
+        description="per device-hour, overrides the preset",
+    )
+    pue: float = bounded(
+        "pue",
+        "pue",
+        f"a number from {PUE_RANGE[0]:g} to {PUE_RANGE[1]:g}",
+        1.1,
+        ge=PUE_RANGE[0],
+        le=PUE_RANGE[1],
+        description="datacentre power usage effectiveness",
+    )
     power_fraction: float = Field(
         1.0, gt=0.0, le=1.5, description="average draw as a fraction of board power"
     )
@@ -180,7 +215,10 @@ class ClusterSpec(Spec):
         description="host (CPU) memory per node, bytes, for offloaded "
         "states; None: offload.host_memory_bytes_per_device × devices per node",
     )
-    failures_per_gpu_hour: float | None = Field(
+    failures_per_gpu_hour: float | None = bounded(
+        "failures_per_gpu_hour",
+        "failure-rate",
+        FAILURE_RATE_ALLOWED,
         None,
         gt=0.0,
         le=1.0,
@@ -188,17 +226,24 @@ class ClusterSpec(Spec):
         "device-hour (any device stops the synchronous job); None: Llama 3's "
         "419 in 54 days on 16,384 GPUs, 1.97e-5 (presets/reliability.toml)",
     )
-    restart_s: float | None = Field(
+    restart_s: float | None = bounded(
+        "restart_s",
+        "restart",
+        "a duration above 0 and at most 7 days, e.g. 30min",
         None,
         gt=0.0,
-        le=7 * DAY,
+        le=MAX_RESTART_S,
         description="seconds from a failure to training again "
         "(detection, replacing the node, process start, checkpoint reload); None: 600 "
         "(presets/reliability.toml: MegaScale, Kokolis et al. 2024)",
     )
-    storage_write_bytes_per_s: float | None = Field(
+    storage_write_bytes_per_s: float | None = bounded(
+        "storage_write_bytes_per_s",
+        "storage-bw",
+        "a bandwidth from 1 MB/s to 1 PB/s for the whole job",
         None,
-        gt=0.0,
+        ge=LINK_RANGE[0],
+        le=LINK_RANGE[1],
         description="aggregate bandwidth the job's checkpoint "
         "is written at, bytes/s; None: 1.22e8 per device (Llama 3's storage: "
         "2 TB/s sustained over 16,384 GPUs, presets/reliability.toml)",

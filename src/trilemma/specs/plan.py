@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
+from trilemma.specs.bounds import MAX_SEQ, MIN_GOODPUT, bounded
 from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision, Task
 from trilemma.specs.finetune import FinetuneSpec
 
@@ -14,7 +15,14 @@ class Stage(Spec):
     """One phase of training at a fixed sequence length and global batch."""
 
     tokens: float = Field(gt=0, le=1e18, description="tokens trained in this stage")
-    seq_len: int = Field(gt=0, le=2**24, description="tokens per sequence")
+    seq_len: int = bounded(
+        "seq_len",
+        "seq",
+        f"a whole number of tokens from 1 to {MAX_SEQ:,}",
+        gt=0,
+        le=MAX_SEQ,
+        description="tokens per sequence",
+    )
     global_batch_tokens: float = Field(gt=0, description="target tokens per optimizer step")
     explicit_batch: bool = Field(
         False, description="the user gave the batch: do not round it, fail if it cannot work"
@@ -159,9 +167,12 @@ class TrainingPlan(Spec):
         "feeds or follows (torchtitan parallelism.enable_async_tensor_parallel; Megatron-Core "
         "--tp-comm-overlap); no effect without sequence parallelism (trilemma.estimate.parallel_time.async_tp_s)",
     )
-    goodput: float | None = Field(
+    goodput: float | None = bounded(
+        "goodput",
+        "goodput",
+        f"a fraction from {MIN_GOODPUT} to 1",
         None,
-        gt=0.0,
+        ge=MIN_GOODPUT,
         le=1.0,
         description="useful share of wall-clock time; None: "
         "modelled (failures, checkpoints and restarts for the GPU count and duration, "
