@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trilemma.api import estimate
-from trilemma.estimate.result import BAND_CROSS_FAMILY, BAND_LOSO, band_outside, outside_reasons
+from trilemma.estimate.bands import BAND_CROSS_FAMILY, BAND_LOSO, band_outside, outside_reasons
 from trilemma.presets import calibration, calibration_rows
 from trilemma.validate.bands import (
     Residual,

@@ -12,7 +12,7 @@ import pytest
 
 from trilemma.api import estimate
 from trilemma.cli import main
-from trilemma.estimate.result import (
+from trilemma.estimate.bands import (
     BAND_CROSS_FAMILY,
     BAND_LOSO,
     band_factors,

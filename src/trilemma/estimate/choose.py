@@ -10,9 +10,10 @@ from dataclasses import replace
 import numpy as np
 
 from trilemma.errors import InputError, LayoutError
+from trilemma.estimate.assemble import from_evaluation
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate, memory_headroom
 from trilemma.estimate.layouts import LayoutArrays, batch_sequences, candidate_layouts
-from trilemma.estimate.result import Estimate, from_evaluation
+from trilemma.estimate.result import Estimate
 from trilemma.presets import constants
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, TrainingPlan
 from trilemma.specs.axes import AXES, AXIS, R_BATCH, R_DP_TOO_LARGE, R_OOM, reason_text

@@ -40,12 +40,13 @@ training default.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.fileio import CONFIG_MAX_BYTES, read_json
 from trilemma.hf.config import _Config
 from trilemma.hf.families import _FAMILIES
 from trilemma.specs import ModelSpec
@@ -107,28 +108,13 @@ def _name(data: dict[str, Any], path: Path) -> str:
 def _read(path: Path) -> dict[str, Any]:
     if path.is_dir():
         path = path / "config.json"
-    if not path.is_file():
+    if not os.path.exists(path):  # a FIFO or a device: read_json says what it is
         raise InputError(
             "config.json",
             str(path),
             "an existing file: a Hugging Face config.json or the folder holding one",
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("config.json", str(path), f"a readable UTF-8 file ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            "config.json",
-            str(path),
-            f"valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-        ) from None
-    except RecursionError:
-        raise InputError(
-            "config.json", str(path), "a JSON object of config keys, not nested this deep"
-        ) from None
+    data = read_json(path, "config.json", what="config.json file", max_bytes=CONFIG_MAX_BYTES)
     if not isinstance(data, dict):
         raise InputError("config.json", type(data).__name__, "a JSON object of config keys")
     return data

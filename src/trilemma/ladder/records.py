@@ -6,7 +6,8 @@ that descriptor. O_APPEND makes the kernel place each write at the current end o
 processes never overwrite each other; the lock keeps two writers from interleaving the "end with a
 newline?" check with each other's writes, and makes readers that take the shared lock see whole
 lines. A write that the kernel cuts short (disk full) is undone by truncating back to the length
-before it, so the file only ever grows by whole, newline-terminated records. If the file does not
+before it, so the file only ever grows by whole, newline-terminated records, and is one line naming
+the file and the cause (``trilemma.fileio.append_line``, shared with the probe's records). If the file does not
 end in a newline (a foreign writer crashed mid-line), the record is written after one, so that the
 damaged line stays a single line, reported when read.
 
@@ -28,6 +29,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from trilemma.fileio import RECORDS_MAX_BYTES, append_line, open_input, parse_problem
 
 try:  # POSIX; elsewhere O_APPEND alone keeps whole-record writes apart
     import fcntl
@@ -55,30 +58,12 @@ def encode_record(record: dict[str, Any]) -> bytes:
 
 
 def append_record(path: str | Path, record: dict[str, Any]) -> None:
-    """Append ``record`` as exactly one line: O_APPEND, one write(), under an exclusive flock."""
+    """Append ``record`` as exactly one line (``trilemma.fileio.append_line``: O_APPEND, one write()
+    under an exclusive flock, cut back if it fails); a failed write is one InputError."""
     data = encode_record(record)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            size = os.fstat(fd).st_size
-            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # keep a torn foreign line on its own line
-            written = os.write(fd, data)
-            if written != len(data):
-                os.ftruncate(fd, size)  # never leave half a record behind
-                raise OSError(
-                    f"{p}: short write ({written} of {len(data)} bytes); the record was not kept"
-                )
-            os.fsync(fd)
-        finally:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    append_line(p, data, "out")
 
 
 @dataclass(frozen=True)
@@ -109,9 +94,11 @@ def _why_not(obj: Any) -> str | None:
 def read_records(path: str | Path) -> RecordsRead:
     """Every readable record of ``path`` (none if it does not exist); bad lines become warnings."""
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         return RecordsRead((), (), 0)
-    with p.open("rb") as fh:
+    with open_input(
+        p, "out", what="results file (runs.jsonl)", max_bytes=RECORDS_MAX_BYTES, named=False
+    ) as fh:
         if fcntl is not None:
             fcntl.flock(fh.fileno(), fcntl.LOCK_SH)  # never read a record half-written
         try:
@@ -134,8 +121,13 @@ def read_records(path: str | Path) -> RecordsRead:
             continue
         try:
             obj = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            if isinstance(exc, UnicodeDecodeError):
+                why = "not UTF-8"
+            elif isinstance(exc, json.JSONDecodeError):
+                why = exc.msg
+            else:
+                why = parse_problem(exc, "line") or str(exc)
             warnings.append(f"{p}:{i}: skipped a line that is not JSON ({why})")
             continue
         why = _why_not(obj)

@@ -29,6 +29,7 @@ from typing import Any
 
 from trilemma.errors import InputError, TrilemmaError, check_output_file
 from trilemma.estimate.cost import gpu_hours
+from trilemma.fileio import write_text_atomic
 from trilemma.ladder.choose import _cores, choose_grid, local_profile
 from trilemma.ladder.lock import directory_lock
 from trilemma.ladder.plan import LadderPlan, PlannedRun, make_plan
@@ -658,9 +659,7 @@ def _result(
         files["plot"] = str(plotter(result, report))
     if not dry_run:
         doc = result.to_dict()
-        tmp = out_dir / "ladder.json.tmp"
-        tmp.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
-        tmp.replace(out_dir / "ladder.json")
+        write_text_atomic(out_dir / "ladder.json", json.dumps(doc, indent=1, default=str), "out")
     else:
         files["result"] = None
     return result

@@ -11,7 +11,6 @@ Loading is lazy and cached; nothing is read at import.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import sys
 from functools import cache
@@ -25,6 +24,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from trilemma.errors import InputError, UnknownPresetError
+from trilemma.fileio import PROFILE_MAX_BYTES, read_json
 from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
 from trilemma.specs.constants import Constants
@@ -242,14 +242,22 @@ def user_config_dir() -> Path:
     return Path(base).expanduser() / "trilemma"
 
 
+def read_profile(path: Path) -> Any:
+    """A saved hardware profile's JSON document, read by ``trilemma.fileio`` (a regular file of at
+    most PROFILE_MAX_BYTES; any problem is one InputError)."""
+    return read_json(
+        path, "hardware profile", what="JSON file", max_bytes=PROFILE_MAX_BYTES, named=False
+    )
+
+
 def user_hardware_presets() -> dict[str, HardwareSpec]:
     """The user's measured hardware profiles (``<config>/hardware/*.json``) by name."""
     folder = user_config_dir() / "hardware"
     out: dict[str, HardwareSpec] = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         try:
-            fields = json.loads(f.read_text(encoding="utf-8"))["hardware"]
-        except (OSError, ValueError, KeyError, TypeError):
+            fields = read_profile(f)["hardware"]  # an unreadable file: read_profile's one line
+        except (KeyError, TypeError):
             raise InputError(
                 "hardware profile",
                 str(f),

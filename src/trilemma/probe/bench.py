@@ -39,6 +39,8 @@ from pathlib import Path
 
 import torch
 
+from trilemma.errors import InputError
+from trilemma.fileio import PROFILE_MAX_BYTES, read_json, write_text_atomic
 from trilemma.presets import user_config_dir
 from trilemma.probe import machine as host
 from trilemma.probe.machine import LoadReading, OtherLoad, cpu_hash, cpu_model, ram_bytes
@@ -256,9 +258,11 @@ def _key(device: str, name: str, cores: int, threads: int) -> str:
 
 def _read_cache() -> dict:
     try:
-        doc = json.loads(_cache_path().read_text(encoding="utf-8"))
+        doc = read_json(
+            _cache_path(), "probe cache", what="JSON file", max_bytes=PROFILE_MAX_BYTES, named=False
+        )
         return doc if doc.get("schema") == MachineMeasurement.SCHEMA else _empty_cache()
-    except (OSError, ValueError):
+    except (InputError, AttributeError):  # missing or unreadable: measured again
         return _empty_cache()
 
 
@@ -269,9 +273,7 @@ def _empty_cache() -> dict:
 def _write_cache(doc: dict) -> None:
     p = _cache_path()
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    tmp.replace(p)
+    write_text_atomic(p, json.dumps(doc, indent=1), "probe cache")
 
 
 def device_name(device: str) -> str:

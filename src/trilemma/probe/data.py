@@ -11,14 +11,17 @@ Reading is plain Python; torch is imported only to sample batches.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from trilemma.errors import InputError
+from trilemma.fileio import open_input, parse_problem
 from trilemma.units import MIB
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,15 +72,26 @@ class Corpus:
         }
 
 
+def _open(path: Path) -> IO[bytes]:
+    """A regular file of ``--data`` (``trilemma.fileio.open_input``: never a FIFO or a device); its
+    size is not capped, as reading stops at MAX_BYTES of text."""
+    return open_input(path, "data", what="text file", max_bytes=sys.maxsize)
+
+
 def _jsonl_texts(path: Path) -> Iterator[bytes]:
-    with path.open("r", encoding="utf-8") as fh:
+    with io.TextIOWrapper(_open(path), encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError("data", f"{path}:{n}", f"JSON lines ({exc.msg})") from None
+            except (ValueError, RecursionError) as exc:
+                why = (
+                    exc.msg if isinstance(exc, json.JSONDecodeError) else parse_problem(exc, "line")
+                )
+                if why is None:
+                    raise
+                raise InputError("data", f"{path}:{n}", f"JSON lines ({why})") from None
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
                 raise InputError("data", f"{path}:{n}", "JSON objects with a string `text` field")
             yield row["text"].encode("utf-8")
@@ -86,14 +100,20 @@ def _jsonl_texts(path: Path) -> Iterator[bytes]:
 def _is_text(path: Path) -> bool:
     if path.suffix.lower() not in _TEXT_SUFFIXES:
         return False
-    with path.open("rb") as fh:
+    with _open(path) as fh:
         return b"\x00" not in fh.read(4096)
+
+
+def _whole(path: Path, most: int) -> Iterator[bytes]:
+    """A plain text file as one document: at most ``most`` bytes of it (what the corpus still takes)."""
+    with _open(path) as fh:
+        yield fh.read(most)
 
 
 def _documents(paths: list[Path]) -> Iterator[bytes]:
     total = 0
     for p in paths:
-        docs = _jsonl_texts(p) if p.suffix.lower() == ".jsonl" else iter([p.read_bytes()])
+        docs = _jsonl_texts(p) if p.suffix.lower() == ".jsonl" else _whole(p, MAX_BYTES - total)
         for d in docs:
             d = d.replace(SEPARATOR, b"")
             if d:

@@ -32,6 +32,7 @@ from typing import ClassVar
 import numpy as np
 
 from trilemma.errors import UnknownPresetError
+from trilemma.fileio import write_text_atomic
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
 from trilemma.specs import HardwareSpec
 from trilemma.specs.hardware import UNKNOWN_FAMILY
@@ -287,7 +288,5 @@ def save_local_profile(hw: HardwareSpec, meas: MachineMeasurement) -> Path:
         "hardware": hw.model_dump(mode="json"),
         "measured": meas.to_dict(),
     }
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    tmp.replace(p)
+    write_text_atomic(p, json.dumps(doc, indent=1), "hardware profile")
     return p

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from trilemma.fileio import RECORDS_MAX_BYTES, append_line, parse_json, read_text
 from trilemma.probe.profile import MachineMeasurement
 from trilemma.specs import Layout, ModelSpec
 
@@ -289,16 +290,16 @@ def append_record(path: str | Path, result: ProbeResult) -> Path:
     p = Path(path).expanduser()
     if p.parent and not p.parent.exists():
         p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(result.to_dict(), default=str) + "\n")
+    append_line(p, (json.dumps(result.to_dict(), default=str) + "\n").encode("utf-8"), "out")
     return p
 
 
 def read_records(path: str | Path) -> list[ProbeResult]:
     """Every probe record of a JSONL file, in order."""
-    out = []
-    with Path(path).expanduser().open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                out.append(ProbeResult.from_dict(json.loads(line)))
-    return out
+    p = Path(path).expanduser()
+    text = read_text(p, "records", what="JSONL file", max_bytes=RECORDS_MAX_BYTES)
+    return [
+        ProbeResult.from_dict(parse_json(line, "records", f"{p}:{i}", "JSON line"))
+        for i, line in enumerate(text.split("\n"), 1)
+        if line.strip()
+    ]

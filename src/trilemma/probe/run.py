@@ -17,7 +17,6 @@ Step 1 lives in ``probe.inputs``, 3 and 5 in ``probe.compare``, 4 in ``probe.lau
 
 from __future__ import annotations
 
-import json
 import logging
 import platform
 from dataclasses import dataclass, field
@@ -631,10 +630,11 @@ def run_probe(
 def _stale_profile(hw: Any) -> bool:
     """The saved `local` profile is missing, unreadable, or lacks what this version derives from the same
     measurement (a CPU's own GEMM efficiency, added after the first profiles were written)."""
+    from trilemma.presets import read_profile
     from trilemma.probe.profile import profile_path
 
     try:
-        saved = json.loads(profile_path().read_text(encoding="utf-8"))["hardware"]
-    except (OSError, ValueError, KeyError, TypeError):
+        saved = read_profile(profile_path())["hardware"]
+    except (InputError, KeyError, TypeError):
         return True
     return saved.get("efficiency", {}) != hw.efficiency

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import sys
 from collections.abc import Mapping
 from functools import cache
@@ -30,6 +31,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from trilemma.errors import InputError
+from trilemma.fileio import LAW_MAX_BYTES, read_toml, write_text_atomic
 from trilemma.quality.law import (
     DEFAULT_LEVEL,
     DRAW_SEED,
@@ -373,11 +375,7 @@ def _looks_like_path(text: str) -> bool:
 def read_law_file(path: str | Path) -> Law:
     """A law TOML file (as ``trilemma fit`` writes), validated; it may borrow a shipped law's covariance."""
     p = Path(path)
-    try:
-        is_file = p.is_file()
-    except (OSError, ValueError):  # a name too long for the file system, or a NUL
-        is_file = False
-    if not is_file:
+    if not os.path.exists(p):  # False for a name too long or with a NUL; read_toml refuses a FIFO
         raise InputError(
             "law",
             str(path),
@@ -385,14 +383,7 @@ def read_law_file(path: str | Path) -> Law:
             + ", ".join(law_names())
             + ")",
         )
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(
-            "law", str(path), f"a valid TOML file ({' '.join(str(exc).split())})"
-        ) from None
-    except RecursionError:
-        raise InputError("law", str(path), "a law TOML file, not nested this deep") from None
+    doc = read_toml(p, "law", what="law TOML file", max_bytes=LAW_MAX_BYTES)
     return law_from_dict(doc, str(path), path=str(p), lookup=_shipped())
 
 
@@ -516,10 +507,7 @@ def write_law(law: Law, path: str | Path) -> Path:
         + toml_dumps(law_to_dict(law))
         + "\n"
     )
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError("out", str(path), f"a writable file path ({exc.strerror})") from None
+    write_text_atomic(p, text, "out")
     return p
 
 

@@ -4,9 +4,11 @@ found by name, every value checked with a one-line error naming the row; model s
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
+from trilemma.fileio import RUNS_MAX_BYTES, open_input, parse_problem
 
 MIN_RUNS, MIN_SIZES = 5, 3
 SIZE_GROUPING = 0.02  # runs whose N differ by < 2% are one model size (digitised points scatter)
@@ -112,14 +115,11 @@ def _jsonl_rows(f: Any, where: str) -> Iterator[dict[str, Any]]:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                "runs", where, f"one JSON object per line (line {i}: {exc.msg})"
-            ) from None
-        except RecursionError:
-            raise InputError(
-                "runs", where, f"one JSON object per line (line {i} is nested too deep)"
-            ) from None
+        except (ValueError, RecursionError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else parse_problem(exc, "line")
+            if why is None:
+                raise
+            raise InputError("runs", where, f"one JSON object per line (line {i}: {why})") from None
         if not isinstance(obj, dict):
             raise InputError("runs", where, f"one JSON object per line (line {i} is not an object)")
         yield obj
@@ -172,10 +172,11 @@ def read_runs(
     """
     p = Path(path)
     where = str(path)
-    if not p.is_file():
+    if not os.path.exists(p):
         raise InputError("runs", where, "an existing CSV or JSONL file with columns N, D, loss")
+    raw = open_input(p, "runs", what="CSV or JSONL file", max_bytes=RUNS_MAX_BYTES)
     try:
-        with open(p, encoding="utf-8-sig", newline="") as f:
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
             is_jsonl = p.suffix.lower() in (".jsonl", ".ndjson", ".json") or _first_line(
                 f
             ).lstrip().startswith("{")

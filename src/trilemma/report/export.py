@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.fileio import check_output, write_text_atomic
 from trilemma.text import printable
 
 
@@ -40,25 +41,20 @@ def notes_text(doc: Any) -> str:
 
 def write_export(doc: Any, folder: str) -> list[str]:
     """Write the files into ``folder`` (made if missing), and the notes as trilemma-notes.txt; their
-    paths. A script is made executable."""
+    paths. Each file is written atomically; a script is made executable. A name that is one of the
+    command's inputs (a config.json it read) is refused before any file is written."""
+    files = {**doc.files, NOTES: notes_text(doc)}
     try:
         os.makedirs(folder, exist_ok=True)
-        paths = []
-        for name, text in doc.files.items():
-            path = os.path.join(folder, name)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            if name.endswith(".sh"):
-                os.chmod(path, 0o755)
-            paths.append(path)
-        path = os.path.join(folder, NOTES)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(notes_text(doc))
-        paths.append(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise InputError(
             "out", folder, f"a writable folder ({getattr(exc, 'strerror', None) or exc})"
         ) from None
+    paths = [os.path.join(folder, name) for name in files]
+    for path in paths:
+        check_output("out", path)
+    for path, (name, text) in zip(paths, files.items()):
+        write_text_atomic(path, text, "out", mode=0o755 if name.endswith(".sh") else None)
     return paths
 
 

@@ -1,13 +1,15 @@
 """matplotlib for the plotting commands (`fit --plot`, `solve --plot`, `ladder --plot`): imported on
 first use only (the planner never imports it), with the Agg backend; a missing install or an unwritable
-path is an InputError on the ``plot`` field."""
+path is an InputError on the ``plot`` field. Images are written atomically (``trilemma.fileio``)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.fileio import write_bytes_atomic
 
 __all__ = ["pyplot", "save_figure"]
 
@@ -31,10 +33,12 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> Path:
     import matplotlib.pyplot as plt
 
     p = Path(path)
-    try:
-        fig.savefig(p, dpi=dpi)
-    except OSError as exc:
-        raise InputError("plot", str(path), f"a writable image path ({exc.strerror})") from None
+    buf = io.BytesIO()
+    try:  # drawn in memory, then written atomically: a failed write leaves the old image
+        fig.savefig(buf, dpi=dpi, format=p.suffix[1:].lower() or None)
+    except ValueError as exc:  # a format matplotlib does not write
+        raise InputError("plot", str(path), f"an image path ({exc})") from None
     finally:
         plt.close(fig)
+    write_bytes_atomic(p, buf.getvalue(), "plot")
     return p

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 
 from rich.table import Table
 
 from trilemma.console import console, shown
-from trilemma.errors import InputError
-from trilemma.estimate.result import family_calibrated
+from trilemma.estimate.bands import family_calibrated
 from trilemma.estimate.stability import stability_flag
+from trilemma.fileio import write_csv_atomic
 from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
 from trilemma.units import (
     KILO,
@@ -216,29 +215,8 @@ def write_frontier(r: Any, path: str) -> None:
     """The frontier's points, one a row (row k is ``--point k`` of `trilemma export`): ``removed_by`` names the
     filter (FrontierFilters.NAMES: steps, short, long) that drops the point by default, set only under
     --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed."""
-    rows = _frontier_rows(r)
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(
-                fh,
-                fieldnames=[
-                    "model",
-                    "gpu",
-                    "n_gpus",
-                    "precision",
-                    "tokens",
-                    "time_s",
-                    "usd",
-                    "loss",
-                    "feasible",
-                    "steps",
-                    "removed_by",
-                ],
-            )
-            w.writeheader()
-            w.writerows(rows)
-    except OSError as exc:
-        raise InputError("frontier", path, f"a writable file path ({exc.strerror})") from None
+    cols = "model gpu n_gpus precision tokens time_s usd loss feasible steps removed_by".split()
+    write_csv_atomic(path, cols, _frontier_rows(r), "frontier")
 
 
 __all__ = ["plot_frontier", "print_solve", "runners_up_table", "write_frontier"]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from typing import Any
 
 from rich.table import Table
 
 from trilemma.console import console
-from trilemma.errors import InputError
+from trilemma.fileio import write_csv_atomic
 from trilemma.units import fmt_bytes
 
 _UNIT = {
@@ -206,11 +205,4 @@ def write_csv(doc: dict[str, Any], path: str) -> None:
         "note",
         "source",
     ]
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
-            w.writeheader()
-            for r in doc["rows"]:
-                w.writerow(r)
-    except OSError as exc:
-        raise InputError("csv", path, f"a writable file path ({exc.strerror})") from None
+    write_csv_atomic(path, cols, doc["rows"], "csv", extrasaction="ignore")

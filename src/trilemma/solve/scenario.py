@@ -10,15 +10,10 @@ Flags given on the command line override the file.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from trilemma.errors import InputError
+from trilemma.fileio import SCENARIO_MAX_BYTES, read_toml
 
 KEYS = (
     "deadline",
@@ -124,23 +119,9 @@ def _check_value(key: str, v: Any) -> Any:
 
 
 def read_scenario(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError("scenario", path, "an existing TOML file") from None
-    except IsADirectoryError:
-        raise InputError("scenario", path, "a TOML file, not a directory") from None
-    except OSError as exc:
-        raise InputError("scenario", path, f"a readable TOML file ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise InputError("scenario", path, "a UTF-8 TOML text file") from None
-    except RecursionError:
-        raise InputError(
-            "scenario", path, "a TOML file of scenario keys, not nested this deep"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError("scenario", path, f"valid TOML ({exc})") from None
+    """The scenario file's keys (``-`` spelled ``_``), each checked for its type; any problem is one
+    InputError naming the key or the file."""
+    data = read_toml(path, "scenario", what="TOML file", max_bytes=SCENARIO_MAX_BYTES)
     out: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for k, v in data.items():

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from trilemma.fileio import write_text_atomic
 from trilemma.presets import (
     calibration,
     calibration_rows,
@@ -188,7 +189,7 @@ def regime(cases: list[Any]) -> dict[str, Any]:
     """What the time calibration measured: the largest device count and model (total parameters) among
     its throughput and runs cases, their precisions, how many are fine-tunes, and the most and fewest (above
     one) nodes of a whole run with a wall time (GPU-hours or days: the rows that fit the slow-node share). A
-    plan beyond it gets a wider band (trilemma.estimate.result.band_outside)."""
+    plan beyond it gets a wider band (trilemma.estimate.bands.band_outside)."""
     from trilemma.estimate.goodput import node_count
     from trilemma.estimate.params import param_counts
 
@@ -245,7 +246,7 @@ def regime_lines(reg: dict[str, Any]) -> list[str]:
     return [
         "[regime]",
         "# what the time calibration measured (throughput and runs cases): a plan beyond it gets a",
-        "# wider band (trilemma.estimate.result.band_outside)",
+        "# wider band (trilemma.estimate.bands.band_outside)",
         *[f"{k} = {toml_value(v)}" for k, v in reg.items()],
         "",
     ]
@@ -289,7 +290,7 @@ def calibrate_and_write(
         "# cross-family: each chip family with measured step times or runs held out in turn (time constants",
         "# refitted without its rows, run.slow_node_spread too where they test it), its rows predicted; r pooled over",
         "# families ([families] has each one's median). Widens the band of a family with no such rows",
-        "# (trilemma.estimate.result.band_for).",
+        "# (trilemma.estimate.bands.band_for).",
         f"cross_family_log_q10 = {toml_value(xf['log_q10'])}",
         f"cross_family_log_median = {toml_value(xf['log_median'])}",
         f"cross_family_log_q90 = {toml_value(xf['log_q90'])}",
@@ -341,8 +342,7 @@ def calibrate_and_write(
         lines.append("")
     text = "\n".join(lines)
     target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
-    with open(target, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_text_atomic(target, text, "out")
     t = bands["time"]
     return {
         "constants": changed,

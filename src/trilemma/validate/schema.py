@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from trilemma.errors import InputError
+from trilemma.fileio import read_bytes
 from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision, Task
 from trilemma.specs.axes import AXES, MAX_DEGREE, Axis
 from trilemma.units import MIB
@@ -450,16 +451,9 @@ def read_text(text: str, where: str) -> list[dict[str, str]]:
 def read_csv(path: str) -> tuple[str, list[dict[str, str]]]:
     """(file name for messages, raw rows) of a user's CSV; any problem reading it is one InputError."""
     where = os.path.basename(path) or path
-    if not os.path.exists(path):
-        raise InputError("--data", path, "an existing CSV file")
-    if os.path.isdir(path):
-        raise InputError("--data", path, "a CSV file, not a directory")
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_DATA_BYTES + 1)  # never the whole of a huge file
-    except OSError as exc:
-        raise InputError("--data", path, f"a readable CSV file ({exc.strerror})") from None
-    if len(data) > MAX_DATA_BYTES or data.count(b"\n") > MAX_DATA_ROWS + 1:
+    # a regular file (never a FIFO or a device) of at most MAX_DATA_BYTES, read no further
+    data = read_bytes(path, "--data", what="CSV file", max_bytes=MAX_DATA_BYTES)
+    if data.count(b"\n") > MAX_DATA_ROWS + 1:
         raise InputError(
             "--data",
             path,
