@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from trilemma.estimate.activations import activation_bytes_per_layer
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.memory import activation_bytes_per_layer, memory_per_device
+from trilemma.estimate.memory import memory_per_device
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, model_presets
 from trilemma.resolve import make_plan

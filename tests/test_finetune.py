@@ -428,7 +428,7 @@ def test_probe_qlora_on_a_cpu_says_what_it_cannot_measure(capsys) -> None:
 def test_planner_activations_match_what_peft_saves(targets: str) -> None:
     """The bytes autograd saves for one forward of a PEFT LoRA Llama (saved-tensor hooks, each storage once)
     against the planner's activations for the same run, fp32 on a CPU: frozen, unadapted linears keep no
-    input (trilemma.estimate.memory.finetune_activation_bytes)."""
+    input (trilemma.estimate.activations.finetune_activation_bytes)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("peft")
     import torch.nn.functional as F

@@ -19,12 +19,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trilemma.estimate.activations import activation_bytes_per_layer
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.memory import (
-    activation_bytes_per_layer,
-    memory_per_device,
-    model_state_bytes,
-)
+from trilemma.estimate.memory import memory_per_device, model_state_bytes
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, get_model
 from trilemma.specs import DtypeSpec, Layout, ModelSpec, Precision, Stage, TrainingPlan

@@ -7,14 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.memory import (
+from trilemma.estimate.activations import (
     COMPILED_GATED_HIDDEN,
     activation_bytes_per_layer,
     float8_cast_bytes,
-    memory_per_device,
-    nccl_buffer_bytes,
 )
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.memory import memory_per_device, nccl_buffer_bytes
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants, get_hardware, get_model
 from trilemma.resolve import make_cluster, make_plan

@@ -26,14 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.finetune import module_shapes, state_bytes, trainable_params
+from trilemma.estimate.activations import (
+    activation_bytes_per_layer,
+    finetune_activation_bytes,
+    float8_cast_bytes,
+)
+from trilemma.estimate.finetune import state_bytes, trainable_params
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.pipeline import stage_layers
-from trilemma.specs import ModelSpec, PositionType, Recompute, TrainingPlan
+from trilemma.specs import ModelSpec, Recompute, TrainingPlan
 from trilemma.specs.enums import (
     DTYPE_BYTES,
-    BasePrecision,
     Dtype,
     FinetuneMethod,
     Offload,
@@ -121,131 +125,6 @@ class MemoryArrays:
         return self.logits_picked + self.overhead_bytes
 
 
-def activation_bytes_per_layer(
-    m: ModelSpec,
-    seq: float,
-    L: LayoutArrays,
-    act_bytes: float,
-    flash: bool,
-    moe_layer: bool = False,
-    compiled: bool = False,
-    probs_bytes: float | None = None,
-    norm_bytes: float | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes one layer saves for backward for one micro-batch, without and with the rows' recompute.
-
-    Returns (no-recompute bytes, bytes under the row's recompute mode). Tensor inventory
-    (Korthikanti 2022 §4.1; e = activation bytes, s the local sequence s/cp, b micro-batch,
-    r = 1/tp when sequence-parallel else 1 for the tensors TP does not split):
-      attention:  norm input n·sbd·r (n = ``norm_bytes``, default e; 4 where an eager norm upcasts to fp32:
-                  DtypeSpec.norm_input); QKV input e·sbd·r; Q e·sb·d_attn/tp; K, V e·sb·d_kv/tp each;
-                  rotary: rotated Q and K e·sb·(d_attn + d_kv)/tp besides the QKV output;
-                  without flash: softmax output e·h·s·S·b/tp (+ dropout mask h·s·S·b/tp and dropout
-                  output e·h·s·S·b/tp) — with ``probs_bytes`` p > e (torch.autocast: softmax autocasts
-                  to float32, PyTorch AMP docs "CUDA Ops that can autocast to float32"), the fp32 softmax
-                  output p (its backward saves it), the mask and the e-byte copy autocast makes for the
-                  P·V matmul, which saves it: (p + drop + e)·h·s·S·b/tp; with flash: log-sum-exp
-                  4·sb·h/tp (FlashAttention-2 saves only O and LSE); output-projection input e·sb·d_attn/tp;
-                  dropout mask sbd·r.
-      MLP:        norm input n·sbd·r (not for a parallel block); MLP input e·sbd·r;
-                  hidden tensors (2 for GELU/ReLU: pre- and post-activation; 4 for gated in eager
-                  PyTorch: gate, up, act(gate), product) e·sb·f/tp each; dropout mask sbd·r.
-      MoE:        router input + top_k copies of dispatched tokens e·sbd, top_k × expert hidden
-                  tensors, router logits 4·sb·E; plus shared experts as dense MLPs.
-    ``compiled`` (torch.compile, TrainingPlan.compile): a gated MLP saves 3 hidden tensors, not 4 — see
-    :data:`COMPILED_GATED_HIDDEN`.
-    """
-    tp, cp, mb = L.tp, L.cp, L.micro_batch
-    s = seq / cp  # local sequence length under context parallelism
-    S = seq  # keys attended to (CP gathers K, V)
-    e = act_bytes
-    drop = 1.0 if m.dropout else 0.0
-    r = L.sp_share
-    sbd = s * mb * m.d_model
-    sb = s * mb
-    n_in = (
-        e if norm_bytes is None else norm_bytes
-    )  # bytes per element of what a norm saves of its input
-
-    shared_norm = m.norms_per_layer == 1
-    # rotary positions: attention saves the rotated Q and K, new tensors, while the fused QKV GEMM's
-    # output stays alive because V is a view of it (Megatron-LM's and the probe model's fused QKV;
-    # Su et al. 2021 rotation applied out of place). Korthikanti's inventory predates RoPE.
-    rope = e * sb * (m.d_attn + m.d_kv) / tp if m.position == PositionType.ROTARY else 0.0
-    attn_keep = (
-        (n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
-        + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
-        + rope  # rotated Q, K
-        + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
-        + drop * sbd * r
-    )  # attention-output dropout mask (1 byte)
-    if flash:
-        scores = 4.0 * sb * m.n_heads / tp  # log-sum-exp, fp32
-    else:
-        p = e if probs_bytes is None else probs_bytes
-        per_score = e + drop * (1 + e) if p <= e else p + drop + e
-        scores = per_score * m.n_heads * s * S * mb / tp
-    if shared_norm:
-        mlp_in = e * sbd * r * 0  # the shared norm output is already counted
-    elif m.parallel_block:
-        mlp_in = e * sbd * r  # second norm's output (its input is the layer input, counted)
-    else:
-        mlp_in = (n_in + e) * sbd * r  # norm input + MLP input
-    # hidden tensors saved per token: GELU/ReLU 2 (pre- and post-activation, Korthikanti §4.1); gated 4
-    # in eager PyTorch — the gate, up, act(gate) and their product (torchtitan's FeedForward,
-    # w2(silu(w1 x) · w3 x): SiLU saves its input, the product saves both factors, w2 saves the
-    # product). A fused SwiGLU kernel that recomputes act(gate) (Megatron-LM's bias_swiglu) saves 3.
-    k_f = (COMPILED_GATED_HIDDEN if compiled else 4) if m.ffn_matrices == 3 else 2
-    if moe_layer:
-        routed = m.top_k * (e * sbd / tp + k_f * e * sb * m.expert_ffn / tp)
-        shared = m.n_shared_experts * k_f * e * sb * m.expert_ffn / tp
-        mlp = mlp_in + routed + shared + 4.0 * sb * m.n_experts + drop * sbd * r
-    else:
-        mlp = mlp_in + k_f * e * sb * m.ffn_dim / tp + drop * sbd * r
-
-    full = attn_keep + scores + mlp
-    # op-level (torchtitan's selective_ac_option = "op"): the layer input, the outputs of the odd
-    # matmuls in call order — Q (1st), V (3rd), the MLP's first (5th: gate, or up when not gated) and,
-    # gated, the down projection (7th) — and attention's output with its log-sum-exp (flash); the rest
-    # is recomputed (trilemma.estimate.flops.op_recompute_matmul_flop_fwd)
-    f_op = m.expert_ffn * (m.top_k + m.n_shared_experts) if moe_layer else m.ffn_dim
-    op_keep = (
-        e * sbd * r
-        + e * sb * (m.d_attn + m.d_kv) / tp
-        + e * sb * m.d_attn / tp
-        + (4.0 * sb * m.n_heads / tp if flash else 0.0)
-        + e * sb * f_op / tp
-        + (e * sbd * r if m.ffn_matrices == 3 else 0.0)
-    )
-    kept = np.where(
-        L.recomputes(Recompute.FULL),
-        e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
-        np.where(
-            L.recomputes(Recompute.SELECTIVE),
-            attn_keep + (scores if flash else 0.0) + mlp,
-            np.where(L.recomputes(Recompute.OP), op_keep, full),
-        ),
-    )
-    return full, kept
-
-
-#: Hidden tensors per token a gated MLP saves under torch.compile (inductor), f wide each: the gate and up
-#: projections' outputs and their product; act(gate) is recomputed. Inductor's partitioner
-#: (torch/_functorch/partitioners.py, min_cut_rematerialization_partition) recomputes a pointwise op in
-#: the backward when every backward user of its output fuses with it (act(gate) is used only by the
-#: product's backward, a pointwise kernel) and bans recomputing one whose output a non-fusible op
-#: consumes in the backward ("ban_recompute_materialized_backward"; is_materialized_backwards): the
-#: product is the down projection's input, read by its weight-gradient matmul, so it stays saved. The
-#: other tensors of the inventory are matmul or attention inputs and stay saved too (the norm outputs,
-#: the rotated Q and K), and GELU's pre- and post-activation likewise (2). Measured on this machine with
-#: the probe's Llama block in fp32 under torch.compile(backend="aot_eager_decomp_partition") (inductor's
-#: partitioner without its code generation; tests/test_memory_terms.py): the hidden tensors saved go from
-#: 4·f to 3·f per token (the gate/up output 2·f and the product f), the rotated Q, K and the norm outputs
-#: stay. (Eager PyTorch's composite CPU rms_norm also saves its normalised input, which compile
-#: recomputes; the inventory counts norms as fused kernels that save input and statistics only.)
-COMPILED_GATED_HIDDEN = 3
-
-
 def nccl_buffer_bytes(L: LayoutArrays, consts: dict) -> np.ndarray:
     """NCCL's communication buffers per device, bytes: one communicator per process group of the layout
     with more than one rank (data: dp, tensor: tp, pipeline: pp, context: cp, expert: ep), each
@@ -270,29 +149,6 @@ def nccl_buffer_bytes(L: LayoutArrays, consts: dict) -> np.ndarray:
     )
     groups = sum((np.asarray(d) > 1).astype(float) for d in (L.dp, L.tp, L.pp, L.cp, L.ep))
     return groups * per_comm
-
-
-def float8_cast_bytes(
-    m: ModelSpec, seq: float, L: LayoutArrays, moe_layer: bool = False
-) -> np.ndarray:
-    """Transient bytes of float8 linears (torchao Float8Linear, dynamic tensorwise scaling: torchtitan's
-    --model.converters float8, trilemma's precision fp8) at the backward of the largest linear.
-
-    torchao saves the high-precision input and weight for backward and casts again there
-    (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args.forward:
-    ``ctx.save_for_backward(input_hp, weight_hp_t)``), so the saved activations, the bf16 weights and
-    the fp32 master copy are those of bf16 training. What float8 adds is the casts alive during one
-    linear's backward, 1 byte per element (e4m3 / e5m2): the weight (d_in × d_out local), the input
-    (s·b × d_in) for the weight gradient and the output gradient twice (s·b × d_out, one layout for
-    each of the two matmuls). The largest linear is the MLP's up/gate projection (d → f/tp) or its
-    down projection (f/tp → d)."""
-    s = seq / L.cp
-    sb = s * L.micro_batch
-    f = (m.expert_ffn if moe_layer else m.ffn_dim) / L.tp
-    d = m.d_model
-    up = sb * d + 2 * sb * f + d * f  # d → f: input, 2 × grad_output, weight
-    down = sb * f + 2 * sb * d + d * f  # f → d
-    return np.maximum(up, down) * DTYPE_BYTES[Dtype.FP8]
 
 
 def model_state_bytes(
@@ -371,53 +227,6 @@ def host_state_bytes(
     if plan.offload == Offload.NONE:
         return np.zeros(np.shape(L.dp), dtype=float)
     return np.asarray(pc.total / L.dims.n_gpus * sb.host, dtype=float)
-
-
-def finetune_activation_bytes(
-    m: ModelSpec, seq: float, L: LayoutArrays, plan: TrainingPlan, e: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """A LoRA/QLoRA fine-tune's change to one layer's saved activations for one micro-batch, and its
-    transient bytes: (per-layer change, transient).
-
-    Added: each adapted module saves its B's input A·x (r wide) and, with lora_dropout > 0, the dropout's
-    output (d_in wide) and its 1-byte mask (PEFT's LoRA Linear: ``lora_B(lora_A(dropout(x)))``; with dropout
-    0 PEFT uses nn.Identity and x is a tensor saved already).
-    Taken away: a frozen linear keeps no input for backward — autograd saves a matmul's input only for its
-    weight gradient (PyTorch derivatives.yaml, mm: ``mat2: self.mH() @ grad``; the codegen saves ``self``
-    only when ``mat2`` requires a gradient) — so a tensor that only frozen, unadapted linears read is not
-    kept: the attention norm's output when none of q, k, v is adapted; the attention output's copy that
-    o_proj reads (FlashAttention keeps its own output) when o_proj is not; the MLP norm's output when
-    neither gate nor up is; the MLP's hidden product (or GELU's output) that down_proj reads when down_proj
-    is not. Measured against the bytes autograd saves for PEFT models (tests/test_finetune.py). Not modelled:
-    the first layer, whose input needs no gradient, saves nothing before its first adapted module (at most
-    1/L of the activations; a 4-layer model adapted on down_proj alone saves 17% less than predicted).
-    Transient: a quantised base (int8, nf4) is dequantised to a 16-bit copy of one weight at a time before
-    its matmul (bitsandbytes MatMul4Bit / MatMul8bitLt): the largest linear."""
-    ft = plan.finetune
-    zero = np.zeros(np.shape(L.tp), dtype=float)
-    if ft is None or not ft.adapters:
-        return zero, zero
-    sb_tok = seq / L.cp * L.micro_batch
-    r = L.sp_share  # d-wide tensors under sequence parallelism
-    t = set(ft.targets)
-    per = 0.0
-    for name, (d_in, _d_out) in module_shapes(m).items():
-        if name in t:
-            per = (
-                per
-                + e * sb_tok * ft.lora_rank
-                + (ft.lora_dropout > 0) * sb_tok * d_in * (e + 1) / L.tp
-            )
-    skip = (
-        e * sb_tok * m.d_model * r * (not t & {"q_proj", "k_proj", "v_proj"})
-        + e * sb_tok * m.d_attn / L.tp * ("o_proj" not in t and plan.flash_attention)
-        + e * sb_tok * m.d_model * r * (not t & {"gate_proj", "up_proj"} and m.norms_per_layer > 1)
-        + e * sb_tok * m.ffn_dim / L.tp * ("down_proj" not in t)
-    )
-    transient = zero
-    if ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
-        transient = zero + DTYPE_BYTES[Dtype.BF16] * m.d_model * max(m.ffn_dim, m.d_attn) / L.tp
-    return zero + per - skip, transient
 
 
 def memory_per_device(

@@ -296,7 +296,7 @@ class Estimate:
             },
             # of breakdown.activations: float8 linears' casts (precision fp8, torchao Float8Linear)
             "activations_parts": {"float8_casts": self.memory.float8_casts},
-            # torch.compile: fewer saved activations (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)
+            # torch.compile: fewer saved activations (trilemma.estimate.activations.COMPILED_GATED_HIDDEN)
             "compile": self.plan.compile,
             # headroom: the share of capacity the verdict keeps free for the memory model's
             # error (upper end of its 80% band, or --memory-headroom); free = capacity − peak

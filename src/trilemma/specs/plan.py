@@ -70,7 +70,7 @@ class DtypeSpec(Spec):
         description="dtype of the materialised attention probabilities "
         "(flash off): None = the activation dtype, as Megatron-LM's fused "
         "softmax keeps them; fp32 under torch.autocast, whose softmax autocasts "
-        "to float32 (trilemma.estimate.memory.activation_bytes_per_layer)",
+        "to float32 (trilemma.estimate.activations.activation_bytes_per_layer)",
     )
     norm_input: Dtype | None = Field(
         None,
@@ -151,7 +151,7 @@ class TrainingPlan(Spec):
         False,
         description="torch.compile (inductor) on the model: fused pointwise chains whose "
         "intermediates are recomputed in the fused backward — a gated MLP saves 3 hidden "
-        "tensors instead of eager PyTorch's 4 (trilemma.estimate.memory.COMPILED_GATED_HIDDEN)",
+        "tensors instead of eager PyTorch's 4 (trilemma.estimate.activations.COMPILED_GATED_HIDDEN)",
     )
     task: Task = Field(
         Task.CAUSAL_LM,
