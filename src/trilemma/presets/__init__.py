@@ -251,7 +251,10 @@ def read_profile(path: Path) -> Any:
 
 
 def user_hardware_presets() -> dict[str, HardwareSpec]:
-    """The user's measured hardware profiles (``<config>/hardware/*.json``) by name."""
+    """The user's measured hardware profiles (``<config>/hardware/*.json``) by name, each inside
+    the physical bounds of ``trilemma.presets.profile_bounds``."""
+    from trilemma.presets.profile_bounds import check_profile
+
     folder = user_config_dir() / "hardware"
     out: dict[str, HardwareSpec] = {}
     for f in sorted(folder.glob("*.json")) if folder.is_dir() else ():
@@ -265,9 +268,9 @@ def user_hardware_presets() -> dict[str, HardwareSpec]:
                 "(rerun `trilemma probe --remeasure` to rewrite it)",
             ) from None
         fields = {**fields, "aliases": tuple(fields.get("aliases", ()))}
-        out[fields.get("name", f.stem)] = HardwareSpec.build(
-            prefix=f"hardware profile {f}", **fields
-        )
+        hw = HardwareSpec.build(prefix=f"hardware profile {f}", **fields)
+        check_profile(hw, hardware_presets(), str(f))
+        out[fields.get("name", f.stem)] = hw
     return out
 
 
