@@ -44,6 +44,7 @@ from trilemma.quality.objective import (
     _Objective,
     hoffmann_grid,
 )
+from trilemma.quality.plausible import plausible_runs
 from trilemma.quality.runs import MIN_RUNS, MIN_SIZES, Runs, check_enough, n_sizes, size_groups
 from trilemma.specs.enums import LossUnit, NCounts
 
@@ -489,9 +490,9 @@ def fit_runs(
 ) -> FitReport:
     """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
     counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
+    runs, warnings = plausible_runs(runs, unit)
     check_enough(runs)
     n, d, loss = runs.n, runs.d, runs.loss
-    warnings: list[str] = []
     point = fit_point(n, d, loss, delta=delta, starts=starts)
     c = point.constants
     if c["alpha"] <= 0 or (point.d_term and c["beta"] <= 0):
