@@ -57,6 +57,7 @@ from pydantic import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trilemma.errors import InfeasibleError, InputError, TrilemmaError
+from trilemma.solve import MAX_LIST_NAMES
 from trilemma.units import IEC, KILO
 from trilemma.web.runner import (
     MAX_CONFIGURATIONS,
@@ -79,7 +80,7 @@ MAX_BODY_BYTES = int(
     64 * IEC["Ki"]
 )  # a request body; the largest sensible one (a ModelSpec) is ~1 KiB
 MAX_TEXT_CHARS = 200  # one text value (a preset name, a size, a duration)
-MAX_LIST_ITEMS = 64  # names in one list (GPU types, precisions, prices)
+MAX_LIST_ITEMS = MAX_LIST_NAMES  # names in one list (GPU types, precisions, prices): solve's cap
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 
 #: what each endpoint runs: the verb and the command parameters HTTP does not offer (files, slow modes, output)

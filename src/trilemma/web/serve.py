@@ -24,11 +24,13 @@ def local(host: str) -> bool:
 
 
 def run(host: str, port: int) -> None:
-    """Serve the application until interrupted (uvicorn, one process, access log off); on the loopback it
-    answers only requests addressed to a local name."""
+    """Serve the application until interrupted (uvicorn, one process, access log off, the connection
+    limits of trilemma.web.guard); on the loopback it answers only requests addressed to a local
+    name."""
     import uvicorn
 
     from trilemma.web.app import LOCAL_HOSTS, create_app
+    from trilemma.web.guard import server_config
 
     app = create_app(allowed_hosts=LOCAL_HOSTS if local(host) else None)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(server_config(app, host, port)).run()
