@@ -196,3 +196,139 @@ def test_corpus_law_file_reaches_the_check_it_was_written_for(corpus_files, caps
     assert code == 2 and err.count("\n") == 1 and err.startswith("trilemma: error: law"), err
     assert "`data`" not in err, f"{name} stopped at the base file's missing `data`: {err}"
     assert any(n in err for n in LAW_CASES[name]), f"{name}: {err}"
+
+
+# ------------------------------------------------------------------ the `local` hardware profile
+
+
+@pytest.fixture
+def local_profile(tmp_path, monkeypatch) -> Path:
+    """A stated `local` CPU profile in a config directory of this test's own; its JSON's path."""
+    from clitools import save_stated_cpu_profile
+
+    monkeypatch.setenv("TRILEMMA_CONFIG_DIR", str(tmp_path / "config"))
+    save_stated_cpu_profile()
+    return tmp_path / "config" / "hardware" / "local.json"
+
+
+ESTIMATE_LOCAL = ("estimate", "--gpu", "local", "--gpus", "1", "--model", "100M", "--tokens", "1B")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        (("peak_flop_per_s", "fp32"), 1e30, "peak_flop_per_s.fp32: 1e+30"),
+        (("hbm_bw_bytes_per_s",), 0.001, "hbm_bw_bytes_per_s: 0.001"),
+    ],
+)
+def test_hand_edited_profile_outside_physical_bounds_is_refused(
+    local_profile, capsys, field, value, shown
+):
+    code, _, err = run(capsys, *ESTIMATE_LOCAL, "--precision", "fp32", "--json")
+    assert code == 0, err  # the profile as the probe wrote it is used
+    doc = json.loads(local_profile.read_text())
+    target = doc["hardware"]
+    for k in field[:-1]:
+        target = target[k]
+    target[field[-1]] = value
+    local_profile.write_text(json.dumps(doc))
+    code, out, err = run(capsys, *ESTIMATE_LOCAL, "--precision", "fp32", "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"hardware profile {local_profile}.{shown}" in err and "largest preset" in err, err
+
+
+# ------------------------------------------------------------------ fit's runs
+
+
+def _runs_csv(tmp_path: Path, rows: list[tuple[float, float, float]], repeat: int = 1) -> Path:
+    p = tmp_path / "runs.csv"
+    body = "".join(f"{n:.6g},{d:.6g},{loss:.6g}\n" for n, d, loss in rows) * repeat
+    p.write_text("N,D,loss\n" + body, encoding="utf-8")
+    return p
+
+
+def _ladder() -> list[tuple[float, float, float]]:
+    return [
+        (n, d, 1.8 + 480 / n**0.35 + 2000 / d**0.37)
+        for n in (1e7, 3e7, 1e8, 3e8)
+        for d in (2e8, 6e8, 2e9)
+    ]
+
+
+def _fit(capsys, tmp_path: Path, runs: Path) -> tuple[int, str, str]:
+    out = tmp_path / "fit.law.toml"
+    return run(
+        capsys, "fit", str(runs), "--bootstrap", "2", "--starts", "1", "--out", str(out), "--json"
+    )
+
+
+def test_perplexity_in_the_loss_column_is_refused(tmp_path, capsys):
+    import math
+
+    runs = _runs_csv(tmp_path, [(n, d, math.exp(loss)) for n, d, loss in _ladder()])
+    code, out, err = _fit(capsys, tmp_path, runs)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "losses at most 13.8 nats/token" in err and "row 1 has" in err
+
+
+@pytest.mark.parametrize(
+    ("scale", "needle"),
+    [(1e-6, "at least 1,000 (125M, not 125)"), (1e-4, "model sizes jump from")],
+)
+def test_n_in_two_units_is_refused(tmp_path, capsys, scale, needle):
+    """The smaller half of the sizes written in millions (or in units of 10k) beside raw counts."""
+    rows = [(n * scale if n < 1e8 else n, d, loss) for n, d, loss in _ladder()]
+    code, out, err = _fit(capsys, tmp_path, _runs_csv(tmp_path, rows))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "runs" in err and needle in err, err
+
+
+def test_rows_repeated_21_times_are_fitted_once_with_a_warning(tmp_path, capsys):
+    code, out, err = _fit(capsys, tmp_path, _runs_csv(tmp_path, _ladder(), repeat=21))
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["runs"]) == 12, len(doc["runs"])
+    assert any("240 repeated rows dropped" in w for w in doc["warnings"]), doc["warnings"]
+
+
+# ------------------------------------------------------------------ lists of GPU types
+
+SOLVE = ("solve", "--params", "1B..7B", "--budget", "$1M", "--deadline", "30d")
+
+
+def test_gpu_listed_three_times_is_searched_once(capsys):
+    counts = []
+    for gpu in ("h100-sxm", "h100-sxm,h100-sxm,H100"):
+        code, out, err = run(capsys, *SOLVE, "--gpu", gpu, "--json")
+        assert code == 0, err
+        counts.append(json.loads(out)["search"]["candidates"])
+    assert counts[0] == counts[1], counts
+
+
+def test_long_gpu_list_is_refused_at_parse_everywhere(tmp_path, capsys):
+    """200,000 repeats hung the search; the same one-line refusal from CLI, scenario, API and web."""
+    from trilemma.solve import MAX_LIST_NAMES, solve
+
+    many = ["h100-sxm"] * 200_000
+    code, out, err = run(capsys, *SOLVE, "--gpu", ",".join(many), "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert (
+        f"gpu: 'a list of 200,000 names' is not allowed; expected at most {MAX_LIST_NAMES}" in err
+    )
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'params = "1B..7B"\nbudget = "$1M"\ndeadline = "30d"\ngpu = [' + '"h100-sxm",' * 100 + "]\n"
+    )
+    code, out, err = run(capsys, "solve", str(scenario), "--json")
+    assert code == 2 and "gpu: 'a list of 100 names'" in err, err
+    with pytest.raises(InputError, match="a list of 200,000 names"):
+        solve(params="1B..7B", budget="$1M", deadline="30d", gpu=many)
+    web = pytest.importorskip("trilemma.web.app")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    with TestClient(web.create_app(), raise_server_exceptions=False) as client:
+        body = {"params": "1B..7B", "budget": "$1M", "deadline": "30d", "gpu": many[:100]}
+        r = client.post("/api/solve", json=body)
+    assert r.status_code == 422 and r.json()["field"] == "gpu", r.text[:300]
+    assert f"at most {MAX_LIST_NAMES}" in r.json()["error"], r.text[:300]
