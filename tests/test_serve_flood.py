@@ -1,6 +1,7 @@
 """`trilemma serve` as a real server on the loopback: idle and half-sent connections are closed in
 time, their number is capped below the open-file limit, and the server keeps answering while
-hundreds are held and after they leave. Traffic goes only to 127.0.0.1; every loop is bounded.
+hundreds are held and after they leave; it answers the URL it printed when started on another
+loopback address. Traffic goes only to 127.0.0.1 and 127.0.0.2; every loop is bounded.
 """
 
 from __future__ import annotations
@@ -148,3 +149,13 @@ def test_the_connection_cap_is_below_the_open_file_limit():
     for nofile in (64, 256, 1024, 4096, 65536):
         assert 1 <= connection_cap(nofile) < nofile
     assert connection_cap(1024) > 500  # Linux's usual limit holds the issue's 500 and one more
+
+
+def test_serve_answers_its_own_printed_url_on_another_loopback_address(tmp_path):
+    with serve_process(tmp_path / "serve.log", host="127.0.0.2") as (url, _):
+        assert url.startswith("http://127.0.0.2:")
+        status, doc = post_json(url + "api/estimate", ESTIMATE, timeout_s=30.0)
+        assert status == 200 and doc["schema"].startswith("trilemma.estimate"), doc
+        # another name in the Host header is still refused (DNS rebinding)
+        status, doc = post_json(url + "api/estimate", ESTIMATE, host="rebound.example")
+        assert status == 400 and doc["field"] == "host", doc
