@@ -14,7 +14,8 @@ from typing import Any
 
 import typer
 
-from trilemma.errors import InputError, TrilemmaError, check_output_file
+from trilemma.errors import InputError, TrilemmaError
+from trilemma.fileio import check_output, one_command
 from trilemma.specs.axes import AXES, MAX_DEGREE
 from trilemma.text import printable
 from trilemma.units import (
@@ -639,8 +640,8 @@ def solve(
             "plot-range", args["plot_range"], "a value with --plot FILE.png (the plot it frames)"
         )
     for key in ("frontier", "plot"):
-        if args[key] is not None:  # before the search, not after it
-            check_output_file(key, args[key])
+        if args[key] is not None:  # before the search, not after it; the law file is read later
+            check_output(key, args[key], [args["law"]])
     result = run_solve(
         deadline=args["deadline"],
         budget=args["budget"],
@@ -921,8 +922,8 @@ def validate(
             "runs, throughput or memory with --data (finetune is the shipped "
             "fine-tuning memory table, not a kind of your rows)",
         )
-    if csv_path is not None and not csv_path.strip():
-        raise InputError("csv", csv_path, "a file path to write")
+    if csv_path is not None:  # before the backtest: a writable path, and not --data's file
+        check_output("csv", csv_path, [data])
     doc = run_validate(kind, live_loso=live_loso, data=data)
     if csv_path:
         write_csv(doc, csv_path)
@@ -1038,7 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
     numpy's floating-point warnings (overflow in an absurd but finite input) are not printed: a result
     that overflowed is refused where it is written (report.jsonout refuses NaN and infinity)."""
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), one_command():  # one_command: no write onto an input
             warnings.simplefilter("ignore", RuntimeWarning)
             app(args=argv, standalone_mode=False)
         return 0

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import typer
 
-from trilemma.errors import InputError, check_output_file
+from trilemma.errors import InputError
+from trilemma.fileio import check_output
 from trilemma.quality.laws import DEFAULT_LAW
 from trilemma.specs.enums import LossUnit, NCounts
 
@@ -124,7 +125,9 @@ def fit(
             )
     table = read_runs(runs, n_col, d_col, loss_col)
     out_path = Path(out) if out else Path(runs).with_suffix(".law.toml")
-    check_output_file("out", out_path)  # before the fit and its bootstrap, not after
+    check_output("out", out_path, [runs])  # before the fit and its bootstrap, not after
+    if plot is not None:
+        check_output("plot", plot, [runs])
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         report = fit_runs(
             table,

@@ -376,27 +376,3 @@ def append_line(path: str | os.PathLike[str], line: bytes, field: str) -> None:
             ) from None
     finally:
         os.close(fd)  # closing releases the lock
-
-
-__all__ = [
-    "CONFIG_MAX_BYTES",
-    "LAW_MAX_BYTES",
-    "PROFILE_MAX_BYTES",
-    "RECORDS_MAX_BYTES",
-    "RUNS_MAX_BYTES",
-    "SCENARIO_MAX_BYTES",
-    "append_line",
-    "check_output",
-    "one_command",
-    "open_input",
-    "parse_json",
-    "parse_problem",
-    "parse_toml",
-    "read_bytes",
-    "read_json",
-    "read_text",
-    "read_toml",
-    "write_bytes_atomic",
-    "write_csv_atomic",
-    "write_text_atomic",
-]

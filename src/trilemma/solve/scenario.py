@@ -118,6 +118,11 @@ def _check_value(key: str, v: Any) -> Any:
     return v
 
 
+#: keys that name a file to write: only the command line may (a scenario from someone else could
+#: otherwise overwrite any file the user can write)
+OUTPUT_KEYS = {"frontier": "--frontier", "plot": "--plot"}
+
+
 def read_scenario(path: str) -> dict[str, Any]:
     """The scenario file's keys (``-`` spelled ``_``), each checked for its type; any problem is one
     InputError naming the key or the file."""
@@ -130,6 +135,12 @@ def read_scenario(path: str) -> dict[str, Any]:
             continue
         if key not in KEYS:
             raise InputError(f"scenario {key}", v, "one of " + ", ".join(KEYS))
+        if key in OUTPUT_KEYS:
+            raise InputError(
+                f"scenario {key}",
+                v,
+                f"no output path in a scenario file (give {OUTPUT_KEYS[key]} on the command line)",
+            )
         if key in spelled:
             raise InputError(
                 f"scenario {k}", v, f"one spelling of the key (the file also has {spelled[key]!r})"
