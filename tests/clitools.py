@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
+
 from trilemma.cli import main
 
 
@@ -11,6 +15,23 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """TimeoutError (saying ``what`` ran over) if the block runs past ``seconds`` of wall time: a case
+    that blocks on a FIFO or loops fails instead of hanging the suite (SIGALRM: the main thread only)."""
+
+    def too_slow(signum, frame):
+        raise TimeoutError(f"over {seconds} s: {what}")
+
+    old = signal.signal(signal.SIGALRM, too_slow)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def save_stated_cpu_profile() -> None:

@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import signal
 from pathlib import Path
 
 import pytest
-from clitools import save_stated_cpu_profile  # the tests' folder is on the path
+from clitools import save_stated_cpu_profile, time_limit  # the tests' folder is on the path
 
 from trilemma.cli import main
 
@@ -681,23 +680,15 @@ def check(capsys, args: list[str], names: tuple[str, ...]) -> int | str:
     """Run ``trilemma ARGS`` in-process and assert the contract; the exit status ('accepted' for a probe
     stopped at its machine measurement)."""
     capsys.readouterr()
-
-    def too_slow(signum, frame):
-        raise TimeoutError(f"over {CASE_LIMIT_S} s: an unbounded loop or a huge allocation")
-
-    old = signal.signal(signal.SIGALRM, too_slow)
-    signal.setitimer(signal.ITIMER_REAL, CASE_LIMIT_S)
     try:
-        code = main(args)
+        with time_limit(CASE_LIMIT_S, "an unbounded loop or a huge allocation"):
+            code = main(args)
     except ProbeAccepted:
         out, err = capsys.readouterr()
         assert err == "" and out == "", (args, err)
         return "accepted"
     except BaseException as exc:  # a traceback where one line was promised
         pytest.fail(f"{args}: {type(exc).__name__}: {exc}"[:2000])
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     out, err = capsys.readouterr()
     assert "Traceback" not in err, (args, err)
     if code in (1, 2):
