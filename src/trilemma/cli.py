@@ -17,9 +17,9 @@ import typer
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.fileio import check_output, one_command
 from trilemma.specs.axes import AXES, MAX_DEGREE
+from trilemma.specs.bounds import BOUNDS, FAILURE_RATE_ALLOWED, MAX_SEQ
 from trilemma.text import printable
 from trilemma.units import (
-    DAY,
     IEC,
     fmt_power,
     parse_bandwidth,
@@ -85,7 +85,9 @@ def _seq(text: str | None, field: str = "seq") -> int | None:
     named (binary), not 4,000."""
     if text is not None and re.fullmatch(r"\d+[kK]", str(text).strip()):
         return int(str(text).strip()[:-1]) * int(IEC["Ki"])
-    return _int(text, field)
+    if field != "seq":
+        return _int(text, field, most=MAX_SEQ)
+    return BOUNDS["seq_len"].check(_int(text, field, most=None))  # Stage.seq_len's bound
 
 
 def _inference_tokens(value: Any) -> float | None:
@@ -108,12 +110,13 @@ def _float(text: Any, field: str) -> float:
     return v
 
 
-def _int(text: str | None, field: str) -> int | None:
+def _int(text: str | None, field: str, most: int | None = _MAX_INT) -> int | None:
+    """A positive whole number; at most ``most`` (None: the spec that takes it states the bound)."""
     if text is None:
         return None
     v = parse_count(text, field)
-    if v != int(v) or v > _MAX_INT:
-        raise InputError(field, text, f"a positive whole number (at most {_MAX_INT:,})")
+    if v != int(v) or (most is not None and v > most):
+        raise InputError(field, text, f"a positive whole number (at most {most or _MAX_INT:,})")
     return int(v)
 
 
@@ -279,11 +282,6 @@ def finetune_args(ft: dict | None) -> dict[str, Any]:
     return out
 
 
-MIN_GOODPUT = (
-    0.01  # a run that is useful 1% of its wall time is not a plan; below it times overflow
-)
-
-
 MEMORY_HEADROOM_HELP = (
     "share of device memory a plan must leave free to count as fitting, e.g. 0.1 or 10% "
     "(default: the upper end of the memory model's 80% band from its leave-one-source-out "
@@ -416,10 +414,6 @@ def estimate(
         prec = Precision(precision.lower())
     except ValueError:
         raise InputError("precision", precision, "bf16, fp16, fp32, tf32 or fp8") from None
-    if goodput is not None and not MIN_GOODPUT <= goodput <= 1:  # 5e-324 made the run time infinite
-        raise InputError("goodput", goodput, f"a fraction from {MIN_GOODPUT} to 1")
-    if pue is not None and not 1 <= pue <= 3:
-        raise InputError("pue", pue, "a number between 1 and 3")
     cluster = {
         "memory_headroom": _headroom(memory_headroom),
         "gpus_per_node": _int(gpus_per_node, "gpus-per-node"),
@@ -735,64 +729,36 @@ def _prices(price: object, gpu: object) -> dict[str, float] | None:
     return out
 
 
-#: the most a GPU-hour may cost, USD: ~1,000x any rental price (an H100 rents for ~$2-4); above it, a
-#: typo's cost overflows into inf dollars
-MAX_PRICE_PER_GPU_HOUR = 1e4
 #: the most host power per node, W (a DGX H100 draws ~10 kW in all; 1 MW is a typo)
 MAX_HOST_POWER_W = 1e6
 
 
 def _price(text: object) -> float:
-    """--price: dollars per GPU-hour, from 0 to MAX_PRICE_PER_GPU_HOUR."""
-    value = parse_usd(text, "price")
-    if value > MAX_PRICE_PER_GPU_HOUR:
-        raise InputError("price", text, f"at most ${MAX_PRICE_PER_GPU_HOUR:,.0f} per GPU-hour")
-    return value
-
-
-#: the slowest and fastest link accepted, bytes/s per device: 1 MB/s (slower, a step outlasts any run) to
-#: 1 PB/s (NVLink 5 is 1.8 TB/s); outside, a typo whose times overflow
-LINK_RANGE = (1e6, 1e15)
+    """--price: dollars per GPU-hour (its bounds: ClusterSpec.price_usd_per_hour)."""
+    return parse_usd(text, "price")
 
 
 def _link(text: object, field: str) -> float:
-    """--intra-node-bw / --inter-node-bw: bytes/s per device within LINK_RANGE."""
-    value = parse_bandwidth(text, field)
-    if not LINK_RANGE[0] <= value <= LINK_RANGE[1]:
-        raise InputError(field, text, "a bandwidth from 1 MB/s to 1 PB/s per device")
-    return value
-
-
-#: the longest restart accepted, s: a week (a failure that takes longer is a new run, not a restart)
-MAX_RESTART_S = 7 * DAY
+    """--intra-node-bw / --inter-node-bw: bytes/s per device (bounds: ClusterSpec's link fields)."""
+    return parse_bandwidth(text, field)
 
 
 def _failure_rate(text: object) -> float:
     """--failure-rate: unexpected interruptions per GPU-hour, above 0 and at most 1."""
-    expected = "failures per GPU-hour, a number above 0 and at most 1, e.g. 5e-5"
-    try:
-        value = float(str(text).strip())
+    try:  # its bounds: ClusterSpec.failures_per_gpu_hour
+        return float(str(text).strip())
     except ValueError:
-        raise InputError("failure-rate", text, expected) from None
-    if not (math.isfinite(value) and 0 < value <= 1):
-        raise InputError("failure-rate", text, expected)
-    return value
+        raise InputError("failure-rate", text, FAILURE_RATE_ALLOWED) from None
 
 
 def _restart(text: object) -> float:
-    """--restart: seconds from a failure to training again, at most MAX_RESTART_S."""
-    value = parse_duration(text, "restart")
-    if value > MAX_RESTART_S:
-        raise InputError("restart", text, "a duration of at most 7 days, e.g. 30min")
-    return value
+    """--restart: seconds from a failure to training again (bounds: ClusterSpec.restart_s)."""
+    return parse_duration(text, "restart")
 
 
 def _storage_bw(text: object) -> float:
-    """--storage-bw: the job's checkpoint write bandwidth, bytes/s, within LINK_RANGE."""
-    value = parse_bandwidth(text, "storage-bw")
-    if not LINK_RANGE[0] <= value <= LINK_RANGE[1]:
-        raise InputError("storage-bw", text, "a bandwidth from 1 MB/s to 1 PB/s for the whole job")
-    return value
+    """--storage-bw: the job's checkpoint write bandwidth, bytes/s (bounds: ClusterSpec)."""
+    return parse_bandwidth(text, "storage-bw")
 
 
 def _host_power(text: object) -> float:
