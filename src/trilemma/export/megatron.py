@@ -119,8 +119,8 @@ def pipeline_layout(n_layers: int, chunks: int) -> str:
     """Megatron-LM's --pipeline-model-parallel-layout for uneven virtual stages: one '|'-separated entry per
     virtual stage in layer order (Megatron's 1-D layout: entry vpp_rank·pp + pp_rank, megatron/core/transformer/
     pipeline_parallel_layer_layout.py), 't' a transformer layer ('t*7' seven), the embedding 'E' before the
-    first and the loss 'L' after the last; the layers per stage as trilemma times them (trilemma.specs.axes.
-    stage_layers, the placement of trilemma.export.torchtitan.stage_modules). 126 layers in 64 stages:
+    first and the loss 'L' after the last; the layers per stage as trilemma times them (trilemma.estimate.
+    pipeline.stage_layers, the placement of trilemma.export.torchtitan.stage_modules). 126 layers in 64 stages:
     "Et|(t*2|)*62,tL" (Megatron drops the commas)."""
     if chunks > n_layers:
         raise ExportError(ENGINE, "pp × vp", chunks, f"at most the {n_layers} layers")
@@ -139,7 +139,7 @@ def pipeline_layout(n_layers: int, chunks: int) -> str:
 
 def _stage_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
     """Pipeline degree, virtual stages, and uneven first/last stages (the heaviest stage holds
-    ⌈layers / pp⌉ layers, trilemma.specs.axes.stage_layers; the first and last take the rest)."""
+    ⌈layers / pp⌉ layers, trilemma.estimate.pipeline.stage_layers; the first and last take the rest)."""
     a: list[Arg] = [("--pipeline-model-parallel-size", n.pp)]
     if n.pp == 1:
         return a

@@ -134,7 +134,7 @@ def stage_modules(n_layers: int, stages: int) -> list[list[str]]:
     """Module names per pipeline stage (torchtitan llama3: tok_embeddings, layers.i, norm, output):
     ⌈n_layers / stages⌉ on the heaviest stage, the remainder taken off the first and last stages, which also
     hold the embedding and the head; trilemma times the rank whose stages hold the most layers under this
-    placement (trilemma.specs.axes.stage_layers)."""
+    placement (trilemma.estimate.pipeline.stage_layers)."""
     if stages > n_layers:
         raise ExportError(ENGINE, "pp × vp", stages, f"at most the {n_layers} layers")
     per = math.ceil(n_layers / stages)
@@ -258,7 +258,10 @@ def export(
     # its whole share to the schedule in micro-batches of pipeline_parallel_microbatch_size
     local = n.micro_batch * n.accumulation if n.pp > 1 else n.micro_batch
     cfg: dict[str, dict[str, Any]] = {
-        "job": {"dump_folder": "./outputs", "description": f"trilemma export: {comment_text(plan['title'])}"},
+        "job": {
+            "dump_folder": "./outputs",
+            "description": f"trilemma export: {comment_text(plan['title'])}",
+        },
         "model": {
             "name": "llama3",
             "flavor": flavor,

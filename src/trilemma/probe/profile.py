@@ -258,7 +258,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
 def gemm_constants(curve: MatmulCurve) -> dict[str, float]:
     """This device's GEMM efficiency constants from its measured square-matmul curve: the least-squares
     fit, in log rate, of rate(n) / peak = gemm_max · (n / (n + gemm_half_dim))³ — the planner's own
-    form (``trilemma.estimate.time.gemm_efficiency`` at M = N = K = n) — with balance_exponent 0 (the
+    form (``trilemma.estimate.roofline.gemm_efficiency`` at M = N = K = n) — with balance_exponent 0 (the
     ceiling is this chip's own, so no scaling by its balance). Needs at least 2 sizes."""
     from scipy.optimize import least_squares
 
