@@ -62,7 +62,9 @@ def _config(folder: Path, name: str, **values: object) -> Path:
 
 def _export(folder: Path, name: str, engine: str, **values: object) -> dict[str, str]:
     est = estimate(str(_config(folder, name, **values)), "a100-80gb", 8, tokens=1e9)
-    assert est.model.name == name.strip(), "the name reaches the plan as written (escaped only on output)"
+    assert est.model.name == name.strip(), (
+        "the name reaches the plan as written (escaped only on output)"
+    )
     return export(est, engine).files
 
 
@@ -133,7 +135,9 @@ def _stand_in(folder: Path, name: str, body: str) -> None:
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_the_exported_megatron_script_runs_no_injected_command(payload, tmp_path):
     marker = tmp_path / "pwned"
-    script = _export(tmp_path / "cfg", payload.format(marker=marker), "megatron")["train_megatron.sh"]
+    script = _export(tmp_path / "cfg", payload.format(marker=marker), "megatron")[
+        "train_megatron.sh"
+    ]
     (tmp_path / "train_megatron.sh").write_text(script, encoding="utf-8")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
