@@ -20,8 +20,8 @@ more than MAX_CONFIGURATIONS (model size, GPU type, precision, GPU count) combin
 it runs; computations run one at a time (trilemma.web.runner) with separate limits on the wait for
 the worker (QUEUE_LIMIT_S, then 503 with Retry-After; MAX_WAITING queued, then 429) and on the run
 (TIME_LIMIT_S, then 422); only the files of ``static/`` and plotly.js are served; a server on the
-loopback answers only local Host names. The connection limits (time to send headers and body, how
-many are open) are the server's: trilemma.web.serve.
+loopback answers only local Host names and the address it was started on. The connection limits
+(time to send headers and body, how many are open) are the server's: trilemma.web.guard.
 """
 
 from __future__ import annotations
