@@ -151,11 +151,12 @@ def print_validate(doc: dict[str, Any]) -> None:
 
 
 def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
-    """The published fine-tuning memory rows (data/finetune_memory.csv), evidence not fitted, and their summary."""
+    """The published fine-tuning memory rows (data/finetune_memory.csv), held out, and their summary."""
     if not ft or not ft["rows"]:
         return
     t = Table(
-        title=f"fine-tune memory per GPU — predicted vs published ({ft['data']}; evidence, not fitted)"
+        title=f"fine-tune memory per GPU — predicted vs published ({ft['data']}; held out: "
+        f"memory constants refit without {', '.join(ft['held_out'])})"
     )
     for col in ("case", "predicted", "reported", "ratio"):
         t.add_column(col, justify="left" if col == "case" else "right")

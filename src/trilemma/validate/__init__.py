@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -61,3 +62,15 @@ class Skipped:
     row: int
     label: str
     reason: str
+
+
+def source_group(source: str) -> str:
+    """The source group of a row that names only its ``source`` (the leave-one-source-out unit of
+    ``Case.group``): its first arXiv id, else its first github.com/owner/repo (an "owner/repo" first
+    word taken as one), else its first word."""
+    if m := re.search(r"arXiv[: ]?(\d{4}\.\d{4,5})", source):
+        return f"arXiv:{m.group(1)}"
+    if m := re.search(r"github\.com/[\w.-]+/[\w.-]+", source):
+        return m.group(0)
+    first = source.split(" ")[0]
+    return f"github.com/{first}" if re.fullmatch(r"[\w.-]+/[\w.-]+", first) else first

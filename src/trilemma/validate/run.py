@@ -159,7 +159,8 @@ def run_validate(
     from trilemma.validate.ondevice import summary as ondevice_summary
 
     ondevice = ondevice_summary() if data is None and kind is None else None
-    # published fine-tuning memory (data/finetune_memory.csv): evidence beside the kinds, never fitted
+    # published fine-tuning memory (data/finetune_memory.csv): evidence beside the kinds, held out
+    # (the memory constants refit without the sources it shares with data/memory.csv)
     ft = None
     if data is None and kind in (None, "finetune"):
         from trilemma.validate.finetune import section
