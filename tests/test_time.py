@@ -650,9 +650,12 @@ def test_goodput_is_modelled_the_same_however_the_plan_is_built():
     assert e.time.total_s == pytest.approx(e.time.busy_s / 0.95)
 
 
-def test_goodput_falls_with_cluster_size_and_llama3_scale_matches_its_published_effective_time():
-    """Llama 3 405B (Dubey et al. 2024 §3.3.4): > 90% effective training time on 16,384 H100s, 419
-    unexpected interruptions in 54 days. A 12-hour fine-tune on 8 GPUs loses almost nothing."""
+@pytest.mark.in_sample
+def test_llama3_interruptions_are_the_rate_they_were_set_from_in_sample():
+    """In-sample, an identity: the default failure rate is derived from Llama 3 405B's 419 unexpected
+    interruptions in 54 days on 16,384 H100s (Dubey et al. 2024 §3.3.4; presets/reliability.toml,
+    defaults.failure_rate_run). That estimate() carries it through to 419 / 54 a day at that scale checks the
+    plumbing, not the rate; the > 90% effective training time is the same run's."""
     big = estimate(
         "llama3.1-405b",
         "h100-sxm",
@@ -666,9 +669,29 @@ def test_goodput_falls_with_cluster_size_and_llama3_scale_matches_its_published_
     assert 0.90 < r["goodput"] < 0.97
     days = big.total_s * big.other_share / 86400  # wall time without the fitted remainder
     assert r["expected_interruptions"] / days == pytest.approx(419 / 54, rel=0.08)
+
+
+def test_goodput_falls_with_cluster_size_and_bloom_failures_held_out():
+    """Held out (a run the rate was not set from): BLOOM 176B on 384 A100s of Jean Zay, 2022, "on average we
+    were getting 1-2 GPU failures a week" (Bekman 2022, huggingface.co/blog/bloom-megatron-deepspeed); the
+    estimate of its run (366B tokens, TP 4 × PP 12) expects 1.27 a week. Goodput falls with cluster size: a
+    12-hour fine-tune on 8 GPUs loses almost nothing, BLOOM's 384 more, Llama 3's 16,384 most."""
+    bloom = estimate(
+        "bloom-176b",
+        "a100-80gb",
+        384,
+        366e9,
+        seq_len=2048,
+        global_batch_tokens=2048 * 2048,
+        layout={"tp": 4, "pp": 12},
+    ).time
+    weeks = bloom.total_s * bloom.other_share / (7 * 86400)
+    assert 1.0 <= bloom.reliability["expected_interruptions"] / weeks <= 2.0
+    big = estimate("llama3.1-405b", "h100-sxm", 16384, 15.6e12, seq_len=8192).time
     small = estimate("llama2-7b", "a100-80gb", 8, 1.5e9).time  # about 11 hours
     assert small.busy_s < 24 * 3600 and small.reliability["goodput"] > 0.99
-    assert small.reliability["goodput"] > r["goodput"]
+    # 8, 384, 16,384 GPUs
+    assert small.reliability["goodput"] > bloom.reliability["goodput"] > big.reliability["goodput"]
 
 
 def test_checkpoint_bytes_per_parameter():
