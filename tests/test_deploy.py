@@ -44,11 +44,14 @@ def test_usable_memory_is_less_than_ram():
     )
 
 
-def test_published_decode_rows_floor_and_fits():
-    # the deployment floors: ≥ 15 published rows, decode within 25% median (leave-one-out), fits right on all
+def test_published_decode_rows_floor_held_out_by_source_and_fits():
+    """The deployment floors: ≥ 15 published rows, decode within 25% median with each source (the thread or
+    page: rows of one share a machine, a build and a measurer) held out of the fit of η, fits right on all.
+    By source 22.4%, against 19.9% leaving out one row at a time."""
     s = summary()
-    assert s["measured_rows"] >= 15
-    assert s["median_abs_error_loo"] <= 0.25 and s["median_abs_error"] <= 0.25
+    assert s["measured_rows"] >= 15 and s["sources"] < s["rows"]  # some sources give several rows
+    assert s["median_abs_error_loso"] <= 0.25 and s["median_abs_error"] <= 0.25
+    assert s["median_abs_error_loso"] == pytest.approx(0.224, abs=0.001)
     assert s["fits_right"] == s["rows"]
     assert any(r["fits"] == "no" for r in rows())  # the verdict is tested both ways
     assert {get_device(r["device"]).kind for r in rows()} >= {"phone", "laptop", "desktop-gpu"}
@@ -58,6 +61,9 @@ def test_shipped_efficiency_is_the_fit():
     shipped, refit = deploy_efficiency(), fit()
     for runtime, eta in refit.items():
         assert shipped[runtime] == pytest.approx(eta, abs=5e-4), runtime
+    # the band an estimate prints is the held-out one (by source)
+    low, high = summary()["band"]
+    assert (shipped["band_low"], shipped["band_high"]) == pytest.approx((low, high), abs=5e-4)
 
 
 def test_cli_deploy_json_and_bad_input(capsys):

@@ -133,7 +133,8 @@ def print_validate(doc: dict[str, Any]) -> None:
         c.print(
             f"on-device decode (data/ondevice.csv, {od['measured_rows']} published tokens/s rows, {od['rows']} memory "
             f"verdicts): median error {od['median_abs_error']:.0%} with the fitted efficiencies, "
-            f"{od['median_abs_error_loo']:.0%} leave-one-out ({od['within_25pct_loo']} within 25%); fits / does not "
+            f"{od['median_abs_error_loso']:.0%} leave-one-source-out ({od['within_25pct_loso']} within 25%); "
+            f"fits / does not "
             f"fit right on {od['fits_right']} of {od['rows']}"
         )
     _print_finetune(c, doc.get("finetune_memory"))

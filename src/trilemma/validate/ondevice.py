@@ -5,8 +5,9 @@ that is not read, layers, KV width), the weights' format (bits per weight with s
 size), the context, the runtime class, and the published decode tokens/s at batch 1 — or "does not fit"
 (``fits`` = no: the source reports a crash or swapping). :func:`fit` sets each runtime class's bandwidth
 efficiency η to the median of measured / (bandwidth / bytes per token) over its rows; :func:`summary`
-reports the leave-one-out error (each row predicted with η fitted without it; a class left with no row
-uses the median over all others) and whether the memory verdict is right on every row.
+reports the leave-one-source-out error (each row predicted with η fitted without every row of its source,
+:func:`source_of`, as rows of one thread share a machine, a build and a measurer; a class left with no
+row uses the median over all others) and whether the memory verdict is right on every row.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class OnDeviceCase:
     ideal_tokens_per_s: float  # bandwidth / bytes per token (η = 1)
     reported_tokens_per_s: float | None  # None: the source reports it does not fit
     predicted_tokens_per_s: float
-    loo_tokens_per_s: float
+    loso_tokens_per_s: float  # predicted with η fitted without the row's source
     reported_fits: bool
     predicted_fits: bool
     total_bytes: float
@@ -89,15 +90,20 @@ def fit(data: list[dict[str, str]] | None = None) -> dict[str, float]:
     return {k: float(statistics.median(v)) for k, v in sorted(ratios.items())}
 
 
+def source_of(r: dict[str, str]) -> str:
+    """A row's source: the thread or page its ``source`` names first (its URL)."""
+    return r["source"].split(" ")[0]
+
+
 def cases(eff: dict[str, Any] | None = None) -> list[OnDeviceCase]:
-    """Every row predicted with the shipped η (devices.toml [efficiency]) and leave-one-out."""
+    """Every row predicted with the shipped η (devices.toml [efficiency]) and leave-one-source-out."""
     eff = deploy_efficiency() if eff is None else eff
     data = rows()
     out = []
-    for i, r in enumerate(data):
+    for r in data:
         ideal = ideal_tokens_per_s(r)
-        rest = [x for j, x in enumerate(data) if j != i]
-        loo = fit(rest)
+        rest = [x for x in data if source_of(x) != source_of(r)]
+        held = fit(rest)
         pooled = statistics.median(
             [
                 float(x["decode_tokens_per_s"]) / ideal_tokens_per_s(x)
@@ -120,7 +126,7 @@ def cases(eff: dict[str, Any] | None = None) -> list[OnDeviceCase]:
                 if r["decode_tokens_per_s"]
                 else None,
                 predicted_tokens_per_s=float(eff[r["runtime"]]) * ideal,
-                loo_tokens_per_s=loo.get(r["runtime"], pooled) * ideal,
+                loso_tokens_per_s=held.get(r["runtime"], pooled) * ideal,
                 reported_fits=r["fits"] == "yes",
                 predicted_fits=tot <= budget,
                 total_bytes=tot,
@@ -132,21 +138,22 @@ def cases(eff: dict[str, Any] | None = None) -> list[OnDeviceCase]:
 
 
 def summary(eff: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The error figure: median |predicted / reported − 1| (shipped η and leave-one-out), the 80% band of the
-    leave-one-out log residuals, and the memory verdict's hits."""
+    """The error figure: median |predicted / reported − 1| (shipped η and leave-one-source-out), the 80%
+    band of the leave-one-source-out log residuals, and the memory verdict's hits."""
     cs = cases(eff)
     measured = [c for c in cs if c.reported_tokens_per_s]
     err = [abs(c.predicted_tokens_per_s / c.reported_tokens_per_s - 1) for c in measured]
-    loo = [c.loo_tokens_per_s / c.reported_tokens_per_s for c in measured]
-    logr = np.log(loo)
+    loso = [c.loso_tokens_per_s / c.reported_tokens_per_s for c in measured]
+    logr = np.log(loso)
     return {
         "rows": len(cs),
         "measured_rows": len(measured),
         "median_abs_error": float(np.median(err)),
-        "median_abs_error_loo": float(np.median(np.abs(np.array(loo) - 1))),
-        "within_25pct_loo": int(sum(abs(x - 1) <= 0.25 for x in loo)),
-        "log_q10_loo": float(np.quantile(logr, 0.1)),
-        "log_q90_loo": float(np.quantile(logr, 0.9)),
+        "sources": len({source_of(r) for r in rows()}),
+        "median_abs_error_loso": float(np.median(np.abs(np.array(loso) - 1))),
+        "within_25pct_loso": int(sum(abs(x - 1) <= 0.25 for x in loso)),
+        "log_q10_loso": float(np.quantile(logr, 0.1)),
+        "log_q90_loso": float(np.quantile(logr, 0.9)),
         "fits_right": int(sum(c.predicted_fits == c.reported_fits for c in cs)),
         "band": [
             math.exp(-float(np.quantile(logr, 0.9))),
