@@ -1,5 +1,5 @@
 """Evidence that claims independence has it: no row of a set the tests or ``trilemma validate`` call
-evidence ("never fitted", "a check", "held out") is a row of a data file the constants are fitted on,
+evidence ("no calibration row", "a check", "held out") is a row of a data file the constants are fitted on,
 matched by source group and reported value. A set whose rows are calibration rows says so: its
 tests carry the ``in_sample`` marker; a set whose floor holds the shared source out says which.
 """
@@ -21,16 +21,16 @@ DATA = ROOT / "src" / "trilemma" / "data"
 FITTED = ("memory.csv", "throughput.csv", "runs.csv")
 
 #: evidence set → (the columns holding its reported figures, a group for files whose rows name no source,
-#: what the tests claim: "never fitted", "held out" (its floor refits without the shared sources) or
+#: what the tests claim: "no calibration row", "held out" (its floor refits without the shared sources) or
 #: "in sample" (its tests are marked in_sample))
 EVIDENCE: dict[str, tuple[tuple[str, ...], str | None, str]] = {
     "src/trilemma/data/finetune_memory.csv": (("reported_gib",), None, "held out"),
-    "src/trilemma/data/ondevice.csv": (("decode_tokens_per_s",), None, "never fitted"),
-    "tests/data/cs336_fp32_a100.csv": (("reported",), None, "never fitted"),
+    "src/trilemma/data/ondevice.csv": (("decode_tokens_per_s",), None, "no calibration row"),
+    "tests/data/cs336_fp32_a100.csv": (("reported",), None, "no calibration row"),
     "tests/data/cs336_fp32_h100.csv": (
         ("h100_step_s", "a100_step_s"),
         "github.com/yyin-dev/cs336-a2",
-        "never fitted",
+        "no calibration row",
     ),
     "tests/data/cs336_fp32_a100_memory.csv": (("reported",), None, "in sample"),
 }
@@ -76,7 +76,9 @@ def overlaps(evidence: str) -> list[tuple[str, str, float]]:
     return found
 
 
-@pytest.mark.parametrize("evidence", [k for k, v in EVIDENCE.items() if v[2] == "never fitted"])
+@pytest.mark.parametrize(
+    "evidence", [k for k, v in EVIDENCE.items() if v[2] == "no calibration row"]
+)
 def test_never_fitted_evidence_is_no_calibration_row(evidence: str) -> None:
     assert overlaps(evidence) == [], evidence
 
@@ -119,3 +121,36 @@ def test_every_evidence_file_is_scanned() -> None:
         }
     )
     assert found <= scanned, found - scanned
+
+
+def _document(row: dict[str, str]) -> tuple[str, str]:
+    """(group, the page in it) of a row: a repository's file ("github.com/x/y docs/page.md ...") is its own
+    document; elsewhere the group is."""
+    words = row["source"].split()
+    page = words[1] if len(words) > 1 and "/" in words[1] and "." in words[1] else ""
+    return row_group(row), page
+
+
+def test_kept_independent_sources_have_no_fitted_row() -> None:
+    """A source the calibration keeps independent (rows carried with skip_reason "kept independent ...": a
+    paper, a model card, or one page of a repository whose other pages are fitted, as torchtitan's
+    docs/performance.md) has no row the fit uses."""
+    kept, used = set(), set()
+    for name in FITTED:
+        for row in read_rows(DATA / name):
+            if row["skip_reason"].startswith("kept independent"):
+                kept.add(_document(row))
+            elif not row["skip_reason"]:
+                used.add(_document(row))
+    clash = {(g, p) for g, p in used for kg, kp in kept if g == kg and kp in ("", p)}
+    assert kept and not clash, clash
+
+
+def test_held_out_figures_in_tests_are_no_calibration_row() -> None:
+    """The async-TP and fp8 held-out checks' tokens/s (torchtitan's June 2025 async-TP page) are not among
+    the fitted torchtitan rows."""
+    from tests.test_async_tp import HELD_OUT
+
+    figures = [v for recipes in HELD_OUT.values() for pair in recipes.values() for v in pair]
+    fitted = [v for _, g, v in fitted_rows() if g == "github.com/pytorch/torchtitan"]
+    assert fitted and not [f for f in figures if any(abs(v / f - 1) <= SAME for v in fitted)]

@@ -488,13 +488,21 @@ def test_planner_does_not_import_scipy_or_matplotlib():
 
 
 def test_optimal_json(quality_app, capsys):
+    """Chinchilla's budget, 5.76e23 FLOPs: the default law's compute-optimal size is Besiroglu et al. 2024's
+    closed form (Hoffmann et al. 2022 eq. 4 with C = 6ND): N_opt = G·(C/6)^(β/(α+β)), G = (αA/(βB))^(1/(α+β)),
+    from the paper's rounded constants A = 482.01, B = 2085.43, α = 0.3478, β = 0.3658: 72.2e9, by hand here."""
     code, out, err = run(capsys, "optimal", "--flops", "5.76e23", "--json")
     assert code == 0 and err == ""
     doc = json.loads(out)
     assert doc["schema"] == "trilemma.optimal/1" and isinstance(doc["warnings"], list)
     (r,) = doc["results"]
     a = r["compute_optimal"]
-    assert r["law"] == DEFAULT_LAW and a["n_params"] == pytest.approx(72.4e9, rel=0.01)
+    A, B, alpha, beta = 482.01, 2085.43, 0.3478, 0.3658
+    closed_form = (alpha * A / (beta * B)) ** (1 / (alpha + beta)) * (5.76e23 / 6) ** (
+        beta / (alpha + beta)
+    )
+    assert closed_form == pytest.approx(72.25e9, rel=1e-3)
+    assert r["law"] == DEFAULT_LAW and a["n_params"] == pytest.approx(closed_form, rel=0.01)
     assert a["loss"]["low"] <= a["loss"]["mean"] <= a["loss"]["high"]
     assert "6·N·D" in doc["flop_convention"]
 
