@@ -47,6 +47,7 @@ def _run_refused(capsys, args: list[str], names: tuple[str, ...], *needles: str)
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1, (args, code, err[-2000:])
     assert err.startswith("trilemma: error: ") and any(n in err for n in names), err
+    assert err.count("is not allowed") == 1, f"a refusal wrapped in another: {err}"
     for n in needles:
         assert n in err, err
     return err

@@ -112,6 +112,8 @@ def open_input(
     try:
         _check_regular(field, text, what, os.stat(text).st_mode)
         fd = os.open(text, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except InputError:  # a ValueError too: raised as it is, not wrapped as unreadable
+        raise
     except (OSError, ValueError) as exc:
         raise _os_error(field, text, what, exc) from None
     try:
