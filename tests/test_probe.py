@@ -382,7 +382,12 @@ def test_two_process_ddp_run_completes():
 
 
 @pytest.mark.slow
-def test_nproc_2_scaling_beside_prediction():
+def test_nproc_2_scaling_measured_against_prediction():
+    """Two DDP processes over gloo against one, same threads per process: the measured scaling efficiency
+    against the planner's. The planner over-predicts here (0.94 predicted; 0.54 and 0.71 measured in two runs
+    on this project's 2-core machine): its one-process time and gloo all-reduce leave out the tiny model's
+    per-step process overhead, and the 2 cores are shared. Checked: the prediction is not below the
+    measurement by more than 10%, nor more than twice it."""
     from trilemma.probe import run_probe
 
     r = run_probe(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2)
@@ -392,6 +397,10 @@ def test_nproc_2_scaling_beside_prediction():
         and sc.nproc == 2
         and 0 < sc.efficiency < 1.5
         and 0 < sc.predicted_efficiency <= 1.0
+    )
+    assert 0.5 <= sc.efficiency / sc.predicted_efficiency <= 1.1, (
+        sc.efficiency,
+        sc.predicted_efficiency,
     )
     assert r.run.parallelism == "DDP over gloo"
 
