@@ -80,6 +80,28 @@ def test_validate_reads_the_published_finetune_memory(doc, capsys):
     assert d["summary"] == {} and d["rows"] == [] and d["finetune_memory"]["summary"] == s
 
 
+def test_fitted_constants_on_a_bound_are_listed_each_with_its_missing_term(doc, capsys):
+    """validate --json lists every fitted constant within 0.1% of its bounds' width from a bound of its fit
+    (fit.FITTED_PARAMS), read from the shipped calibration, and each carries a note naming the term it
+    stands for. Today: efficiency.kernel_s on its upper bound, memory.framework_residual_bytes on its lower."""
+    from trilemma.presets import constants
+    from trilemma.validate.fit import FITTED_PARAMS
+
+    consts = constants()
+    on = {
+        f"{s}.{k}": ("lower" if consts[s][k] - lo <= 1e-3 * (hi - lo) else "upper")
+        for s, k, lo, hi in FITTED_PARAMS
+        if min(consts[s][k] - lo, hi - consts[s][k]) <= 1e-3 * (hi - lo)
+    }
+    listed = doc["fitted_at_bounds"]
+    assert {b["constant"]: b["bound"] for b in listed} == on
+    assert on == {"efficiency.kernel_s": "upper", "memory.framework_residual_bytes": "lower"}
+    for b in listed:
+        assert b["note"] and b["lower"] <= b["value"] <= b["upper"], b
+    assert main(["validate", "--kind", "finetune", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fitted_at_bounds"] == listed
+
+
 def test_estimates_carry_a_band_from_the_backtest():
     e = estimate("llama2-7b", "a100-80gb", 512, 1e12)
     b = calibration()["bands"]

@@ -138,6 +138,10 @@ def print_validate(doc: dict[str, Any]) -> None:
             f"fit right on {od['fits_right']} of {od['rows']}"
         )
     _print_finetune(c, doc.get("finetune_memory"))
+    for b in doc.get("fitted_at_bounds") or []:
+        c.print(
+            f"fitted constant on its {b['bound']} bound: {b['constant']} = {b['value']:.4g}; {b['note']}"
+        )
     if doc["skipped"]:
         c.print(f"{len(doc['skipped'])} rows skipped (see --json for reasons)")
     cal = doc.get("calibration") or {}

@@ -52,6 +52,15 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "dp_overlap", 0.0, 1.0),
     ("efficiency", "kernel_s", 1e-6, 1e-5),
 )
+#: (section, key, lower, upper) of the slow-node spread σ (fit_goodput)
+RUN_PARAMS: tuple[tuple[str, str, float, float], ...] = (("run", "slow_node_spread", 0.0, 2.0),)
+#: (section, key, lower, upper) of the memory overheads (fit_memory): bytes, fraction
+MEMORY_PARAMS: tuple[tuple[str, str, float, float], ...] = (
+    ("memory", "framework_residual_bytes", 0.0, 8.0 * GIB),
+    ("memory", "fragmentation", 0.0, 0.5),
+)
+#: every fitted constant with its bounds, in the order calibrated.toml lists them
+FITTED_PARAMS = TIME_PARAMS + RUN_PARAMS + MEMORY_PARAMS
 # busy_gpu_hours (a run's GPU-hours as its source computes them: tokens over the measured rate, no idle time)
 # tests the step time alone, as a rate does: a time metric, not a whole-run one (no goodput in it)
 TIME_METRICS = {
@@ -324,9 +333,10 @@ def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
             for p in preds
         ]
     )
+    (_, _, lo, hi), *_ = RUN_PARAMS
     sol = minimize_scalar(
         lambda s: float(np.abs(r + np.log1p(s * g)).sum()),
-        bounds=(0.0, 2.0),
+        bounds=(lo, hi),
         method="bounded",
         options={"xatol": 1e-6},
     )
@@ -360,7 +370,10 @@ def fit_memory(cases: list[Case], consts: Constants) -> Constants:
         rhs.append(1.0 - p.predicted / rep)
     A, b = np.array(rows), np.array(rhs)
     scale = np.array([1.0, GIB])  # solve for the residual in GiB for conditioning
-    sol = lsq_linear(A * scale, b, bounds=([0.0, 0.0], [0.5, 8.0]))
+    (_, _, res_lo, res_hi), (_, _, frag_lo, frag_hi) = MEMORY_PARAMS
+    sol = lsq_linear(
+        A * scale, b, bounds=(np.array([frag_lo, res_lo]), np.array([frag_hi, res_hi])) / scale
+    )
     frag, residual = sol.x * scale
     return with_params(
         consts,

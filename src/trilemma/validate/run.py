@@ -22,11 +22,12 @@ from trilemma.presets import (
 from trilemma.tomlw import toml_value
 from trilemma.validate import Skipped
 from trilemma.validate.bands import LEVEL, coverage, named_bands, residuals_from_predictions
+from trilemma.validate.bounds import at_bounds
 from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import (
+    FITTED_PARAMS,
     RUN_METRICS,
     TIME_METRICS,
-    TIME_PARAMS,
     Prediction,
     calibrate,
     loso,
@@ -173,6 +174,8 @@ def run_validate(
         "rows": rows,
         "ondevice": ondevice,
         "finetune_memory": ft,
+        # fitted constants on a bound of their fit, each with the missing term it stands for
+        "fitted_at_bounds": at_bounds(consts),
         "skipped": [
             {"kind": s.kind, "row": s.row, "model": s.label, "reason": s.reason}
             for s in skipped
@@ -282,7 +285,7 @@ def calibrate_and_write(
         "[meta]",
         f"date = {toml_value(_dt.date.today().isoformat())}",
         'command = "python scripts/calibrate.py"',
-        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in TIME_PARAMS] + ['run.slow_node_spread', 'memory.framework_residual_bytes', 'memory.fragmentation'])}",
+        f"fitted = {toml_value([f'{s}.{k}' for s, k, _, _ in FITTED_PARAMS])}",
         f"cases = {toml_value(len(cases))}",
         f"skipped = {toml_value(len(skipped))}",
         f"groups = {toml_value(sorted({c.group for c in cases}))}",
