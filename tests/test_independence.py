@@ -134,7 +134,8 @@ def _document(row: dict[str, str]) -> tuple[str, str]:
 def test_kept_independent_sources_have_no_fitted_row() -> None:
     """A source the calibration keeps independent (rows carried with skip_reason "kept independent ...": a
     paper, a model card, or one page of a repository whose other pages are fitted, as torchtitan's
-    docs/performance.md) has no row the fit uses."""
+    docs/performance.md) has no row the fit uses. tests/test_cases.py checks that the sources the shared
+    README names are skipped; this checks that no other row of the same document slipped into the fit."""
     kept, used = set(), set()
     for name in FITTED:
         for row in read_rows(DATA / name):
