@@ -253,8 +253,13 @@ def _json_cases():
     scenario file) or a flag without a value are left out."""
     from test_hostile_corpus import CASES
 
+    from trilemma.request import EstimateRequest
+
     verbs = {name: web.Verb(name, fn) for name, fn in web._commands().items()}
     numeric = {name: {k for n, k in v.keys.items() if n not in v.text} for name, v in verbs.items()}
+    numeric["estimate"] = {
+        o.key for o in EstimateRequest.options().values() if o.kind in ("number", "int", "bool")
+    }
     out = []
     for args, names in CASES:
         verb, rest = args[0], [a for a in args[1:] if a != "--json"]

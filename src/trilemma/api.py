@@ -24,6 +24,8 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
+from trilemma.request import EstimateRequest
+from trilemma.request.shared import FINETUNE_FIELDS
 from trilemma.resolve import (
     check_positions,
     finetune_fields,
@@ -38,9 +40,9 @@ from trilemma.units import parse_count
 
 
 def estimate(
-    model: str | ModelSpec,
-    hardware: str | HardwareSpec,
-    n_gpus: int,
+    model: str | ModelSpec | EstimateRequest,
+    hardware: str | HardwareSpec | None = None,
+    n_gpus: int | None = None,
     tokens: float | None = None,
     *,
     seq_len: int | None = None,
@@ -71,7 +73,12 @@ def estimate(
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
     optimizer, optimizer+params) make the plan a fine-tune of ``model`` (ignored when ``plan`` is given).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
-    rather than the fastest of all."""
+    rather than the fastest of all.
+
+    ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
+    run_estimate."""
+    if isinstance(model, EstimateRequest):
+        return run_estimate(model, accept=accept)
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
@@ -98,6 +105,68 @@ def estimate(
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
     return with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+
+
+def run_estimate(
+    req: EstimateRequest, accept: Callable[[Estimate], bool] | None = None
+) -> Estimate:
+    """One request of `trilemma estimate` → its Estimate (with its loss and, given ``deploy``, the
+    device it must run on). ``accept``: as estimate's."""
+    if not isinstance(req, EstimateRequest):
+        raise InputError("request", req, "an EstimateRequest (trilemma.request)")
+    cluster = {
+        "memory_headroom": req.memory_headroom,
+        "gpus_per_node": req.gpus_per_node,
+        "intra_node_bw_bytes_per_s": req.intra_node_bw,
+        "inter_node_bw_bytes_per_s": req.inter_node_bw,
+        "price_usd_per_hour": req.price,
+        "pue": req.pue,
+        "region": req.region,
+        "host_memory_bytes": req.host_memory,
+        "host_power_w_per_node": req.host_power,
+        "failures_per_gpu_hour": req.failure_rate,
+        "restart_s": req.restart,
+        "storage_write_bytes_per_s": req.storage_bw,
+    }
+    m, _ = resolve_model(req.model)
+    ft = {k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None}
+    plan = make_plan(
+        m,
+        req.tokens,
+        req.seq,
+        req.global_batch,
+        req.precision,
+        flash_attention=req.flash,
+        fused_loss=req.fused_loss,
+        compile=req.compile,
+        async_tp=req.async_tp,
+        softmax_passes=req.softmax_passes,
+        task=req.task,
+        **({} if req.goodput is None else {"goodput": req.goodput}),
+        **finetune_fields(m, **ft),
+    )
+    est = estimate(
+        req.model,
+        req.gpu,
+        req.gpus,
+        layout=req.layout(),
+        cluster=cluster,
+        plan=plan,
+        law=req.law,
+        unique_tokens=req.unique_tokens,
+        accept=accept,
+    )
+    if req.deploy is None:
+        return est
+    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
+
+    precision = req.deploy_precision
+    return with_deploy(
+        est,
+        req.deploy,
+        DEFAULT_DEPLOY_PRECISION if precision is None else precision.lower(),
+        req.context,
+    )
 
 
 def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = None) -> Any:
@@ -178,11 +247,13 @@ __all__ = [
     "estimate",
     "estimate_plan",
     "evaluate_layout",
+    "EstimateRequest",
     "export",
     "grid_intensity",
     "make_cluster",
     "make_plan",
     "resolve_hardware",
     "resolve_model",
+    "run_estimate",
     "with_loss",
 ]

@@ -57,18 +57,6 @@ KEYS = (
     "restart",
     "storage_bw",
 )
-#: the fine-tune keys (the flags of trilemma.cli.finetune_options)
-FINETUNE_KEYS = (
-    "finetune",
-    "trainable_layers",
-    "lora_rank",
-    "lora_alpha",
-    "lora_targets",
-    "base_precision",
-    "optimizer",
-    "offload",
-)
-
 
 #: keys whose value is text (a name, a size with its unit, a path); the others may also be numbers
 _TEXT = frozenset(

@@ -57,8 +57,18 @@ from pydantic import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trilemma.errors import InfeasibleError, InputError, TrilemmaError
-from trilemma.solve import MAX_LIST_NAMES
+from trilemma.request import EstimateRequest
 from trilemma.units import IEC, KILO
+from trilemma.web.bodies import (
+    MAX_LIST_ITEMS,
+    MAX_TEXT_CHARS,
+    NO_FILES,
+    EstimateDoc,
+    Routed,
+    body,
+    routed,
+)
+from trilemma.web.bodies import refuse_files as _refuse_files
 from trilemma.web.runner import (
     MAX_CONFIGURATIONS,
     MAX_WAITING,
@@ -79,20 +89,15 @@ INFEASIBLE_SCHEMA = "trilemma.infeasible/1"
 MAX_BODY_BYTES = int(
     64 * IEC["Ki"]
 )  # a request body; the largest sensible one (a ModelSpec) is ~1 KiB
-MAX_TEXT_CHARS = 200  # one text value (a preset name, a size, a duration)
-MAX_LIST_ITEMS = MAX_LIST_NAMES  # names in one list (GPU types, precisions, prices): solve's cap
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 
 #: what each endpoint runs: the verb and the command parameters HTTP does not offer (files, slow modes, output)
 HIDDEN = {
-    "estimate": {"as_json", "export"},
-    "solve": {"as_json", "scenario", "frontier_csv", "plot", "plot_range", "export"},
+    "solve": {"ctx", "as_json", "scenario", "frontier_csv", "plot", "plot_range", "export"},
     "optimal": {"as_json"},
     "validate": {"as_json", "csv_path", "data", "live_loso"},
     "presets": {"as_json"},
 }
-#: fields naming something that could be a file on the server: only names and sizes are taken
-NO_FILES = {"model", "law"}
 #: fields that take a comma-separated list on the command line and may be a JSON list here
 LISTS = {"gpu", "precision"}
 
@@ -102,7 +107,6 @@ def _commands() -> dict[str, Callable[..., Any]]:
     from trilemma.cli_quality import optimal
 
     return {
-        "estimate": cli.estimate,
         "solve": cli.solve,
         "optimal": optimal,
         "validate": cli.validate,
@@ -221,27 +225,6 @@ def _model_spec(fields: dict[str, Any]) -> Any:
         raise validation_to_input_error(exc, "model") from None
 
 
-def _refuse_files(field: str, value: str) -> None:
-    """A preset name, a law name or a size; never a path (nothing the request names is read)."""
-    text = value.strip()
-    path_like = (
-        any(c in text for c in "/\\")
-        or text.lower().endswith((".json", ".toml"))
-        or text.startswith(("~", "."))
-    )
-    try:
-        exists = Path(text).exists() if text else False
-    except (OSError, ValueError):
-        exists = False
-    if path_like or exists:
-        raise InputError(
-            field,
-            value,
-            "a preset name or a size such as 7B (files are not read over HTTP; use the "
-            "command line for a config.json or a law file)",
-        )
-
-
 # ------------------------------------------------------------------ answers
 
 
@@ -313,10 +296,15 @@ def _field_of(exc: TrilemmaError, given: dict[str, str]) -> str | None:
     return named or (head if re.fullmatch(r"[\w.-]+", head) else None)
 
 
-def _pydantic_error(exc: RequestValidationError, verbs: dict[str, Verb], path: str) -> JSONResponse:
+def _pydantic_error(
+    exc: RequestValidationError, verbs: dict[str, Verb | Routed], path: str
+) -> JSONResponse:
     """The first validation error as the CLI words a bad flag: 422 naming the field (400 for a body that is
     not a JSON object)."""
     err = exc.errors()[0]
+    refused = (err.get("ctx") or {}).get("error")
+    if isinstance(refused, InputError):  # a request's own parser (trilemma.request): its line
+        return _error(422, refused.field, str(refused))
     loc = [str(p) for p in err.get("loc", ()) if p != "body"]
     kind, value = err.get("type", ""), err.get("input")
     if (
@@ -392,7 +380,7 @@ def _respond(runner: Runner, compute: Callable[[], Any], given: dict[str, str]) 
         return response
 
 
-def _given(verb: Verb, req: BaseModel) -> dict[str, str]:
+def _given(verb: Verb | Routed, req: BaseModel) -> dict[str, str]:
     return {n: k for n, k in verb.keys.items() if n in req.model_fields_set}
 
 
@@ -491,10 +479,15 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     runner = Runner(TIME_LIMIT_S, MAX_WAITING, QUEUE_LIMIT_S)
     app.state.runner = runner  # the one worker, for tests and benchmarks to hold busy
     solves, validations = Cache(CACHED_SOLVES), Cache(4)
-    verbs = {name: Verb(name, fn) for name, fn in _commands().items()}
+    verbs: dict[str, Verb | Routed] = {name: Verb(name, fn) for name, fn in _commands().items()}
+    verbs["estimate"] = routed(EstimateRequest)
 
     def route(
-        path: str, model: type[BaseModel], summary: str, answer: Callable[[Any], Response]
+        path: str,
+        model: type[BaseModel],
+        summary: str,
+        answer: Callable[[Any], Response],
+        response_model: Any = None,
     ) -> None:
         def handler(req: Any) -> Response:
             return answer(req)
@@ -503,7 +496,18 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
             [inspect.Parameter("req", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)]
         )
         handler.__name__ = path.strip("/").replace("/", "_")
-        app.post(path, summary=summary, responses=ERRORS)(handler)
+        if response_model is None:
+            app.post(path, summary=summary, responses=ERRORS)(handler)
+            return
+        # the answer's document, or (a valid request no plan meets) the infeasible answer
+        others = {k: v for k, v in ERRORS.items() if k != 200}
+        app.post(
+            path,
+            summary=summary,
+            responses=others,
+            response_model=response_model | InfeasibleDoc,
+            response_description="the command's --json document, or an infeasible answer",
+        )(handler)
 
     def plain(
         verb: Verb, to_doc: Callable[[Any], Any], cache: Cache | None = None
@@ -564,11 +568,18 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         point=(StrictInt, Field(ge=0, description="an index into its frontier_points")),
     )
 
+    def estimate_answer(req: EstimateRequest) -> Response:
+        from trilemma.api import run_estimate
+
+        given = _given(verbs["estimate"], req)
+        return _respond(runner, lambda: run_estimate(req).to_dict(), given)
+
     route(
         "/api/estimate",
-        verbs["estimate"].model,
+        body(EstimateRequest),
         "one plan: time, GPU-hours, $, energy, memory, loss (estimate)",
-        plain(verbs["estimate"], lambda e: e.to_dict()),
+        estimate_answer,
+        EstimateDoc,
     )
     route(
         "/api/solve",

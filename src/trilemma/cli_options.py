@@ -1,0 +1,69 @@
+"""A verb's Typer options generated from its request's fields (trilemma.request): each field's flags,
+help and default become one option, and the command builds the request from what was given.
+
+The CLI's own options (``--json``, ``--export``: how the answer is written, not what is asked) are
+given as ``extras`` and reach the command's body beside the request.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+import typer
+
+from trilemma.request.field import Opt, Request
+
+#: the type click parses each kind of field as (text goes to the field's own parser)
+_CLI_TYPE: dict[str, Any] = {"text": str, "spec": str, "number": float, "int": int, "bool": bool}
+
+
+def _shown(default: Any) -> Any:
+    """A field's default as the flag would be typed (``bf16``, ``2048``), for --help."""
+    return str(default.value) if isinstance(default, Enum) else default
+
+
+def _parameter(name: str, opt: Opt, default: Any) -> inspect.Parameter:
+    kind = _CLI_TYPE[opt.kind]
+    cli_default = _shown(default)
+    if opt.kind == "text" and cli_default is not None:
+        cli_default = str(cli_default)
+    annotation = kind if cli_default is not None else kind | None
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=typer.Option(cli_default, *opt.flags, help=opt.help),
+        annotation=annotation,
+    )
+
+
+def command(
+    request: type[Request],
+    extras: list[inspect.Parameter],
+    body: Callable[..., Any],
+) -> Callable[..., Any]:
+    """A Typer command function for ``request``'s verb: its options are the request's fields, then
+    ``extras``; it calls ``body(request_instance, **extras)``."""
+    fields = request.options()
+    params = [_parameter(n, o, request.model_fields[n].default) for n, o in fields.items()]
+
+    def run(**kwargs: Any) -> Any:
+        given = {n: kwargs.pop(n) for n in fields}
+        return body(request(**{n: v for n, v in given.items() if v is not None}), **kwargs)
+
+    run.__signature__ = inspect.Signature(params + extras)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params + extras}
+    run.__name__, run.__doc__ = request.VERB, body.__doc__
+    return run
+
+
+def extra(name: str, default: Any, *flags: str, help: str, annotation: Any) -> inspect.Parameter:
+    """One CLI-only option (not a field of the request)."""
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=typer.Option(default, *flags, help=help),
+        annotation=annotation,
+    )

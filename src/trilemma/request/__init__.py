@@ -1,0 +1,8 @@
+"""One typed request per verb: each field written once with its flag, JSON and scenario key, unit
+parser, default and help (:mod:`trilemma.request.field`). The CLI's options, the web API's bodies,
+scenario files and the Python API are derived from them."""
+
+from trilemma.request.estimate import EstimateRequest
+from trilemma.request.field import Opt, Request, option
+
+__all__ = ["EstimateRequest", "Opt", "Request", "option"]

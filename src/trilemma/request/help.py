@@ -1,0 +1,84 @@
+"""The help texts of the request fields that more than one verb shares (estimate and solve)."""
+
+TASK_HELP = (
+    "what the model's head predicts: causal-lm (default: the next token over the vocabulary) or "
+    "classification (a few classes from a pooled token, as a sequence-classification fine-tune: no LM head "
+    "GEMMs, no vocabulary cross-entropy, no logits in memory)"
+)
+ASYNC_TP_HELP = (
+    "asynchronous tensor parallelism (torchtitan's enable_async_tensor_parallel, Megatron-Core's "
+    "--tp-comm-overlap): under sequence parallelism the forward's TP all-gathers and reduce-scatters "
+    "are split by rank and overlapped with their matmuls; default off"
+)
+COMPILE_HELP = (
+    "the model runs under torch.compile (inductor): a gated MLP saves 3 hidden tensors per token "
+    "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default off"
+)
+PRECISION_HELP = (
+    "bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao Float8Linear / torchtitan's "
+    "--model.converters float8 — fp8 matmuls, bf16 weights and activations, fp32 master copy)"
+)
+EXPORT_HELP = "print the plan as an engine's config instead: torchtitan, megatron, deepspeed or hf (trilemma export)"
+FINETUNE_HELP = (
+    "fine-tune the model instead of pre-training it: full, lora, qlora (LoRA on an nf4 base with double "
+    "quantisation, bf16 compute) or freeze (with --trainable-layers N: the last N layers train)"
+)
+LORA_TARGETS_HELP = "attn, mlp, all-linear (default) or module names, e.g. q_proj,v_proj"
+BASE_PRECISION_HELP = (
+    "storage of the frozen base: bf16 (default), fp16, int8 (LLM.int8; lora) or nf4 (qlora)"
+)
+OPTIMIZER_HELP = (
+    "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"
+)
+OFFLOAD_HELP = (
+    "none (default), optimizer (ZeRO-Offload: states and CPU Adam on the host) or optimizer+params "
+    "(ZeRO-Infinity: the weights too); host memory is checked (--host-memory)"
+)
+HOST_POWER_HELP = (
+    "host and network power per node (CPUs, memory, NICs, fans), e.g. 4.6kW; 0 counts the devices "
+    "alone, as published energy figures do (default 575 W per device: a DGX H100's 10.2 kW less its 8 "
+    "GPUs' 5.6 kW)"
+)
+DEPLOY_HELP = (
+    "where the trained model must run: a device preset (iphone-15-pro, snapdragon-8-gen3, tensor-g3, "
+    "macbook-air-m2-8gb, rtx-4090, ...: presets/devices.toml) or a hardware preset"
+)
+DEPLOY_PRECISION_HELP = (
+    "weights on the device: int4, int8 (one fp16 scale per 32 weights) or fp16 (default int4)"
+)
+CONTEXT_HELP = "tokens of KV cache on the device, e.g. 4k (default: the plan's sequence length)"
+HOST_MEMORY_HELP = "host memory per node for offloaded states, e.g. 1TB (default 125 GB per device, a DGX A100's share)"
+FAILURE_RATE_HELP = (
+    "unexpected job interruptions per GPU-hour, e.g. 5e-5 (default: Llama 3's 1.97e-5, 419 in 54 days "
+    "on 16,384 H100s; OPT-175B's 2021 cloud cluster logged 7.9e-5)"
+)
+RESTART_HELP = (
+    "time from a failure to training again (detection, swapping the node, restart, checkpoint reload), "
+    "e.g. 30min (default 10min)"
+)
+STORAGE_BW_HELP = (
+    "the whole job's checkpoint write bandwidth, e.g. 200GB/s (default: 1.22e8 B/s per GPU, Llama 3's "
+    "2 TB/s sustained over 16,384 GPUs)"
+)
+
+
+MEMORY_HEADROOM_HELP = (
+    "share of device memory a plan must leave free to count as fitting, e.g. 0.1 or 10% "
+    "(default: the upper end of the memory model's 80% band from its leave-one-source-out "
+    "error; 0 = fit to the last byte)"
+)
+GOODPUT_HELP = (
+    "useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint "
+    "writes and restarts for this GPU count and duration, times the slow-node share for the node "
+    "count, 1/(1 + σ√(2 ln nodes)), σ = run.slow_node_spread fitted on whole published runs; the "
+    "speed table and --json's time.reliability show each part)"
+)
+SOFTMAX_PASSES_HELP = (
+    "with --no-flash: passes over the score matrix between the attention GEMMs, each a read and a "
+    "write — 1 Megatron-LM's fused softmax (default), 3 eager PyTorch (scale, mask, torch.softmax), "
+    "6 a softmax written by hand (max, subtract, exp, sum, divide)"
+)
+FUSED_LOSS_HELP = (
+    "a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager "
+    "PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel)"
+)

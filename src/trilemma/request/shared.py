@@ -1,0 +1,101 @@
+"""Fields that estimate and solve share, each a function so that every request declares its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trilemma.errors import InputError
+from trilemma.request import help as h
+from trilemma.request import parsers as p
+from trilemma.request.field import option
+
+
+def host_memory() -> Any:
+    return option(None, "--host-memory", help=h.HOST_MEMORY_HELP, parse=p.host_memory)
+
+
+def failure_rate() -> Any:
+    return option(None, "--failure-rate", help=h.FAILURE_RATE_HELP, parse=p.failure_rate)
+
+
+def restart() -> Any:
+    return option(None, "--restart", help=h.RESTART_HELP, parse=p.restart)
+
+
+def storage_bw() -> Any:
+    return option(None, "--storage-bw", help=h.STORAGE_BW_HELP, parse=p.storage_bw)
+
+
+def memory_headroom() -> Any:
+    return option(None, "--memory-headroom", help=h.MEMORY_HEADROOM_HELP, parse=p.headroom)
+
+
+def deploy_precision() -> Any:
+    return option(None, "--deploy-precision", help=h.DEPLOY_PRECISION_HELP)
+
+
+def finetune() -> Any:
+    return option(None, "--finetune", help=h.FINETUNE_HELP)
+
+
+def trainable_layers() -> Any:
+    return option(
+        None,
+        "--trainable-layers",
+        help="with --finetune freeze: the last N layers train",
+        parse=lambda t: p.whole(t, "trainable-layers"),
+    )
+
+
+def lora_rank() -> Any:
+    return option(
+        None,
+        "--lora-rank",
+        help="LoRA rank r (default 16)",
+        parse=lambda t: p.whole(t, "lora-rank"),
+    )
+
+
+def lora_alpha() -> Any:
+    return option(None, "--lora-alpha", help="LoRA alpha (default 32)", parse=p.lora_alpha)
+
+
+def lora_targets() -> Any:
+    return option(None, "--lora-targets", help=h.LORA_TARGETS_HELP)
+
+
+def base_precision() -> Any:
+    return option(None, "--base-precision", help=h.BASE_PRECISION_HELP)
+
+
+def optimizer() -> Any:
+    return option(None, "--optimizer", help=h.OPTIMIZER_HELP)
+
+
+def offload() -> Any:
+    return option(None, "--offload", help=h.OFFLOAD_HELP)
+
+
+#: the fine-tune fields, as resolve.finetune_fields takes them
+FINETUNE_FIELDS = (
+    "finetune",
+    "trainable_layers",
+    "lora_rank",
+    "lora_alpha",
+    "lora_targets",
+    "base_precision",
+    "optimizer",
+    "offload",
+)
+
+
+def check_deploy(given: dict[str, Any]) -> None:
+    """--deploy-precision and --context describe the device of --deploy: without it they would do
+    nothing."""
+    for name in ("deploy_precision", "context"):
+        if given.get("deploy") is None and given.get(name) is not None:
+            raise InputError(
+                name.replace("_", "-"),
+                given[name],
+                "a value with --deploy DEVICE (the device the model will run on)",
+            )

@@ -1,0 +1,98 @@
+"""The typed request of a verb (trilemma.request): each field written once, parsed when the request
+is built, and the CLI's options, the web body and the Python API derived from it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clitools import run
+
+from trilemma.errors import InputError
+from trilemma.request import EstimateRequest
+from trilemma.specs import Precision, Recompute, ZeroStage
+
+
+def test_text_with_units_is_parsed_into_typed_values_when_the_request_is_built():
+    req = EstimateRequest(
+        tokens="10B",
+        seq="4k",
+        price="$2.5",
+        restart="30min",
+        storage_bw="200GB/s",
+        memory_headroom="10%",
+        precision="FP8",
+        zero="3",
+        recompute="selective",
+        **{"global-batch": "4M", "micro-batch": "2"},
+    )
+    assert (req.tokens, req.seq, req.price, req.restart) == (1e10, 4096, 2.5, 1800.0)
+    assert (req.storage_bw, req.memory_headroom, req.global_batch) == (2e11, 0.1, 4_000_000)
+    assert (req.precision, req.zero, req.recompute) == (
+        Precision.FP8,
+        ZeroStage.THREE,
+        Recompute.SELECTIVE,
+    )
+    assert req.micro_batch == 2 and req.gpus == 2048 and req.layout()["tp"] is None
+
+
+def test_the_request_is_frozen():
+    req = EstimateRequest(gpus=8)
+    with pytest.raises(Exception, match="frozen"):
+        req.gpus = 16  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("seq", "20000000"), ("tokens", "-1"), ("pue", "high"), ("tp", "0"), ("context", "2k")],
+)
+def test_a_bad_value_is_refused_by_the_request_with_the_flags_line(capsys, field, value):
+    """Building the request refuses the value with the one line the CLI prints for the flag (bounds
+    the specs state, e.g. --restart's week, are refused when the specs are built)."""
+    code, out, err = run(capsys, "estimate", f"--{field}", value, "--json")
+    with pytest.raises(InputError) as exc:
+        EstimateRequest(**{field: value})
+    assert code == 2 and out == ""
+    assert err == f"trilemma: error: {exc.value}\n"
+
+
+def test_an_unknown_field_is_refused_naming_the_known_ones():
+    with pytest.raises(InputError) as exc:
+        EstimateRequest(colour="red")
+    assert exc.value.field == "colour" and "gpus_per_node" in exc.value.allowed
+
+
+def test_python_api_runs_a_request_as_the_cli_does(capsys):
+    from trilemma.api import estimate
+
+    args = [
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "64",
+        "--tokens",
+        "10B",
+        "--tp",
+        "2",
+        "--price",
+        "2.5",
+    ]
+    code, out, _ = run(capsys, "estimate", *args, "--json")
+    est = estimate(EstimateRequest(model="llama2-7b", gpus=64, tokens="10B", tp=2, price=2.5))
+    assert code == 0
+    from trilemma.report.jsonout import dumps_json
+
+    assert json.loads(dumps_json(est.to_dict())) == json.loads(out)
+
+
+def test_the_estimate_command_options_are_the_request_fields():
+    """The Typer options are generated from the fields: the same flags, plus the CLI's own output
+    options (--json, --export)."""
+    import typer.main
+
+    from trilemma.cli import app
+
+    cmd = typer.main.get_command(app).commands["estimate"]
+    flags = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+    fields = {f for o in EstimateRequest.options().values() for x in o.flags for f in x.split("/")}
+    assert flags == fields | {"--json", "--export"}
