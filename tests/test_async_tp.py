@@ -8,10 +8,10 @@ References
   × TP 8, torch.compile + Float8, full activation checkpointing, local batch 16 at 8,192 tokens):
   829 tokens/s per GPU without async TP, 876 with it (+5.7%). A calibration row pair, and the pair the
   form (the forward's four collectives only) was chosen on: in-sample.
-- torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (@c720cb87, June 2025; a page the
-  calibration keeps independent): vanilla against async TP on the same H100s, Llama 3.1 70B on 256 (FSDP 32
-  × TP 8, full AC, local batch 16) and 8B on 64 (FSDP 8 × TP 8, per-op SAC, local batch 12), torch.compile,
-  bf16 and float8 tensorwise and rowwise: the held-out check.
+- PyTorch's announcement of async TP ("[Distributed w/ TorchTitan] Introducing Async Tensor Parallelism
+  in PyTorch", discuss.pytorch.org/t/209487, September 2024): up to ~20% in the forward and ~8% end to end
+  on Llama 3 70B in torchtitan. Not a calibration row and not the pair the form was chosen on: the
+  held-out check, as loose as "~8%, up to" allows.
 """
 
 from __future__ import annotations
@@ -26,13 +26,8 @@ from trilemma.resolve import make_plan, resolve_model
 
 MEASURED_GAIN = 876 / 829 - 1  # torchtitan Table 4: 2D + AsyncTP over 2D (a calibration row pair)
 
-#: the June 2025 page's tokens/s per GPU, (vanilla TP, async TP), by model and recipe
-HELD_OUT = {
-    "llama3-70b": {"bf16": (597.3, 652.4), "fp8": (809.8, 942.4), "fp8 rowwise": (599.6, 624.8)},
-    "llama3-8b": {"bf16": (4378, 4809.4), "fp8": (5078.1, 5570.1), "fp8 rowwise": (3708.5, 3914.9)},
-}
-#: the page's layouts: (GPUs, local batch, recompute); tp 8, FSDP over the rest, 8,192 tokens a sequence
-HELD_OUT_LAYOUT = {"llama3-70b": (256, 16, "full"), "llama3-8b": (64, 12, "op")}
+#: PyTorch's announcement: "~8% E2E speedup" on Llama 3 70B ("up to"; its layout is not stated)
+ANNOUNCED_GAIN = 0.08
 
 
 def test_each_collective_hides_all_but_one_chunk_behind_its_matmul_by_hand():
@@ -64,28 +59,12 @@ def test_the_gain_on_torchtitans_70b_row_in_sample():
     assert gain == pytest.approx(MEASURED_GAIN, abs=0.01), gain
 
 
-def _held_out_gain(model: str, precision: str) -> float:
-    n, local, recompute = HELD_OUT_LAYOUT[model]
-    m, _ = resolve_model(model)
-    step = []
-    for on in (False, True):
-        plan = make_plan(m, 1e9, 8192, n // 8 * local * 8192, precision, compile=True, async_tp=on)
-        lay = dict(tp=8, pp=1, zero=3, recompute=recompute, micro_batch=local)
-        step.append(estimate(m, "h100-sxm", n, layout=lay, plan=plan).time.step_s)
-    return step[0] / step[1] - 1
-
-
-@pytest.mark.parametrize("model", sorted(HELD_OUT))
-@pytest.mark.parametrize("precision", ["bf16", "fp8"])
-def test_the_gain_held_out_lies_in_the_measured_spread(model: str, precision: str):
-    """Held out (a page the form was not chosen on): on each model and layout of the June 2025 page, the
-    predicted gain lies within the gains measured there across its three recipes (70B: +4% to +16%; 8B: +6%
-    to +10%). The model predicts +4.9% and +5.3% (70B), +7.4% and +7.6% (8B): below the page's bf16 +9% and
-    +10% and float8 tensorwise +16% and +10%, which hiding the forward's collectives alone does not reach
-    (docs/derivations.md, "Asynchronous tensor parallelism")."""
-    measured = [b / a - 1 for a, b in HELD_OUT[model].values()]
-    gain = _held_out_gain(model, precision)
-    assert min(measured) <= gain <= max(measured), (gain, measured)
+def test_the_gain_held_out_is_the_announced_end_to_end_gain():
+    """Held out: PyTorch's announcement reports ~8% end to end on Llama 3 70B (up to; no layout stated).
+    On torchtitan's 70B layout the model's gain lies within a factor 1.6 of it, 5% to 13%: a model that
+    hid no collective (0%) or every one of the step (about +14%) fails."""
+    gain = _step_s(False) / _step_s(True) - 1
+    assert ANNOUNCED_GAIN / 1.6 <= gain <= ANNOUNCED_GAIN * 1.6, gain
 
 
 def test_async_tp_changes_nothing_without_sequence_parallelism_or_tp():

@@ -1,5 +1,6 @@
-"""The precision lever: fp8's speed against published float8 benchmarks (a calibration pair, in-sample, and
-torchtitan's tensor-parallel runs, held out), fp16's stability warning."""
+"""The precision lever: fp8's speed against published float8 benchmarks (a calibration pair, in-sample;
+the published fp8 speed-ups with a stated layout that are not calibration rows are on pages the
+calibration keeps independent, so no held-out check is written here), fp16's stability warning."""
 
 from __future__ import annotations
 
@@ -26,31 +27,6 @@ def test_fp8_speedup_on_h100_matches_torchtitan_float8_in_sample():
     predicted = _tps("fp8") / _tps("bf16")
     assert predicted == pytest.approx(measured, rel=0.05)
     assert predicted > 1.0
-
-
-@pytest.mark.parametrize(
-    "model, gpus, local_batch, recompute, bf16, fp8",
-    [
-        ("llama3-70b", 256, 16, "full", 597.3, 809.8),  # measured 1.356, predicted 1.249 (-7.9%)
-        ("llama3-8b", 64, 12, "op", 4378, 5078.1),  # measured 1.160, predicted 1.211 (+4.4%)
-    ],
-)
-def test_fp8_speedup_held_out_on_torchtitans_tensor_parallel_runs(
-    model: str, gpus: int, local_batch: int, recompute: str, bf16: float, fp8: float
-):
-    """Held out: torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (@c720cb87, a page the
-    calibration keeps independent), vanilla TP 8 with FSDP, torch.compile, 8,192 tokens: bf16 against float8
-    tensorwise tokens/s per GPU on the same H100s. Within 10% of each measured speed-up (the worst is 8%)."""
-    m, _ = resolve_model(model)
-    lay = {"tp": 8, "pp": 1, "zero": 3, "recompute": recompute, "micro_batch": local_batch}
-    gb = gpus // 8 * local_batch * 8192
-    tps = [
-        estimate(
-            m, "h100-sxm", gpus, plan=make_plan(m, 1e9, 8192, gb, p, compile=True), layout=lay
-        ).time.tokens_per_s
-        for p in ("bf16", "fp8")
-    ]
-    assert tps[1] / tps[0] == pytest.approx(fp8 / bf16, rel=0.10)
 
 
 def test_fp16_warns_from_100b_parameters_only():
