@@ -33,11 +33,15 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from trilemma.units import KIB
+
 HEADER_TIMEOUT_S = 10.0  # from a connection's opening (or its previous answer) to its headers' end
 BODY_TIMEOUT_S = 10.0  # from the headers to the body's end (a body is at most 64 KiB)
 KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed (uvicorn's own timer)
 SHUTDOWN_S = 5  # Ctrl-C waits this long for answers in progress
-MAX_HEADER_BYTES = 16 * 1024  # a request line and headers; more is answered 400 (h11's own limit)
+MAX_HEADER_BYTES = int(
+    16 * KIB
+)  # a request line and headers; more is answered 400 (h11's own limit)
 MAX_CONNECTIONS = 4096  # whatever the open-file limit; a connection costs a few KiB
 BACKLOG = 64  # the listen queue, and how many asyncio accepts at once before the cap applies
 
