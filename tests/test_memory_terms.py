@@ -155,7 +155,7 @@ def test_compile_saves_one_hidden_tensor_of_a_gated_mlp(name: str, gated: bool) 
 
 def test_compile_flag_reaches_the_plan_from_the_cli_and_a_scenario(tmp_path) -> None:
     from trilemma.errors import InputError
-    from trilemma.solve.scenario import read_scenario
+    from trilemma.request.scenario import read_scenario
 
     p = tmp_path / "s.toml"
     p.write_text("compile = true\n", encoding="utf-8")

@@ -96,3 +96,45 @@ def test_the_estimate_command_options_are_the_request_fields():
     flags = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
     fields = {f for o in EstimateRequest.options().values() for x in o.flags for f in x.split("/")}
     assert flags == fields | {"--json", "--export"}
+
+
+SOLVE = ["--gpu", "h100-sxm", "--params", "1B..7B", "--budget", "$1M", "--deadline", "30d"]
+
+
+def _no_timing(doc: dict) -> dict:
+    doc["search"].pop("seconds")
+    return doc
+
+
+def test_python_api_solve_takes_a_request_or_its_fields_as_the_cli_does(capsys):
+    from trilemma.api import solve
+    from trilemma.report.jsonout import dumps_json
+    from trilemma.request import SolveRequest
+
+    code, out, _ = run(capsys, "solve", *SOLVE, "--failure-rate", "5e-5", "--json")
+    fields = dict(gpu="h100-sxm", params="1B..7B", budget="$1M", deadline="30d")
+    by_request = solve(SolveRequest(**fields, failure_rate="5e-5")).to_dict()
+    by_fields = solve(**fields, failure_rate=5e-5).to_dict()
+    assert code == 0
+    cli = _no_timing(json.loads(out))
+    assert _no_timing(json.loads(dumps_json(by_request))) == cli
+    assert _no_timing(json.loads(dumps_json(by_fields))) == cli
+
+
+def test_a_scenario_key_is_the_request_field_and_its_refusal_the_flags(capsys, tmp_path):
+    """One name from flag to scenario to request (--failure-rate, failure_rate); an unknown key is
+    refused with the list of known ones, which holds every field of the request."""
+    from trilemma.request import SolveRequest
+
+    path = tmp_path / "s.toml"
+    path.write_text('deadline = "30d"\nbudget = "$1M"\nfailure-rate = "abc"\n', "utf-8")
+    code, _, err = run(capsys, "solve", str(path), "--json")
+    code_flag, _, err_flag = run(capsys, "solve", *SOLVE, "--failure-rate", "abc", "--json")
+    with pytest.raises(InputError) as exc:
+        SolveRequest(failure_rate="abc")
+    assert code == code_flag == 2
+    assert err == err_flag == f"trilemma: error: {exc.value}\n"
+    path.write_text('deadline = "30d"\ncolour = "red"\n', "utf-8")
+    code, _, err = run(capsys, "solve", str(path), "--json")
+    assert code == 2 and err.startswith("trilemma: error: scenario colour: 'red' is not allowed")
+    assert all(name in err for name in SolveRequest.options())

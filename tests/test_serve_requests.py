@@ -13,8 +13,12 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from trilemma.web import app as web  # noqa: E402
 
-#: route → the document its 200 answer declares
-CONVERTED = {"/api/estimate": "EstimateDoc"}
+#: route → the document its 200 answer declares, and keys it must describe
+CONVERTED = {
+    "/api/estimate": ("EstimateDoc", {"schema", "time", "cost", "memory", "warnings"}),
+    "/api/solve": ("SolveDoc", {"schema", "optimum", "pins", "frontier_points", "warnings"}),
+}
+SOLVE = {"gpu": "h100-sxm", "params": "1B..7B", "budget": "$1M", "deadline": "30d"}
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +27,8 @@ def client():
         yield c
 
 
-@pytest.mark.parametrize(("path", "doc"), CONVERTED.items())
-def test_a_converted_route_declares_its_answer_schema(client, path, doc):
+@pytest.mark.parametrize(("path", "doc", "described"), [(p, *d) for p, d in CONVERTED.items()])
+def test_a_converted_route_declares_its_answer_schema(client, path, doc, described):
     """Not ``{"type": "object"}``: the answer's keys, each with a type and a description, or the
     infeasible answer."""
     spec = client.get("/openapi.json").json()
@@ -32,7 +36,7 @@ def test_a_converted_route_declares_its_answer_schema(client, path, doc):
     refs = {s.get("$ref", "").rsplit("/", 1)[-1] for s in schema["schema"].get("anyOf", [])}
     assert refs == {doc, "InfeasibleDoc"}, schema
     props = spec["components"]["schemas"][doc]["properties"]
-    assert {"schema", "time", "cost", "memory", "warnings"} <= set(props)
+    assert described <= set(props)
     assert all(p.get("description") for p in props.values()), props
 
 
@@ -54,15 +58,20 @@ def _cli_calls(call) -> list[str]:
     return seen
 
 
-def test_the_estimate_route_runs_the_library_not_the_cli(client):
-    body = {"model": "llama2-7b", "gpus": 64, "tokens": "10B", "tp": 2}
+@pytest.mark.parametrize(
+    ("path", "good", "bad"),
+    [
+        ("/api/estimate", {"model": "llama2-7b", "gpus": 64, "tokens": "10B"}, {"seq": "1e9"}),
+        ("/api/solve", SOLVE, {**SOLVE, "seq": "1e9"}),
+    ],
+)
+def test_a_converted_route_runs_the_library_not_the_cli(client, path, good, bad):
     answers = []
-    calls = _cli_calls(lambda: answers.append(client.post("/api/estimate", json=body)))
-    assert answers[0].status_code == 200 and answers[0].json()["layout"]["tp"] == 2
+    calls = _cli_calls(lambda: answers.append(client.post(path, json=good)))
+    assert answers[0].status_code == 200 and answers[0].json()["schema"].startswith("trilemma.")
     assert calls == []
-    refused = []
-    calls = _cli_calls(lambda: refused.append(client.post("/api/estimate", json={"seq": "1e9"})))
-    assert refused[0].status_code == 422 and refused[0].json()["field"] == "seq"
+    calls = _cli_calls(lambda: answers.append(client.post(path, json=bad)))
+    assert answers[1].status_code == 422 and answers[1].json()["field"] == "seq"
     assert calls == []
 
 

@@ -24,7 +24,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
-from trilemma.request import EstimateRequest
+from trilemma.request import EstimateRequest, SolveRequest
 from trilemma.request.shared import FINETUNE_FIELDS
 from trilemma.resolve import (
     check_positions,
@@ -169,6 +169,62 @@ def run_estimate(
     )
 
 
+def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
+    """One request of `trilemma solve` → its SolveResult (trilemma.solve.solve). ``max_configurations``:
+    refuse a search over more (model size, GPU type, precision, GPU count) combinations."""
+    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
+    from trilemma.request.parsers import prices
+    from trilemma.solve import solve as search
+
+    if not isinstance(req, SolveRequest):
+        raise InputError("request", req, "a SolveRequest (trilemma.request)")
+    return search(
+        deadline=req.deadline,
+        budget=req.budget,
+        target_loss=req.target_loss,
+        minimize=req.minimize,
+        model=req.model,
+        params=req.params,
+        tokens=req.tokens,
+        unique_tokens=req.unique_tokens,
+        gpu=req.gpu,
+        max_gpus=req.max_gpus,
+        precision=req.precision,
+        seq_len=req.seq,
+        global_batch_tokens=req.global_batch,
+        law=req.law,
+        prices=prices(req.price, req.gpu),
+        memory_headroom=req.memory_headroom,
+        compile=req.compile,
+        finetune={k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None},
+        host_memory_bytes=req.host_memory,
+        frontier_all=req.frontier_all,
+        deploy=req.deploy,
+        deploy_precision=DEFAULT_DEPLOY_PRECISION
+        if req.deploy_precision is None
+        else req.deploy_precision.lower(),
+        context=req.context,
+        min_tokens_per_s=req.min_tokens_per_s,
+        inference_tokens=req.inference_tokens,
+        async_tp=req.async_tp,
+        task=str(req.task),
+        failures_per_gpu_hour=req.failure_rate,
+        restart_s=req.restart,
+        storage_write_bytes_per_s=req.storage_bw,
+        max_configurations=max_configurations,
+    )
+
+
+def solve(request: SolveRequest | None = None, **fields: Any) -> Any:
+    """``solve(SolveRequest(...))`` → the SolveResult; ``solve(deadline="30d", budget="$2M")``
+    builds the request from the fields (the flags of `trilemma solve`, by Python name)."""
+    if request is None:
+        request = SolveRequest(**fields)
+    elif fields:
+        raise InputError("fields", sorted(fields), "a SolveRequest or its fields, not both")
+    return run_solve(request)
+
+
 def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = None) -> Any:
     """An Estimate, or a solve result (its optimum, or frontier ``point``), as ``engine``'s config:
     torchtitan, megatron, deepspeed or hf (trilemma.export). ``.to_dict()`` is the document
@@ -248,6 +304,7 @@ __all__ = [
     "estimate_plan",
     "evaluate_layout",
     "EstimateRequest",
+    "SolveRequest",
     "export",
     "grid_intensity",
     "make_cluster",
@@ -255,5 +312,7 @@ __all__ = [
     "resolve_hardware",
     "resolve_model",
     "run_estimate",
+    "run_solve",
+    "solve",
     "with_loss",
 ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import sys
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -13,58 +12,11 @@ import typer
 from trilemma.cli_options import command, extra
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.fileio import check_output, one_command
-from trilemma.request import EstimateRequest
+from trilemma.request import EstimateRequest, SolveRequest
 from trilemma.request.help import (
-    ASYNC_TP_HELP,
-    BASE_PRECISION_HELP,
-    COMPILE_HELP,
-    DEPLOY_HELP,
-    DEPLOY_PRECISION_HELP,
     EXPORT_HELP,
-    FAILURE_RATE_HELP,
-    FINETUNE_HELP,
-    HOST_MEMORY_HELP,
-    LORA_TARGETS_HELP,
-    MEMORY_HEADROOM_HELP,
-    OFFLOAD_HELP,
-    OPTIMIZER_HELP,
-    RESTART_HELP,
-    STORAGE_BW_HELP,
-    TASK_HELP,
 )
-from trilemma.request.parsers import (
-    failure_rate as _failure_rate,
-)
-from trilemma.request.parsers import (
-    headroom as _headroom,
-)
-from trilemma.request.parsers import (
-    inference_tokens as _inference_tokens,
-)
-from trilemma.request.parsers import (
-    number as _float,
-)
-from trilemma.request.parsers import (
-    prices as _prices,
-)
-from trilemma.request.parsers import (
-    restart as _restart,
-)
-from trilemma.request.parsers import (
-    seq as _seq,
-)
-from trilemma.request.parsers import (
-    storage_bw as _storage_bw,
-)
-from trilemma.request.parsers import (
-    task as _task,
-)
-from trilemma.request.parsers import (
-    whole as _int,
-)
-from trilemma.request.shared import FINETUNE_FIELDS, check_deploy
 from trilemma.text import printable
-from trilemma.units import parse_bytes
 
 app = typer.Typer(
     add_completion=False,
@@ -75,72 +27,6 @@ app = typer.Typer(
 
 
 from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
-
-
-def finetune_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a command the fine-tune flags (--finetune, --trainable-layers, --lora-rank, --lora-alpha,
-    --lora-targets, --base-precision, --optimizer, --offload), collected into the ``finetune`` dict it
-    receives (None values for flags not given)."""
-    sig = inspect.signature(fn)
-    params = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in sig.parameters.values()
-        if p.name != "finetune"
-    ]
-    opts = [
-        ("finetune", "--finetune", FINETUNE_HELP),
-        (
-            "trainable_layers",
-            "--trainable-layers",
-            "with --finetune freeze: the last N layers train",
-        ),
-        ("lora_rank", "--lora-rank", "LoRA rank r (default 16)"),
-        ("lora_alpha", "--lora-alpha", "LoRA alpha (default 32)"),
-        ("lora_targets", "--lora-targets", LORA_TARGETS_HELP),
-        ("base_precision", "--base-precision", BASE_PRECISION_HELP),
-        ("optimizer", "--optimizer", OPTIMIZER_HELP),
-        ("offload", "--offload", OFFLOAD_HELP),
-    ]
-    extra = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=typer.Option(None, flag, help=h),
-            annotation=str | None,
-        )
-        for name, flag, h in opts
-    ]
-    at = next(i for i, p in enumerate(params) if p.name == "as_json")
-
-    def call(**kwargs: Any) -> Any:
-        ft = {name: kwargs.pop(name, None) for name, _, _ in opts}
-        return fn(**kwargs, finetune=ft)
-
-    call.__signature__ = sig.replace(parameters=params[:at] + extra + params[at:])  # type: ignore[attr-defined]
-    call.__annotations__ = {
-        **{k: v for k, v in fn.__annotations__.items() if k != "finetune"},
-        **{p.name: p.annotation for p in extra},
-    }
-    call.__name__, call.__doc__ = fn.__name__, fn.__doc__
-    return call
-
-
-def finetune_args(ft: dict | None) -> dict[str, Any]:
-    """The fine-tune flags as API keyword arguments (numbers parsed, each error naming its flag)."""
-    ft = dict(ft or {})
-    out: dict[str, Any] = {k: v for k, v in ft.items() if v is not None}
-    if "trainable_layers" in out:
-        out["trainable_layers"] = _int(str(out["trainable_layers"]), "trainable-layers")
-    if "lora_rank" in out:
-        out["lora_rank"] = _int(str(out["lora_rank"]), "lora-rank")
-    if "lora_alpha" in out:
-        try:
-            out["lora_alpha"] = float(out["lora_alpha"])
-        except ValueError:
-            raise InputError(
-                "lora-alpha", out["lora_alpha"], "a positive number, e.g. 16 or 32"
-            ) from None
-    return out
 
 
 def _estimate(
@@ -181,214 +67,93 @@ estimate = app.command("estimate")(
 )
 
 
-@app.command()
-@finetune_options
-def solve(
-    ctx: typer.Context,
-    scenario: str | None = typer.Argument(None, help="a scenario TOML file (flags override it)"),
-    deadline: str | None = typer.Option(None, "--deadline", help="wall-clock limit, e.g. 30d"),
-    budget: str | None = typer.Option(
-        None, "--budget", help="dollars ($2M), GPU-hours (100k GPUh) or energy (500MWh)"
-    ),
-    target_loss: float | None = typer.Option(
-        None, "--target-loss", help="loss to reach (nats/token, the law's data)"
-    ),
-    minimize: str | None = typer.Option(
-        None, "--minimize", help="time, cost, loss or energy (default: the unpinned corner)"
-    ),
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="fix the model (preset, config.json or size)"
-    ),
-    params: str | None = typer.Option(None, "--params", help="model sizes to search, e.g. 1B..70B"),
-    tokens: str | None = typer.Option(None, "--tokens", help="fix the training tokens"),
-    unique_tokens: str | None = typer.Option(
-        None, "--unique-tokens", help="unique data available (repetition is priced in)"
-    ),
-    gpu: str | None = typer.Option(
-        None, "--gpu", help="GPU type(s), comma-separated (default: the whole catalogue)"
-    ),
-    max_gpus: str | None = typer.Option(
-        None, "--max-gpus", help="most GPUs to use (default 16384)"
-    ),
-    precision: str | None = typer.Option(
-        None,
-        "--precision",
-        help="precision(s), comma-separated (default bf16; fp8: float8 linears, as --precision of estimate)",
-    ),
-    seq: str | None = typer.Option(
-        None, "--seq", help="sequence length, tokens; 4k = 4096 (default 4096)"
-    ),
-    global_batch: str | None = typer.Option(
-        None,
-        "--global-batch",
-        help="tokens per step (default: each model size its own, DeepSeek LLM's batch law B = 0.292·C^0.3271 at its compute, rounded to a power of two sequences)",
-    ),
-    law: str | None = typer.Option(None, "--law", help="scaling law name or a fitted law file"),
-    price: list[str] | None = typer.Option(
-        None, "--price", help="GPU=USD_PER_HOUR (repeatable) or one price for all"
-    ),
-    memory_headroom: str | None = typer.Option(
-        None, "--memory-headroom", help=MEMORY_HEADROOM_HELP
-    ),
-    compile_model: bool | None = typer.Option(None, "--compile/--no-compile", help=COMPILE_HELP),
-    async_tp: bool | None = typer.Option(None, "--async-tp/--no-async-tp", help=ASYNC_TP_HELP),
-    task: str | None = typer.Option(None, "--task", help=TASK_HELP),
-    frontier_csv: str | None = typer.Option(
-        None, "--frontier", help="write the Pareto frontier to this CSV"
-    ),
-    plot: str | None = typer.Option(
-        None, "--plot", help="draw the frontier to this image (.png, .svg or .pdf)"
-    ),
-    plot_range: str | None = typer.Option(
-        None,
-        "--plot-range",
-        help="what --plot shows: pins (default: a decade "
-        "around the pins and the optimum) or full (every point)",
-    ),
-    frontier_all: bool | None = typer.Option(
-        None,
-        "--frontier-all",
-        help="keep every plan on the frontier: by default "
-        "it drops runs of fewer than 1,000 steps, under 10 minutes or over a year",
-    ),
-    host_memory: str | None = typer.Option(None, "--host-memory", help=HOST_MEMORY_HELP),
-    deploy: str | None = typer.Option(
-        None, "--deploy", help=DEPLOY_HELP + ": only model sizes that fit it are searched"
-    ),
-    deploy_precision: str | None = typer.Option(
-        None, "--deploy-precision", help=DEPLOY_PRECISION_HELP
-    ),
-    context: str | None = typer.Option(
-        None, "--context", help="tokens of KV cache on the device (default: --seq)"
-    ),
-    min_tokens_per_s: str | None = typer.Option(
-        None,
-        "--min-tokens-per-s",
-        help="with --deploy: the model must decode at least this many tokens/s on the device",
-    ),
-    inference_tokens: str | None = typer.Option(
-        None,
-        "--inference-tokens",
-        help="tokens the model will serve, e.g. 10T: "
-        "their cost (Sardana et al. 2023: 2N FLOPs each, at the plan's $ per "
-        "FLOP) is added, and a $ budget holds training + serving",
-    ),
-    failure_rate: str | None = typer.Option(None, "--failure-rate", help=FAILURE_RATE_HELP),
-    restart: str | None = typer.Option(None, "--restart", help=RESTART_HELP),
-    storage_bw: str | None = typer.Option(None, "--storage-bw", help=STORAGE_BW_HELP),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-    export: str | None = typer.Option(None, "--export", help=EXPORT_HELP + " (the optimum)"),
-    finetune: dict | None = None,
+def _solve(
+    given: dict[str, Any],
+    ctx: Any = None,
+    scenario: str | None = None,
+    frontier_csv: str | None = None,
+    plot: str | None = None,
+    plot_range: str | None = None,
+    as_json: bool = False,
+    export: str | None = None,
 ) -> Any:
     """Pin two of time, money and loss; get the best plan on the third, runners-up and the frontier.
     With --finetune (needs --model and --tokens) there is no loss corner: it minimises time or cost."""
+    from trilemma.api import run_solve
     from trilemma.report.solve import plot_frontier, print_solve, write_frontier
-    from trilemma.solve import solve as run_solve
-    from trilemma.solve.scenario import merge_scenario
+    from trilemma.request.scenario import merge_scenario
 
     _check_export(export)
-    args = merge_scenario(
-        scenario,
-        dict(
-            deadline=deadline,
-            budget=budget,
-            target_loss=target_loss,
-            minimize=minimize,
-            model=model,
-            params=params,
-            tokens=tokens,
-            unique_tokens=unique_tokens,
-            gpu=gpu,
-            max_gpus=max_gpus,
-            precision=precision,
-            seq=seq,
-            global_batch=global_batch,
-            law=law,
-            price=price,
-            memory_headroom=memory_headroom,
-            frontier=frontier_csv,
-            plot=plot,
-            compile=compile_model,
-            host_memory=host_memory,
-            frontier_all=frontier_all,
-            plot_range=plot_range,
-            deploy=deploy,
-            deploy_precision=deploy_precision,
-            context=context,
-            min_tokens_per_s=min_tokens_per_s,
-            inference_tokens=inference_tokens,
-            async_tp=async_tp,
-            task=task,
-            failure_rate=failure_rate,
-            restart=restart,
-            storage_bw=storage_bw,
-            **(finetune or {}),
-        ),
-    )
-    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
-
-    check_deploy(args)
-    if args["plot_range"] not in (None, "pins", "full"):
-        raise InputError("plot-range", args["plot_range"], "pins or full")
-    if args["plot_range"] is not None and args["plot"] is None:
+    args = merge_scenario(scenario, {**given, "plot_range": plot_range})
+    plot_range = args.pop("plot_range", None)
+    req = SolveRequest(**args)
+    if plot_range not in (None, "pins", "full"):
+        raise InputError("plot-range", plot_range, "pins or full")
+    if plot_range is not None and plot is None:
         raise InputError(
-            "plot-range", args["plot_range"], "a value with --plot FILE.png (the plot it frames)"
+            "plot-range", plot_range, "a value with --plot FILE.png (the plot it frames)"
         )
-    for key in ("frontier", "plot"):
-        if args[key] is not None:  # before the search, not after it; the law file is read later
-            check_output(key, args[key], [args["law"]])
-    result = run_solve(
-        deadline=args["deadline"],
-        budget=args["budget"],
-        target_loss=args["target_loss"],
-        minimize=args["minimize"],
-        model=args["model"],
-        params=args["params"],
-        tokens=args["tokens"],
-        unique_tokens=args["unique_tokens"],
-        gpu=args["gpu"],
-        max_gpus=_int(args["max_gpus"], "max-gpus") if args["max_gpus"] is not None else None,
-        precision=args["precision"],
-        seq_len=_seq(None if args["seq"] is None else str(args["seq"])),
-        global_batch_tokens=_int(args["global_batch"], "global-batch"),
-        law=args["law"],
-        prices=_prices(args["price"], args["gpu"]),
-        memory_headroom=_headroom(args["memory_headroom"]),
-        compile=bool(args["compile"]),
-        finetune=finetune_args({k: args[k] for k in FINETUNE_FIELDS}),
-        host_memory_bytes=None
-        if args["host_memory"] is None
-        else parse_bytes(args["host_memory"], "host-memory"),
-        frontier_all=bool(args["frontier_all"]),
-        deploy=args["deploy"],
-        deploy_precision=DEFAULT_DEPLOY_PRECISION
-        if args["deploy_precision"] is None
-        else str(args["deploy_precision"]).lower(),
-        context=_seq(None if args["context"] is None else str(args["context"]), "context"),
-        min_tokens_per_s=None
-        if args["min_tokens_per_s"] is None
-        else _float(args["min_tokens_per_s"], "min-tokens-per-s"),
-        inference_tokens=_inference_tokens(args["inference_tokens"]),
-        async_tp=bool(args["async_tp"]),
-        task=str(_task("causal-lm" if args["task"] is None else args["task"])),
-        failures_per_gpu_hour=None
-        if args["failure_rate"] is None
-        else _failure_rate(args["failure_rate"]),
-        restart_s=None if args["restart"] is None else _restart(args["restart"]),
-        storage_write_bytes_per_s=None
-        if args["storage_bw"] is None
-        else _storage_bw(args["storage_bw"]),
-    )
-    if args["frontier"]:
-        write_frontier(result, args["frontier"])
-    if args["plot"]:
-        plot_frontier(result, args["plot"], args["plot_range"] or "pins")
+    for key, path in (("frontier", frontier_csv), ("plot", plot)):
+        if path is not None:  # before the search, not after it; the law file is read later
+            check_output(key, path, [req.law])
+    result = run_solve(req)
+    if frontier_csv:
+        write_frontier(result, frontier_csv)
+    if plot:
+        plot_frontier(result, plot, plot_range or "pins")
     if export:
         from trilemma.export import export_solve
 
         point = _export_target(ctx).get("point")
         return _emit_export(export_solve(result, export, point), as_json, ctx)
     return emit(result, as_json, lambda r: r.to_dict(), print_solve)
+
+
+_PLOT_RANGE_HELP = (
+    "what --plot shows: pins (default: a decade around the pins and the optimum) or full (every "
+    "point)"
+)
+solve = app.command("solve")(
+    command(
+        SolveRequest,
+        [
+            inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
+            extra(
+                "frontier_csv",
+                None,
+                "--frontier",
+                help="write the Pareto frontier to this CSV",
+                annotation=str | None,
+            ),
+            extra(
+                "plot",
+                None,
+                "--plot",
+                help="draw the frontier to this image (.png, .svg or .pdf)",
+                annotation=str | None,
+            ),
+            extra("plot_range", None, "--plot-range", help=_PLOT_RANGE_HELP, annotation=str | None),
+            extra("as_json", False, "--json", help="print one JSON document", annotation=bool),
+            extra(
+                "export",
+                None,
+                "--export",
+                help=EXPORT_HELP + " (the optimum)",
+                annotation=str | None,
+            ),
+        ],
+        _solve,
+        leading=(
+            inspect.Parameter(
+                "scenario",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=typer.Argument(None, help="a scenario TOML file (flags override it)"),
+                annotation=str | None,
+            ),
+        ),
+        merged=True,
+    )
+)
 
 
 def _check_export(engine: str | None) -> None:

@@ -17,7 +17,14 @@ import typer
 from trilemma.request.field import Opt, Request
 
 #: the type click parses each kind of field as (text goes to the field's own parser)
-_CLI_TYPE: dict[str, Any] = {"text": str, "spec": str, "number": float, "int": int, "bool": bool}
+_CLI_TYPE: dict[str, Any] = {
+    "text": str,
+    "spec": str,
+    "number": float,
+    "int": int,
+    "bool": bool,
+    "items": list[str],  # a repeatable option
+}
 
 
 def _shown(default: Any) -> Any:
@@ -43,18 +50,27 @@ def command(
     request: type[Request],
     extras: list[inspect.Parameter],
     body: Callable[..., Any],
+    *,
+    leading: tuple[inspect.Parameter, ...] = (),
+    merged: bool = False,
 ) -> Callable[..., Any]:
-    """A Typer command function for ``request``'s verb: its options are the request's fields, then
-    ``extras``; it calls ``body(request_instance, **extras)``."""
+    """A Typer command function for ``request``'s verb: ``leading`` (arguments), the request's fields
+    as options, then ``extras``; it calls ``body(request_instance, **extras)``. ``merged``: the
+    options default to None (the values given are merged over a file's by the body, which gets them
+    as a dict by field name instead of a request)."""
     fields = request.options()
-    params = [_parameter(n, o, request.model_fields[n].default) for n, o in fields.items()]
+    params = [
+        _parameter(n, o, None if merged else request.model_fields[n].default)
+        for n, o in fields.items()
+    ]
 
     def run(**kwargs: Any) -> Any:
-        given = {n: kwargs.pop(n) for n in fields}
-        return body(request(**{n: v for n, v in given.items() if v is not None}), **kwargs)
+        given = {n: v for n in fields if (v := kwargs.pop(n)) is not None}
+        return body(given if merged else request(**given), **kwargs)
 
-    run.__signature__ = inspect.Signature(params + extras)  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in params + extras}
+    every = [*leading, *params, *extras]
+    run.__signature__ = inspect.Signature(every)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in every}
     run.__name__, run.__doc__ = request.VERB, body.__doc__
     return run
 

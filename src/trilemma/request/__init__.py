@@ -4,5 +4,6 @@ scenario files and the Python API are derived from them."""
 
 from trilemma.request.estimate import EstimateRequest
 from trilemma.request.field import Opt, Request, option
+from trilemma.request.solve import SolveRequest
 
-__all__ = ["EstimateRequest", "Opt", "Request", "option"]
+__all__ = ["EstimateRequest", "Opt", "Request", "SolveRequest", "option"]

@@ -22,11 +22,21 @@ from trilemma.errors import InputError, TrilemmaError
 
 #: text: parsed by the field's parser (a JSON number is read as its text); number: a float given as a
 #: number; int: a whole number given as a number; bool: true or false; spec: text or a spec object
-Kind = Literal["text", "number", "int", "bool", "spec"]
+#: items: a list, a table or one value, all read by the parser
+Kind = Literal["text", "number", "int", "bool", "spec", "items"]
 
 _SCHEMA = {  # the JSON a kind takes, for /openapi.json
     "text": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
     "spec": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "object"}]},
+    "items": {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "number"},
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "object"},
+            {"type": "null"},
+        ]
+    },
 }
 
 
@@ -60,6 +70,8 @@ class Opt:
             ):  # past a float: no parser reads it
                 raise InputError(self.key, v, "a finite number")
             v = v if whole else float(v)
+            return v if self.parse is None else self.parse(v)
+        if self.kind == "items":
             return v if self.parse is None else self.parse(v)
         if self.listable and isinstance(v, list) and all(isinstance(x, str) for x in v):
             v = ",".join(v)

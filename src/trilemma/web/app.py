@@ -57,7 +57,7 @@ from pydantic import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trilemma.errors import InfeasibleError, InputError, TrilemmaError
-from trilemma.request import EstimateRequest
+from trilemma.request import EstimateRequest, SolveRequest
 from trilemma.units import IEC, KILO
 from trilemma.web.bodies import (
     MAX_LIST_ITEMS,
@@ -65,6 +65,7 @@ from trilemma.web.bodies import (
     NO_FILES,
     EstimateDoc,
     Routed,
+    SolveDoc,
     body,
     routed,
 )
@@ -93,7 +94,6 @@ CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without
 
 #: what each endpoint runs: the verb and the command parameters HTTP does not offer (files, slow modes, output)
 HIDDEN = {
-    "solve": {"ctx", "as_json", "scenario", "frontier_csv", "plot", "plot_range", "export"},
     "optimal": {"as_json"},
     "validate": {"as_json", "csv_path", "data", "live_loso"},
     "presets": {"as_json"},
@@ -107,7 +107,6 @@ def _commands() -> dict[str, Callable[..., Any]]:
     from trilemma.cli_quality import optimal
 
     return {
-        "solve": cli.solve,
         "optimal": optimal,
         "validate": cli.validate,
         "presets": cli.presets,
@@ -481,6 +480,7 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     solves, validations = Cache(CACHED_SOLVES), Cache(4)
     verbs: dict[str, Verb | Routed] = {name: Verb(name, fn) for name, fn in _commands().items()}
     verbs["estimate"] = routed(EstimateRequest)
+    verbs["solve"] = routed(SolveRequest)
 
     def route(
         path: str,
@@ -527,6 +527,7 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         return answer
 
     solve = verbs["solve"]
+    solve_body = body(SolveRequest)
 
     def solve_doc(r: Any) -> dict[str, Any]:
         doc = r.to_dict()
@@ -538,7 +539,9 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
         key = Cache.key(req)
         r = solves.get(key)
         if r is None:
-            r = solve.fn(**solve.arguments(req))
+            from trilemma.api import run_solve
+
+            r = run_solve(req, max_configurations=MAX_CONFIGURATIONS)
             solves.put(key, r)
         return r
 
@@ -564,7 +567,7 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     point_model = create_model(
         "SolvePointRequest",
         __config__=ConfigDict(extra="forbid"),
-        solve=(solve.model, Field(description="the solve request whose frontier it is")),
+        solve=(solve_body, Field(description="the solve request whose frontier it is")),
         point=(StrictInt, Field(ge=0, description="an index into its frontier_points")),
     )
 
@@ -583,9 +586,10 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     )
     route(
         "/api/solve",
-        solve.model,
+        solve_body,
         "pin two corners: the optimum, runners-up and the frontier (solve)",
         lambda req: _respond(runner, lambda: solve_doc(solved(req)), _given(solve, req)),
+        SolveDoc,
     )
     route(
         "/api/solve/point", point_model, "the plan of one point of a solve's frontier", point_answer

@@ -135,3 +135,36 @@ class Routed(NamedTuple):
 
 def routed(request: type[Request]) -> Routed:
     return Routed(request.VERB, keys(request))
+
+
+class SolveDoc(BaseModel):
+    """The document `trilemma solve --json` prints, plus the frontier's points for the page (SI
+    units, fractions 0-1)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    schema_: str = Field(alias="schema", description="the document's version: trilemma.solve/1")
+    optimum: dict[str, Any] = Field(
+        description="the best plan on the free corner: an estimate document (model, hardware, "
+        "layout, memory, time, cost, loss) with its stability"
+    )
+    runners_up: list[dict[str, Any]] = Field(
+        description="the next best plans, each with what it differs in and by how much"
+    )
+    pins: dict[str, Any] = Field(
+        description="the pinned corners: deadline_s, budget (USD, GPU-hours or kWh), target_loss, "
+        "what is minimised"
+    )
+    frontier: dict[str, Any] | None = Field(
+        None, description="the Pareto frontier's size and ranges (time_s, usd, loss), its filters"
+    )
+    lifetime: dict[str, Any] | None = Field(
+        None, description="with --inference-tokens: training plus serving cost"
+    )
+    search: dict[str, Any] = Field(
+        description="candidates and configurations searched, and the seconds it took"
+    )
+    warnings: list[str] = Field(description="what the figures assume or extrapolate, in words")
+    frontier_points: dict[str, Any] = Field(
+        description="the frontier's points as columns (time_s, usd, loss, tokens, feasible, "
+        "config) and each point's configuration, for the page"
+    )
