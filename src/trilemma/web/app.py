@@ -1,7 +1,9 @@
 """The FastAPI application of `trilemma serve`: the verbs as JSON over HTTP, and the explorer page.
 
-Each endpoint runs the CLI command's own function (trilemma.cli) inside ``results_only()``
-(trilemma.report.emit), so there is no second schema:
+``/api/estimate`` and ``/api/solve`` take the verb's typed request (trilemma.request, with the
+server's limits: trilemma.web.bodies) as the body and run the library (trilemma.api); the other
+endpoints run the CLI command's own function (trilemma.cli) inside ``results_only()``
+(trilemma.report.emit). Either way there is no second schema:
 
 - the request model is built from the command's signature: the JSON keys are the flag names
   (``target-loss``, ``global-batch``; the Python names ``target_loss`` are accepted too), the
