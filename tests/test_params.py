@@ -1,7 +1,7 @@
 """Parameter counts of every model preset against published figures, plus hand-counted inventories.
 
 ``tests/data/published_params.csv`` holds one row per preset with a published figure:
-``tolerance`` 0 means an exact count (a released checkpoint or a model card); a fraction means a
+``published_non_embedding`` where the source splits the count; ``tolerance`` 0 means an exact count (a released checkpoint or a model card); a fraction means a
 rounded / nominal figure ("175.0B", "70B"). Rows whose tolerance exceeds 0.001 are known gaps
 between the published shape and the published name, documented in the row's ``source``.
 """
@@ -53,6 +53,23 @@ def test_published_active(row: dict[str, str]) -> None:
         assert ours.active == published
     else:
         assert ours.active == pytest.approx(published, rel=tol)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in ROWS if r["published_non_embedding"]],
+    ids=[r["model"] for r in ROWS if r["published_non_embedding"]],
+)
+def test_published_non_embedding(row: dict[str, str]) -> None:
+    """Model cards and reports that split the count (Qwen, Gemma 2/3) check the inventory twice:
+    a wrong norm or q/k-norm count moves the non-embedding figure, not the embedding table."""
+    ours = param_counts(get_model(row["model"]))
+    published = int(row["published_non_embedding"])
+    tol = float(row["tolerance"])
+    if tol == 0:
+        assert ours.non_embedding == published
+    else:
+        assert ours.non_embedding == pytest.approx(published, rel=tol)
 
 
 def test_published_rows_are_well_formed() -> None:

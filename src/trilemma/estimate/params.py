@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from trilemma.specs import ModelSpec, NormType, PositionType
+from trilemma.specs import ModelSpec, NormType, PositionType, QkNorm
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,14 @@ def attention_params(m: ModelSpec) -> int:
     # Transformer-XL relative encoding (Dai et al. 2019 §3.3), as in Gopher/Chinchilla:
     # a position projection W_R (d×d_attn) and the u, v biases (d_attn each) per layer.
     rel = d * m.d_attn + 2 * m.d_attn if m.position == PositionType.RELATIVE else 0
-    return w + b + rel
+    return w + b + rel + qk_norm_params(m)
+
+
+def qk_norm_params(m: ModelSpec) -> int:
+    """Weights of the query and key norms in one layer: 2·head_dim per head-wise pair (one weight
+    shared by every head), d_attn + d_kv over all heads; with LayerNorm, a bias as long again."""
+    per = {QkNorm.NONE: 0, QkNorm.HEAD: 2 * m.d_head, QkNorm.FULL: m.d_attn + m.d_kv}[m.qk_norm]
+    return per * (2 if m.norm == NormType.LAYERNORM else 1)
 
 
 def attention_matmul_params(m: ModelSpec) -> int:

@@ -27,6 +27,13 @@ bert       BertModel: post-LN encoder, learned + token-type embeddings, embeddin
 opt        LayerNorm, ReLU, learned positions with 2 extra rows (OPT's offset); tied.
 falcon     LayerNorm, GELU, rotary or ALiBi; tied; one LayerNorm per parallel block (7B) or
            two (``new_decoder_architecture``, 40B/180B); multi-query or grouped KV heads.
+gemma2     as gemma, four RMSNorms per layer; hidden 2304, 26 layers, 8/4 heads, head_dim 256.
+gemma3     ``gemma3_text`` (1B) or ``gemma3`` with ``text_config`` (4B-27B; the vision tower is
+           not counted): as gemma2 plus per-head q/k norms; vocab 262208.
+qwen3      as llama, per-head q/k norms, ``head_dim`` 128; qwen3_moe: routed experts of
+           ``moe_intermediate_size`` (128, 8 per token), no shared expert.
+phi3       as llama (fused qkv_proj and gate_up_proj); vocab 32064; Phi-3.5-mini and Phi-4.
+olmo2      as llama, norms after attention and MLP, q/k norms over all heads; vocab 50304.
 ========== ================================================================================
 
 What a ModelSpec cannot hold is refused with an :class:`InputError` rather than guessed (OPT's
@@ -58,6 +65,12 @@ SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(k for k in _FAMILIES if k.
 
 # class names in ``architectures`` → model_type, used only when model_type is absent
 _ARCH_TYPES = {
+    "Qwen3Moe": "qwen3_moe",
+    "Qwen3": "qwen3",
+    "Gemma3": "gemma3_text",
+    "Gemma2": "gemma2",
+    "Phi3": "phi3",
+    "Olmo2": "olmo2",
     "Llama": "llama",
     "Mistral": "mistral",
     "Mixtral": "mixtral",

@@ -209,3 +209,38 @@ def _rotary_decoder(
         "mlp_bias": mlp_bias,
         "dropout": c.prob("attention_dropout", 0.0) > 0,
     }
+
+
+def _routed_experts(
+    c: _Config, fields: dict, *, experts: int, top_k: int, moe_ffn: int
+) -> dict | None:
+    """The routed-expert fields of a Qwen-style MoE config (Qwen2-MoE, Qwen3-MoE); None when no
+    layer is sparse. Layer i is sparse when (i + 1) % decoder_sparse_step == 0 and i is not in
+    mlp_only_layers; only a leading run of dense layers has a ModelSpec form."""
+    layers = fields["n_layers"]
+    n = c.integer("num_experts", experts, minimum=0)
+    step = c.integer("decoder_sparse_step", 1)
+    dense_only = c.int_list("mlp_only_layers", [])
+    if n == 0 or step > layers:
+        return None
+    k = c.integer("num_experts_per_tok", top_k)
+    if k > n:
+        raise InputError("config.json num_experts_per_tok", k, f"between 1 and num_experts ({n})")
+    first_dense = step - 1
+    if dense_only:
+        leading = sorted(dense_only) == list(range(len(dense_only)))
+        if step != 1 or not leading or len(dense_only) >= layers:
+            raise InputError(
+                "config.json mlp_only_layers",
+                dense_only,
+                "[] or a leading run [0, 1, …, k-1] shorter than num_hidden_layers "
+                "with decoder_sparse_step 1 (other patterns have no ModelSpec form)",
+            )
+        first_dense = len(dense_only)
+    return {
+        "n_experts": n,
+        "top_k": k,
+        "expert_ffn_dim": c.integer("moe_intermediate_size", moe_ffn),
+        "moe_every": step,
+        "first_dense_layers": first_dense,
+    }

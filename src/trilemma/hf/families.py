@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trilemma.errors import InputError
-from trilemma.hf.config import _Config, _heads, _plain_ffn, _rotary_decoder
+from trilemma.hf.config import _Config, _heads, _plain_ffn, _rotary_decoder, _routed_experts
+from trilemma.hf.recent import RECENT_FAMILIES
 from trilemma.specs import NormType, PositionType
 
 
@@ -103,29 +104,10 @@ def _qwen2_moe(c: _Config) -> dict:
         out_bias=False,
         mlp_bias=False,
     )
-    layers = fields["n_layers"]
-    experts = c.integer("num_experts", 60, minimum=0)
-    step = c.integer("decoder_sparse_step", 1)
-    dense_only = c.int_list("mlp_only_layers", [])
-    if experts == 0 or step > layers:
+    moe = _routed_experts(c, fields, experts=60, top_k=4, moe_ffn=1408)
+    if moe is None:
         return fields  # no layer is sparse: a dense model
-    top_k = c.integer("num_experts_per_tok", 4)
-    if top_k > experts:
-        raise InputError(
-            "config.json num_experts_per_tok", top_k, f"between 1 and num_experts ({experts})"
-        )
-    first_dense = step - 1  # Qwen2-MoE: layer i is sparse when (i + 1) % step == 0
-    if dense_only:
-        leading = sorted(dense_only) == list(range(len(dense_only)))
-        if step != 1 or not leading or len(dense_only) >= layers:
-            raise InputError(
-                "config.json mlp_only_layers",
-                dense_only,
-                "[] or a leading run [0, 1, …, k-1] shorter than num_hidden_layers "
-                "with decoder_sparse_step 1 (other patterns have no ModelSpec form)",
-            )
-        first_dense = len(dense_only)
-    moe_ffn = c.integer("moe_intermediate_size", 1408)
+    moe_ffn = moe["expert_ffn_dim"]
     shared = c.integer("shared_expert_intermediate_size", 5632, minimum=0)
     if shared % moe_ffn:
         raise InputError(
@@ -136,12 +118,8 @@ def _qwen2_moe(c: _Config) -> dict:
         )
     return {
         **fields,
-        "n_experts": experts,
-        "top_k": top_k,
+        **moe,
         "n_shared_experts": shared // moe_ffn,
-        "expert_ffn_dim": moe_ffn,
-        "moe_every": step,
-        "first_dense_layers": first_dense,
         "shared_expert_gate": shared > 0,
     }
 
@@ -354,4 +332,5 @@ _FAMILIES: dict[str, tuple[str, Callable[[_Config], dict]]] = {
     # 40B ("RefinedWeb", always the new decoder architecture)
     "RefinedWebModel": ("FalconConfig", _falcon),
     "RefinedWeb": ("FalconConfig", lambda c: _falcon(c, new_arch_default=True)),
+    **RECENT_FAMILIES,
 }

@@ -19,6 +19,8 @@ positions enter it as an additive float mask. MoE experts run as a plain loop ov
 
 Tensors per layer (d = d_model, a = n_heads·head_dim, k = n_kv_heads·head_dim, f = ffn_dim):
   norm1, norm2        (d,) weight [+ (d,) bias for LayerNorm]; one shared norm if norms_per_layer == 1
+  post_attn, post_mlp (d,) each when norms_per_layer == 4 (Gemma 2/3 sandwich norms)
+  attn.q_norm, k_norm (head_dim,) each, or (a,) and (k,) over all heads, when the spec has qk_norm
   attn.qkv            (a + 2k, d) [+ bias]       Q, K and V fused in one GEMM
   attn.out            (d, a) [+ bias]
   attn.w_r, u, v      (a, d), (h, head_dim) × 2   relative positions only
@@ -37,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trilemma.specs import FfnType, ModelSpec, NormType, PositionType
+from trilemma.specs import FfnType, ModelSpec, NormType, PositionType, QkNorm
 
 __all__ = ["Transformer", "build_model", "init_weights", "is_moe_layer"]
 
@@ -62,8 +64,10 @@ class RMSNorm(nn.Module):
         ) * self.weight
 
 
-def make_norm(m: ModelSpec) -> nn.Module:
-    return nn.LayerNorm(m.d_model) if m.norm == NormType.LAYERNORM else RMSNorm(m.d_model)
+def make_norm(m: ModelSpec, width: int | None = None) -> nn.Module:
+    """The spec's norm over ``width`` elements (default d_model)."""
+    w = width or m.d_model
+    return nn.LayerNorm(w) if m.norm == NormType.LAYERNORM else RMSNorm(w)
 
 
 def is_moe_layer(m: ModelSpec, i: int) -> bool:
@@ -127,6 +131,11 @@ class Attention(nn.Module):
         self.causal, self.position = m.causal, m.position
         self.qkv = nn.Linear(m.d_model, m.d_attn + 2 * m.d_kv, bias=m.qkv_bias)
         self.out = nn.Linear(m.d_attn, m.d_model, bias=m.out_bias)
+        self.qk_norm = m.qk_norm
+        if m.qk_norm != QkNorm.NONE:  # Qwen3 / Gemma 3: over head_dim; OLMo 2: over all heads
+            head = m.qk_norm == QkNorm.HEAD
+            self.q_norm = make_norm(m, m.d_head if head else m.d_attn)
+            self.k_norm = make_norm(m, m.d_head if head else m.d_kv)
         if m.position == PositionType.RELATIVE:
             # Transformer-XL (Dai 2019 §3.3): W_R projects sinusoids of the distance; u, v are the
             # content and position biases shared across positions.
@@ -148,9 +157,13 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         B, S, _ = x.shape
         q, k, v = self.qkv(x).split([self.d_attn, self.d_kv, self.d_kv], dim=-1)
+        if self.qk_norm == QkNorm.FULL:
+            q, k = self.q_norm(q), self.k_norm(k)
         q = q.view(B, S, self.h, self.dh).transpose(1, 2)  # (B, H, S, Dh)
         k = k.view(B, S, self.h_kv, self.dh).transpose(1, 2)  # (B, Hkv, S, Dh)
         v = v.view(B, S, self.h_kv, self.dh).transpose(1, 2)  # (B, Hkv, S, Dh)
+        if self.qk_norm == QkNorm.HEAD:
+            q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if self.h_kv != self.h:  # GQA / MQA: each K, V head serves h / h_kv query heads
@@ -239,7 +252,10 @@ class Block(nn.Module):
     def __init__(self, m: ModelSpec, moe: bool) -> None:
         super().__init__()
         self.norm1 = make_norm(m)
-        self.norm2 = make_norm(m) if m.norms_per_layer == 2 else None
+        self.norm2 = make_norm(m) if m.norms_per_layer >= 2 else None
+        sandwich = m.norms_per_layer == 4  # Gemma 2/3: each sub-block's output normed too
+        self.post_attn = make_norm(m) if sandwich else nn.Identity()
+        self.post_mlp = make_norm(m) if sandwich else nn.Identity()
         self.attn = Attention(m)
         self.mlp = MoE(m) if moe else MLP(m, m.ffn_dim)
         self.post_norm = not m.causal  # BERT
@@ -257,8 +273,9 @@ class Block(nn.Module):
             h1 = self.norm1(x)
             h2 = self.norm2(x) if self.norm2 is not None else h1
             return x + self.drop(self.attn(h1, rope)) + self.drop(self.mlp(h2))
-        x = x + self.drop(self.attn(self.norm1(x), rope))
-        return x + self.drop(self.mlp(self.norm2(x) if self.norm2 is not None else x))
+        x = x + self.drop(self.post_attn(self.attn(self.norm1(x), rope)))
+        h = self.norm2(x) if self.norm2 is not None else x
+        return x + self.drop(self.post_mlp(self.mlp(h)))
 
 
 class Transformer(nn.Module):

@@ -108,6 +108,14 @@ class NormType(StrEnum):
     RMSNORM = "rmsnorm"  # weight only: d parameters
 
 
+class QkNorm(StrEnum):
+    """A norm on the queries and keys before the attention scores (its weights per layer)."""
+
+    NONE = "none"
+    HEAD = "head"  # one RMSNorm of head_dim shared by every head, for Q and for K (Qwen3, Gemma 3)
+    FULL = "full"  # over all heads: n_heads·head_dim for Q, n_kv_heads·head_dim for K (OLMo 2)
+
+
 class PositionType(StrEnum):
     LEARNED = "learned"  # max_positions × d table (GPT-2/3, BERT, OPT)
     ROTARY = "rotary"  # no parameters (Su et al. 2021)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
-from trilemma.specs.enums import FfnType, NormType, PositionType
+from trilemma.specs.enums import FfnType, NormType, PositionType, QkNorm
 
 
 class ModelSpec(Spec):
@@ -38,7 +38,17 @@ class ModelSpec(Spec):
     type_vocab_size: int = Field(0, ge=0, description="BERT token-type embeddings (2 for BERT)")
 
     norm: NormType = NormType.LAYERNORM
-    norms_per_layer: int = Field(2, ge=1, le=2)
+    norms_per_layer: int = Field(
+        2,
+        ge=1,
+        le=4,
+        description="d-wide norms per layer: 1 shared (parallel block), 2, or 4 (Gemma 2/3: a norm "
+        "before and after attention and before and after the MLP)",
+    )
+    qk_norm: QkNorm = Field(
+        QkNorm.NONE,
+        description="norm on queries and keys: per head (Qwen3, Gemma 3) or over all heads (OLMo 2)",
+    )
     embedding_norm: bool = Field(
         False, description="a norm right after the embeddings (BERT, BLOOM)"
     )
