@@ -26,7 +26,10 @@ from trilemma.units import parse_count
 
 
 def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
-    """A preset name, a path to a Hugging Face config.json (or its folder), or a size like ``3B``.
+    """A preset name or Hub id, a path to a Hugging Face config.json (or its folder), or a size
+    like ``3B``. A Hub id (``org/name``) resolves, in order, to the shipped preset that lists it, then
+    to the ``config.json`` in the local Hugging Face cache (``trilemma.hf.hub``: offline, never the
+    network), else a one-line refusal naming the cache folder and how to pass a path.
 
     Returns the model and a sentence saying how it was resolved.
     """
@@ -47,6 +50,15 @@ def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
 
         m = model_from_hf_config(text)
         return m, f"Hugging Face config {text}"
+    from trilemma.hf.hub import HUB_ID
+
+    if HUB_ID.match(text):
+        from trilemma.hf import model_from_hf_config
+        from trilemma.hf.hub import cached_config
+
+        path = cached_config(text)
+        m = model_from_hf_config(path).model_copy(update={"name": text})
+        return m, f"Hugging Face cache {path}"
     if text[:1].isdigit():
         from trilemma.shape import model_for_params
 
