@@ -1,0 +1,151 @@
+"""Expected benchmark scores of a pre-training plan, with 80% bands, from its compute and data.
+
+Two steps, as in Llama 3 (arXiv:2407.21783 §3.2.1), Owen 2024 (arXiv:2401.04757) and Ruan et al. 2024
+(arXiv:2405.10938): (1) a capability index from training compute C = 6·N·D (FLOP) and tokens per
+parameter D/N, x = log10(C) + γ·log10(D/N); (2) accuracy as a sigmoid in x between the benchmark's
+chance level and a fitted ceiling. The constants are fitted per benchmark on published scores
+(``trilemma/data/benchmarks.csv``) by ``trilemma.quality.bench_fit`` and shipped in
+``trilemma/presets/benchmarks.toml``: nothing is fitted at run time. The model family is not a
+covariate; the band is the spread of the leave-one-family-out residuals, so it carries the differences
+between data recipes and evaluation harnesses. Derivation: docs/derivations.md, "Benchmark scores".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+METHOD = (
+    "compute and tokens per parameter -> capability index -> sigmoid between chance and a fitted "
+    "ceiling (Llama 3 arXiv:2407.21783 §3.2.1; Owen 2024 arXiv:2401.04757; Ruan et al. 2024 "
+    "arXiv:2405.10938), fitted on published scores (trilemma/data/benchmarks.csv); 80% band from "
+    "leave-one-family-out residuals"
+)
+Z80 = 1.2816  # standard normal quantile of 0.9: ±Z80·sd holds 80%
+EDGE = 0.1  # share of the chance-to-ceiling span under which (over which) a score is near chance (ceiling)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark as it is fitted: its chance accuracy (fraction) and the settings whose rows count."""
+
+    label: str
+    chance: float
+    settings: tuple[str, ...]
+    setting: str  # in words, for the output
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "mmlu": Benchmark("MMLU", 0.25, ("5-shot",), "5-shot, 4 choices"),
+    "hellaswag": Benchmark("HellaSwag", 0.25, ("OLMES",), "Ai2 OLMES harness, 4 endings"),
+    "arc_c": Benchmark(
+        "ARC-C", 0.25, ("25-shot MC", "OLMES MC"), "multiple-choice format (choices in the prompt)"
+    ),
+    "gsm8k": Benchmark("GSM8K", 0.0, ("8-shot",), "8-shot, exact match"),
+}
+
+
+def capability_index(params: Any, tokens: Any, gamma: float) -> Any:
+    """x = log10(6·N·D) + γ·log10(D/N): N parameters, D training tokens (log10 FLOP units)."""
+    n, d = np.asarray(params, dtype=float), np.asarray(tokens, dtype=float)
+    return np.log10(6.0 * n * d) + gamma * np.log10(d / n)
+
+
+def expected_accuracy(x: Any, k: float, x0: float, chance: float, ceiling: float) -> Any:
+    """chance + (ceiling − chance)·σ(k·(x − x0)): accuracy (fraction) at capability index ``x``."""
+    return chance + (ceiling - chance) / (1.0 + np.exp(-k * (np.asarray(x, dtype=float) - x0)))
+
+
+def index_shift(
+    score: float, x: float, k: float, x0: float, chance: float, ceiling: float
+) -> float:
+    """The shift s with expected_accuracy(x + s) = score (score clipped just inside chance..ceiling)."""
+    u = min(max((score - chance) / (ceiling - chance), 0.005), 0.995)
+    return x0 + math.log(u / (1.0 - u)) / k - float(x)
+
+
+@cache
+def constants() -> dict[str, dict[str, Any]]:
+    """The shipped fit (``trilemma/presets/benchmarks.toml``), one table per benchmark."""
+    from importlib import resources
+
+    import tomllib
+
+    text = resources.files("trilemma.presets").joinpath("benchmarks.toml").read_text("utf-8")
+    return tomllib.loads(text)
+
+
+def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> dict[str, Any]:
+    """One benchmark's expected score with its 80% band (fractions), widened near chance or ceiling."""
+    b = BENCHMARKS[name]
+    x = float(capability_index(params, tokens, c["gamma"]))
+
+    def acc(s: float) -> float:
+        return float(expected_accuracy(x + s, c["k"], c["x0"], b.chance, c["ceiling"]))
+
+    value, low, high = acc(0.0), acc(-Z80 * c["shift_sd"]), acc(Z80 * c["shift_sd"])
+    u = (value - b.chance) / (c["ceiling"] - b.chance)
+    regime = "near chance" if u < EDGE else "near ceiling" if u > 1 - EDGE else None
+    if regime:  # the index says little here: at least the held-out median error either side
+        w = c["lofo_median_abs_error_points"] / 100.0
+        low, high = min(low, value - w), max(high, value + w)
+    return {
+        "name": name,
+        "label": b.label,
+        "setting": b.setting,
+        "value": value,
+        "low": max(b.chance, low),
+        "high": min(1.0, high),
+        "chance": b.chance,
+        "ceiling": c["ceiling"],
+        "regime": regime,
+        "lofo_median_abs_error_points": c["lofo_median_abs_error_points"],
+        "lofo_families": c["families"],
+    }
+
+
+def predict(
+    params: float, tokens: float, fitted: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The ``quality.benchmarks`` block: each benchmark's value, low, high and chance (fractions 0-1)
+    for a model of ``params`` parameters (active, for a mixture of experts) trained on ``tokens``
+    tokens, and their average (its band averages the ends: the benchmarks move together)."""
+    fitted = constants() if fitted is None else fitted
+    items = [predict_one(name, fitted[name], params, tokens) for name in BENCHMARKS]
+    mean = {k: sum(i[k] for i in items) / len(items) for k in ("value", "low", "high", "chance")}
+    return {
+        "items": items,
+        "average": {"label": "avg", **mean},
+        "compute_flop": 6.0 * params * tokens,
+        "tokens_per_param": tokens / params,
+        "level": 0.8,
+        "method": METHOD,
+    }
+
+
+def format_line(block: dict[str, Any]) -> str:
+    """'MMLU 66% (58–72) · HellaSwag … · avg …', with a note for scores near chance or ceiling."""
+
+    def pct(v: float) -> str:
+        return f"{100 * v:.0f}"
+
+    parts = [
+        f"{i['label']} {pct(i['value'])}% ({pct(i['low'])}–{pct(i['high'])})"
+        for i in [*block["items"], block["average"]]
+    ]
+    notes = [f"{i['label']} {i['regime']}" for i in block["items"] if i["regime"]]
+    tail = f" [{'; '.join(notes)}: band widened]" if notes else ""
+    return " · ".join(parts) + tail
+
+
+def backtest(exclude_families: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Leave-one-family-out errors per benchmark, refitted now (needs scipy): the median and mean
+    absolute error in accuracy points, the rows and the families."""
+    from trilemma.quality.bench_fit import fit_all
+
+    keys = ("lofo_median_abs_error_points", "lofo_mean_abs_error_points", "rows", "families")
+    return {n: {k: c[k] for k in keys} for n, c in fit_all(None, exclude_families).items()}
