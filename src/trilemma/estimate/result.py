@@ -180,6 +180,17 @@ class Estimate:
     )
 
     @property
+    def benchmarks(self) -> dict[str, Any] | None:
+        """Expected benchmark scores with 80% bands (trilemma.quality.benchmarks) from the plan's
+        compute 6·N·D (N active parameters, D tokens); None where there is no loss (a fine-tune, a
+        classifier): the curves are for models pre-trained from scratch."""
+        if self.loss is None:
+            return None
+        from trilemma.quality.benchmarks import predict
+
+        return predict(float(self.params.active), float(self.plan.total_tokens))
+
+    @property
     def async_tp_applied(self) -> bool:
         """Asynchronous TP asked for and in effect (async_tp_applies)."""
         return async_tp_applies(self.plan, self.layout)
@@ -200,6 +211,7 @@ class Estimate:
             "time": asdict(self.time),
             "cost": asdict(self.cost),
             **({"loss": self.loss.to_dict()} if self.loss is not None else {}),
+            **({"quality": {"benchmarks": self.benchmarks}} if self.loss is not None else {}),
             **({"finetune": self.finetune} if self.finetune is not None else {}),
             **({"deploy": self.deploy} if self.deploy is not None else {}),
             "warnings": list(self.warnings),

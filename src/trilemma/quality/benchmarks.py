@@ -71,9 +71,13 @@ def index_shift(
 @cache
 def constants() -> dict[str, dict[str, Any]]:
     """The shipped fit (``trilemma/presets/benchmarks.toml``), one table per benchmark."""
+    import sys
     from importlib import resources
 
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     text = resources.files("trilemma.presets").joinpath("benchmarks.toml").read_text("utf-8")
     return tomllib.loads(text)
@@ -105,6 +109,7 @@ def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> d
         "regime": regime,
         "lofo_median_abs_error_points": c["lofo_median_abs_error_points"],
         "lofo_families": c["families"],
+        "source": METHOD,
     }
 
 

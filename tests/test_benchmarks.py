@@ -1,0 +1,114 @@
+"""Benchmark scores from compute and data (trilemma.quality.benchmarks): held-out checks on published
+scores, monotonicity, bounds, and the estimate's JSON and table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trilemma.cli import main
+from trilemma.quality import benchmarks as bm
+from trilemma.quality.bench_fit import fit_all, load_rows
+
+LLAMA3_8B = (
+    8.03e9,
+    15e12,
+)  # the llama3-8b preset's parameters; 15T tokens (Meta Llama 3 model card)
+
+
+@pytest.fixture(scope="module")
+def without_llama3() -> dict:
+    """The curves refitted with every Llama 3 row left out (the held-out check)."""
+    return fit_all(exclude_families=("Llama 3",))
+
+
+def test_llama3_8b_mmlu_band_contains_published_score_when_held_out(without_llama3: dict) -> None:
+    # Meta Llama 3 model card (github.com/meta-llama/llama3 MODEL_CARD.md, 2024-04-18): Llama 3 8B
+    # base MMLU 5-shot 66.6; OLMo 2 13B model card (Ai2, 2024-11-26): Llama 3.1 8B MMLU 66.9
+    assert without_llama3["mmlu"]["families"] == 19  # Llama 3 is out of the fit
+    item = bm.predict(*LLAMA3_8B, without_llama3)["items"][0]
+    assert item["name"] == "mmlu"
+    for published in (0.666, 0.669):
+        assert item["low"] <= published <= item["high"], (item, published)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Llama 3 sits below the pooled trend on ARC-C (multiple-choice format): held out, its "
+    "band is about 86-92 against 78.6 (Meta Llama 3 model card, 25-shot); 10 families only",
+)
+def test_llama3_8b_arc_band_contains_published_score_when_held_out(without_llama3: dict) -> None:
+    item = bm.predict(*LLAMA3_8B, without_llama3)["items"][2]
+    assert item["name"] == "arc_c"
+    assert item["low"] <= 0.786 <= item["high"], item
+
+
+def test_leave_one_family_out_mmlu_error_floor() -> None:
+    got = bm.backtest()["mmlu"]
+    assert got["families"] >= 20
+    assert got["lofo_median_abs_error_points"] <= 5.0, got
+
+
+def test_shipped_constants_are_the_fit_of_the_shipped_rows() -> None:
+    # a stale presets/benchmarks.toml (rows changed, not refitted) is caught here
+    fresh, shipped = fit_all(), bm.constants()
+    for name, consts in fresh.items():
+        for key, v in consts.items():
+            assert shipped[name][key] == pytest.approx(v, rel=1e-6, abs=1e-9), (name, key)
+
+
+def test_scores_never_fall_as_compute_grows() -> None:
+    for name in bm.BENCHMARKS:
+        at_20_tpp = [bm.predict(n, 20 * n)["items"] for n in (1e8, 1e9, 1e10, 1e11, 1e12)]
+        more_data = [bm.predict(8e9, d)["items"] for d in (1e11, 1e12, 1e13, 1e14)]
+        for series in (at_20_tpp, more_data):
+            vals = [next(i["value"] for i in items if i["name"] == name) for items in series]
+            assert vals == sorted(vals), (name, vals)
+
+
+def test_band_never_leaves_chance_to_one() -> None:
+    for n in (1e7, 1e9, 7e9, 7e10, 1e12):
+        for tpp in (1, 20, 2000, 1e5):
+            for i in bm.predict(n, n * tpp)["items"]:
+                assert i["chance"] <= i["low"] <= i["value"] <= i["high"] <= 1.0, (n, tpp, i)
+
+
+def test_near_chance_scores_are_flagged_and_widened() -> None:
+    item = bm.predict(1e8, 2e9)["items"][0]  # a 100M model on 2B tokens: MMLU at chance
+    assert item["regime"] == "near chance"
+    assert item["high"] - item["chance"] >= item["lofo_median_abs_error_points"] / 100 - 1e-9
+    assert "MMLU near chance" in bm.format_line(bm.predict(1e8, 2e9))
+
+
+def test_every_row_names_its_source() -> None:
+    rows = load_rows()
+    assert rows and all(r.source.strip() for r in rows)
+    assert len({r.family for r in rows if r.benchmark == "mmlu"}) >= 20
+
+
+def _estimate(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    args = ["estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "1024"]
+    rc = main([*args, "--tokens", "15T", *extra])
+    return rc, capsys.readouterr().out
+
+
+def test_estimate_prints_benchmark_line_and_json_block(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _estimate(capsys)
+    assert rc == 0
+    text = " ".join(out.split())  # the console may wrap the line
+    line = text[text.index("benchmarks MMLU") :]
+    assert "HellaSwag" in line and "ARC-C" in line and "GSM8K" in line and "avg" in line
+    rc, out = _estimate(capsys, "--json")
+    items = json.loads(out)["quality"]["benchmarks"]["items"]
+    assert [i["name"] for i in items] == list(bm.BENCHMARKS)
+    assert all({"value", "low", "high", "chance"} <= set(i) for i in items)
+    assert "Llama 3" in json.loads(out)["quality"]["benchmarks"]["method"]
+
+
+def test_finetune_estimate_shows_no_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = _estimate(capsys, "--finetune", "lora", "--json")
+    assert rc == 0
+    assert "quality" not in json.loads(out)
+    rc, out = _estimate(capsys, "--finetune", "lora")
+    assert "benchmarks MMLU" not in " ".join(out.split())
