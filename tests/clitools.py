@@ -8,6 +8,18 @@ from collections.abc import Iterator
 
 from trilemma.cli import main
 
+#: a Hugging Face config.json of a 45M-parameter Llama: the tests' smallest real model file
+TINY_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 512,
+    "intermediate_size": 1376,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+}
+
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
     """``trilemma ARGS`` through ``trilemma.cli.main``: (exit status, stdout, stderr) of that call only."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from clitools import TINY_LLAMA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,16 +29,7 @@ from trilemma.api import estimate
 from trilemma.export import ENGINES, export
 from trilemma.text import printable
 
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 512,
-    "intermediate_size": 1376,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "vocab_size": 32000,
-    "max_position_embeddings": 2048,
-}
+LLAMA = TINY_LLAMA
 
 #: names that end a shell or TOML comment, close a Python docstring, or drive the terminal
 PAYLOADS = [

@@ -24,7 +24,11 @@ import re
 from pathlib import Path
 
 import pytest
-from clitools import save_stated_cpu_profile, time_limit  # the tests' folder is on the path
+from clitools import (  # the tests' folder is on the path
+    TINY_LLAMA,
+    save_stated_cpu_profile,
+    time_limit,
+)
 
 from trilemma.cli import main
 
@@ -52,16 +56,7 @@ BAD_UNITS = ["400", "400GHz", "1d", "$5", "5 weeks", "GB/s", "-400GB/s", "1e308G
 
 # ------------------------------------------------------------------ files (written by the `files` fixture)
 
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 512,
-    "intermediate_size": 1376,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "vocab_size": 32000,
-    "max_position_embeddings": 2048,
-}
+LLAMA = TINY_LLAMA
 SCENARIO_OK = 'deadline = "30d"\nbudget = "$1M"\ngpu = "h100-sxm"\nparams = "1B..7B"\n'
 LAW_OK = """schema = "trilemma.law/1"
 name = "mylaw"

@@ -8,18 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from clitools import run
+from clitools import TINY_LLAMA, run
 
-LLAMA = {
-    "model_type": "llama",
-    "hidden_size": 512,
-    "intermediate_size": 1376,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "vocab_size": 32000,
-    "max_position_embeddings": 2048,
-}
+LLAMA = TINY_LLAMA
 #: clear the screen (ESC and C1 CSI), set the window title, reverse the text's direction, and markup
 NAME = "evil\x1b[2J\x1b]0;pwned\x07\x9b2J\u202e[/][bold]x"
 PLAN = ["--gpu", "a100-80gb", "--gpus", "8", "--tokens", "1B"]
