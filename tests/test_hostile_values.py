@@ -332,3 +332,12 @@ def test_long_gpu_list_is_refused_at_parse_everywhere(tmp_path, capsys):
         r = client.post("/api/solve", json=body)
     assert r.status_code == 422 and r.json()["field"] == "gpu", r.text[:300]
     assert f"at most {MAX_LIST_NAMES}" in r.json()["error"], r.text[:300]
+
+
+def test_too_little_compute_for_the_inference_search_names_flops(capsys):
+    """At 1,000 FLOP the compute-optimal loss is ~792 nats, beyond any target the inference-aware
+    search takes: the refusal names --flops, which the user gave, not the loss derived from it."""
+    code, out, err = run(
+        capsys, "optimal", "--flops", "1000", "--inference-tokens", "1e12", "--json"
+    )
+    assert code == 2 and out == "" and err.startswith("trilemma: error: flops: ")

@@ -505,6 +505,15 @@ def optimal_report(
                     warnings += [f"{r['law']}: {w}" for w in alloc.warnings]
                 if inference_tokens is not None or target_loss is not None:
                     target = target_loss if target_loss is not None else alloc.loss["mean"]  # type: ignore[union-attr]
+                    if (
+                        target_loss is None and target > MAX_TARGET_LOSS
+                    ):  # the user gave flops, not a loss
+                        raise InputError(
+                            "flops",
+                            flops,
+                            f"enough compute for a compute-optimal loss of at most {MAX_TARGET_LOSS:g} "
+                            f"to match with --inference-tokens (here it is {target:.4g})",
+                        )
                     inf = inference_optimal(
                         lw,
                         target,
