@@ -1,0 +1,253 @@
+"""One solve's inputs resolved before any plan is searched: the pins, the law, the model sizes
+(those that fit a deploy device), the GPU types, precisions and GPU counts, and the fields every
+plan and cluster of the search shares."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from trilemma.errors import InfeasibleError, InputError
+from trilemma.quality.predict import check_unique_tokens
+from trilemma.solve.inputs import (
+    checked_arguments,
+    finetune_objective,
+    gpus_for,
+    make_pins,
+    models_for,
+    precisions_for,
+)
+from trilemma.solve.optimize import Pins
+from trilemma.specs import HardwareSpec, ModelSpec, Precision, Task
+from trilemma.units import SI, fmt_bytes, fmt_count, parse_count
+
+DEFAULT_MAX_GPUS = 16384
+DEFAULT_SEQ = 4096
+#: ``solve``'s arguments that are ClusterSpec fields (None: the cluster's default), in this order
+CLUSTER_FIELDS = (
+    "host_memory_bytes",
+    "failures_per_gpu_hour",
+    "restart_s",
+    "storage_write_bytes_per_s",
+)
+
+
+@dataclass(frozen=True)
+class SolveSetup:
+    """What one solve searches, each input checked: ``seq`` in tokens, ``fixed_tokens`` and
+    ``unique_tokens`` in tokens (None: chosen by the search / unlimited), ``law_E`` the law's
+    irreducible loss (nats/token), ``counts`` the GPU counts searched, ``args`` the checked
+    arguments of ``solve`` by name (the rest of what it was given)."""
+
+    pins: Pins
+    is_ft: bool
+    fixed_tokens: float | None
+    unique_tokens: float | None
+    law: Any
+    law_E: float
+    models: list[ModelSpec]
+    seq: int
+    deploy_note: str | None
+    plan_fields: dict[str, Any]
+    cluster_fields: dict[str, Any]
+    gpus: list[HardwareSpec]
+    precisions: list[Precision]
+    counts: list[int]
+    args: dict[str, Any]
+
+
+def _corner_minimize(
+    is_ft: bool, task: str, model: Any, tokens: Any, unique_tokens: Any, pins_args: dict[str, Any]
+) -> str | None:
+    """The corner to minimise (a fine-tune's own choice, else the flag's) after refusing what a
+    fine-tune or a classifier cannot take."""
+    minimize = pins_args["minimize"]
+    if is_ft:
+        minimize = finetune_objective(
+            model,
+            tokens,
+            pins_args["target_loss"],
+            minimize,
+            pins_args["deadline"],
+            pins_args["budget"],
+        )
+        if unique_tokens is not None:
+            raise InputError(
+                "unique-tokens",
+                unique_tokens,
+                "no value with --finetune (it sets the loss corner's "
+                "repetition; a fine-tune has no loss corner)",
+            )
+    if str(task) == Task.CLASSIFICATION and not is_ft:
+        raise InputError(
+            "task",
+            task,
+            "causal-lm without --finetune: the scaling laws predict next-token loss, so a "
+            "classifier has no loss corner to trade (with --finetune, solve trades time "
+            "and cost alone)",
+        )
+    return minimize
+
+
+def _law_and_floor(law: str | None, pins: Pins) -> tuple[Any, float]:
+    """The scaling law and its irreducible loss E (nats/token); InfeasibleError for a target at or
+    below E."""
+    from trilemma.quality.laws import get_law
+
+    the_law = get_law(law)
+    law_E = float(the_law.constants.get("E", 0.0) or 0.0)
+    if pins.target_loss is not None and pins.target_loss <= law_E:
+        raise InfeasibleError(
+            f"target loss (--target-loss) {pins.target_loss} is at or below the law's irreducible loss "
+            f"E = {law_E:.3f} ({getattr(the_law, 'name', law)}): no plan reaches it"
+        )
+    return the_law, law_E
+
+
+def _hardware(
+    gpu: str | list[str] | None,
+    precision: str | list[str] | None,
+    max_gpus: int | None,
+    cluster_fields: dict[str, Any],
+) -> tuple[list[HardwareSpec], list[Precision], list[int]]:
+    """The GPU types, precisions and GPU counts searched: powers of two and the 1.5× steps between
+    them (3·2^k: 24, 48, 96, 384 … — clusters and reservations are not only powers of two), and the
+    cap itself."""
+    from trilemma.resolve import make_cluster
+
+    gpus = gpus_for(gpu)
+    make_cluster(
+        gpus[0], 1, **cluster_fields
+    )  # the cluster's own figures checked before the search
+    precs = precisions_for(precision)
+    if not any(p in g.peak_flop_per_s for g in gpus for p in precs):
+        runs = "; ".join(
+            f"{g.name}: {', '.join(sorted(str(q) for q in g.peak_flop_per_s))}" for g in gpus[:6]
+        )
+        raise InputError(
+            "precision",
+            ",".join(str(p) for p in precs),
+            f"a precision the hardware searched runs ({runs}{'; …' if len(gpus) > 6 else ''})",
+        )
+    max_n = DEFAULT_MAX_GPUS if max_gpus is None else int(max_gpus)
+    if max_n < 1:
+        raise InputError("max-gpus", max_gpus, "a positive whole number")
+    counts = sorted(
+        {c for k in range(int(math.log2(max_n)) + 1) for c in (2**k, 3 * 2**k) if c <= max_n}
+        | {max_n}
+    )
+    return gpus, precs, counts
+
+
+def solve_setup(args: dict[str, Any]) -> SolveSetup:
+    """``solve``'s arguments (by name) checked and resolved, in the order the CLI refuses them."""
+    from trilemma.resolve import finetune_fields
+
+    args = checked_arguments(args)
+    model, tokens, unique_tokens = args["model"], args["tokens"], args["unique_tokens"]
+    ft_args = {k: v for k, v in (args["finetune"] or {}).items() if v is not None}
+    pins_args = {k: args[k] for k in ("deadline", "budget", "target_loss", "minimize")}
+    is_ft = ft_args.get("finetune") is not None
+    minimize = _corner_minimize(is_ft, args["task"], model, tokens, unique_tokens, pins_args)
+    pins = make_pins(pins_args["deadline"], pins_args["budget"], pins_args["target_loss"], minimize)
+    fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
+    if fixed_tokens is not None and fixed_tokens > SI["E"]:
+        # the plan's limit (trilemma.specs.plan.Stage.tokens)
+        raise InputError("tokens", tokens, "at most 1E (10^18) tokens")
+    uniq = (
+        None
+        if unique_tokens is None
+        else check_unique_tokens(parse_count(unique_tokens, "unique-tokens"))
+    )
+    the_law, law_E = _law_and_floor(args["law"], pins)
+    models = models_for(model, args["params"])
+    seq = args["seq_len"] or DEFAULT_SEQ
+    note = None
+    if args["deploy"] is not None or args["min_tokens_per_s"] is not None:
+        models, note = deployable(
+            models,
+            args["deploy"],
+            args["deploy_precision"],
+            args["context"] or seq,
+            args["min_tokens_per_s"],
+        )
+    inference_tokens = args["inference_tokens"]
+    if inference_tokens is not None and (
+        not math.isfinite(float(inference_tokens)) or float(inference_tokens) < 0
+    ):
+        raise InputError(
+            "inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T"
+        )
+    plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
+    cluster_fields = {k: args[k] for k in CLUSTER_FIELDS if args[k] is not None}
+    gpus, precs, counts = _hardware(
+        args["gpu"], args["precision"], args["max_gpus"], cluster_fields
+    )
+    return SolveSetup(
+        pins=pins,
+        is_ft=is_ft,
+        fixed_tokens=fixed_tokens,
+        unique_tokens=uniq,
+        law=the_law,
+        law_E=law_E,
+        models=models,
+        seq=seq,
+        deploy_note=note,
+        plan_fields=plan_fields | {"async_tp": args["async_tp"], "task": args["task"]},
+        cluster_fields=cluster_fields,
+        gpus=gpus,
+        precisions=precs,
+        counts=counts,
+        args=args,
+    )
+
+
+def deployable(
+    models: list[ModelSpec],
+    device: str | None,
+    precision: str,
+    context: int,
+    min_tokens_per_s: float | None,
+) -> tuple[list[ModelSpec], str]:
+    """The model sizes that fit ``device`` at ``precision`` with ``context`` tokens of KV cache and decode at
+    ``min_tokens_per_s`` or faster there (trilemma.estimate.deploy), and a note of what the pin removed;
+    InfeasibleError when none does."""
+    from trilemma.estimate.deploy import DEPLOY_BITS, deploy_model
+    from trilemma.estimate.params import param_counts
+    from trilemma.presets import deploy_efficiency, get_device
+
+    if device is None:
+        raise InputError(
+            "min-tokens-per-s",
+            min_tokens_per_s,
+            "a value with --deploy DEVICE (the device it is measured on)",
+        )
+    if precision not in DEPLOY_BITS:
+        raise InputError("deploy-precision", precision, ", ".join(DEPLOY_BITS))
+    rate = 0.0 if min_tokens_per_s is None else float(min_tokens_per_s)
+    if not math.isfinite(rate) or rate < 0:
+        raise InputError(
+            "min-tokens-per-s", min_tokens_per_s, "a non-negative number of tokens per second"
+        )
+    dev, eff = get_device(device), deploy_efficiency()
+    deps = [deploy_model(m, param_counts(m), dev, precision, context, eff) for m in models]
+    keep = [m for m, d in zip(models, deps) if d.fits and d.decode_tokens_per_s >= rate]
+    if not keep:
+        fit = [(m, d) for m, d in zip(models, deps) if d.fits]
+        why = (
+            f"none of the {len(models)} model sizes searched fits {dev.name} at {precision} with a {context:,}-token "
+            f"KV cache (the smallest needs {fmt_bytes(deps[0].total_bytes)} of {fmt_bytes(dev.usable_bytes)})"
+            if not fit
+            else f"the fastest model that fits {dev.name} ({fit[0][0].name}) decodes {fit[0][1].decode_tokens_per_s:.1f} "
+            f"tokens/s there, under --min-tokens-per-s {rate:g}: allow smaller models (--params) or a lower rate"
+        )
+        raise InfeasibleError("no plan meets the pins: " + why)
+    largest = max(keep, key=lambda m: param_counts(m).total)
+    note = (
+        f"deploy: {len(keep)} of {len(models)} model sizes fit {dev.name} at {precision} with a {context:,}-token "
+        f"KV cache"
+        + (f" and decode at ≥ {rate:g} tokens/s there" if min_tokens_per_s is not None else "")
+        + f" (largest {fmt_count(param_counts(largest).total)} parameters)"
+    )
+    return keep, note
