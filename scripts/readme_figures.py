@@ -19,7 +19,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-import trilemma.solve.optimize as optimize
+import trilemma.solve.frontier as frontier_module
 from trilemma.cli import app
 from trilemma.report.frontier_plot import fmt_usd_axis
 from trilemma.report.solve import _signed
@@ -41,12 +41,12 @@ def solve_json(name: str) -> dict:
 
 def unfiltered_feasible(name: str) -> int:
     """Points within the pins on the frontier of every plan (the filters' bounds opened)."""
-    real = optimize.FrontierFilters
-    optimize.FrontierFilters = lambda *a, **k: real(min_steps=0, min_time_s=0, max_time_s=1e30)  # type: ignore
+    real = frontier_module.FrontierFilters
+    frontier_module.FrontierFilters = lambda *a, **k: real(min_steps=0, min_time_s=0, max_time_s=1e30)  # type: ignore
     try:
         return int(solve_json(name)["frontier"]["feasible"])
     finally:
-        optimize.FrontierFilters = real
+        frontier_module.FrontierFilters = real
 
 
 def _plan(model: str, hw: dict, tokens: float) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from trilemma.cli import main
 from trilemma.solve import solve
-from trilemma.solve.optimize import FrontierFilters
+from trilemma.solve.frontier import FrontierFilters
 
 SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
 MINUTE, YEAR = (

@@ -222,7 +222,7 @@ def test_scenario_file_and_flags_override(tmp_path, capsys):
 def test_pareto_mask_equals_brute_force(seed, n, levels):
     """Rows kept = rows no other row dominates (≤ everywhere, < somewhere), the first of equal rows;
     few distinct values per column so that ties are common."""
-    from trilemma.solve.optimize import pareto_mask
+    from trilemma.solve.frontier import pareto_mask
 
     pts = np.random.default_rng(seed).integers(0, levels, size=(n, 3)).astype(float)
     want = np.zeros(n, dtype=bool)

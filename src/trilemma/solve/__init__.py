@@ -49,21 +49,17 @@ from trilemma.errors import InfeasibleError, InputError
 from trilemma.estimate.result import Estimate
 from trilemma.presets import constants
 from trilemma.quality.batch import batch_for
+from trilemma.solve.frontier import Frontier, FrontierFilters, frontier
 from trilemma.solve.inputs import MAX_LIST_NAMES, law_fn, make_pins, names_list, no_loss
+from trilemma.solve.levers import Candidate, candidate, runners_up
 from trilemma.solve.optimize import (
-    Candidate,
     Choice,
     Corners,
-    Frontier,
-    FrontierFilters,
     Pins,
     best_index,
-    candidate,
     choose_tokens,
     explain_infeasible,
-    frontier,
     rates,
-    runners_up,
     serving_usd,
     table_goodput,
 )

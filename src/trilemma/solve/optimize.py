@@ -1,5 +1,5 @@
-"""Stage 2 of the solver: tokens in closed form, pins as masks, the optimum, runners-up that
-differ in kind, the Pareto frontier, and an explanation when nothing is feasible.
+"""Stage 2 of the solver: tokens in closed form, pins as masks, the optimum, and an explanation
+when nothing is feasible (runners-up: trilemma.solve.levers; the frontier: trilemma.solve.frontier).
 
 For every configuration (model, GPU type, precision, count, best layout) from stage 1, time,
 GPU-hours, dollars and energy are linear in tokens D, and the loss is the law's L(N, D):
@@ -10,15 +10,15 @@ so each configuration's corners follow without another search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.estimate.cost import energy_j, wall_power_w
 from trilemma.solve.search import ConfigTable, params_of
-from trilemma.units import DAY, HOUR, KWH, MINUTE, YEAR, fmt_count, fmt_duration, fmt_usd
+from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
 
 CORNERS = ("time", "cost", "loss", "energy")
 D_MIN, D_MAX = 1e6, 1e16  # tokens: the range the inverse search and caps work in
@@ -271,296 +271,6 @@ def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> in
     return int(np.argmin(np.where(near, ch.metric(objective), np.inf)))
 
 
-#: the levers a runner-up changes, one each: (label, the ConfigTable column it changes, or "tokens")
-LEVERS = (
-    ("GPU type", "gpu_idx"),
-    ("model size", "model_idx"),
-    ("GPU count", "n_gpus"),
-    ("precision", "prec_idx"),
-)
-#: the token multiples shown for the tokens lever (what half or twice the data buys or costs)
-TOKEN_STEPS = (("tokens ×½", 0.5), ("tokens ×2", 2.0))
-
-
-def at_tokens(c: Corners, p: Pins, loss_fn, tokens: float) -> Choice:
-    """Every configuration trained on the same ``tokens``: its corners, and whether they meet the pins."""
-    D = np.full(c.s_per_token.shape, float(tokens))
-    loss = loss_fn(c.n_total, c.n_non_embedding, D, c.precision)
-    feasible = (D <= cap_tokens(c, p) * (1 + 1e-9)) & (D >= c.batch_tokens)
-    if p.target_loss is not None:
-        feasible &= loss <= p.target_loss * (1 + 1e-9)
-    return Choice(
-        tokens=D,
-        time_s=D * c.s_per_token,
-        usd=D * c.usd_per_token + c.fixed_usd,
-        gpu_hours=D * c.gpu_hours_per_token,
-        kwh=D * c.kwh_per_token,
-        loss=loss,
-        feasible=feasible,
-    )
-
-
-def over_pins(ch: Choice, p: Pins) -> np.ndarray:
-    """Per configuration: the largest ratio of a corner to its pin (≤ 1 meets every pin)."""
-    worst = np.zeros(ch.time_s.shape)
-    for limit, v in (
-        (p.deadline_s, ch.time_s),
-        (p.budget_usd, ch.usd),
-        (p.budget_gpu_hours, ch.gpu_hours),
-        (p.budget_kwh, ch.kwh),
-        (p.target_loss, ch.loss),
-    ):
-        if limit is not None:
-            worst = np.maximum(worst, v / limit)
-    return worst
-
-
-def runners_up(
-    table: ConfigTable, c: Corners, p: Pins, loss_fn, tokens: float, best: int
-) -> list[tuple[str, int, float]]:
-    """Plans that differ from the optimum (configuration ``best`` on ``tokens``) in exactly one lever, named
-    by the row, so the row shows what that lever buys or costs: (label, configuration, tokens).
-
-    GPU type, model size, GPU count and precision keep everything else, tokens included; of the
-    configurations that differ only there, the best on the objective among those that meet the pins, else
-    the one that breaks them least (``over_pins``). A chip that lacks the optimum's precision runs another
-    (bf16 → fp16 on a V100: the search's fallback, trilemma.solve.search; fp8 → bf16 on an A100): the chip
-    forced that change, so it is the GPU-type row, not a precision row; precision rows change it on the
-    optimum's own chip. Tokens: the optimum's plan on half
-    and on twice its tokens."""
-    ch = at_tokens(c, p, loss_fn, tokens)
-    col = {k: getattr(table, k) for _, k in LEVERS}
-    prec = table.precisions[table.prec_idx[best]]
-    forced = np.array([prec not in h.peak_flop_per_s for h in table.gpus])[
-        table.gpu_idx
-    ]  # chip lacks it
-    out: list[tuple[str, int, float]] = []
-    for label, k in LEVERS:
-        same = np.ones(len(table), dtype=bool)
-        for _, other in LEVERS:
-            if other != k and not (k == "gpu_idx" and other == "prec_idx"):
-                same &= col[other] == col[other][best]
-        mask = (
-            same & (col[k] != col[k][best]) & (tokens >= c.batch_tokens)
-        )  # a plan trains one batch at least
-        if k == "gpu_idx":
-            mask &= (table.prec_idx == table.prec_idx[best]) | forced
-        if not mask.any():
-            continue
-        i = best_index(ch, p.minimize, mask)
-        if i is None:  # none meets the pins: the one that misses them by least
-            i = int(np.argmin(np.where(mask, over_pins(ch, p), np.inf)))
-        out.append((label, i, float(tokens)))
-    for label, f in TOKEN_STEPS:
-        if D_MIN <= tokens * f <= D_MAX and tokens * f >= c.batch_tokens[best]:
-            out.append((label, best, float(tokens * f)))
-    return out
-
-
-# ------------------------------------------------------------------ frontier
-
-
-def pareto_mask(points: np.ndarray) -> np.ndarray:
-    """Rows of ``points`` (n × 3, every column minimised) that no other row dominates; of equal rows
-    the first is kept. Sorted lexicographically (stable), a dominator always comes before the row it
-    dominates, so one pass decides each row against the rows before it: a row (a, t, u) is dominated
-    when an earlier kept row has t' ≤ t and u' ≤ u (its a' ≤ a by the sort). The kept rows' (t, u)
-    form a staircase — times ascending, costs descending — searched by bisection: O(n log n)."""
-    from bisect import bisect_right
-
-    n = len(points)
-    keep = np.zeros(n, dtype=bool)
-    if n == 0:
-        return keep
-    if points.shape[1] != 3:
-        raise ValueError(f"pareto_mask takes 3 columns, got {points.shape[1]}")
-    order = np.lexsort(points.T[::-1])
-    ts: list[float] = []
-    us: list[float] = []
-    for k, (t, u) in zip(order.tolist(), points[order, 1:].tolist()):
-        i = bisect_right(ts, t) - 1
-        if i >= 0 and us[i] <= u:
-            continue  # dominated (or an earlier equal row)
-        keep[k] = True
-        j = i + 1
-        stop = j
-        while (
-            stop < len(us) and us[stop] >= u
-        ):  # later times at no lower cost: now dominated in (t, u)
-            stop += 1
-        ts[j:stop] = [t]
-        us[j:stop] = [u]
-    return keep
-
-
-@dataclass(frozen=True)
-class FrontierFilters:
-    """Which plans the frontier keeps: those a person could start. The defaults, and why:
-
-    - ``min_steps`` = 1,000 optimizer steps: a learning-rate warm-up alone takes hundreds to thousands of
-      steps (Llama 2: 2,000 warm-up steps, Touvron et al. 2023 §2.2; GPT-3: warm-up over its first 375M
-      tokens, Brown et al. 2020 App. B.1, ~120 steps at 175B's 3.2M-token batch and ~750 at the 0.5M of its
-      small models), so a shorter run is mostly warm-up and the law's loss (fitted on schedules that
-      decay after warm-up) does not describe it;
-    - ``min_time_s`` = 10 minutes: below it the fixed costs of a job (launch, loading the data, the first
-      checkpoint write, which the solver's own checkpoint check counts) are a large share of the run;
-    - ``max_time_s`` = 1 year: the longest published pre-training runs last months (Llama 3 405B: 54 days,
-      Dubey et al. 2024 §3.3.4), and a plan of years would be overtaken by the next GPU generation.
-
-    A plan failing several is charged to the first, in this order. A fine-tune keeps no step floor
-    (``FINETUNE``): it starts from trained weights, and short runs of a few hundred steps are the norm
-    (QLoRA's Guanaco 7B–65B: 1,875 steps with a 3% warm-up, Dettmers et al. 2023 App. B.2)."""
-
-    min_steps: float = 1000.0
-    min_time_s: float = 10 * MINUTE
-    max_time_s: float = YEAR
-
-    #: the filters' names (the CSV's ``removed_by``, the JSON's ``removed``), in the order they are charged
-    FINETUNE: ClassVar[FrontierFilters]
-    NAMES = ("steps", "short", "long")
-
-    def removed_by(self, steps: np.ndarray, time_s: np.ndarray) -> np.ndarray:
-        """Per plan: 0 kept, else 1 + the index in ``NAMES`` of the first filter that removes it."""
-        return np.select(
-            [steps < self.min_steps, time_s < self.min_time_s, time_s > self.max_time_s],
-            [1, 2, 3],
-            0,
-        ).astype(np.int8)
-
-    def describe(self) -> dict[str, str]:
-        """Each filter as a phrase, by name."""
-        return {
-            "steps": f"fewer than {self.min_steps:,.0f} optimizer step{'' if self.min_steps == 1 else 's'}",
-            "short": f"under {self.min_time_s / MINUTE:g} minutes",
-            "long": f"over {self.max_time_s / DAY:,.0f} days",
-        }
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "min_steps": self.min_steps,
-            "min_time_s": self.min_time_s,
-            "max_time_s": self.max_time_s,
-        }
-
-
-FrontierFilters.FINETUNE = FrontierFilters(min_steps=1.0)
-
-
-@dataclass(frozen=True)
-class Frontier:
-    config: np.ndarray  # row of the config table
-    tokens: np.ndarray
-    time_s: np.ndarray
-    usd: np.ndarray
-    loss: np.ndarray
-    feasible: np.ndarray  # meets the pins
-    steps: np.ndarray  # optimizer steps (tokens / the configuration's global batch)
-    #: per point, the filter that removes it (0 none, else 1 + its index in FrontierFilters.NAMES): all 0
-    #: unless ``keep_all``
-    removed_by: np.ndarray
-    filters: FrontierFilters
-    #: --frontier-all: the points the filters removed stay, marked (a superset of the filtered frontier; a kept
-    #: point may then be dominated by a removed one, e.g. a plan of 11 minutes by a cheaper one of 9)
-    keep_all: bool
-    unfiltered_points: int  # size of the frontier over every plan, filters ignored
-    removed: dict[str, int]  # points of that unfiltered frontier each filter removes (by NAMES)
-
-    def summary(self) -> str:
-        """One line: how many plans, and what each filter removed."""
-        what = self.filters.describe()
-        parts = [f"{n:,} {what[k]}" for k, n in self.removed.items()]
-        kept = int((self.removed_by == 0).sum())
-        if self.keep_all:
-            return (
-                f"{self.time_s.size:,} plans (--frontier-all): the {kept:,} Pareto-optimal plans that could be run and "
-                f"the {self.time_s.size - kept:,} the filters remove from the frontier of every plan: {', '.join(parts)}"
-            )
-        return (
-            f"{kept:,} Pareto-optimal plans that could be run; of the {self.unfiltered_points:,} on the "
-            f"frontier of every plan, the filters removed {', '.join(parts)} (--frontier-all keeps them)"
-        )
-
-
-def _pareto_points(t: np.ndarray, usd: np.ndarray, loss: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """The indices among ``idx`` of the Pareto set over (time, cost, loss)."""
-    # exact pre-reduction: points with equal loss (same model and D) compete in (time, cost) only
-    t, usd, key = t[idx], usd[idx], np.round(loss[idx], 12)
-    keep = np.zeros(idx.size, dtype=bool)
-    order = np.lexsort((usd, t, key))
-    best_cost = np.inf
-    prev = None
-    for i in (
-        order.tolist()
-    ):  # one pass: within a loss value, sorted by time, keep strictly cheaper ones
-        if key[i] != prev:
-            prev, best_cost = key[i], np.inf
-        if usd[i] < best_cost:
-            keep[i] = True
-            best_cost = usd[i]
-    sub = np.nonzero(keep)[0]
-    pts = np.stack([t[sub], usd[sub], loss[idx][sub]], axis=1)
-    return idx[sub[pareto_mask(pts)]]
-
-
-def frontier(
-    table: ConfigTable,
-    c: Corners,
-    p: Pins,
-    loss_fn,
-    fixed_tokens: float | None,
-    per_config: int = 16,
-    filters: FrontierFilters | None = None,
-    keep_all: bool = False,
-    include: tuple[tuple[int, float], ...] = (),
-) -> Frontier:
-    """The Pareto set over (time, cost, loss) of every configuration at tokens-per-parameter from
-    1 to 1000 (log grid), or at the fixed token count, and at the (configuration row, tokens) points of
-    ``include`` (the optimum, which the grid would miss), among the plans that pass ``filters`` (default
-    FrontierFilters()); ``keep_all``: with the points the filters remove from the frontier of every plan, each
-    marked with its filter (``removed`` counts them)."""
-    filters = filters or FrontierFilters()
-    R = len(table)
-    if fixed_tokens is not None:
-        D = np.full((R, 1), float(fixed_tokens))
-    else:
-        tpp = np.geomspace(1.0, 1000.0, per_config)
-        D = np.clip(c.n_total[:, None] * tpp[None, :], D_MIN, D_MAX)
-    cfg = np.broadcast_to(np.arange(R)[:, None], D.shape).ravel()
-    D = D.ravel()
-    if include:
-        cfg = np.concatenate([cfg, np.array([i for i, _ in include], dtype=cfg.dtype)])
-        D = np.concatenate([D, np.array([d for _, d in include], dtype=float)])
-    t = D * c.s_per_token[cfg]
-    usd = D * c.usd_per_token[cfg] + (c.fixed_usd[cfg] if np.ndim(c.fixed_usd) else c.fixed_usd)
-    loss = loss_fn(c.n_total[cfg], c.n_non_embedding[cfg], D, c.precision[cfg])
-    steps = D / c.batch_tokens[cfg]
-    why = filters.removed_by(steps, t)
-    every = _pareto_points(t, usd, loss, np.arange(D.size))
-    removed = {name: int((why[every] == k + 1).sum()) for k, name in enumerate(filters.NAMES)}
-    idx = _pareto_points(t, usd, loss, np.nonzero(why == 0)[0])
-    if keep_all:  # and the points the filters removed from the frontier of every plan, each marked with its filter
-        idx = np.union1d(idx, every[why[every] > 0])
-    idx = np.sort(idx)
-    cap = cap_tokens(c, p)[cfg[idx]]
-    feas = D[idx] <= cap * (1 + 1e-9)
-    if p.target_loss is not None:
-        feas &= loss[idx] <= p.target_loss
-    return Frontier(
-        config=cfg[idx],
-        tokens=D[idx],
-        time_s=t[idx],
-        usd=usd[idx],
-        loss=loss[idx],
-        feasible=feas,
-        steps=steps[idx],
-        removed_by=why[idx],
-        filters=filters,
-        keep_all=keep_all,
-        unfiltered_points=int(every.size),
-        removed=removed,
-    )
-
-
 # ------------------------------------------------------------------ infeasibility
 
 
@@ -625,53 +335,15 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
     return "; ".join(parts)
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One plan picked from the table: its row, tokens and corners."""
-
-    row: int
-    why: str
-    tokens: float
-    time_s: float
-    usd: float
-    gpu_hours: float
-    kwh: float
-    loss: float
-    extra: dict = field(default_factory=dict)
-
-
-def candidate(ch: Choice, i: int, why: str) -> Candidate:
-    return Candidate(
-        row=i,
-        why=why,
-        tokens=float(ch.tokens[i]),
-        time_s=float(ch.time_s[i]),
-        usd=float(ch.usd[i]),
-        gpu_hours=float(ch.gpu_hours[i]),
-        kwh=float(ch.kwh[i]),
-        loss=float(ch.loss[i]),
-    )
-
-
 __all__ = [
-    "Candidate",
     "Choice",
     "Corners",
-    "Frontier",
     "Pins",
     "best_index",
-    "candidate",
     "choose_tokens",
     "default_objective",
     "explain_infeasible",
-    "frontier",
-    "FrontierFilters",
-    "LEVERS",
-    "at_tokens",
-    "over_pins",
-    "pareto_mask",
     "rates",
-    "runners_up",
     "tokens_for_loss",
     "DAY",
     "InfeasibleError",

@@ -12,7 +12,8 @@ from trilemma.errors import InputError
 from trilemma.estimate.result import Estimate
 from trilemma.estimate.stability import stability_flag
 from trilemma.quality.predict import LossPrediction
-from trilemma.solve.optimize import Frontier, Pins
+from trilemma.solve.frontier import Frontier
+from trilemma.solve.optimize import Pins
 from trilemma.solve.search import ConfigTable
 
 SCHEMA = "trilemma.solve/1"
