@@ -253,13 +253,14 @@ def _json_cases():
     scenario file) or a flag without a value are left out."""
     from test_hostile_corpus import CASES
 
-    from trilemma.request import EstimateRequest, SolveRequest
+    from trilemma import request as r
 
-    verbs = {name: web.Verb(name, fn) for name, fn in web._commands().items()}
-    numeric = {name: {k for n, k in v.keys.items() if n not in v.text} for name, v in verbs.items()}
-    for request in (EstimateRequest, SolveRequest):  # a request's fields that take numbers
-        kinds = ("number", "int", "bool", "items")
-        numeric[request.VERB] = {o.key for o in request.options().values() if o.kind in kinds}
+    numeric = {  # each request's fields that take numbers
+        req.VERB: {
+            o.key for o in req.options().values() if o.kind in ("number", "int", "bool", "items")
+        }
+        for req in (r.EstimateRequest, r.SolveRequest, r.OptimalRequest, r.ValidateRequest)
+    }
     out = []
     for args, names in CASES:
         verb, rest = args[0], [a for a in args[1:] if a != "--json"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,7 +24,14 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
-from trilemma.request import EstimateRequest, SolveRequest
+from trilemma.request import (
+    EstimateRequest,
+    OptimalRequest,
+    PresetsRequest,
+    Request,
+    SolveRequest,
+    ValidateRequest,
+)
 from trilemma.request.shared import FINETUNE_FIELDS
 from trilemma.resolve import (
     check_positions,
@@ -37,6 +44,8 @@ from trilemma.resolve import (
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
 from trilemma.units import parse_count
+
+R = TypeVar("R", bound=Request)
 
 
 def estimate(
@@ -215,14 +224,56 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
     )
 
 
+def _request(cls: type[R], request: R | None, fields: dict[str, Any]) -> R:
+    """``request``, or one built from ``fields`` (the verb's flags, by Python name)."""
+    if request is None:
+        return cls(**fields)
+    if fields:
+        raise InputError("fields", sorted(fields), f"a {cls.__name__} or its fields, not both")
+    if not isinstance(request, cls):
+        raise InputError("request", request, f"a {cls.__name__} (trilemma.request)")
+    return request
+
+
 def solve(request: SolveRequest | None = None, **fields: Any) -> Any:
     """``solve(SolveRequest(...))`` → the SolveResult; ``solve(deadline="30d", budget="$2M")``
     builds the request from the fields (the flags of `trilemma solve`, by Python name)."""
-    if request is None:
-        request = SolveRequest(**fields)
-    elif fields:
-        raise InputError("fields", sorted(fields), "a SolveRequest or its fields, not both")
-    return run_solve(request)
+    return run_solve(_request(SolveRequest, request, fields))
+
+
+def optimal(request: OptimalRequest | None = None, **fields: Any) -> Any:
+    """The compute-optimal N, D and loss of a FLOP budget (or of a target loss) under each law asked
+    for, and the inference-aware model (trilemma.quality.optimal.OptimalReport): ``optimal(flops=
+    1e23)`` or ``optimal(OptimalRequest(...))``. ``law``: a name, a law file, a comma-separated
+    list or ``all``."""
+    from trilemma.quality.optimal import optimal_report
+
+    req = _request(OptimalRequest, request, fields)
+    return optimal_report(
+        req.laws(),
+        req.flops,
+        target_loss=req.target_loss,
+        inference_tokens=req.inference_tokens,
+        unique_tokens=req.unique_tokens,
+        precision=req.precision,
+    )
+
+
+def validate(request: ValidateRequest | None = None, **fields: Any) -> dict[str, Any]:
+    """The backtest document `trilemma validate --json` prints: every shipped row (or ``data``, a
+    CSV of one's own measurements) predicted beside what was reported, and the summary."""
+    from trilemma.validate.run import run_validate
+
+    req = _request(ValidateRequest, request, fields)
+    return run_validate(req.kind, live_loso=req.loso, data=req.data)
+
+
+def presets(request: PresetsRequest | None = None, **fields: Any) -> dict[str, Any]:
+    """The document `trilemma presets --json` prints: the model, hardware and deployment-device
+    presets (``kind``: models, hardware, devices or all), each with its source."""
+    from trilemma.report.table import presets_document
+
+    return presets_document(_request(PresetsRequest, request, fields).kind)
 
 
 def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = None) -> Any:
@@ -305,14 +356,20 @@ __all__ = [
     "evaluate_layout",
     "EstimateRequest",
     "SolveRequest",
+    "OptimalRequest",
+    "PresetsRequest",
+    "ValidateRequest",
     "export",
     "grid_intensity",
     "make_cluster",
     "make_plan",
+    "optimal",
+    "presets",
     "resolve_hardware",
     "resolve_model",
     "run_estimate",
     "run_solve",
     "solve",
+    "validate",
     "with_loss",
 ]

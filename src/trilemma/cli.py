@@ -12,7 +12,13 @@ import typer
 from trilemma.cli_options import command, extra
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.fileio import check_output, one_command
-from trilemma.request import EstimateRequest, SolveRequest
+from trilemma.request import (
+    EstimateRequest,
+    OptimalRequest,
+    PresetsRequest,
+    SolveRequest,
+    ValidateRequest,
+)
 from trilemma.request.help import (
     EXPORT_HELP,
 )
@@ -26,7 +32,9 @@ app = typer.Typer(
 )
 
 
-from trilemma.report.emit import emit  # noqa: E402  (printed for the CLI, returned for trilemma.web)
+from trilemma.report.emit import emit  # noqa: E402
+
+_JSON = extra("as_json", False, "--json", help="print one JSON document", annotation=bool)
 
 
 def _estimate(
@@ -59,7 +67,7 @@ estimate = app.command("estimate")(
         EstimateRequest,
         [
             inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
-            extra("as_json", False, "--json", help="print one JSON document", annotation=bool),
+            _JSON,
             extra("export", None, "--export", help=EXPORT_HELP, annotation=str | None),
         ],
         _estimate,
@@ -133,7 +141,7 @@ solve = app.command("solve")(
                 annotation=str | None,
             ),
             extra("plot_range", None, "--plot-range", help=_PLOT_RANGE_HELP, annotation=str | None),
-            extra("as_json", False, "--json", help="print one JSON document", annotation=bool),
+            _JSON,
             extra(
                 "export",
                 None,
@@ -225,66 +233,47 @@ def export(
     )
 
 
-@app.command()
-def validate(
-    kind: str | None = typer.Option(
-        None,
-        "--kind",
-        help="runs, throughput, memory or finetune (published "
-        "fine-tuning memory, not fitted; default: all)",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-    csv_path: str | None = typer.Option(
-        None, "--csv", help="also write one line per row to this CSV file"
-    ),
-    live_loso: bool = typer.Option(
-        False,
-        "--loso",
-        help="recompute leave-one-source-out now (about a minute) "
-        "instead of reading the last calibration's",
-    ),
-    data: str | None = typer.Option(
-        None,
-        "--data",
-        help="backtest your own measurements: a CSV in the "
-        "schema of trilemma/data/SCHEMA.md (step times, throughput or memory)",
-    ),
-) -> Any:
+def _optimal(req: OptimalRequest, as_json: bool = False) -> None:
+    """Compute-optimal N, D and loss for a FLOP budget under a scaling law (and the inference-aware model)."""
+    from trilemma.api import optimal as run_optimal
+    from trilemma.report.quality import print_optimal
+
+    emit(run_optimal(req).to_dict(), as_json, lambda d: d, print_optimal)
+
+
+def _validate(req: ValidateRequest, as_json: bool = False, csv_path: str | None = None) -> None:
     """Backtest the planner against the published runs, throughput and memory figures it ships with,
     or against your own measurements (--data FILE.csv)."""
+    from trilemma.api import validate as run_validate
     from trilemma.report.validate import print_validate, write_csv
-    from trilemma.validate.run import run_validate
 
-    kind = kind.strip().lower() if kind is not None else None
-    if kind is not None and kind not in ("runs", "throughput", "memory", "finetune"):
-        raise InputError("kind", kind, "runs, throughput, memory or finetune")
-    if data is not None and kind == "finetune":
-        raise InputError(
-            "kind",
-            kind,
-            "runs, throughput or memory with --data (finetune is the shipped "
-            "fine-tuning memory table, not a kind of your rows)",
-        )
     if csv_path is not None:  # before the backtest: a writable path, and not --data's file
-        check_output("csv", csv_path, [data])
-    doc = run_validate(kind, live_loso=live_loso, data=data)
+        check_output("csv", csv_path, [req.data])
+    doc = run_validate(req)
     if csv_path:
         write_csv(doc, csv_path)
-    return emit(doc, as_json, lambda d: d, print_validate)
+    emit(doc, as_json, lambda d: d, print_validate)
 
 
-@app.command()
-def presets(
-    kind: str = typer.Argument("all", help="models, hardware, devices (deployment targets) or all"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> Any:
+_CSV = extra(
+    "csv_path",
+    None,
+    "--csv",
+    help="also write one line per row to this CSV file",
+    annotation=str | None,
+)
+validate = app.command("validate")(command(ValidateRequest, [_JSON, _CSV], _validate))
+
+
+def _presets(req: PresetsRequest, as_json: bool = False) -> None:
     """List the model and hardware presets (with sources)."""
-    from trilemma.report.table import presets_document, print_presets
+    from trilemma.api import presets as presets_doc
+    from trilemma.report.table import print_presets
 
-    kind = kind.strip().lower()
-    if kind not in ("models", "hardware", "devices", "all"):
-        raise InputError("kind", kind, "models, hardware, devices or all")
-    return emit(presets_document(kind), as_json, lambda d: d, lambda d: print_presets(kind))
+    emit(presets_doc(req), as_json, lambda d: d, lambda d: print_presets(req.kind))
+
+
+presets = app.command("presets")(command(PresetsRequest, [_JSON], _presets))
 
 
 @app.command()
@@ -337,10 +326,10 @@ def serve(
     run(host, port)
 
 
-from trilemma.cli_quality import fit, optimal  # noqa: E402  (thin command functions; heavy imports inside)
+from trilemma.cli_quality import fit  # noqa: E402  (thin command functions; heavy imports inside)
 
 app.command("fit")(fit)
-app.command("optimal")(optimal)
+optimal = app.command("optimal")(command(OptimalRequest, [_JSON], _optimal))
 
 from trilemma.cli_probe import probe  # noqa: E402  (torch is imported only when the probe runs)
 

@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any
 
 import typer
+from pydantic_core import PydanticUndefined
 
 from trilemma.request.field import Opt, Request
 
@@ -33,16 +34,19 @@ def _shown(default: Any) -> Any:
 
 
 def _parameter(name: str, opt: Opt, default: Any) -> inspect.Parameter:
+    """One field as a Typer option, or as a positional argument (``Opt.argument``; no default:
+    required)."""
     kind = _CLI_TYPE[opt.kind]
-    cli_default = _shown(default)
-    if opt.kind == "text" and cli_default is not None:
+    cli_default = ... if default is PydanticUndefined else _shown(default)
+    if opt.kind == "text" and cli_default not in (None, ...):
         cli_default = str(cli_default)
     annotation = kind if cli_default is not None else kind | None
+    if opt.argument:
+        given = typer.Argument(cli_default, help=opt.help)
+    else:
+        given = typer.Option(cli_default, *opt.flags, help=opt.help)
     return inspect.Parameter(
-        name,
-        inspect.Parameter.KEYWORD_ONLY,
-        default=typer.Option(cli_default, *opt.flags, help=opt.help),
-        annotation=annotation,
+        name, inspect.Parameter.KEYWORD_ONLY, default=given, annotation=annotation
     )
 
 

@@ -4,6 +4,18 @@ scenario files and the Python API are derived from them."""
 
 from trilemma.request.estimate import EstimateRequest
 from trilemma.request.field import Opt, Request, option
+from trilemma.request.optimal import OptimalRequest
+from trilemma.request.presets import PresetsRequest
 from trilemma.request.solve import SolveRequest
+from trilemma.request.validate import ValidateRequest
 
-__all__ = ["EstimateRequest", "Opt", "Request", "SolveRequest", "option"]
+__all__ = [
+    "EstimateRequest",
+    "OptimalRequest",
+    "Opt",
+    "PresetsRequest",
+    "Request",
+    "SolveRequest",
+    "ValidateRequest",
+    "option",
+]

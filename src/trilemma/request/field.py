@@ -49,6 +49,7 @@ class Opt:
     kind: Kind = "text"
     parse: Callable[[Any], Any] | None = None  # the given value (text for kind text) → typed value
     listable: bool = False  # a list of names is joined with commas, as the flag takes them
+    argument: bool = False  # on the command line a positional argument, not a flag
 
     @property
     def key(self) -> str:
@@ -88,7 +89,7 @@ class Opt:
 
 def option(default: Any, *flags: str, help: str, kind: Kind = "text", **how: Any) -> Any:
     """A request field: ``flags`` (the long one first), its ``help`` and ``kind``; ``how``: Opt's
-    ``parse`` and ``listable``."""
+    ``parse``, ``listable`` and ``argument``."""
     opt = Opt(tuple(flags), help, kind, **how)
     info = Field(default, alias=opt.key, description=help, json_schema_extra=_SCHEMA.get(kind))
     info.metadata.append(opt)

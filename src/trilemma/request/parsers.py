@@ -41,6 +41,15 @@ def whole(text: Any, field: str, most: int | None = MAX_DEGREE) -> int | None:
     return int(v)
 
 
+def choice(text: str, field: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices``, as typed in any case and with spaces around it; InputError naming
+    ``field`` and listing them otherwise."""
+    value = text.strip().lower()
+    if value not in choices:
+        raise InputError(field, value, f"{', '.join(choices[:-1])} or {choices[-1]}")
+    return value
+
+
 def seq(text: Any, field: str = "seq") -> int | None:
     """A sequence length in tokens; 4k / 8K / 32k are 4,096 / 8,192 / 32,768, as context lengths are
     named (binary), not 4,000."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -58,9 +58,10 @@ def _limit(key: str, v: Any) -> None:
         refuse_files(key, v)
 
 
-def body(request: type[Request]) -> type[Request]:
+def body(request: type[Request], without: tuple[str, ...] = ()) -> type[Request]:
     """``request`` as a route's body: the same fields, defaults and parsing, with the server's limits
-    checked first."""
+    checked first. ``without``: fields HTTP does not offer (a file to read, a slow mode): absent
+    from the body, they keep their defaults."""
 
     def limits(cls: type[Request], data: Any) -> Any:
         if isinstance(data, dict):
@@ -76,6 +77,9 @@ def body(request: type[Request]) -> type[Request]:
         "__doc__": f"The flags of `trilemma {request.VERB}` (see `trilemma {request.VERB} --help`), "
         "as JSON keys (the Python names are accepted too).",
         "limits": model_validator(mode="before")(classmethod(limits)),
+        # a field redeclared as a class variable is no field of the body (an unknown key is refused)
+        "__annotations__": {n: ClassVar[Any] for n in without},
+        **{n: request.model_fields[n].default for n in without},
     }
     model = types.new_class(request.__name__, (request,), {}, lambda ns: ns.update(namespace))
     return model
@@ -86,12 +90,10 @@ def keys(request: type[Request]) -> dict[str, str]:
     return {n: o.key for n, o in request.options().items()}
 
 
-class EstimateDoc(BaseModel):
-    """The document `trilemma estimate --json` prints: one plan's time, cost, memory and loss (SI
-    units, fractions 0-1)."""
+class _Plan(BaseModel):
+    """The fields of one plan's document (SI units, fractions 0-1)."""
 
     model_config = ConfigDict(populate_by_name=True)
-    schema_: str = Field(alias="schema", description="the document's version: trilemma.estimate/1")
     model: dict[str, Any] = Field(
         description="the model: name, where it was resolved from, source, parameter counts, shape"
     )
@@ -123,7 +125,23 @@ class EstimateDoc(BaseModel):
     deploy: dict[str, Any] | None = Field(
         None, description="with --deploy: memory and speed on the device the model must run on"
     )
+
+
+class EstimateDoc(_Plan):
+    """The document `trilemma estimate --json` prints: one plan's time, cost, memory and loss (SI
+    units, fractions 0-1)."""
+
+    schema_: str = Field(alias="schema", description="the document's version: trilemma.estimate/1")
     warnings: list[str] = Field(description="what the figures assume or extrapolate, in words")
+
+
+class PlanDoc(_Plan):
+    """One point of a solve's frontier as its plan: the estimate document of that configuration
+    and token count (as the optimum of `trilemma solve --json` is written)."""
+
+    stability: dict[str, Any] | None = Field(
+        None, description="a documented training-stability risk of its precision at its size"
+    )
 
 
 class Routed(NamedTuple):
@@ -168,3 +186,72 @@ class SolveDoc(BaseModel):
         description="the frontier's points as columns (time_s, usd, loss, tokens, feasible, "
         "config) and each point's configuration, for the page"
     )
+
+
+class OptimalDoc(BaseModel):
+    """The document `trilemma optimal --json` prints: the compute-optimal N, D and loss under each
+    law asked for (parameters, tokens, FLOP; the loss in the law's unit)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    schema_: str = Field(alias="schema", description="the document's version: trilemma.optimal/1")
+    flops: float | None = Field(description="the training FLOP budget asked for")
+    flop_convention: str = Field(description="how FLOPs are counted (C = 6·N·D)")
+    target_loss: float | None = Field(description="the target loss asked for, if any")
+    inference_tokens: float | None = Field(description="lifetime inference tokens, if given")
+    unique_tokens: float | None = Field(description="unique tokens available, if given")
+    precision: str = Field(description="the training precision the loss is priced at")
+    default_law: str = Field(description="the law used when none is named")
+    default_law_reason: str = Field(description="why that law is the default, with its source")
+    results: list[dict[str, Any]] = Field(
+        description="per law: the compute-optimal N*, D* and loss with bands, the "
+        "inference-aware model, or the error that law met"
+    )
+    warnings: list[str] = Field(description="what the figures assume or extrapolate, in words")
+
+
+class ValidateDoc(BaseModel):
+    """The document `trilemma validate --json` prints: every shipped row predicted beside what
+    was reported, and the summary per kind (fractions 0-1)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    schema_: str = Field(alias="schema", description="the document's version: trilemma.validate/1")
+    data: str | None = Field(description="the rows file backtested (none over HTTP)")
+    summary: dict[str, Any] = Field(
+        description="per kind: in-sample and leave-one-source-out error (median, worst, share "
+        "within 10% and 25%), band coverage"
+    )
+    rows: list[dict[str, Any]] = Field(
+        description="one per published row: its source, predicted, reported, their ratio"
+    )
+    ondevice: dict[str, Any] | None = Field(
+        description="the on-device decode speed check (all kinds only)"
+    )
+    finetune_memory: dict[str, Any] | None = Field(
+        description="the published fine-tuning memory figures, held out (kind finetune or all)"
+    )
+    fitted_at_bounds: list[dict[str, Any]] = Field(
+        description="fitted constants on a bound of their fit, each with the term it stands for"
+    )
+    skipped: list[dict[str, Any]] = Field(description="rows not evaluated, each with why")
+    calibration: dict[str, Any] = Field(
+        description="the calibration the constants come from: its date and command"
+    )
+    warnings: list[str] = Field(description="what the figures assume or extrapolate, in words")
+
+
+class PresetsDoc(BaseModel):
+    """The document `trilemma presets --json` prints: the presets of the kind asked for, each with
+    its source (SI units)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    schema_: str = Field(alias="schema", description="the document's version: trilemma.presets/1")
+    models: list[dict[str, Any]] | None = Field(
+        None, description="model presets: the ModelSpec fields, parameter counts, source"
+    )
+    hardware: list[dict[str, Any]] | None = Field(
+        None, description="hardware presets: peak FLOP/s per precision, memory, links, price"
+    )
+    devices: list[dict[str, Any]] | None = Field(
+        None, description="deployment devices: memory and bandwidth the model must run within"
+    )
+    warnings: list[str] = Field(description="what the figures assume, in words")

@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.report.emit import results_only
-
 TIME_LIMIT_S = (
     10.0  # one computation once started; the largest allowed solve takes about 5 s on 2 cores
 )
@@ -95,8 +93,6 @@ class Runner:
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` on the worker thread; Busy, Queued or TooSlow when a limit is reached."""
-        from trilemma.solve import search_limit
-
         if not self.slots.acquire(blocking=False):
             raise Busy(self.max_waiting, self.retry_after_s)
         started = threading.Event()
@@ -105,7 +101,7 @@ class Runner:
             started.set()
             # numpy's overflow warnings are not printed (as the CLI's main): a result that overflowed
             # is refused where it is written (report.jsonout); np.errstate is per thread
-            with results_only(), search_limit(MAX_CONFIGURATIONS), np.errstate(all="ignore"):
+            with np.errstate(all="ignore"):
                 return fn()
 
         future = self.pool.submit(job)

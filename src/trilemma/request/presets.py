@@ -1,0 +1,24 @@
+"""``PresetsRequest``: the input of `trilemma presets` (which catalogue to list)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from trilemma.request.field import Request, option
+from trilemma.request.parsers import choice
+
+KINDS = ("models", "hardware", "devices", "all")
+
+
+class PresetsRequest(Request):
+    """List the model and hardware presets (with sources)."""
+
+    VERB: ClassVar[str] = "presets"
+
+    kind: str = option(
+        "all",
+        "kind",
+        help="models, hardware, devices (deployment targets) or all",
+        parse=lambda t: choice(t, "kind", KINDS),
+        argument=True,
+    )
