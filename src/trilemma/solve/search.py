@@ -5,6 +5,7 @@ computed once, exhaustively, with the same vectorised estimators `estimate` uses
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -92,11 +93,7 @@ def search_configs(
     C = counts_arr.reshape([1, -1] + [1] * len(axes))
     L = with_dp(layout_grid(2, axes), C)
     rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "b", "thr", "mem", "lay")}
-    batches = (
-        [float(global_batch_tokens)] * len(models)
-        if np.ndim(global_batch_tokens) == 0
-        else [float(b) for b in global_batch_tokens]
-    )
+    batches = _per_model(global_batch_tokens, len(models))
     size = 1 if moe else CHUNK
     chunks = [(i, min(i + size, len(models))) for i in range(0, len(models), size)]
     total = 0
@@ -130,32 +127,9 @@ def search_configs(
                 )
                 target = target.reshape((len(chunk),) + (1,) * (1 + len(axes)))
                 ev = evaluate(model, cl, plan, L, consts, n_gpus=C, target_batch_seqs=target)
-                full = np.broadcast_shapes(
-                    ev.reasons.shape,
-                    ev.busy_s.shape,
-                    ev.per_gpu_bytes.shape,
-                    L.shape,
-                    (len(chunk), len(counts_arr)) + (1,) * len(axes),
+                total += _keep_best(
+                    ev, L.shape, (len(chunk), counts_arr), tokens, seq_len, rows, (start, gi, pi)
                 )
-                total += int(np.prod(full))
-                ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
-                thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
-                mem = np.broadcast_to(ev.per_gpu_bytes, full).reshape(full[0], full[1], -1)
-                # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
-                bseq = np.broadcast_to(ev.stages[0].batch_seqs, full).reshape(full[0], full[1], -1)
-                score = np.where(ok, thr, -np.inf)
-                best = np.argmax(score, axis=2)
-                s_i, c_i = np.nonzero(np.take_along_axis(ok, best[..., None], axis=2)[..., 0])
-                for s, c in zip(s_i, c_i):
-                    b = best[s, c]
-                    rows["m"].append(start + s)
-                    rows["g"].append(gi)
-                    rows["p"].append(pi)
-                    rows["n"].append(counts_arr[c])
-                    rows["b"].append(float(bseq[s, c, b]) * seq_len)
-                    rows["thr"].append(thr[s, c, b])
-                    rows["mem"].append(mem[s, c, b])
-                    rows["lay"].append(b)
     arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
     return ConfigTable(
         models=tuple(models),
@@ -172,6 +146,55 @@ def search_configs(
         layout_idx=arr("lay", np.int64),
         candidates=total,
     )
+
+
+def _per_model(global_batch_tokens: float | list[float], n_models: int) -> list[float]:
+    """The global batch (tokens) of each of ``n_models`` models: one for all, or one each."""
+    if np.ndim(global_batch_tokens) == 0:
+        return [float(global_batch_tokens)] * n_models
+    return [float(b) for b in global_batch_tokens]
+
+
+def _keep_best(
+    ev: Any,
+    layout_shape: tuple[int, ...],
+    chunk: tuple[int, np.ndarray],
+    tokens: float,
+    seq_len: int,
+    rows: dict[str, list],
+    where: tuple[int, int, int],
+) -> int:
+    """Append to ``rows`` the fastest fitting layout of each (shape, GPU count) of one evaluated
+    chunk (``chunk``: its number of shapes and the GPU counts; ``where``: its first model's index,
+    the GPU type's and the precision's); returns the candidates the chunk held."""
+    n_shapes, counts_arr = chunk
+    start, gi, pi = where
+    full = np.broadcast_shapes(
+        ev.reasons.shape,
+        ev.busy_s.shape,
+        ev.per_gpu_bytes.shape,
+        layout_shape,
+        (n_shapes, len(counts_arr)) + (1,) * (len(layout_shape) - 2),
+    )
+    ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
+    thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
+    mem = np.broadcast_to(ev.per_gpu_bytes, full).reshape(full[0], full[1], -1)
+    # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
+    bseq = np.broadcast_to(ev.stages[0].batch_seqs, full).reshape(full[0], full[1], -1)
+    score = np.where(ok, thr, -np.inf)
+    best = np.argmax(score, axis=2)
+    s_i, c_i = np.nonzero(np.take_along_axis(ok, best[..., None], axis=2)[..., 0])
+    for s, c in zip(s_i, c_i):
+        b = best[s, c]
+        rows["m"].append(start + s)
+        rows["g"].append(gi)
+        rows["p"].append(pi)
+        rows["n"].append(counts_arr[c])
+        rows["b"].append(float(bseq[s, c, b]) * seq_len)
+        rows["thr"].append(thr[s, c, b])
+        rows["mem"].append(mem[s, c, b])
+        rows["lay"].append(b)
+    return int(np.prod(full))
 
 
 def params_of(table: ConfigTable) -> tuple[np.ndarray, np.ndarray]:
