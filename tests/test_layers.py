@@ -224,3 +224,22 @@ def test_the_layer_table_is_read_from_the_architecture_notes():
     assert LAYERS[0] == ("trilemma.errors",) and ("trilemma.cli",) == LAYERS[-1]
     homes = [_home(m) for m in ("trilemma.specs.plan", "trilemma.resolve", "trilemma.solve.search")]
     assert [h[0] for h in homes] == sorted(h[0] for h in homes)
+
+
+#: modules that may hold a context variable, each with its reason: fileio's guard against writing
+#: onto a file the running command reads is the state of one command, not control between layers
+CONTEXT_VARIABLES = {"trilemma.fileio"}
+
+
+def test_no_context_variable_carries_control_between_layers():
+    """What a caller wants (print or return, how large a search may be) is passed as an argument,
+    not set in a context variable that a lower layer reads."""
+    found = set()
+    for mod, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            func = node.func if isinstance(node, ast.Call) else None
+            name = getattr(func, "attr", None) or getattr(func, "id", None)
+            if name == "ContextVar":
+                found.add(mod)
+    assert found <= CONTEXT_VARIABLES, sorted(found - CONTEXT_VARIABLES)

@@ -337,12 +337,18 @@ def test_a_search_over_the_limit_is_refused_before_it_runs(client):
     assert r.status_code == 422 and r.json()["field"] == "search"
     assert f"at most {web.MAX_CONFIGURATIONS:,} configurations" in r.json()["error"]
     assert time.perf_counter() - t < 1.0  # refused before searching
-    # the Python API and the CLI search without the limit (the cap is the server's)
+    # the cap is the server's, passed as an argument: the Python API takes one only when given
     from trilemma.errors import InputError
-    from trilemma.solve import search_limit, solve
+    from trilemma.solve import solve
 
-    with search_limit(10), pytest.raises(InputError, match="search"):
-        solve(deadline="30d", budget="$1M", gpu="h100-sxm,a100-80gb", params="1B..7B")
+    with pytest.raises(InputError, match="search"):
+        solve(
+            deadline="30d",
+            budget="$1M",
+            gpu="h100-sxm,a100-80gb",
+            params="1B..7B",
+            max_configurations=10,
+        )
 
 
 def test_a_computation_over_the_time_limit_is_refused(monkeypatch):

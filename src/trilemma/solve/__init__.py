@@ -13,7 +13,7 @@ The arguments of ``solve``, beyond the flags of `trilemma solve` they mirror:
 tensor parallelism (TrainingPlan.async_tp); ``task``: causal-lm or classification (TrainingPlan.task).
 ``max_configurations``:
 refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
-combinations than this, before any is evaluated (default: the ``search_limit`` in force, else none).
+combinations than this, before any is evaluated (default None: no limit; trilemma.web passes its cap).
 
 ``finetune``: the fine-tune keyword arguments of trilemma.api.estimate (finetune, lora_rank, …,
 optimizer, offload). A fine-tune needs the model and the tokens, has no loss corner (the laws predict
@@ -38,9 +38,7 @@ defaults), in every plan's goodput.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -69,22 +67,6 @@ from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.solve.setup import SolveSetup, solve_setup
 from trilemma.specs import ModelSpec
 from trilemma.units import fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_usd
-
-_MAX_CONFIGURATIONS: ContextVar[int | None] = ContextVar(
-    "trilemma_max_configurations", default=None
-)
-
-
-@contextmanager
-def search_limit(max_configurations: int) -> Iterator[None]:
-    """Inside this block (this thread or task only) ``solve`` refuses a search over more than
-    ``max_configurations`` (model size, GPU type, precision, GPU count) combinations: trilemma.web caps
-    what one request may cost while running the CLI's own command."""
-    token = _MAX_CONFIGURATIONS.set(int(max_configurations))
-    try:
-        yield
-    finally:
-        _MAX_CONFIGURATIONS.reset(token)
 
 
 def solve(
@@ -231,15 +213,15 @@ def _frontier(s: SolveSetup, found: _Found, best: Candidate) -> Frontier:
 
 def _check_size(s: SolveSetup, max_configurations: int | None) -> None:
     """Refuse (InputError, field ``search``) a search over more (model size, GPU type, precision,
-    GPU count) combinations than ``max_configurations`` (default: the ``search_limit`` in force)."""
+    GPU count) combinations than ``max_configurations`` (None: no limit)."""
     size = len(s.models) * len(s.gpus) * len(s.precisions) * len(s.counts)
-    limit = _MAX_CONFIGURATIONS.get() if max_configurations is None else max_configurations
-    if limit is not None and size > limit:
+    if max_configurations is not None and size > max_configurations:
         raise InputError(
             "search",
             f"{len(s.models)} model sizes × {len(s.gpus)} GPU types × {len(s.precisions)} precisions × "
             f"{len(s.counts)} GPU counts = {size:,} configurations",
-            f"at most {limit:,} configurations: narrow --params, --gpu, --precision or --max-gpus",
+            f"at most {max_configurations:,} configurations: narrow --params, --gpu, --precision or "
+            "--max-gpus",
         )
 
 
@@ -278,6 +260,5 @@ __all__ = [
     "make_pins",
     "names_list",
     "plan_document",
-    "search_limit",
     "solve",
 ]
