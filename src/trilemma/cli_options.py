@@ -25,6 +25,7 @@ _CLI_TYPE: dict[str, Any] = {
     "int": int,
     "bool": bool,
     "items": list[str],  # a repeatable option
+    "numbers": str,  # comma-separated, read by the field's parser
 }
 
 
@@ -57,11 +58,13 @@ def command(
     *,
     leading: tuple[inspect.Parameter, ...] = (),
     merged: bool = False,
+    after: str | None = None,
 ) -> Callable[..., Any]:
     """A Typer command function for ``request``'s verb: ``leading`` (arguments), the request's fields
     as options, then ``extras``; it calls ``body(request_instance, **extras)``. ``merged``: the
     options default to None (the values given are merged over a file's by the body, which gets them
-    as a dict by field name instead of a request)."""
+    as a dict by field name instead of a request). ``after``: the field the extras follow in
+    --help (default: the last)."""
     fields = request.options()
     params = [
         _parameter(n, o, None if merged else request.model_fields[n].default)
@@ -72,7 +75,8 @@ def command(
         given = {n: v for n in fields if (v := kwargs.pop(n)) is not None}
         return body(given if merged else request(**given), **kwargs)
 
-    every = [*leading, *params, *extras]
+    cut = len(params) if after is None else [p.name for p in params].index(after) + 1
+    every = [*leading, *params[:cut], *extras, *params[cut:]]
     run.__signature__ = inspect.Signature(every)  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in every}
     run.__name__, run.__doc__ = request.VERB, body.__doc__

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -22,8 +23,9 @@ from trilemma.errors import InputError, TrilemmaError
 
 #: text: parsed by the field's parser (a JSON number is read as its text); number: a float given as a
 #: number; int: a whole number given as a number; bool: true or false; spec: text or a spec object
-#: items: a list, a table or one value, all read by the parser
-Kind = Literal["text", "number", "int", "bool", "spec", "items"]
+#: items: a list, a table or one value, all read by the parser; numbers: comma-separated text or a list
+#: of numbers, read by the parser
+Kind = Literal["text", "number", "int", "bool", "spec", "items", "numbers"]
 
 _SCHEMA = {  # the JSON a kind takes, for /openapi.json
     "text": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
@@ -34,6 +36,13 @@ _SCHEMA = {  # the JSON a kind takes, for /openapi.json
             {"type": "number"},
             {"type": "array", "items": {"type": "string"}},
             {"type": "object"},
+            {"type": "null"},
+        ]
+    },
+    "numbers": {
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "number"}},
             {"type": "null"},
         ]
     },
@@ -72,10 +81,12 @@ class Opt:
                 raise InputError(self.key, v, "a finite number")
             v = v if whole else float(v)
             return v if self.parse is None else self.parse(v)
-        if self.kind == "items":
+        if self.kind in ("items", "numbers"):
             return v if self.parse is None else self.parse(v)
         if self.listable and isinstance(v, list) and all(isinstance(x, str) for x in v):
             v = ",".join(v)
+        if isinstance(v, PurePath):  # a path from Python, as its text
+            v = str(v)
         if self.kind == "spec" and not isinstance(v, (str, int, float)):
             return v if self.parse is None else self.parse(v)
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
