@@ -22,6 +22,7 @@ import pytest
 from trilemma.errors import InputError
 from trilemma.ladder import plan as lp
 from trilemma.ladder.records import SCHEMA, append_record, encode_record, read_records
+from trilemma.request import LadderRequest
 
 
 @pytest.fixture(autouse=True)
@@ -274,14 +275,14 @@ def test_resume_skips_finished_runs_and_interrupt_keeps_the_file_whole(tmp_path,
     out = tmp_path / "lad"
     t = fake(interrupt_at=4)
     with pytest.raises(LadderInterrupted) as exc:
-        run_ladder(out, tiny=True, n_boot=20)
+        run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20))
     assert exc.value.exit_code == 130 and "resume" in str(exc.value)
     got = read_records(out / "runs.jsonl")
     assert len(got.records) == 3 and got.warnings == ()
     assert [r["key"] for r in got.records] == t.calls
 
     t2 = fake()
-    res = run_ladder(out, tiny=True, n_boot=20)
+    res = run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20))
     assert len(t2.calls) == 7 and not set(t2.calls) & set(t.calls)  # none repeated
     keys = [r["key"] for r in read_records(out / "runs.jsonl").records]
     assert len(keys) == len(set(keys)) == 10
@@ -291,7 +292,7 @@ def test_resume_skips_finished_runs_and_interrupt_keeps_the_file_whole(tmp_path,
     assert (out / "law.toml").is_file() and (out / "ladder.json").is_file()
 
     t3 = fake()
-    again = run_ladder(out, tiny=True, n_boot=20)
+    again = run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20))
     assert t3.calls == [] and again.totals.resumed == 10
     assert again.held_out.predicted == pytest.approx(res.held_out.predicted)
 
@@ -303,7 +304,7 @@ def test_result_is_typed_reads_back_and_prints(tmp_path, fake, capsys):
     from trilemma.report.ladder import print_ladder
 
     fake()
-    res = run_ladder(tmp_path / "lad", tiny=True, n_boot=20)
+    res = run_ladder(LadderRequest(out=tmp_path / "lad", tiny=True, bootstrap=20))
     assert isinstance(res.totals, LadderTotals) and isinstance(res.machine, LadderMachine)
     with pytest.raises(dataclasses.FrozenInstanceError):
         res.totals.finished = 0  # type: ignore[misc]
@@ -327,7 +328,7 @@ def test_corrupt_line_is_reported_not_fatal(tmp_path, fake):
     out.mkdir()
     (out / "runs.jsonl").write_bytes(b"garbage that is not json\n")
     fake()
-    res = run_ladder(out, tiny=True, n_boot=10)
+    res = run_ladder(LadderRequest(out=out, tiny=True, bootstrap=10))
     assert res.complete
     assert any("runs.jsonl:1: skipped a line that is not JSON" in w for w in res.warnings)
     assert len(read_records(out / "runs.jsonl").records) == 10
@@ -349,7 +350,7 @@ def test_held_out_runs_after_the_prediction_in_one_process(tmp_path, fake):
     run_mod_fit = pytest.MonkeyPatch()
     run_mod_fit.setattr(run_mod, "_fit_and_predict", spy)
     try:
-        res = run_ladder(tmp_path / "lad", tiny=True, n_boot=10)
+        res = run_ladder(LadderRequest(out=tmp_path / "lad", tiny=True, bootstrap=10))
     finally:
         run_mod_fit.undo()
     assert order == [("fit", False)]
@@ -361,18 +362,21 @@ def test_bad_input(tmp_path, fake):
 
     fake()
     with pytest.raises(InputError):
-        run_ladder(tmp_path / "x", tiny=True, sizes=[1e4, 2e4, 4e4, 8e4])
+        run_ladder(LadderRequest(out=tmp_path / "x", tiny=True, sizes=[1e4, 2e4, 4e4, 8e4]))
     with pytest.raises(InputError, match="sizes"):  # 3 sizes: 2 left to fit after holding one out
         run_ladder(
-            tmp_path / "x", sizes=[lp.params_of(lp.shape_for_width(w)) for w in (24, 32, 40)]
+            LadderRequest(
+                out=tmp_path / "x",
+                sizes=[lp.params_of(lp.shape_for_width(w)) for w in (24, 32, 40)],
+            )
         )
     with pytest.raises(InputError):
-        run_ladder(tmp_path / "x", workers=99)
+        run_ladder(LadderRequest(out=tmp_path / "x", workers=99))
     with pytest.raises(InputError):
-        run_ladder(tmp_path / "x", minutes=5)  # no profile to size the grid with
+        run_ladder(LadderRequest(out=tmp_path / "x", minutes=5))  # no profile to size the grid with
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError):
-        run_ladder(tmp_path / "file", tiny=True)
+        run_ladder(LadderRequest(out=tmp_path / "file", tiny=True))
 
 
 # ------------------------------------------------------------------ real training
@@ -517,12 +521,12 @@ def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
 
     out = tmp_path / "lad"
     fake()
-    run_ladder(out, tiny=True, n_boot=20)  # a finished ladder to look at
+    run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20))  # a finished ladder to look at
     t = fake()
     monkeypatch.setattr(
         run_mod, "_fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted")
     )
-    res = run_ladder(out, tiny=True, n_boot=20, dry_run=True)
+    res = run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20, dry_run=True))
     assert t.calls == [] and res.totals.resumed == 10
 
 
@@ -542,7 +546,7 @@ def _ladder_child(
         return slow(*a, **k)
 
     train_mod.train = train
-    res = run_ladder(out, tiny=True, n_boot=20)
+    res = run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20))
     queue.put((res.totals.trained_now, list(t.calls)))
 
 

@@ -19,6 +19,7 @@ from trilemma.estimate.params import param_counts
 from trilemma.presets import get_hardware, hardware_presets, model_presets
 from trilemma.probe.model import build_model
 from trilemma.probe.profile import MachineMeasurement
+from trilemma.request import ProbeRequest
 from trilemma.specs import ModelSpec
 
 # one thread per process: on a shared 2-core machine, two OpenMP threads that wait on a busy core
@@ -330,7 +331,7 @@ def test_impossible_requests(kwargs, field):
     from trilemma.probe import run_probe
 
     with pytest.raises(InputError) as err:
-        run_probe(**kwargs)
+        run_probe(ProbeRequest(**kwargs))
     assert err.value.field == field and err.value.exit_code == 2
 
 
@@ -348,7 +349,7 @@ def test_interrupt_keeps_what_was_measured(monkeypatch, tmp_path):
 
     monkeypatch.setattr(Batches, "next", next_or_stop)
     out = tmp_path / "r.jsonl"
-    r = run_probe(**{**TINY, "micro_batch": 2}, steps=30, warmup=2, out=out)
+    r = run_probe(ProbeRequest(**{**TINY, "micro_batch": 2}, steps=30, warmup=2, out=out))
     assert r.run.interrupted and r.run.steps_done == 8
     assert r.measured.step_time.n == 6 and any("interrupted" in w for w in r.warnings)
     assert read_records(out)[0].run.steps_done == 8
@@ -390,7 +391,7 @@ def test_nproc_2_scaling_measured_against_prediction():
     measurement by more than 10%, nor more than twice it."""
     from trilemma.probe import run_probe
 
-    r = run_probe(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2)
+    r = run_probe(ProbeRequest(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2))
     sc = r.scaling
     assert (
         sc is not None
@@ -409,7 +410,11 @@ def test_nproc_2_scaling_measured_against_prediction():
 def test_fsdp_two_processes():
     from trilemma.probe import run_probe
 
-    r = run_probe(**{**TINY, "threads": None}, steps=4, warmup=1, nproc=2, fsdp=True, grad_accum=2)
+    r = run_probe(
+        ProbeRequest(
+            **{**TINY, "threads": None}, steps=4, warmup=1, nproc=2, fsdp=True, grad_accum=2
+        )
+    )
     assert r.layout.zero == 3 and r.measured.step_time is not None
     assert r.run.parallelism == "FSDP (fully sharded) over gloo" and r.predicted.dp_comm_s >= 0
 
@@ -511,8 +516,8 @@ def test_lora_probe_memory_within_25_percent(config_dir):
 def test_a_second_cpu_run_in_one_process_says_its_memory_is_an_upper_bound():
     from trilemma.probe import run_probe
 
-    run_probe(**TINY, steps=2, warmup=1, eval_batches=0)
-    r = run_probe(**TINY, steps=2, warmup=1, eval_batches=0)
+    run_probe(ProbeRequest(**TINY, steps=2, warmup=1), eval_batches=0)
+    r = run_probe(ProbeRequest(**TINY, steps=2, warmup=1), eval_batches=0)
     assert any("trained on the CPU before" in w for w in r.warnings)
 
 

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 
 from trilemma.probe import bench, machine
 from trilemma.probe.profile import MatmulCurve
+from trilemma.request import ProbeRequest
 
 IDLE = machine.LoadReading(load_1min=0.1, others_cpu_share=0.01)
 BUSY = machine.LoadReading(
@@ -159,7 +160,17 @@ def test_a_probe_on_a_busy_machine_says_so(fake, capsys):
 
     fake["reading"] = BUSY
     r = run_probe(
-        layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1
+        ProbeRequest(
+            layers=1,
+            d_model=32,
+            heads=2,
+            ffn=64,
+            seq=32,
+            micro_batch=2,
+            steps=3,
+            warmup=1,
+            threads=1,
+        )
     )
     doc = r.to_dict()
     assert (
@@ -179,7 +190,17 @@ def test_a_probe_on_an_idle_machine_does_not_say_busy(fake, monkeypatch):
         machine.OtherLoad, "share", lambda self: 0.0
     )  # training's own meter: nobody else ran
     r = run_probe(
-        layers=1, d_model=32, heads=2, ffn=64, seq=32, micro_batch=2, steps=3, warmup=1, threads=1
+        ProbeRequest(
+            layers=1,
+            d_model=32,
+            heads=2,
+            ffn=64,
+            seq=32,
+            micro_batch=2,
+            steps=3,
+            warmup=1,
+            threads=1,
+        )
     )
     assert r.environment.busy is False and r.environment.busy_why == ""
     assert not any(w.startswith("busy machine") for w in r.warnings)

@@ -26,6 +26,7 @@ from trilemma.estimate.result import (
 )
 from trilemma.request import (
     EstimateRequest,
+    ExportRequest,
     OptimalRequest,
     PresetsRequest,
     Request,
@@ -300,6 +301,26 @@ def export(plan: Any, engine: str, *, point: int | None = None, finetune: Any = 
     return export_estimate(plan, engine, finetune=finetune)
 
 
+def run_export(req: ExportRequest) -> Any:
+    """One request of `trilemma export` → the exported document, its files written into ``req.out``
+    when given. The plan is ``req.plan``'s: an estimate (the default one when None: the fastest
+    layout the engine can write) or a solve (its optimum, or frontier ``req.point``)."""
+    from trilemma.export import expressible
+    from trilemma.request.export import refuse_point
+
+    if isinstance(req.plan, SolveRequest):
+        doc = export(run_solve(req.plan), req.to, point=req.point)
+    else:
+        if req.point is not None:
+            refuse_point(req.point)
+        doc = export(run_estimate(req.plan or EstimateRequest(), expressible(req.to)), req.to)
+    if req.out:
+        from trilemma.report.export import write_export
+
+        write_export(doc, req.out)
+    return doc
+
+
 def with_deploy(
     est: Estimate, device: str, precision: str = "int4", context: int | None = None
 ) -> Estimate:
@@ -368,6 +389,7 @@ __all__ = [
     "resolve_hardware",
     "resolve_model",
     "run_estimate",
+    "run_export",
     "run_solve",
     "solve",
     "validate",

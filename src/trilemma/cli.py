@@ -19,9 +19,11 @@ from trilemma.request import (
     SolveRequest,
     ValidateRequest,
 )
+from trilemma.request.export import ExportRequest, refuse_point
 from trilemma.request.help import (
     EXPORT_HELP,
 )
+from trilemma.request.serve import ServeRequest
 from trilemma.text import printable
 
 app = typer.Typer(
@@ -191,24 +193,10 @@ def _emit_export(doc: Any, as_json: bool, ctx: Any) -> Any:
     return emit(doc, as_json, lambda d: d.to_dict(), print_export)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def export(
-    ctx: typer.Context,
-    to: str = typer.Option(..., "--to", help="torchtitan, megatron, deepspeed or hf"),
-    point: int | None = typer.Option(
-        None,
-        "--point",
-        help="with solve: export this frontier point (the 0-based "
-        "row of --frontier's CSV) instead of the optimum",
-    ),
-    out: str | None = typer.Option(None, "--out", help="write the files into this folder"),
-) -> None:
+def _export(req: ExportRequest, ctx: Any = None) -> None:
     """A plan as the config of the engine that runs it: `trilemma export --to ENGINE` then `estimate` (the
     default) or `solve` and that verb's own flags; prints (or --out writes) torchtitan's job TOML,
     Megatron-LM's launch script, DeepSpeed's JSON config, or Hugging Face's TrainingArguments (+ PEFT)."""
-    from trilemma.export import check_engine
-
-    engine = check_engine(to)
     rest = list(ctx.args)
     lead = 0  # --json (a switch of both verbs) may come before the verb
     while lead < len(rest) and rest[lead] == "--json":
@@ -220,17 +208,24 @@ def export(
         raise InputError(
             "export", "--export", "--to ENGINE alone (`trilemma export` sets the verb's --export)"
         )
-    if point is not None and verb != "solve":
-        raise InputError(
-            "point", point, "a frontier index with `trilemma export --to ENGINE solve ...`"
-        )
-    if out is not None and not out.strip():
-        raise InputError("out", out, "a folder to write the engine's files into")
+    if req.point is not None and verb != "solve":
+        refuse_point(req.point)
     app(
-        args=[verb, *rest, "--export", engine],
+        args=[verb, *rest, "--export", req.to],
         standalone_mode=False,
-        obj={"point": point, "out": out},
+        obj={"point": req.point, "out": req.out},
     )
+
+
+export = app.command(
+    "export", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)(
+    command(
+        ExportRequest,
+        [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)],
+        _export,
+    )
+)
 
 
 def _optimal(req: OptimalRequest, as_json: bool = False) -> None:
@@ -276,54 +271,15 @@ def _presets(req: PresetsRequest, as_json: bool = False) -> None:
 presets = app.command("presets")(command(PresetsRequest, [_JSON], _presets))
 
 
-@app.command()
-def serve(
-    host: str = typer.Option(
-        "127.0.0.1", "--host", help="address to listen on (default: this machine only)"
-    ),
-    port: int = typer.Option(8000, "--port", help="TCP port"),
-) -> None:
+def _serve(req: ServeRequest) -> None:
     """The verbs as a JSON API over HTTP (docs at /docs) and a page that explores the triangle (needs the
     web extra: pip install 'trilemma\\[web]')."""
-    import importlib.util
+    from trilemma.web.serve import serve as serve_app
 
-    if not 1 <= port <= 65535:
-        raise InputError("port", port, "a TCP port from 1 to 65535")
-    if not host.strip():
-        raise InputError(
-            "host", host, "an address to listen on, e.g. 127.0.0.1 (this machine) or 0.0.0.0 (all)"
-        )
-    import socket
+    serve_app(req, say=typer.echo)
 
-    try:  # a name or address this machine can bind, checked before the banner
-        family, kind, proto, _, addr = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except (OSError, UnicodeError) as exc:
-        raise InputError(
-            "host", host, f"an address or name this machine resolves ({exc})"
-        ) from None
-    with socket.socket(family, kind, proto) as probe_socket:
-        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            probe_socket.bind(addr)
-        except OSError as exc:
-            raise InputError("port", port, f"a port free on {host} ({exc.strerror})") from None
-    missing = [m for m in ("fastapi", "uvicorn", "plotly") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise InputError(
-            "serve", ", ".join(missing), "the web extra installed (pip install 'trilemma[web]')"
-        )
-    from trilemma.web.serve import local, run, url
 
-    typer.echo(
-        f"trilemma serve: {url(host, port)}  (API docs at {url(host, port)}docs; Ctrl-C stops it)"
-    )
-    if not local(host):
-        typer.echo(
-            f"note: listening on {host}: other machines can reach it (--host 127.0.0.1 keeps it local)"
-        )
-    run(host, port)
+serve = app.command("serve")(command(ServeRequest, [], _serve))
 
 
 from trilemma.cli_quality import fit  # noqa: E402  (thin command functions; heavy imports inside)

@@ -1,151 +1,26 @@
-"""`trilemma fit` and `trilemma optimal`: plain typer command functions, registered by ``trilemma.cli``.
+"""`trilemma fit`: a typer command function, registered by ``trilemma.cli``.
 
     app.command("fit")(fit)
-    app.command("optimal")(optimal)
 
-Each is a few lines over ``trilemma.quality``; bad input raises InputError (exit 2), an unreachable target
-InfeasibleError (exit 1). ``--json`` prints exactly one document with a ``schema`` and a ``warnings`` list.
+A few lines over ``trilemma.quality``; bad input raises InputError (exit 2). ``--json`` prints exactly
+one document with a ``schema`` and a ``warnings`` list. (`trilemma optimal` is generated from
+trilemma.request.OptimalRequest in trilemma.cli.)
 """
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from typing import Any
-
-import numpy as np
-import typer
-
-from trilemma.errors import InputError
-from trilemma.fileio import check_output
-from trilemma.quality.laws import DEFAULT_LAW
-from trilemma.specs.enums import LossUnit, NCounts
+from trilemma.cli_options import command, extra
+from trilemma.request.fit import FitRequest
 
 
-def _count(text: str | None, field: str) -> float | None:
-    from trilemma.units import parse_count
-
-    if text is None:
-        return None
-    v = parse_count(text, field)
-    if not v > 0:
-        raise InputError(field, text, "a positive number, e.g. 1e23 or 2T")
-    return float(v)
-
-
-def fit(
-    runs: str = typer.Argument(
-        ..., help="CSV or JSONL file, one run per row: parameters N, tokens D, final loss"
-    ),
-    n_col: str | None = typer.Option(
-        None, "--n-col", help="column holding N (default: N, any case)"
-    ),
-    d_col: str | None = typer.Option(
-        None, "--d-col", help="column holding D, training tokens (default: D)"
-    ),
-    loss_col: str | None = typer.Option(
-        None, "--loss-col", help="column holding the final loss (default: loss)"
-    ),
-    out: str | None = typer.Option(
-        None, "--out", "-o", help="law file to write (default: RUNS with suffix .law.toml)"
-    ),
-    name: str | None = typer.Option(
-        None, "--name", help="name of the fitted law (default: the RUNS file stem)"
-    ),
-    n_counts: str = typer.Option(
-        "total", "--n-counts", help="what N counts: total (with embeddings) or non-embedding"
-    ),
-    loss_unit: str = typer.Option("nats/token", "--loss-unit", help="nats/token or bits/byte"),
-    data: str | None = typer.Option(
-        None, "--data", help="dataset the runs were trained/evaluated on (recorded)"
-    ),
-    tokenizer: str | None = typer.Option(
-        None, "--tokenizer", help="tokenizer of the runs (recorded)"
-    ),
-    n_boot: int = typer.Option(
-        200, "--bootstrap", help="bootstrap refits for the intervals (0: none)"
-    ),
-    level: float = typer.Option(
-        0.8, "--ci", help="interval level, e.g. 0.8 (10th-90th percentiles) or 0.95"
-    ),
-    seed: int = typer.Option(0, "--seed", help="bootstrap seed"),
-    starts: int = typer.Option(
-        64, "--starts", help="L-BFGS starts from the best points of Hoffmann's grid (0: all 4500)"
-    ),
-    holdout: float = typer.Option(
-        0.2, "--holdout", help="share of the largest model sizes held out for the leave-out check"
-    ),
-    plot: str | None = typer.Option(
-        None, "--plot", help="draw loss vs N and vs D with the fit to this image (needs matplotlib)"
-    ),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> None:
+def _fit(req: FitRequest, as_json: bool = False) -> None:
     """Fit L = E + A/N^alpha + B/D^beta to your runs (Hoffmann 2022 procedure) with bootstrap intervals."""
-    from trilemma.quality.fit import fit_runs
-    from trilemma.quality.laws import write_law
-    from trilemma.quality.runs import read_runs
-    from trilemma.report.fit_plot import plot_fit
+    from trilemma.quality.fitting import run_fit
 
-    counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
-    if not 0 <= n_boot <= 100_000:
-        raise InputError("bootstrap", n_boot, "a whole number from 0 to 100000")
-    if not 0 < level < 1:
-        raise InputError("ci", level, "a level between 0 and 1, e.g. 0.8")
-    if not 0 <= holdout <= 0.5:
-        raise InputError("holdout", holdout, "a share between 0 and 0.5")
-    from trilemma.quality.objective import GRID_A, GRID_ALPHA, GRID_B, GRID_BETA, GRID_E
-
-    grid_points = (
-        len(GRID_A) * len(GRID_B) * len(GRID_E) * len(GRID_ALPHA) * len(GRID_BETA)
-    )  # Hoffmann's 4500
-    if not 0 <= starts <= grid_points:
-        raise InputError(
-            "starts",
-            starts,
-            f"0 (every grid point) or a number of starts up to {grid_points} (the grid's size)",
-        )
-    if not 0 <= seed < 2**32:
-        raise InputError("seed", seed, "a whole number from 0 to 4294967295")
-    if plot is not None and importlib.util.find_spec("matplotlib") is None:
-        raise InputError("plot", plot, "matplotlib installed (pip install 'trilemma[plot]')")
-    for flag, v in (
-        ("out", out),
-        ("n-col", n_col),
-        ("d-col", d_col),
-        ("loss-col", loss_col),
-        ("name", name),
-    ):
-        if v is not None and not str(v).strip():
-            raise InputError(
-                flag,
-                v,
-                {"out": "a file path to write", "name": "a name for the law"}.get(
-                    flag, "a column name of the runs file"
-                ),
-            )
-    table = read_runs(runs, n_col, d_col, loss_col)
-    out_path = Path(out) if out else Path(runs).with_suffix(".law.toml")
-    check_output("out", out_path, [runs])  # before the fit and its bootstrap, not after
-    if plot is not None:
-        check_output("plot", plot, [runs])
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        report = fit_runs(
-            table,
-            name=name or Path(runs).stem,
-            n_counts=counts,
-            loss_unit=unit,
-            data=data or "unknown data (say with --data)",
-            tokenizer=tokenizer or "unknown tokenizer (say with --tokenizer)",
-            n_boot=n_boot,
-            level=level,
-            seed=seed,
-            starts=starts,
-            holdout=holdout,
-        )
-        write_law(report.law, out_path)
-        plot_path = str(plot_fit(report, plot)) if plot else None
-    doc = report.to_dict()
-    doc["law_path"], doc["plot_path"] = str(out_path), plot_path
+    draw = None
+    if req.plot is not None:
+        from trilemma.report.fit_plot import plot_fit as draw
+    doc = run_fit(req, draw=draw)
     if as_json:
         from trilemma.report.jsonout import print_json
 
@@ -156,91 +31,8 @@ def fit(
         print_fit(doc)
 
 
-def _laws(spec: str) -> list[Any]:
-    from trilemma.quality.laws import get_law, law_names
-
-    text = spec.strip()
-    if text.lower() == "all":
-        return [get_law(n) for n in law_names()]
-    if "," in text and not _exists(text):
-        names = [p for p in text.split(",") if p.strip()]
-        if not names:
-            raise InputError(
-                "law", spec, "a law name, a law file, a comma-separated list of them, or 'all'"
-            )
-        return [get_law(p) for p in names]
-    return [get_law(text)]
-
-
-def _exists(text: str) -> bool:
-    try:
-        return Path(text).exists()
-    except (OSError, ValueError):  # too long for a file name, or a NUL
-        return False
-
-
-def optimal(
-    flops: str | None = typer.Option(
-        None, "--flops", "-c", help="training FLOP budget, e.g. 1e23 (C = 6·N·D)"
-    ),
-    law: str = typer.Option(
-        DEFAULT_LAW,
-        "--law",
-        help="scaling law: a name, a law file from `trilemma fit`, a "
-        "comma-separated list, or 'all' (default besiroglu2024: the "
-        "Chinchilla refit consistent with ~20 tokens/parameter)",
-    ),
-    inference_tokens: str | None = typer.Option(
-        None,
-        "--inference-tokens",
-        help="lifetime inference tokens: "
-        "also give the model minimising training + inference FLOPs "
-        "(Sardana 2023) for the same loss",
-    ),
-    target_loss: float | None = typer.Option(
-        None,
-        "--loss",
-        help="target loss instead of the compute-optimal loss at --flops (the law's unit)",
-    ),
-    unique_tokens: str | None = typer.Option(
-        None,
-        "--unique-tokens",
-        help="unique tokens available; more epochs are discounted (Muennighoff 2023)",
-    ),
-    precision: str = typer.Option(
-        "bf16",
-        "--precision",
-        help="training precision (bf16/fp16/fp32: no penalty; fp8, int4: Kumar 2024 form)",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON document"),
-) -> Any:
-    """Compute-optimal N, D and loss for a FLOP budget under a scaling law (and the inference-aware model)."""
-    from trilemma.quality.optimal import optimal_report
-    from trilemma.quality.predict import precision_bits
-
-    c = _count(flops, "flops")
-    if (
-        c is not None and c < 6
-    ):  # C = 6·N·D: below one parameter trained on one token (5e-324 divided by zero)
-        raise InputError("flops", flops, "at least 6 FLOP (C = 6·N·D with N = D = 1)")
-    d_inf = None if inference_tokens is None else _count(inference_tokens, "inference-tokens")
-    u = _count(unique_tokens, "unique-tokens")
-    if c is None and target_loss is None:
-        raise InputError(
-            "flops", None, "a FLOP budget (--flops 1e23) or a target loss (--loss 2.0)"
-        )
-    if target_loss is not None and not target_loss > 0:
-        raise InputError("loss", target_loss, "a positive loss in the law's unit")
-    precision_bits(precision)  # validate before any work
-    doc = optimal_report(
-        _laws(law),
-        c,
-        target_loss=target_loss,
-        inference_tokens=d_inf,
-        unique_tokens=u,
-        precision=precision,
-    ).to_dict()
-    from trilemma.report.emit import emit
-    from trilemma.report.quality import print_optimal
-
-    return emit(doc, as_json, lambda d: d, print_optimal)
+fit = command(
+    FitRequest,
+    [extra("as_json", False, "--json", help="print one JSON document", annotation=bool)],
+    _fit,
+)

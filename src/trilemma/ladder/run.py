@@ -25,7 +25,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trilemma.errors import InputError, TrilemmaError, check_output_file
 from trilemma.estimate.cost import gpu_hours
@@ -37,6 +37,9 @@ from trilemma.ladder.progress import LadderProgress
 from trilemma.ladder.records import read_records
 from trilemma.ladder.result import HeldOut, LadderMachine, LadderResult, LadderTotals, RunRow
 from trilemma.units import MINUTE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trilemma.request.ladder import LadderRequest
 
 __all__ = ["LadderInterrupted", "run_ladder"]
 
@@ -58,22 +61,9 @@ class LadderInterrupted(TrilemmaError):
 
 
 def run_ladder(
-    out: str | Path,
+    req: LadderRequest,
     *,
-    data: list[str] | str | None = None,
-    sizes: list[float] | None = None,
-    tokens_per_param: list[float] | None = None,
-    holdout_tokens_per_param: float | None = None,
-    minutes: float | None = None,
-    tiny: bool = False,
-    workers: int | None = None,
-    threads: int | None = None,
-    price: float | None = None,
-    plot: str | Path | None = None,
     draw: Callable[[LadderResult, Any, str | Path], Path] | None = None,
-    seed: int = 0,
-    n_boot: int = 200,
-    dry_run: bool = False,
     progress: bool = False,
     on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None = None,
 ) -> LadderResult:
@@ -84,7 +74,13 @@ def run_ladder(
     per worker for ``tiny``). ``price``: USD per machine-hour (default: the ``local`` profile's).
     ``on_plan(plan, info)`` is called once the plan is made, before any training.
     Raises InputError (exit 2) for bad input and LadderInterrupted (exit 130) on Ctrl-C.
+    ``req`` is a :class:`trilemma.request.LadderRequest` (the flags of `trilemma ladder`, typed).
     """
+    out, data, tiny, minutes, dry_run = req.out, req.data, req.tiny, req.minutes, req.dry_run
+    sizes = None if req.sizes is None else list(req.sizes)
+    tokens_per_param = None if req.tokens_per_param is None else list(req.tokens_per_param)
+    workers, threads, price, plot = req.workers, req.threads, req.price, req.plot
+    holdout_tokens_per_param, seed, n_boot = req.holdout_tokens_per_param, req.seed, req.bootstrap
     t_start = time.perf_counter()
     cores = _cores()
     _check_options(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import platform
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trilemma.errors import InputError
@@ -37,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from trilemma.probe.profile import MachineMeasurement
     from trilemma.probe.result import Measured, Predicted, ProbeResult, Scaling
     from trilemma.probe.train import Job
+    from trilemma.request.probe import ProbeRequest
     from trilemma.specs.hardware import HardwareSpec
 
 __all__ = ["DEFAULTS", "probe_model", "run_probe"]
@@ -484,40 +484,7 @@ def _finetune_setup(
     return ft, model, dims, how
 
 
-def run_probe(
-    model: str | ModelSpec | None = None,
-    *,
-    layers: int | None = None,
-    d_model: int | None = None,
-    heads: int | None = None,
-    kv_heads: int | None = None,
-    ffn: int | None = None,
-    vocab: int | None = None,
-    seq: int | None = None,
-    micro_batch: int = DEFAULTS["micro_batch"],
-    grad_accum: int = 1,
-    steps: int = DEFAULTS["steps"],
-    warmup: int | None = None,
-    precision: str | None = None,
-    recompute: str = "none",
-    compile: bool = False,
-    device: str = "auto",
-    nproc: int = 1,
-    fsdp: bool = False,
-    threads: int | None = None,
-    data: list[str] | str | None = None,
-    seed: int = 0,
-    lr: float = DEFAULTS["lr"],
-    eval_batches: int = 8,
-    remeasure: bool = False,
-    progress: bool = False,
-    out: str | Path | None = None,
-    finetune: str | None = None,
-    lora_rank: int | None = None,
-    lora_alpha: float | None = None,
-    lora_targets: str | None = None,
-    trainable_layers: int | None = None,
-) -> ProbeResult:
+def run_probe(req: ProbeRequest, *, eval_batches: int = 8, progress: bool = False) -> ProbeResult:
     """Train the model for ``steps`` optimizer steps on this machine and compare with the planner.
 
     ``threads`` is CPU threads per process (default: the cores shared out over ``nproc``).
@@ -529,7 +496,18 @@ def run_probe(
     ``trainable_layers``): train a Hugging Face Llama built from the spec with PEFT adapters (or its last
     layers, or all of it) and compare with the planner's fine-tune prediction (``pip install
     'trilemma[finetune]'``).
+
+    ``req`` is a :class:`trilemma.request.ProbeRequest` (the flags of `trilemma probe`, typed);
+    ``eval_batches``: held-out batches for the loss after training; ``progress``: a bar on stderr.
     """
+    model, seq, warmup, precision = req.model, req.seq, req.warmup, req.precision
+    layers, d_model, heads, kv_heads = req.layers, req.d_model, req.heads, req.kv_heads
+    ffn, vocab, micro_batch, grad_accum = req.ffn, req.vocab, req.micro_batch, req.grad_accum
+    steps, recompute, compile, nproc = req.steps, req.recompute, req.compile, req.nproc
+    device, fsdp, threads, data = req.device, req.fsdp, req.threads, req.data
+    seed, lr, out, remeasure = req.seed, req.lr, req.out, req.remeasure
+    finetune, trainable_layers = req.finetune, req.trainable_layers
+    lora_rank, lora_alpha, lora_targets = req.lora_rank, req.lora_alpha, req.lora_targets
     try:
         import torch
     except ImportError:

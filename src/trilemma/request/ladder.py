@@ -1,0 +1,130 @@
+"""``LadderRequest``: every input of `trilemma ladder` (a grid of small real trainings → a fitted
+law, checked on a held-out run), each field written once.
+
+The grid's own rules (the sizes against --tiny and --minutes, workers and threads against this
+machine's cores) are checked by ``trilemma.ladder.run_ladder`` before anything is trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from trilemma.errors import InputError
+from trilemma.request import parsers as p
+from trilemma.request.field import Request, option
+from trilemma.request.probe import DATA_HELP, sources
+
+NUMBERS_ALLOWED = "comma-separated positive numbers"
+
+
+def numbers(field: str, count: bool) -> Callable[[Any], tuple[float, ...]]:
+    """Comma-separated positive numbers (``count``: with a scale, 14k = 14,000), or a list of
+    them."""
+
+    def parse(v: Any) -> tuple[float, ...]:
+        from trilemma.units import parse_count
+
+        parts = v if isinstance(v, (list, tuple)) else str(v).replace(" ", "").split(",")
+        out = []
+        for part in parts:
+            if part == "":
+                continue
+            try:
+                x = parse_count(part, field) if count else float(part)
+            except (TypeError, ValueError):
+                raise InputError(field, v, NUMBERS_ALLOWED + ", e.g. 5,10,20,40") from None
+            if not x > 0:
+                raise InputError(field, v, NUMBERS_ALLOWED)
+            out.append(float(x))
+        if not out:
+            raise InputError(field, v, NUMBERS_ALLOWED)
+        return tuple(out)
+
+    return parse
+
+
+class LadderRequest(Request):
+    """Train a grid of small models on real text, fit the scaling law, predict a larger held-out
+    run, check it."""
+
+    VERB: ClassVar[str] = "ladder"
+
+    out: str = option(
+        ...,
+        "--out",
+        "-o",
+        help="directory for runs.jsonl (resumable), law.toml and ladder.json",
+    )
+    data: tuple[str, ...] | None = option(
+        None, "--data", help=DATA_HELP, kind="items", parse=sources
+    )
+    sizes: tuple[float, ...] | None = option(
+        None,
+        "--sizes",
+        help="model sizes, non-embedding parameters, e.g. 14k,25k,40k,83k,200k; the largest is "
+        "held out (at most 4x the next)",
+        kind="numbers",
+        parse=numbers("sizes", count=True),
+    )
+    tokens_per_param: tuple[float, ...] | None = option(
+        None,
+        "--tokens-per-param",
+        help="token budgets of the fit runs as tokens per parameter (default 5,10,20,40)",
+        kind="numbers",
+        parse=numbers("tokens-per-param", count=False),
+    )
+    holdout_tokens_per_param: float | None = option(
+        None,
+        "--holdout-tokens-per-param",
+        help="tokens per parameter of the held-out run (default 10; within the grid's range)",
+        kind="number",
+    )
+    minutes: float | None = option(
+        None,
+        "--minutes",
+        help="size the grid to fit this many minutes (the planner's prediction from the `local` "
+        "profile)",
+        kind="number",
+    )
+    tiny: bool = option(
+        False,
+        "--tiny",
+        help="a 10-run ladder of tiny models in one process (CI: under 2 minutes)",
+        kind="bool",
+    )
+    workers: int | None = option(
+        None,
+        "--workers",
+        help="runs in parallel processes (default: one per core; --tiny: 1, in this process)",
+        kind="int",
+    )
+    threads: int | None = option(
+        None,
+        "--threads",
+        help="torch threads per worker (default: the cores shared out over the workers)",
+        kind="int",
+    )
+    price: float | None = option(
+        None,
+        "--price",
+        help="USD per machine-hour for the cost column (default: the `local` profile's "
+        "placeholder)",
+        parse=p.price,
+    )
+    plot: str | None = option(
+        None,
+        "--plot",
+        help="draw loss vs compute, the fitted law, the compute-optimal frontier and the held-out "
+        "point (needs matplotlib)",
+    )
+    seed: int = option(0, "--seed", help="seed of every run (weights and batches)", kind="int")
+    bootstrap: int = option(
+        200, "--bootstrap", help="bootstrap refits for the law's intervals", kind="int"
+    )
+    dry_run: bool = option(
+        False,
+        "--dry-run",
+        help="show the plan and what is already done; train nothing",
+        kind="bool",
+    )
