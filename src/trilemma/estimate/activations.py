@@ -7,6 +7,9 @@ Every function broadcasts over layout arrays (one row per candidate layout).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from trilemma.estimate.finetune import module_shapes
@@ -53,42 +56,100 @@ def activation_bytes_per_layer(
     ``compiled`` (torch.compile, TrainingPlan.compile): a gated MLP saves 3 hidden tensors, not 4 — see
     :data:`COMPILED_GATED_HIDDEN`.
     """
-    tp, cp, mb = L.tp, L.cp, L.micro_batch
-    s = seq / cp  # local sequence length under context parallelism
-    S = seq  # keys attended to (CP gathers K, V)
-    e = act_bytes
-    drop = 1.0 if m.dropout else 0.0
-    r = L.sp_share
-    sbd = s * mb * m.d_model
-    sb = s * mb
-    n_in = (
-        e if norm_bytes is None else norm_bytes
-    )  # bytes per element of what a norm saves of its input
+    d = _Saved.of(m, seq, L, act_bytes, norm_bytes)
+    attn_keep = _attention_saved(m, d)
+    scores = _scores_saved(m, d, flash, probs_bytes)
+    mlp = _mlp_saved(m, d, moe_layer, compiled)
+    full = attn_keep + scores + mlp
+    kept = np.where(
+        L.recomputes(Recompute.FULL),
+        d.e * d.sbd * d.r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
+        np.where(
+            L.recomputes(Recompute.SELECTIVE),
+            attn_keep + (scores if flash else 0.0) + mlp,
+            np.where(L.recomputes(Recompute.OP), _op_saved(m, d, flash, moe_layer), full),
+        ),
+    )
+    return full, kept
 
+
+@dataclass(frozen=True)
+class _Saved:
+    """The sizes the inventory of ``activation_bytes_per_layer`` is written in: ``s`` the local
+    sequence (tokens, s/cp), ``S`` the keys attended to (CP gathers K, V), ``sb`` and ``sbd`` its
+    products with the micro-batch (and d_model), ``r`` the sequence-parallel share, ``e`` activation
+    bytes per element, ``n_in`` bytes of a saved norm input, ``drop`` 1 with dropout else 0."""
+
+    tp: Any
+    mb: Any
+    s: Any
+    S: float
+    sb: Any
+    sbd: Any
+    r: Any
+    e: float
+    n_in: float
+    drop: float
+
+    @classmethod
+    def of(
+        cls, m: ModelSpec, seq: float, L: LayoutArrays, e: float, norm_bytes: float | None
+    ) -> _Saved:
+        s = seq / L.cp  # local sequence length under context parallelism
+        return cls(
+            tp=L.tp,
+            mb=L.micro_batch,
+            s=s,
+            S=seq,
+            sb=s * L.micro_batch,
+            sbd=s * L.micro_batch * m.d_model,
+            r=L.sp_share,
+            e=e,
+            # bytes per element of what a norm saves of its input
+            n_in=e if norm_bytes is None else norm_bytes,
+            drop=1.0 if m.dropout else 0.0,
+        )
+
+
+def _attention_saved(m: ModelSpec, d: _Saved) -> Any:
+    """Bytes attention saves besides its scores: norm input (and output), Q, K, V, rotated Q and K,
+    the output projection's input and the dropout mask."""
+    e, sb, sbd, r, tp = d.e, d.sb, d.sbd, d.r, d.tp
     shared_norm = m.norms_per_layer == 1
     # rotary positions: attention saves the rotated Q and K, new tensors, while the fused QKV GEMM's
     # output stays alive because V is a view of it (Megatron-LM's and the probe model's fused QKV;
     # Su et al. 2021 rotation applied out of place). Korthikanti's inventory predates RoPE.
     rope = e * sb * (m.d_attn + m.d_kv) / tp if m.position == PositionType.ROTARY else 0.0
-    attn_keep = (
-        (n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
+    return (
+        (d.n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
         + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
         + rope  # rotated Q, K
         + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
-        + drop * sbd * r
+        + d.drop * sbd * r
     )  # attention-output dropout mask (1 byte)
+
+
+def _scores_saved(m: ModelSpec, d: _Saved, flash: bool, probs_bytes: float | None) -> Any:
+    """Bytes of attention's scores saved: the log-sum-exp with flash, else the softmax output (and
+    dropout mask and output, or the fp32 probabilities and their e-byte copy)."""
     if flash:
-        scores = 4.0 * sb * m.n_heads / tp  # log-sum-exp, fp32
-    else:
-        p = e if probs_bytes is None else probs_bytes
-        per_score = e + drop * (1 + e) if p <= e else p + drop + e
-        scores = per_score * m.n_heads * s * S * mb / tp
-    if shared_norm:
+        return 4.0 * d.sb * m.n_heads / d.tp  # log-sum-exp, fp32
+    e, drop = d.e, d.drop
+    p = e if probs_bytes is None else probs_bytes
+    per_score = e + drop * (1 + e) if p <= e else p + drop + e
+    return per_score * m.n_heads * d.s * d.S * d.mb / d.tp
+
+
+def _mlp_saved(m: ModelSpec, d: _Saved, moe_layer: bool, compiled: bool) -> Any:
+    """Bytes the MLP (or MoE) block saves: its norm input and output, the hidden tensors, the
+    router's and the dropout mask."""
+    e, sb, sbd, r, tp = d.e, d.sb, d.sbd, d.r, d.tp
+    if m.norms_per_layer == 1:
         mlp_in = e * sbd * r * 0  # the shared norm output is already counted
     elif m.parallel_block:
         mlp_in = e * sbd * r  # second norm's output (its input is the layer input, counted)
     else:
-        mlp_in = (n_in + e) * sbd * r  # norm input + MLP input
+        mlp_in = (d.n_in + e) * sbd * r  # norm input + MLP input
     # hidden tensors saved per token: GELU/ReLU 2 (pre- and post-activation, Korthikanti §4.1); gated 4
     # in eager PyTorch — the gate, up, act(gate) and their product (torchtitan's FeedForward,
     # w2(silu(w1 x) · w3 x): SiLU saves its input, the product saves both factors, w2 saves the
@@ -97,17 +158,19 @@ def activation_bytes_per_layer(
     if moe_layer:
         routed = m.top_k * (e * sbd / tp + k_f * e * sb * m.expert_ffn / tp)
         shared = m.n_shared_experts * k_f * e * sb * m.expert_ffn / tp
-        mlp = mlp_in + routed + shared + 4.0 * sb * m.n_experts + drop * sbd * r
-    else:
-        mlp = mlp_in + k_f * e * sb * m.ffn_dim / tp + drop * sbd * r
+        return mlp_in + routed + shared + 4.0 * sb * m.n_experts + d.drop * sbd * r
+    return mlp_in + k_f * e * sb * m.ffn_dim / tp + d.drop * sbd * r
 
-    full = attn_keep + scores + mlp
-    # op-level (torchtitan's selective_ac_option = "op"): the layer input, the outputs of the odd
-    # matmuls in call order — Q (1st), V (3rd), the MLP's first (5th: gate, or up when not gated) and,
-    # gated, the down projection (7th) — and attention's output with its log-sum-exp (flash); the rest
-    # is recomputed (trilemma.estimate.flops.op_recompute_matmul_flop_fwd)
+
+def _op_saved(m: ModelSpec, d: _Saved, flash: bool, moe_layer: bool) -> Any:
+    """Bytes kept under op-level recompute (torchtitan's selective_ac_option = "op"): the layer
+    input, the outputs of the odd matmuls in call order — Q (1st), V (3rd), the MLP's first (5th:
+    gate, or up when not gated) and, gated, the down projection (7th) — and attention's output with
+    its log-sum-exp (flash); the rest is recomputed
+    (trilemma.estimate.flops.op_recompute_matmul_flop_fwd)."""
+    e, sb, sbd, r, tp = d.e, d.sb, d.sbd, d.r, d.tp
     f_op = m.expert_ffn * (m.top_k + m.n_shared_experts) if moe_layer else m.ffn_dim
-    op_keep = (
+    return (
         e * sbd * r
         + e * sb * (m.d_attn + m.d_kv) / tp
         + e * sb * m.d_attn / tp
@@ -115,16 +178,6 @@ def activation_bytes_per_layer(
         + e * sb * f_op / tp
         + (e * sbd * r if m.ffn_matrices == 3 else 0.0)
     )
-    kept = np.where(
-        L.recomputes(Recompute.FULL),
-        e * sbd * r,  # full: the layer input only (§4.1, "2sbh", /t with SP)
-        np.where(
-            L.recomputes(Recompute.SELECTIVE),
-            attn_keep + (scores if flash else 0.0) + mlp,
-            np.where(L.recomputes(Recompute.OP), op_keep, full),
-        ),
-    )
-    return full, kept
 
 
 #: Hidden tensors per token a gated MLP saves under torch.compile (inductor), f wide each: the gate and up
