@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -246,15 +247,7 @@ def evaluate(
     capacity = cluster.hardware.hbm_bytes * (
         1 - headroom
     )  # what a plan may use and still count as fitting
-    # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU has none:
-    # the probe measures it with glibc's mmap threshold fixed, where freed tensors leave the resident set
-    # (trilemma.probe.train._mmap_large_allocations)
-    mem_consts = {
-        **consts["memory"],
-        **outside_allocator(cluster, consts),
-        "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
-        **({"fragmentation": 0.0} if cluster.is_cpu else {}),
-    }
+    mem_consts = _memory_constants(cluster, consts)
     n = cluster.n_gpus if n_gpus is None else n_gpus
     host_capacity = host_memory_bytes(cluster, consts)
     stages = []
@@ -279,13 +272,7 @@ def evaluate(
         )
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
         if mem is not None:
-            r = r | np.where(mem.total > capacity, R_OOM, 0)
-            if (
-                plan.offload != Offload.NONE
-            ):  # the node's host memory holds what its devices offload
-                r = r | np.where(
-                    mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0
-                )
+            r = r | _memory_reasons(mem, capacity, host_capacity, plan, cluster, n)
             per_gpu = np.maximum(per_gpu, mem.total)
         steps = st.tokens / (safe_batch * st.seq_len)
         stages.append(
@@ -295,20 +282,9 @@ def evaluate(
         )
         reasons = reasons | r
         busy = busy + steps * t.step_s
-        if plan.finetune is None and plan.task == Task.CAUSAL_LM:
-            model_flop = model_flop + st.tokens * np.asarray(
-                model_flop_per_token(model, st.seq_len, pc)
-            )
-            hw_flop = hw_flop + st.tokens * hardware_flop_per_token(
-                model, st.seq_len, layouts.recompute, pc
-            )
-        else:  # the FLOPs a fine-tune (or a classifier) executes: no weight gradients for frozen weights, no LM head
-            # without one (flops.finetune_flop_per_token)
-            ft_flop = np.asarray(finetune_flop_per_token(model, st.seq_len, plan, pc))
-            model_flop = model_flop + st.tokens * ft_flop
-            hw_flop = hw_flop + st.tokens * (
-                ft_flop + recompute_flop_per_token(model, st.seq_len, layouts.recompute, pc)
-            )
+        m_flop, h_flop = _stage_flop(model, plan, st, layouts.recompute, pc)
+        model_flop = model_flop + m_flop
+        hw_flop = hw_flop + h_flop
     return Evaluation(
         layouts=layouts,
         params=pc,
@@ -326,6 +302,56 @@ def evaluate(
         n_gpus=n,
         cluster=cluster,
         host_w_per_device=host_power_w_per_device(cluster, consts),
+    )
+
+
+def _memory_constants(cluster: ClusterSpec, consts: Constants) -> dict[str, float]:
+    """The memory model's constants for ``cluster``: the fitted ones, what lives outside the
+    allocator, the offload bucket (parameters), and no fragmentation on a CPU."""
+    # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU has none:
+    # the probe measures it with glibc's mmap threshold fixed, where freed tensors leave the resident set
+    # (trilemma.probe.train._mmap_large_allocations)
+    return {
+        **consts["memory"],
+        **outside_allocator(cluster, consts),
+        "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
+        **({"fragmentation": 0.0} if cluster.is_cpu else {}),
+    }
+
+
+def _memory_reasons(
+    mem: MemoryArrays,
+    capacity: float,
+    host_capacity: float,
+    plan: TrainingPlan,
+    cluster: ClusterSpec,
+    n: Any,
+) -> Any:
+    """R_OOM where a device holds more than ``capacity`` bytes, R_HOST_OOM where a node's devices
+    offload more than its ``host_capacity`` bytes of host memory."""
+    r = np.where(mem.total > capacity, R_OOM, 0)
+    if plan.offload != Offload.NONE:  # the node's host memory holds what its devices offload
+        r = r | np.where(
+            mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0
+        )
+    return r
+
+
+def _stage_flop(
+    model: ModelSpec, plan: TrainingPlan, st: Any, recompute: Any, pc: ParamCounts
+) -> tuple[Any, Any]:
+    """(model, hardware) FLOPs of one stage's tokens: a pretraining's, or what a fine-tune (or a
+    classifier) executes: no weight gradients for frozen weights, no LM head without one
+    (flops.finetune_flop_per_token); hardware FLOPs add the recompute."""
+    if plan.finetune is None and plan.task == Task.CAUSAL_LM:
+        return (
+            st.tokens * np.asarray(model_flop_per_token(model, st.seq_len, pc)),
+            st.tokens * hardware_flop_per_token(model, st.seq_len, recompute, pc),
+        )
+    ft_flop = np.asarray(finetune_flop_per_token(model, st.seq_len, plan, pc))
+    return (
+        st.tokens * ft_flop,
+        st.tokens * (ft_flop + recompute_flop_per_token(model, st.seq_len, recompute, pc)),
     )
 
 
