@@ -9,7 +9,7 @@ import pytest
 
 from trilemma.cli import main
 from trilemma.quality import benchmarks as bm
-from trilemma.quality.bench_fit import fit_all, load_rows
+from trilemma.quality.bench_fit import backtest, fit_all, load_rows
 
 LLAMA3_8B = (
     8.03e9,
@@ -45,7 +45,7 @@ def test_llama3_8b_arc_band_contains_published_score_when_held_out(without_llama
 
 
 def test_leave_one_family_out_mmlu_error_floor() -> None:
-    got = bm.backtest()["mmlu"]
+    got = backtest()["mmlu"]
     assert got["families"] >= 20
     assert got["lofo_median_abs_error_points"] <= 5.0, got
 

@@ -362,7 +362,10 @@ def with_loss(
         unique_tokens=unique_tokens,
         precision=str(est.plan.precision),
     )
-    return replace(est, loss=pred, warnings=est.warnings + tuple(pred.warnings))
+    from trilemma.quality.benchmarks import predict
+
+    scores = predict(float(est.params.active), float(est.plan.total_tokens))  # 6·N·D: from scratch
+    return replace(est, loss=pred, benchmarks=scores, warnings=est.warnings + tuple(pred.warnings))
 
 
 __all__ = [

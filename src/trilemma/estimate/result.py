@@ -172,23 +172,15 @@ class Estimate:
     candidates_evaluated: int
     warnings: tuple[str, ...] = field(default=())
     loss: LossPrediction | None = None  # the quality corner, added by trilemma.api.with_loss
+    #: expected benchmark scores with 80% bands (trilemma.quality.benchmarks.predict), added with the
+    #: loss by trilemma.api.with_loss; None where there is no loss (a fine-tune, a classifier)
+    benchmarks: dict[str, Any] | None = None
     finetune: dict[str, Any] | None = (
         None  # what a fine-tune trains and stores (None: pre-training)
     )
     deploy: dict[str, Any] | None = (
         None  # where the trained model must run (trilemma.api.with_deploy), or None
     )
-
-    @property
-    def benchmarks(self) -> dict[str, Any] | None:
-        """Expected benchmark scores with 80% bands (trilemma.quality.benchmarks) from the plan's
-        compute 6·N·D (N active parameters, D tokens); None where there is no loss (a fine-tune, a
-        classifier): the curves are for models pre-trained from scratch."""
-        if self.loss is None:
-            return None
-        from trilemma.quality.benchmarks import predict
-
-        return predict(float(self.params.active), float(self.plan.total_tokens))
 
     @property
     def async_tp_applied(self) -> bool:

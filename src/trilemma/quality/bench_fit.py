@@ -160,3 +160,10 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def backtest(exclude_families: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Leave-one-family-out errors per benchmark, refitted now (needs scipy): the median and mean
+    absolute error in accuracy points, the rows and the families."""
+    keys = ("lofo_median_abs_error_points", "lofo_mean_abs_error_points", "rows", "families")
+    return {n: {k: c[k] for k in keys} for n, c in fit_all(None, exclude_families).items()}

@@ -145,12 +145,3 @@ def format_line(block: dict[str, Any]) -> str:
     notes = [f"{i['label']} {i['regime']}" for i in block["items"] if i["regime"]]
     tail = f" [{'; '.join(notes)}: band widened]" if notes else ""
     return " · ".join(parts) + tail
-
-
-def backtest(exclude_families: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
-    """Leave-one-family-out errors per benchmark, refitted now (needs scipy): the median and mean
-    absolute error in accuracy points, the rows and the families."""
-    from trilemma.quality.bench_fit import fit_all
-
-    keys = ("lofo_median_abs_error_points", "lofo_mean_abs_error_points", "rows", "families")
-    return {n: {k: c[k] for k in keys} for n, c in fit_all(None, exclude_families).items()}
