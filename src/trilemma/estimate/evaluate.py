@@ -243,10 +243,8 @@ def evaluate(
     device count and ``consts``' batch tolerance), when the caller kept it: it depends on neither the
     efficiency constants nor the memory model, and a fit re-times the same layouts many times."""
     pc = param_counts(model)
-    headroom = memory_headroom(cluster)
-    capacity = cluster.hardware.hbm_bytes * (
-        1 - headroom
-    )  # what a plan may use and still count as fitting
+    # what a plan may use and still count as fitting
+    capacity = cluster.hardware.hbm_bytes * (1 - memory_headroom(cluster))
     mem_consts = _memory_constants(cluster, consts)
     n = cluster.n_gpus if n_gpus is None else n_gpus
     host_capacity = host_memory_bytes(cluster, consts)
