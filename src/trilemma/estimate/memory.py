@@ -240,6 +240,69 @@ def memory_per_device(
 ) -> MemoryArrays:
     """Peak bytes per device: the larger of the first pipeline stage and the last."""
     e = DTYPE_BYTES[plan.dtypes.activation]
+    per_layer_kept, per_layer_full, dequant = _layer_activations(m, seq, L, plan, e)
+    layers = stage_layers(m.n_layers, L.pp, L.vp)
+
+    # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
+    # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).
+    inflight_first = np.minimum(L.pp, n_micro) * np.where(
+        L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0
+    )
+    # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
+    transient = np.where(
+        L.recomputes(Recompute.FULL, Recompute.OP),
+        np.maximum(per_layer_full - per_layer_kept, 0.0),
+        0.0,
+    )
+    # float8 linears: their casts during one linear's backward (float8_cast_bytes), on top of it
+    f8 = np.zeros_like(transient, dtype=float)
+    if plan.precision == Precision.FP8:
+        f8 = float8_cast_bytes(m, seq, L)
+        f8 = np.maximum(f8, float8_cast_bytes(m, seq, L, moe_layer=True)) if m.is_moe else f8
+        transient = transient + f8
+
+    logits = _logits_bytes(m, seq, L, plan, consts, e)
+
+    transient = transient + dequant
+    # freeze: layers below the trainable ones run without autograd (nothing requires a gradient there) and
+    # keep no activations; the last N layers keep theirs
+    ft = plan.finetune
+    if ft is not None and ft.method == FinetuneMethod.FREEZE:
+        layers = np.minimum(layers, ft.trainable_layers)
+    act_first = layers * per_layer_kept * inflight_first + transient
+    # on the last stage the logits and their gradients are freed once the LM head's backward is done,
+    # before the last layer is recomputed: the two never coexist, so the stage holds the larger
+    # (the activations carry the recomputation's excess over the logits; measured against PyTorch's
+    # MemTracker in benchmarks/memory_vs_torch.py)
+    act_last = layers * per_layer_kept + np.maximum(transient - logits, 0.0)
+
+    w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True, consts=consts)
+    w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False, consts=consts)
+    # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
+    # no NCCL channels; trilemma.estimate.evaluate.outside_allocator); NCCL's buffers follow the layout
+    nccl = nccl_buffer_bytes(L, consts)
+    return MemoryArrays(
+        first=(w1, g1, o1, act_first),
+        last=(w2, g2, o2, act_last),
+        logits=logits,
+        pp=L.pp,
+        float8_first=f8,
+        float8_last=np.maximum(f8 - np.maximum(logits - (transient - f8), 0.0), 0.0),
+        context_bytes=consts["cuda_context_bytes"],
+        nccl_bytes=nccl,
+        residual_bytes=consts["framework_residual_bytes"],
+        fragmentation=consts["fragmentation"],
+        host_bytes=host_state_bytes(m, pc, plan, L),
+    )
+
+
+def _layer_activations(
+    m: ModelSpec, seq: float, L: LayoutArrays, plan: TrainingPlan, e: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes per layer and micro-batch (dense and MoE layers averaged by their share, with a
+    fine-tune's adapter tensors): (kept under the rows' recompute, the whole layer's), and the
+    dequantised weights a quantised base adds while one layer runs; ``e`` activation bytes per
+    element."""
     flash = plan.flash_attention
     probs = plan.dtypes.bytes_of("attention_probs") or None
     norm_in = plan.dtypes.bytes_of("norm_input") or None
@@ -275,26 +338,14 @@ def memory_per_device(
     lora_act, dequant = finetune_activation_bytes(m, seq, L, plan, e)
     per_layer_kept = per_layer_kept + np.where(L.recomputes(Recompute.FULL), 0.0, lora_act)
     per_layer_full = np.maximum(full_d, full_m) + lora_act
-    layers = stage_layers(m.n_layers, L.pp, L.vp)
+    return per_layer_kept, per_layer_full, dequant
 
-    # 1F1B: stage i keeps (pp - i) micro-batches in flight, capped by the micro-batch count;
-    # interleaving multiplies the first stage's by (1 + (pp-1)/(pp·vp)) (Korthikanti §4.2.3).
-    inflight_first = np.minimum(L.pp, n_micro) * np.where(
-        L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0
-    )
-    # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
-    transient = np.where(
-        L.recomputes(Recompute.FULL, Recompute.OP),
-        np.maximum(per_layer_full - per_layer_kept, 0.0),
-        0.0,
-    )
-    # float8 linears: their casts during one linear's backward (float8_cast_bytes), on top of it
-    f8 = np.zeros_like(transient, dtype=float)
-    if plan.precision == Precision.FP8:
-        f8 = float8_cast_bytes(m, seq, L)
-        f8 = np.maximum(f8, float8_cast_bytes(m, seq, L, moe_layer=True)) if m.is_moe else f8
-        transient = transient + f8
 
+def _logits_bytes(
+    m: ModelSpec, seq: float, L: LayoutArrays, plan: TrainingPlan, consts: dict, e: float
+) -> np.ndarray:
+    """Bytes of the last stage's logits and what sits beside them (the LM head's input and the
+    final norm's), per micro-batch; none for a classifier."""
     # logits on the last stage: s·b·V/tp elements (vocab-parallel), bytes per element at their peak in the
     # loss's backward (constants.toml: a fused kernel; eager PyTorch on one TP rank; eager PyTorch's
     # DTensor loss_parallel across TP ranks)
@@ -317,35 +368,4 @@ def memory_per_device(
         plan.task == Task.CLASSIFICATION
     ):  # a few classes from a pooled token: no vocabulary logits, no LM head input
         logits = 0.0 * logits
-
-    transient = transient + dequant
-    # freeze: layers below the trainable ones run without autograd (nothing requires a gradient there) and
-    # keep no activations; the last N layers keep theirs
-    ft = plan.finetune
-    if ft is not None and ft.method == FinetuneMethod.FREEZE:
-        layers = np.minimum(layers, ft.trainable_layers)
-    act_first = layers * per_layer_kept * inflight_first + transient
-    # on the last stage the logits and their gradients are freed once the LM head's backward is done,
-    # before the last layer is recomputed: the two never coexist, so the stage holds the larger
-    # (the activations carry the recomputation's excess over the logits; measured against PyTorch's
-    # MemTracker in benchmarks/memory_vs_torch.py)
-    act_last = layers * per_layer_kept + np.maximum(transient - logits, 0.0)
-
-    w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True, consts=consts)
-    w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False, consts=consts)
-    # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
-    # no NCCL channels; trilemma.estimate.evaluate.outside_allocator); NCCL's buffers follow the layout
-    nccl = nccl_buffer_bytes(L, consts)
-    return MemoryArrays(
-        first=(w1, g1, o1, act_first),
-        last=(w2, g2, o2, act_last),
-        logits=logits,
-        pp=L.pp,
-        float8_first=f8,
-        float8_last=np.maximum(f8 - np.maximum(logits - (transient - f8), 0.0), 0.0),
-        context_bytes=consts["cuda_context_bytes"],
-        nccl_bytes=nccl,
-        residual_bytes=consts["framework_residual_bytes"],
-        fragmentation=consts["fragmentation"],
-        host_bytes=host_state_bytes(m, pc, plan, L),
-    )
+    return logits
