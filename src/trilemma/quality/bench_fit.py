@@ -141,25 +141,10 @@ def fit_all(rows: list[Row] | None = None, exclude_families: Iterable[str] = ())
 
 HEADER = (
     "# Benchmark curves fitted on src/trilemma/data/benchmarks.csv (published scores, each row sourced).\n"
-    "# Regenerate with: python -m trilemma.quality.bench_fit\n"
+    "# Regenerate with: python scripts/fit_benchmarks.py\n"
     "# Form: trilemma.quality.benchmarks.expected_accuracy; band: ±1.2816 standard deviations of the\n"
     "# leave-one-family-out shifts of the capability index (shift_sd, log10 FLOP units).\n"
 )
-
-
-def main() -> None:
-    """Write ``trilemma/presets/benchmarks.toml`` from a fresh fit."""
-    from pathlib import Path
-
-    from trilemma.tomlw import toml_dumps
-
-    path = Path(str(resources.files("trilemma.presets").joinpath("benchmarks.toml")))
-    path.write_text(HEADER + toml_dumps(fit_all()), encoding="utf-8")
-    print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()
 
 
 def backtest(exclude_families: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
