@@ -1,0 +1,86 @@
+"""The explorer page's readability and reach in a real browser (Debian's Chromium driven by
+Playwright): the frontier's colours, messages that name the page's controls, the inputs generated
+from the request schema, and the downloads. One server and one browser for the module; each test
+opens its own page. Marked slow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')"
+)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (the dev extra has it)"
+)
+
+from trilemma.web.testing import CHROMIUM, CHROMIUM_ARGS, running_server  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
+    ),
+]
+
+WAIT_MS = 20_000
+#: two colours are told apart when their RGB distance (0-255 a channel) is at least this
+VISIBLY_DIFFERENT = 24
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[tuple[object, str]]:
+    """(browser, base URL) shared by the module's tests."""
+    with running_server() as base, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser, base
+        finally:
+            browser.close()
+
+
+def _open(site, query: str = ""):
+    browser, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(base + query)
+    page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+    return page
+
+
+#: the fill colour of each marker whose centre lies in the plot area (not clipped away)
+SHOWN_FILLS = """ps => {
+  const area = document.querySelector('#frontier .nsewdrag').getBoundingClientRect();
+  return ps.filter(p => {
+    const r = p.getBoundingClientRect(), x = r.x + r.width / 2, y = r.y + r.height / 2;
+    return x >= area.left && x <= area.right && y >= area.top && y <= area.bottom;
+  }).map(p => getComputedStyle(p).fill);
+}"""
+
+
+def _rgb(text: str) -> tuple[int, ...]:
+    inner = text[text.index("(") + 1 : text.index(")")]
+    return tuple(int(float(x)) for x in inner.split(",")[:3])
+
+
+def _distinct(colours: list[tuple[int, ...]]) -> int:
+    """How many colours remain when those closer than VISIBLY_DIFFERENT to a kept one merge."""
+    kept: list[tuple[int, ...]] = []
+    for c in colours:
+        if all(sum((a - b) ** 2 for a, b in zip(c, k)) ** 0.5 >= VISIBLY_DIFFERENT for k in kept):
+            kept.append(c)
+    return len(kept)
+
+
+def test_frontier_colour_spans_the_points_inside_the_pins(site):
+    page = _open(site)
+    try:
+        fills = page.locator("#frontier .scatterlayer .trace").nth(1).locator("path.point")
+        fills = fills.evaluate_all(SHOWN_FILLS)
+        assert len(fills) > 20  # the points inside the pins that the opening view shows
+        assert _distinct([_rgb(f) for f in fills]) >= 5
+    finally:
+        page.close()
