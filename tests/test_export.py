@@ -39,6 +39,7 @@ from trilemma.export import deepspeed as ds_export
 from trilemma.export import hf as hf_export
 from trilemma.export import megatron as mlm_export
 from trilemma.export import torchtitan as tt_export
+from trilemma.export import torchtitan_model as tt_model
 from trilemma.resolve import make_plan, resolve_model
 from trilemma.specs import Layout, Precision, Recompute, ZeroStage
 
@@ -302,14 +303,14 @@ def test_uneven_pipeline_stages_as_llama_3_1_405b():
 @given(d=st.integers(64, 20000).map(lambda x: x - x % 64), f=st.integers(64, 60000))
 def test_torchtitan_width_arguments_give_the_width(d, f):
     """torchtitan's SwiGLU width rule (v0.2.2 llama3 FeedForward) reproduces every ffn_dim we write."""
-    assert tt_export.feed_forward_hidden(d, *tt_export.ffn_arguments(d, f)) == f
+    assert tt_model.feed_forward_hidden(d, *tt_model.ffn_arguments(d, f)) == f
 
 
 def test_torchtitan_width_rule_by_hand():
     # Llama-2-7B: int(2 · 4 · 4096 / 3) = 10,922, rounded up to a multiple of 256: 43 · 256 = 11,008
-    assert tt_export.ffn_arguments(4096, 11008) == (256, None)
+    assert tt_model.ffn_arguments(4096, 11008) == (256, None)
     # torchtitan's Llama 3 8B flavor: int(1.3 · 10,922) = 14,198 → multiple of 1,024: 14,336 (Llama 3's width)
-    assert tt_export.feed_forward_hidden(4096, 1024, 1.3) == 14336
+    assert tt_model.feed_forward_hidden(4096, 1024, 1.3) == 14336
 
 
 # ------------------------------------------------------------------ the plans the README shows
@@ -430,7 +431,7 @@ def test_torchtitan_flavor_module_uses_its_model_arguments(docs):
     kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
     assert set(kw) <= fields
     assert (
-        tt_export.feed_forward_hidden(kw["dim"], kw["multiple_of"], kw["ffn_dim_multiplier"])
+        tt_model.feed_forward_hidden(kw["dim"], kw["multiple_of"], kw["ffn_dim_multiplier"])
         == 11008
     )
 

@@ -12,122 +12,24 @@ positions, SwiGLU, no biases, untied output), split over pipeline stages by modu
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from trilemma.export.document import ExportDocument
-from trilemma.export.escape import comment_text, py_docstring_text
+from trilemma.export.escape import comment_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
+from trilemma.export.torchtitan_model import (
+    ENGINE,
+    FLAVOR,
+    FLAVOR_MODULE,
+    check_model,
+    flavor_module,
+    flavor_of,
+)
 from trilemma.specs import ModelSpec, Precision, Recompute, TrainingPlan, ZeroStage
-from trilemma.specs.enums import FfnType, NormType, PositionType
 from trilemma.tomlw import toml_value
 
-ENGINE = "torchtitan"
 VERSION = "torchtitan 0.2.2 (commit 73a0e6979dd1, torchtitan/config/job_config.py)"
-FLAVOR_MODULE = "trilemma_flavor"
-FLAVOR = "trilemma"
-
-# torchtitan v0.2.2 torchtitan/models/llama3/__init__.py llama3_args: the flavors it ships (vocabulary:
-# TransformerModelArgs' default 128,256)
-LLAMA3_FLAVORS = {
-    "8B": dict(
-        dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024
-    ),
-    "70B": dict(
-        dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096
-    ),
-    "405B": dict(
-        dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096
-    ),
-}
-LLAMA3_VOCAB = 128256
-
-
-def feed_forward_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: float | None) -> int:
-    """torchtitan's SwiGLU width from its arguments (v0.2.2 torchtitan/models/llama3/model/model.py
-    FeedForward.__init__, called with hidden_dim = 4·dim): int(2·4·dim/3), times the multiplier,
-    rounded up to a multiple of ``multiple_of``."""
-    hidden = int(2 * (4 * dim) / 3)
-    if ffn_dim_multiplier is not None:
-        hidden = int(ffn_dim_multiplier * hidden)
-    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
-
-
-def ffn_arguments(dim: int, ffn_dim: int) -> tuple[int, float | None]:
-    """(multiple_of, ffn_dim_multiplier) that make torchtitan build an MLP of exactly ``ffn_dim``:
-    Llama's own rule (multiple of 256, no multiplier) when it gives that width, else ``ffn_dim`` as
-    the multiple with the multiplier that brings int(8·dim/3) to at most it."""
-    for multiple in (256, ffn_dim):
-        if feed_forward_hidden(dim, multiple, None) == ffn_dim:
-            return multiple, None
-    mult = ffn_dim / int(2 * (4 * dim) / 3)
-    if (
-        feed_forward_hidden(dim, ffn_dim, mult) != ffn_dim
-    ):  # pragma: no cover - the rounding above cannot miss
-        raise ExportError(ENGINE, "ffn_dim", ffn_dim, "torchtitan's width rule cannot produce it")
-    return ffn_dim, mult
-
-
-def _check_model(m: ModelSpec) -> None:
-    """torchtitan's llama3 model: causal, rotary, RMSNorm, SwiGLU, no biases, untied, dense."""
-    checks = [
-        (not m.causal, "an encoder (non-causal) model", "torchtitan's llama3 is a causal decoder"),
-        (
-            m.position != PositionType.ROTARY,
-            f"position {m.position}",
-            "torchtitan's llama3 uses rotary positions",
-        ),
-        (m.norm != NormType.RMSNORM, f"norm {m.norm}", "torchtitan's llama3 uses RMSNorm"),
-        (m.ffn_type != FfnType.SWIGLU, f"ffn {m.ffn_type}", "torchtitan's llama3 MLP is SwiGLU"),
-        (
-            m.qkv_bias or m.out_bias or m.mlp_bias,
-            "linear biases",
-            "torchtitan's llama3 has no biases",
-        ),
-        (
-            m.tied_embeddings,
-            "tied embeddings",
-            "torchtitan's llama3 has a separate output projection",
-        ),
-        (m.is_moe, f"{m.n_experts} experts", "the exporter writes torchtitan's dense llama3 model"),
-        (
-            m.parallel_block or m.embedding_norm or not m.final_norm,
-            "the block layout",
-            "torchtitan's llama3 is a pre-norm sequential block with a final norm",
-        ),
-        (m.dropout, "dropout", "torchtitan's llama3 has no dropout"),
-        (
-            m.d_head * m.n_heads != m.d_model,
-            f"head_dim {m.d_head}",
-            "torchtitan's llama3 takes head_dim = dim / n_heads",
-        ),
-    ]
-    for bad, feature, why in checks:
-        if bad:
-            raise ExportError(ENGINE, "model", f"{m.name} ({feature})", why)
-
-
-def _flavor(m: ModelSpec) -> tuple[str, dict[str, Any] | None]:
-    """A shipped llama3 flavor with exactly this shape, or (FLAVOR, the arguments to register)."""
-    for name, a in LLAMA3_FLAVORS.items():
-        if (a["dim"], a["n_layers"], a["n_heads"], a["n_kv_heads"], LLAMA3_VOCAB) == (
-            m.d_model,
-            m.n_layers,
-            m.n_heads,
-            m.kv_heads,
-            m.vocab_size,
-        ) and feed_forward_hidden(a["dim"], a["multiple_of"], a["ffn_dim_multiplier"]) == m.ffn_dim:
-            return name, None
-    multiple, mult = ffn_arguments(m.d_model, m.ffn_dim)
-    args = dict(
-        dim=m.d_model,
-        n_layers=m.n_layers,
-        n_heads=m.n_heads,
-        n_kv_heads=m.kv_heads,
-        vocab_size=m.vocab_size,
-        multiple_of=multiple,
-        ffn_dim_multiplier=mult,
-    )
-    return FLAVOR, args
 
 
 def stage_modules(n_layers: int, stages: int) -> list[list[str]]:
@@ -172,8 +74,39 @@ def export(
             "torchtitan 0.2.2's job config has no adapters, frozen "
             "base or base checkpoint precision (use --to hf)",
         )
-    _check_model(m)
+    check_model(m)
     notes: list[str] = []
+    choice = _Choices.of(n, pl, notes)
+    flavor, args = flavor_of(m)
+    rec = recipe(ft)
+    cfg = _config(m, pl, n, plan, rec, flavor, choice)
+    if choice.option is not None:
+        cfg["activation_checkpoint"]["selective_ac_option"] = choice.option
+    files = {"job.toml": ""}  # first in the listing; written below, once the notes know the flavor
+    if args is not None:
+        cfg["experimental"] = {"custom_import": FLAVOR_MODULE}
+        files[f"{FLAVOR_MODULE}.py"] = flavor_module(m, args)
+        notes.append(
+            f"{m.name} is not a flavor torchtitan ships: {FLAVOR_MODULE}.py registers its shape as llama3 "
+            f"flavor '{FLAVOR}' (keep it importable, e.g. beside the TOML on PYTHONPATH); rope_theta is "
+            "torchtitan's default 10,000 (Llama 2's): set yours there"
+        )
+    notes += _notes(pl, n, rec)
+    files["job.toml"] = _toml(cfg, plan, n)
+    return ExportDocument(
+        engine=ENGINE,
+        engine_version=VERSION,
+        files=files,
+        config=cfg,
+        numbers=n,
+        plan=plan,
+        notes=tuple(notes),
+    )
+
+
+def _data_parallel(n: PlanNumbers, notes: list[str]) -> tuple[int, int]:
+    """(data_parallel_replicate_degree, data_parallel_shard_degree) of the plan's ZeRO stage
+    (appending to ``notes`` what torchtitan does differently); ExportError for a stage it lacks."""
     # data parallelism: FSDP2 (ZeRO-3) shards over data_parallel_shard_degree; DDP replicates, alone
     if n.zero == ZeroStage.THREE:
         replicate, shard = 1, n.dp
@@ -208,6 +141,11 @@ def export(
             "data_parallel_shard_degree) or replicates (DDP); it has no ZeRO-1/2 (but ZeRO-1 under pipeline "
             "parallelism, which its FSDP2 keeps): pin --zero 3 or 0",
         )
+    return replicate, shard
+
+
+def _check_layout(n: PlanNumbers) -> None:
+    """ExportError for expert parallelism (dense llama3) or TP without sequence parallelism."""
     if n.ep > 1:
         raise ExportError(ENGINE, "ep", n.ep, "the dense llama3 model has no experts")
     if (
@@ -216,6 +154,10 @@ def export(
         raise ExportError(
             ENGINE, "sp", "off", "torchtitan's tensor parallelism always uses sequence parallelism"
         )
+
+
+def _precision(pl: TrainingPlan) -> tuple[str, list[str]]:
+    """(training.mixed_precision_param, model.converters) of the plan's precision."""
     # precision: training.mixed_precision_param is Literal["bfloat16", "float32"] in v0.2.2
     prec = pl.precision
     if prec == Precision.FP16:
@@ -226,6 +168,11 @@ def export(
     converters = (
         ["quantize.linear.float8"] if prec == Precision.FP8 else []
     )  # float8.py register_model_converter
+    return mp, converters
+
+
+def _recompute(n: PlanNumbers, pl: TrainingPlan) -> tuple[str, str | None, bool]:
+    """(activation_checkpoint.mode, its selective_ac_option or None, async TP on)."""
     # recomputation: torchtitan's modes are none, full and selective by layer ("2") or by op ("op")
     ac = {
         Recompute.NONE: ("none", None),
@@ -251,8 +198,44 @@ def export(
             "parallelism.enable_async_tensor_parallel is 'currently only effective when compile is "
             "enabled' (job_config.py); estimate with --compile too",
         )
-    flavor, args = _flavor(m)
-    rec = recipe(ft)
+    return mode, option, async_tp
+
+
+@dataclass(frozen=True)
+class _Choices:
+    """What torchtitan runs the plan with: the data-parallel replicate and shard degrees, the
+    parameter precision and model converters, the activation-checkpoint mode and option, and
+    whether TP is asynchronous."""
+
+    replicate: int
+    shard: int
+    mp: str
+    converters: list[str]
+    mode: str
+    option: str | None
+    async_tp: bool
+
+    @classmethod
+    def of(cls, n: PlanNumbers, pl: TrainingPlan, notes: list[str]) -> _Choices:
+        """The choices for the plan, each checked (ExportError where torchtitan lacks it);
+        appends to ``notes`` what torchtitan does differently."""
+        replicate, shard = _data_parallel(n, notes)
+        _check_layout(n)
+        mp, converters = _precision(pl)
+        mode, option, async_tp = _recompute(n, pl)
+        return cls(replicate, shard, mp, converters, mode, option, async_tp)
+
+
+def _config(
+    m: ModelSpec,
+    pl: TrainingPlan,
+    n: PlanNumbers,
+    plan: dict[str, Any],
+    rec: dict[str, Any],
+    flavor: str,
+    c: _Choices,
+) -> dict[str, dict[str, Any]]:
+    """The job config's sections, in the TOML's order."""
     warm = warmup_steps(rec, n.steps)
     # batch: without a pipeline a rank runs one micro-batch per accumulation step; with one it feeds
     # its whole share to the schedule in micro-batches of pipeline_parallel_microbatch_size
@@ -266,7 +249,7 @@ def export(
             "name": "llama3",
             "flavor": flavor,
             "hf_assets_path": "./assets/hf/tokenizer",
-            "converters": converters,
+            "converters": c.converters,
         },
         "optimizer": {
             "name": "AdamW",
@@ -285,42 +268,38 @@ def export(
             "seq_len": n.seq_len,
             "max_norm": rec["grad_clip"],
             "steps": n.steps,
-            "mixed_precision_param": mp,
+            "mixed_precision_param": c.mp,
         },
         "parallelism": {
-            "data_parallel_replicate_degree": replicate,
-            "data_parallel_shard_degree": shard,
+            "data_parallel_replicate_degree": c.replicate,
+            "data_parallel_shard_degree": c.shard,
             "tensor_parallel_degree": n.tp,
             "pipeline_parallel_degree": n.pp,
             "context_parallel_degree": n.cp,
-            "enable_async_tensor_parallel": async_tp,
+            "enable_async_tensor_parallel": c.async_tp,
         },
-        "activation_checkpoint": {"mode": mode},
+        "activation_checkpoint": {"mode": c.mode},
         "compile": {"enable": bool(pl.compile)},
     }
-    if option is not None:
-        cfg["activation_checkpoint"]["selective_ac_option"] = option
     if n.pp > 1:
         cfg["parallelism"].update(
             pipeline_parallel_schedule="1F1B" if n.vp == 1 else "Interleaved1F1B",
             pipeline_parallel_microbatch_size=n.micro_batch,
             module_fqns_per_model_part=stage_modules(m.n_layers, n.pp * n.vp),
         )
-    files = {"job.toml": ""}  # first in the listing; written below, once the notes know the flavor
-    if args is not None:
-        cfg["experimental"] = {"custom_import": FLAVOR_MODULE}
-        files[f"{FLAVOR_MODULE}.py"] = _flavor_module(m, args)
-        notes.append(
-            f"{m.name} is not a flavor torchtitan ships: {FLAVOR_MODULE}.py registers its shape as llama3 "
-            f"flavor '{FLAVOR}' (keep it importable, e.g. beside the TOML on PYTHONPATH); rope_theta is "
-            "torchtitan's default 10,000 (Llama 2's): set yours there"
-        )
+    return cfg
+
+
+def _notes(pl: TrainingPlan, n: PlanNumbers, rec: dict[str, Any]) -> list[str]:
+    """What the reader of the job must know: attention kernels, tf32, the data to set, the recipe
+    and the step count."""
+    notes: list[str] = []
     if not pl.flash_attention:
         notes.append(
             "torchtitan's llama3 attention is scaled_dot_product_attention, which picks flash kernels "
             "where the GPU has them; the plan assumed none"
         )
-    if prec == Precision.TF32:
+    if pl.precision == Precision.TF32:
         notes.append(
             "tf32: float32 parameters; TF32 matmuls follow torch.backends.cuda.matmul.allow_tf32"
         )
@@ -330,16 +309,7 @@ def export(
         f"steps = ⌈{n.tokens_planned:.6g} tokens / ({n.global_batch} × {n.seq_len})⌉ = {n.steps}: "
         f"{n.tokens:,} tokens",
     ]
-    files["job.toml"] = _toml(cfg, plan, n)
-    return ExportDocument(
-        engine=ENGINE,
-        engine_version=VERSION,
-        files=files,
-        config=cfg,
-        numbers=n,
-        plan=plan,
-        notes=tuple(notes),
-    )
+    return notes
 
 
 def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) -> str:
@@ -357,22 +327,9 @@ def _toml(cfg: dict[str, dict[str, Any]], plan: dict[str, Any], n: PlanNumbers) 
     return "\n".join(lines)
 
 
-def _flavor_module(m: ModelSpec, args: dict[str, Any]) -> str:
-    kw = ",\n    ".join(f"{k}={v!r}" for k, v in args.items())
-    return (
-        f'"""trilemma export: {py_docstring_text(m.name)} as torchtitan llama3 flavor "{FLAVOR}" (imported through\n'
-        f'[experimental] custom_import before the trainer looks the flavor up; torchtitan v0.2.2 train.py)."""\n\n'
-        "from torchtitan.models.llama3 import TransformerModelArgs, llama3_args\n\n"
-        f'llama3_args["{FLAVOR}"] = TransformerModelArgs(\n    {kw},\n)\n'
-    )
-
-
 __all__ = [
     "ENGINE",
-    "LLAMA3_FLAVORS",
     "VERSION",
     "export",
-    "feed_forward_hidden",
-    "ffn_arguments",
     "stage_modules",
 ]
