@@ -84,3 +84,29 @@ def test_frontier_colour_spans_the_points_inside_the_pins(site):
         assert _distinct([_rgb(f) for f in fills]) >= 5
     finally:
         page.close()
+
+
+def test_messages_name_the_page_controls_not_cli_flags(site):
+    # the optimum at the edge of both: "widen --params", "raise --max-gpus" in the CLI's words
+    page = _open(site, "?max_gpus=512&hi=3B")
+    try:
+        words = page.inner_text("#warnings")
+        assert "widen “Model sizes”" in words and "raise “Most GPUs”" in words
+        assert "--params" not in words and "--max-gpus" not in words
+    finally:
+        page.close()
+
+
+def test_every_control_the_page_maps_is_a_request_field(site):
+    page = _open(site)
+    try:
+        labels = page.evaluate("CONTROL_LABELS")
+        schemas = page.evaluate(
+            "fetch('/openapi.json').then(r => r.json()).then(o => o.components.schemas)"
+        )
+        assert set(labels) == {"solve", "estimate"}
+        for tab, mapped in labels.items():
+            fields = schemas[tab.capitalize() + "Request"]["properties"]
+            assert mapped and set(mapped) <= set(fields), tab
+    finally:
+        page.close()

@@ -213,7 +213,7 @@ async function run() {
 function showError(doc) {
   document.body.dataset.state = "error";
   $("error").hidden = false;
-  $("error").textContent = doc.error || JSON.stringify(doc);
+  $("error").textContent = pageWords(doc.error || JSON.stringify(doc), view.tab);
   $("status").textContent = "not accepted";
   for (const el of document.querySelectorAll(".bad")) el.classList.remove("bad");
   const field = doc.field && $(view.tab === "solve" ? doc.field : "e-" + doc.field);
@@ -232,7 +232,7 @@ async function showSolve(status, doc, ms) {
   if (doc.infeasible) {
     document.body.dataset.state = "infeasible";
     $("infeasible").hidden = false;
-    $("infeasible-message").textContent = doc.message.replace(/^no plan meets the pins: /, "");
+    $("infeasible-message").textContent = pageWords(doc.message.replace(/^no plan meets the pins: /, ""), "solve");
     $("frontier-box").hidden = true;
     $("plan-card").hidden = true;
     $("runners").innerHTML = "";
@@ -258,7 +258,7 @@ function showEstimate(status, doc, ms) {
   if (doc.infeasible) {
     document.body.dataset.state = "infeasible";
     $("infeasible").hidden = false;
-    $("infeasible-message").textContent = doc.message;
+    $("infeasible-message").textContent = pageWords(doc.message, "estimate");
     $("plan-card").hidden = true;
     return;
   }
@@ -342,7 +342,7 @@ function showPlan(plan, title, warnings) {
   ul.innerHTML = "";
   for (const w of warnings || []) {
     const li = document.createElement("li");
-    li.textContent = w;
+    li.textContent = pageWords(w, view.tab);
     ul.appendChild(li);
   }
   $("plan-card").hidden = false;
