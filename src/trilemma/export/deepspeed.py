@@ -48,6 +48,36 @@ def config(
     as "auto", for Hugging Face's Trainer, which fills them from its TrainingArguments
     (transformers integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_process)."""
     notes: list[str] = []
+    _check_expressible(pl, n, ft, engine)
+    rec = recipe(ft)
+    cfg: dict[str, Any] = {
+        "train_batch_size": "auto" if auto else n.global_batch,
+        "train_micro_batch_size_per_gpu": "auto" if auto else n.micro_batch,
+        "gradient_accumulation_steps": "auto" if auto else n.accumulation,
+        "gradient_clipping": "auto" if auto else rec["grad_clip"],
+        "zero_optimization": {"stage": int(n.zero)},
+    }
+    if pl.precision == Precision.BF16:
+        cfg["bf16"] = {"enabled": "auto" if auto else True}
+    elif pl.precision == Precision.FP16:
+        cfg["fp16"] = {**FP16, "enabled": "auto" if auto else True}
+    if n.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": n.tp}
+    _offload(cfg, n, ft, engine)
+    if n.recompute == Recompute.FULL and engine == ENGINE:
+        notes.append(
+            "recompute full: the model's code checkpoints each layer (deepspeed.checkpointing.checkpoint, "
+            "or a Hugging Face model's gradient_checkpointing_enable()); the JSON config does not switch it on"
+        )
+    if pl.compile and engine == ENGINE:
+        notes.append("compile: call engine.compile() on the DeepSpeed engine (not a JSON key)")
+    return cfg, notes
+
+
+def _check_expressible(pl: TrainingPlan, n: PlanNumbers, ft: FineTune | None, engine: str) -> None:
+    """ExportError for what a DeepSpeed JSON config cannot say: pipeline, context or expert
+    parallelism, TP with sequence parallelism, fp8, a frozen-layer or LoRA fine-tune (on its own),
+    selective recomputation."""
     for axis, value, why in (
         (
             "pp",
@@ -105,20 +135,11 @@ def config(
             "DeepSpeed and Hugging Face models recompute whole "
             "layers (activation checkpointing); they have no selective recomputation",
         )
-    rec = recipe(ft)
-    cfg: dict[str, Any] = {
-        "train_batch_size": "auto" if auto else n.global_batch,
-        "train_micro_batch_size_per_gpu": "auto" if auto else n.micro_batch,
-        "gradient_accumulation_steps": "auto" if auto else n.accumulation,
-        "gradient_clipping": "auto" if auto else rec["grad_clip"],
-        "zero_optimization": {"stage": int(n.zero)},
-    }
-    if pl.precision == Precision.BF16:
-        cfg["bf16"] = {"enabled": "auto" if auto else True}
-    elif pl.precision == Precision.FP16:
-        cfg["fp16"] = {**FP16, "enabled": "auto" if auto else True}
-    if n.tp > 1:
-        cfg["tensor_parallel"] = {"autotp_size": n.tp}
+
+
+def _offload(cfg: dict[str, Any], n: PlanNumbers, ft: FineTune | None, engine: str) -> None:
+    """The fine-tune's offload into ``cfg``'s zero_optimization; ExportError below the ZeRO stage
+    DeepSpeed offloads it from."""
     offload = Offload(ft.offload) if ft is not None else Offload.NONE
     if n.zero < offload.min_zero:
         what = "parameters" if offload == Offload.OPTIMIZER_PARAMS else "optimizer states"
@@ -135,14 +156,6 @@ def config(
         cfg["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
     if offload == Offload.OPTIMIZER_PARAMS:
         cfg["zero_optimization"]["offload_param"] = {"device": "cpu"}
-    if n.recompute == Recompute.FULL and engine == ENGINE:
-        notes.append(
-            "recompute full: the model's code checkpoints each layer (deepspeed.checkpointing.checkpoint, "
-            "or a Hugging Face model's gradient_checkpointing_enable()); the JSON config does not switch it on"
-        )
-    if pl.compile and engine == ENGINE:
-        notes.append("compile: call engine.compile() on the DeepSpeed engine (not a JSON key)")
-    return cfg, notes
 
 
 def export(
