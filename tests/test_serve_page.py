@@ -61,6 +61,14 @@ SHOWN_FILLS = """ps => {
 }"""
 
 
+def _answered(page, before: str | None, state: str = "ready") -> None:
+    """Wait for an answer newer than ``before`` that left the page in ``state``."""
+    page.wait_for_function(
+        f"document.body.dataset.done !== {before!r} && document.body.dataset.state === {state!r}",
+        timeout=WAIT_MS,
+    )
+
+
 def _rgb(text: str) -> tuple[int, ...]:
     inner = text[text.index("(") + 1 : text.index(")")]
     return tuple(int(float(x)) for x in inner.split(",")[:3])
@@ -92,7 +100,7 @@ def test_messages_name_the_page_controls_not_cli_flags(site):
     try:
         words = page.inner_text("#warnings")
         assert "widen “Model sizes”" in words and "raise “Most GPUs”" in words
-        assert "--params" not in words and "--max-gpus" not in words
+        assert "set “price (More inputs)” for yours" in words and "--" not in words
     finally:
         page.close()
 
@@ -108,5 +116,52 @@ def test_every_control_the_page_maps_is_a_request_field(site):
         for tab, mapped in labels.items():
             fields = schemas[tab.capitalize() + "Request"]["properties"]
             assert mapped and set(mapped) <= set(fields), tab
+    finally:
+        page.close()
+
+
+def test_more_inputs_are_built_from_the_request_schema(site):
+    page = _open(site)
+    try:
+        schemas = page.evaluate(
+            "fetch('/openapi.json').then(r => r.json()).then(o => o.components.schemas)"
+        )
+        mapped = page.evaluate("CONTROL_LABELS")
+        for tab in ("solve", "estimate"):
+            box = page.locator(f"#{tab}-more")
+            assert box.evaluate("d => d.open") is False  # collapsed: the default view stays simple
+            keys = box.locator("[data-key]").evaluate_all("es => es.map(e => e.dataset.key)")
+            fields = schemas[tab.capitalize() + "Request"]["properties"]
+            assert set(keys) == set(fields) - set(mapped[tab])
+        done = page.evaluate("document.body.dataset.done")
+        page.click("#tab-estimate")
+        _answered(page, done)
+        page.click("#estimate-more summary")
+        done = page.evaluate("document.body.dataset.done")
+        page.fill("#more-estimate-pue", "1.5")
+        _answered(page, done)
+        assert page.evaluate("window.trilemma.shown.cost.pue") == 1.5
+        assert "e.pue=1.5" in page.url
+        # the server's bound, beside the control it names
+        done = page.evaluate("document.body.dataset.done")
+        page.fill("#more-estimate-pue", "0.5")
+        _answered(page, done, "error")
+        assert page.inner_text("#more-estimate-pue-error").startswith("pue: 0.5 is not allowed")
+        assert "bad" in (page.get_attribute("#more-estimate-pue", "class") or "")
+    finally:
+        page.close()
+
+
+def test_gpu_counts_and_model_sizes_beyond_the_old_lists_can_be_typed(site):
+    # the frontier lab's scenario: 32,768 GPUs and models up to 3T
+    page = _open(site)
+    try:
+        done = page.evaluate("document.body.dataset.done")
+        page.fill("#max-gpus", "32768")
+        page.fill("#params-hi", "3T")
+        _answered(page, done)
+        req = page.evaluate("window.trilemma.solveReq")
+        assert (req["max-gpus"], req["params"]) == ("32768", "50M..3T")
+        assert page.evaluate("window.trilemma.solveDoc.optimum.hardware.n_gpus") > 0
     finally:
         page.close()

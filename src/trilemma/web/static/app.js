@@ -4,9 +4,11 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const SIZES = ["50M", "100M", "300M", "1B", "3B", "7B", "13B", "30B", "70B", "175B", "400B", "1T"];
+// suggestions only: any size up to the solver's 10T and any whole number of GPUs may be typed
+const SIZES = ["50M", "100M", "300M", "1B", "3B", "7B", "13B", "30B", "70B", "175B", "400B", "1T", "3T", "10T"];
 const PRECISIONS = ["bf16", "fp8", "fp16", "fp32", "tf32"];
-const MAX_GPUS = ["8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096", "8192", "16384"];
+const MAX_GPUS = ["8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096", "8192", "16384", "32768",
+                  "65536", "131072"];
 const DEBOUNCE_MS = 250;
 const DAY_S = 86400, YEAR_S = 365.25 * DAY_S, KWH_J = 3.6e6;
 
@@ -97,8 +99,8 @@ function solveRequest() {
   req.precision = checked("precisions");
   const gpus = checked("gpus");
   if (gpus.length !== view.hardware.length) req.gpu = gpus;
-  req["max-gpus"] = $("max-gpus").value;
-  return req;
+  req["max-gpus"] = $("max-gpus").value.trim();
+  return Object.assign(req, moreValues("solve"));
 }
 
 function estimateRequest() {
@@ -108,7 +110,7 @@ function estimateRequest() {
     const v = $("e-" + k).value.trim();
     if (v) req[k] = v;
   }
-  return req;
+  return Object.assign(req, moreValues("estimate"));
 }
 
 const URL_KEYS = {  // query-string key -> [element id, kind]
@@ -130,6 +132,7 @@ function writeUrl() {
       if (on.length !== all) q.set(key, on.join(","));
     } else if ($(id).value !== "") q.set(key, $(id).value);
   }
+  writeMoreUrl(q);
   history.replaceState(null, "", "?" + q.toString());
 }
 
@@ -151,6 +154,7 @@ function readUrl() {
       el.value = v;
     }
   }
+  readMoreUrl(q);
 }
 
 function syncSliders() {
@@ -216,6 +220,8 @@ function showError(doc) {
   $("error").textContent = pageWords(doc.error || JSON.stringify(doc), view.tab);
   $("status").textContent = "not accepted";
   for (const el of document.querySelectorAll(".bad")) el.classList.remove("bad");
+  clearMoreErrors();
+  if (doc.field && showMoreError(view.tab, doc.field, $("error").textContent)) return;
   const field = doc.field && $(view.tab === "solve" ? doc.field : "e-" + doc.field);
   if (field) field.classList.add("bad");
 }
@@ -224,6 +230,7 @@ function clearMessages() {
   $("error").hidden = true;
   $("infeasible").hidden = true;
   for (const el of document.querySelectorAll(".bad")) el.classList.remove("bad");
+  clearMoreErrors();
 }
 
 async function showSolve(status, doc, ms) {
@@ -383,18 +390,14 @@ function drawMemory(mem) {
 // ------------------------------------------------------------------ start
 
 function fillStatic() {
-  const lo = $("params-lo"), hi = $("params-hi");
-  for (const s of SIZES) { lo.add(new Option(s, s)); hi.add(new Option(s, s)); }
-  lo.value = "50M";
-  hi.value = "1T";
+  for (const s of SIZES) $("sizes").appendChild(new Option(s, s));
   for (const p of PRECISIONS) {
     const label = document.createElement("label");
     label.innerHTML = `<input type="checkbox" value="${p}"${p === "bf16" ? " checked" : ""}> ${p}`;
     $("precisions").appendChild(label);
     $("e-precision").add(new Option(p, p));
   }
-  for (const n of MAX_GPUS) $("max-gpus").add(new Option(n, n));
-  $("max-gpus").value = "16384";
+  for (const n of MAX_GPUS) $("gpu-counts").appendChild(new Option(n, n));
 }
 
 function fillPresets(presets) {
@@ -421,11 +424,12 @@ function selectTab(tab) {
 async function start() {
   const presets = fetch("/api/presets", { method: "POST", headers: { "Content-Type": "application/json" },
                                           body: "{}" }).then((r) => r.json());
+  const schemas = fetch("/openapi.json").then((r) => r.json()).then((o) => o.components.schemas);
   fillStatic();
   // a solve over every GPU type (the link names none) needs nothing from the presets: it is asked for at
   // once, while the presets arrive and plotly.js loads; otherwise after the GPU pickers are filled
   const q = new URLSearchParams(location.search);
-  const early = q.get("tab") !== "estimate" && !q.has("gpu");
+  const early = q.get("tab") !== "estimate" && !q.has("gpu") && !urlHasMore(q);
   if (early) {
     readUrl();
     selectTab(view.tab);
@@ -434,6 +438,8 @@ async function start() {
   }
   fillPresets(await presets);
   performance.mark("trilemma:presets");
+  const fields = await schemas;
+  for (const tab of Object.keys(MORE)) buildMore(tab, fields);
   if (!early) {
     readUrl();
     selectTab(view.tab);

@@ -15,9 +15,10 @@ const CONTROL_LABELS = {
   },
 };
 
-// the label of the control for a request key on a tab; null when the page has none
+// the label of the control for a request key on a tab (the main controls, then More inputs); null
+// when the page has none
 function controlLabel(tab, key) {
-  return CONTROL_LABELS[tab][key] || null;
+  return CONTROL_LABELS[tab][key] || moreLabel(tab, key);
 }
 
 // `text` with each --flag the page has a control for replaced by that control's label in quotes
