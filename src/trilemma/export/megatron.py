@@ -29,6 +29,7 @@ Arg = tuple[str, Any]  # (flag, value); value None for a switch
 
 
 def _model_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
+    """The model's shape and architecture flags; ExportError for what pretrain_gpt.py cannot build."""
     if not m.causal:
         raise ExportError(
             ENGINE,
@@ -46,26 +47,7 @@ def _model_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
         a += [("--group-query-attention", None), ("--num-query-groups", m.kv_heads)]
     if m.d_head * m.n_heads != m.d_model:
         a.append(("--kv-channels", m.d_head))
-    pos = {
-        PositionType.ROTARY: "rope",
-        PositionType.LEARNED: "learned_absolute",
-        PositionType.NONE: "none",
-    }
-    if m.position not in pos:
-        raise ExportError(
-            ENGINE,
-            "position",
-            m.position,
-            "Megatron-LM's --position-embedding-type has rope, "
-            "learned_absolute, yarn, mrope, relative (T5 buckets) and none",
-        )
-    a.append(("--position-embedding-type", pos[m.position]))
-    a.append(
-        (
-            "--max-position-embeddings",
-            m.max_positions if m.position == PositionType.LEARNED else n.seq_len,
-        )
-    )
+    a += _position_args(m, n)
     a.append(("--normalization", "RMSNorm" if m.norm == NormType.RMSNORM else "LayerNorm"))
     if m.ffn_type == FfnType.SWIGLU:
         a.append(("--swiglu", None))
@@ -80,38 +62,76 @@ def _model_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
             f"{m.name} (block layout)",
             "Megatron-LM's GPT is a pre-norm sequential block with a final norm",
         )
+    a += _bias_args(m)
+    if not m.tied_embeddings:
+        a.append(("--untie-embeddings-and-output-weights", None))
+    if not m.dropout:  # Megatron-LM's defaults are 0.1
+        a += [("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
+    a += _moe_args(m)
+    return a
+
+
+def _position_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
+    """--position-embedding-type and --max-position-embeddings (learned: the model's; else the
+    sequence)."""
+    pos = {
+        PositionType.ROTARY: "rope",
+        PositionType.LEARNED: "learned_absolute",
+        PositionType.NONE: "none",
+    }
+    if m.position not in pos:
+        raise ExportError(
+            ENGINE,
+            "position",
+            m.position,
+            "Megatron-LM's --position-embedding-type has rope, "
+            "learned_absolute, yarn, mrope, relative (T5 buckets) and none",
+        )
+    return [
+        ("--position-embedding-type", pos[m.position]),
+        (
+            "--max-position-embeddings",
+            m.max_positions if m.position == PositionType.LEARNED else n.seq_len,
+        ),
+    ]
+
+
+def _bias_args(m: ModelSpec) -> list[Arg]:
+    """The linear-bias flags: all biased (none), none, or only the QKV projection."""
     bias = (m.qkv_bias, m.out_bias, m.mlp_bias)
     if bias == (False, False, False):
-        a.append(("--disable-bias-linear", None))
-    elif bias == (True, False, False):
-        a += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
-    elif bias != (True, True, True):
+        return [("--disable-bias-linear", None)]
+    if bias == (True, False, False):
+        return [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
+    if bias != (True, True, True):
         raise ExportError(
             ENGINE,
             "biases",
             f"qkv={m.qkv_bias} out={m.out_bias} mlp={m.mlp_bias}",
             "Megatron-LM biases all linears, none, or only the QKV projection (--add-qkv-bias)",
         )
-    if not m.tied_embeddings:
-        a.append(("--untie-embeddings-and-output-weights", None))
-    if not m.dropout:  # Megatron-LM's defaults are 0.1
-        a += [("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
-    if m.is_moe:
-        if m.moe_every != 1 or m.first_dense_layers or m.shared_expert_gate:
-            raise ExportError(
-                ENGINE,
-                "MoE layout",
-                m.name,
-                "the exporter writes every layer as MoE without a "
-                "shared-expert gate (--moe-layer-freq patterns are not exported)",
-            )
-        a += [
-            ("--num-experts", m.n_experts),
-            ("--moe-router-topk", m.top_k),
-            ("--moe-ffn-hidden-size", m.expert_ffn),
-        ]
-        if m.n_shared_experts:
-            a.append(("--moe-shared-expert-intermediate-size", m.n_shared_experts * m.expert_ffn))
+    return []
+
+
+def _moe_args(m: ModelSpec) -> list[Arg]:
+    """Experts, top-k and expert width, every layer an MoE layer (with shared experts)."""
+    if not m.is_moe:
+        return []
+    if m.moe_every != 1 or m.first_dense_layers or m.shared_expert_gate:
+        raise ExportError(
+            ENGINE,
+            "MoE layout",
+            m.name,
+            "the exporter writes every layer as MoE without a "
+            "shared-expert gate (--moe-layer-freq patterns are not exported)",
+        )
+    a: list[Arg] = [
+        ("--num-experts", m.n_experts),
+        ("--moe-router-topk", m.top_k),
+        ("--moe-ffn-hidden-size", m.expert_ffn),
+    ]
+    if m.n_shared_experts:
+        a.append(("--moe-shared-expert-intermediate-size", m.n_shared_experts * m.expert_ffn))
     return a
 
 
@@ -180,7 +200,25 @@ def arguments(
         raise ExportError(ENGINE, "compile", "on", "Megatron-LM has no torch.compile switch")
     notes: list[str] = []
     a = _model_args(m, n)
-    a += [("--tensor-model-parallel-size", n.tp)] + _stage_args(m, n)
+    a += _parallel_args(m, pl, n, notes)
+    a += _recompute_args(n)
+    a += [
+        ("--micro-batch-size", n.micro_batch),
+        ("--global-batch-size", n.global_batch),
+        ("--seq-length", n.seq_len),
+        ("--train-iters", n.steps),
+    ]
+    a += _precision_args(pl, notes)
+    a += _kernel_args(pl, notes)
+    rec = recipe(ft)
+    a += _optimizer_args(pl, n, rec)
+    notes.append(f"recipe: {rec['source']} (Megatron-LM's adam is AdamW: decoupled weight decay)")
+    return a, notes
+
+
+def _parallel_args(m: ModelSpec, pl: TrainingPlan, n: PlanNumbers, notes: list[str]) -> list[Arg]:
+    """The parallel degrees, sequence parallelism (with async TP's overlap) and the ZeRO stage."""
+    a: list[Arg] = [("--tensor-model-parallel-size", n.tp)] + _stage_args(m, n)
     if n.cp > 1:
         a.append(("--context-parallel-size", n.cp))
     if n.ep > 1:
@@ -208,6 +246,12 @@ def arguments(
         ],
     }
     a += zero.get(n.zero, [])
+    return a
+
+
+def _recompute_args(n: PlanNumbers) -> list[Arg]:
+    """Selective (the attention core) or full (every layer) recomputation; ExportError for op-level."""
+    a: list[Arg] = []
     if n.recompute == Recompute.SELECTIVE:
         a.append(
             ("--recompute-granularity", "selective")
@@ -226,12 +270,12 @@ def arguments(
             "torchtitan's op-level recomputation has no "
             "Megatron-LM equivalent (--recompute-modules names whole modules)",
         )
-    a += [
-        ("--micro-batch-size", n.micro_batch),
-        ("--global-batch-size", n.global_batch),
-        ("--seq-length", n.seq_len),
-        ("--train-iters", n.steps),
-    ]
+    return a
+
+
+def _precision_args(pl: TrainingPlan, notes: list[str]) -> list[Arg]:
+    """The precision flags (fp8: Transformer Engine's hybrid format)."""
+    a: list[Arg] = []
     prec = pl.precision
     if prec == Precision.BF16:
         a.append(("--bf16", None))
@@ -249,6 +293,12 @@ def arguments(
         notes.append(
             f"{prec}: no precision flag (fp32 parameters and matmuls; TF32 follows PyTorch's setting)"
         )
+    return a
+
+
+def _kernel_args(pl: TrainingPlan, notes: list[str]) -> list[Arg]:
+    """The attention backend, the unfused softmax and the fused cross-entropy."""
+    a: list[Arg] = []
     a.append(("--attention-backend", "flash" if pl.flash_attention else "unfused"))
     if not pl.flash_attention and pl.softmax_passes > 1:
         # Megatron-LM's FusedScaleMaskSoftmax without its fused kernel: scale, mask, torch.softmax (3 passes)
@@ -262,7 +312,12 @@ def arguments(
             )
     if pl.fused_loss:
         a.append(("--cross-entropy-loss-fusion", None))
-    rec = recipe(ft)
+    return a
+
+
+def _optimizer_args(pl: TrainingPlan, n: PlanNumbers, rec: dict[str, Any]) -> list[Arg]:
+    """The optimizer and its schedule from the recipe ``rec``."""
+    a: list[Arg] = []
     a += [
         ("--optimizer", "adam" if pl.optimizer == Optimizer.ADAMW else "sgd"),
         ("--lr", rec["lr"]),
@@ -276,8 +331,7 @@ def arguments(
         ("--adam-beta2", rec["adam_beta2"]),
         ("--adam-eps", rec["adam_eps"]),
     ]
-    notes.append(f"recipe: {rec['source']} (Megatron-LM's adam is AdamW: decoupled weight decay)")
-    return a, notes
+    return a
 
 
 def export(
