@@ -5,6 +5,9 @@ opens its own page. Marked slow."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,5 +166,31 @@ def test_gpu_counts_and_model_sizes_beyond_the_old_lists_can_be_typed(site):
         req = page.evaluate("window.trilemma.solveReq")
         assert (req["max-gpus"], req["params"]) == ("32768", "50M..3T")
         assert page.evaluate("window.trilemma.solveDoc.optimum.hardware.n_gpus") > 0
+    finally:
+        page.close()
+
+
+def test_plan_and_frontier_download_as_the_page_shows_them(site):
+    page = _open(site, "?hi=1B")
+    try:
+        with page.expect_download() as got:
+            page.click("#download-plan")
+        plan = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
+        assert got.value.suggested_filename == "trilemma-plan.json"
+        assert plan == page.evaluate("window.trilemma.shown")
+        with page.expect_download() as got:
+            page.click("#download-frontier")
+        rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text("utf-8"))))
+        f = page.evaluate("window.trilemma.solveDoc.frontier_points")
+        assert len(rows) == len(f["time_s"]) > 0
+        for i in (0, len(rows) - 1):
+            c = f["configs"][f["config"][i]]
+            assert (rows[i]["model"], rows[i]["gpu"], int(rows[i]["n_gpus"])) == (
+                c["model"],
+                c["gpu"],
+                c["n_gpus"],
+            )
+            assert float(rows[i]["usd"]) == f["usd"][i] and float(rows[i]["loss"]) == f["loss"][i]
+            assert rows[i]["feasible"] == str(f["feasible"][i])
     finally:
         page.close()

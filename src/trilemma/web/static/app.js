@@ -455,6 +455,7 @@ async function start() {
     form.addEventListener("input", (ev) => { if (!ev.target.id.endsWith("-slider")) schedule(); });
     form.addEventListener("change", (ev) => { if (!ev.target.id.endsWith("-slider")) schedule(); });
   }
+  wireDownloads();
   $("gpu-all").addEventListener("click", () => {
     for (const box of $("gpus").querySelectorAll("input")) box.checked = true;
     schedule();
