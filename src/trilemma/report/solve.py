@@ -117,7 +117,7 @@ def print_solve(r: Any) -> None:
             )
         )
     if o.deploy is not None:
-        from trilemma.report.table import deploy_table
+        from trilemma.report.estimate_tables import deploy_table
 
         c.print(deploy_table(o.deploy))
     if o.memory.headroom > 0:
@@ -128,7 +128,7 @@ def print_solve(r: Any) -> None:
     if r.optimum_loss is not None:
         c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
     if o.finetune is not None:
-        from trilemma.report.table import finetune_line
+        from trilemma.report.estimate_tables import finetune_line
 
         c.print(f"fine-tune: {finetune_line(o)}")
     if r.frontier is not None:
