@@ -56,20 +56,9 @@ def _row(e: Any, loss: Any) -> list[str]:
 
 
 def print_solve(r: Any) -> None:
+    """One solve in the terminal: the optimum and runners-up, their changes, notes and the frontier."""
     c = console()
-    p = r.pins
-    pinned = []
-    if p.deadline_s is not None:
-        pinned.append(f"deadline {fmt_duration(p.deadline_s)}")
-    if p.budget_usd is not None:
-        pinned.append(f"budget {fmt_usd(p.budget_usd)}")
-    if p.budget_gpu_hours is not None:
-        pinned.append(f"budget {p.budget_gpu_hours:,.0f} GPU-hours")
-    if p.budget_kwh is not None:
-        pinned.append(f"budget {fmt_energy_kwh(p.budget_kwh)}")
-    if p.target_loss is not None:
-        pinned.append(f"target loss {p.target_loss}")
-    t = Table(title=f"trilemma solve — {', '.join(pinned) or 'no pins'}; minimise {p.minimize}")
+    t = Table(title=f"trilemma solve — {_pins_title(r.pins)}; minimise {r.pins.minimize}")
     for col in (
         "",
         "model",
@@ -106,16 +95,7 @@ def print_solve(r: Any) -> None:
         f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}"
     )
     if r.lifetime:
-        lt = r.lifetime
-        c.print(
-            f"lifetime: training {fmt_usd(lt['training_usd'])} + serving {fmt_count(lt['inference_tokens'])} tokens "
-            f"{fmt_usd(lt['serving_usd'])} = [bold]{fmt_usd(lt['lifetime_usd'])}[/bold] ({lt['convention']})"
-            + (
-                f"; on the device the serving draws {lt['serving_energy_kwh_on_device'] / KILO:,.0f} MWh"
-                if "serving_energy_kwh_on_device" in lt
-                else ""
-            )
-        )
+        c.print(_lifetime_line(r.lifetime))
     if o.deploy is not None:
         from trilemma.report.estimate_tables import deploy_table
 
@@ -145,6 +125,36 @@ def print_solve(r: Any) -> None:
     )
     for w in (*r.warnings, *o.warnings):
         c.print(f"[yellow]note:[/yellow] {shown(w)}")
+
+
+def _pins_title(p: Any) -> str:
+    """The pins of a solve for its table's title: deadline, budget (dollars, GPU-hours or energy)
+    and target loss, or 'no pins'."""
+    pinned = []
+    if p.deadline_s is not None:
+        pinned.append(f"deadline {fmt_duration(p.deadline_s)}")
+    if p.budget_usd is not None:
+        pinned.append(f"budget {fmt_usd(p.budget_usd)}")
+    if p.budget_gpu_hours is not None:
+        pinned.append(f"budget {p.budget_gpu_hours:,.0f} GPU-hours")
+    if p.budget_kwh is not None:
+        pinned.append(f"budget {fmt_energy_kwh(p.budget_kwh)}")
+    if p.target_loss is not None:
+        pinned.append(f"target loss {p.target_loss}")
+    return ", ".join(pinned) or "no pins"
+
+
+def _lifetime_line(lt: dict[str, Any]) -> str:
+    """Training plus serving dollars (and the device's serving energy, MWh) of the optimum."""
+    return (
+        f"lifetime: training {fmt_usd(lt['training_usd'])} + serving {fmt_count(lt['inference_tokens'])} tokens "
+        f"{fmt_usd(lt['serving_usd'])} = [bold]{fmt_usd(lt['lifetime_usd'])}[/bold] ({lt['convention']})"
+        + (
+            f"; on the device the serving draws {lt['serving_energy_kwh_on_device'] / KILO:,.0f} MWh"
+            if "serving_energy_kwh_on_device" in lt
+            else ""
+        )
+    )
 
 
 def _signed(x: float, fmt: Any) -> str:
