@@ -52,80 +52,12 @@ def _ratio(r: float | None) -> str:
 
 
 def print_validate(doc: dict[str, Any]) -> None:
+    """A backtest in the terminal: its rows, the summary per kind, and the notes that go with it."""
     c = console()
-    t = Table(title="trilemma validate — predicted vs published, one line per row")
-    for col in (
-        "kind",
-        "row",
-        "model",
-        "GPUs",
-        "hardware",
-        "metric",
-        "predicted",
-        "reported",
-        "ratio",
-        "LOSO ratio",
-        "note",
-    ):
-        t.add_column(
-            col,
-            justify="right"
-            if col in ("row", "GPUs", "predicted", "reported", "ratio", "LOSO ratio")
-            else "left",
-        )
-    for r in doc["rows"]:
-        t.add_row(
-            r["kind"],
-            str(r["row"]),
-            r["model"][:40],
-            str(r["n_gpus"]),
-            r["hardware"],
-            _UNIT[r["metric"]][1],
-            _v(r["predicted"], r["metric"]),
-            _v(r["reported"], r["metric"]),
-            _ratio(r["ratio"]),
-            _ratio(r["loso_ratio"]),
-            r["note"],
-        )
+    t = _rows_table(doc["rows"])
     if doc["rows"] or doc["summary"]:  # (--kind finetune: the fine-tune section alone)
         c.print(t)
-    s = Table(title="summary: |log(predicted/reported)| as %")
-    for col in (
-        "kind",
-        "fit",
-        "rows",
-        "median",
-        "worst",
-        "≤10%",
-        "≤25%",
-        "skipped",
-        "80% band coverage",
-    ):
-        s.add_column(
-            col, justify="left" if col in ("kind", "fit", "80% band coverage") else "right"
-        )
-    for kind, parts in doc["summary"].items():
-        first = (
-            ("in-sample", parts["in_sample"])
-            if "in_sample" in parts
-            else ("shipped constants", parts["shipped_constants"])
-        )  # a user's --data rows: out of sample
-        for which, st in (first, ("leave-one-source-out", parts["leave_one_source_out"])):
-            cov = _coverage(parts) if which == "leave-one-source-out" else ""
-            if not st.get("n"):
-                s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]), cov)
-                continue
-            s.add_row(
-                kind,
-                which,
-                str(st["n"]),
-                f"{st['median_error']:.1%}",
-                f"{st['worst_error']:.0%}",
-                f"{st['within_10pct']:.0%}",
-                f"{st['within_25pct']:.0%}",
-                str(parts["skipped"]),
-                cov,
-            )
+    s = _summary_table(doc["summary"])
     if doc["summary"]:
         c.print(s)
     od = doc.get("ondevice")
@@ -153,6 +85,87 @@ def print_validate(doc: dict[str, Any]) -> None:
         "80% band coverage: share of rows inside the band an estimate prints, the band built without the "
         "row's source (time: a whole run's; runs, throughput, memory: each kind's)"
     )
+
+
+def _rows_table(rows: list[dict[str, Any]]) -> Table:
+    """One line per backtested row: predicted, reported, their ratio and the LOSO ratio."""
+    t = Table(title="trilemma validate — predicted vs published, one line per row")
+    for col in (
+        "kind",
+        "row",
+        "model",
+        "GPUs",
+        "hardware",
+        "metric",
+        "predicted",
+        "reported",
+        "ratio",
+        "LOSO ratio",
+        "note",
+    ):
+        t.add_column(
+            col,
+            justify="right"
+            if col in ("row", "GPUs", "predicted", "reported", "ratio", "LOSO ratio")
+            else "left",
+        )
+    for r in rows:
+        t.add_row(
+            r["kind"],
+            str(r["row"]),
+            r["model"][:40],
+            str(r["n_gpus"]),
+            r["hardware"],
+            _UNIT[r["metric"]][1],
+            _v(r["predicted"], r["metric"]),
+            _v(r["reported"], r["metric"]),
+            _ratio(r["ratio"]),
+            _ratio(r["loso_ratio"]),
+            r["note"],
+        )
+    return t
+
+
+def _summary_table(summary: dict[str, Any]) -> Table:
+    """Per kind, in-sample (or shipped constants) and leave-one-source-out errors and coverage."""
+    s = Table(title="summary: |log(predicted/reported)| as %")
+    for col in (
+        "kind",
+        "fit",
+        "rows",
+        "median",
+        "worst",
+        "≤10%",
+        "≤25%",
+        "skipped",
+        "80% band coverage",
+    ):
+        s.add_column(
+            col, justify="left" if col in ("kind", "fit", "80% band coverage") else "right"
+        )
+    for kind, parts in summary.items():
+        first = (
+            ("in-sample", parts["in_sample"])
+            if "in_sample" in parts
+            else ("shipped constants", parts["shipped_constants"])
+        )  # a user's --data rows: out of sample
+        for which, st in (first, ("leave-one-source-out", parts["leave_one_source_out"])):
+            cov = _coverage(parts) if which == "leave-one-source-out" else ""
+            if not st.get("n"):
+                s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]), cov)
+                continue
+            s.add_row(
+                kind,
+                which,
+                str(st["n"]),
+                f"{st['median_error']:.1%}",
+                f"{st['worst_error']:.0%}",
+                f"{st['within_10pct']:.0%}",
+                f"{st['within_25pct']:.0%}",
+                str(parts["skipped"]),
+                cov,
+            )
+    return s
 
 
 def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
