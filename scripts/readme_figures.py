@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 import trilemma.solve.frontier as frontier_module
 from trilemma.cli import app
-from trilemma.report.frontier_plot import fmt_usd_axis
+from trilemma.report.axis_labels import fmt_usd_axis
 from trilemma.report.solve import _signed
 from trilemma.units import fmt_count, fmt_duration, fmt_usd
 
@@ -42,7 +42,9 @@ def solve_json(name: str) -> dict:
 def unfiltered_feasible(name: str) -> int:
     """Points within the pins on the frontier of every plan (the filters' bounds opened)."""
     real = frontier_module.FrontierFilters
-    frontier_module.FrontierFilters = lambda *a, **k: real(min_steps=0, min_time_s=0, max_time_s=1e30)  # type: ignore
+    frontier_module.FrontierFilters = lambda *a, **k: real(
+        min_steps=0, min_time_s=0, max_time_s=1e30
+    )  # type: ignore
     try:
         return int(solve_json(name)["frontier"]["feasible"])
     finally:

@@ -163,7 +163,7 @@ def test_each_runner_up_differs_from_the_optimum_in_exactly_its_named_lever(gpu)
 
 
 def test_axis_formatters_read_as_a_person_writes():
-    from trilemma.report.frontier_plot import fmt_time_axis, fmt_usd_axis, window
+    from trilemma.report.axis_labels import fmt_time_axis, fmt_usd_axis, window
 
     day, hour = 86400.0, 3600.0
     assert fmt_time_axis(3.2 * day) == "3.2 days"

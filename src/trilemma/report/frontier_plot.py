@@ -17,83 +17,18 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
+from trilemma.report.axis_labels import fmt_time_axis, fmt_usd_axis, time_ticks, window
 from trilemma.report.figure import pyplot, save_figure
-from trilemma.units import DAY, HOUR, MINUTE, SI, WEEK, YEAR, fmt_count, fmt_duration, fmt_usd
+from trilemma.units import fmt_count, fmt_duration, fmt_usd
 
-__all__ = ["PLOT_RANGES", "fmt_time_axis", "fmt_usd_axis", "plot_frontier", "window"]
+__all__ = ["PLOT_RANGES", "plot_frontier"]
 
 #: what ``--plot-range`` takes: around the pins and the optimum (the default), or every point
 PLOT_RANGES = ("pins", "full")
 FORMATS = (".png", ".svg", ".pdf")
 CMAP = "viridis_r"  # the third corner's colour: dark is more (longer, dearer, higher loss)
-DECADES = (
-    1.0  # the window reaches this many factors of ten beyond the pins and the optimum, each side
-)
-
-#: tick marks a person reads on a time axis, seconds
-TIME_TICKS = (
-    1.0,
-    10.0,
-    MINUTE,
-    10 * MINUTE,
-    HOUR,
-    6 * HOUR,
-    DAY,
-    3 * DAY,
-    WEEK,
-    30 * DAY,
-    90 * DAY,
-    YEAR,
-    *(YEAR * 10**k for k in range(1, 5)),
-)
-
-
 #: where runner-up labels sit from their marker, points: in turn, so that neighbours' labels part
 OFFSETS = ((7, -11), (7, 5), (-7, 5), (-7, -11))
-
-
-def _sig(v: float) -> str:
-    """Two significant figures, no exponent, no trailing zeros: 3.2, 30, 365."""
-    return f"{v:,.0f}" if v >= 100 else f"{float(f'{v:.2g}'):g}"
-
-
-def fmt_time_axis(s: float) -> str:
-    """Seconds as a tick label: '45 s', '10 min', '6 h', '3.2 days', '1 day', '10 years'."""
-    if s < MINUTE:
-        return f"{_sig(s)} s"
-    if s < HOUR:
-        return f"{_sig(s / MINUTE)} min"
-    if s < DAY:
-        return f"{_sig(s / HOUR)} h"
-    if s < YEAR:
-        v = _sig(s / DAY)
-        return f"{v} day" if v == "1" else f"{v} days"
-    v = _sig(s / YEAR)
-    return f"{v} year" if v == "1" else f"{v} years"
-
-
-def fmt_usd_axis(x: float) -> str:
-    """Dollars as a tick label: '$1.5M', '$100k', '$2B', '$50', '$0.02'."""
-    for scale, suffix in ((SI["G"], "B"), (SI["M"], "M"), (SI["k"], "k")):
-        if x >= scale:
-            return f"${_sig(x / scale)}{suffix}"
-    return f"${_sig(x)}" if x >= 1 else f"${x:.2g}"
-
-
-def window(anchors: list[float], decades: float = DECADES) -> tuple[float, float]:
-    """A log-axis range ``decades`` factors of ten beyond the smallest and the largest anchor."""
-    a = [v for v in anchors if v is not None and np.isfinite(v) and v > 0]
-    return min(a) / 10**decades, max(a) * 10**decades
-
-
-def _time_ticks(lo: float, hi: float) -> list[float]:
-    """The TIME_TICKS in [lo, hi], thinned so that neighbours stand a ninth of the axis (in log) apart."""
-    gap = max(0.3, np.log10(hi / lo) / 9)
-    ticks: list[float] = []
-    for t in TIME_TICKS:
-        if lo <= t <= hi and (not ticks or np.log10(t / ticks[-1]) >= gap):
-            ticks.append(t)
-    return ticks
 
 
 def _caption(r: Any) -> str:
@@ -120,6 +55,20 @@ def _tex(text: str) -> str:
 
 def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
     """Draw ``r``'s frontier (a SolveResult with one) to ``path``; ``plot_range``: 'pins' or 'full'."""
+    _check_plot(r, path, plot_range)
+    plt = pyplot(path)
+    d = _plot_data(r, plot_range)
+    fig, axes = plt.subplots(1, 3, figsize=(19, 5.8))
+    for ax, (x, y) in zip(axes, [("time", "cost"), ("time", "loss"), ("cost", "loss")]):
+        _draw_points(fig, ax, d, x, y)
+        x0, x1, y0, y1 = _draw_pins(ax, d, x, y)
+        _format_axes(ax, d, x, y, (x0, x1, y0, y1))
+    _finish(fig, axes, r, plot_range)
+    return save_figure(fig, path, dpi=110)
+
+
+def _check_plot(r: Any, path: str | Path, plot_range: str) -> None:
+    """InputError for a range, a file type or a solve the plot cannot draw."""
     if plot_range not in PLOT_RANGES:
         raise InputError("plot-range", plot_range, " or ".join(PLOT_RANGES))
     if Path(path).suffix.lower() not in FORMATS:
@@ -133,16 +82,12 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
             "a pre-training solve: a fine-tune has no loss corner to draw "
             "(its plans are in the table and --frontier's CSV)",
         )
-    plt = pyplot(path)
-    from matplotlib.colors import LogNorm, Normalize
-    from matplotlib.ticker import (
-        FixedLocator,
-        FuncFormatter,
-        LogLocator,
-        NullFormatter,
-        NullLocator,
-    )
 
+
+def _plot_data(r: Any, plot_range: str) -> dict[str, Any]:
+    """What the three panels draw: the frontier's points per corner (``pts``), the optimum, the
+    pins, the runners-up, the axis labels and pin texts, the points no filter removed (``kept``)
+    and the axis limits of ``plot_range`` 'pins' (``lim``; none for 'full')."""
     f, p, o = r.frontier, r.pins, r.optimum
     pts = {"time": f.time_s, "cost": f.usd, "loss": f.loss}
     opt = {"time": o.time.total_s, "cost": o.cost.usd, "loss": r.optimum_loss.mean}
@@ -179,157 +124,203 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
         pad = 0.05 * (hi - lo) or 0.05
         lim["loss"] = (lo - pad, hi + pad)
 
-    fig, axes = plt.subplots(1, 3, figsize=(19, 5.8))
-    for ax, (x, y) in zip(axes, [("time", "cost"), ("time", "loss"), ("cost", "loss")]):
-        # the third corner as the colour, over the points in view
-        z = ({"time", "cost", "loss"} - {x, y}).pop()
-        view = np.ones(f.time_s.size, dtype=bool)
-        for name in (x, y):
-            if name in lim:
-                view &= (pts[name] >= lim[name][0]) & (pts[name] <= lim[name][1])
-        zs = pts[z][view & kept] if (view & kept).any() else pts[z]
-        norm = (Normalize if z == "loss" else LogNorm)(
-            vmin=float(zs.min()), vmax=max(float(zs.max()), float(zs.min()) * 1.001)
+    return dict(
+        f=f, pts=pts, opt=opt, pin=pin, ups=ups, label=label, pin_text=pin_text, kept=kept, lim=lim
+    )
+
+
+def _draw_points(fig: Any, ax: Any, d: dict[str, Any], x: str, y: str) -> None:
+    """One panel's points: the frontier coloured by the third corner (with its colour bar), the
+    points a filter removed, the runners-up and the optimum."""
+    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    f, pts, opt, ups, label, kept, lim = (
+        d[k] for k in ("f", "pts", "opt", "ups", "label", "kept", "lim")
+    )
+    # the third corner as the colour, over the points in view
+    z = ({"time", "cost", "loss"} - {x, y}).pop()
+    view = np.ones(f.time_s.size, dtype=bool)
+    for name in (x, y):
+        if name in lim:
+            view &= (pts[name] >= lim[name][0]) & (pts[name] <= lim[name][1])
+    zs = pts[z][view & kept] if (view & kept).any() else pts[z]
+    norm = (Normalize if z == "loss" else LogNorm)(
+        vmin=float(zs.min()), vmax=max(float(zs.max()), float(zs.min()) * 1.001)
+    )
+    outside = kept & ~f.feasible
+    ax.scatter(
+        pts[x][outside],
+        pts[y][outside],
+        s=7,
+        c=pts[z][outside],
+        cmap=CMAP,
+        norm=norm,
+        alpha=0.3,
+        label="frontier, outside the pins (faint)",
+    )
+    sc = ax.scatter(
+        pts[x][kept & f.feasible],
+        pts[y][kept & f.feasible],
+        s=16,
+        c=pts[z][kept & f.feasible],
+        cmap=CMAP,
+        norm=norm,
+        edgecolors="k",
+        linewidths=0.3,
+        label="frontier, within the pins",
+    )
+    bar = fig.colorbar(sc, ax=ax, pad=0.01, fraction=0.05)
+    bar.set_label(label[z] if z != "loss" else "loss", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    if z != "loss":
+        bar.ax.yaxis.set_major_formatter(
+            FuncFormatter(
+                lambda v, _, z=z: fmt_time_axis(v) if z == "time" else _tex(fmt_usd_axis(v))
+            )
         )
-        outside = kept & ~f.feasible
+        bar.ax.yaxis.set_minor_formatter(NullFormatter())
+    if (~kept).any():
         ax.scatter(
-            pts[x][outside],
-            pts[y][outside],
-            s=7,
-            c=pts[z][outside],
-            cmap=CMAP,
-            norm=norm,
-            alpha=0.3,
-            label="frontier, outside the pins (faint)",
+            pts[x][~kept],
+            pts[y][~kept],
+            s=9,
+            c="0.8",
+            marker="x",
+            label="removed by a filter (--frontier-all)",
         )
-        sc = ax.scatter(
-            pts[x][kept & f.feasible],
-            pts[y][kept & f.feasible],
-            s=16,
-            c=pts[z][kept & f.feasible],
-            cmap=CMAP,
-            norm=norm,
-            edgecolors="k",
-            linewidths=0.3,
-            label="frontier, within the pins",
-        )
-        bar = fig.colorbar(sc, ax=ax, pad=0.01, fraction=0.05)
-        bar.set_label(label[z] if z != "loss" else "loss", fontsize=8)
-        bar.ax.tick_params(labelsize=7)
-        if z != "loss":
-            bar.ax.yaxis.set_major_formatter(
-                FuncFormatter(
-                    lambda v, _, z=z: fmt_time_axis(v) if z == "time" else _tex(fmt_usd_axis(v))
-                )
-            )
-            bar.ax.yaxis.set_minor_formatter(NullFormatter())
-        if (~kept).any():
-            ax.scatter(
-                pts[x][~kept],
-                pts[y][~kept],
-                s=9,
-                c="0.8",
-                marker="x",
-                label="removed by a filter (--frontier-all)",
-            )
-        for k, (why, u) in enumerate(ups):
-            ax.scatter(
-                [u[x]],
-                [u[y]],
-                s=55,
-                marker="D",
-                c="tab:orange",
-                edgecolors="white",
-                zorder=6,
-                label="runner-up (one lever changed)" if k == 0 else None,
-            )
-            ax.annotate(
-                why,
-                (u[x], u[y]),
-                xytext=OFFSETS[k % len(OFFSETS)],
-                textcoords="offset points",
-                fontsize=8,
-                color="tab:orange",
-                zorder=7,
-                annotation_clip=True,
-                ha="right" if OFFSETS[k % len(OFFSETS)][0] < 0 else "left",
-            )
+    _draw_marks(ax, ups, opt, x, y)
+
+
+def _draw_marks(
+    ax: Any, ups: list[tuple[str, dict[str, float]]], opt: dict[str, float], x: str, y: str
+) -> None:
+    """The runners-up (each labelled with its lever) and the optimum on one panel."""
+    for k, (why, u) in enumerate(ups):
         ax.scatter(
-            [opt[x]],
-            [opt[y]],
-            s=220,
-            marker="*",
-            c="tab:red",
+            [u[x]],
+            [u[y]],
+            s=55,
+            marker="D",
+            c="tab:orange",
             edgecolors="white",
-            zorder=8,
-            label="optimum",
+            zorder=6,
+            label="runner-up (one lever changed)" if k == 0 else None,
         )
         ax.annotate(
-            "optimum",
-            (opt[x], opt[y]),
-            xytext=(8, 6),
+            why,
+            (u[x], u[y]),
+            xytext=OFFSETS[k % len(OFFSETS)],
             textcoords="offset points",
-            fontsize=9,
-            color="tab:red",
-            weight="bold",
-            zorder=9,
+            fontsize=8,
+            color="tab:orange",
+            zorder=7,
+            annotation_clip=True,
+            ha="right" if OFFSETS[k % len(OFFSETS)][0] < 0 else "left",
         )
-        ax.set_xscale("log")
-        if y != "loss":
-            ax.set_yscale("log")
-        if x in lim:
-            ax.set_xlim(*lim[x])
-        if y in lim:
-            ax.set_ylim(*lim[y])
-        x0, x1 = ax.get_xlim()
-        y0, y1 = ax.get_ylim()
-        # the pins as lines, the region beyond them shaded
-        if pin[x] is not None:
-            ax.axvline(pin[x], ls="--", c="k", lw=1)
-            ax.axvspan(pin[x], max(x1, pin[x]), color="tab:red", alpha=0.07, lw=0)
-            ax.text(
-                pin[x],
-                0.98,
-                " " + pin_text[x](pin[x]),
-                transform=ax.get_xaxis_transform(),
-                fontsize=8,
-                va="top",
-                ha="left",
+    ax.scatter(
+        [opt[x]],
+        [opt[y]],
+        s=220,
+        marker="*",
+        c="tab:red",
+        edgecolors="white",
+        zorder=8,
+        label="optimum",
+    )
+    ax.annotate(
+        "optimum",
+        (opt[x], opt[y]),
+        xytext=(8, 6),
+        textcoords="offset points",
+        fontsize=9,
+        color="tab:red",
+        weight="bold",
+        zorder=9,
+    )
+
+
+def _draw_pins(ax: Any, d: dict[str, Any], x: str, y: str) -> tuple[float, float, float, float]:
+    """Log scales, the limits in view, and the pins as dashed lines with the region beyond them
+    shaded; the panel's limits (x0, x1, y0, y1)."""
+    pin, pin_text, lim = d["pin"], d["pin_text"], d["lim"]
+    ax.set_xscale("log")
+    if y != "loss":
+        ax.set_yscale("log")
+    if x in lim:
+        ax.set_xlim(*lim[x])
+    if y in lim:
+        ax.set_ylim(*lim[y])
+    x0, x1 = ax.get_xlim()
+    y0, y1 = ax.get_ylim()
+    # the pins as lines, the region beyond them shaded
+    if pin[x] is not None:
+        ax.axvline(pin[x], ls="--", c="k", lw=1)
+        ax.axvspan(pin[x], max(x1, pin[x]), color="tab:red", alpha=0.07, lw=0)
+        ax.text(
+            pin[x],
+            0.98,
+            " " + pin_text[x](pin[x]),
+            transform=ax.get_xaxis_transform(),
+            fontsize=8,
+            va="top",
+            ha="left",
+        )
+    if pin[y] is not None:
+        ax.axhline(pin[y], ls="--", c="k", lw=1)
+        ax.axhspan(
+            pin[y], max(y1, pin[y]), color="tab:red", alpha=0.07, lw=0, label="outside the pins"
+        )
+        ax.text(
+            0.01,
+            pin[y],
+            pin_text[y](pin[y]),
+            transform=ax.get_yaxis_transform(),
+            fontsize=8,
+            va="bottom",
+            ha="left",
+        )
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    return x0, x1, y0, y1
+
+
+def _format_axes(
+    ax: Any, d: dict[str, Any], x: str, y: str, limits: tuple[float, float, float, float]
+) -> None:
+    """Ticks in days and dollars, the axis labels, the title and the grid of one panel."""
+    from matplotlib.ticker import (
+        FixedLocator,
+        FuncFormatter,
+        LogLocator,
+        NullFormatter,
+        NullLocator,
+    )
+
+    x0, x1, y0, y1 = limits
+    label = d["label"]
+    for axis, name in ((ax.xaxis, x), (ax.yaxis, y)):
+        if name == "time":
+            lo, hi = (x0, x1) if axis is ax.xaxis else (y0, y1)
+            axis.set_major_locator(FixedLocator(time_ticks(lo, hi)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: fmt_time_axis(v)))
+            axis.set_minor_locator(NullLocator())
+        elif name == "cost":
+            lo, hi = (x0, x1) if axis is ax.xaxis else (y0, y1)
+            wide = np.log10(hi / lo) > 4  # 1-2-5 steps within a few decades, else whole decades
+            axis.set_major_locator(
+                LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0), numticks=9)
             )
-        if pin[y] is not None:
-            ax.axhline(pin[y], ls="--", c="k", lw=1)
-            ax.axhspan(
-                pin[y], max(y1, pin[y]), color="tab:red", alpha=0.07, lw=0, label="outside the pins"
-            )
-            ax.text(
-                0.01,
-                pin[y],
-                pin_text[y](pin[y]),
-                transform=ax.get_yaxis_transform(),
-                fontsize=8,
-                va="bottom",
-                ha="left",
-            )
-        ax.set_xlim(x0, x1)
-        ax.set_ylim(y0, y1)
-        for axis, name in ((ax.xaxis, x), (ax.yaxis, y)):
-            if name == "time":
-                lo, hi = (x0, x1) if axis is ax.xaxis else (y0, y1)
-                axis.set_major_locator(FixedLocator(_time_ticks(lo, hi)))
-                axis.set_major_formatter(FuncFormatter(lambda v, _: fmt_time_axis(v)))
-                axis.set_minor_locator(NullLocator())
-            elif name == "cost":
-                lo, hi = (x0, x1) if axis is ax.xaxis else (y0, y1)
-                wide = np.log10(hi / lo) > 4  # 1-2-5 steps within a few decades, else whole decades
-                axis.set_major_locator(
-                    LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0), numticks=9)
-                )
-                axis.set_major_formatter(FuncFormatter(lambda v, _: _tex(fmt_usd_axis(v))))
-                axis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(label[x])
-        ax.set_ylabel(label[y])
-        ax.set_title(f"{x} – {y}", fontsize=10)
-        ax.grid(True, which="major", lw=0.4, alpha=0.4)
+            axis.set_major_formatter(FuncFormatter(lambda v, _: _tex(fmt_usd_axis(v))))
+            axis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(label[x])
+    ax.set_ylabel(label[y])
+    ax.set_title(f"{x} – {y}", fontsize=10)
+    ax.grid(True, which="major", lw=0.4, alpha=0.4)
+
+
+def _finish(fig: Any, axes: Any, r: Any, plot_range: str) -> None:
+    """The legend (each label once), the title and the caption; the layout tightened."""
     handles, labels = axes[0].get_legend_handles_labels()
     seen = dict(zip(labels, handles))
     fig.legend(
@@ -355,4 +346,3 @@ def plot_frontier(r: Any, path: str | Path, plot_range: str = "pins") -> Path:
     )
     fig.text(0.01, 0.01, _caption(r), fontsize=8, va="bottom", ha="left")
     fig.tight_layout(rect=(0, 0.07, 1, 0.9))
-    return save_figure(fig, path, dpi=110)

@@ -10,7 +10,8 @@ from trilemma.console import console, shown
 from trilemma.estimate.bands import family_calibrated
 from trilemma.estimate.stability import stability_flag
 from trilemma.fileio import write_csv_atomic
-from trilemma.report.frontier_plot import fmt_usd_axis, plot_frontier
+from trilemma.report.axis_labels import fmt_usd_axis
+from trilemma.report.frontier_plot import plot_frontier
 from trilemma.units import (
     KILO,
     fmt_bytes,
