@@ -18,7 +18,7 @@ from importlib import resources
 
 import numpy as np
 
-from trilemma.quality.fit import bootstrap, fit_point
+from trilemma.quality.fit_procedure import bootstrap, fit_point
 
 PUBLISHED_95 = {  # Besiroglu et al. 2024, notebook output (reference/scaling_laws.md §2)
     "A": (285.2, 743.6),

@@ -24,7 +24,8 @@ from clitools import run
 
 from trilemma.errors import InputError
 from trilemma.quality import get_law, predict_loss
-from trilemma.quality.fit import bootstrap, fit_point, fit_runs, leave_out
+from trilemma.quality.fit import fit_runs
+from trilemma.quality.fit_procedure import bootstrap, fit_point, leave_out
 from trilemma.quality.forms import chinchilla_loss as predict
 from trilemma.quality.runs import Runs, read_runs
 

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from clitools import run
 
-from trilemma.quality.fit import E_FLOOR, EXP_MAX, LITERATURE_EXPONENT, TIE, fit_point, fit_runs
+from trilemma.quality.fit import fit_runs
+from trilemma.quality.fit_pinning import E_FLOOR, EXP_MAX, LITERATURE_EXPONENT
+from trilemma.quality.fit_procedure import TIE, fit_point
 from trilemma.quality.laws import read_law_file, write_law
 from trilemma.quality.predict import predict_loss, residual_sd
 from trilemma.quality.runs import Runs

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from clitools import run
 
-import trilemma.quality.fit as fit_mod
+import trilemma.quality.fit_procedure as fit_mod
 import trilemma.quality.runs as runs_mod
 import trilemma.validate.schema as schema_mod
 from trilemma.quality.forms import chinchilla_loss
