@@ -31,14 +31,10 @@ from trilemma.quality import (
     loss_mean,
     predict_loss,
 )
+from trilemma.quality.effective import effective_data, effective_params
 from trilemma.quality.laws import law_from_dict, law_to_dict, read_law_file, write_law
 from trilemma.quality.optimal import _numeric, compute_optimal, inference_optimal
-from trilemma.quality.predict import (
-    effective_data,
-    effective_params,
-    format_loss_line,
-    precision_factor,
-)
+from trilemma.quality.predict import format_loss_line, precision_factor
 
 LAWS = law_names()
 CHINCHILLA_FLOPS = 5.76e23  # Gopher's budget; Chinchilla = 70B on 1.4T tokens (Hoffmann 2022 §4)

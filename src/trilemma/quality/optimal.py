@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
+from trilemma.quality.effective import loss_at
 from trilemma.quality.forms import tokens_for_loss as invert
 from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, DEFAULT_LEVEL, Form, Law, get_law
 from trilemma.quality.predict import (
-    _effective,
-    _form_loss,
     check_positive,
     check_unique_tokens,
     precision_factor,
@@ -45,13 +44,6 @@ _N_MIN, _N_MAX = 1e4, 1e15  # parameters searched by the inference-aware optimum
 #: the largest budget: C = 6·N·D at the most parameters searched and the most tokens a plan may train
 #: (trilemma.specs.plan.Stage.tokens ≤ 10^18); beyond it the laws' terms overflow to NaN
 FLOPS_MAX = 6.0 * _N_MAX * SI["E"]
-
-
-def _losses(
-    law: Law, c: Any, n: np.ndarray, d: np.ndarray, u: float | None, kfac: float
-) -> np.ndarray:
-    n_eff, d_eff = _effective(law, c, n, d, u, kfac)
-    return _form_loss(law, c, n_eff, d_eff)
 
 
 def _closed_form(law: Law, c: Any, flops: float, kfac: float) -> tuple[Any, Any]:
@@ -115,14 +107,14 @@ def _numeric(law: Law, c: Any, flops: float, u: float | None, kfac: float) -> tu
     n = np.sqrt(flops / (6.0 * ratio))
     samples = np.ndim(next(iter(c.values()))) > 0
     cc = {k: (np.asarray(v)[:, None] if samples else v) for k, v in c.items()}
-    loss = _losses(law, cc, n, flops / (6.0 * n), u, kfac)
+    loss = loss_at(law, cc, n, flops / (6.0 * n), u, kfac)
     i = np.argmin(loss, axis=-1)
     if samples:
         n_star = n[i]
         return n_star, flops / (6.0 * n_star)
     lo, hi = math.log(n[min(i + 1, _GRID - 1)]), math.log(n[max(i - 1, 0)])
     x = _golden(
-        lambda t: float(_losses(law, c, np.exp(t), flops / (6.0 * np.exp(t)), u, kfac)), lo, hi
+        lambda t: float(loss_at(law, c, np.exp(t), flops / (6.0 * np.exp(t)), u, kfac)), lo, hi
     )
     return math.exp(x), flops / (6.0 * math.exp(x))
 
@@ -293,7 +285,7 @@ def tokens_for_loss(
     the inverse is trilemma.quality.forms.tokens_for_loss (bisection in ln D from 1 token, 90 halvings)."""
     n = np.asarray(n, dtype=float)
     return invert(
-        lambda d: _losses(law, c, n, d, u, kfac), target, n.shape, d_min=1.0, d_max=d_max, iters=90
+        lambda d: loss_at(law, c, n, d, u, kfac), target, n.shape, d_min=1.0, d_max=d_max, iters=90
     )
 
 
@@ -342,7 +334,7 @@ def _min_total(
             "few enough that their FLOPs (2 per parameter per token) stay below 1e308",
         )
     if not np.isfinite(total).any():
-        floor = float(_losses(law, c, np.asarray(_N_MAX), np.asarray(D_MAX), u, kfac))
+        floor = float(loss_at(law, c, np.asarray(_N_MAX), np.asarray(D_MAX), u, kfac))
         raise InfeasibleError(
             f"target loss {target:g} {law.loss_unit} is out of reach under {law.name}: even "
             f"{_N_MAX:.0e} parameters on 1e18 tokens give {floor:.4f}"

@@ -29,17 +29,16 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
-from trilemma.quality.forms import chinchilla_loss, kaplan_loss
+from trilemma.quality.effective import effective_sizes, loss_at, params_for
 from trilemma.quality.law import DRAW_SEED
 from trilemma.quality.laws import (
     DEFAULT_LEVEL,
-    Form,
     Law,
     get_law,
     precision_constants,
     precision_table,
-    repetition_constants,
 )
+from trilemma.quality.predict_notes import precision_notes, range_notes, repetition_notes
 from trilemma.specs.enums import DTYPE_BYTES, LossUnit, NCounts, Precision
 
 ArrayLike = Any
@@ -96,78 +95,6 @@ def precision_factor(law: Law, precision: Any = "bf16") -> float:
     return float(num / den)
 
 
-def effective_data(tokens: ArrayLike, unique_tokens: ArrayLike, r_d_star: float) -> np.ndarray:
-    """Muennighoff 2023 D': U_D + U_D·R_D*·(1 − e^(−R_D/R_D*)), U_D = min(U, D). D' ≤ D; D' → D as U → ∞."""
-    d = np.asarray(tokens, dtype=float)
-    u = np.minimum(np.asarray(unique_tokens, dtype=float), d)
-    r_d = np.maximum(d / u - 1.0, 0.0)
-    return u + u * r_d_star * -np.expm1(-r_d / r_d_star)
-
-
-def _g(c: Mapping[str, Any]) -> Any:
-    # Hoffmann 2022 Eq. 4: G = (αA/(βB))^(1/(α+β))
-    return (c["alpha"] * c["A"] / (c["beta"] * c["B"])) ** (1.0 / (c["alpha"] + c["beta"]))
-
-
-def effective_params(
-    params: ArrayLike, unique_seen: ArrayLike, r_n_star: float, c: Mapping[str, Any]
-) -> np.ndarray:
-    """Muennighoff 2023 N': parameters beyond the compute-optimal size for U unique tokens decay in value."""
-    n = np.asarray(params, dtype=float)
-    g = _g(c)
-    n_for_u = (np.asarray(unique_seen, dtype=float) * g) ** (
-        c["beta"] / c["alpha"]
-    ) * g  # D_to_N(U)
-    u_n = np.minimum(n, n_for_u)
-    r_n = np.maximum(n / u_n - 1.0, 0.0)
-    return u_n + u_n * r_n_star * -np.expm1(-r_n / r_n_star)
-
-
-def _params_for(law: Law, params_total: ArrayLike, params_non_embedding: ArrayLike) -> np.ndarray:
-    return np.asarray(
-        params_non_embedding if law.n_counts is NCounts.NON_EMBEDDING else params_total, dtype=float
-    )
-
-
-def _effective(
-    law: Law,
-    c: Mapping[str, Any],
-    n: np.ndarray,
-    d: np.ndarray,
-    unique_tokens: ArrayLike | None,
-    kfac: Any,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(N used by the law, D used by the law) after repetition and precision."""
-    repeat = law.form is Form.MUENNIGHOFF or unique_tokens is not None
-    if not repeat:
-        return n * kfac, d
-    rep = repetition_constants(law)
-    u = d if unique_tokens is None else np.minimum(np.asarray(unique_tokens, dtype=float), d)
-    d_eff = effective_data(d, u, rep["R_D_star"])
-    if law.form is Form.KAPLAN or not law.constants["B"] > 0 or not law.constants["beta"] > 0:
-        # N' needs the chinchilla-form G = (αA/(βB))^(1/(α+β)): Kaplan's form has none, nor a fit without a D term
-        return n * kfac, d_eff
-    return effective_params(n, u, rep["R_N_star"], c) * kfac, d_eff
-
-
-def _form_loss(law: Law, c: Mapping[str, Any], n_eff: np.ndarray, d_eff: np.ndarray) -> np.ndarray:
-    if law.form is Form.KAPLAN:
-        return kaplan_loss(c, n_eff, d_eff)
-    return chinchilla_loss(c, n_eff, d_eff)  # Muennighoff 2023: the same law on N', D'
-
-
-def _loss(
-    law: Law,
-    c: Mapping[str, Any],
-    n: np.ndarray,
-    d: np.ndarray,
-    unique_tokens: ArrayLike | None,
-    kfac: Any,
-) -> np.ndarray:
-    n_eff, d_eff = _effective(law, c, n, d, unique_tokens, kfac)
-    return _form_loss(law, c, n_eff, d_eff)
-
-
 def loss_mean(
     law: Law | str | None,
     params_total: ArrayLike,
@@ -182,7 +109,7 @@ def loss_mean(
     array of them. No validation: the solver's fast path.
     """
     law = get_law(law)
-    n = _params_for(law, params_total, params_non_embedding)
+    n = params_for(law, params_total, params_non_embedding)
     d = np.asarray(tokens, dtype=float)
     if isinstance(precision, (str, bytes)) or np.ndim(precision) == 0:
         kfac: Any = precision_factor(law, precision)
@@ -190,7 +117,7 @@ def loss_mean(
         p = np.asarray(precision).astype(str)
         values, inverse = np.unique(p, return_inverse=True)
         kfac = np.array([precision_factor(law, v) for v in values])[inverse].reshape(p.shape)
-    return _loss(law, law.constants, n, d, unique_tokens, kfac) * (1 + _penalties(law, precision))
+    return loss_at(law, law.constants, n, d, unique_tokens, kfac) * (1 + _penalties(law, precision))
 
 
 def loss_samples(
@@ -205,10 +132,10 @@ def loss_samples(
     s = law.samples
     if not s:
         return np.empty(0)
-    n = _params_for(law, params_total, params_non_embedding)
+    n = params_for(law, params_total, params_non_embedding)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         # an extreme (finite) bootstrap refit can overflow here; band() leaves such samples out
-        out = _loss(
+        out = loss_at(
             law,
             s,
             n,
@@ -344,11 +271,11 @@ def predict_loss(
     d = check_positive("tokens", tokens)
     u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
-    n = float(_params_for(law, n_tot, n_ne))
+    n = float(params_for(law, n_tot, n_ne))
     pen = precision_loss_penalty(law, precision)
-    mean = float(_loss(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)) * (1 + pen)
+    mean = float(loss_at(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)) * (1 + pen)
     lo, hi = band(law, mean, loss_samples(law, n_tot, n_ne, d, u, precision))
-    n_eff, d_eff = _effective(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)
+    n_eff, d_eff = effective_sizes(law, law.constants, np.asarray(n), np.asarray(d), u, kfac)
 
     notes = [law.specificity_note, f"N = {_fmt(n)} counts {law.n_counts_text}, as {law.name} does"]
     warnings: list[str] = []
@@ -356,73 +283,9 @@ def predict_loss(
         warnings.append(
             f"law {law.name} carries no parameter uncertainty: the band is a single point"
         )
-    if law.fit_range:
-        r = law.fit_range
-        if "N_max" in r and n > r["N_max"] * 1.5:
-            notes.append(
-                f"N is {n / r['N_max']:.1f}x the largest run {law.name} was fitted on ({_fmt(r['N_max'])}): "
-                "an extrapolation"
-            )
-        if "D_max" in r and d > r["D_max"] * 1.5:
-            notes.append(
-                f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({_fmt(r['D_max'])}): "
-                "an extrapolation"
-            )
-        # below the data a power law runs away (L → ∞ as N or D → 0): a warning, not a note
-        if "N_min" in r and float(n_eff) < r["N_min"] / 1.5:
-            warnings.append(
-                f"{'effective ' if float(n_eff) != n else ''}N = {_fmt(float(n_eff))} is below the smallest "
-                f"model {law.name} was fitted on ({_fmt(r['N_min'])}): the loss is extrapolated downward "
-                "and grows without bound there"
-            )
-        if "D_min" in r and float(d_eff) < r["D_min"] / 1.5:
-            warnings.append(
-                f"{'effective ' if float(d_eff) != d else ''}D = {_fmt(float(d_eff))} tokens is below the "
-                f"fewest {law.name} was fitted on ({_fmt(r['D_min'])}): the loss is extrapolated downward "
-                "and grows without bound there"
-            )
-    if pen > 0:
-        t = precision_table(str(precision))
-        notes.append(
-            f"training precision {precision}: loss × {1 + pen:.4f}, the published bound on its penalty against bf16 "
-            f"({t['source']})"
-        )
-    if kfac != 1.0:
-        k = precision_constants(law)
-        notes.append(
-            f"training precision {precision}: effective parameters x{kfac:.3f} in the form of Kumar et al. 2024 "
-            f"(arXiv 2411.04330 Eq. 3-4) with gamma_w/a/kv = {k['gamma_w']}/{k['gamma_a']}/{k['gamma_kv']}: "
-            f"{k['status']}"
-        )
-    epochs = None
-    if law.form is Form.MUENNIGHOFF and u is None:
-        notes.append("no --unique-tokens given: every token is taken as unique (one epoch)")
-    if u is not None:
-        rep = repetition_constants(law)
-        epochs = d / u
-        if law.form is not Form.MUENNIGHOFF:
-            notes.append(
-                f"repeated data: Muennighoff 2023 effective data{'' if law.form is Form.KAPLAN else ' and parameters'}"
-                f" with R_D* = {rep['R_D_star']:.2f}, R_N* = {rep['R_N_star']:.2f} from {rep['from']} "
-                f"(fitted on C4 with its own base law), applied to {law.name}"
-            )
-        if law.form is Form.KAPLAN:
-            notes.append(
-                "Kaplan's form has no compute-optimal size G, so Muennighoff's excess-parameter decay (N') is not applied"
-            )
-        useful = float(rep.get("useful_epochs", 4.0))
-        if epochs > useful:
-            at_useful = float(
-                _loss(law, law.constants, np.asarray(n), np.asarray(useful * u), u, kfac)
-            )
-            marginal = float(np.exp(-max(epochs - 1.0, 0.0) / rep["R_D_star"]))
-            warnings.append(
-                f"{epochs:.1f} epochs over {_fmt(u)} unique tokens: effective data D' = {_fmt(float(d_eff))} "
-                f"({float(d_eff) / d:.0%} of {_fmt(d)} tokens); a further epoch is worth {marginal:.0%} of fresh data. "
-                f"Muennighoff 2023: beyond ~{useful:g} epochs repetition adds little — predicted loss {mean:.4f}; "
-                f"stopping at {useful:g} epochs ({_fmt(useful * u)} tokens, {useful / epochs:.0%} of the training compute) "
-                f"would give {at_useful:.4f} ({at_useful - mean:+.4f})"
-            )
+    range_notes(law, n, d, float(n_eff), float(d_eff), notes, warnings)
+    precision_notes(law, precision, pen, kfac, notes)
+    epochs = repetition_notes(law, (n, d, u), kfac, mean, float(d_eff), notes, warnings)
     return LossPrediction(
         mean=mean,
         low=lo,
