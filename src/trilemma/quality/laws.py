@@ -23,8 +23,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -45,8 +43,8 @@ from trilemma.quality.law import (
     Law,
     Uncertainty,
     constants_problem,
-    covariance_problem,
 )
+from trilemma.quality.law_uncertainty import bad_law, uncertainty_from_dict
 from trilemma.specs.enums import LossUnit, NCounts
 from trilemma.tomlw import toml_dumps
 
@@ -90,19 +88,21 @@ DEFAULT_LAW_REASON = (
 )
 
 
-def _bad_law(where: str, why: str) -> InputError:
-    """The InputError of a bad law document: ``where`` names the file or table, ``why`` what was expected."""
-    return InputError("law", where, why)
-
-
 # ------------------------------------------------------------------ reading
+
+
+#: the keys a law table may hold
+LAW_KEYS = frozenset(
+    "schema name title form constants n_counts loss_unit data tokenizer source notes aliases "
+    "uncertainty range repetition precision fit formula".split()
+)
 
 
 def _str(d: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
     """``d[key]`` as a non-empty string, else an InputError naming ``where``."""
     v = d.get(key, default)
     if not isinstance(v, str) or not v.strip():
-        raise _bad_law(where, f"a law table with a non-empty string `{key}`")
+        raise bad_law(where, f"a law table with a non-empty string `{key}`")
     return v
 
 
@@ -111,13 +111,32 @@ def _num_table(d: Any, where: str, what: str) -> dict[str, float]:
     if d is None:
         return {}
     if not isinstance(d, dict):
-        raise _bad_law(where, f"`{what}` to be a table of numbers")
+        raise bad_law(where, f"`{what}` to be a table of numbers")
     out: dict[str, float] = {}
     for k, v in d.items():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise _bad_law(where, f"`{what}.{k}` to be a finite number, not {v!r}")
+            raise bad_law(where, f"`{what}.{k}` to be a finite number, not {v!r}")
         out[k] = float(v)
     return out
+
+
+def _enums(doc: Mapping[str, Any], where: str) -> tuple[Form, NCounts, LossUnit]:
+    """A law table's form, what N counts and its loss unit; InputError naming what is allowed."""
+    try:
+        form = Form(str(doc.get("form", "")).lower())
+    except ValueError:
+        raise bad_law(where, "`form` = " + ", ".join(f'"{f}"' for f in Form)) from None
+    try:
+        n_counts = NCounts(str(doc.get("n_counts", "")).lower().replace("-", "_"))
+    except ValueError:
+        raise bad_law(
+            where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"'
+        ) from None
+    try:
+        loss_unit = LossUnit(str(doc.get("loss_unit", "")))
+    except ValueError:
+        raise bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"') from None
+    return form, n_counts, loss_unit
 
 
 def law_from_dict(
@@ -129,64 +148,30 @@ def law_from_dict(
 ) -> Law:
     """Validate one law table (a shipped preset or a user's file) into a Law."""
     name = _str(doc, "name", where)
-    try:
-        form = Form(str(doc.get("form", "")).lower())
-    except ValueError:
-        raise _bad_law(where, "`form` = " + ", ".join(f'"{f}"' for f in Form)) from None
-    try:
-        n_counts = NCounts(str(doc.get("n_counts", "")).lower().replace("-", "_"))
-    except ValueError:
-        raise _bad_law(
-            where, '`n_counts` = "total" (all parameters, incl. embeddings) or "non_embedding"'
-        ) from None
-    try:
-        loss_unit = LossUnit(str(doc.get("loss_unit", "")))
-    except ValueError:
-        raise _bad_law(where, '`loss_unit` = "nats/token" or "bits/byte"') from None
+    form, n_counts, loss_unit = _enums(doc, where)
     constants = _num_table(doc.get("constants"), where, "constants")
     problem = constants_problem(form, constants, loss_unit)
     if problem:
-        raise _bad_law(where, problem)
-    unc = _uncertainty(doc.get("uncertainty"), constants, loss_unit, where, lookup)
+        raise bad_law(where, problem)
+    unc = uncertainty_from_dict(doc.get("uncertainty"), constants, loss_unit, where, lookup)
     rng = _num_table(doc.get("range"), where, "range") or None
     for lo, hi in (("N_min", "N_max"), ("D_min", "D_max")):
         if rng and lo in rng and hi in rng and not 0 < rng[lo] <= rng[hi]:
-            raise _bad_law(
+            raise bad_law(
                 where, f"`range.{lo}` ({rng[lo]:g}) positive and at most `range.{hi}` ({rng[hi]:g})"
             )
     rep = _num_table(doc.get("repetition"), where, "repetition") or None
     prec = _num_table(doc.get("precision"), where, "precision") or None
     if form is Form.MUENNIGHOFF and not (rep and {"R_D_star", "R_N_star"} <= set(rep)):
-        raise _bad_law(
-            where, "a [repetition] table with R_D_star and R_N_star for form muennighoff"
-        )
-    known = {
-        "schema",
-        "name",
-        "title",
-        "form",
-        "constants",
-        "n_counts",
-        "loss_unit",
-        "data",
-        "tokenizer",
-        "source",
-        "notes",
-        "aliases",
-        "uncertainty",
-        "range",
-        "repetition",
-        "precision",
-        "fit",
-        "formula",
-    }
+        raise bad_law(where, "a [repetition] table with R_D_star and R_N_star for form muennighoff")
+    known = LAW_KEYS
     unknown = sorted(k for k in doc if k not in known)
     if unknown:
-        raise _bad_law(
+        raise bad_law(
             where, f"only the keys {', '.join(sorted(known))} (unknown: {', '.join(unknown)})"
         )
     if "schema" in doc and doc["schema"] != SCHEMA:
-        raise _bad_law(
+        raise bad_law(
             where,
             f"`schema` = {SCHEMA!r} (this trilemma reads that version), not {doc['schema']!r}",
         )
@@ -210,129 +195,6 @@ def law_from_dict(
         path=path,
         extra=MappingProxyType({k: v for k, v in doc.items() if k not in known}),
     )
-
-
-def _float_array(value: Any) -> np.ndarray | None:
-    """A TOML array of numbers (nested lists of one length) as floats; None when it is not one (ragged
-    rows, strings, tables)."""
-    try:
-        return np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        return None
-
-
-def _uncertainty(
-    u: Any,
-    constants: Mapping[str, float],
-    loss_unit: str,
-    where: str,
-    lookup: Mapping[str, Law] | None,
-) -> Uncertainty | None:
-    """The ``[uncertainty]`` table validated (``borrow`` names a law of ``lookup``); None when absent."""
-    if u is None:
-        return None
-    if not isinstance(u, dict):
-        raise _bad_law(where, "`uncertainty` to be a table")
-    kind = str(u.get("kind", ""))
-    level = u.get("level", DEFAULT_LEVEL if kind != "range" else None)
-    if level is not None and not (isinstance(level, (int, float)) and 0 < level < 1):
-        raise _bad_law(where, "`uncertainty.level` in (0, 1)")
-    source = str(u.get("source", ""))
-    if kind == "covariance" and "borrow" in u:
-        other = (lookup or {}).get(str(u["borrow"]))
-        if other is None or other.uncertainty is None or other.uncertainty.kind != "covariance":
-            raise _bad_law(
-                where,
-                f"`uncertainty.borrow` to name a shipped law with a covariance, not {u['borrow']!r}",
-            )
-        ou = other.uncertainty
-        problem = covariance_problem(ou.params, ou.covariance, constants, loss_unit)
-        if problem:
-            raise _bad_law(where, f"{problem}, borrowed from {other.name}")
-        return Uncertainty(
-            "covariance",
-            ou.params,
-            float(level),
-            source or ou.source,
-            covariance=ou.covariance,
-            borrowed_from=other.name,
-        )
-    params = tuple(str(p) for p in u.get("params", ()))
-    names = set(constants) | set(LOG_PARAMS)
-    if not params or any(
-        p not in names or (p in LOG_PARAMS and LOG_PARAMS[p] not in constants) for p in params
-    ):
-        raise _bad_law(
-            where, "`uncertainty.params` naming the law's constants (or ln_A, ln_B, ln_E)"
-        )
-    same = sorted({p for p in params if params.count(p) > 1} | _aliased(params))
-    if same:
-        raise _bad_law(
-            where, f"`uncertainty.params` each constant once (repeated: {', '.join(same)})"
-        )
-    k = len(params)
-    if kind == "covariance":
-        cov = _float_array(u.get("covariance", []))
-        if (
-            cov is None
-            or cov.shape != (k, k)
-            or not np.isfinite(cov).all()
-            or not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12)
-        ):
-            raise _bad_law(
-                where,
-                f"`uncertainty.covariance` to be a symmetric {k}×{k} matrix of finite numbers",
-            )
-        if np.linalg.eigvalsh(cov).min() < -1e-12 * max(1.0, float(np.abs(cov).max())):
-            raise _bad_law(where, "`uncertainty.covariance` to be positive semi-definite")
-        problem = covariance_problem(params, cov, constants, loss_unit)
-        if problem:
-            raise _bad_law(where, problem)
-        return Uncertainty("covariance", params, float(level), source, covariance=cov)
-    if kind in ("samples", "range"):
-        s = _float_array(u.get("samples", []))
-        if s is None or s.ndim != 2 or s.shape[1] != k or len(s) < 1 or not np.isfinite(s).all():
-            raise _bad_law(
-                where, f"`uncertainty.samples` to be rows of {k} numbers ({', '.join(params)})"
-            )
-        if any(p in LOG_PARAMS for p in params):
-            raise _bad_law(
-                where, "`uncertainty.samples` in linear constants (E, A, B, alpha, beta)"
-            )
-        return Uncertainty(
-            kind,
-            params,
-            None if kind == "range" else float(level),
-            source,
-            samples=s,
-            residual=_residual(u.get("residual"), where),
-        )
-    raise _bad_law(where, '`uncertainty.kind` = "covariance", "samples" or "range"')
-
-
-def _aliased(params: tuple[str, ...]) -> set[str]:
-    """Parameters named twice under two names (``ln_A`` beside ``A``: one constant drawn twice)."""
-    return {p for p in params if p in LOG_PARAMS and LOG_PARAMS[p] in params}
-
-
-def _residual(r: Any, where: str) -> Mapping[str, float] | None:
-    """``[uncertainty.residual]`` (a fitted law's out-of-sample error) validated; None when absent."""
-    if r is None:
-        return None
-    keys = ("log_sd", "log_sd_per_e_fold", "df")
-    ok = (
-        isinstance(r, dict)
-        and set(r) == set(keys)
-        and all(
-            isinstance(r[k], (int, float)) and not isinstance(r[k], bool) and math.isfinite(r[k])
-            for k in keys
-        )
-    )
-    if not ok or not (0 <= r["log_sd"] <= 1 and 0 <= r["log_sd_per_e_fold"] <= 1 and r["df"] >= 1):
-        raise _bad_law(
-            where, "`uncertainty.residual` with log_sd and log_sd_per_e_fold in [0, 1] and df >= 1"
-        )
-    return MappingProxyType({k: float(r[k]) for k in keys})
 
 
 _ROOT = resources.files("trilemma") / "presets"
