@@ -60,7 +60,7 @@ def test_tokens_for_loss_inverts_the_law_in_closed_form():
 
 
 def test_solver_and_optimal_share_the_inverse():
-    from trilemma.quality.optimal import tokens_for_loss as optimal_tokens
+    from trilemma.quality.allocation import tokens_for_loss as optimal_tokens
     from trilemma.solve.optimize import D_MAX, D_MIN
     from trilemma.solve.optimize import tokens_for_loss as solver_tokens
 

@@ -31,9 +31,10 @@ from trilemma.quality import (
     loss_mean,
     predict_loss,
 )
+from trilemma.quality.allocation import numeric_optimum
 from trilemma.quality.effective import effective_data, effective_params
 from trilemma.quality.laws import law_from_dict, law_to_dict, read_law_file, write_law
-from trilemma.quality.optimal import _numeric, compute_optimal, inference_optimal
+from trilemma.quality.optimal import compute_optimal, inference_optimal
 from trilemma.quality.predict import format_loss_line, precision_factor
 
 LAWS = law_names()
@@ -337,7 +338,7 @@ def test_closed_form_spends_the_budget_and_matches_numeric():
         a = compute_optimal(name, 1e22)
         assert 6 * a.n_params * a.tokens == pytest.approx(1e22, rel=1e-9)
         law = get_law(name)
-        n_num, _ = _numeric(law, law.constants, 1e22, None, 1.0)
+        n_num, _ = numeric_optimum(law, law.constants, 1e22, None, 1.0)
         assert n_num == pytest.approx(a.n_params, rel=2e-3)
         assert a.n_params_low <= a.n_params <= a.n_params_high
 

@@ -25,9 +25,18 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
-from trilemma.quality.effective import loss_at
-from trilemma.quality.forms import tokens_for_loss as invert
-from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, DEFAULT_LEVEL, Form, Law, get_law
+from trilemma.quality.allocation import (
+    D_MAX,
+    FLOPS_MAX,
+    MAX_TARGET_LOSS,
+    check_allocation,
+    check_target_loss,
+    closed_form,
+    min_total_flops,
+    n_band,
+    numeric_optimum,
+)
+from trilemma.quality.laws import DEFAULT_LAW, DEFAULT_LAW_REASON, Form, Law, get_law
 from trilemma.quality.predict import (
     check_positive,
     check_unique_tokens,
@@ -36,87 +45,8 @@ from trilemma.quality.predict import (
     result_dict,
 )
 from trilemma.specs.enums import LossUnit, NCounts
-from trilemma.units import SI
 
 FLOP_CONVENTION = "training C = 6·N·D, inference 2·N per token; N as the law counts it"
-_RATIO_MIN, _RATIO_MAX, _GRID = 1e-2, 1e5, 1601  # tokens/parameter searched by the numeric optimum
-_N_MIN, _N_MAX = 1e4, 1e15  # parameters searched by the inference-aware optimum
-#: the largest budget: C = 6·N·D at the most parameters searched and the most tokens a plan may train
-#: (trilemma.specs.plan.Stage.tokens ≤ 10^18); beyond it the laws' terms overflow to NaN
-FLOPS_MAX = 6.0 * _N_MAX * SI["E"]
-
-
-def _closed_form(law: Law, c: Any, flops: float, kfac: float) -> tuple[Any, Any]:
-    """(N*, D*) in closed form, vectorised over constant samples, in numpy floats: a power that leaves
-    a double's range gives inf or 0 (``_allocation_problem`` refuses it), not a Python exception."""
-    c = {k: np.asarray(v, dtype=float) for k, v in c.items()}
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore", under="ignore"):
-        if law.form is Form.CHINCHILLA or law.form is Form.MUENNIGHOFF:
-            al, be = c["alpha"], c["beta"]
-            a_eff = c["A"] * kfac ** (-al)
-            g = (al * a_eff / (be * c["B"])) ** (1.0 / (al + be))  # Hoffmann 2022 Eq. 4
-            n = g * (flops / 6.0) ** (be / (al + be))
-            return n, flops / (6.0 * n)
-        p = c["alpha_N"] / c["alpha_D"]
-        n_c = c["N_c"] / kfac
-        n = (p * n_c**p * flops / (6.0 * c["D_c"])) ** (1.0 / (p + 1.0))
-        return n, flops / (6.0 * n)
-
-
-def _check_allocation(law: Law, n: float, d: float) -> None:
-    """InputError naming the law unless (N*, D*) are finite and positive: a law without a data term
-    (B = beta = 0, fitted at one D) has no compute-optimal split, and constants at the edges of their
-    bounds can put the closed form's powers outside a double's range."""
-    c = law.constants
-    if law.form is not Form.KAPLAN and c["B"] == c["beta"] == 0:
-        raise InputError(
-            "law",
-            law.path or law.name,
-            "a law with a data term (B, beta > 0) for a compute-optimal allocation: with "
-            "B = beta = 0 (fitted at one D) its loss falls with N alone",
-        )
-    if not (math.isfinite(n) and math.isfinite(d) and n > 0 and d > 0):
-        raise InputError(
-            "law",
-            law.path or law.name,
-            f"constants whose compute-optimal allocation is finite (N* = {n:g}, D* = {d:g})",
-        )
-
-
-def _golden(f: Any, lo: float, hi: float, iters: int = 80) -> float:
-    """Minimum of a unimodal f on [lo, hi] (golden-section search)."""
-    r = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c1, c2 = b - r * (b - a), a + r * (b - a)
-    f1, f2 = f(c1), f(c2)
-    for _ in range(iters):
-        if f1 <= f2:
-            b, c2, f2 = c2, c1, f1
-            c1 = b - r * (b - a)
-            f1 = f(c1)
-        else:
-            a, c1, f1 = c1, c2, f2
-            c2 = a + r * (b - a)
-            f2 = f(c2)
-    return (a + b) / 2
-
-
-def _numeric(law: Law, c: Any, flops: float, u: float | None, kfac: float) -> tuple[Any, Any]:
-    """(N*, D*) on a log grid of tokens/parameter, vectorised over samples (arrays (S,)) or not."""
-    ratio = np.logspace(math.log10(_RATIO_MIN), math.log10(_RATIO_MAX), _GRID)
-    n = np.sqrt(flops / (6.0 * ratio))
-    samples = np.ndim(next(iter(c.values()))) > 0
-    cc = {k: (np.asarray(v)[:, None] if samples else v) for k, v in c.items()}
-    loss = loss_at(law, cc, n, flops / (6.0 * n), u, kfac)
-    i = np.argmin(loss, axis=-1)
-    if samples:
-        n_star = n[i]
-        return n_star, flops / (6.0 * n_star)
-    lo, hi = math.log(n[min(i + 1, _GRID - 1)]), math.log(n[max(i - 1, 0)])
-    x = _golden(
-        lambda t: float(loss_at(law, c, np.exp(t), flops / (6.0 * np.exp(t)), u, kfac)), lo, hi
-    )
-    return math.exp(x), flops / (6.0 * math.exp(x))
 
 
 @dataclass(frozen=True)
@@ -148,22 +78,25 @@ class Allocation:
         return result_dict(self)
 
 
-def _n_band(law: Law, n: float, ns: np.ndarray) -> tuple[float, float]:
-    """(low, high) of N* over the law's constant samples ``ns`` around the point ``n``; a draw whose
-    allocation leaves a double's range (inf, 0, NaN) says nothing of the band and is left out."""
-    ns = ns[np.isfinite(ns) & (ns > 0)]
-    if not ns.size:
-        return n, n
-    if law.uncertainty is not None and law.uncertainty.kind == "range":
-        return min(n, float(ns.min())), max(n, float(ns.max()))
-    level = (law.uncertainty.level if law.uncertainty else None) or DEFAULT_LEVEL
-    lo, hi = _q(ns, level)
-    return min(lo, n), max(hi, n)
+def _check_flops(flops: Any) -> float:
+    """A positive FLOP budget no larger than FLOPS_MAX, else InputError."""
+    flops = check_positive("flops", flops)
+    if flops > FLOPS_MAX:
+        raise InputError(
+            "flops",
+            flops,
+            f"at most {FLOPS_MAX:.0e} FLOP (6 × 10^15 parameters × 10^18 tokens, "
+            "the largest plan trilemma represents)",
+        )
+    return flops
 
 
-def _q(x: np.ndarray, level: float) -> tuple[float, float]:
-    lo, hi = np.quantile(x, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+def _exponent_a(law: Law) -> float:
+    """a in N* ∝ C^a of a closed-form law: β/(α+β) (chinchilla), 1/(p+1) with p = α_N/α_D (kaplan)."""
+    if law.form is Form.CHINCHILLA:
+        return law.constants["beta"] / (law.constants["alpha"] + law.constants["beta"])
+    p = law.constants["alpha_N"] / law.constants["alpha_D"]
+    return 1.0 / (p + 1.0)
 
 
 def compute_optimal(
@@ -175,45 +108,35 @@ def compute_optimal(
 ) -> Allocation:
     """N*, D*, tokens/parameter and loss (with band) minimising the law's loss at C = 6·N·D = ``flops``."""
     law = get_law(law)
-    flops = check_positive("flops", flops)
-    if flops > FLOPS_MAX:
-        raise InputError(
-            "flops",
-            flops,
-            f"at most {FLOPS_MAX:.0e} FLOP (6 × 10^15 parameters × 10^18 tokens, "
-            "the largest plan trilemma represents)",
-        )
+    flops = _check_flops(flops)
     u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
     closed = u is None and law.form is not Form.MUENNIGHOFF
     if closed:
-        n, d = _closed_form(law, law.constants, flops, kfac)
+        n, d = closed_form(law, law.constants, flops, kfac)
         method = (
             "closed form (Hoffmann 2022 Eq. 4)"
             if law.form is Form.CHINCHILLA
             else "closed form (Kaplan 2020 Eq. 1.5 minimised at fixed C = 6ND)"
         )
     else:
-        n, d = _numeric(law, law.constants, flops, u, kfac)
+        n, d = numeric_optimum(law, law.constants, flops, u, kfac)
         method = (
             "numeric: log grid of tokens/parameter + golden-section refinement (no closed form)"
         )
     n, d = float(n), float(d)
-    _check_allocation(law, n, d)
+    check_allocation(law, n, d)
     s = law.samples
     n_lo = n_hi = n
     d_lo = d_hi = d
     if s:
-        ns, _ = _closed_form(law, s, flops, kfac) if closed else _numeric(law, s, flops, u, kfac)
-        n_lo, n_hi = _n_band(law, n, np.asarray(ns, dtype=float))
+        ns, _ = (
+            closed_form(law, s, flops, kfac) if closed else numeric_optimum(law, s, flops, u, kfac)
+        )
+        n_lo, n_hi = n_band(law, n, np.asarray(ns, dtype=float))
         d_lo, d_hi = flops / (6 * n_hi), flops / (6 * n_lo)
     pred = predict_loss(law, n, n, d, u, precision)
-    exponent = None
-    if closed and law.form is Form.CHINCHILLA:
-        exponent = law.constants["beta"] / (law.constants["alpha"] + law.constants["beta"])
-    elif closed:
-        p = law.constants["alpha_N"] / law.constants["alpha_D"]
-        exponent = 1.0 / (p + 1.0)
+    exponent = _exponent_a(law) if closed else None
     notes = [f"N counts {law.n_counts_text} ({law.name}); {FLOP_CONVENTION}", law.specificity_note]
     notes += [
         x
@@ -251,43 +174,6 @@ def compute_optimal(
 
 # ------------------------------------------------------------------ Sardana 2023: inference-aware
 
-#: the highest target loss accepted, in a law's unit: a uniform guess over a million-token vocabulary
-#: scores ln(1e6) = 13.8 nats/token, and over bytes 8 bits/byte; no trained model does worse
-MAX_TARGET_LOSS = 20.0
-
-
-def check_target_loss(value: float, field: str = "target-loss") -> float:
-    """A target loss below MAX_TARGET_LOSS (nats/token or bits/byte), else InputError naming ``field``."""
-    if value > MAX_TARGET_LOSS:
-        raise InputError(
-            field,
-            value,
-            f"at most {MAX_TARGET_LOSS:g}: a uniform guess over a million-token "
-            "vocabulary scores 13.8 nats/token, over bytes 8 bits/byte",
-        )
-    return value
-
-
-#: most training tokens the inference-aware search considers (the plan's own limit, specs.plan.Stage.tokens)
-D_MAX = 1e18
-
-
-def tokens_for_loss(
-    law: Law,
-    c: Any,
-    n: np.ndarray,
-    target: float,
-    u: float | None,
-    kfac: float,
-    d_max: float = D_MAX,
-) -> np.ndarray:
-    """Training tokens D with L(N, D) = target for each N (inf where even ``d_max`` tokens fall short);
-    the inverse is trilemma.quality.forms.tokens_for_loss (bisection in ln D from 1 token, 90 halvings)."""
-    n = np.asarray(n, dtype=float)
-    return invert(
-        lambda d: loss_at(law, c, n, d, u, kfac), target, n.shape, d_min=1.0, d_max=d_max, iters=90
-    )
-
 
 @dataclass(frozen=True)
 class InferenceAllocation:
@@ -318,55 +204,6 @@ class InferenceAllocation:
         return result_dict(self)
 
 
-def _min_total(
-    law: Law, target: float, d_inf: float, u: float | None, kfac: float
-) -> tuple[float, float, float]:
-    """(N, D_tr, total FLOPs) minimising 6·N·D_tr + 2·N·D_inf on L(N, D_tr) = target."""
-    c = law.constants
-    n = np.logspace(math.log10(_N_MIN), math.log10(_N_MAX), 1201)
-    d = tokens_for_loss(law, c, n, target, u, kfac)
-    with np.errstate(over="ignore"):
-        total = 6.0 * n * d + 2.0 * n * d_inf
-    if np.isfinite(d).any() and not np.isfinite(total).any():
-        raise InputError(
-            "inference-tokens",
-            d_inf,
-            "few enough that their FLOPs (2 per parameter per token) stay below 1e308",
-        )
-    if not np.isfinite(total).any():
-        floor = float(loss_at(law, c, np.asarray(_N_MAX), np.asarray(D_MAX), u, kfac))
-        raise InfeasibleError(
-            f"target loss {target:g} {law.loss_unit} is out of reach under {law.name}: even "
-            f"{_N_MAX:.0e} parameters on 1e18 tokens give {floor:.4f}"
-            + (f" (irreducible loss E = {c['E']:.4f})" if "E" in c else "")
-        )
-    i = int(np.argmin(total))
-
-    def f(t: float) -> float:
-        nn = np.asarray([math.exp(t)])
-        dd = tokens_for_loss(law, c, nn, target, u, kfac)[0]
-        return float(6.0 * nn[0] * dd + 2.0 * nn[0] * d_inf) if np.isfinite(dd) else math.inf
-
-    # refine between the grid neighbours that still reach the target (a neighbour past the edge of the
-    # reachable region, where D_tr would pass D_MAX, has no finite total)
-    lo = math.log(n[max(i - 1, 0)])
-    if i > 0 and not np.isfinite(
-        total[i - 1]
-    ):  # the edge lies below n[i]: find it (bisection in ln N)
-        a, b = lo, math.log(n[i])
-        for _ in range(60):
-            mid = 0.5 * (a + b)
-            a, b = (a, mid) if math.isfinite(f(mid)) else (mid, b)
-        lo = b
-    hi = math.log(n[i + 1]) if i + 1 < len(n) and np.isfinite(total[i + 1]) else math.log(n[i])
-    x = _golden(f, lo, hi, iters=60)
-    n_best = math.exp(x)
-    d_best = float(tokens_for_loss(law, c, np.asarray([n_best]), target, u, kfac)[0])
-    if not (math.isfinite(d_best) and f(x) <= total[i]):  # the grid point is as good
-        n_best, d_best = float(n[i]), float(d[i])
-    return n_best, d_best, 6.0 * n_best * d_best + 2.0 * n_best * d_inf
-
-
 def inference_optimal(
     law: Law | str | None,
     target_loss: float,
@@ -383,8 +220,8 @@ def inference_optimal(
         raise InputError("inference-tokens", inference_tokens, "a non-negative number of tokens")
     u = None if unique_tokens is None else check_unique_tokens(unique_tokens)
     kfac = precision_factor(law, precision)
-    n, d, total = _min_total(law, target, d_inf, u, kfac)
-    n0, d0, _ = _min_total(law, target, 0.0, u, kfac)
+    n, d, total = min_total_flops(law, target, d_inf, u, kfac)
+    n0, d0, _ = min_total_flops(law, target, 0.0, u, kfac)
     total0 = 6.0 * n0 * d0 + 2.0 * n0 * d_inf
     notes = [
         f"N counts {law.n_counts_text} ({law.name}); {FLOP_CONVENTION}",

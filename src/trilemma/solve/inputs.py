@@ -10,7 +10,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.presets import hardware_presets
-from trilemma.quality.optimal import check_target_loss
+from trilemma.quality.allocation import check_target_loss
 from trilemma.solve.optimize import Pins, default_objective
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.specs.bounds import BOUNDS
