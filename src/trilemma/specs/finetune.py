@@ -7,6 +7,8 @@ give the same one-line errors (exit status 2) naming the flag at fault.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from trilemma.errors import InputError
@@ -149,6 +151,35 @@ def make_finetune(
         return None
     meth = FinetuneMethod.parse(method, "finetune")
     base = None if base_precision is None else BasePrecision.parse(base_precision, "base-precision")
+    _check_method_flags(meth, n_layers, trainable_layers, (lora_rank, lora_alpha, lora_targets))
+    base = _base_precision(meth, base)
+    if lora_rank is not None and (int(lora_rank) != lora_rank or lora_rank < 1):
+        raise InputError("lora-rank", lora_rank, "a positive whole number, e.g. 8, 16 or 64")
+    if lora_alpha is not None and not lora_alpha > 0:
+        raise InputError("lora-alpha", lora_alpha, "a positive number, e.g. 16 or 32")
+    fields: dict = {
+        "method": meth,
+        "base_precision": base or BasePrecision.BF16,
+        "targets": parse_targets(
+            DEFAULT_LORA_TARGETS if lora_targets is None else lora_targets, gated
+        ),
+    }
+    if lora_rank is not None:
+        fields["lora_rank"] = int(lora_rank)
+    if lora_alpha is not None:
+        fields["lora_alpha"] = float(lora_alpha)
+    if lora_dropout is not None:
+        fields["lora_dropout"] = lora_dropout
+    if trainable_layers is not None:
+        fields["trainable_layers"] = int(trainable_layers)
+    return FinetuneSpec.build(prefix="finetune", **fields)
+
+
+def _check_method_flags(
+    meth: FinetuneMethod, n_layers: int, trainable_layers: int | None, lora: tuple[Any, ...]
+) -> None:
+    """--trainable-layers only with freeze (and freeze needs it, 1 … ``n_layers``); the adapter
+    flags ``lora`` (rank, alpha, targets) only with lora or qlora."""
     if meth == FinetuneMethod.FREEZE:
         if trainable_layers is None:
             raise InputError(
@@ -165,15 +196,15 @@ def make_finetune(
     elif trainable_layers is not None:
         raise InputError("trainable-layers", trainable_layers, "no value unless --finetune freeze")
     if meth not in (FinetuneMethod.LORA, FinetuneMethod.QLORA):
-        for flag, v in (
-            ("lora-rank", lora_rank),
-            ("lora-alpha", lora_alpha),
-            ("lora-targets", lora_targets),
-        ):
+        for flag, v in zip(("lora-rank", "lora-alpha", "lora-targets"), lora):
             if v is not None:
                 raise InputError(
                     flag, v, f"no value with --finetune {meth.value} (adapters: lora or qlora)"
                 )
+
+
+def _base_precision(meth: FinetuneMethod, base: BasePrecision | None) -> BasePrecision | None:
+    """The frozen base's storage: nf4 for qlora (and only there), no quantised base to train."""
     if meth == FinetuneMethod.QLORA:
         if base not in (None, BasePrecision.NF4):
             raise InputError(
@@ -195,26 +226,7 @@ def make_finetune(
             base.value,
             f"bf16 or fp16 with --finetune {meth.value} (quantised weights cannot train)",
         )
-    if lora_rank is not None and (int(lora_rank) != lora_rank or lora_rank < 1):
-        raise InputError("lora-rank", lora_rank, "a positive whole number, e.g. 8, 16 or 64")
-    if lora_alpha is not None and not lora_alpha > 0:
-        raise InputError("lora-alpha", lora_alpha, "a positive number, e.g. 16 or 32")
-    fields: dict = {
-        "method": meth,
-        "base_precision": base or BasePrecision.BF16,
-        "targets": parse_targets(
-            DEFAULT_LORA_TARGETS if lora_targets is None else lora_targets, gated
-        ),
-    }
-    if lora_rank is not None:
-        fields["lora_rank"] = int(lora_rank)
-    if lora_alpha is not None:
-        fields["lora_alpha"] = float(lora_alpha)
-    if lora_dropout is not None:
-        fields["lora_dropout"] = lora_dropout
-    if trainable_layers is not None:
-        fields["trainable_layers"] = int(trainable_layers)
-    return FinetuneSpec.build(prefix="finetune", **fields)
+    return base
 
 
 __all__ = [
