@@ -20,9 +20,9 @@ from trilemma.specs.axes import (
     R_GPUS,
     R_OOM,
     REASONS,
-    SearchContext,
     reason_text,
 )
+from trilemma.specs.axis import SearchContext
 from trilemma.specs.parallel import ParallelDims, sequence_parallel
 
 

@@ -20,7 +20,8 @@ from typing import Any, get_args
 from trilemma.errors import InputError
 from trilemma.fileio import read_bytes
 from trilemma.specs import FfnType, NormType, Optimizer, PositionType, Precision, Task
-from trilemma.specs.axes import AXES, MAX_DEGREE, Axis
+from trilemma.specs.axes import AXES
+from trilemma.specs.axis import MAX_DEGREE, Axis
 from trilemma.units import MIB
 from trilemma.validate import Metric
 
