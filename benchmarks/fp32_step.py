@@ -211,6 +211,7 @@ def main() -> None:
     # ---- 2. a real fp32 training step of a slice of the model, on one device
     os.environ.setdefault("TRILEMMA_CONFIG_DIR", tempfile.mkdtemp(prefix="trilemma-fp32-"))
     from trilemma.probe import run_probe
+    from trilemma.request import ProbeRequest
 
     print(
         f"\n2. fp32 training step: {a.layers} layers of {model_name}, seq {seq} × micro-batch {mb}, one {dev} "
@@ -219,13 +220,15 @@ def main() -> None:
     )
     try:
         r = run_probe(
-            model=model_name,
-            layers=a.layers,
-            seq=seq,
-            micro_batch=mb,
-            precision="fp32",
-            device=dev,
-            steps=a.steps,
+            ProbeRequest(
+                model=model_name,
+                layers=a.layers,
+                seq=seq,
+                micro_batch=mb,
+                precision="fp32",
+                device=dev,
+                steps=a.steps,
+            )
         )
     except TrilemmaError as err:
         print(f"the training step could not run: {err}")
