@@ -12,7 +12,7 @@ from clitools import run
 
 from trilemma.units import GIB
 from trilemma.validate.cases import KINDS, load_cases, load_file, read_rows
-from trilemma.validate.schema import COLUMNS, PUBLISHED
+from trilemma.validate.columns import COLUMNS, PUBLISHED
 
 _HEADER = [
     "model",

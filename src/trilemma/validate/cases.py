@@ -29,9 +29,8 @@ from trilemma.specs import (
 )
 from trilemma.units import GIB, GIGA
 from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
+from trilemma.validate.columns import ASSUMPTION_SEP, LAYOUT_AXES
 from trilemma.validate.schema import (
-    ASSUMPTION_SEP,
-    LAYOUT_AXES,
     Row,
     RowError,
     parse_row,
