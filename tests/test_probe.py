@@ -388,7 +388,8 @@ def test_nproc_2_scaling_measured_against_prediction():
     against the planner's. The planner over-predicts here (0.94 predicted; 0.54 and 0.71 measured in two runs
     on this project's 2-core machine): its one-process time and gloo all-reduce leave out the tiny model's
     per-step process overhead, and the 2 cores are shared. Checked: the prediction is not below the
-    measurement by more than 10%, nor more than twice it."""
+    measurement by more than 10%, nor more than twice it; skipped where the probe itself reports the
+    machine busy (other processes' work inside its timings)."""
     from trilemma.probe import run_probe
 
     r = run_probe(ProbeRequest(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2))
@@ -399,11 +400,15 @@ def test_nproc_2_scaling_measured_against_prediction():
         and 0 < sc.efficiency < 1.5
         and 0 < sc.predicted_efficiency <= 1.0
     )
+    assert r.run.parallelism == "DDP over gloo"
+    if (
+        r.environment.busy
+    ):  # other work inside the timings: the probe says so, the ratio means nothing
+        pytest.skip(f"measured on a busy machine: {r.environment.busy_why}")
     assert 0.5 <= sc.efficiency / sc.predicted_efficiency <= 1.1, (
         sc.efficiency,
         sc.predicted_efficiency,
     )
-    assert r.run.parallelism == "DDP over gloo"
 
 
 @pytest.mark.slow
