@@ -75,7 +75,7 @@ def test_cuda_context_is_the_devices_own_and_shows_by_name() -> None:
 def test_device_total_counts_context_and_nccl_reserved_does_not() -> None:
     """memory_quantity: reserved = allocated·(1 + frag); device = reserved + context + NCCL + residual."""
     from trilemma.estimate.evaluate import evaluate
-    from trilemma.validate.fit import memory_quantity
+    from trilemma.validate.predict import memory_quantity
 
     m = get_model("llama2-7b")
     cl = make_cluster("h100-sxm", 8)

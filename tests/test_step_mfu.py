@@ -125,7 +125,7 @@ def test_fp32_steps_against_the_measured_forward_backward_times():
     smaller models' shorter steps are predicted fast (GPT-2 small at 512 tokens: 0.4x): their time is eager
     PyTorch dispatching a hand-written model's many small operations, beyond one cost per kernel launch."""
     from trilemma.presets import constants
-    from trilemma.validate.fit import predict
+    from trilemma.validate.predict import predict
 
     _, cases, skipped = load_file(str(CS336_FP32), "throughput")
     assert len(cases) == 15 and not skipped
@@ -164,7 +164,7 @@ def test_fp32_training_step_memory_against_the_profiled_peaks_in_sample():
     parameters = 29.8 GiB."""
     from trilemma.presets import constants
     from trilemma.units import GIB
-    from trilemma.validate.fit import predict
+    from trilemma.validate.predict import predict
 
     _, cases, skipped = load_file(str(CS336_FP32.with_name("cs336_fp32_a100_memory.csv")), "memory")
     assert len(cases) == 2 and not skipped
@@ -189,7 +189,7 @@ def test_fp32_steps_on_h100_against_the_same_models_measured_there():
     import dataclasses
 
     from trilemma.presets import constants, get_hardware
-    from trilemma.validate.fit import predict
+    from trilemma.validate.predict import predict
 
     rows = _h100_rows()
     h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-40gb")
@@ -229,8 +229,8 @@ def test_the_largest_fp32_step_measured_on_hopper():
 
     from trilemma.estimate.params import param_counts
     from trilemma.presets import constants, get_hardware
-    from trilemma.validate.fit import predict
     from trilemma.validate.floors import fp32_step_checks
+    from trilemma.validate.predict import predict
 
     rows = _h100_rows()
     h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-40gb")

@@ -174,7 +174,7 @@ def test_no_published_memory_row_is_predicted_out_of_memory():
     """Every memory row is a job that ran, so with the shipped constants its predicted peak
     fits its device (each compared with the quantity the row counts)."""
     from trilemma.presets import constants
-    from trilemma.validate.fit import predict
+    from trilemma.validate.predict import predict
 
     preds = predict(load_cases("memory")[0], constants())
     assert preds and all(p.predicted is not None for p in preds)

@@ -329,7 +329,7 @@ def test_forward_backward_time_is_the_step_without_its_optimizer_update(tmp_path
     differ by exactly the estimate's optimizer_s, and the forward-backward one is the smaller."""
     from trilemma.api import estimate
     from trilemma.presets import constants
-    from trilemma.validate.fit import predict
+    from trilemma.validate.predict import predict
 
     rows = [
         [

@@ -58,7 +58,7 @@ class MemoryArrays:
     (``overhead_bytes``, their sum). The caching allocator reserves more when
     memory is free — ``fragmentation`` of the allocated peak, fitted on reserved peaks — but gives
     cached blocks back before it fails an allocation (PyTorch's allocator frees its cache and retries),
-    so the fit verdict does not count it; ``trilemma.validate.fit.memory_quantity`` adds it when a
+    so the fit verdict does not count it; ``trilemma.validate.predict.memory_quantity`` adds it when a
     published figure is a reserved peak or device memory in use."""
 
     first: tuple[

@@ -161,7 +161,7 @@ def coverage(res: list[Residual]) -> dict[str, dict[str, dict[str, Any]]]:
 def residuals_from_rows(rows: list[dict[str, Any]]) -> list[Residual]:
     """LOSO residuals of calibrated.toml's stored rows (``trilemma.presets.calibration_rows``)."""
     from trilemma.validate import MEMORY_METRICS
-    from trilemma.validate.fit import DURATION_METRICS
+    from trilemma.validate.predict import DURATION_METRICS
 
     out = []
     for r in rows:
@@ -175,7 +175,7 @@ def residuals_from_rows(rows: list[dict[str, Any]]) -> list[Residual]:
 
 
 def residuals_from_predictions(preds: Iterable[Any]) -> list[Residual]:
-    """LOSO residuals of ``trilemma.validate.fit.Prediction`` objects (the LOSO predicted value)."""
+    """LOSO residuals of ``trilemma.validate.predict.Prediction`` objects (the LOSO predicted value)."""
     from trilemma.validate import MEMORY_METRICS
 
     out = []

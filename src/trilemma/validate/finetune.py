@@ -65,7 +65,8 @@ from trilemma.specs.constants import Constants
 from trilemma.units import GIB, IEC
 from trilemma.validate import MEMORY_METRICS, Case, source_group
 from trilemma.validate.cases import load_cases
-from trilemma.validate.fit import fit_memory, memory_quantity
+from trilemma.validate.fit import fit_memory
+from trilemma.validate.predict import memory_quantity
 
 DATA = "finetune_memory.csv"
 

@@ -177,7 +177,7 @@ def korthikanti_layer_ms() -> dict[tuple[str, bool], tuple[float, float]]:
     from trilemma.estimate.layouts import LayoutArrays
     from trilemma.presets import constants
     from trilemma.resolve import make_cluster
-    from trilemma.validate.fit import resolve_layout
+    from trilemma.validate.predict import resolve_layout
 
     consts = constants()
     case = next(

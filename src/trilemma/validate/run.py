@@ -24,16 +24,8 @@ from trilemma.validate import Skipped
 from trilemma.validate.bands import LEVEL, coverage, named_bands, residuals_from_predictions
 from trilemma.validate.bounds import at_bounds
 from trilemma.validate.cases import load_cases, load_file
-from trilemma.validate.fit import (
-    FITTED_PARAMS,
-    RUN_METRICS,
-    TIME_METRICS,
-    Prediction,
-    calibrate,
-    loso,
-    predict,
-    summarise,
-)
+from trilemma.validate.fit import FITTED_PARAMS, calibrate, loso, summarise
+from trilemma.validate.predict import RUN_METRICS, TIME_METRICS, Prediction, predict
 
 KINDS = ("runs", "throughput", "memory")
 BAND_QUANTILES = (0.1, 0.9)  # an 80% interval
