@@ -16,22 +16,20 @@ from typing import Any
 
 from trilemma.errors import InputError, TrilemmaError
 from trilemma.estimate.layouts import candidate_layouts, legal_mask, reason_text
-from trilemma.presets import get_hardware, get_model
 from trilemma.resolve import check_positions, make_plan
 from trilemma.specs import (
     DtypeSpec,
     HardwareSpec,
     ModelSpec,
     Optimizer,
-    PositionType,
     Precision,
     Stage,
 )
-from trilemma.units import GIB, GIGA
+from trilemma.units import GIB
 from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
-from trilemma.validate.columns import ASSUMPTION_SEP, LAYOUT_AXES
+from trilemma.validate.columns import LAYOUT_AXES
+from trilemma.validate.row_model import RowMapping, Skip, row_hardware, row_model
 from trilemma.validate.schema import (
-    Row,
     RowError,
     parse_row,
     read_csv,
@@ -73,62 +71,6 @@ _PERCENT = frozenset({"mfu", "hfu"})
 STEPS_FOR_RATE_ROWS = 100
 #: without any global batch: this many sequences (make_plan's default) unless the model preset has one
 DEFAULT_BATCH_SEQS = 512
-_DIMS = {
-    "n_layers": "n_layers",
-    "d_model": "d_model",
-    "n_heads": "n_heads",
-    "n_kv_heads": "n_kv_heads",
-    "head_dim": "head_dim",
-    "ffn_dim": "ffn_dim",
-    "vocab": "vocab_size",
-    "max_positions": "max_positions",
-}
-_ARCH_FIELDS = (
-    "family",
-    "causal",
-    "ffn_type",
-    "tied_embeddings",
-    "position",
-    "norm",
-    "norms_per_layer",
-    "embedding_norm",
-    "final_norm",
-    "pooler",
-    "type_vocab_size",
-    "qkv_bias",
-    "out_bias",
-    "mlp_bias",
-    "parallel_block",
-    "dropout",
-)
-_BLOCK = ("family", "ffn_type", "position", "norm", "tied_embeddings")
-
-
-class _Skip(Exception):
-    """A row trilemma cannot evaluate (not bad input); the message is the Skipped reason."""
-
-
-class _Mapping:
-    """One row being mapped: its cells, where it comes from, and the assumptions collected."""
-
-    def __init__(self, kind: Kind, row: Row, where: str) -> None:
-        self.kind, self.row, self.where = kind, row, where
-        self.assumptions: list[str] = [
-            a.strip() for a in row.get("assumptions", "").split(ASSUMPTION_SEP.strip()) if a.strip()
-        ]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.row.get(name, default)
-
-    def note(self, text: str) -> None:
-        if text not in self.assumptions:
-            self.assumptions.append(text)
-
-    def error(self, column: str, allowed: str, value: Any = None) -> RowError:
-        v = self.get(column) if value is None else value
-        return RowError(self.where, self.row.index + 1, column, v, allowed)
-
-
 # ------------------------------------------------------------------ reading
 
 
@@ -143,7 +85,7 @@ def read_rows(kind: Kind) -> list[dict[str, str]]:
 # ------------------------------------------------------------------ the parts of a case
 
 
-def _reported(m: _Mapping) -> tuple[str, float]:
+def _reported(m: RowMapping) -> tuple[str, float]:
     metric, value = m.get("metric"), m.get("reported")
     if metric not in KIND_METRICS[m.kind]:
         raise m.error(
@@ -159,73 +101,7 @@ def _reported(m: _Mapping) -> tuple[str, float]:
     return metric, value * GIB if metric in MEMORY_METRICS else value
 
 
-def _hardware(m: _Mapping) -> HardwareSpec:
-    try:
-        hw = get_hardware(m.get("gpu"))
-    except TrilemmaError:
-        raise m.error(
-            "gpu", "a hardware preset name (`trilemma presets hardware` lists them)"
-        ) from None
-    changes: dict[str, float] = {}
-    if m.get("gpu_hbm_gib"):
-        changes["hbm_bytes"] = float(m.get("gpu_hbm_gib") * GIB)
-    if m.get("gpu_power_w"):
-        changes["board_power_w"] = float(m.get("gpu_power_w"))
-    if m.get("gpu_inter_node_gb_s"):
-        changes["inter_node_bw_bytes_per_s"] = float(m.get("gpu_inter_node_gb_s") * GIGA)
-    if not changes:
-        return hw
-    return hw.replace(name=f"{hw.name} ({m.get('gpu_type') or 'as stated'})", **changes)
-
-
-def _model(m: _Mapping, seq: int) -> ModelSpec:
-    dims = {field: m.get(col) for col, field in _DIMS.items() if m.get(col) is not None}
-    block: dict[str, Any] = {k: m.get(k) for k in _BLOCK if m.get(k) is not None}
-    if m.get("bias") is not None:
-        block.update(qkv_bias=m.get("bias"), out_bias=m.get("bias"), mlp_bias=m.get("bias"))
-    if m.get("model_preset"):
-        try:
-            p = get_model(m.get("model_preset"))
-        except TrilemmaError:
-            raise m.error(
-                "model_preset", "a model preset name (`trilemma presets models` lists them)"
-            ) from None
-        given = dict(block, **dims, seq_len=seq)
-        changes = {
-            k: v
-            for k, v in given.items()
-            if v != (p.kv_heads if k == "n_kv_heads" else getattr(p, k))
-        }
-        return p.replace(**changes) if changes else p
-    arch: dict[str, Any] = {}
-    if m.get("arch"):
-        try:
-            t = get_model(m.get("arch"))
-        except TrilemmaError:
-            raise m.error(
-                "arch", "a model preset name whose block architecture the dimensions use"
-            ) from None
-        arch = {k: getattr(t, k) for k in _ARCH_FIELDS}
-    for col in ("n_layers", "d_model", "n_heads", "ffn_dim", "vocab"):
-        if m.get(col) is None:
-            raise m.error(col, "a whole number ≥ 1 (or a model_preset)")
-    arch.update(block)
-    if (
-        arch.get("position", PositionType.LEARNED) == PositionType.LEARNED
-        and "max_positions" not in dims
-    ):
-        dims["max_positions"] = seq
-    return ModelSpec.build(
-        prefix="model",
-        **arch,
-        **dims,
-        name=f"{m.row.label} (row dims)",
-        seq_len=seq,
-        source=f"trilemma.validate.cases from {m.where} row {m.row.index}: {m.get('source', '')}",
-    )
-
-
-def _layout(m: _Mapping, n_gpus: int) -> dict[str, Any]:
+def _layout(m: RowMapping, n_gpus: int) -> dict[str, Any]:
     """The axes the row pins, checked against its GPU count; the others are searched."""
     lay = {k: m.get(k) for k in LAYOUT_AXES if m.get(k) is not None}
     degrees = {k: lay[k] for k in ("tp", "pp", "dp", "cp") if k in lay}
@@ -242,7 +118,7 @@ def _layout(m: _Mapping, n_gpus: int) -> dict[str, Any]:
     return lay
 
 
-def _stage(m: _Mapping, model: ModelSpec, seq: int, lay: dict[str, Any]) -> Stage:
+def _stage(m: RowMapping, model: ModelSpec, seq: int, lay: dict[str, Any]) -> Stage:
     exact = m.get("batch_exact", True)
     if m.get("global_batch"):
         gbt = m.get("global_batch") * seq
@@ -286,7 +162,7 @@ def _check_legal(
     pinned = {k: (int(v) if isinstance(v, bool) else v) for k, v in lay.items()}
     cands = candidate_layouts(model, n_gpus, hw.devices_per_node, pinned, stage.seq_len)
     if len(cands) == 0:
-        raise _Skip(
+        raise Skip(
             f"the row's layout cannot run in trilemma on {n_gpus} GPUs (no candidate layout)"
         )
     _, r = legal_mask(model, cands, stage, n_gpus)
@@ -294,18 +170,18 @@ def _check_legal(
         return
     bits = min((int(b) for b in r), key=lambda b: b.bit_count())
     why = "; ".join(reason_text(bits)) or "no candidate layout"
-    raise _Skip(f"the row's layout cannot run in trilemma on {n_gpus} GPUs ({why})")
+    raise Skip(f"the row's layout cannot run in trilemma on {n_gpus} GPUs ({why})")
 
 
-def _case(m: _Mapping) -> Case:
+def _case(m: RowMapping) -> Case:
     metric, reported = _reported(m)
-    hw = _hardware(m)
+    hw = row_hardware(m)
     n_gpus, seq = m.get("n_gpus"), m.get("seq_len")
-    model = _model(m, seq)
+    model = row_model(m, seq)
     try:  # a sequence past a learned position table: estimate refuses it, so the row is skipped
         check_positions(model, seq)
     except InputError as exc:
-        raise _Skip(str(exc)) from None
+        raise Skip(str(exc)) from None
     lay = _layout(m, n_gpus)
     stage = _stage(m, model, seq, lay)
     _check_legal(model, hw, n_gpus, lay, stage)
@@ -315,7 +191,7 @@ def _case(m: _Mapping) -> Case:
     try:
         hw.peak(precision)
     except TrilemmaError:
-        raise _Skip(f"{hw.name} has no {precision} peak") from None
+        raise Skip(f"{hw.name} has no {precision} peak") from None
     dt = DtypeSpec.for_precision(precision, grad=m.get("grad_dtype", "fp32"))
     # the row's dtype columns, each overriding one DtypeSpec field where it is given
     given = {f: m.get(f"{f}_dtype") for f in ("optimizer_state", "attention_probs", "norm_input")}
@@ -365,8 +241,8 @@ def map_rows(kind: Kind, raw: list[dict[str, str]], where: str) -> tuple[list[Ca
             )
             continue
         try:
-            cases.append(_case(_Mapping(kind, row, where)))
-        except _Skip as exc:
+            cases.append(_case(RowMapping(kind, row, where)))
+        except Skip as exc:
             skipped.append(Skipped(kind=kind, row=i, label=row.label, reason=str(exc)))
         except RowError:
             raise
