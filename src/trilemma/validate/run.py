@@ -294,6 +294,26 @@ def calibrate_and_write(
         "",
         *regime_lines(regime(cases)),
     ]
+    lines += _constants_lines(changed, summary)
+    lines += _family_lines(cases, xf)
+    lines += _row_lines(ins, lo_by)
+    text = "\n".join(lines)
+    target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
+    write_text_atomic(target, text, "out")
+    t = bands["time"]
+    return {
+        "constants": changed,
+        "summary": summary,
+        "bands": (t.q_lo, t.q_hi) if t else (0.0, 0.0),
+        "cross_family": xf,
+        "path": target,
+        "skipped": [s for s in skipped if isinstance(s, Skipped)],
+    }
+
+
+def _constants_lines(changed: dict[str, dict[str, Any]], summary: dict[str, Any]) -> list[str]:
+    """The fitted constants that moved, and the in-sample and LOSO summaries per kind."""
+    lines: list[str] = []
     for s, vals in changed.items():
         lines.append(f"[constants.{s}]")
         lines += [f"{k} = {toml_value(v)}" for k, v in vals.items()]
@@ -303,6 +323,12 @@ def calibrate_and_write(
             lines.append(f"[summary.{k}.{which}]")
             lines += [f"{sk} = {toml_value(sv)}" for sk, sv in stats.items()]
             lines.append("")
+    return lines
+
+
+def _family_lines(cases: list[Any], xf: dict[str, Any]) -> list[str]:
+    """Calibration cases per chip family and kind, with the cross-family error of each."""
+    lines: list[str] = []
     lines += [
         "[families]",
         "# calibration cases per chip family (HardwareSpec.family, presets/hardware.toml) and kind; a family",
@@ -319,6 +345,12 @@ def calibrate_and_write(
                 f"cross_family_log_median = {toml_value(xf['families'][fam]['log_median'])}",
             ]
         lines.append("")
+    return lines
+
+
+def _row_lines(ins: list[Any], lo_by: dict[tuple[str, int], Any]) -> list[str]:
+    """One [[rows]] table per case: reported, predicted in-sample and leave-one-source-out."""
+    lines: list[str] = []
     for p in ins:
         lp = lo_by.get((p.case.kind, p.case.row))
         lines += [
@@ -336,15 +368,4 @@ def calibrate_and_write(
         if lp is not None and lp.predicted is not None:
             lines.append(f"loso_predicted = {toml_value(lp.predicted)}")
         lines.append("")
-    text = "\n".join(lines)
-    target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
-    write_text_atomic(target, text, "out")
-    t = bands["time"]
-    return {
-        "constants": changed,
-        "summary": summary,
-        "bands": (t.q_lo, t.q_hi) if t else (0.0, 0.0),
-        "cross_family": xf,
-        "path": target,
-        "skipped": [s for s in skipped if isinstance(s, Skipped)],
-    }
+    return lines
