@@ -5,7 +5,7 @@ The ``--json`` document is ``ProbeResult.to_dict()`` itself (``trilemma.report.j
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -25,7 +25,17 @@ def _ratio(r: float) -> str:
 def print_probe(result: ProbeResult) -> None:
     """Print one probe for a person: settings, the predicted/measured table, step time, memory, losses, machine."""
     c = console()
-    m, r, meas, pred = result.model, result.run, result.measured, result.predicted
+    _print_settings(c, result)
+    c.print(_comparison_table(result))
+    _print_measured(c, result)
+    _print_scaling_and_machine(c, result)
+    for w in result.warnings:
+        c.print(f"[yellow]note:[/yellow] {shown(w)}")
+
+
+def _print_settings(c: Any, result: ProbeResult) -> None:
+    """The model, the machine and the run's settings, and a fine-tune's adapters."""
+    m, r, meas = result.model, result.run, result.measured
     env = result.environment
     ok = (
         "matches the planner"
@@ -59,6 +69,10 @@ def print_probe(result: ProbeResult) -> None:
             f"  fine-tune {f['method']}:{adapters} {n_m:,} trainable parameters ({who}; {same}); {f['base']}"
         )
 
+
+def _comparison_table(result: ProbeResult) -> Table:
+    """Predicted against measured: step time, tokens/s, memory and MFU."""
+    meas, pred = result.measured, result.predicted
     t = Table(title="predicted (trilemma estimate on the `local` profile) vs measured")
     for col in ("", "predicted", "measured", "predicted / measured"):
         t.add_column(col, justify="left" if not col else "right")
@@ -75,7 +89,12 @@ def print_probe(result: ProbeResult) -> None:
             t.add_row(label, fmt(x.predicted), fmt(x.measured), _ratio(x.ratio))
     if pred is not None and meas.mfu is not None:
         t.add_row("MFU", f"{pred.mfu:.1%}", f"{meas.mfu:.1%}", _ratio(pred.mfu / meas.mfu))
-    c.print(t)
+    return t
+
+
+def _print_measured(c: Any, result: ProbeResult) -> None:
+    """A busy machine's warning, the measured step time, the memory and the losses."""
+    meas, pred, env = result.measured, result.predicted, result.environment
     if env.busy:
         c.print(
             "[bold red]warning:[/bold red] measured on a busy machine: other processes' work is inside these "
@@ -116,6 +135,10 @@ def print_probe(result: ProbeResult) -> None:
             + (f", held-out {meas.eval_loss:.3f}" if meas.eval_loss is not None else "")
             + " nats/byte"
         )
+
+
+def _print_scaling_and_machine(c: Any, result: ProbeResult) -> None:
+    """Scaling over processes (when measured) and the machine's measured peaks."""
     sc = result.scaling
     if sc is not None:
         c.print(
@@ -136,5 +159,3 @@ def print_probe(result: ProbeResult) -> None:
         f"memory {fmt_rate(mm.memory_bw_bytes_per_s)}; link {fmt_rate(mm.link_bw_bytes_per_s)}; "
         f"profile `local` in {result.machine.profile} (trilemma estimate --gpu local)"
     )
-    for w in result.warnings:
-        c.print(f"[yellow]note:[/yellow] {shown(w)}")
