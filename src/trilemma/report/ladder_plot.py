@@ -33,6 +33,8 @@ def frontier(
 
 
 def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
+    """Draw a ladder's runs, the fitted law per size, the compute-optimal frontier and the held-out
+    check against compute to ``path``."""
     plt = pyplot(path)
     c = report.point.constants
     fit_rows = [r for r in result.runs if r.role == "fit" and r.loss is not None]
@@ -42,6 +44,45 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
     fig, ax = plt.subplots(figsize=(8.5, 5.6), constrained_layout=True)
     all_c = [6.0 * r.n * r.tokens for r in result.runs]
     c_grid = np.logspace(np.log10(min(all_c)) - 0.3, np.log10(max(all_c)) + 0.3, 300)
+    _draw_sizes(ax, cmap, result, c, c_grid, fit_rows, sizes)
+    f_loss, _ = frontier(c, c_grid, sizes[0] / 4, sizes[-1] * 4)
+    ax.plot(
+        c_grid,
+        f_loss,
+        color="black",
+        lw=2.0,
+        alpha=0.6,
+        label="compute-optimal frontier (fitted law, N within 4x of the ladder's sizes)",
+    )
+    ho = result.held_out
+    _draw_held_out(ax, ho, held_rows)
+    ax.set_xscale("log")
+    ax.set_xlabel("training compute C = 6·N·D (FLOP; N non-embedding parameters)")
+    ax.set_ylabel("eval loss (nats/byte, fixed held-out split)")
+    ax.set_title(
+        f"trilemma ladder: L = {c['E']:.3f} + {c['A']:.3g}/N^{c['alpha']:.3f} + {c['B']:.3g}/D^{c['beta']:.3f}",
+        fontsize=10,
+    )
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="upper right")
+    ys = [r.loss for r in result.runs if r.loss is not None] + (
+        [ho.predicted, ho.low, ho.high] if ho else []
+    )
+    if ys:
+        ax.set_ylim(min(ys) * 0.93, max(ys) * 1.07)
+    return save_figure(fig, path)
+
+
+def _draw_sizes(
+    ax: Any,
+    cmap: Any,
+    result: Any,
+    c: Any,
+    c_grid: np.ndarray,
+    fit_rows: list[Any],
+    sizes: list[float],
+) -> None:
+    """The law's curve at each model size (dashed when held out) and the fit's runs."""
     for k, n in enumerate(sizes):
         colour = cmap(k / max(1, len(sizes) - 1) * 0.9)
         held = any(r.n == n and r.role == "held_out" for r in result.runs)
@@ -64,16 +105,10 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
                 edgecolors="black",
                 linewidths=0.4,
             )
-    f_loss, _ = frontier(c, c_grid, sizes[0] / 4, sizes[-1] * 4)
-    ax.plot(
-        c_grid,
-        f_loss,
-        color="black",
-        lw=2.0,
-        alpha=0.6,
-        label="compute-optimal frontier (fitted law, N within 4x of the ladder's sizes)",
-    )
-    ho = result.held_out
+
+
+def _draw_held_out(ax: Any, ho: Any, held_rows: list[Any]) -> None:
+    """The held-out prediction with its band and the measured loss (or the measured loss alone)."""
     if ho is not None:
         x = 6.0 * ho.n * ho.tokens
         ax.errorbar(
@@ -110,18 +145,3 @@ def plot_ladder(result: Any, report: Any, path: str | Path) -> Path:
             zorder=5,
             label="held-out measured",
         )
-    ax.set_xscale("log")
-    ax.set_xlabel("training compute C = 6·N·D (FLOP; N non-embedding parameters)")
-    ax.set_ylabel("eval loss (nats/byte, fixed held-out split)")
-    ax.set_title(
-        f"trilemma ladder: L = {c['E']:.3f} + {c['A']:.3g}/N^{c['alpha']:.3f} + {c['B']:.3g}/D^{c['beta']:.3f}",
-        fontsize=10,
-    )
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper right")
-    ys = [r.loss for r in result.runs if r.loss is not None] + (
-        [ho.predicted, ho.low, ho.high] if ho else []
-    )
-    if ys:
-        ax.set_ylim(min(ys) * 0.93, max(ys) * 1.07)
-    return save_figure(fig, path)
