@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from trilemma.errors import InputError
+from trilemma.ladder import choose
 from trilemma.ladder import plan as lp
 from trilemma.ladder.records import SCHEMA, append_record, encode_record, read_records
 from trilemma.request import LadderRequest
@@ -207,12 +208,12 @@ def test_predicted_times_and_minutes():
         assert 1.5 * a.predicted_s < b.predicted_s <= 2 * a.predicted_s * (1 + 1e-9)
     longest = max(p.predicted_s for p in two.runs) + lp.STARTUP_S
     assert two.predicted_wall_s <= max(one.predicted_wall_s, longest) * 1.01
-    small = lp.grid_for_minutes(3, hw=hw, workers=1)
-    big = lp.grid_for_minutes(60, hw=hw, workers=1)
+    small = choose.grid_for_minutes(3, hw=hw, workers=1)
+    big = choose.grid_for_minutes(60, hw=hw, workers=1)
     assert small.held_out_width <= big.held_out_width
     assert lp.make_plan(small, hw=hw, workers=1, threads=1).predicted_wall_s <= 180
     with pytest.raises(InputError):
-        lp.grid_for_minutes(0.01, hw=hw, workers=1)
+        choose.grid_for_minutes(0.01, hw=hw, workers=1)
 
 
 # ------------------------------------------------------------------ resume and Ctrl-C (fake trainer)

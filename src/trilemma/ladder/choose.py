@@ -7,12 +7,24 @@ hardware profile the predicted times come from. No torch here unless a profile m
 
 from __future__ import annotations
 
+import math
 import os
+from dataclasses import replace
 from typing import Any
 
 from trilemma.errors import InputError
-from trilemma.ladder.plan import DEFAULT, TINY, GridChoice, grid_for_minutes
+from trilemma.ladder.plan import (
+    DEFAULT,
+    EVAL_TOKENS,
+    FIT_SIZES,
+    TINY,
+    WIDTHS,
+    GridChoice,
+    make_plan,
+    rung,
+)
 from trilemma.ladder.shapes import params_of, shape_for_params
+from trilemma.units import MINUTE
 
 __all__ = ["choose_grid", "local_profile"]
 
@@ -147,3 +159,41 @@ def choose_grid(
         eval_tokens=base.eval_tokens,
         name=base.name,
     )
+
+
+def grid_for_minutes(
+    minutes: float,
+    *,
+    hw: Any,
+    workers: int,
+    ratios: tuple[float, ...] | None = None,
+    held_out_ratio: float | None = None,
+) -> GridChoice:
+    """The largest rung of the width ladder whose predicted wall time fits ``minutes``."""
+    ratios = ratios or DEFAULT.ratios
+    ho = (
+        held_out_ratio
+        if held_out_ratio is not None
+        else (
+            DEFAULT.held_out_ratio
+            if min(ratios) <= DEFAULT.held_out_ratio <= max(ratios)
+            else sorted(ratios)[len(ratios) // 2]
+        )
+    )
+    best, first = None, None
+    for k in range(len(WIDTHS) - FIT_SIZES):
+        g = rung(k, tuple(ratios), ho)
+        plan = make_plan(g, hw=hw, workers=workers, threads=1)
+        first = first if first is not None else plan.predicted_wall_s
+        if plan.predicted_wall_s is not None and plan.predicted_wall_s <= minutes * MINUTE:
+            best = replace(g, eval_tokens=TINY.eval_tokens if k == 0 else EVAL_TOKENS)
+        else:
+            break
+    if best is None:
+        raise InputError(
+            "minutes",
+            f"{minutes:g}",
+            f"at least {math.ceil((first or 0) / MINUTE)} minutes: the smallest ladder "
+            f"is predicted to take {first or 0:.0f} s here (or fewer --tokens-per-param)",
+        )
+    return best

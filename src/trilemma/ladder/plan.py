@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trilemma.errors import InputError
@@ -54,7 +54,8 @@ from trilemma.ladder.shapes import (
     shape_for_params,
     shape_for_width,
 )
-from trilemma.units import MINUTE, SI
+from trilemma.ladder.timing import predict_run_s, schedule_s, worker_hardware
+from trilemma.units import SI
 
 __all__ = [
     "DEFAULT",
@@ -307,65 +308,6 @@ def rules() -> dict[str, Any]:
     }
 
 
-# ------------------------------------------------------------------ time
-
-
-def worker_hardware(hw: Any, workers: int) -> Any:
-    """A worker's share of a machine profile: 1/workers of its peak FLOP/s and memory bandwidth."""
-    if workers == 1:
-        return hw
-    return hw.replace(
-        name=f"{hw.name}/{workers}",
-        peak_flop_per_s={p: v / workers for p, v in hw.peak_flop_per_s.items()},
-        hbm_bw_bytes_per_s=hw.hbm_bw_bytes_per_s / workers,
-        hbm_bytes=hw.hbm_bytes / workers,
-        board_power_w=hw.board_power_w / workers,
-        price_usd_per_hour=hw.price_usd_per_hour / workers,
-    )
-
-
-def predict_run_s(run: RunSpec, hw: Any) -> float:
-    """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss)."""
-    from trilemma.estimate.choose import evaluate_layout
-    from trilemma.resolve import make_cluster, make_plan
-    from trilemma.specs import DtypeSpec, Layout, Recompute
-
-    spec = run.shape.spec(run.seq)
-    gbt = float(run.tokens_per_step)
-    dtypes = DtypeSpec(
-        weight="fp32",
-        grad="fp32",
-        master=None,
-        optimizer_state="fp32",
-        frozen_weight="fp32",
-        activation="fp32",
-    )
-    plan = make_plan(
-        spec,
-        tokens=float(run.tokens),
-        seq_len=run.seq,
-        global_batch_tokens=gbt,
-        precision="fp32",
-        flash_attention=True,
-        dtypes=dtypes,
-        goodput=1.0,
-    )
-    layout = Layout(
-        tp=1, pp=1, dp=1, zero=0, recompute=Recompute("none"), micro_batch=run.batch_seqs
-    )
-    est = evaluate_layout(spec, make_cluster(hw, 1, gpus_per_node=1), plan, layout)
-    return float(est.time.step_s) * run.steps
-
-
-def schedule_s(times: list[float], workers: int) -> float:
-    """Longest-first list scheduling of independent runs over ``workers`` (the ladder's order)."""
-    loads = [0.0] * max(1, workers)
-    for t in sorted(times, reverse=True):
-        i = loads.index(min(loads))
-        loads[i] += t
-    return max(loads)
-
-
 def make_plan(
     grid: GridChoice,
     *,
@@ -455,41 +397,3 @@ def check_grid(grid: GridChoice, fit_shapes: list[Shape], held: Shape) -> None:
             f"a held-out size at most {MAX_HELD_OUT_RATIO:g}× the largest fitted "
             f"size ({sizes[-1]:,}): add an intermediate size",
         )
-
-
-def grid_for_minutes(
-    minutes: float,
-    *,
-    hw: Any,
-    workers: int,
-    ratios: tuple[float, ...] | None = None,
-    held_out_ratio: float | None = None,
-) -> GridChoice:
-    """The largest rung of the width ladder whose predicted wall time fits ``minutes``."""
-    ratios = ratios or DEFAULT.ratios
-    ho = (
-        held_out_ratio
-        if held_out_ratio is not None
-        else (
-            DEFAULT.held_out_ratio
-            if min(ratios) <= DEFAULT.held_out_ratio <= max(ratios)
-            else sorted(ratios)[len(ratios) // 2]
-        )
-    )
-    best, first = None, None
-    for k in range(len(WIDTHS) - FIT_SIZES):
-        g = rung(k, tuple(ratios), ho)
-        plan = make_plan(g, hw=hw, workers=workers, threads=1)
-        first = first if first is not None else plan.predicted_wall_s
-        if plan.predicted_wall_s is not None and plan.predicted_wall_s <= minutes * MINUTE:
-            best = replace(g, eval_tokens=TINY.eval_tokens if k == 0 else EVAL_TOKENS)
-        else:
-            break
-    if best is None:
-        raise InputError(
-            "minutes",
-            f"{minutes:g}",
-            f"at least {math.ceil((first or 0) / MINUTE)} minutes: the smallest ladder "
-            f"is predicted to take {first or 0:.0f} s here (or fewer --tokens-per-param)",
-        )
-    return best
