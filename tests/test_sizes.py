@@ -21,7 +21,6 @@ ALLOWED: dict[str, str] = {
     "ladder/run.py": "split pending: run_ladder, the locked run, train-and-fit, the result",
     "probe/bench.py": "split pending: machine() and the measurement cache",
     "probe/memtrack.py": "split pending: track_step",
-    "probe/profile.py": "split pending: local_hardware",
     "probe/run.py": "split pending: run_probe's body and _result",
     "probe/train.py": "split pending: run_training",
 }

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -178,53 +178,7 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "
         f"(best over sizes), copy bandwidth (read + write), link = {meas.link_kind}"
     )
-    efficiency: dict[str, float] = {}  # a GPU keeps the calibrated constants (fitted on GPUs)
-    if meas.device == "cuda":  # pragma: no cover - GPU only
-        sheet = datasheet_match(meas.device_name)
-        watts = sheet.board_power_w if sheet else GPU_FALLBACK_WATTS
-        price = sheet.price_usd_per_hour if sheet else GPU_FALLBACK_PRICE
-        intra = sheet.intra_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
-        inter = sheet.inter_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
-        stated = (
-            f"board power, price and links from the {sheet.name} preset (datasheet)"
-            if sheet
-            else f"board power {GPU_FALLBACK_WATTS:.0f} W and links (host-to-device copy) are stated estimates"
-        )
-        vendor = "NVIDIA" if "nvidia" in meas.device_name.lower() else "GPU"
-        family = (
-            sheet.family if sheet else UNKNOWN_FAMILY
-        )  # the chip's architecture, as its preset's
-        price_source = (
-            f"placeholder: the {sheet.name} reference price"
-            if sheet
-            else "placeholder: a machine you own has no list price; set --price"
-        )
-    else:
-        cores = max(1, meas.threads)  # a measurement at t threads describes t cores
-        watts = CPU_WATTS_PER_CORE * cores
-        price = CPU_PRICE_PER_CORE_HOUR * cores
-        intra = inter = meas.link_bw_bytes_per_s
-        stated = (
-            f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
-            "bandwidth is the measured loopback TCP rate (gloo between processes of one host)"
-        )
-        vendor = "CPU"
-        family = "cpu"  # no calibration row was measured on a CPU
-        own = (
-            "fp32"
-            if "fp32" in meas.matmul
-            else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None)
-        )
-        if own is not None and len(meas.matmul[own].sizes) >= 2:
-            efficiency = gemm_constants(meas.matmul[own])
-            stated += (
-                f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
-                f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak"
-            )
-        price_source = (
-            f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
-            "assumed, about a cloud vCPU); set --price"
-        )
+    facts = _gpu_facts(meas) if meas.device == "cuda" else _cpu_facts(meas)
     part = (f" — one of {share} processes sharing it" if share > 1 else "") + (
         f", {meas.threads} of its cores"
         if meas.device == "cpu" and meas.threads != meas.cores
@@ -233,25 +187,102 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
     return HardwareSpec.build(
         prefix="local hardware profile",
         name=name,
-        vendor=vendor,
-        family=family,
+        vendor=facts["vendor"],
+        family=facts["family"],
         peak_flop_per_s=peaks,
         hbm_bytes=meas.memory_bytes / share,
         hbm_bw_bytes_per_s=meas.memory_bw_bytes_per_s,
-        intra_node_bw_bytes_per_s=intra,
-        inter_node_bw_bytes_per_s=inter,
+        intra_node_bw_bytes_per_s=facts["intra"],
+        inter_node_bw_bytes_per_s=facts["inter"],
         devices_per_node=1,
-        board_power_w=watts,
-        price_usd_per_hour=price,
+        board_power_w=facts["watts"],
+        price_usd_per_hour=facts["price"],
         price_date="",
-        price_source=price_source,
-        efficiency=efficiency,
+        price_source=facts["price_source"],
+        efficiency=facts["efficiency"],
         framework_overhead_bytes=(meas.runtime_memory_bytes or None)
         if meas.device == "cpu"
         else None,
         source=measured,
         notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
-        f"{curves}. {stated}.",
+        f"{curves}. {facts['stated']}.",
+    )
+
+
+def _gpu_facts(meas: MachineMeasurement) -> dict[str, Any]:  # pragma: no cover - GPU only
+    """What a GPU's measurement does not give: board power (W), price ($/h), links (bytes/s),
+    vendor and family from the matching datasheet preset, else stated estimates; the calibrated
+    efficiency constants are kept (fitted on GPUs)."""
+    efficiency: dict[str, float] = {}
+    sheet = datasheet_match(meas.device_name)
+    watts = sheet.board_power_w if sheet else GPU_FALLBACK_WATTS
+    price = sheet.price_usd_per_hour if sheet else GPU_FALLBACK_PRICE
+    intra = sheet.intra_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
+    inter = sheet.inter_node_bw_bytes_per_s if sheet else meas.link_bw_bytes_per_s
+    stated = (
+        f"board power, price and links from the {sheet.name} preset (datasheet)"
+        if sheet
+        else f"board power {GPU_FALLBACK_WATTS:.0f} W and links (host-to-device copy) are stated estimates"
+    )
+    vendor = "NVIDIA" if "nvidia" in meas.device_name.lower() else "GPU"
+    family = sheet.family if sheet else UNKNOWN_FAMILY  # the chip's architecture, as its preset's
+    price_source = (
+        f"placeholder: the {sheet.name} reference price"
+        if sheet
+        else "placeholder: a machine you own has no list price; set --price"
+    )
+    return dict(
+        watts=watts,
+        price=price,
+        intra=intra,
+        inter=inter,
+        stated=stated,
+        vendor=vendor,
+        family=family,
+        price_source=price_source,
+        efficiency=efficiency,
+    )
+
+
+def _cpu_facts(meas: MachineMeasurement) -> dict[str, Any]:
+    """A CPU's stated power and price per core, its loopback link (bytes/s), and the GEMM
+    efficiency fitted on its measured matmul curve."""
+    efficiency: dict[str, float] = {}
+    cores = max(1, meas.threads)  # a measurement at t threads describes t cores
+    watts = CPU_WATTS_PER_CORE * cores
+    price = CPU_PRICE_PER_CORE_HOUR * cores
+    intra = inter = meas.link_bw_bytes_per_s
+    stated = (
+        f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
+        "bandwidth is the measured loopback TCP rate (gloo between processes of one host)"
+    )
+    vendor = "CPU"
+    family = "cpu"  # no calibration row was measured on a CPU
+    own = (
+        "fp32"
+        if "fp32" in meas.matmul
+        else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None)
+    )
+    if own is not None and len(meas.matmul[own].sizes) >= 2:
+        efficiency = gemm_constants(meas.matmul[own])
+        stated += (
+            f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
+            f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak"
+        )
+    price_source = (
+        f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
+        "assumed, about a cloud vCPU); set --price"
+    )
+    return dict(
+        watts=watts,
+        price=price,
+        intra=intra,
+        inter=inter,
+        stated=stated,
+        vendor=vendor,
+        family=family,
+        price_source=price_source,
+        efficiency=efficiency,
     )
 
 
