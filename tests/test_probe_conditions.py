@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trilemma.probe import bench, machine
+from trilemma.probe import bench, bench_cache, machine
 from trilemma.probe.profile import MatmulCurve
 from trilemma.request import ProbeRequest
 
@@ -70,7 +70,7 @@ def test_conditions_are_stored_with_the_measurement(fake):
     assert not m.from_cache and c is not None and c.busy and "load average 6.00" in c.why
     assert c.load_1min == 6.0 and c.others_cpu_share == 0.9 and c.cpus == machine.usable_cores()
     assert c.cpu_model_hash == machine.cpu_hash(machine.cpu_model()) and len(c.cpu_model_hash) == 16
-    doc = json.loads(bench._cache_path().read_text())
+    doc = json.loads(bench_cache.cache_path().read_text())
     (entry,) = doc["entries"].values()
     assert entry["conditions"]["busy"] is True and entry["torch_version"] == torch.__version__
     assert entry["threads"] == 1 and entry["measured_at"]
@@ -84,11 +84,11 @@ def test_an_idle_fresh_consistent_measurement_is_reused(fake):
 
 def test_a_stale_measurement_is_measured_again(fake):
     measure()
-    doc = json.loads(bench._cache_path().read_text())
+    doc = json.loads(bench_cache.cache_path().read_text())
     (key,) = doc["entries"]
-    old = datetime.now(timezone.utc) - timedelta(days=bench.MAX_AGE_DAYS + 10)
+    old = datetime.now(timezone.utc) - timedelta(days=bench_cache.MAX_AGE_DAYS + 10)
     doc["entries"][key]["measured_at"] = old.isoformat(timespec="seconds")
-    bench._cache_path().write_text(json.dumps(doc))
+    bench_cache.cache_path().write_text(json.dumps(doc))
     m = measure()
     assert not m.from_cache and fake["full"] == 2 and "40 days old" in m.remeasured_because
     assert measure().from_cache  # the fresh one is kept
@@ -96,10 +96,10 @@ def test_a_stale_measurement_is_measured_again(fake):
 
 def test_a_measurement_without_conditions_is_measured_again(fake):
     measure()
-    doc = json.loads(bench._cache_path().read_text())
+    doc = json.loads(bench_cache.cache_path().read_text())
     for e in doc["entries"].values():
         del e["conditions"]  # what a profile written before this version holds
-    bench._cache_path().write_text(json.dumps(doc))
+    bench_cache.cache_path().write_text(json.dumps(doc))
     m = measure()
     assert not m.from_cache and "conditions" in m.remeasured_because
 
@@ -113,13 +113,13 @@ def test_a_measurement_without_conditions_is_measured_again(fake):
 )
 def test_stale_reason_names_what_changed(fake, field, value, needle):
     m = replace(measure(), **{field: value})
-    assert needle in bench.stale_reason(m, machine.cpu_model(), 1, "")
+    assert needle in bench_cache.stale_reason(m, machine.cpu_model(), 1, "")
 
 
 def test_another_processor_is_stale(fake):
     m = measure()
     m = replace(m, conditions=replace(m.conditions, cpu_model_hash=machine.cpu_hash("another CPU")))
-    assert "another processor" in bench.stale_reason(m, machine.cpu_model(), 1, "")
+    assert "another processor" in bench_cache.stale_reason(m, machine.cpu_model(), 1, "")
 
 
 def test_a_busy_measurement_is_measured_again_once_idle_and_kept_while_busy(fake):

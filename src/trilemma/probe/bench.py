@@ -29,7 +29,6 @@ neighbour's burst during one pass does not set the peak.
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -39,14 +38,18 @@ from pathlib import Path
 
 import torch
 
-from trilemma.errors import InputError
-from trilemma.fileio import PROFILE_MAX_BYTES, read_json, write_text_atomic
-from trilemma.presets import user_config_dir
 from trilemma.probe import machine as host
-from trilemma.probe.machine import LoadReading, OtherLoad, cpu_hash, cpu_model, ram_bytes
+from trilemma.probe.bench_cache import (
+    cache_key,
+    device_name,
+    read_cache,
+    stale_reason,
+    write_cache,
+)
+from trilemma.probe.machine import LoadReading, OtherLoad, cpu_hash, ram_bytes
 from trilemma.probe.profile import Conditions, MachineMeasurement, MatmulCurve
 from trilemma.probe.train import MMAP_THRESHOLD_BYTES
-from trilemma.units import DAY, GIB, KIB, MIB
+from trilemma.units import GIB, KIB, MIB
 
 __all__ = [
     "MachineMeasurement",
@@ -62,7 +65,6 @@ _CHUNK_S = 0.08  # one timed chunk of repeated matmuls
 _CHUNKS = 2  # chunks per size in one pass
 _PASSES = 3  # passes over the sizes; a size's rate is the best chunk of all passes
 _SIZE_BUDGET_S = 1.5  # a size whose single product takes longer than this ends the curve
-MAX_AGE_DAYS = 30.0  # a cached measurement older than this is measured again (drivers, BIOS, thermal paste age)
 RECHECK_TOLERANCE = (
     0.3  # a re-check of one matmul size off the cached rate by more than this share: re-measure
 )
@@ -248,65 +250,6 @@ def runtime_memory(threads: int) -> float:
             return 0.0
 
 
-def _cache_path() -> Path:
-    return user_config_dir() / "probe" / "machine.json"
-
-
-def _key(device: str, name: str, cores: int, threads: int) -> str:
-    return f"{device}|{name}|cores={cores}|threads={threads}|torch={torch.__version__}"
-
-
-def _read_cache() -> dict:
-    try:
-        doc = read_json(
-            _cache_path(), "probe cache", what="JSON file", max_bytes=PROFILE_MAX_BYTES, named=False
-        )
-        return doc if doc.get("schema") == MachineMeasurement.SCHEMA else _empty_cache()
-    except (InputError, AttributeError):  # missing or unreadable: measured again
-        return _empty_cache()
-
-
-def _empty_cache() -> dict:
-    return {"schema": MachineMeasurement.SCHEMA, "entries": {}}
-
-
-def _write_cache(doc: dict) -> None:
-    p = _cache_path()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(p, json.dumps(doc, indent=1), "probe cache")
-
-
-def device_name(device: str) -> str:
-    return torch.cuda.get_device_name() if device == "cuda" else cpu_model()
-
-
-def stale_reason(
-    meas: MachineMeasurement, name: str, threads: int, busy_now: str, now: datetime | None = None
-) -> str:
-    """Why a cached measurement must be measured again ("" when it stands): no recorded conditions, older
-    than ``MAX_AGE_DAYS``, another torch, thread count or CPU, or made on a busy machine that is idle now."""
-    c = meas.conditions
-    if c is None:
-        return "it was measured before its conditions were recorded"
-    try:
-        age_days = (
-            (now or datetime.now(timezone.utc)) - datetime.fromisoformat(meas.measured_at)
-        ).total_seconds() / DAY
-    except (TypeError, ValueError):
-        return f"its date {meas.measured_at!r} cannot be read"
-    if age_days > MAX_AGE_DAYS:
-        return f"it is {age_days:.0f} days old (limit {MAX_AGE_DAYS:.0f})"
-    if meas.torch_version != torch.__version__:
-        return f"it was measured under torch {meas.torch_version} (now {torch.__version__})"
-    if meas.threads != threads:
-        return f"it was measured at {meas.threads} threads (now {threads})"
-    if c.cpu_model_hash != cpu_hash(name):
-        return "it was measured on another processor"
-    if c.busy and not busy_now:
-        return f"it was measured while the machine was busy ({c.why}) and the machine is idle now"
-    return ""
-
-
 def recheck_reason(device: str, meas: MachineMeasurement, threads: int, busy_now: str) -> str:
     """Time one matmul size of the cached fp32 curve again (one pass); why the cache disagrees with it by more
     than ``RECHECK_TOLERANCE`` ("" when it agrees, or when it is slower now and the machine is busy now)."""
@@ -343,10 +286,10 @@ def machine(
     cores = host.usable_cores()
     threads = threads or (cores if device == "cpu" else 1)
     name = device_name(device)
-    key = _key(device, name, cores, threads)
+    key = cache_key(device, name, cores, threads)
     reading = reading or host.load_reading(cores)
     busy_now = host.busy_reason(reading, cores) if device == "cpu" else ""
-    doc = _read_cache()
+    doc = read_cache()
     old = None if remeasure else doc["entries"].get(key)
     meas = MachineMeasurement.from_dict(old) if old else None
     why = (
@@ -378,47 +321,14 @@ def machine(
         for p in missing:
             curves[p] = matmul_curve(device, p, sizes)
         if meas is None:
-            if device == "cuda":  # pragma: no cover - GPU only
-                mem = float(torch.cuda.get_device_properties(0).total_memory)
-                link, kind = host_to_device_bandwidth(), "host-to-device copy (PCIe/C2C)"
-            else:
-                mem = ram_bytes()
-                link, kind = (
-                    loopback_bandwidth(),
-                    "TCP over 127.0.0.1 (gloo between local processes)",
-                )
-            meas = MachineMeasurement(
-                device=device,
-                device_name=name,
-                cores=cores,
-                threads=threads,
-                torch_version=torch.__version__,
-                memory_bytes=mem,
-                memory_bw_bytes_per_s=memory_bandwidth(device),
-                link_bw_bytes_per_s=link,
-                link_kind=kind,
-            )
+            meas = _fresh_measurement(device, name, cores, threads)
         if runtime_missing:
             meas = replace(
                 meas,
                 runtime_memory_bytes=runtime_memory(threads),
                 runtime_memory_method=RUNTIME_MEMORY_METHOD,
             )
-        share = during.share()
-        # a CPU's figures hold what other processes did while they were taken (a GPU's: the GPU's own work)
-        during_why = host.busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""
-        busy = "; ".join(
-            w for w in (busy_now, during_why and f"while measuring: {during_why}") if w
-        )
-        cond = Conditions(
-            load_1min=reading.load_1min,
-            cpus=cores,
-            others_cpu_share=reading.others_cpu_share,
-            others_cpu_share_during=share,
-            busy=bool(busy),
-            why=busy,
-            cpu_model_hash=cpu_hash(name),
-        )
+        cond = _conditions(reading, during.share(), busy_now, name, cores, device)
         meas = replace(
             meas,
             matmul=curves,
@@ -431,5 +341,48 @@ def machine(
         torch.set_num_threads(before)
     meas = replace(meas, seconds=time.perf_counter() - t0)
     doc["entries"][key] = {**meas.to_dict(), "from_cache": False, "remeasured_because": ""}
-    _write_cache(doc)
+    write_cache(doc)
     return meas
+
+
+def _fresh_measurement(device: str, name: str, cores: int, threads: int) -> MachineMeasurement:
+    """A new measurement's memory (bytes), memory bandwidth and link (bytes/s), no matmul curves."""
+    if device == "cuda":  # pragma: no cover - GPU only
+        mem = float(torch.cuda.get_device_properties(0).total_memory)
+        link, kind = host_to_device_bandwidth(), "host-to-device copy (PCIe/C2C)"
+    else:
+        mem = ram_bytes()
+        link, kind = (
+            loopback_bandwidth(),
+            "TCP over 127.0.0.1 (gloo between local processes)",
+        )
+    return MachineMeasurement(
+        device=device,
+        device_name=name,
+        cores=cores,
+        threads=threads,
+        torch_version=torch.__version__,
+        memory_bytes=mem,
+        memory_bw_bytes_per_s=memory_bandwidth(device),
+        link_bw_bytes_per_s=link,
+        link_kind=kind,
+    )
+
+
+def _conditions(
+    reading: LoadReading, share: float, busy_now: str, name: str, cores: int, device: str
+) -> Conditions:
+    """How busy the machine was before (``reading``, ``busy_now``) and while measuring (``share``
+    of the CPU other processes took): a CPU's figures hold what they did."""
+    # a CPU's figures hold what other processes did while they were taken (a GPU's: the GPU's own work)
+    during_why = host.busy_reason(LoadReading(None, share), cores) if device == "cpu" else ""
+    busy = "; ".join(w for w in (busy_now, during_why and f"while measuring: {during_why}") if w)
+    return Conditions(
+        load_1min=reading.load_1min,
+        cpus=cores,
+        others_cpu_share=reading.others_cpu_share,
+        others_cpu_share_during=share,
+        busy=bool(busy),
+        why=busy,
+        cpu_model_hash=cpu_hash(name),
+    )
