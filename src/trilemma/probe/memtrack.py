@@ -43,7 +43,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import warnings
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,6 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trilemma.probe import model as probe_model
+from trilemma.probe.fake_step import default_dtype, fake_process_group, gpu_functional
 from trilemma.specs import ModelSpec
 
 __all__ = ["TrackedMemory", "track_step"]
@@ -100,102 +100,6 @@ class TrackedMemory:
         return asdict(self)
 
 
-class _FusedRMSNorm(torch.autograd.Function):
-    """RMSNorm over the last dimension saving what CUDA's fused ``aten._fused_rms_norm`` saves for
-    backward: the input (activation dtype) and one fp32 rstd per row (derivatives.yaml,
-    ``_fused_rms_norm``). Arithmetic in fp32, as the kernel does."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-        xf = x.float()
-        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)  # (..., 1) fp32
-        y = (xf * rstd).to(x.dtype)
-        ctx.save_for_backward(x, weight, rstd)
-        return y * weight if weight is not None else y
-
-    @staticmethod
-    def backward(ctx: Any, gy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, None]:
-        x, weight, rstd = ctx.saved_tensors
-        xhat = x.float() * rstd
-        gw = (
-            (gy.float() * xhat).sum(dim=tuple(range(gy.dim() - 1))).to(weight.dtype)
-            if weight is not None
-            else None
-        )
-        g = gy.float() * weight.float() if weight is not None else gy.float()
-        gx = rstd * (g - xhat * (g * xhat).mean(-1, keepdim=True))
-        return gx.to(x.dtype), gw, None
-
-
-class _GpuFunctional:
-    """Stands in for ``torch.nn.functional`` inside the probe model while tracking: the same functions,
-    routed the way a CUDA device runs them.
-
-    - ``rms_norm`` calls the fused kernel ``aten._fused_rms_norm``, which ``torch.rms_norm`` picks on CUDA
-      (it saves the bf16 input and an fp32 rstd per row); on CPU ``torch.rms_norm`` decomposes into fp32
-      element-wise ops that save two fp32 copies of the input, which no GPU run keeps.
-    - with ``selective``, ``scaled_dot_product_attention`` runs under ``torch.utils.checkpoint``
-      (Korthikanti et al. 2022 §5: recompute the attention core only)."""
-
-    def __init__(self, selective: bool) -> None:
-        self._selective = selective
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(F, name)
-
-    @staticmethod
-    def rms_norm(
-        x: torch.Tensor,
-        normalized_shape: Any,
-        weight: torch.Tensor | None = None,
-        eps: float | None = None,
-    ) -> torch.Tensor:
-        return _FusedRMSNorm.apply(x, weight, 1e-6 if eps is None else eps)
-
-    def scaled_dot_product_attention(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if not self._selective:
-            return F.scaled_dot_product_attention(*args, **kwargs)
-        from torch.utils.checkpoint import checkpoint
-
-        return checkpoint(F.scaled_dot_product_attention, *args, use_reentrant=False, **kwargs)
-
-
-@contextlib.contextmanager
-def _gpu_functional(selective: bool) -> Iterator[None]:
-    saved = probe_model.F
-    probe_model.F = _GpuFunctional(selective)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        probe_model.F = saved
-
-
-@contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    saved = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(saved)
-
-
-@contextlib.contextmanager
-def _fake_process_group(world: int) -> Iterator[Any]:
-    """A fake process group of ``world`` ranks (this process is rank 0) and a 1-D CPU device mesh."""
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
-    try:
-        yield init_device_mesh("cpu", (world,))
-    finally:
-        dist.destroy_process_group()
-
-
 def _sum(snap: dict[str, int], names: tuple[str, ...]) -> float:
     return float(sum(snap.get(k, 0) for k in names))
 
@@ -222,14 +126,14 @@ def track_step(
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute {recompute!r}: none, selective or full")
     bf16 = precision == "bf16"
-    pg = _fake_process_group(world) if fsdp else contextlib.nullcontext()
+    pg = fake_process_group(world) if fsdp else contextlib.nullcontext()
     with (
         pg as mesh,
         FakeTensorMode(allow_non_fake_inputs=False),
-        _gpu_functional(recompute == "selective"),
+        gpu_functional(recompute == "selective"),
     ):
         # bf16 ZeRO-0 builds the model in bf16 (``Module.to`` cannot swap fake parameters)
-        with _default_dtype(torch.bfloat16 if bf16 and not fsdp else torch.float32):
+        with default_dtype(torch.bfloat16 if bf16 and not fsdp else torch.float32):
             model = probe_model.build_model(spec, "cpu", recompute=recompute == "full", init=False)
         model.train()
         if fsdp:
@@ -255,18 +159,8 @@ def track_step(
             step_hooks["after_step"]()
             opt.zero_grad(set_to_none=False)
 
-        tracker = None
         _warm_up(model, opt, step_hooks)
-        if fsdp:
-            from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-
-            tracker = _global_peak_only(FSDPMemTracker)(model, opt)
-            tracker.track_inputs((idx, tgt))
-        else:
-            from torch.distributed._tools.mem_tracker import MemTracker
-
-            tracker = _global_peak_only(MemTracker)()
-            tracker.track_external(model, *step_hooks["external"], opt)
+        tracker = _make_tracker(model, opt, step_hooks, fsdp, (idx, tgt))
         marks: dict[str, Any] = {"phase_peak": {}}
         last = model.blocks[-1]
         seen: list[dict] = []
@@ -282,6 +176,14 @@ def track_step(
             step(marks)
         h.remove()
         peak = tracker.get_tracker_snapshot("peak")
+    return _tracked(peak, marks, seen, fsdp, bf16)
+
+
+def _tracked(
+    peak: dict, marks: dict[str, Any], seen: list[dict], fsdp: bool, bf16: bool
+) -> TrackedMemory:
+    """The tracker's peak snapshot (and the forward and first-layer marks) as bytes per category
+    on rank 0, and the phase the peak fell in."""
     snap = _one_device(peak)
     fwd = _one_device(marks["forward"])
     layers = _one_device(seen[0]) if seen else {}
@@ -318,6 +220,24 @@ def track_step(
         phase=phase,
         categories={str(k): float(v) for k, v in snap.items()},
     )
+
+
+def _make_tracker(
+    model: nn.Module, opt: torch.optim.Optimizer, hooks: dict[str, Any], fsdp: bool, inputs: tuple
+) -> Any:
+    """torch's FSDP memory tracker (tracking ``inputs``) or its plain one (tracking the model,
+    what the hooks name as external, and the optimizer), keeping the global peak only."""
+    if fsdp:
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+        tracker = _global_peak_only(FSDPMemTracker)(model, opt)
+        tracker.track_inputs(inputs)
+        return tracker
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = _global_peak_only(MemTracker)()
+    tracker.track_external(model, *hooks["external"], opt)
+    return tracker
 
 
 def _global_peak_only(cls: type) -> type:
