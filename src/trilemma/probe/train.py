@@ -20,7 +20,6 @@ them run with the threshold at glibc's maximum, where freed memory is reused as 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import math
@@ -31,16 +30,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from trilemma.errors import InputError
 from trilemma.probe.data import Batches, load_corpus
-from trilemma.probe.model import build_model
+from trilemma.probe.train_parts import (
+    Progress,
+    batches,
+    eval_loss,
+    model_and_optimizer,
+    one_step,
+    precision_context,
+)
 from trilemma.specs import ModelSpec
 from trilemma.units import KIB, MIB
-
-#: seeds of different ranks stay this far apart, so their data streams never overlap
-SEED_STRIDE = 1000
 
 __all__ = ["Job", "run_training"]
 
@@ -195,74 +198,6 @@ def _is_oom(exc: BaseException) -> bool:
 # ------------------------------------------------------------------ the loop
 
 
-class _Progress:
-    """A rich progress bar on stderr (only when asked: the caller checks for a terminal)."""
-
-    def __init__(self, enabled: bool, total: int, tokens_per_step: int) -> None:
-        self.bar = None
-        self.tokens = tokens_per_step
-        if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            from trilemma.console import console
-
-            self.bar = Progress(
-                TextColumn("probe"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[tps]} tokens/s  loss {task.fields[loss]}"),
-                TimeRemainingColumn(),
-                console=console(stderr=True),
-                transient=True,
-            )
-            self.task = self.bar.add_task("steps", total=total, tps="…", loss="…")
-            self.bar.start()
-
-    def update(self, dt: float, loss: float) -> None:
-        if self.bar is not None:
-            self.bar.update(
-                self.task, advance=1, tps=f"{self.tokens / dt:,.0f}", loss=f"{loss:.3f}"
-            )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def _wrap(
-    model: torch.nn.Module, job: Job, spec: ModelSpec, world: int, local_rank: int
-) -> torch.nn.Module:
-    if world == 1:
-        return model
-    if job.fsdp:
-        try:
-            from torch.distributed.fsdp import fully_shard  # FSDP2, torch >= 2.6
-        except ImportError:  # pragma: no cover - older torch
-            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
-            return FSDP(
-                model, device_id=local_rank if job.device == "cuda" else None, use_orig_params=True
-            )
-        for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
-        return model
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    # the pooler is counted but not in the loss, and MoE experts may see no token in a step
-    return DDP(
-        model,
-        device_ids=[local_rank] if job.device == "cuda" else None,
-        find_unused_parameters=spec.pooler or spec.is_moe,
-    )
-
-
 def run_training(job: Job) -> dict[str, Any]:
     """Train ``job.steps`` steps and return the raw figures of this process (rank 0 speaks for all
     where ranks agree; memory is the maximum over ranks)."""
@@ -279,30 +214,12 @@ def run_training(job: Job) -> dict[str, Any]:
         torch.set_num_threads(job.threads)
     spec = ModelSpec.model_validate(job.spec)
     corpus = load_corpus(list(job.data) if job.data else None)
-    mask_id = spec.vocab_size - 1  # encoders: the last id stands for [MASK] (bytes use 0-255)
-    train_b = Batches(
-        corpus.train,
-        job.seq,
-        job.micro_batch,
-        job.seed + SEED_STRIDE * rank,
-        spec.causal,
-        mask_id,
-        job.device,
-    )
-    eval_b = Batches(
-        corpus.eval,
-        job.seq,
-        job.micro_batch,
-        10_000 + job.seed + rank,
-        spec.causal,
-        mask_id,
-        job.device,
-    )
+    train_b, eval_b = batches(job, spec, corpus, rank)
 
     # memory baseline: the runtime (interpreter, torch, corpus — and for a fine-tune transformers and peft,
     # imported now so that their modules are not counted as training memory) before the model exists
     if job.finetune is not None:
-        from trilemma.probe.peft_model import build_finetune_model, import_hf
+        from trilemma.probe.peft_model import import_hf
 
         import_hf(job.finetune["method"])
     global _TRAINED_BEFORE
@@ -313,78 +230,76 @@ def run_training(job: Job) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats(device)
 
     torch.manual_seed(job.seed)  # same initial weights on every rank
-    trainable = None
-    if job.finetune is not None:  # Hugging Face Llama + PEFT (imported above, before the baseline)
-        model, n_params, trainable = build_finetune_model(
-            spec, device, job.finetune, job.recompute == "full"
-        )
-    else:
-        model = build_model(spec, device, recompute=job.recompute == "full")
-        n_params = sum(p.numel() for p in model.parameters())
-    model = _wrap(model, job, spec, world, local_rank)
-    if job.compile:
-        model = torch.compile(model)
-    # a fine-tune's optimizer holds what trains only (the adapters, or the last layers)
-    opt = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad],
-        lr=job.lr,
-        betas=(0.9, 0.95),
-        weight_decay=0.1,
-    )
-    amp = (
-        contextlib.nullcontext()
-        if job.precision == "fp32"
-        else torch.autocast(
-            job.device, dtype=torch.bfloat16 if job.precision == "bf16" else torch.float16
-        )
-    )
-    scaler = (
-        torch.amp.GradScaler("cuda") if (job.precision == "fp16" and job.device == "cuda") else None
-    )
+    model, n_params, trainable, opt = model_and_optimizer(job, spec, device, world, local_rank)
+    amp, scaler = precision_context(job)
     no_sync = getattr(
         model, "no_sync", None
     )  # DDP: skip the all-reduce on all but the last micro-batch
     fsdp_sync = getattr(model, "set_requires_gradient_sync", None)  # FSDP2: the same, as a switch
 
+    # memory over the warm-up but its last step, in which the heap grows under the raised threshold
+    memory_steps = max(job.warmup - 1, MEMORY_STEPS)
+    step_s, losses, interrupted, cpu_peak = _train_loop(
+        model,
+        opt,
+        train_b,
+        job,
+        (amp, scaler, no_sync, fsdp_sync),
+        device,
+        (rank, world, spec, memory_steps),
+    )
+    mem = _memory(job, device, cpu_peak, (rss_reset, base_rss), memory_steps, trained_before)
+
+    held_out = (
+        eval_loss(model, eval_b, job, amp, device, world if distributed else 0)
+        if not interrupted and job.eval_batches > 0 and step_s
+        else None
+    )
+
+    if distributed and not interrupted:
+        peaks = [None] * world
+        dist.all_gather_object(peaks, mem)
+        mem = max(peaks, key=lambda m: m["peak_bytes"])
+    return {
+        "rank": rank,
+        "world": world,
+        "threads": torch.get_num_threads(),
+        "params_measured": n_params,
+        "trainable_measured": trainable,
+        "step_s": step_s,
+        "losses": losses,
+        "eval_loss": held_out,
+        "interrupted": interrupted,
+        "memory": mem,
+        "corpus": corpus.describe(),
+    }
+
+
+def _train_loop(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    train_b: Batches,
+    job: Job,
+    contexts: tuple[Any, Any, Any, Any],
+    device: torch.device,
+    where: tuple[int, int, ModelSpec, int],
+) -> tuple[list[float], list[float], bool, float | None]:
+    """``job.steps`` timed steps (``where``: rank, world size, model, the steps memory is read
+    over): their seconds and losses,
+    whether a Ctrl-C cut them short, and the CPU's peak resident set after the memory steps
+    (None on a GPU); InputError when the device runs out of memory."""
+    rank, world, spec, memory_steps = where
     step_s: list[float] = []
     losses: list[float] = []
     interrupted = False
     tokens_per_step = job.seq * job.micro_batch * job.grad_accum * world
-    bar = _Progress(job.progress and rank == 0, job.steps, tokens_per_step)
+    bar = Progress(job.progress and rank == 0, job.steps, tokens_per_step)
     cpu_peak = None  # the CPU's peak resident set, read once the memory steps are done
-    # memory over the warm-up but its last step, in which the heap grows under the raised threshold
-    memory_steps = max(job.warmup - 1, MEMORY_STEPS)
     model.train()
     try:
         for _ in range(job.steps):
             t0 = time.perf_counter()
-            total = torch.zeros((), device=device)
-            for micro in range(job.grad_accum):
-                x, y = train_b.next()
-                last = micro == job.grad_accum - 1
-                if fsdp_sync is not None and job.grad_accum > 1:
-                    fsdp_sync(last)
-                ctx = no_sync() if (no_sync is not None and not last) else contextlib.nullcontext()
-                with ctx:
-                    with amp:
-                        logits = model(x)  # (B, S, V)
-                    loss = (
-                        F.cross_entropy(
-                            logits.float().view(-1, logits.shape[-1]),
-                            y.reshape(-1),
-                            ignore_index=-100,
-                        )
-                        / job.grad_accum
-                    )
-                    (scaler.scale(loss) if scaler else loss).backward()
-                total += loss.detach()
-            if scaler:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            opt.zero_grad(set_to_none=True)
-            value = total.item()  # waits for the device: the step is done
+            value = one_step(model, opt, train_b, job, contexts, device)
             dt = time.perf_counter() - t0
             step_s.append(dt)
             losses.append(value)
@@ -410,6 +325,21 @@ def run_training(job: Job) -> dict[str, Any]:
     finally:
         bar.close()
 
+    return step_s, losses, interrupted, cpu_peak
+
+
+def _memory(
+    job: Job,
+    device: torch.device,
+    cpu_peak: float | None,
+    baseline: tuple[bool, float],
+    memory_steps: int,
+    trained_before: bool,
+) -> dict[str, Any]:
+    """The memory figures of this process: the CUDA allocator's peaks, or the CPU's peak resident
+    set above the runtime ``baseline`` (whether the peak was reset, its bytes)."""
+    global _TRAINED_BEFORE
+    rss_reset, base_rss = baseline
     if job.device == "cuda":
         torch.cuda.synchronize(device)
         peak_alloc = float(torch.cuda.max_memory_allocated(device))
@@ -441,36 +371,4 @@ def run_training(job: Job) -> dict[str, Any]:
         }
         _TRAINED_BEFORE = True
 
-    eval_loss = None
-    if not interrupted and job.eval_batches > 0 and step_s:
-        model.eval()
-        with torch.no_grad(), amp:
-            acc = torch.zeros((), device=device)
-            for _ in range(job.eval_batches):
-                x, y = eval_b.next()
-                logits = model(x)
-                acc += F.cross_entropy(
-                    logits.float().view(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100
-                )
-        if distributed:
-            dist.all_reduce(acc)
-            acc /= world
-        eval_loss = float(acc.item()) / job.eval_batches
-
-    if distributed and not interrupted:
-        peaks = [None] * world
-        dist.all_gather_object(peaks, mem)
-        mem = max(peaks, key=lambda m: m["peak_bytes"])
-    return {
-        "rank": rank,
-        "world": world,
-        "threads": torch.get_num_threads(),
-        "params_measured": n_params,
-        "trainable_measured": trainable,
-        "step_s": step_s,
-        "losses": losses,
-        "eval_loss": eval_loss,
-        "interrupted": interrupted,
-        "memory": mem,
-        "corpus": corpus.describe(),
-    }
+    return mem
