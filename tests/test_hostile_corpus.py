@@ -633,9 +633,9 @@ def sandbox(files, tmp_path_factory):
         def stop(*args, **kwargs):
             raise ProbeAccepted
 
-        import trilemma.probe.run as probe_run
+        import trilemma.probe.run_inputs as probe_inputs
 
-        mp.setattr(probe_run, "_machine", stop)
+        mp.setattr(probe_inputs, "machine_for", stop)
         yield files
 
 

@@ -299,17 +299,17 @@ def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_
     """A CPU profile holds its own GEMM efficiency (fitted to its measured curve); a profile written
     before that existed is rewritten from the cached measurement on the next probe."""
     from trilemma.probe.profile import gemm_constants, local_hardware, profile_path
-    from trilemma.probe.run import _stale_profile
+    from trilemma.probe.run_inputs import stale_profile
 
     doc = json.loads(profile_path().read_text())
     hw = local_hardware(MachineMeasurement.from_dict(doc["measured"]))
     assert hw.efficiency == gemm_constants(
         MachineMeasurement.from_dict(doc["measured"]).matmul["fp32"]
     )
-    assert doc["hardware"]["efficiency"] == hw.efficiency and not _stale_profile(hw)
+    assert doc["hardware"]["efficiency"] == hw.efficiency and not stale_profile(hw)
     old = {**doc, "hardware": {k: v for k, v in doc["hardware"].items() if k != "efficiency"}}
     profile_path().write_text(json.dumps(old))
-    assert _stale_profile(hw)
+    assert stale_profile(hw)
     profile_path().write_text(json.dumps(doc))
 
 

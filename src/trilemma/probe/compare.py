@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from trilemma.probe.train import Job
     from trilemma.specs.hardware import HardwareSpec
 
-__all__ = ["comparison", "measured", "predict", "predicted"]
+__all__ = ["comparison", "finetune_info", "measured", "predict", "predicted"]
 
 
 def predict(
@@ -167,3 +167,25 @@ def comparison(pred: Predicted, meas: Measured) -> dict[str, Comparison]:
         if m:
             out[k] = Comparison(predicted=float(p), measured=float(m), ratio=float(p) / float(m))
     return out
+
+
+def finetune_info(
+    ft: Any, est: Estimate, raw: dict[str, Any], warnings: list[str]
+) -> dict[str, Any]:
+    """The fine-tune's settings and its trainable parameters, counted by PEFT in the run and by the planner; a mismatch is appended to ``warnings``."""
+    planner = est.finetune["trainable_params"] if est.finetune else None
+    measured_n = raw.get("trainable_measured")
+    if measured_n is not None and planner is not None and int(measured_n) != int(planner):
+        warnings.append(
+            f"PEFT trains {int(measured_n):,} parameters, the planner counts {int(planner):,}"
+        )
+    return {
+        "method": ft.method.value,
+        "lora_rank": ft.lora_rank if ft.adapters else None,
+        "lora_alpha": ft.lora_alpha if ft.adapters else None,
+        "lora_targets": list(ft.targets) if ft.adapters else None,
+        "trainable_layers": ft.trainable_layers,
+        "trainable_params_measured": measured_n,
+        "trainable_params_planner": planner,
+        "base": "Hugging Face LlamaForCausalLM built from the spec (random weights), stored in the run's precision",
+    }

@@ -12,59 +12,42 @@
 5. Compare: predicted / measured step time, tokens/s and memory.
 
 The comparison tests the planner; nothing measured here feeds back into its constants.
-Step 1 lives in ``probe.inputs``, 3 and 5 in ``probe.compare``, 4 in ``probe.launch``.
+Step 1 lives in ``probe.inputs`` and ``probe.run_inputs`` (with 2), 3 and 5 in ``probe.compare``,
+4 in ``probe.launch``.
 """
 
 from __future__ import annotations
 
 import logging
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from trilemma.errors import InputError
 from trilemma.probe import machine as host
-from trilemma.probe.compare import comparison, measured, predict, predicted
-from trilemma.probe.inputs import DEFAULTS, model_and_seq, probe_model, settings
+from trilemma.probe import run_inputs
+from trilemma.probe.compare import comparison, finetune_info, measured, predict, predicted
+from trilemma.probe.inputs import DEFAULTS, probe_model
 from trilemma.probe.launch import launch as _launch  # the name tests know it by
 from trilemma.probe.launch import median_step, train
 from trilemma.specs import Layout, ModelSpec
-from trilemma.units import GIB, GIGA
+from trilemma.units import GIB
 
 if TYPE_CHECKING:  # pragma: no cover
     from trilemma.estimate.result import Estimate
-    from trilemma.probe.profile import MachineMeasurement
     from trilemma.probe.result import Measured, Predicted, ProbeResult, Scaling
     from trilemma.probe.train import Job
     from trilemma.request.probe import ProbeRequest
-    from trilemma.specs.hardware import HardwareSpec
 
 __all__ = ["DEFAULTS", "probe_model", "run_probe"]
 
 log = logging.getLogger(__name__)
 
-TINY_BF16_S = (
-    120.0  # a bf16 run on a CPU without a native bf16 path must promise to end in this time
-)
+#: a bf16 run on a CPU without a native bf16 path must promise to end in this time, seconds
+TINY_BF16_S = 120.0
 
 
 # ------------------------------------------------------------------ the steps of a run
-
-
-@dataclass
-class _Machine:
-    """This machine as measured for the run: whole, and one process's share of it."""
-
-    cores: int  # usable CPU cores
-    threads: int  # CPU threads per process (1 on a GPU)
-    whole: MachineMeasurement  # every core (saved as the `local` profile)
-    hw_whole: HardwareSpec
-    share: MachineMeasurement  # one process's threads (``whole`` where a process has them all)
-    hw: HardwareSpec  # what the planner predicts with
-    load_1min: float | None = None  # the load average when the probe started
-    busy: list[str] = field(
-        default_factory=list
-    )  # why the figures carry other processes' work (empty: idle)
 
 
 @dataclass
@@ -75,82 +58,9 @@ class _Setup:
     how: str  # how the model was chosen
     job: Job
     nproc: int  # training processes
-    machine: _Machine
+    machine: run_inputs.Machine
     warnings: list[str]
     finetune: Any = None  # a FinetuneSpec (--finetune), else None
-
-
-def _machine(
-    device: str,
-    precision: str,
-    nproc: int,
-    threads: int | None,
-    cores: int,
-    remeasure: bool,
-    warnings: list[str],
-) -> _Machine:
-    """Measure the machine (matmul FLOP/s, memory bandwidth, link; cached): all of it, saved as the
-    `local` profile, and one process's share of it (``threads`` CPU threads each, default cores / nproc)."""
-    from trilemma.probe import bench
-    from trilemma.probe.profile import local_hardware, save_local_profile
-
-    per_proc_threads = (threads or max(1, cores // nproc)) if device == "cpu" else 1
-    if device == "cpu" and per_proc_threads * nproc > cores:
-        warnings.append(
-            f"{nproc} process(es) × {per_proc_threads} threads oversubscribe {cores} cores"
-        )
-    precs = tuple(dict.fromkeys(("fp32", precision)))
-    reading = host.load_reading(cores)
-    busy = []
-    if device == "cpu" and (why := host.busy_reason(reading, cores)):
-        busy.append(f"when the probe started: {why}")
-    meas = bench.machine(
-        device, precs, threads=cores if device == "cpu" else 1, remeasure=remeasure, reading=reading
-    )
-    if meas.remeasured_because:
-        warnings.append(f"the cached machine profile was measured again: {meas.remeasured_because}")
-    if meas.conditions is not None and meas.conditions.busy:
-        busy.append(
-            f"the machine profile was measured on a busy machine ({meas.conditions.why})"
-            + (
-                f" on {meas.measured_at} (cached; measured again once the machine is idle, or --remeasure)"
-                if meas.from_cache
-                else ""
-            )
-        )
-    hw_local = local_hardware(meas)
-    if not meas.from_cache or _stale_profile(hw_local):
-        save_local_profile(hw_local, meas)
-    shared = device == "cpu" and (nproc > 1 or per_proc_threads != cores)
-    sliced = (
-        bench.machine(device, precs, threads=per_proc_threads, remeasure=remeasure, reading=reading)
-        if shared
-        else meas
-    )
-    hw = local_hardware(sliced, share=nproc) if shared else hw_local
-    if device == "cpu" and precision != "fp32":
-        p16, p32 = meas.peak(precision), meas.peak("fp32")
-        if p16 < p32:
-            warnings.append(
-                f"{precision} on this CPU: no native {precision} matmul path (measured {p16 / GIGA:.0f} "
-                f"GFLOP/s vs {p32 / GIGA:.0f} GFLOP/s in fp32), so {precision} runs are kept tiny; "
-                "fp32 is the CPU default"
-            )
-        else:
-            warnings.append(
-                f"{precision} on this CPU: autocast runs matmuls in {precision} ({p16 / GIGA:.0f} GFLOP/s "
-                f"measured vs {p32 / GIGA:.0f} in fp32); weights, gradients and Adam stay fp32"
-            )
-    return _Machine(
-        cores=cores,
-        threads=per_proc_threads,
-        whole=meas,
-        hw_whole=hw_local,
-        share=sliced,
-        hw=hw,
-        load_1min=reading.load_1min,
-        busy=busy,
-    )
 
 
 def _prediction(s: _Setup) -> tuple[Estimate, Layout, Predicted]:
@@ -336,24 +246,10 @@ def _result(
     processes used, 0 to 1), the machine, and the prediction beside the measurement."""
     from trilemma.presets import user_config_dir
     from trilemma.probe.profile import profile_path
-    from trilemma.probe.result import ProbeEnvironment, ProbeMachine, ProbeResult, ProbeRun
+    from trilemma.probe.result import ProbeMachine, ProbeResult, ProbeRun
 
     job, m, device, nproc = s.job, s.machine, s.job.device, s.nproc
-    env = ProbeEnvironment(
-        torch=torch.__version__,
-        python=platform.python_version(),
-        platform=platform.platform(),
-        device=device,
-        device_name=m.whole.device_name,
-        cores=m.cores,
-        threads_per_process=raw.get("threads", m.threads),
-        nproc=nproc,
-        cuda=torch.version.cuda if device == "cuda" else None,
-        other_processes_cpu_share=others,
-        load_1min=m.load_1min,
-        busy=bool(m.busy),
-        busy_why="; ".join(m.busy),
-    )
+    env = _environment(s, torch, raw, others)
     run = ProbeRun(
         device=device,
         precision=job.precision,
@@ -374,7 +270,7 @@ def _result(
         optimizer="AdamW (betas 0.9, 0.95; weight decay 0.1)"
         + (" over the trainable parameters" if s.finetune is not None else ""),
         wall_s=wall,
-        finetune=None if s.finetune is None else _finetune_info(s, est, raw),
+        finetune=None if s.finetune is None else finetune_info(s.finetune, est, raw, s.warnings),
         parallelism=("FSDP (fully sharded)" if job.fsdp else "DDP")
         + (" over gloo" if device == "cpu" else " over NCCL")
         if nproc > 1
@@ -405,83 +301,27 @@ def _result(
     )
 
 
-def _finetune_info(s: _Setup, est: Estimate, raw: dict[str, Any]) -> dict[str, Any]:
-    """The fine-tune's settings and its trainable parameters, counted by PEFT in the run and by the planner."""
-    ft = s.finetune
-    planner = est.finetune["trainable_params"] if est.finetune else None
-    measured_n = raw.get("trainable_measured")
-    if measured_n is not None and planner is not None and int(measured_n) != int(planner):
-        s.warnings.append(
-            f"PEFT trains {int(measured_n):,} parameters, the planner counts {int(planner):,}"
-        )
-    return {
-        "method": ft.method.value,
-        "lora_rank": ft.lora_rank if ft.adapters else None,
-        "lora_alpha": ft.lora_alpha if ft.adapters else None,
-        "lora_targets": list(ft.targets) if ft.adapters else None,
-        "trainable_layers": ft.trainable_layers,
-        "trainable_params_measured": measured_n,
-        "trainable_params_planner": planner,
-        "base": "Hugging Face LlamaForCausalLM built from the spec (random weights), stored in the run's precision",
-    }
+def _environment(s: _Setup, torch: Any, raw: dict[str, Any], others: float | None) -> Any:
+    """Where the probe ran: torch, python, the platform, the device and its cores and threads, and
+    how busy the machine was (``others``: the share of CPU time other processes used, 0 to 1)."""
+    from trilemma.probe.result import ProbeEnvironment
 
-
-def _finetune_setup(
-    finetune: str,
-    model: str | ModelSpec | None,
-    dims: dict[str, int | None],
-    device: str,
-    lora_rank: int | None,
-    lora_alpha: float | None,
-    lora_targets: str | None,
-    trainable_layers: int | None,
-) -> tuple[Any, str | ModelSpec, dict[str, int | None], str | None]:
-    """A probe fine-tune's FinetuneSpec, model and dims (default: Llama-2-7B scaled down to the probe's default
-    size), and how the model was chosen when defaulted. InputError for QLoRA on a CPU."""
-    from trilemma.specs.enums import FinetuneMethod
-    from trilemma.specs.finetune import make_finetune
-
-    how = None
-    if model is None:
-        model = "llama2-7b"
-        dims = {
-            k: (DEFAULTS[k] if k in DEFAULTS and k != "ffn" and v is None else v)
-            for k, v in dims.items()
-        }
-        how = "default for --finetune: Llama-2-7B's shape (SwiGLU, RMSNorm, rotary, untied head) scaled down, byte-level"
-    meth = FinetuneMethod.parse(finetune, "finetune")
-    if meth == FinetuneMethod.QLORA and device == "cpu":
-        raise InputError(
-            "finetune",
-            "qlora",
-            "lora, full or freeze on a CPU: QLoRA's nf4 storage and dequantisation "
-            "kernels (bitsandbytes) need a GPU. On a CPU the probe measures the adapters' time and memory "
-            "over a 32-bit base (--finetune lora), not the 4-bit base's bytes or its dequantisation cost",
-        )
-    if meth == FinetuneMethod.QLORA:
-        raise InputError(
-            "finetune",
-            "qlora",
-            "lora, full or freeze: the probe does not yet load a 4-bit base "
-            "(bitsandbytes) on a GPU either",
-        )
-    from trilemma.resolve import resolve_model
-
-    base_spec = (
-        probe_model(model, **dims)[0]
-        if any(v is not None for v in dims.values())
-        else resolve_model(model)[0]
+    m, device, nproc = s.machine, s.job.device, s.nproc
+    return ProbeEnvironment(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        device=device,
+        device_name=m.whole.device_name,
+        cores=m.cores,
+        threads_per_process=raw.get("threads", m.threads),
+        nproc=nproc,
+        cuda=torch.version.cuda if device == "cuda" else None,
+        other_processes_cpu_share=others,
+        load_1min=m.load_1min,
+        busy=bool(m.busy),
+        busy_why="; ".join(m.busy),
     )
-    ft = make_finetune(
-        meth,
-        n_layers=base_spec.n_layers,
-        gated=base_spec.ffn_matrices == 3,
-        trainable_layers=trainable_layers,
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
-        lora_targets=lora_targets,
-    )
-    return ft, model, dims, how
 
 
 def run_probe(req: ProbeRequest, *, eval_batches: int = 8, progress: bool = False) -> ProbeResult:
@@ -500,95 +340,32 @@ def run_probe(req: ProbeRequest, *, eval_batches: int = 8, progress: bool = Fals
     ``req`` is a :class:`trilemma.request.ProbeRequest` (the flags of `trilemma probe`, typed);
     ``eval_batches``: held-out batches for the loss after training; ``progress``: a bar on stderr.
     """
-    model, seq, warmup, precision = req.model, req.seq, req.warmup, req.precision
-    layers, d_model, heads, kv_heads = req.layers, req.d_model, req.heads, req.kv_heads
-    ffn, vocab, micro_batch, grad_accum = req.ffn, req.vocab, req.micro_batch, req.grad_accum
-    steps, recompute, compile, nproc = req.steps, req.recompute, req.compile, req.nproc
-    device, fsdp, threads, data = req.device, req.fsdp, req.threads, req.data
-    seed, lr, out, remeasure = req.seed, req.lr, req.out, req.remeasure
-    finetune, trainable_layers = req.finetune, req.trainable_layers
-    lora_rank, lora_alpha, lora_targets = req.lora_rank, req.lora_alpha, req.lora_targets
     try:
         import torch
     except ImportError:
         raise InputError(
             "probe", "torch", "PyTorch installed: pip install 'trilemma[probe]'"
         ) from None
-    from trilemma.errors import check_output_file
     from trilemma.probe.result import append_record
-    from trilemma.probe.train import Job
 
     warnings: list[str] = []
-    from trilemma.probe.data import check_sources
-
-    device, precision, warmup, cores = settings(
-        torch,
-        device,
-        precision,
-        micro_batch,
-        grad_accum,
-        steps,
-        warmup,
-        recompute,
-        compile,
-        nproc,
-        fsdp,
-        threads,
-        warnings,
-        lr,
+    device, precision, warmup, cores, spec, how, seq, ft = run_inputs.probe_inputs(
+        req, torch, warnings
     )
-    check_sources(data)
-    if out is not None:
-        check_output_file("out", out)
-    dims = {
-        "layers": layers,
-        "d_model": d_model,
-        "heads": heads,
-        "kv_heads": kv_heads,
-        "ffn": ffn,
-        "vocab": vocab,
-    }
-    ft, ft_how = None, None
-    if finetune is not None:
-        ft, model, dims, ft_how = _finetune_setup(
-            finetune, model, dims, device, lora_rank, lora_alpha, lora_targets, trainable_layers
-        )
-    elif any(v is not None for v in (lora_rank, lora_alpha, lora_targets, trainable_layers)):
-        raise InputError(
-            "finetune",
-            None,
-            "--finetune lora, full or freeze with --lora-rank, --lora-alpha, "
-            "--lora-targets or --trainable-layers",
-        )
-    spec, how, seq = model_and_seq(model, dims, seq, warnings)
-    if ft is not None:
-        from trilemma.probe.peft_model import check_llama_style
-
-        check_llama_style(spec)
-        how = f"{ft_how}: {how}" if ft_how else how
-    machine = _machine(device, precision, nproc, threads, cores, remeasure, warnings)
-    job = Job(
-        spec=spec.model_dump(mode="json"),
-        device=device,
-        precision=precision,
-        seq=seq,
-        micro_batch=micro_batch,
-        grad_accum=grad_accum,
-        steps=steps,
-        warmup=warmup,
-        recompute=recompute,
-        compile=compile,
-        fsdp=fsdp,
-        threads=machine.threads if device == "cpu" else 0,
-        data=tuple([data] if isinstance(data, str) else data) if data else None,
-        seed=seed,
-        lr=lr,
-        eval_batches=eval_batches,
-        progress=progress,
-        finetune=None if ft is None else ft.model_dump(mode="json"),
+    machine = run_inputs.machine_for(
+        device, precision, req.nproc, req.threads, cores, req.remeasure, warnings
+    )
+    job = run_inputs.make_job(
+        req, spec, (device, precision, warmup, seq), machine.threads, ft, (eval_batches, progress)
     )
     s = _Setup(
-        spec=spec, how=how, job=job, nproc=nproc, machine=machine, warnings=warnings, finetune=ft
+        spec=spec,
+        how=how,
+        job=job,
+        nproc=req.nproc,
+        machine=machine,
+        warnings=warnings,
+        finetune=ft,
     )
     est, layout, pred = _prediction(s)
     raw, wall, others = _training(s)
@@ -600,19 +377,6 @@ def run_probe(req: ProbeRequest, *, eval_batches: int = 8, progress: bool = Fals
         log.warning(
             "model has %d parameters, the planner counts %d", meas.params, result.params_planner
         )
-    if out:
-        append_record(out, result)
+    if req.out:
+        append_record(req.out, result)
     return result
-
-
-def _stale_profile(hw: Any) -> bool:
-    """The saved `local` profile is missing, unreadable, or lacks what this version derives from the same
-    measurement (a CPU's own GEMM efficiency, added after the first profiles were written)."""
-    from trilemma.presets import read_profile
-    from trilemma.probe.profile import profile_path
-
-    try:
-        saved = read_profile(profile_path())["hardware"]
-    except (InputError, KeyError, TypeError):
-        return True
-    return saved.get("efficiency", {}) != hw.efficiency
