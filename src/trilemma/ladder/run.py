@@ -28,14 +28,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trilemma.errors import InputError, TrilemmaError, check_output_file
-from trilemma.estimate.cost import gpu_hours
 from trilemma.fileio import write_text_atomic
+from trilemma.ladder.assemble import (
+    CPU_WATTS_PER_CORE,
+    held_out_row,
+    ladder_totals,
+    machine_block,
+    run_rows,
+)
 from trilemma.ladder.choose import _cores, choose_grid, local_profile
 from trilemma.ladder.lock import directory_lock
 from trilemma.ladder.plan import LadderPlan, PlannedRun, make_plan
 from trilemma.ladder.progress import LadderProgress
 from trilemma.ladder.records import read_records
-from trilemma.ladder.result import HeldOut, LadderMachine, LadderResult, LadderTotals, RunRow
+from trilemma.ladder.result import LadderMachine, LadderResult, LadderTotals
 from trilemma.units import MINUTE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,9 +51,6 @@ __all__ = ["LadderInterrupted", "run_ladder"]
 
 log = logging.getLogger(__name__)
 
-CPU_WATTS_PER_CORE = (
-    10.0  # the probe's stated estimate (trilemma.probe.profile), used when there is no profile
-)
 CPU_PRICE_PER_CORE_HOUR = 0.02  # the probe's placeholder price, ditto
 
 
@@ -517,86 +520,9 @@ def _result(
     wall_s: float,
     dry_run: bool,
 ) -> LadderResult:
-    from trilemma.quality.forms import chinchilla_loss as law_predict
-
-    rows = []
-    for p in plan.runs:
-        r, rec = p.run, by_key.get(p.run.key)
-        law_loss = None
-        if report is not None:
-            law_loss = float(law_predict(report.point.constants, r.n, r.tokens))
-        base = {
-            "key": r.key,
-            "role": r.role,
-            "shape": r.shape.name,
-            "n": r.n,
-            "params_total": r.params_total,
-            "tokens": r.tokens,
-            "tokens_per_param": r.tokens_per_param,
-            "steps": r.steps,
-            "lr": r.lr,
-            "flop": r.flop,
-            "predicted_s": p.predicted_s,
-            "law_loss": law_loss,
-        }
-        if rec is None:
-            rows.append(RunRow(status="pending", **base))
-            continue
-        m = rec["measured"]
-        rec_share = (rec["environment"].get("threads") or 1) / cores
-        rows.append(
-            RunRow(
-                status="resumed" if r.key in resumed else "done",
-                loss=rec["loss"],
-                train_loss=m.get("train_loss"),
-                train_s=m.get("train_s"),
-                wall_s=m.get("wall_s"),
-                tokens_per_s=m.get("tokens_per_s"),
-                energy_j=m.get("energy_j"),
-                cost_usd=None
-                if m.get("wall_s") is None
-                else gpu_hours(rec_share, m["wall_s"]) * price_h,
-                **base,
-            )
-        )
-    held = None
-    if prediction is not None:
-        h = plan.held_out
-        rec = by_key.get(h.key)
-        measured = rec["loss"] if rec is not None else None
-        err = None if measured is None else (prediction.mean - measured) / measured
-        largest = max(r.n for r in plan.fit_runs)
-        held = HeldOut(
-            key=h.key,
-            shape=h.shape.name,
-            n=h.n,
-            tokens=h.tokens,
-            tokens_per_param=h.tokens_per_param,
-            n_over_largest_fitted=h.n / largest,
-            predicted=prediction.mean,
-            low=prediction.low,
-            high=prediction.high,
-            interval=prediction.interval,
-            measured=measured,
-            error=err,
-            within_band=None
-            if measured is None
-            else bool(prediction.low <= measured <= prediction.high),
-        )
-    done_rows = [r for r in rows if r.wall_s is not None]
-    totals = {
-        "runs": len(rows),
-        "finished": len(done_rows),
-        "resumed": sum(r.status == "resumed" for r in rows),
-        "trained_now": sum(r.status == "done" for r in rows),
-        "train_s": sum(r.train_s or 0.0 for r in done_rows),
-        "wall_s_runs": sum(r.wall_s or 0.0 for r in done_rows),
-        "energy_j": sum(r.energy_j or 0.0 for r in done_rows),
-        "cost_usd": sum(r.cost_usd or 0.0 for r in done_rows),
-        "flop": sum(r.flop for r in done_rows),
-        "wall_s": wall_s,
-        "predicted_wall_s": plan.predicted_wall_s,
-    }
+    rows = run_rows(plan, by_key, resumed, report, cores, price_h)
+    held = held_out_row(plan, by_key, prediction)
+    totals = ladder_totals(rows, plan, wall_s)
     complete = held is not None and held.measured is not None
     files: dict[str, str | None] = {
         "runs": str(runs_path),
@@ -613,19 +539,7 @@ def _result(
                 else "the held-out run has not finished"
             )
         )
-    machine = {
-        "cores": cores,
-        "workers": plan.workers,
-        "threads_per_worker": plan.threads,
-        "hardware_profile": None if hw is None else hw.name,
-        "power_w": machine_w,
-        "power_source": (
-            hw.notes.split(". ")[-1]
-            if hw is not None
-            else f"stated estimate, {CPU_WATTS_PER_CORE:.0f} W per core"
-        ),
-        "price_usd_per_hour": price_h,
-    }
+    machine = machine_block(plan, cores, hw, machine_w, price_h)
     notes = notes + [
         (
             "loss = mean cross-entropy in nats per byte on fixed windows of the corpus's held-out files; absolute values "
