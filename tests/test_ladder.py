@@ -271,7 +271,7 @@ def fake(monkeypatch):
 
 def test_resume_skips_finished_runs_and_interrupt_keeps_the_file_whole(tmp_path, fake):
     from trilemma.ladder import run_ladder
-    from trilemma.ladder.run import LadderInterrupted
+    from trilemma.ladder.training import LadderInterrupted
 
     out = tmp_path / "lad"
     t = fake(interrupt_at=4)
@@ -337,11 +337,11 @@ def test_corrupt_line_is_reported_not_fatal(tmp_path, fake):
 
 def test_held_out_runs_after_the_prediction_in_one_process(tmp_path, fake):
     """workers=1: the fit runs, then the fit and prediction, then the held-out run."""
-    import trilemma.ladder.run as run_mod
+    import trilemma.ladder.training as training_mod
     from trilemma.ladder import run_ladder
 
     order = []
-    real = run_mod._fit_and_predict
+    real = training_mod.fit_and_predict
 
     def spy(plan, by_key, *a, **k):
         order.append(("fit", plan.held_out.key in by_key))
@@ -349,7 +349,7 @@ def test_held_out_runs_after_the_prediction_in_one_process(tmp_path, fake):
 
     t = fake()
     run_mod_fit = pytest.MonkeyPatch()
-    run_mod_fit.setattr(run_mod, "_fit_and_predict", spy)
+    run_mod_fit.setattr(training_mod, "fit_and_predict", spy)
     try:
         res = run_ladder(LadderRequest(out=tmp_path / "lad", tiny=True, bootstrap=10))
     finally:
@@ -517,7 +517,7 @@ def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
 
 def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
     """`ladder --dry-run` ran the whole bootstrap refit (a minute) though it "trains nothing"."""
-    import trilemma.ladder.run as run_mod
+    import trilemma.ladder.training as training_mod
     from trilemma.ladder import run_ladder
 
     out = tmp_path / "lad"
@@ -525,7 +525,7 @@ def test_dry_run_trains_and_fits_nothing(tmp_path, fake, monkeypatch):
     run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20))  # a finished ladder to look at
     t = fake()
     monkeypatch.setattr(
-        run_mod, "_fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted")
+        training_mod, "fit_and_predict", lambda *a, **k: pytest.fail("a dry run fitted")
     )
     res = run_ladder(LadderRequest(out=out, tiny=True, bootstrap=20, dry_run=True))
     assert t.calls == [] and res.totals.resumed == 10

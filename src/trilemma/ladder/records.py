@@ -28,16 +28,19 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trilemma.fileio import RECORDS_MAX_BYTES, append_line, open_input, parse_problem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trilemma.ladder.plan import LadderPlan
 
 try:  # POSIX; elsewhere O_APPEND alone keeps whole-record writes apart
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SCHEMA", "RecordsRead", "append_record", "encode_record", "read_records"]
+__all__ = ["SCHEMA", "RecordsRead", "append_record", "encode_record", "read_records", "resume"]
 
 SCHEMA = "trilemma.ladder/1"
 _READABLE = ("trilemma.ladder/1",)
@@ -136,3 +139,31 @@ def read_records(path: str | Path) -> RecordsRead:
             continue
         records.append(obj)
     return RecordsRead(tuple(records), tuple(warnings), n)
+
+
+def resume(
+    plan: LadderPlan, runs_path: Path, warnings: list[str], notes: list[str]
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The records of ``runs_path`` that belong to ``plan``, by run key, and the set of those keys.
+
+    Unreadable lines, repeated keys and other ladders' records are reported in ``warnings`` / ``notes``.
+    """
+    got = read_records(runs_path)
+    warnings.extend(got.warnings)
+    by_key: dict[str, dict[str, Any]] = {}
+    planned_keys = {p.run.key for p in plan.runs}
+    foreign = 0
+    for r in got.records:
+        if r["key"] not in planned_keys:
+            foreign += 1
+        elif r["key"] in by_key:
+            warnings.append(
+                f"{runs_path}: run {r['key']} appears more than once; the first record is used"
+            )
+        else:
+            by_key[r["key"]] = r
+    if foreign:
+        notes.append(
+            f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used"
+        )
+    return by_key, set(by_key)

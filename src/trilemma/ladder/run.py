@@ -23,11 +23,10 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trilemma.errors import InputError, TrilemmaError, check_output_file
+from trilemma.errors import InputError, check_output_file
 from trilemma.fileio import write_text_atomic
 from trilemma.ladder.assemble import (
     CPU_WATTS_PER_CORE,
@@ -38,26 +37,20 @@ from trilemma.ladder.assemble import (
 )
 from trilemma.ladder.choose import _cores, choose_grid, local_profile
 from trilemma.ladder.lock import directory_lock
-from trilemma.ladder.plan import LadderPlan, PlannedRun, make_plan
-from trilemma.ladder.progress import LadderProgress
-from trilemma.ladder.records import read_records
+from trilemma.ladder.plan import LadderPlan, make_plan
+from trilemma.ladder.records import resume
 from trilemma.ladder.result import LadderMachine, LadderResult, LadderTotals
+from trilemma.ladder.training import TrainJob, train_and_fit
 from trilemma.units import MINUTE
 
 if TYPE_CHECKING:  # pragma: no cover
     from trilemma.request.ladder import LadderRequest
 
-__all__ = ["LadderInterrupted", "run_ladder"]
+__all__ = ["run_ladder"]
 
 log = logging.getLogger(__name__)
 
 CPU_PRICE_PER_CORE_HOUR = 0.02  # the probe's placeholder price, ditto
-
-
-class LadderInterrupted(TrilemmaError):
-    """Ctrl-C: the runs that finished are in runs.jsonl; the same command resumes (exit status 130)."""
-
-    exit_code = 130
 
 
 # ------------------------------------------------------------------ the ladder
@@ -79,11 +72,9 @@ def run_ladder(
     Raises InputError (exit 2) for bad input and LadderInterrupted (exit 130) on Ctrl-C.
     ``req`` is a :class:`trilemma.request.LadderRequest` (the flags of `trilemma ladder`, typed).
     """
-    out, data, tiny, minutes, dry_run = req.out, req.data, req.tiny, req.minutes, req.dry_run
-    sizes = None if req.sizes is None else list(req.sizes)
-    tokens_per_param = None if req.tokens_per_param is None else list(req.tokens_per_param)
+    out, data, tiny, dry_run = req.out, req.data, req.tiny, req.dry_run
     workers, threads, price, plot = req.workers, req.threads, req.price, req.plot
-    holdout_tokens_per_param, seed, n_boot = req.holdout_tokens_per_param, req.seed, req.bootstrap
+    seed, n_boot = req.seed, req.bootstrap
     t_start = time.perf_counter()
     cores = _cores()
     _check_options(
@@ -109,42 +100,9 @@ def run_ladder(
     hw, hw_note = local_profile(measure=True)
     if hw_note:
         (notes if hw is not None else warnings).append(hw_note)
-    grid = choose_grid(
-        sizes=sizes,
-        tokens_per_param=tokens_per_param,
-        holdout_ratio=holdout_tokens_per_param,
-        minutes=minutes,
-        tiny=tiny,
-        hw=hw,
-        workers=n_workers,
-    )
-    from trilemma.ladder.train import corpus_view
-
-    view = corpus_view(data_t)
-    plan = make_plan(
-        grid,
-        hw=hw,
-        workers=n_workers,
-        threads=n_threads,
-        seed=seed,
-        data_fingerprint=view.fingerprint,
-    )
+    plan, view = _grid_plan(req, hw, n_workers, n_threads, data_t, warnings)
     n_workers = min(n_workers, len(plan.runs))
-    if (
-        minutes is not None
-        and plan.predicted_wall_s is not None
-        and plan.predicted_wall_s > minutes * MINUTE
-    ):
-        warnings.append(
-            f"the planner predicts {plan.predicted_wall_s / MINUTE:.1f} minutes for this grid, more than "
-            f"--minutes {minutes:g}"
-        )
-    price_h = (
-        price
-        if price is not None
-        else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
-    )
-    machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
+    price_h, machine_w = _price_and_power(price, hw, cores)
     share = n_threads / cores
 
     with nullcontext(0.0) if dry_run else directory_lock(out_dir) as waited:
@@ -152,66 +110,58 @@ def run_ladder(
             notes.append(
                 f"waited {waited:.0f} s for another ladder process on {out_dir}; resumed from what it wrote"
             )
+        job = TrainJob(
+            plan=plan,
+            view=view,
+            data=data_t,
+            runs_path=runs_path,
+            out_dir=out_dir,
+            workers=n_workers,
+            threads=n_threads,
+            power_w=machine_w * share,
+        )
         return _locked_run(
-            plan,
-            view,
-            data_t,
-            runs_path,
-            out_dir,
-            n_workers,
-            n_threads,
-            machine_w,
-            share,
-            price_h,
-            hw,
-            cores,
-            plot,
-            draw,
+            job,
+            (machine_w, share, price_h, hw, cores),
+            (plot, draw, on_plan),
             warnings,
             notes,
-            n_boot,
-            seed,
-            dry_run,
-            progress,
-            on_plan,
-            t_start,
+            n_boot=n_boot,
+            seed=seed,
+            dry_run=dry_run,
+            progress=progress,
+            t_start=t_start,
         )
 
 
 def _locked_run(
-    plan: LadderPlan,
-    view: Any,
-    data_t: tuple[str, ...] | None,
-    runs_path: Path,
-    out_dir: Path,
-    n_workers: int,
-    n_threads: int,
-    machine_w: float,
-    share: float,
-    price_h: float,
-    hw: Any,
-    cores: int,
-    plot: str | Path | None,
-    draw: Callable[[LadderResult, Any, str | Path], Path] | None,
+    job: TrainJob,
+    machine: tuple[float, float, float, Any, int],
+    callbacks: tuple[str | Path | None, Callable[..., Path] | None, Callable[..., None] | None],
     warnings: list[str],
     notes: list[str],
+    *,
     n_boot: int,
     seed: int,
     dry_run: bool,
     progress: bool,
-    on_plan: Callable[[LadderPlan, dict[str, Any]], None] | None,
     t_start: float,
 ) -> LadderResult:
-    """The part of ``run_ladder`` that reads and writes the directory (under its lock)."""
-    by_key, resumed = _resume(plan, runs_path, warnings, notes)
+    """The part of ``run_ladder`` that reads and writes the directory (under its lock).
+    ``machine``: power (W), this run's share of it, price ($/machine-hour), the profile and the
+    cores; ``callbacks``: the plot's path, the function that draws it, and ``on_plan``."""
+    machine_w, share, price_h, hw, cores = machine
+    plot, draw, on_plan = callbacks
+    plan, runs_path, out_dir = job.plan, job.runs_path, job.out_dir
+    by_key, resumed = resume(plan, runs_path, warnings, notes)
     todo = [p for p in plan.runs if p.run.key not in by_key]
     info = {
         "runs_path": str(runs_path),
         "resumed": len(resumed),
         "to_train": len(todo),
         "cores": cores,
-        "workers": n_workers,
-        "threads": n_threads,
+        "workers": job.workers,
+        "threads": job.threads,
         "warnings": list(warnings),
         "notes": list(notes),
         "done_keys": set(resumed),
@@ -219,17 +169,7 @@ def _locked_run(
     if on_plan is not None:
         on_plan(plan, info)
 
-    job = _Job(
-        plan=plan,
-        view=view,
-        data=data_t,
-        runs_path=runs_path,
-        out_dir=out_dir,
-        workers=n_workers,
-        threads=n_threads,
-        power_w=machine_w * share,
-    )
-    fit_report, prediction = _train_and_fit(
+    fit_report, prediction = train_and_fit(
         job,
         todo,
         by_key,
@@ -246,7 +186,7 @@ def _locked_run(
         resumed,
         fit_report,
         prediction,
-        view,
+        job.view,
         out_dir,
         runs_path,
         price_h,
@@ -260,6 +200,60 @@ def _locked_run(
         time.perf_counter() - t_start,
         dry_run,
     )
+
+
+def _grid_plan(
+    req: LadderRequest,
+    hw: Any,
+    n_workers: int,
+    n_threads: int,
+    data_t: tuple[str, ...] | None,
+    warnings: list[str],
+) -> tuple[LadderPlan, Any]:
+    """The grid the request asks for, the corpus view of ``data_t``, and the plan on ``n_workers``
+    × ``n_threads``; a warning when the plan is predicted to outrun ``--minutes``."""
+    from trilemma.ladder.train import corpus_view
+
+    grid = choose_grid(
+        sizes=None if req.sizes is None else list(req.sizes),
+        tokens_per_param=None if req.tokens_per_param is None else list(req.tokens_per_param),
+        holdout_ratio=req.holdout_tokens_per_param,
+        minutes=req.minutes,
+        tiny=req.tiny,
+        hw=hw,
+        workers=n_workers,
+    )
+    view = corpus_view(data_t)
+    plan = make_plan(
+        grid,
+        hw=hw,
+        workers=n_workers,
+        threads=n_threads,
+        seed=req.seed,
+        data_fingerprint=view.fingerprint,
+    )
+    if (
+        req.minutes is not None
+        and plan.predicted_wall_s is not None
+        and plan.predicted_wall_s > req.minutes * MINUTE
+    ):
+        warnings.append(
+            f"the planner predicts {plan.predicted_wall_s / MINUTE:.1f} minutes for this grid, more than "
+            f"--minutes {req.minutes:g}"
+        )
+    return plan, view
+
+
+def _price_and_power(price: float | None, hw: Any, cores: int) -> tuple[float, float]:
+    """Dollars per machine-hour (the flag's, else the profile's, else a price per core) and the
+    machine's power in W (the profile's, else a stated estimate per core)."""
+    price_h = (
+        price
+        if price is not None
+        else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
+    )
+    machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
+    return price_h, machine_w
 
 
 def _check_options(
@@ -320,184 +314,6 @@ def _out_dir(out: str | Path) -> Path:
     if not out_dir.is_dir():
         raise InputError("out", str(out), "a directory")
     return out_dir
-
-
-def _resume(
-    plan: LadderPlan, runs_path: Path, warnings: list[str], notes: list[str]
-) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """The records of ``runs_path`` that belong to ``plan``, by run key, and the set of those keys.
-
-    Unreadable lines, repeated keys and other ladders' records are reported in ``warnings`` / ``notes``.
-    """
-    got = read_records(runs_path)
-    warnings.extend(got.warnings)
-    by_key: dict[str, dict[str, Any]] = {}
-    planned_keys = {p.run.key for p in plan.runs}
-    foreign = 0
-    for r in got.records:
-        if r["key"] not in planned_keys:
-            foreign += 1
-        elif r["key"] in by_key:
-            warnings.append(
-                f"{runs_path}: run {r['key']} appears more than once; the first record is used"
-            )
-        else:
-            by_key[r["key"]] = r
-    if foreign:
-        notes.append(
-            f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used"
-        )
-    return by_key, set(by_key)
-
-
-@dataclass(frozen=True)
-class _Job:
-    """What every training of one call shares."""
-
-    plan: LadderPlan
-    view: Any  # the corpus (trilemma.ladder.train.corpus_view)
-    data: tuple[str, ...] | None  # the corpus paths given, None: the default corpus
-    runs_path: Path  # runs.jsonl, where each finished run is appended
-    out_dir: Path
-    workers: int  # training processes
-    threads: int  # torch threads per worker
-    power_w: float  # a run's share of the machine's power, W
-
-
-def _train_and_fit(
-    job: _Job,
-    todo: list[PlannedRun],
-    by_key: dict[str, dict[str, Any]],
-    resumed: set[str],
-    warnings: list[str],
-    *,
-    n_boot: int,
-    seed: int,
-    dry_run: bool,
-    progress: bool,
-) -> tuple[Any, Any]:
-    """Train ``todo`` (adding each record to ``by_key``), fit the law on the fit runs and predict the held-out run.
-
-    One worker: the fit runs here, smallest first, then the fit, then the held-out run. Several: every run
-    on the pool, longest first, then the fit. Returns (fit report, held-out prediction), None each when the
-    law could not be fitted. Ctrl-C: LadderInterrupted (the finished runs are in runs.jsonl).
-    """
-    plan, runs_path = job.plan, job.runs_path
-    bar = LadderProgress(progress and not dry_run, len(todo))
-    hardware_words = plan.hardware
-
-    def task(p: PlannedRun) -> dict[str, Any]:
-        from trilemma.ladder.train import run_to_dict
-
-        return {
-            "run": run_to_dict(p.run),
-            "predicted_s": p.predicted_s,
-            "hardware": hardware_words,
-            "power_w": job.power_w,
-            "out": str(runs_path),
-            "data": list(job.data) if job.data else None,
-        }
-
-    def train_here(p: PlannedRun) -> None:
-        from trilemma.ladder.records import append_record
-        from trilemma.ladder.train import build_record, train
-
-        bar.start_run(p.run.label, p.run.steps)
-        raw = train(p.run, job.view, threads=job.threads, on_step=bar.step)
-        rec = build_record(
-            p.run,
-            raw,
-            job.view,
-            predicted_s=p.predicted_s,
-            hardware=hardware_words,
-            power_w=job.power_w,
-            worker=0,
-        )
-        append_record(runs_path, rec)
-        by_key[p.run.key] = rec
-        bar.run_done(p.run.label, rec["loss"])
-
-    fit_report = prediction = None
-    try:
-        if not dry_run and todo:
-            fit_todo = [p for p in todo if p.run.role == "fit"]
-            if job.workers == 1:
-                for p in sorted(fit_todo, key=lambda q: q.run.flop):
-                    train_here(p)
-            else:
-                from trilemma.ladder.pool import run_pool
-
-                order = sorted(
-                    todo,
-                    key=lambda q: (
-                        -(q.predicted_s if q.predicted_s is not None else q.run.flop / 1e10)
-                    ),
-                )
-
-                def done(rec: dict[str, Any]) -> None:
-                    by_key[rec["key"]] = rec
-                    bar.run_done(
-                        f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}",
-                        rec["loss"],
-                    )
-
-                run_pool(
-                    [task(p) for p in order], workers=job.workers, threads=job.threads, on_done=done
-                )
-        if (
-            not dry_run
-        ):  # a dry run trains nothing and fits nothing (the bootstrap alone is a minute)
-            fit_report, prediction, fit_warnings = _fit_and_predict(
-                plan, by_key, runs_path, job.view, job.out_dir, n_boot, seed, write=True
-            )
-            warnings.extend(fit_warnings)
-        if not dry_run and job.workers == 1:
-            for p in [q for q in todo if q.run.role == "held_out"]:
-                train_here(p)
-    except KeyboardInterrupt:
-        bar.close()
-        done_now = len([k for k in by_key if k not in resumed])
-        raise LadderInterrupted(
-            f"interrupted: {len(by_key)} of {len(plan.runs)} runs are in {runs_path} ({done_now} finished in this call); "
-            "run the same command again to resume"
-        ) from None
-    finally:
-        bar.close()
-    return fit_report, prediction
-
-
-def _fit_and_predict(
-    plan: LadderPlan,
-    by_key: dict[str, dict[str, Any]],
-    runs_path: Path,
-    view: Any,
-    out_dir: Path,
-    n_boot: int,
-    seed: int,
-    write: bool = True,
-) -> tuple[Any, Any, list[str]]:
-    from trilemma.ladder.fit import fit_ladder, predict_held_out, write_ladder_law
-
-    warnings: list[str] = []
-    fit_recs = [by_key[r.key] for r in plan.fit_runs if r.key in by_key]
-    usable = [r for r in fit_recs if isinstance(r.get("loss"), (int, float)) and r["loss"] > 0]
-    if len(usable) < len(fit_recs):
-        warnings.append(
-            f"{len(fit_recs) - len(usable)} fit run(s) diverged (no finite loss): left out of the fit"
-        )
-    if len(fit_recs) < len(plan.fit_runs):
-        return None, None, warnings
-    try:
-        report = fit_ladder(
-            usable, source=str(runs_path), data=view.corpus.source, n_boot=n_boot, seed=seed
-        )
-    except InputError as exc:
-        warnings.append(f"the law could not be fitted: {exc}")
-        return None, None, warnings
-    warnings.extend(f"fit: {w}" for w in report.warnings)
-    if write:
-        write_ladder_law(report, out_dir / "law.toml")
-    return report, predict_held_out(report, plan.held_out), warnings
 
 
 def _result(
