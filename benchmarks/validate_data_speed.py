@@ -6,7 +6,7 @@ Writes three throughput CSVs of ``--rows`` rows into a temporary folder and time
 each, in-process (the CLI's own code; process CPU time, which the shared machine's other load does not
 inflate, beside wall time): one row repeated, rows drawn from ~100 configurations with the layout left
 to the search, and rows whose pinned layouts make nearly every row its own configuration. Rows of one
-configuration are searched and evaluated once (trilemma.validate.fit.predict), so the first two grow
+configuration are searched and evaluated once (trilemma.validate.predict.predict), so the first two grow
 with the configurations, the third with the rows.
 """
 

@@ -25,7 +25,7 @@ SMALL = dict(gpu="a100-80gb,h100-sxm", params="100M..3B", max_gpus=256)
 
 
 def _all_layouts(n: int) -> list[Layout]:
-    rc = dict(enumerate(Recompute))  # the axis's codes (trilemma.specs.axes.Axis.code)
+    rc = dict(enumerate(Recompute))  # the axis's codes (trilemma.specs.axis.Axis.code)
     ax = solve_axes()
     out = []
     for tp in ax["tp"]:

@@ -152,7 +152,7 @@ def loss_samples(
 
 def residual_sd(law: Law, n: float) -> float:
     """A fitted law's out-of-sample log-loss error at N: σ(N)² = σ₀² + (σ₁·ln(N/N_max))² beyond the fitted
-    sizes, σ₀ alone within them (``trilemma.quality.fit.extrapolation_error``; 0 for a published law)."""
+    sizes, σ₀ alone within them (``trilemma.quality.fit_procedure.extrapolation_error``; 0 for a published law)."""
     u = law.uncertainty
     r = u.residual if u is not None else None
     if not r:
