@@ -382,6 +382,10 @@ def test_two_process_ddp_run_completes():
     assert asdict(job)  # the job is plain data (it travelled as JSON)
 
 
+#: other processes' share of the CPU while a probe trained above which its timings hold their work
+BUSY_SHARE = 0.2
+
+
 @pytest.mark.slow
 def test_nproc_2_scaling_measured_against_prediction():
     """Two DDP processes over gloo against one, same threads per process: the measured scaling efficiency
@@ -389,7 +393,8 @@ def test_nproc_2_scaling_measured_against_prediction():
     on this project's 2-core machine): its one-process time and gloo all-reduce leave out the tiny model's
     per-step process overhead, and the 2 cores are shared. Checked: the prediction is not below the
     measurement by more than 10%, nor more than twice it; skipped where the probe itself reports the
-    machine busy (other processes' work inside its timings)."""
+    machine busy while it trained (other processes' work inside its timings; the load average before
+    it started, raised by the tests before it, is not)."""
     from trilemma.probe import run_probe
 
     r = run_probe(ProbeRequest(**{**TINY, "threads": None}, steps=8, warmup=2, nproc=2))
@@ -401,10 +406,9 @@ def test_nproc_2_scaling_measured_against_prediction():
         and 0 < sc.predicted_efficiency <= 1.0
     )
     assert r.run.parallelism == "DDP over gloo"
-    if (
-        r.environment.busy
-    ):  # other work inside the timings: the probe says so, the ratio means nothing
-        pytest.skip(f"measured on a busy machine: {r.environment.busy_why}")
+    others = r.environment.other_processes_cpu_share  # other processes' share while it trained
+    if others is not None and others > BUSY_SHARE:  # their work is inside the timings
+        pytest.skip(f"other processes used {others:.0%} of the CPU while the probe trained")
     assert 0.5 <= sc.efficiency / sc.predicted_efficiency <= 1.1, (
         sc.efficiency,
         sc.predicted_efficiency,
