@@ -9,6 +9,7 @@ from trilemma.specs.base import Spec
 from trilemma.specs.bounds import MAX_SEQ, MIN_GOODPUT, bounded
 from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision, Task
 from trilemma.specs.finetune import FinetuneSpec
+from trilemma.specs.stack import StackSpec
 
 
 class Stage(Spec):
@@ -104,6 +105,8 @@ class DtypeSpec(Spec):
 #: passes over the score matrix of eager PyTorch's unfused attention (scale, mask, torch.softmax): Hugging Face's
 #: eager attention, Megatron-LM's FusedScaleMaskSoftmax with its fusion off (TrainingPlan.softmax_passes)
 EAGER_SOFTMAX_PASSES = 3
+#: the features a plan without a stack is timed with (StackSpec's defaults)
+DEFAULT_STACK = StackSpec(name="default")
 
 
 class TrainingPlan(Spec):
@@ -167,6 +170,12 @@ class TrainingPlan(Spec):
         "feeds or follows (torchtitan parallelism.enable_async_tensor_parallel; Megatron-Core "
         "--tp-comm-overlap); no effect without sequence parallelism (trilemma.estimate.parallel_time.async_tp_s)",
     )
+    stack: StackSpec | None = Field(
+        None,
+        description="the software stack that runs the loop, as its features (presets/stacks.toml); "
+        "None: not given — the step is timed with StackSpec's defaults and its bands widen by the "
+        "cross-stack error (trilemma.estimate.bands)",
+    )
     goodput: float | None = bounded(
         "goodput",
         "goodput",
@@ -179,6 +188,11 @@ class TrainingPlan(Spec):
         "trilemma.estimate.goodput) times the slow-node share for the node count "
         "(goodput.slow_node_share, σ = run.slow_node_spread fitted on whole runs)",
     )
+
+    @property
+    def stack_features(self) -> StackSpec:
+        """The stack the step is timed with: the plan's, else StackSpec's defaults."""
+        return self.stack if self.stack is not None else DEFAULT_STACK
 
     @property
     def total_tokens(self) -> float:
