@@ -101,6 +101,12 @@ class HardwareSpec(Spec):
         "memory.cuda_context_bytes (lazy module loading)",
     )
     cuda_context_source: str = ""
+    async_launch: bool = Field(
+        True,
+        description="the host queues kernels and runs ahead of the device (a GPU's stream): a "
+        "step is the larger of device and host time; False (a CPU, whose operators run on the "
+        "calling thread): the two add (trilemma.estimate.host)",
+    )
     compute_units: int | None = Field(
         None,
         gt=0,
