@@ -15,11 +15,12 @@ import numpy as np
 
 from trilemma.estimate.comm import all_gather_s, all_reduce_s, reduce_scatter_s
 from trilemma.estimate.finetune import ADAPTER_BYTES, state_bytes, trainable_params
+from trilemma.estimate.host import sync_s
 from trilemma.estimate.layer_time import LayerTimes
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.parallel_time import collective_interference_s
 from trilemma.estimate.step_context import StepContext
-from trilemma.specs import TrainingPlan
+from trilemma.specs import Precision, TrainingPlan
 from trilemma.specs.enums import Offload
 from trilemma.units import MEGA
 
@@ -75,8 +76,9 @@ def dp_comm_s(
     L, c, fab = ctx.L, ctx.c, ctx.fab
     tp, n_dp = L.tp, L.dims.shard_ranks
     g_bytes, w_bytes = st.g_bytes, st.w_bytes
-    hide_bwd = c["dp_overlap"] * layers * lt.layer_bwd
-    hide_fwd = c["dp_overlap"] * layers * lt.layer_fwd
+    overlap = c["dp_overlap"] if ctx.stack.dp_overlap else 0.0  # StackSpec.dp_overlap
+    hide_bwd = overlap * layers * lt.layer_bwd
+    hide_fwd = overlap * layers * lt.layer_fwd
     bucket = np.minimum(
         1.0, np.maximum(c["dp_bucket_params"], MEGA * n_dp) / np.maximum(st.local_params, 1.0)
     )
@@ -89,11 +91,11 @@ def dp_comm_s(
     )
     exposed_once = np.where(L.zero == 0, ar, rs_ag)
     z3_mb = 2 * all_gather_s(w_bytes, tp, n_dp, fab) + reduce_scatter_s(g_bytes, tp, n_dp, fab)
-    exposed_z3 = n_micro * np.maximum(0.0, z3_mb - c["dp_overlap"] * compute_mb)
+    exposed_z3 = n_micro * np.maximum(0.0, z3_mb - overlap * compute_mb)
     dp_exposed = np.where(L.zero >= 3, exposed_z3, exposed_once)
     hidden = np.where(
         L.zero >= 3,
-        n_micro * np.minimum(z3_mb, c["dp_overlap"] * compute_mb),
+        n_micro * np.minimum(z3_mb, overlap * compute_mb),
         np.where(L.zero == 0, ar_full - ar, rs_full + ag_full - rs_ag),
     )
     return dp_exposed + collective_interference_s(
@@ -101,6 +103,12 @@ def dp_comm_s(
         ctx.consts["memory"]["nccl_channels"],
         ctx.cluster.hardware.compute_units,
     )
+
+
+#: synchronisations per step that drain the device's queue: the gradient norm for clipping and the
+#: loss for logging, each read back with .item() (Megatron-LM training.py train_step; nanoGPT's
+#: loss.item()); fp16 adds the loss scaler's overflow check (found_inf)
+STEP_SYNCS = 2
 
 
 def optimizer_s(
@@ -112,7 +120,8 @@ def optimizer_s(
 ) -> np.ndarray:
     """Seconds of the optimizer step: a memory-bound read and write of the local (ZeRO-sharded)
     states — master and moments read and written, gradient read, weight written — plus the
-    gradient-norm pass of clipping (Megatron clip_grad_norm); offloaded: ``offload_s``."""
+    gradient-norm pass of clipping (Megatron clip_grad_norm), and the step's synchronisations
+    (STEP_SYNCS; host.sync_s); offloaded: ``offload_s``."""
     m, pc, plan, L = ctx.m, ctx.pc, ctx.plan, ctx.L
     n_dp = L.dims.shard_ranks
     g_b, w_b = st.g_b, st.w_b
@@ -124,8 +133,9 @@ def optimizer_s(
     )
     per_param = 2 * opt_b + g_b + w_b
     opt_params = st.local_params * st.train / np.where(L.zero >= 1, n_dp, 1)
+    syncs = (STEP_SYNCS + (plan.precision == Precision.FP16)) * sync_s(ctx.c, ctx.host)
     if plan.offload == Offload.NONE:
-        return ctx.hbm_s(opt_params * (per_param + g_b))
+        return ctx.hbm_s(opt_params * (per_param + g_b)) + syncs
     return offload_s(
         plan,
         opt_params,

@@ -17,6 +17,7 @@ import numpy as np
 
 from trilemma.estimate.finetune import backward_shares
 from trilemma.estimate.flops import matmul_flop_fwd, op_recompute_matmul_flop_fwd
+from trilemma.estimate.host import host_ops_per_layer, unfused_extra
 from trilemma.estimate.layer_ops import (
     attention_kernels,
     elementwise_bytes,
@@ -45,6 +46,7 @@ class LayerTimes:
     w_share: np.ndarray  # share of layers that compute weight gradients
     head_gemms: np.ndarray  # the LM head's GEMMs (0 for a classifier)
     per_class: dict[str, np.ndarray]  # forward + backward + recomputation by operation class
+    host: np.ndarray  # the host's issue time of the layer's operators, recomputation included
 
 
 def forward_gemms(ctx: StepContext) -> tuple:
@@ -113,8 +115,10 @@ def layer_times(ctx: StepContext) -> LayerTimes:
     qkv, out, rel, mlp_fwd, up = forward_gemms(ctx)
     attn_fwd, attn_bwd = attention_core_s(ctx)
     ew_f, ew_b = elementwise_bytes(m, ctx.seq, L, ctx.e)
-    elem_fwd, elem_bwd = ctx.hbm_s(ew_f), ctx.hbm_s(ew_b)
+    x_kf, x_kb, x_bf, x_bb = unfused_extra(m, ctx.stack, ctx.host, ctx.T, L.tp, ctx.e)
+    elem_fwd, elem_bwd = ctx.hbm_s(ew_f + x_bf), ctx.hbm_s(ew_b + x_bb)
     k_f, k_b = kernels_per_layer(m, plan.flash_attention, plan.softmax_passes)
+    k_f, k_b = k_f + x_kf, k_b + x_kb
     kern_fwd, kern_bwd = k_f * ctx.kernel_s, k_b * ctx.kernel_s
     b_share, w_share, head_gemms = backward_shares(m, plan)
     ad_f, ad_b, dq_pass, ad_kern_f, ad_kern_b = finetune_layer_s(
@@ -127,6 +131,11 @@ def layer_times(ctx: StepContext) -> LayerTimes:
     gemm_bwd = (b_share + w_share) * (gemm_fwd - ad_f) + ad_b + b_share * dq_pass
     fwd = {"gemm": gemm_fwd, "attention": attn_fwd, "elementwise": elem_fwd}
     bwd = {"gemm": gemm_bwd, "attention": attn_bwd, "elementwise": elem_bwd}
+    kernels = (kern_fwd, kern_bwd, k_f, b_share * k_b)
+    per_class, n_kernels = with_recompute(ctx, fwd, bwd, dq_pass, kernels)
+    h_f, h_b = host_ops_per_layer(k_f, k_b, ctx.host, L.tp)
+    # the host issues every kernel the device runs, plus its views and collectives (host.py)
+    host_ops = n_kernels + (h_f - k_f) * (1 + L.recomputes(Recompute.FULL)) + b_share * (h_b - k_b)
     return LayerTimes(
         qkv=qkv,
         out=out,
@@ -139,16 +148,20 @@ def layer_times(ctx: StepContext) -> LayerTimes:
         b_share=b_share,
         w_share=w_share,
         head_gemms=head_gemms,
-        per_class=with_recompute(ctx, fwd, bwd, dq_pass, (kern_fwd, kern_bwd, k_f)),
+        per_class=per_class,
+        host=host_ops * ctx.host_op_s,
     )
 
 
-def with_recompute(ctx: StepContext, fwd: dict, bwd: dict, dq_pass, kernels: tuple) -> dict:
+def with_recompute(
+    ctx: StepContext, fwd: dict, bwd: dict, dq_pass, kernels: tuple
+) -> tuple[dict, np.ndarray]:
     """Seconds by operation class, forward + backward + what recomputation runs again: full the
     layer's forward, selective the attention core, op-level the even matmuls (their share of the
-    matmul FLOPs, flops.op_recompute_matmul_flop_fwd) and every elementwise op, with launches."""
+    matmul FLOPs, flops.op_recompute_matmul_flop_fwd) and every elementwise op, with launches; and
+    the kernels launched, recomputation included."""
     m, L = ctx.m, ctx.L
-    kern_fwd, kern_bwd, k_f = kernels
+    kern_fwd, kern_bwd, k_f, k_b_run = kernels
     full_rc, sel_rc, op_rc = (
         L.recomputes(r) for r in (Recompute.FULL, Recompute.SELECTIVE, Recompute.OP)
     )
@@ -157,9 +170,13 @@ def with_recompute(ctx: StepContext, fwd: dict, bwd: dict, dq_pass, kernels: tup
     )
     attn_k = attention_kernels(ctx.plan.flash_attention, ctx.plan.softmax_passes)[0]
     relative = 1 if m.position.value == "relative" else 0
-    op_kern = (k_f - attn_k - 0.5 * (4 + relative)) * ctx.kernel_s
+    op_k = k_f - attn_k - 0.5 * (4 + relative)
+    op_kern = op_k * ctx.kernel_s
+    n_kernels = (
+        k_f + k_b_run + np.where(full_rc, k_f, np.where(sel_rc, attn_k, np.where(op_rc, op_k, 0.0)))
+    )
     gemm_fwd, attn_fwd, elem_fwd = fwd["gemm"], fwd["attention"], fwd["elementwise"]
-    return {
+    per_class = {
         "gemm": gemm_fwd
         + bwd["gemm"]
         + dq_pass
@@ -172,6 +189,7 @@ def with_recompute(ctx: StepContext, fwd: dict, bwd: dict, dq_pass, kernels: tup
             full_rc, kern_fwd, np.where(sel_rc, kern_fwd / k_f, np.where(op_rc, op_kern, 0.0))
         ),
     }
+    return per_class, n_kernels
 
 
 def lm_head_s(ctx: StepContext, head_gemms) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trilemma.estimate.comm import p2p_s
+from trilemma.estimate.host import issue_bound_s, sync_s
 
 if TYPE_CHECKING:
     from trilemma.estimate.step_context import StepContext
@@ -56,12 +57,24 @@ class PipelineTimes:
     bubble_s: np.ndarray  # per step
 
 
+#: the LM head and loss's operators on the host: three GEMMs, the cross-entropy and its gradient
+HEAD_HOST_OPS = 5
+
+
 def pipeline_s(
-    ctx: StepContext, per_class: dict[str, np.ndarray], head: np.ndarray, layer_comm: np.ndarray
+    ctx: StepContext,
+    per_class: dict[str, np.ndarray],
+    head: np.ndarray,
+    layer_comm: np.ndarray,
+    host_layer: np.ndarray,
 ) -> PipelineTimes:
     """The slowest rank, the heaviest one or the last one (the head's) when its fewer layers plus
     the head take longer; its sends, one activation each way per virtual stage; and the 1F1B bubble,
-    (p − 1)/v stage-times per step (Narayanan et al. 2021 §2.2, interleaved /v)."""
+    (p − 1)/v stage-times per step (Narayanan et al. 2021 §2.2, interleaved /v). The host issues
+    a micro-batch's operators (``host_layer`` per layer) while the device runs them: what the host
+    takes beyond the device is the ``host`` class (host.issue_bound_s). Blocking sends and receives
+    synchronise the host each time (Megatron-LM's p2p_communication calls torch.cuda.synchronize()
+    after batch_isend_irecv) unless the stack overlaps them (StackSpec.pp_overlap)."""
     m, L = ctx.m, ctx.L
     pp, vp = L.pp, L.vp
     layers = stage_layers(m.n_layers, pp, vp)
@@ -74,9 +87,19 @@ def pipeline_s(
     compute_mb = sum(ops_mb.values())
     ops_mb = {k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()}
     comm_mb = layers * layer_comm
+    host_mb = n_l * host_layer + np.where(
+        head_rank, (head > 0) * HEAD_HOST_OPS * ctx.host_op_s, 0.0
+    )
+    device_mb = compute_mb + comm_mb
+    ops_mb["host"] = issue_bound_s(device_mb, host_mb, ctx.async_launch) - device_mb
+    compute_mb = compute_mb + ops_mb["host"]
+    ops_mb = {k: np.broadcast_to(v, np.shape(compute_mb)) for k, v in ops_mb.items()}
     act_msg = ctx.e * ctx.T * m.d_model * L.sp_share
     crosses = L.n_gpus > ctx.cluster.node_size
-    p2p_mb = np.where(pp > 1, 2 * vp * p2p_s(act_msg, crosses, ctx.fab), 0.0)
+    sends = 0.0 if ctx.stack.pp_overlap else 1.0
+    p2p_mb = np.where(
+        pp > 1, 2 * vp * sends * (p2p_s(act_msg, crosses, ctx.fab) + sync_s(ctx.c, ctx.host)), 0.0
+    )
     stage_mb = compute_mb + comm_mb + p2p_mb
     bubble = (pp - 1) / vp * stage_mb
     return PipelineTimes(layers, ops_mb, compute_mb, comm_mb, p2p_mb, bubble)

@@ -81,6 +81,7 @@ def device_constants(consts: dict, hw: HardwareSpec, precision: Precision) -> di
     c = {
         **consts["efficiency"],
         **consts["latency"],
+        **consts.get("host", {}),
         **hw.efficiency,
         "mamf": mamf / hw.peak(precision) if mamf else 1.0,
         "operand_width": max(1.0, width),

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 
 from trilemma.estimate.comm import Fabric
+from trilemma.estimate.host import effective_host, host_op_s
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.roofline import device_constants, gemm_s
 from trilemma.specs import ClusterSpec, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.enums import DTYPE_BYTES
+from trilemma.specs.stack import HostMode, StackSpec
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,10 @@ class StepContext:
     e: float  # bytes per activation element
     T: np.ndarray  # tokens per device per micro-batch: micro_batch · seq / cp
     fab: Fabric  # the links the collectives use
+    stack: StackSpec  # the features the step is timed with (TrainingPlan.stack_features)
+    host: HostMode  # how its host issues kernels (host.effective_host)
+    host_op_s: float  # host seconds per operator issued (host.host_op_s)
+    async_launch: bool  # the host queues ahead of the device (HardwareSpec.async_launch)
 
     def gemm(self, M: Any, N: Any, K: Any) -> np.ndarray:
         """Seconds of one forward (M×K)·(K×N) matmul at the plan's precision (roofline.gemm_s)."""
@@ -45,8 +51,10 @@ class StepContext:
 
     @property
     def kernel_s(self) -> float:
-        """The fixed cost of one kernel launch (launch latency and the framework's dispatch), s."""
-        return self.c["kernel_s"]
+        """The device's fixed cost per kernel, s: launch latency and the idle gap between
+        back-to-back queued kernels; 0 on a device that runs operators on the calling thread (a CPU),
+        whose per-operator cost is the host's (host.host_op_s)."""
+        return self.c["kernel_s"] if self.async_launch else 0.0
 
 
 def step_context(
@@ -86,6 +94,10 @@ def step_context(
         e=DTYPE_BYTES[plan.dtypes.activation],
         T=L.micro_batch * seq / L.cp,
         fab=fab,
+        stack=plan.stack_features,
+        host=(host := effective_host(plan.stack_features, plan.compile)),
+        host_op_s=host_op_s(c, host),
+        async_launch=hw.async_launch,
     )
 
 

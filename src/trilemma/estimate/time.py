@@ -42,7 +42,8 @@ class TimeArrays:
     optimizer_s: np.ndarray
     # compute_mb by operation class, seconds per micro-batch on the slowest stage (recomputation
     # included in its class): gemm, attention (the core: QKᵀ, softmax, ·V), elementwise (memory-bound
-    # kernels), kernel_launch (the fixed cost per launch), lm_head (logits GEMMs and cross-entropy)
+    # kernels), kernel_launch (the device's fixed cost per kernel), lm_head (logits GEMMs and
+    # cross-entropy), host (what the host's issue takes beyond the device: trilemma.estimate.host)
     ops_mb: dict[str, np.ndarray]
 
     @property
@@ -83,7 +84,7 @@ def step_time(
     lt = layer_times(ctx)
     layer_comm = tp_comm_s(ctx, lt) + cp_comm_s(ctx, lt) + ep_comm_s(ctx)
     head = lm_head_s(ctx, lt.head_gemms)
-    pipe = pipeline_s(ctx, lt.per_class, head, layer_comm)
+    pipe = pipeline_s(ctx, lt.per_class, head, layer_comm, lt.host)
     st = trained_state(ctx)
     return TimeArrays(
         n_micro=n_micro,

@@ -176,6 +176,17 @@ def memory_table(est: Any) -> Table:
     return mt
 
 
+#: the step's operation classes as the speed table names them (TimeArrays.ops_mb)
+OP_CLASS_NAMES = {
+    "gemm": "GEMMs",
+    "attention": "attention",
+    "elementwise": "memory-bound",
+    "kernel_launch": "launches",
+    "lm_head": "LM head",
+    "host": "waiting for the host",
+}
+
+
 def speed_table(est: Any) -> Table:
     """Step time by part, compute by op, throughput, MFU, FLOPs, wall time, goodput, GPU-hours."""
     cl, t = est.cluster, est.time
@@ -197,13 +208,7 @@ def speed_table(est: Any) -> Table:
         ),
     )
     if t.ops_s and t.compute_s > 0:
-        names = {
-            "gemm": "GEMMs",
-            "attention": "attention",
-            "elementwise": "memory-bound",
-            "kernel_launch": "launches",
-            "lm_head": "LM head",
-        }
+        names = OP_CLASS_NAMES
         tt.add_row(
             "compute by op",
             ", ".join(f"{names.get(k, k)} {v / t.compute_s:.0%}" for k, v in t.ops_s.items()),

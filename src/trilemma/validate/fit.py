@@ -51,7 +51,8 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "balance_exponent", 0.0, 1.5),
     ("efficiency", "attention_balance_exponent", 0.0, 2.5),
     ("efficiency", "dp_overlap", 0.0, 1.0),
-    ("efficiency", "kernel_s", 1e-6, 1e-5),
+    ("efficiency", "kernel_s", 5e-7, 1e-5),
+    ("host", "host_eager_op_s", 2e-6, 5e-5),
 )
 #: (section, key, lower, upper) of the slow-node spread σ (fit_goodput)
 RUN_PARAMS: tuple[tuple[str, str, float, float], ...] = (("run", "slow_node_spread", 0.0, 2.0),)
