@@ -136,11 +136,18 @@ def _bands(cl: ClusterSpec, pl: TrainingPlan, pc: ParamCounts) -> tuple:
     nodes = node_count(
         cl.n_gpus, cl.node_size
     )  # as the slow-node share counts them (--gpus-per-node too)
+    given = pl.stack is not None
     lo, hi, reasons = band_outside(
-        cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), finetune=ft, nodes=nodes
+        cl.hardware.family,
+        cl.n_gpus,
+        pc.total,
+        str(pl.precision),
+        finetune=ft,
+        nodes=nodes,
+        stack_given=given,
     )
     s_lo, s_hi, _ = band_outside(
-        cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft
+        cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft, None, given
     )
     return lo, hi, reasons, s_lo, s_hi
 

@@ -28,6 +28,10 @@ def band_factors(kind: str = "time") -> tuple[float, float]:
 BAND_LOSO = "leave-one-source-out"
 #: ``time.band_reason``: the chip's family has no step times or runs in the calibration
 BAND_CROSS_FAMILY = "chip family not calibrated: cross-family error added"
+#: why a plan that names no software stack has a wider band (StackSpec; TrainingPlan.stack None)
+BAND_NO_STACK = (
+    "no --stack given: timed with the default stack's features; the cross-stack error added"
+)
 #: the kinds of calibration row that measure time (a family with only memory rows is not calibrated for it)
 TIME_KINDS = ("throughput", "runs")
 
@@ -53,14 +57,17 @@ def outside_reasons(
     precision: str | None = None,
     finetune: bool = False,
     nodes: float | None = None,
+    stack_given: bool = True,
 ) -> tuple[str, ...]:
     """Why a plan lies outside what the time calibration measured (calibrated.toml [families], [regime]):
     a chip family with no step times or runs, more devices or a larger model than the largest calibrated
     one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was, and (given
     ``nodes``, for a whole run's time) more nodes than the largest whole run with a wall time, or fewer (but
     more than one) than the smallest, where the slow-node share (trilemma.estimate.goodput.slow_node_share)
-    is extrapolated. Empty: inside."""
+    is extrapolated; and a plan that names no software stack (``BAND_NO_STACK``). Empty: inside."""
     out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
+    if not stack_given and "cross_stack_log_q90" in calibration().get("bands", {}):
+        out.append(BAND_NO_STACK)
     reg = calibration().get("regime", {})
     if n_gpus is not None and "max_gpus" in reg and n_gpus > reg["max_gpus"]:
         out.append(
@@ -98,7 +105,7 @@ def outside_reasons(
     return tuple(out)
 
 
-def widened(q10: float, q90: float, k: int) -> tuple[float, float]:
+def widened(q10: float, q90: float, k: int, k_stack: int = 0) -> tuple[float, float]:
     """Multipliers (low, high) of a band with leave-one-source-out quantiles (q10, q90), widened for ``k``
     reasons the plan lies outside the calibrated regime.
 
@@ -114,12 +121,22 @@ def widened(q10: float, q90: float, k: int) -> tuple[float, float]:
         high = exp(+√(min(q10, 0)² + k·min(c10, 0)²))
 
     so a band never narrows as reasons are added. The cross-family residuals already hold some
-    source-to-source spread, so this counts that part twice: it errs wide, on purpose."""
+    source-to-source spread, so this counts that part twice: it errs wide, on purpose. ``k_stack``
+    (0 or 1): the plan names no stack, and the error of a stack held out (calibrated.toml [bands]
+    cross_stack_*, trilemma.validate.stacks) is added the same way."""
     b = calibration().get("bands", {})
-    if k <= 0 or "cross_family_log_q90" not in b:
-        return math.exp(-q90), math.exp(-q10)
-    up = math.sqrt(max(q90, 0.0) ** 2 + k * max(b["cross_family_log_q90"], 0.0) ** 2)
-    down = math.sqrt(min(q10, 0.0) ** 2 + k * min(b["cross_family_log_q10"], 0.0) ** 2)
+    k = k if "cross_family_log_q90" in b else 0
+    k_stack = k_stack if "cross_stack_log_q90" in b else 0
+    up = math.sqrt(
+        max(q90, 0.0) ** 2
+        + k * max(b.get("cross_family_log_q90", 0.0), 0.0) ** 2
+        + k_stack * max(b.get("cross_stack_log_q90", 0.0), 0.0) ** 2
+    )
+    down = math.sqrt(
+        min(q10, 0.0) ** 2
+        + k * min(b.get("cross_family_log_q10", 0.0), 0.0) ** 2
+        + k_stack * min(b.get("cross_stack_log_q10", 0.0), 0.0) ** 2
+    )
     return math.exp(-up), math.exp(down)
 
 
@@ -131,14 +148,22 @@ def band_outside(
     kind: str = "time",
     finetune: bool = False,
     nodes: float | None = None,
+    stack_given: bool = True,
 ) -> tuple[float, float, tuple[str, ...]]:
     """Multipliers (low, high) of the 80% band on ``kind`` ("time": a whole run's time, GPU-hours, $,
     energy; "throughput": a step's time) for a plan, and the reasons it was widened (``outside_reasons``,
     ``widened``). ``nodes`` counts for a whole run's time only: a step has no slow-node share."""
     reasons = outside_reasons(
-        family, n_gpus, params_total, precision, finetune, nodes if kind == "time" else None
+        family,
+        n_gpus,
+        params_total,
+        precision,
+        finetune,
+        nodes if kind == "time" else None,
+        stack_given,
     )
-    lo, hi = widened(*_q(kind), len(reasons))
+    k_stack = int(BAND_NO_STACK in reasons)
+    lo, hi = widened(*_q(kind), len(reasons) - k_stack, k_stack)
     return lo, hi, reasons
 
 
@@ -168,6 +193,7 @@ def uncalibrated_family_warning(hw_name: str, family: str) -> str | None:
 __all__ = [
     "BAND_CROSS_FAMILY",
     "BAND_LOSO",
+    "BAND_NO_STACK",
     "TIME_KINDS",
     "band_factors",
     "band_for",

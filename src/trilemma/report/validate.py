@@ -149,7 +149,10 @@ def _summary_table(summary: dict[str, Any]) -> Table:
             if "in_sample" in parts
             else ("shipped constants", parts["shipped_constants"])
         )  # a user's --data rows: out of sample
-        for which, st in (first, ("leave-one-source-out", parts["leave_one_source_out"])):
+        held = [("leave-one-source-out", parts["leave_one_source_out"])]
+        if parts.get("leave_one_stack_out", {}).get("n"):
+            held.append(("leave-one-stack-out", parts["leave_one_stack_out"]))
+        for which, st in (first, *held):
             cov = _coverage(parts) if which == "leave-one-source-out" else ""
             if not st.get("n"):
                 s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]), cov)

@@ -190,6 +190,7 @@ def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:
 HOLD_OUT_BY: dict[str, Callable[[Case], str]] = {
     "group": lambda c: c.group,
     "family": lambda c: c.hardware.family,
+    "stack": lambda c: getattr(c, "stack", "") or "untagged",
 }
 
 

@@ -26,6 +26,7 @@ from trilemma.validate.bounds import at_bounds
 from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import FITTED_PARAMS, calibrate, loso, summarise
 from trilemma.validate.predict import RUN_METRICS, TIME_METRICS, Prediction, predict
+from trilemma.validate.stacks import cross_stack, stack_lines
 
 KINDS = ("runs", "throughput", "memory")
 BAND_QUANTILES = (0.1, 0.9)  # an 80% interval
@@ -96,12 +97,13 @@ def cross_family(
     }
 
 
-def stored_loso() -> dict[tuple[str, int], float]:
-    """LOSO predictions saved by the last calibration, by (kind, row)."""
+def stored_loso(key: str = "loso_predicted") -> dict[tuple[str, int], float]:
+    """LOSO predictions saved by the last calibration, by (kind, row); ``key="losto_predicted"``: the
+    leave-one-stack-out ones."""
     return {
-        (r["kind"], int(r["row"])): float(r["loso_predicted"])
+        (r["kind"], int(r["row"])): float(r[key])
         for r in calibration_rows()
-        if r.get("loso_predicted") is not None
+        if r.get(key) is not None
     }
 
 
@@ -128,6 +130,7 @@ def run_validate(
         }
     else:
         lp = stored_loso() if data is None else {}
+    sp = stored_loso("losto_predicted") if data is None else {}
     rows = [row_dict(p, lp.get((p.case.kind, p.case.row))) for p in preds]
     # coverage: every kind's LOSO residuals (a band borrows other kinds' sources), then reported per kind
     every = [Prediction(c, lp.get((c.kind, c.row)), None, True) for c in cases]
@@ -143,6 +146,12 @@ def run_validate(
         summary[k] = {
             first: summarise(mine),
             "leave_one_source_out": summarise(lo),
+            "leave_one_stack_out": summarise(
+                [
+                    Prediction(p.case, sp.get((p.case.kind, p.case.row)), p.layout, p.fits)
+                    for p in mine
+                ]
+            ),
             "skipped": sum(1 for s in skipped if s.kind == k),
             # per band an estimate prints: the share of rows inside the band built without their
             # source (trilemma.validate.bands.coverage); the target is the level
@@ -260,6 +269,8 @@ def calibrate_and_write(
     lo_by = {(p.case.kind, p.case.row): p for p in lo}
     bands = named_bands(residuals_from_predictions(lo))
     xf = cross_family(cases, start, fitted, progress and (lambda f: progress(f"family {f}")))
+    xs = cross_stack(cases, start, fitted, progress and (lambda s: progress(f"stack {s}")))
+    so_by = {(p.case.kind, p.case.row): p for p in xs["predictions"]}
     changed = {
         s: {k: fitted[s][k] for k in fitted[s] if fitted[s][k] != start.get(s, {}).get(k)}
         for s in fitted
@@ -270,6 +281,7 @@ def calibrate_and_write(
         summary[k] = {
             "in_sample": summarise([p for p in ins if p.case.kind == k]),
             "leave_one_source_out": summarise([p for p in lo if p.case.kind == k]),
+            "leave_one_stack_out": summarise([p for p in xs["predictions"] if p.case.kind == k]),
         }
     lines = [
         "# Written by `python scripts/calibrate.py` — do not edit by hand. The fit is described in",
@@ -291,12 +303,17 @@ def calibrate_and_write(
         f"cross_family_log_median = {toml_value(xf['log_median'])}",
         f"cross_family_log_q90 = {toml_value(xf['log_q90'])}",
         f"cross_family_n = {toml_value(xf['n'])}",
+        "# cross-stack: the same with each software stack held out (trilemma.validate.stacks); widens the",
+        "# band of a plan that names no stack (trilemma.estimate.bands.widened)",
+        *[f"cross_stack_{q} = {toml_value(xs[q])}" for q in ("log_q10", "log_median", "log_q90")],
+        f"cross_stack_n = {toml_value(xs['n'])}",
         "",
         *regime_lines(regime(cases)),
     ]
     lines += _constants_lines(changed, summary)
     lines += _family_lines(cases, xf)
-    lines += _row_lines(ins, lo_by)
+    lines += stack_lines(xs)
+    lines += _row_lines(ins, lo_by, so_by)
     text = "\n".join(lines)
     target = path or str(resources.files("trilemma.presets").joinpath("calibrated.toml"))
     write_text_atomic(target, text, "out")
@@ -348,8 +365,9 @@ def _family_lines(cases: list[Any], xf: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _row_lines(ins: list[Any], lo_by: dict[tuple[str, int], Any]) -> list[str]:
-    """One [[rows]] table per case: reported, predicted in-sample and leave-one-source-out."""
+def _row_lines(ins: list[Any], lo_by: dict, so_by: dict) -> list[str]:
+    """One [[rows]] table per case: reported, predicted in-sample, leave-one-source-out and
+    leave-one-stack-out."""
     lines: list[str] = []
     for p in ins:
         lp = lo_by.get((p.case.kind, p.case.row))
@@ -367,5 +385,9 @@ def _row_lines(ins: list[Any], lo_by: dict[tuple[str, int], Any]) -> list[str]:
             lines.append(f"log_ratio = {toml_value(math.log(p.predicted / p.case.reported))}")
         if lp is not None and lp.predicted is not None:
             lines.append(f"loso_predicted = {toml_value(lp.predicted)}")
+        sp = so_by.get((p.case.kind, p.case.row))
+        if sp is not None and sp.predicted is not None:
+            lines.append(f"stack = {toml_value(getattr(p.case, 'stack', ''))}")
+            lines.append(f"losto_predicted = {toml_value(sp.predicted)}")
         lines.append("")
     return lines
