@@ -103,11 +103,13 @@ def host_ops_per_layer(k_f: Any, k_b: Any, host: HostMode, tp: Any) -> tuple[Any
     return k_f + views + tp_f, k_b + views + tp_b
 
 
-def host_op_s(c: dict, host: HostMode) -> float:
+def host_op_s(c: dict, host: HostMode, backward: bool = False) -> float:
     """Host seconds per operator issued in ``host`` mode (constants.toml [host]); an eager host uses
-    the device profile's measured ``host_op_s`` where the probe measured one."""
+    the device profile's measured ``host_op_s`` (``backward``: ``host_bwd_op_s``, autograd's engine
+    issuing from C++) where the probe measured one."""
     if host == HostMode.EAGER:
-        return float(c.get("host_op_s", c["host_eager_op_s"]))
+        fwd = float(c.get("host_op_s", c["host_eager_op_s"]))
+        return float(c.get("host_bwd_op_s", fwd)) if backward else fwd
     return float(c[f"host_{host.value.replace('-', '_')}_op_s"])
 
 

@@ -134,8 +134,10 @@ def layer_times(ctx: StepContext) -> LayerTimes:
     kernels = (kern_fwd, kern_bwd, k_f, b_share * k_b)
     per_class, n_kernels = with_recompute(ctx, fwd, bwd, dq_pass, kernels)
     h_f, h_b = host_ops_per_layer(k_f, k_b, ctx.host, L.tp)
-    # the host issues every kernel the device runs, plus its views and collectives (host.py)
-    host_ops = n_kernels + (h_f - k_f) * (1 + L.recomputes(Recompute.FULL)) + b_share * (h_b - k_b)
+    # the host issues every kernel the device runs, plus its views and collectives (host.py);
+    # backward's through the autograd engine, at its own cost where the profile measured one
+    bwd_ops = b_share * h_b
+    fwd_ops = n_kernels - b_share * k_b + (h_f - k_f) * (1 + L.recomputes(Recompute.FULL))
     return LayerTimes(
         qkv=qkv,
         out=out,
@@ -149,7 +151,7 @@ def layer_times(ctx: StepContext) -> LayerTimes:
         w_share=w_share,
         head_gemms=head_gemms,
         per_class=per_class,
-        host=host_ops * ctx.host_op_s,
+        host=fwd_ops * ctx.host_op_s + bwd_ops * ctx.host_bwd_op_s,
     )
 
 

@@ -39,6 +39,7 @@ class StepContext:
     stack: StackSpec  # the features the step is timed with (TrainingPlan.stack_features)
     host: HostMode  # how its host issues kernels (host.effective_host)
     host_op_s: float  # host seconds per operator issued (host.host_op_s)
+    host_bwd_op_s: float  # … per backward operator, issued by autograd's engine (host.host_op_s)
     async_launch: bool  # the host queues ahead of the device (HardwareSpec.async_launch)
 
     def gemm(self, M: Any, N: Any, K: Any) -> np.ndarray:
@@ -97,6 +98,7 @@ def step_context(
         stack=plan.stack_features,
         host=(host := effective_host(plan.stack_features, plan.compile)),
         host_op_s=host_op_s(c, host),
+        host_bwd_op_s=host_op_s(c, host, backward=True),
         async_launch=hw.async_launch,
     )
 
