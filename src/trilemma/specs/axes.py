@@ -152,7 +152,7 @@ AXES: tuple[Axis, ...] = (
         "virtual pipeline stages per device (interleaved 1F1B)",
         "VP",
         "--vp",
-        lambda c: [1, 2, 4],
+        lambda c: [1, 2, 3, 4, 6, 8],
         lambda moe: (1, 2),
         (
             Rule(
