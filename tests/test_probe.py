@@ -296,16 +296,20 @@ def test_local_profile_is_a_hardware_preset(cli_run, config_dir):
 
 
 def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_run, config_dir):
-    """A CPU profile holds its own GEMM efficiency (fitted to its measured curve); a profile written
-    before that existed is rewritten from the cached measurement on the next probe."""
+    """A CPU profile holds its own GEMM efficiency (fitted to its measured curve) and its measured host
+    seconds per eager operator; a profile written before those existed is rewritten from the cached
+    measurement on the next probe."""
     from trilemma.probe.profile import gemm_constants, local_hardware, profile_path
     from trilemma.probe.run_inputs import stale_profile
 
     doc = json.loads(profile_path().read_text())
-    hw = local_hardware(MachineMeasurement.from_dict(doc["measured"]))
-    assert hw.efficiency == gemm_constants(
-        MachineMeasurement.from_dict(doc["measured"]).matmul["fp32"]
-    )
+    meas = MachineMeasurement.from_dict(doc["measured"])
+    hw = local_hardware(meas)
+    assert hw.efficiency == {
+        **gemm_constants(meas.matmul["fp32"]),
+        "host_op_s": meas.host_dispatch.op.median_s,
+        "host_bwd_op_s": meas.host_dispatch.bwd_op.median_s,
+    }
     assert doc["hardware"]["efficiency"] == hw.efficiency and not stale_profile(hw)
     old = {**doc, "hardware": {k: v for k, v in doc["hardware"].items() if k != "efficiency"}}
     profile_path().write_text(json.dumps(old))

@@ -8,12 +8,14 @@ timing anything; one tiny real training run checks that a busy reading reaches t
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from test_probe_dispatch import HOST  # the fake machine's host seconds per eager operator
 
 from trilemma.probe import bench, bench_cache, machine
 from trilemma.probe.profile import MatmulCurve
@@ -31,7 +33,7 @@ def fake(monkeypatch, tmp_path):
     """A config directory of its own and microbenchmarks that return ``state["rate"]`` at once; the number
     of full measurements (memory bandwidth is measured once per full measurement) is ``state["full"]``."""
     monkeypatch.setenv("TRILEMMA_CONFIG_DIR", str(tmp_path))
-    state = {"rate": RATE, "full": 0, "reading": IDLE}
+    state = {"rate": RATE, "full": 0, "reading": IDLE, "dispatch": 0}
 
     def curve(device, precision, sizes, passes=bench._PASSES):
         return MatmulCurve(precision, tuple(sizes), tuple(state["rate"] for _ in sizes))
@@ -44,6 +46,12 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "memory_bandwidth", bandwidth)
     monkeypatch.setattr(bench, "loopback_bandwidth", lambda: 1e9)
     monkeypatch.setattr(bench, "runtime_memory", lambda threads: 50e6)
+
+    def dispatch(device):
+        state["dispatch"] += 1
+        return HOST
+
+    monkeypatch.setattr(bench, "host_dispatch", dispatch)
     monkeypatch.setattr(machine, "load_reading", lambda cpus, sample_s=0.0: state["reading"])
     return state
 
@@ -92,6 +100,22 @@ def test_a_stale_measurement_is_measured_again(fake):
     m = measure()
     assert not m.from_cache and fake["full"] == 2 and "40 days old" in m.remeasured_because
     assert measure().from_cache  # the fresh one is kept
+
+
+@pytest.mark.parametrize("old", [None, "dispatch/0: another method"])
+def test_a_cache_without_the_host_dispatch_cost_measures_that_alone(fake, old):
+    """A cached measurement from before the host dispatch cost was measured (or measured another way)
+    gets it measured and added; its matmul curve, bandwidth and link are kept."""
+    measure()
+    doc = json.loads(bench_cache.cache_path().read_text())
+    for e in doc["entries"].values():
+        e["host_dispatch"] = None if old is None else {**asdict(HOST), "method": old}
+    bench_cache.cache_path().write_text(json.dumps(doc))
+    before = fake["dispatch"]
+    m = measure()
+    assert not m.from_cache and fake["full"] == 1 and fake["dispatch"] == before + 1
+    assert m.host_dispatch == HOST and m.remeasured_because == ""
+    assert measure().from_cache
 
 
 def test_a_measurement_without_conditions_is_measured_again(fake):

@@ -6,6 +6,8 @@ machine is at most a few times any datacentre part (the presets span CPUs' close
 GB200-class GPUs); ten times the best is a typo or an edit (1e30 FLOP/s), not a measurement.
 Floor: the least a machine that can run ``trilemma probe`` at all can show (FLOORS, with why);
 below it every step takes hours and every plan is meaningless (0.001 B/s of memory bandwidth).
+The measured host seconds per eager operator have a fixed range instead (EFFICIENCY_RANGES): no
+packaged preset carries one to scale a ceiling from.
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ FLOORS: dict[str, tuple[float, str, str]] = {
     "inter_node_bw_bytes_per_s": (LINK_RANGE[0], "bytes/s", "a request's link floor"),
     "board_power_w": (1.0, "W", "a phone's SoC draws several watts"),
     "price_usd_per_hour": (1e-6, "USD/hour", "positive"),
+}
+
+
+#: efficiency constant -> (floor, ceiling, unit, why): a profile's measured host dispatch cost
+#: (trilemma.probe.dispatch) outside it is refused; absent, the stated constant stands
+EFFICIENCY_RANGES: dict[str, tuple[float, float, str, str]] = {
+    key: (
+        1e-7,
+        1e-3,
+        "s",
+        "an eager operator costs the host about 1-20 µs (Python, the dispatcher, autograd); "
+        "under 100 ns or over 1 ms is not a measurement of one",
+    )
+    for key in ("host_op_s", "host_bwd_op_s")
 }
 
 
@@ -55,3 +71,12 @@ def check_profile(hw: HardwareSpec, packaged: Mapping[str, HardwareSpec], where:
                     f"{CEILING_MULTIPLE:g} × the largest preset's ({top_name}, {top:.3g}); rerun "
                     "`trilemma probe --remeasure` or fix the file",
                 )
+    for key, (floor, ceiling, unit, why) in EFFICIENCY_RANGES.items():
+        v = hw.efficiency.get(key)
+        if v is not None and not floor <= v <= ceiling:
+            raise InputError(
+                f"hardware profile {where}.efficiency.{key}",
+                v,
+                f"{floor:g} to {ceiling:g} {unit} ({why}); rerun `trilemma probe --remeasure` or "
+                "fix the file",
+            )

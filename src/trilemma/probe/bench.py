@@ -8,6 +8,8 @@ and the loopback link that gloo uses between processes on one host.
   GPU: 1 GiB), counted as read + write bytes (STREAM "copy" convention, McCalpin 1995).
 - Link: one TCP stream over 127.0.0.1 (what gloo does between processes of one host); on a
   GPU, the host-to-device copy rate.
+- Host dispatch: seconds per eager PyTorch operator on tiny tensors, forward, backward and without
+  grad (``trilemma.probe.dispatch``): what a step of small kernels costs the host.
 - Runtime memory (CPU): what a fresh process's resident set grows by when it trains a one-layer
   model (d 64) for a few AdamW steps, less its tensors: the math libraries' scratch buffers
   (oneDNN/MKL), OpenMP thread stacks, code paged in. Measured from ``train.cpu_memory_baseline``,
@@ -46,6 +48,7 @@ from trilemma.probe.bench_cache import (
     stale_reason,
     write_cache,
 )
+from trilemma.probe.dispatch import DISPATCH_METHOD, host_dispatch
 from trilemma.probe.machine import LoadReading, OtherLoad, cpu_hash, ram_bytes
 from trilemma.probe.profile import Conditions, MachineMeasurement, MatmulCurve
 from trilemma.probe.train import MMAP_THRESHOLD_BYTES
@@ -308,7 +311,10 @@ def machine(
         or not meas.runtime_memory_bytes
         or meas.runtime_memory_method != RUNTIME_MEMORY_METHOD
     )
-    if meas is not None and not missing and not runtime_missing:
+    dispatch_missing = meas is None or (
+        meas.host_dispatch is None or meas.host_dispatch.method != DISPATCH_METHOD
+    )
+    if meas is not None and not missing and not runtime_missing and not dispatch_missing:
         return replace(meas, from_cache=True, seconds=0.0)
 
     before = torch.get_num_threads()
@@ -328,6 +334,8 @@ def machine(
                 runtime_memory_bytes=runtime_memory(threads),
                 runtime_memory_method=RUNTIME_MEMORY_METHOD,
             )
+        if dispatch_missing:
+            meas = replace(meas, host_dispatch=host_dispatch(device))
         cond = _conditions(reading, during.share(), busy_now, name, cores, device)
         meas = replace(
             meas,

@@ -34,6 +34,7 @@ import numpy as np
 from trilemma.errors import UnknownPresetError
 from trilemma.fileio import write_text_atomic
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
+from trilemma.probe.dispatch import HostDispatch, host_constants
 from trilemma.specs import HardwareSpec
 from trilemma.specs.hardware import UNKNOWN_FAMILY
 from trilemma.units import GIGA
@@ -118,6 +119,7 @@ class MachineMeasurement:
     remeasured_because: str = (
         ""  # why the cached measurement was not used ("" when there was none, or it was)
     )
+    host_dispatch: HostDispatch | None = None  # None: not measured (a cache from before it was)
 
     def peak(self, precision: str) -> float:
         return self.matmul[precision].peak
@@ -138,9 +140,12 @@ class MachineMeasurement:
         }
         return cls(
             **{
-                **{k: v for k, v in d.items() if k not in ("matmul", "conditions")},
+                **{
+                    k: v for k, v in d.items() if k not in ("matmul", "conditions", "host_dispatch")
+                },
                 "matmul": mm,
                 "conditions": Conditions.from_dict(d.get("conditions")),
+                "host_dispatch": HostDispatch.from_dict(d.get("host_dispatch")),
             }
         )
 
@@ -177,8 +182,10 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         f"measured by `trilemma probe` on {meas.measured_at} (torch {meas.torch_version}, "
         f"{meas.threads} thread{'s' if meas.threads > 1 else ''}): dense matmul peak per precision "
         f"(best over sizes), copy bandwidth (read + write), link = {meas.link_kind}"
+        + (", host seconds per eager operator" if meas.host_dispatch else "")
     )
     facts = _gpu_facts(meas) if meas.device == "cuda" else _cpu_facts(meas)
+    host, host_said = host_constants(meas.host_dispatch)
     part = (f" — one of {share} processes sharing it" if share > 1 else "") + (
         f", {meas.threads} of its cores"
         if meas.device == "cpu" and meas.threads != meas.cores
@@ -199,13 +206,15 @@ def local_hardware(meas: MachineMeasurement, name: str = "local", share: int = 1
         price_usd_per_hour=facts["price"],
         price_date="",
         price_source=facts["price_source"],
-        efficiency=facts["efficiency"],
+        efficiency={**facts["efficiency"], **host},
+        # a CPU runs each operator on the calling thread: its host and device time add
+        async_launch=meas.device != "cpu",
         framework_overhead_bytes=(meas.runtime_memory_bytes or None)
         if meas.device == "cpu"
         else None,
         source=measured,
         notes=f"{meas.device_name} ({meas.device}, {meas.cores} cores){part}. GFLOP/s by size: "
-        f"{curves}. {facts['stated']}.",
+        f"{curves}. {facts['stated']}{host_said}.",
     )
 
 

@@ -157,5 +157,6 @@ def _print_scaling_and_machine(c: Any, result: ProbeResult) -> None:
     c.print(
         f"  machine ({when}): matmul peak {peaks}; "
         f"memory {fmt_rate(mm.memory_bw_bytes_per_s)}; link {fmt_rate(mm.link_bw_bytes_per_s)}; "
-        f"profile `local` in {result.machine.profile} (trilemma estimate --gpu local)"
+        + (f"host dispatch {mm.host_dispatch.describe()}; " if mm.host_dispatch else "")
+        + f"profile `local` in {result.machine.profile} (trilemma estimate --gpu local)"
     )

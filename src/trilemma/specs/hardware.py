@@ -16,8 +16,16 @@ from trilemma.specs.bounds import (
 )
 from trilemma.specs.enums import Precision
 
-#: efficiency constants a device may carry as its own (keys of constants.toml [efficiency])
-DEVICE_EFFICIENCY_KEYS = ("gemm_max", "gemm_half_dim", "balance_exponent")
+#: efficiency constants a device may carry as its own (keys of constants.toml [efficiency]), and the
+#: host seconds per eager operator, forward and backward, a probe profile measures
+#: (trilemma.probe.dispatch)
+DEVICE_EFFICIENCY_KEYS = (
+    "gemm_max",
+    "gemm_half_dim",
+    "balance_exponent",
+    "host_op_s",
+    "host_bwd_op_s",
+)
 #: the family of a device whose architecture is not known (a user profile of an unnamed GPU)
 UNKNOWN_FAMILY = "unknown"
 
@@ -56,7 +64,9 @@ class HardwareSpec(Spec):
     efficiency: dict[str, float] = Field(
         default_factory=dict,
         description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
-        "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it",
+        "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it; and "
+        "its host's seconds per eager operator, forward and backward (host_op_s, host_bwd_op_s: a "
+        "probe profile's measured dispatch cost)",
     )
     mamf_flop_per_s: dict[Precision, float] = Field(
         default_factory=dict,
