@@ -2,6 +2,8 @@
 
 References
 - Thakur, Rabenseifner & Gropp 2005 (ring all-reduce 2(n−1)/n·M/β; all-gather (n−1)/n·M/β).
+- NVIDIA/nccl src/graph/tuning.cc at commit 5067397c (2026-06-11): each call's latency by algorithm
+  and protocol (constants.toml [latency]; tests/test_comm_latency.py checks it against nccl-tests).
 - Narayanan et al. 2021 (arXiv 2104.04473) §2.2: 1F1B pipeline takes (m + p − 1) micro-batch
   times per step, bubble fraction (p − 1)/m of the ideal time; interleaving divides it by v.
 - PaLM (arXiv 2204.02311) App. B: MFU = model FLOPs per second / peak.
@@ -19,40 +21,61 @@ from hypothesis import strategies as st
 
 from trilemma.api import estimate
 from trilemma.estimate.comm import Fabric, all_gather_s, all_reduce_s, all_to_all_s
+from trilemma.estimate.nccl import nccl_tuning, without_latency
 from trilemma.estimate.roofline import gemm_efficiency
+from trilemma.presets import constants
 from trilemma.specs import HardwareSpec
 
-F = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, intra_alpha=1e-5, inter_alpha=2e-5)
+#: A100-like links (NVLink, Ampere row of NCCL's tables, 16 channels), bandwidths already the ring's
+#: share; Z is the same fabric with every latency zero (the bandwidth term alone)
+T = nccl_tuning(constants()["latency"], "nvidia-ampere", 300e9, 16)
+F = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, nccl=T)
+Z = Fabric(node_size=8, intra_bw=300e9, inter_bw=25e9, nccl=without_latency(T))
 
 
 def test_ring_collectives_inside_a_node_by_hand():
-    M, a = 1e9, 1e-5
-    assert all_reduce_s(M, 1, 8, F) == pytest.approx(2 * 7 * (a + M / (8 * 300e9)))
-    assert all_gather_s(M, 1, 8, F) == pytest.approx(7 * (a + M / (8 * 300e9)))
-    assert all_to_all_s(M, 1, 8, F) == pytest.approx(M * 7 / 8 / 300e9 + 7 * a)
+    """1 GB on 8 ranks of one node: NCCL's ring at Simple is the fastest (LL128 and tree lose more
+    bandwidth than they save latency): baseLat 8.4 µs + steps × NVLink hwLat 3.4 µs (tuning.cc)."""
+    M = 1e9
+    assert all_reduce_s(M, 1, 8, F) == pytest.approx(8.4e-6 + 14 * 3.4e-6 + 2 * 7 * M / (8 * 300e9))
+    assert all_gather_s(M, 1, 8, F) == pytest.approx(8.4e-6 + 7 * 3.4e-6 + 7 * M / (8 * 300e9))
+    # one send per peer of M/8 bytes (Simple): one baseLat, one NVLink hop per peer
+    assert all_to_all_s(M, 1, 8, F) == pytest.approx(8.4e-6 + 7 * 3.4e-6 + M * 7 / 8 / 300e9)
     assert all_reduce_s(M, 1, 1, F) == 0.0
 
 
+def test_small_all_reduce_is_ll_latency_by_hand():
+    """8 bytes on 8 ranks of one node: ring LL, baseLat 6.6 µs + 14 steps × 0.6 µs, at half the
+    wire capped by Ampere's llMaxBw 87.7 GB/s (tuning.cc)."""
+    bw = min(87.7e9, 0.5 * 300e9) * 8 / 14
+    assert all_reduce_s(8.0, 1, 8, F) == pytest.approx(6.6e-6 + 14 * 0.6e-6 + 8.0 / bw)
+
+
 def test_hierarchical_all_reduce_across_nodes_by_hand():
-    """64 ranks, stride 1: 8 per node on 8 nodes. Intra ring over 8, then inter ring over 8 on M/8."""
+    """64 ranks, stride 1: 8 per node on 8 nodes. Bytes: intra ring over 8, then inter ring over 8
+    on M/8. Latency of NCCL's Simple ring across nodes: baseLat 8.4 + 112 steps inside nodes ×
+    max(NVLink 3.4, net overhead 3 × 1) + 14 steps across × NET 14 µs, × 1.4 (ring plateau)."""
     M = 8e9
-    intra = 2 * 7 * (1e-5 + M / (8 * 300e9))
-    inter = 2 * 7 * (2e-5 + (M / 8) / (8 * 25e9))
-    assert all_reduce_s(M, 1, 64, F) == pytest.approx(intra + inter)
-    # stride 8 (tp = 8): one rank per node, the whole message crosses each rank's own card
-    assert all_reduce_s(M, 8, 8, F) == pytest.approx(2 * 7 * (2e-5 + M / (8 * 25e9)))
+    intra = 2 * 7 * M / (8 * 300e9)
+    inter = 2 * 7 * (M / 8) / (8 * 25e9)
+    lat = (8.4 + 112 * 3.4 + 14 * 14.0) * 1e-6 * 1.4
+    assert all_reduce_s(M, 1, 64, F) == pytest.approx(intra + inter + lat)
+    # stride 8 (tp = 8): one rank per node, the whole message crosses each rank's own card; with one
+    # rank per node NCCL takes the tree's NET latency (14 µs at Simple) for each of the 14 steps
+    lat_1 = (8.4 + 14 * 14.0) * 1e-6 * 1.4
+    assert all_reduce_s(M, 8, 8, F) == pytest.approx(2 * 7 * M / (8 * 25e9) + lat_1)
     # large groups: the inter-node phase tends to 2·(M/r)/β_inter (NCCL bus bandwidth ≈ node NICs)
-    big = all_reduce_s(M, 1, 8 * 10**5, Fabric(8, 300e9, 25e9, 0.0, 0.0))
+    big = all_reduce_s(M, 1, 8 * 10**5, Z)
     assert big == pytest.approx(2 * 7 / 8 * M / 300e9 + 2 * (M / 8) / 25e9, rel=1e-4)
 
 
 def test_same_gradient_traffic_whether_tp_or_dp_holds_the_node():
     """tp = 8 shards the gradients 8 ways and puts one DP rank per node; tp = 1 puts 8 DP ranks
-    per node on the full gradients: the inter-node phase costs the same."""
+    per node on the full gradients: the inter-node phase moves the same bytes (Z: bytes alone)."""
     M = 16e9
     nodes = 32
-    inter_tp8 = all_reduce_s(M / 8, 8, nodes, F)
-    inter_tp1 = all_reduce_s(M, 1, 8 * nodes, F) - all_reduce_s(M, 1, 8, F)
+    inter_tp8 = all_reduce_s(M / 8, 8, nodes, Z)
+    inter_tp1 = all_reduce_s(M, 1, 8 * nodes, Z) - all_reduce_s(M, 1, 8, Z)
     assert inter_tp8 == pytest.approx(inter_tp1, rel=1e-6)
 
 
@@ -280,7 +303,14 @@ def test_compute_by_operation_class_adds_up():
     full = _est(tp=2, pp=1, zero=1, recompute="full", micro_batch=1).time
     sel = _est(tp=2, pp=1, zero=1, recompute="selective", micro_batch=1).time
     for t in (none, full, sel):
-        assert set(t.ops_s) == {"gemm", "attention", "elementwise", "kernel_launch", "lm_head", "host"}
+        assert set(t.ops_s) == {
+            "gemm",
+            "attention",
+            "elementwise",
+            "kernel_launch",
+            "lm_head",
+            "host",
+        }
         assert sum(t.ops_s.values()) == pytest.approx(t.compute_s, rel=1e-12)
     assert full.ops_s["gemm"] == pytest.approx(none.ops_s["gemm"] * 4 / 3, rel=1e-12)
     assert sel.ops_s["gemm"] == pytest.approx(none.ops_s["gemm"], rel=1e-12)

@@ -1,16 +1,19 @@
-"""Collective communication times, α–β model (Thakur, Rabenseifner & Gropp 2005, "Optimization
-of Collective Communication Operations in MPICH", §4), made hierarchical for groups that span
-nodes, as NCCL runs them.
+"""Collective communication times: NCCL's own cost model per call (trilemma.estimate.nccl, from
+NVIDIA/nccl src/graph/tuning.cc) over the bandwidth of a hierarchical ring (Thakur, Rabenseifner &
+Gropp 2005, "Optimization of Collective Communication Operations in MPICH", §4).
 
-Within one node (scale-up link, per-device bandwidth β_in), ring algorithms over n ranks moving
-M bytes: all-reduce 2(n−1)·(α + M/(n·β)); reduce-scatter and all-gather (n−1)·(α + M/(n·β)).
+Bandwidth. Within one node (scale-up link, per-device bandwidth β_in), a ring over n ranks moving M
+bytes takes 2(n−1)/n·M/β (all-reduce) or (n−1)/n·M/β (reduce-scatter, all-gather). A group of n
+ranks spanning k nodes with r = n/k on each runs its bytes in two phases: within each node over r
+ranks, then across nodes over k ranks on the 1/r share each rank holds — the r ranks of a node drive
+r network cards at once (NCCL "bus bandwidth" across nodes approaches the node's aggregate NIC
+bandwidth, nccl-tests doc/PERFORMANCE.md). When the group puts one rank per node (stride ≥ devices
+per node), r = 1 and each rank's own card carries the inter-node phase. The two phases in series
+are one bus bandwidth (``bus_bw_s``), NCCL's busBw, which its protocols share out.
 
-A group of n ranks spanning k nodes with r = n/k ranks on each node runs in two phases: first
-within each node over r ranks, then across nodes over k ranks on the 1/r share each rank holds —
-the r ranks of a node drive r network cards at once (NCCL's hierarchical rings and trees; NCCL
-"bus bandwidth" across nodes approaches the node's aggregate NIC bandwidth, nccl-tests
-doc/PERFORMANCE.md). When the group puts one rank per node (stride ≥ devices per node), r = 1
-and each rank's own card carries the whole inter-node phase.
+Latency. Each call costs NCCL's baseLat plus a hardware latency per ring step or tree level, by
+protocol and link (NVLink, PCIe, network); NCCL runs the algorithm and protocol with the smallest
+latency + bytes / bandwidth, and so does this model (docs/derivations.md, "Collective latency").
 
 Ranks are numbered tp fastest, then cp, dp, pp (Megatron-Core's default order): a group whose
 members are ``stride`` apart has r = node_size // stride members per node (at least 1).
@@ -19,22 +22,49 @@ All functions broadcast over numpy arrays; a group of one rank costs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from trilemma.estimate.nccl import (
+    NcclTuning,
+    all_gather_call_s,
+    all_reduce_call_s,
+    nccl_tuning,
+    p2p_hop,
+    p2p_protocol,
+    p2p_rate,
+)
+
+if TYPE_CHECKING:
+    from trilemma.specs import ClusterSpec
 
 ArrayLike = float | np.ndarray
 
 
 @dataclass(frozen=True)
 class Fabric:
-    """The links a collective can use: per-device, per-direction bandwidths and per-step latencies."""
+    """The links a collective can use: per-device, per-direction bandwidths (times the share a ring
+    reaches) and NCCL's latency constants for this device and link (nccl.nccl_tuning)."""
 
     node_size: int
     intra_bw: float
     inter_bw: float
-    intra_alpha: float
-    inter_alpha: float
+    nccl: NcclTuning
+
+
+def fabric(cluster: ClusterSpec, link: float, consts: Mapping[str, Mapping[str, Any]]) -> Fabric:
+    """The fabric of ``cluster``: its links at the share ``link`` a ring reaches, NCCL's constants
+    (constants.toml [latency]) for its chip family and scale-up link, [memory] nccl_channels."""
+    channels = consts["memory"]["nccl_channels"]
+    return Fabric(
+        node_size=cluster.node_size,
+        intra_bw=cluster.intra_bw * link,
+        inter_bw=cluster.inter_bw * link,
+        nccl=nccl_tuning(consts["latency"], cluster.hardware.family, cluster.intra_bw, channels),
+    )
 
 
 def _split(stride: ArrayLike, size: ArrayLike, f: Fabric) -> tuple[np.ndarray, np.ndarray]:
@@ -45,50 +75,66 @@ def _split(stride: ArrayLike, size: ArrayLike, f: Fabric) -> tuple[np.ndarray, n
     return r, np.maximum(1.0, size / r)
 
 
-def _ring(
-    steps_factor: float, nbytes: ArrayLike, n: np.ndarray, bw: float, alpha: float
-) -> np.ndarray:
-    return np.where(
-        n > 1, steps_factor * (n - 1) * (alpha + nbytes / (np.maximum(n, 1.0) * bw)), 0.0
-    )
+def bus_bw(r: np.ndarray, k: np.ndarray, f: Fabric) -> np.ndarray:
+    """Bytes/s of a ring over r ranks per node on k nodes, as NCCL's busBw: the two phases in
+    series, ((n−1)/n) / ((r−1)/r/β_in + (k−1)/k/(r·β_inter)); β_in on one node, β_inter with one
+    rank per node. Undefined (nan) for a group of one."""
+    n = r * k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_byte = (r - 1) / r / f.intra_bw + (k - 1) / k / (r * f.inter_bw)
+        return ((n - 1) / n) / per_byte
 
 
 def all_reduce_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
-    """All-reduce of nbytes: intra-node ring over r ranks, then inter-node over k on nbytes/r."""
+    """All-reduce of nbytes over ``size`` ranks ``stride`` apart, the fastest of NCCL's ring and
+    tree by protocol (nccl.all_reduce_call_s)."""
     r, k = _split(stride, size, f)
-    return _ring(2.0, nbytes, r, f.intra_bw, f.intra_alpha) + _ring(
-        2.0, nbytes / r, k, f.inter_bw, f.inter_alpha
-    )
+    return all_reduce_call_s(nbytes, r * k, r, k, _bus(r, k, f), f.nccl)
 
 
 def all_gather_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-gather whose *result* is nbytes (equally: reduce-scatter of an nbytes input)."""
     r, k = _split(stride, size, f)
-    return _ring(1.0, nbytes, r, f.intra_bw, f.intra_alpha) + _ring(
-        1.0, nbytes / r, k, f.inter_bw, f.inter_alpha
-    )
+    return all_gather_call_s(nbytes, r * k, r, k, _bus(r, k, f), f.nccl)
 
 
 reduce_scatter_s = all_gather_s
 
 
+def _bus(r: np.ndarray, k: np.ndarray, f: Fabric) -> np.ndarray:
+    """bus_bw with a finite stand-in for a group of one (whose time is zero anyway)."""
+    return np.where(r * k > 1, bus_bw(np.maximum(r, 1.0), k, f), f.intra_bw)
+
+
 def all_to_all_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
-    """All-to-all where each rank holds nbytes and keeps 1/n: the share bound for ranks on the same
-    node crosses the scale-up link, the rest crosses the rank's own network card."""
+    """All-to-all where each rank holds nbytes and keeps 1/n, as NCCL runs it: one send and receive
+    per peer in a group. The share bound for ranks on the same node crosses the scale-up link, the
+    rest crosses the rank's own network card; each peer costs one hop of its link and the call one
+    baseLat (nccl.p2p_hop), by the protocol a send of nbytes/n takes (nccl.p2p_protocol)."""
     n = np.asarray(size, dtype=float)
     r, _ = _split(stride, size, f)
     n1 = np.maximum(n, 1.0)
-    t = (
-        nbytes * (r - 1) / n1 / f.intra_bw
-        + nbytes * (n - r) / n1 / f.inter_bw
-        + (r - 1) * f.intra_alpha
-        + (n - r) * f.inter_alpha
+    t = f.nccl
+    proto = p2p_protocol(np.asarray(nbytes, dtype=float) / n1, t)
+    base, hop_in = p2p_hop(t, proto, False)
+    _, hop_out = p2p_hop(t, proto, True)
+    beta_in = p2p_rate(t, proto, f.intra_bw, False)
+    beta_out = p2p_rate(t, proto, f.inter_bw, True)
+    s = (
+        base
+        + (r - 1) * hop_in
+        + (n - r) * hop_out
+        + nbytes * (r - 1) / n1 / beta_in
+        + nbytes * (n - r) / n1 / beta_out
     )
-    return np.where(n > 1, t, 0.0)
+    return np.where(n > 1, s, 0.0)
 
 
 def p2p_s(nbytes: ArrayLike, crosses_nodes: np.ndarray, f: Fabric) -> np.ndarray:
-    """Point-to-point send between neighbouring ranks, on the scale-up link or the network."""
-    return np.where(
-        crosses_nodes, f.inter_alpha + nbytes / f.inter_bw, f.intra_alpha + nbytes / f.intra_bw
-    )
+    """Point-to-point send between neighbouring ranks, on the scale-up link or the network: one
+    baseLat and one hop of the send's protocol (nccl.p2p_hop), its bytes at that protocol's rate."""
+    t = f.nccl
+    proto = p2p_protocol(nbytes, t)
+    base, hop = p2p_hop(t, proto, crosses_nodes)
+    bw = np.where(crosses_nodes, f.inter_bw, f.intra_bw)
+    return base + hop + nbytes / p2p_rate(t, proto, bw, crosses_nodes)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.comm import Fabric
+from trilemma.estimate.comm import Fabric, fabric
 from trilemma.estimate.host import effective_host, host_op_s
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.roofline import device_constants, gemm_s
@@ -72,13 +72,7 @@ def step_context(
     c = device_constants(consts, hw, plan.precision)
     peak = hw.peak(plan.precision)
     attn_bf16 = plan.precision == Precision.FP8 and Precision.BF16 in hw.peak_flop_per_s
-    fab = Fabric(
-        node_size=cluster.node_size,
-        intra_bw=cluster.intra_bw * c["link"],
-        inter_bw=cluster.inter_bw * c["link"],
-        intra_alpha=c["intra_node_s"],
-        inter_alpha=c["inter_node_s"],
-    )
+    fab = fabric(cluster, c["link"], consts)
     return StepContext(
         m=m,
         pc=pc,
