@@ -54,6 +54,7 @@ class Case:
     metric: Metric
     reported: float
     assumptions: tuple[str, ...] = field(default=())  # what the mapping had to assume
+    stack: str = ""  # the software stack that produced it (data/SCHEMA.md `stack`); "": not given
 
 
 @dataclass(frozen=True)

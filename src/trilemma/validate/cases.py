@@ -27,7 +27,7 @@ from trilemma.specs import (
 )
 from trilemma.units import GIB
 from trilemma.validate import MEMORY_METRICS, Case, Kind, Skipped
-from trilemma.validate.columns import LAYOUT_AXES
+from trilemma.validate.columns import CONVERTED_METRICS, LAYOUT_AXES
 from trilemma.validate.row_model import RowMapping, Skip, row_hardware, row_model
 from trilemma.validate.schema import (
     RowError,
@@ -42,6 +42,7 @@ KINDS: tuple[Kind, ...] = ("runs", "throughput", "memory")
 _RATES = frozenset(
     {
         "tokens_per_s_per_gpu",
+        "sequences_per_s_per_gpu",
         "model_tflops_per_gpu",
         "hardware_tflops_per_gpu",
         "mfu",
@@ -94,6 +95,10 @@ def _reported(m: RowMapping) -> tuple[str, float]:
     conv = m.get("flop_convention")
     if conv and metric in _CONVENTION and conv != _CONVENTION[metric]:
         raise m.error("flop_convention", f"{_CONVENTION[metric]} for metric {metric}")
+    if metric in CONVERTED_METRICS:  # sequences/s per GPU: the case compares tokens/s per GPU
+        seq = m.get("seq_len")
+        m.note(f"{metric} {value:g} × seq_len {seq} = {value * seq:g} tokens/s per GPU")
+        return CONVERTED_METRICS[metric], value * seq
     if metric in _PERCENT:
         if value >= 100:
             raise m.error("reported", "a percentage below 100 for mfu and hfu")
@@ -223,6 +228,7 @@ def _case(m: RowMapping) -> Case:
         metric=metric,
         reported=reported,  # type: ignore[arg-type]
         assumptions=tuple(m.assumptions),
+        stack=m.get("stack", ""),
     )
 
 

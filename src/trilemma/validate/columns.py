@@ -17,7 +17,10 @@ from trilemma.validate import Metric
 
 #: separates the phrases of the ``assumptions`` cell
 ASSUMPTION_SEP = " | "
-METRICS: tuple[str, ...] = get_args(Metric)
+#: metrics a row may report that the mapper converts to a Case metric (trilemma.validate.cases): a source's
+#: sequences (samples) per second per device is tokens per second per device over the row's seq_len
+CONVERTED_METRICS: dict[str, str] = {"sequences_per_s_per_gpu": "tokens_per_s_per_gpu"}
+METRICS: tuple[str, ...] = get_args(Metric) + tuple(CONVERTED_METRICS)
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0")
 
 
@@ -101,6 +104,29 @@ def _axis_column(a: Axis) -> Column:
 
 
 _DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8")
+#: the software stacks a row may name (``stack``): the training code that produced the measurement
+STACKS: tuple[str, ...] = (
+    "megatron-lm",  # Megatron-LM of the 2019-2023 papers (Shoeybi 2019, Narayanan 2021, Korthikanti 2022)
+    "megatron-core",  # Megatron-Core / NeMo, 2024 on
+    "megatron-deepspeed",  # Megatron-DeepSpeed (BLOOM, MT-NLG)
+    "deepspeed",  # DeepSpeed without Megatron
+    "gpt-neox",  # EleutherAI GPT-NeoX (GPT-NeoX-20B, Pythia)
+    "torchtitan",  # torchtitan, and torchao's benchmarks run in it
+    "llm-foundry",  # MosaicML Composer / llm-foundry
+    "hf-trainer",  # Hugging Face Trainer / accelerate, eager PyTorch
+    "hf-fsdp",  # the Hugging Face Trainer with FSDP
+    "hf-deepspeed",  # the Hugging Face Trainer with DeepSpeed
+    "maxtext",  # MaxText (JAX)
+    "pax",  # PaLM's JAX / Pathways stack
+    "nanogpt",  # nanoGPT, modded-nanogpt
+    "llm.c",  # karpathy/llm.c
+    "metaseq",  # metaseq (OPT)
+    "lit-gpt",  # Lightning lit-gpt (TinyLlama)
+    "meta-llama",  # Meta's internal LLaMA / Llama 2 / Llama 3 training stacks
+    "gigatron",  # Falcon's Gigatron
+    "nanotron",  # Hugging Face nanotron
+    "pytorch-eager",  # a hand-written eager PyTorch training loop
+)
 _C = Column
 #: the heads a row's model may have (TrainingPlan.task; data/finetune_memory.csv uses the same words)
 TASKS: tuple[str, ...] = _enum_values(Task)
@@ -128,6 +154,13 @@ COLUMNS: tuple[Column, ...] = (
         f"phrases separated by '{ASSUMPTION_SEP.strip()}'",
         doc="what was assumed to write the row's plan; shown with each backtest row",
     ),
+    _C(
+        "stack",
+        _choice(STACKS),
+        _one_of(STACKS),
+        doc="the software stack whose training code ran the measurement; carried with the row's "
+        "case (empty: not given)",
+    ),
     # the figure to compare with
     _C("metric", _choice(METRICS), _one_of(METRICS), required=True, doc="what `reported` measures"),
     _C(
@@ -135,7 +168,7 @@ COLUMNS: tuple[Column, ...] = (
         _positive,
         _POS,
         unit="by metric: gpu_hours and busy_gpu_hours h, days d, tokens_per_s_per_gpu tokens/s per "
-        "GPU, *_tflops_per_gpu TFLOP/s per GPU, mfu/hfu percent 0-100, step_s and forward_backward_s s, peak_memory_bytes, peak_reserved_bytes and peak_allocated_bytes GiB",
+        "GPU, sequences_per_s_per_gpu sequences/s per GPU, *_tflops_per_gpu TFLOP/s per GPU, mfu/hfu percent 0-100, step_s and forward_backward_s s, peak_memory_bytes, peak_reserved_bytes and peak_allocated_bytes GiB",
         required=True,
         doc="the measured value",
     ),
@@ -329,6 +362,7 @@ PUBLISHED: frozenset[str] = frozenset(
         "mfu_reported",
         "step_time_s_reported",
         "tokens_per_s_reported",
+        "sequences_per_s_reported",
         "peak_memory_gb_reported",
         "what_is_counted",
         "zero_stage_or_fsdp",
