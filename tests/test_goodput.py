@@ -296,15 +296,82 @@ def test_goodput_is_a_fraction_and_falls_with_gpus_and_restart_time(
         assert more.goodput <= r.goodput * (1 + 1e-12)
 
 
-def test_slow_node_share_is_one_on_a_node_and_falls_as_the_slowest_of_n():
-    """goodput.slow_node_share: 1 / (1 + σ·√(2 ln nodes)). By hand: one node (8 GPUs) → 1; 64 GPUs
-    in nodes of 8 → 8 nodes, √(2 ln 8) = 2.0393, σ = 0.2 → 1 / 1.40786 = 0.71030; 9 GPUs → 2 nodes;
-    the share never rises with the node count."""
-    from trilemma.estimate.goodput import slow_node_share
+def test_expected_maximum_is_the_exact_order_statistic():
+    """stragglers.expected_max_normal against closed forms and adaptive quadrature: E[max of 2] = 1/√π,
+    of 3 = 3/(2√π), of 8 = 1.42360 (tabulated expected normal order statistics); truncated at b, one draw
+    has the truncated mean −φ(b)/Φ(b), and n draws b − ∫ (Φ/Φ(b))^n, computed here by scipy's quad. Far
+    from the √(2 ln n) asymptote the share used to take (2.04 at n = 8)."""
+    from scipy import integrate
+    from scipy.special import ndtr
+    from scipy.stats import norm
 
-    assert slow_node_share(8, 8, 0.2) == pytest.approx(1.0)
-    assert slow_node_share(64, 8, 0.2) == pytest.approx(0.71030, rel=1e-4)
-    assert slow_node_share(9, 8, 0.2) == pytest.approx(1 / (1 + 0.2 * math.sqrt(2 * math.log(2))))
-    s = slow_node_share(np.arange(1, 100_000, 37), 8, 0.3)
-    assert np.all(np.diff(s) <= 0) and np.all((s > 0) & (s <= 1))
-    assert slow_node_share(4096, 8, 0.0) == 1.0
+    from trilemma.estimate.stragglers import expected_max_normal
+
+    assert expected_max_normal(1) == pytest.approx(0.0, abs=1e-12)
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-12)
+    assert expected_max_normal(3) == pytest.approx(3 / (2 * math.sqrt(math.pi)), rel=1e-12)
+    assert expected_max_normal(8) == pytest.approx(1.42360, abs=1e-5)
+    b = 2.7
+    assert expected_max_normal(1, b) == pytest.approx(-norm.pdf(b) / norm.cdf(b), rel=1e-10)
+    for n in (5, 384, 16384, 1e6):
+        quad = b - sum(
+            integrate.quad(lambda x: (ndtr(x) / ndtr(b)) ** n, lo, hi, limit=500, epsabs=1e-14)[0]
+            for lo, hi in ((-12, b - 0.1), (b - 0.1, b - 1e-3), (b - 1e-3, b))
+        )
+        assert expected_max_normal(n, b) == pytest.approx(quad, abs=1e-10)
+    ns = np.array([[1.0, 8.0], [16384.0, 8.0]])
+    got = expected_max_normal(ns, b)
+    assert got.shape == (2, 2) and got[0, 1] == got[1, 1]
+    assert got[1, 1] == pytest.approx(expected_max_normal(8, b), rel=1e-12)  # scalar = vectorised
+
+
+def test_expected_maximum_matches_a_simulation():
+    """The slowest of 512 truncated draws, simulated (20,000 jobs): the mean lies within 4 standard errors."""
+    from trilemma.estimate.stragglers import expected_max_normal
+
+    rng = np.random.default_rng(7)
+    b, n = 2.7, 512
+    z = rng.standard_normal((20_000, n))
+    z = np.where(z > b, np.nan, z)  # redraw beyond the fence: rejection, done by resampling below
+    while np.isnan(z).any():
+        bad = np.isnan(z)
+        z[bad] = rng.standard_normal(bad.sum())
+        z[z > b] = np.nan
+    m = z.max(axis=1)
+    assert abs(m.mean() - expected_max_normal(n, b)) < 4 * m.std() / math.sqrt(len(m))
+
+
+def test_gpu_spread_is_sinha_2022_variation_by_its_own_definition():
+    """reliability.toml [stragglers.sinha2022]: 8% average variation, the whisker span 4·IQR over the
+    median. Read as a normal, σ = 0.08 / (4 × 1.349) = 1.48%, and the upper whisker (Tukey's fence, the
+    outliers beyond it drained) sits at Φ⁻¹(3/4) + 1.5·IQR = 2.698 σ. Back through the definition, the
+    spread gives the published 8%."""
+    from scipy.stats import norm
+
+    from trilemma.estimate.stragglers import gpu_spread
+
+    d = gpu_spread()
+    assert d.sigma == pytest.approx(0.08 / (4 * 1.3489795), rel=1e-6)
+    assert d.sigma == pytest.approx(0.01483, abs=1e-5)
+    q1, q2, q3 = (1 + d.sigma * norm.ppf(p) for p in (0.25, 0.5, 0.75))
+    iqr = q3 - q1
+    assert ((q3 + 1.5 * iqr) - (q1 - 1.5 * iqr)) / q2 == pytest.approx(0.08, rel=1e-9)
+    assert 1 + d.sigma * d.fence_z == pytest.approx(q3 + 1.5 * iqr, rel=1e-12)
+
+
+def test_straggler_share_is_one_on_a_gpu_and_falls_with_the_gpu_count():
+    """stragglers.straggler_share: 1 / (1 + σ·(E[M_n] − E[M_1])). By hand, untruncated, σ = 0.02 on 8 GPUs:
+    1 / (1 + 0.02 × 1.42360) = 0.97232. With the shipped spread it falls with n and stays above its limit
+    1 / (1 + σ·(b − E[M_1])) (the fence caps the slowest GPU at 4.0% behind the median); σ = 0 gives 1."""
+    from trilemma.estimate.stragglers import expected_max_normal, gpu_spread, straggler_share
+
+    assert straggler_share(1) == pytest.approx(1.0, abs=1e-12)
+    assert straggler_share(8, sigma=0.02, fence_z=np.inf) == pytest.approx(
+        1 / (1 + 0.02 * 1.4236003), rel=1e-7
+    )
+    d = gpu_spread()
+    s = straggler_share(np.arange(1, 200_000, 97))
+    floor = 1 / (1 + d.sigma * (d.fence_z - expected_max_normal(1, d.fence_z)))
+    assert np.all(np.diff(s) <= 0) and np.all((s > floor) & (s <= 1))
+    assert straggler_share(16384) == pytest.approx(0.9615, abs=5e-4)  # 3.9% lost at Llama 3's size
+    assert straggler_share(4096, sigma=0.0) == 1.0

@@ -62,7 +62,7 @@ def finetune_block(
         "loss": None,
         "loss_reason": FINETUNE_NO_LOSS,
         "goodput": "the failure model only (checkpoints, failures, restarts for this job's GPUs and hours); "
-        "the slow-node share (run.slow_node_spread), fitted on months-long pre-training runs, is not applied",
+        "the straggler share (each step's wait for the slowest GPU), charged to pre-training runs, is not applied",
     }
 
 

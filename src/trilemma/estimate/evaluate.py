@@ -21,11 +21,12 @@ from trilemma.estimate.flops import (
     model_flop_per_token,
     recompute_flop_per_token,
 )
-from trilemma.estimate.goodput import Goodput, cluster_reliability, slow_node_share
+from trilemma.estimate.goodput import Goodput, cluster_reliability
 from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
+from trilemma.estimate.stragglers import gpu_spread, straggler_share
 from trilemma.estimate.time import TimeArrays, step_time
 from trilemma.specs import ClusterSpec, ModelSpec, TrainingPlan
 from trilemma.specs.axes import R_HOST_OOM, R_OFFLOAD_ZERO
@@ -62,7 +63,7 @@ class Evaluation:
     goodput_given: (
         float | None
     )  # the plan's --goodput; None: modelled (``reliability``) × other_share
-    slow_node_spread: float  # run.slow_node_spread: σ of trilemma.estimate.goodput.slow_node_share
+    gpu_speed_spread: float  # σ of trilemma.estimate.stragglers.straggler_share; 0: not charged
     checkpoint_bytes: np.ndarray | float  # one checkpoint of the whole job's state, bytes
     peak_flop_per_s: float
     n_gpus: np.ndarray | int
@@ -90,13 +91,13 @@ class Evaluation:
 
     @cached_property
     def other_share(self) -> np.ndarray | float:
-        """Share of wall time left after slow nodes, evaluation and stalls for this GPU count
-        (trilemma.estimate.goodput.slow_node_share; 1 on one node)."""
-        return slow_node_share(self.n_gpus, self.cluster.node_size, self.slow_node_spread)
+        """Share of wall time left after each step waits for the slowest of this many GPUs
+        (trilemma.estimate.stragglers.straggler_share; 1 on one GPU, or when not charged)."""
+        return straggler_share(self.n_gpus, self.gpu_speed_spread)
 
     @cached_property
     def goodput(self) -> np.ndarray | float:
-        """Useful share of wall time: the plan's, or the failure model's times the slow-node share."""
+        """Useful share of wall time: the plan's, or the failure model's times the straggler share."""
         if self.goodput_given is not None:
             return self.goodput_given
         return self.reliability.goodput * self.other_share
@@ -191,13 +192,13 @@ def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
     return t["cuda_context_bytes"] + t["framework_residual_bytes"]
 
 
-def slow_node_spread_for(plan: TrainingPlan, consts: Constants) -> float:
-    """run.slow_node_spread σ for this plan (trilemma.estimate.goodput.slow_node_share), fitted on whole
-    pre-training runs of weeks to months (slow nodes, evaluation, stalls; validate.fit). A fine-tune is a
-    job of hours on a few devices: that remainder was never measured on one, so it is not applied (σ = 0)
-    and its goodput is the failure model's alone (checkpoint writes, failures, restarts for its GPU count
-    and duration: trilemma.estimate.goodput)."""
-    return 0.0 if plan.finetune is not None else float(consts["run"]["slow_node_spread"])
+def gpu_speed_spread_for(plan: TrainingPlan) -> float:
+    """σ of the straggler share for this plan (trilemma.estimate.stragglers: GPU paces measured by Sinha et
+    al. 2022), charged to pre-training runs. A fine-tune, a job of hours on a few devices, is charged as
+    the throughput benchmarks the step time is calibrated on are, not at all (σ = 0): its goodput is the
+    failure model's alone (checkpoint writes, failures, restarts for its GPU count and duration:
+    trilemma.estimate.goodput)."""
+    return 0.0 if plan.finetune is not None else gpu_spread().sigma
 
 
 def host_memory_bytes(cluster: ClusterSpec, consts: Constants) -> float:
@@ -294,7 +295,7 @@ def evaluate(
         hardware_flop=np.asarray(hw_flop),
         tokens=plan.total_tokens,
         goodput_given=plan.goodput,
-        slow_node_spread=slow_node_spread_for(plan, consts),
+        gpu_speed_spread=gpu_speed_spread_for(plan),
         checkpoint_bytes=np.asarray(ft_checkpoint_bytes(model, pc, plan), dtype=float),
         peak_flop_per_s=cluster.hardware.peak(plan.precision),
         n_gpus=n,

@@ -24,6 +24,9 @@ Failures, checkpoints and restarts, from physics rather than one fitted constant
   with wall / M interruptions. Goodput = busy / wall = τ / E. tests/test_goodput.py checks E
   against a discrete-event simulation.
 
+A run's wall time also waits, every step, for its slowest GPU: that share is
+trilemma.estimate.stragglers.straggler_share, multiplied in by trilemma.estimate.evaluate.
+
 Validity: exact under its assumptions (memoryless failures at a rate ∝ GPU count, a fixed restart
 time, every failure rolls back to the last checkpoint, synchronous writes); no small-loss expansion,
 so it stays in (0, 1] when M is shorter than δ or R (computed in log space; at least the smallest
@@ -361,29 +364,12 @@ def goodput(
 
 
 def node_count(n_gpus: ArrayLike, gpus_per_node: ArrayLike) -> ArrayLike:
-    """Nodes a job spans: ⌈GPUs / GPUs per node⌉, at least one (the count the slow-node share uses)."""
+    """Nodes a job spans: ⌈GPUs / GPUs per node⌉, at least one (the count the whole-run regime and bands use)."""
     return _scalar_or_array(
         np.maximum(
             np.ceil(np.asarray(n_gpus, dtype=float) / np.asarray(gpus_per_node, dtype=float)), 1.0
         )
     )
-
-
-def slow_node_share(n_gpus: ArrayLike, gpus_per_node: ArrayLike, spread: float) -> ArrayLike:
-    """Share of wall time left after slow nodes, 1 / (1 + σ·√(2 ln nodes)); 1 on one node.
-
-    A synchronous job moves at the pace of its slowest node. Over a run of weeks nodes go slow for
-    hours to days (fail-slow hardware: Gunawi et al., "Fail-Slow at Scale", FAST 2018; in LLM training,
-    Wu et al., "FALCON: Pinpointing and Mitigating Stragglers for Large-Scale Hybrid-Parallel
-    Training", arXiv:2410.12588, 2024), evaluation and data stalls hold every node too. With node paces
-    i.i.d. of relative spread σ, the slowest of n is ≈ σ·√(2 ln n) behind the mean (the expected maximum
-    of n normals, Gumbel's extreme-value asymptotics; the same effect of the slowest of n workers in
-    synchronous SGD: Chen et al., "Revisiting Distributed Synchronous SGD", arXiv:1604.00981, §2).
-    σ is ``run.slow_node_spread``, fitted on whole published runs (trilemma.validate.fit.fit_goodput);
-    throughput benchmarks, minutes long on hand-picked nodes, do not see it and are not charged it.
-    Units: GPUs, GPUs per node; returns a fraction in (0, 1]."""
-    nodes = np.asarray(node_count(n_gpus, gpus_per_node))
-    return _scalar_or_array(1.0 / (1.0 + spread * np.sqrt(2.0 * np.log(nodes))))
 
 
 def first_order_waste(interval_s: ArrayLike, write_s: ArrayLike, mtbf_s: ArrayLike) -> ArrayLike:

@@ -96,7 +96,7 @@ class TimeBreakdown:
     # interval, expected interruptions, seconds lost by cause, its goodput share)
     reliability: dict[str, Any] = field(default_factory=dict)
     other_share: float = (
-        1.0  # slow nodes, evaluation, stalls for this node count (goodput.slow_node_share)
+        1.0  # left after each step waits for the slowest GPU (stragglers.straggler_share)
     )
     goodput_given: bool = False  # the plan's --goodput replaced the model
     step_s_low: float = (

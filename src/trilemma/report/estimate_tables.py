@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from trilemma.console import shown
+from trilemma.estimate.stragglers import gpu_spread
 from trilemma.specs import Task
 from trilemma.units import (
     fmt_bytes,
@@ -42,16 +43,18 @@ def memory_margin(mem: Any) -> str:
 
 
 def goodput_line(t: Any) -> str:
-    """The goodput row: the share, and what the failure model and the fitted remainder each take."""
+    """The goodput row: the share, and what the failure model and the straggler share each take."""
     if t.goodput_given:
         return f"{t.goodput:.0%} (given with --goodput)"
     r = t.reliability
     lost = sum(r["lost_s"].values())
     return (
-        f"{t.goodput:.0%} = failures and checkpoints {r['goodput']:.0%} × slow nodes and other overheads {t.other_share:.0%}  "
+        f"{t.goodput:.0%} = failures and checkpoints {r['goodput']:.0%} × slowest GPU each step {t.other_share:.0%}  "
         f"({r['expected_interruptions']:,.1f} interruptions expected, MTBF {fmt_duration(r['mtbf_s'])}; "
         f"checkpoint every {fmt_duration(r['checkpoint_interval_s'])}, written in "
-        f"{fmt_duration(r['checkpoint_write_s'])}; {fmt_duration(lost)} lost; slow nodes: 1/(1 + σ√(2 ln nodes)), σ fitted on whole runs)"
+        f"{fmt_duration(r['checkpoint_write_s'])}; {fmt_duration(lost)} lost; slowest GPU: 1/(1 + σ·E(max of "
+        f"the GPUs' paces)), σ {gpu_spread().sigma:.2%} from Sinha et al. 2022, outliers drained; "
+        "evaluation and stalls not counted)"
     )
 
 

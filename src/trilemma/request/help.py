@@ -69,9 +69,9 @@ MEMORY_HEADROOM_HELP = (
 )
 GOODPUT_HELP = (
     "useful share of wall time, 0-1, replacing the model (default: modelled — failures, checkpoint "
-    "writes and restarts for this GPU count and duration, times the slow-node share for the node "
-    "count, 1/(1 + σ√(2 ln nodes)), σ = run.slow_node_spread fitted on whole published runs; the "
-    "speed table and --json's time.reliability show each part)"
+    "writes and restarts for this GPU count and duration, times the straggler share: each step "
+    "waits for the slowest GPU, the expected maximum of the GPU count's paces spread as Sinha et al. "
+    "2022 measured; the speed table and --json's time.reliability and time.other_share show each part)"
 )
 SOFTMAX_PASSES_HELP = (
     "with --no-flash: passes over the score matrix between the attention GEMMs, each a read and a "

@@ -85,14 +85,14 @@ def table_goodput(
     """Goodput per configuration: the failure model's steady share for its GPU count and checkpoint size
     (trilemma.estimate.goodput.steady_goodput: runs longer than one checkpoint interval; at the failure rate,
     restart time and storage bandwidth of ``cluster_fields`` where given, ClusterSpec's keys), times the
-    slow-node share for its node count (goodput.slow_node_share; not for a fine-tune:
-    trilemma.estimate.evaluate.slow_node_spread_for). ``estimate`` recomputes it for the chosen plan's own
+    straggler share for its GPU count (trilemma.estimate.stragglers.straggler_share; not for a fine-tune:
+    trilemma.estimate.evaluate.gpu_speed_spread_for). ``estimate`` recomputes it for the chosen plan's own
     duration."""
-    from trilemma.estimate.evaluate import slow_node_spread_for
+    from trilemma.estimate.evaluate import gpu_speed_spread_for
     from trilemma.estimate.finetune import checkpoint_bytes
-    from trilemma.estimate.goodput import cluster_reliability, slow_node_share, steady_goodput
+    from trilemma.estimate.goodput import cluster_reliability, steady_goodput
     from trilemma.estimate.params import param_counts
-    from trilemma.presets import constants
+    from trilemma.estimate.stragglers import straggler_share
     from trilemma.resolve import make_plan
 
     if not len(table):
@@ -113,13 +113,12 @@ def table_goodput(
         ]
     else:
         ckpt = tot * np.array([pl.checkpoint_bytes_per_param for pl in plans])[table.prec_idx]
-    per_node = np.array([h.devices_per_node for h in table.gpus])[table.gpu_idx]
     cf = cluster_fields or {}
     reliability = cluster_reliability(
         cf.get("failures_per_gpu_hour"), cf.get("restart_s"), cf.get("storage_write_bytes_per_s")
     )
     return np.asarray(steady_goodput(table.n_gpus, ckpt, **reliability)) * np.asarray(
-        slow_node_share(table.n_gpus, per_node, slow_node_spread_for(plans[0], constants()))
+        straggler_share(table.n_gpus, gpu_speed_spread_for(plans[0]))
     )
 
 

@@ -185,8 +185,8 @@ class TrainingPlan(Spec):
         le=1.0,
         description="useful share of wall-clock time; None: "
         "modelled (failures, checkpoints and restarts for the GPU count and duration, "
-        "trilemma.estimate.goodput) times the slow-node share for the node count "
-        "(goodput.slow_node_share, σ = run.slow_node_spread fitted on whole runs)",
+        "trilemma.estimate.goodput) times the straggler share for the GPU count "
+        "(trilemma.estimate.stragglers.straggler_share: each step waits for the slowest GPU)",
     )
 
     @property

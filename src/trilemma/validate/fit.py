@@ -5,11 +5,11 @@ The fit (reproduce with ``python scripts/calibrate.py``):
    robust (soft-L1) sum of squared log(predicted / reported) over the throughput cases
    (scipy.optimize.least_squares); layouts the rows do not fix are searched once with the
    current constants, then held fixed, and the fit runs twice so that search and fit agree.
-2. Goodput: whole-run GPU-hours (and days) include failures, checkpoints and restarts, which
-   trilemma.estimate.goodput models per run, and evaluation, stragglers and idle time, which it
-   does not. With the time constants fixed, the rest is the slow-node share of wall time,
-   1 / (1 + σ·√(2 ln nodes)) (trilemma.estimate.goodput.slow_node_share), σ = run.slow_node_spread
-   fitted by least absolute log deviations (fit_goodput).
+2. Goodput: nothing is fitted. Whole-run GPU-hours (and days) include failures, checkpoints and
+   restarts (trilemma.estimate.goodput) and each step's wait for the slowest GPU
+   (trilemma.estimate.stragglers), both from published figures (presets/reliability.toml), and
+   evaluation, idle time and stalls, which no published figure sizes: they stay in the runs'
+   residuals and band (fit_goodput).
 3. Memory: the framework residual (bytes, what the CUDA context and NCCL's buffers leave of the device
    total) and fragmentation (fraction) by bounded linear least squares on relative memory residuals;
    the context and NCCL terms are measured and cited, not fitted.
@@ -27,9 +27,8 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares, lsq_linear, minimize_scalar
+from scipy.optimize import least_squares, lsq_linear
 
-from trilemma.estimate.goodput import slow_node_share
 from trilemma.presets import constants as default_constants
 from trilemma.specs.constants import Constants
 from trilemma.units import GIB
@@ -54,8 +53,8 @@ TIME_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("efficiency", "kernel_s", 5e-7, 1e-5),
     ("host", "host_eager_op_s", 2e-6, 5e-5),
 )
-#: (section, key, lower, upper) of the slow-node spread σ (fit_goodput)
-RUN_PARAMS: tuple[tuple[str, str, float, float], ...] = (("run", "slow_node_spread", 0.0, 2.0),)
+#: (section, key, lower, upper) of the whole-run constants (fit_goodput): none, its inputs are published
+RUN_PARAMS: tuple[tuple[str, str, float, float], ...] = ()
 #: (section, key, lower, upper) of the memory overheads (fit_memory): bytes, fraction
 MEMORY_PARAMS: tuple[tuple[str, str, float, float], ...] = (
     ("memory", "framework_residual_bytes", 0.0, 8.0 * GIB),
@@ -104,36 +103,17 @@ def fit_time(cases: list[Case], consts: Constants, passes: int = 2) -> Constants
 
 
 def fit_goodput(cases: list[Case], consts: Constants) -> Constants:
-    """run.slow_node_spread σ from whole-run cases, with the time constants fixed: the wall time the
-    failure model (trilemma.estimate.goodput) leaves unexplained, as the slow-node share
-    1 / (1 + σ·√(2 ln nodes)) (goodput.slow_node_share). σ minimises Σ |log(predicted / reported)|
-    (least absolute deviations: a median fit, robust to one odd run) over [0, 2]; single-node runs
-    carry no information on σ and do not move it."""
-    rcases = [c for c in cases if c.metric in RUN_METRICS]
-    if not rcases:
-        return consts
-    bare = with_params(consts, {("run", "slow_node_spread"): 0.0})
-    preds = [p for p in predict(rcases, bare) if p.log_ratio is not None]
-    if not preds:
-        return consts
-    r = np.array(
-        [p.log_ratio for p in preds]
-    )  # log(prediction with the failure model only / reported)
-    # the share for each run's node count at σ = 1 gives its √(2 ln nodes)
-    g = np.array(
-        [
-            1.0 / slow_node_share(p.case.n_gpus, p.case.hardware.devices_per_node, 1.0) - 1.0
-            for p in preds
-        ]
-    )
-    (_, _, lo, hi), *_ = RUN_PARAMS
-    sol = minimize_scalar(
-        lambda s: float(np.abs(r + np.log1p(s * g)).sum()),
-        bounds=(lo, hi),
-        method="bounded",
-        options={"xatol": 1e-6},
-    )
-    return with_params(consts, {("run", "slow_node_spread"): float(sol.x) if g.any() else 0.0})
+    """The whole-run constants from whole-run cases: none (RUN_PARAMS is empty), so ``consts`` unchanged.
+
+    A whole run's wall time is its busy time over the failure model's goodput (trilemma.estimate.goodput:
+    Llama 3's failure rate and storage, MegaScale's restart time) times the straggler share
+    (trilemma.estimate.stragglers: Sinha et al. 2022's spread of GPU paces), every input published. What
+    runs lose beyond them (evaluation, idle time, data stalls, rollbacks after loss spikes) varies with the
+    stack, not with a quantity the plan states: a constant fitted to it would carry one stack's efficiency
+    to every plan, so it is left in the runs' residuals, which set the runs' band (trilemma.validate.bands).
+    Kept as the goodput step of ``calibrate`` and ``loso``."""
+    del cases  # nothing to fit: the signature is the other fits'
+    return consts
 
 
 def fit_memory(cases: list[Case], consts: Constants) -> Constants:
