@@ -5,7 +5,7 @@
 Each line is `trilemma.api.estimate` at the run's own GPU count, tokens, sequence, batch and, where
 the source gives it, layout (the rest searched), set beside the source's figure. The step figures
 compare like with like: model FLOPs (MFU, PaLM's convention) or hardware FLOPs (HFU, recomputation
-included) as the source counts them. Goodput is the failure model's share × the slow-node share.
+included) as the source counts them. Goodput is the failure model's share × the straggler share.
 Which of these rows the constants were fitted on is said in the last column: a fitted row is a check
 of consistency, not of generalisation; the Llama 3.1 model card's GPU-hours are kept independent
 (../shared/calibration/README.md) and never fitted.
@@ -116,7 +116,7 @@ CHECKS = (
     ),
     # the only whole run on more than 124 nodes with a published total that is not kept independent. The
     # card gives no batch: 2,048 sequences assumed (the 7B card's 2,304 and the 40B's 1,152 bracket it);
-    # the GPU count varied ("up to 4,096"), so at 4,096 the slow-node share is, if anything, charged on
+    # the GPU count varied ("up to 4,096"), so at 4,096 the straggler share is, if anything, charged on
     # more nodes than the run had. Its card: "up to 4,096 A100 40GB GPUs in P4d instances", 400 Gb/s of EFA per
     # 8-GPU instance, as Falcon-7B's runs row states it
     Check(

@@ -126,7 +126,7 @@ def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
     beyond = estimate("llama2-70b", "h100-sxm", 2 * reg["max_gpus"], 2e12)
     assert inside.time.band_reason == BAND_LOSO and inside.time.band_reasons == ()
     assert len(beyond.time.band_reasons) == 2 and "devices" in beyond.time.band_reason
-    assert "slow-node share is extrapolated" in beyond.time.band_reasons[1]
+    assert "unmodelled losses are extrapolated" in beyond.time.band_reasons[1]
     ratio = lambda t: (t.total_s_high / t.total_s, t.total_s / t.total_s_low)  # noqa: E731
     assert (
         ratio(beyond.time)[0] > ratio(inside.time)[0]

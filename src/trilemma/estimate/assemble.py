@@ -135,7 +135,7 @@ def _bands(cl: ClusterSpec, pl: TrainingPlan, pc: ParamCounts) -> tuple:
     ft = getattr(pl, "finetune", None) is not None
     nodes = node_count(
         cl.n_gpus, cl.node_size
-    )  # as the slow-node share counts them (--gpus-per-node too)
+    )  # as whole runs' nodes are counted (--gpus-per-node too)
     given = pl.stack is not None
     lo, hi, reasons = band_outside(
         cl.hardware.family,

@@ -63,8 +63,9 @@ def outside_reasons(
     a chip family with no step times or runs, more devices or a larger model than the largest calibrated
     one, a precision no throughput or run was measured in, a fine-tune when no fine-tune was, and (given
     ``nodes``, for a whole run's time) more nodes than the largest whole run with a wall time, or fewer (but
-    more than one) than the smallest, where the slow-node share (trilemma.estimate.goodput.slow_node_share)
-    is extrapolated; and a plan that names no software stack (``BAND_NO_STACK``). Empty: inside."""
+    more than one) than the smallest, where a whole run's unmodelled losses (evaluation, idle time, data
+    stalls: what the runs' residuals hold beyond trilemma.estimate.goodput and .stragglers) are
+    extrapolated; and a plan that names no software stack (``BAND_NO_STACK``). Empty: inside."""
     out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
     if not stack_given and "cross_stack_log_q90" in calibration().get("bands", {}):
         out.append(BAND_NO_STACK)
@@ -95,12 +96,12 @@ def outside_reasons(
     ):
         out.append(
             f"{nodes:,.0f} nodes, more than the largest whole run with a wall time ({reg['max_run_nodes']:,}): "
-            "the slow-node share is extrapolated: out-of-regime error added"
+            "a whole run's unmodelled losses are extrapolated: out-of-regime error added"
         )
     if nodes is not None and not finetune and 1 < nodes < reg.get("min_run_nodes", 0):
         out.append(
             f"{nodes:,.0f} nodes, fewer than the smallest multi-node whole run with a wall time "
-            f"({reg['min_run_nodes']:,}): the slow-node share is extrapolated: out-of-regime error added"
+            f"({reg['min_run_nodes']:,}): a whole run's unmodelled losses are extrapolated: out-of-regime error added"
         )
     return tuple(out)
 
@@ -152,7 +153,7 @@ def band_outside(
 ) -> tuple[float, float, tuple[str, ...]]:
     """Multipliers (low, high) of the 80% band on ``kind`` ("time": a whole run's time, GPU-hours, $,
     energy; "throughput": a step's time) for a plan, and the reasons it was widened (``outside_reasons``,
-    ``widened``). ``nodes`` counts for a whole run's time only: a step has no slow-node share."""
+    ``widened``). ``nodes`` counts for a whole run's time only: a step has no run-level losses."""
     reasons = outside_reasons(
         family,
         n_gpus,

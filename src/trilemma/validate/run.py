@@ -70,7 +70,7 @@ def cross_family(
     cases: list[Any], start: Any, fitted: Any, progress: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """Hold out each chip family with measured step times or runs in turn: refit without its rows
-    (``loso(by="family")``: the time constants from ``start``, run.slow_node_spread where its rows test it), predict
+    (``loso(by="family")``: the time constants from ``start``, the goodput fit where its rows test it), predict
     them. Returns the pooled 10th/50th/90th percentiles of r = log(predicted time / reported time)
     (``Prediction.time_log_ratio``: a rate's sign flipped), n, and each family's n and median r."""
     band_cases = [c for c in cases if c.metric in TIME_METRICS | RUN_METRICS]
@@ -193,7 +193,7 @@ def run_validate(
 def regime(cases: list[Any]) -> dict[str, Any]:
     """What the time calibration measured: the largest device count and model (total parameters) among
     its throughput and runs cases, their precisions, how many are fine-tunes, and the most and fewest (above
-    one) nodes of a whole run with a wall time (GPU-hours or days: the rows that fit the slow-node share). A
+    one) nodes of a whole run with a wall time (GPU-hours or days: the rows that test the goodput model). A
     plan beyond it gets a wider band (trilemma.estimate.bands.band_outside)."""
     from trilemma.estimate.goodput import node_count
     from trilemma.estimate.params import param_counts
@@ -211,7 +211,7 @@ def regime(cases: list[Any]) -> dict[str, Any]:
         "finetune_cases": sum(1 for c in t if getattr(c.plan, "finetune", None) is not None),
         "max_run_nodes": max(run_nodes, default=0),
         # the fewest nodes of a multi-node whole run: below it (but above one node, which pays no share)
-        # the slow-node share is extrapolated too
+        # the whole run's unmodelled losses are extrapolated too
         "min_run_nodes": min((n for n in run_nodes if n > 1), default=0),
     }
 
@@ -296,7 +296,7 @@ def calibrate_and_write(
         "",
         *band_lines(bands),
         "# cross-family: each chip family with measured step times or runs held out in turn (time constants",
-        "# refitted without its rows, run.slow_node_spread too where they test it), its rows predicted; r pooled over",
+        "# refitted without its rows, the goodput fit too where they test it), its rows predicted; r pooled over",
         "# families ([families] has each one's median). Widens the band of a family with no such rows",
         "# (trilemma.estimate.bands.band_for).",
         f"cross_family_log_q10 = {toml_value(xf['log_q10'])}",
