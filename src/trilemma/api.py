@@ -44,6 +44,7 @@ from trilemma.resolve import (
     resolve_model,
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
+from trilemma.specs.stack import StackSpec
 from trilemma.units import parse_count
 
 R = TypeVar("R", bound=Request)
@@ -71,6 +72,7 @@ def estimate(
     base_precision: str | None = None,
     optimizer: str | None = None,
     offload: str | None = None,
+    stack: str | StackSpec | None = None,
     accept: Callable[[Estimate], bool] | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
@@ -81,7 +83,8 @@ def estimate(
     ``finetune`` (full, lora, qlora, freeze) with ``trainable_layers``, ``lora_rank``, ``lora_alpha``,
     ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
-    optimizer, optimizer+params) make the plan a fine-tune of ``model`` (ignored when ``plan`` is given).
+    optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
+    trilemma.presets.stacks, or a StackSpec) the software that runs it (both ignored given ``plan``).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
@@ -110,7 +113,7 @@ def estimate(
         optimizer=optimizer,
         offload=offload,
     )
-    pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, **ft)
+    pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, stack=stack, **ft)
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
@@ -146,12 +149,8 @@ def run_estimate(
         req.seq,
         req.global_batch,
         req.precision,
-        flash_attention=req.flash,
-        fused_loss=req.fused_loss,
-        compile=req.compile,
-        async_tp=req.async_tp,
-        softmax_passes=req.softmax_passes,
         task=req.task,
+        **req.plan_flags(),
         **({} if req.goodput is None else {"goodput": req.goodput}),
         **finetune_fields(m, **ft),
     )
@@ -206,6 +205,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         prices=prices(req.price, req.gpu),
         memory_headroom=req.memory_headroom,
         compile=req.compile,
+        stack=req.stack,
         finetune={k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None},
         host_memory_bytes=req.host_memory,
         frontier_all=req.frontier_all,

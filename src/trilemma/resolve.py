@@ -12,6 +12,7 @@ from typing import Any
 
 from trilemma.errors import InputError
 from trilemma.presets import constants, get_hardware, get_model, is_model_preset, regions
+from trilemma.presets import stack as stack_preset
 from trilemma.specs import (
     ClusterSpec,
     DtypeSpec,
@@ -22,6 +23,7 @@ from trilemma.specs import (
     TrainingPlan,
 )
 from trilemma.specs.enums import BasePrecision
+from trilemma.specs.stack_plan import PLAN_FIELDS, plan_defaults
 from trilemma.units import parse_count
 
 
@@ -118,7 +120,9 @@ def make_plan(
     **plan_fields: Any,
 ) -> TrainingPlan:
     """A TrainingPlan from flags, falling back on the model's published recipe. ``tokens`` and
-    ``global_batch_tokens`` may be counts as text ("2T", "4M"); ``precision`` any case."""
+    ``global_batch_tokens`` may be counts as text ("2T", "4M"); ``precision`` any case. A ``stack``
+    (a preset name or a StackSpec) gives the plan fields no flag gave (``with_stack``)."""
+    plan_fields = with_stack(plan_fields)
     tokens, global_batch_tokens = (
         _count(tokens, "tokens"),
         _count(global_batch_tokens, "global-batch"),
@@ -178,6 +182,19 @@ def make_plan(
         plan_fields["finetune"] = ft.replace(base_precision=BasePrecision.FP16)
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
+
+
+def with_stack(plan_fields: dict[str, Any]) -> dict[str, Any]:
+    """``plan_fields`` with its ``stack`` resolved (a preset name: trilemma.presets.stack) and the
+    fields the stack decides (trilemma.specs.stack_plan.PLAN_FIELDS) set from it where they are None
+    or absent; a value given (a flag) wins. Without a stack, None leaves TrainingPlan's default."""
+    given = {
+        k: v for k, v in plan_fields.items() if v is not None or k not in (*PLAN_FIELDS, "stack")
+    }
+    if given.get("stack") is None:
+        return given
+    given["stack"] = stack_preset(given["stack"])
+    return plan_defaults(given["stack"]) | given
 
 
 def _count(value: Any, field: str) -> Any:
@@ -286,4 +303,5 @@ __all__ = [
     "make_plan",
     "resolve_hardware",
     "resolve_model",
+    "with_stack",
 ]

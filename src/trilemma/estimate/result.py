@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from trilemma.estimate.bands import family_calibrated
 from trilemma.estimate.params import ParamCounts
 from trilemma.specs import ClusterSpec, Layout, ModelSpec, Task, TrainingPlan
+from trilemma.specs.stack_plan import PLAN_FIELDS, stack_document
 
 if TYPE_CHECKING:  # a type only: the estimators do not depend on the laws
     from trilemma.quality.predict import LossPrediction
@@ -195,6 +196,11 @@ class Estimate:
             "hardware": self._hardware_dict(),
             "flops": self._flops_dict(),
             "layout": self._layout_dict(),
+            # the software stack and the plan fields it decides (trilemma.specs.stack_plan)
+            "plan": {
+                "stack": stack_document(self.plan),
+                **{k: getattr(self.plan, k) for k in PLAN_FIELDS},
+            },
             "task": str(
                 self.plan.task
             ),  # what the head predicts: causal-lm or classification (TrainingPlan.task)

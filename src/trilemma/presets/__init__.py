@@ -3,6 +3,7 @@
 - ``models/*.toml``: ModelSpec fields (``[gpt2-124m]`` ...), one file per family.
 - ``hardware.toml``: HardwareSpec fields; ``peak_flop_per_s`` is a sub-table by precision.
 - ``regions.toml``: grid carbon intensity (kg CO2 per kWh) by region.
+- ``stacks.toml``: StackSpec fields, one software stack (the training code) per table.
 - ``constants.toml``: the planner's stated defaults and efficiency constants with their origin.
 
 Loading is lazy and cached; nothing is read at import.
@@ -29,6 +30,7 @@ from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
 from trilemma.specs.constants import Constants
 from trilemma.specs.device import DeviceSpec
+from trilemma.specs.stack import StackSpec
 
 S = TypeVar("S", bound=Spec)
 
@@ -133,6 +135,27 @@ def get_device(name: str) -> DeviceSpec:
 
 
 @cache
+def stacks() -> dict[str, StackSpec]:
+    """The software stacks (stacks.toml) by canonical name: each one's features, with their sources."""
+    return _entries(_read_toml("stacks.toml"), StackSpec)
+
+
+def stack(name: str | StackSpec) -> StackSpec:
+    """A stack preset by name or alias (any case); a StackSpec as it is. An unknown name is one
+    InputError naming the field, the value and every known stack (the closest first)."""
+    if isinstance(name, StackSpec):
+        return name
+    known = stacks()
+    allowed = "one of " + ", ".join(known)
+    if isinstance(name, str) and _key(name) in _index(known):
+        return known[_index(known)[_key(name)]]
+    close = _close(name, known) if isinstance(name, str) else []
+    raise InputError(
+        "stack", name, allowed + (f" (did you mean {', '.join(close)}?)" if close else "")
+    )
+
+
+@cache
 def precision_presets() -> dict[str, Any]:
     """presets/precision.toml: Kumar 2024's assumed form and the measured tables per named precision."""
     return _read_toml("precision.toml")
@@ -190,14 +213,22 @@ def _index(presets: dict[str, Any]) -> dict[str, str]:
     return idx
 
 
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def _close(name: str, presets: dict[str, Any]) -> list[str]:
+    """Up to three canonical names (or their aliases') closest to ``name``, no repeats."""
+    idx = _index(presets)
+    close = difflib.get_close_matches(_key(name), list(idx), n=8, cutoff=0.5)
+    return list(dict.fromkeys(idx[c] for c in close))[:3]
+
+
 def _canonical(kind: str, name: str, presets: dict[str, Any]) -> str:
     idx = _index(presets)
-    key = name.strip().lower().replace("_", "-").replace(" ", "-")
-    if key in idx:
-        return idx[key]
-    close = difflib.get_close_matches(key, list(idx), n=8, cutoff=0.5)
-    names = list(dict.fromkeys(idx[c] for c in close))[:3]  # canonical names, no repeats
-    raise UnknownPresetError(kind, name, names)
+    if _key(name) in idx:
+        return idx[_key(name)]
+    raise UnknownPresetError(kind, name, _close(name, presets))
 
 
 def _lookup(kind: str, name: str, presets: dict[str, Any]) -> Any:

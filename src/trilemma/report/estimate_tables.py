@@ -87,6 +87,20 @@ def _partial_step(est: Any) -> str:
     return f" (the last of {fmt_count(frac * s.global_batch_tokens)} tokens)" if frac > 1e-9 else ""
 
 
+def stack_line(plan: Any) -> str:
+    """The software stack a plan is timed on: its name (or that none was given), attention kernel,
+    host, and the plan fields flags set against it (trilemma.specs.stack_plan)."""
+    from trilemma.specs.stack_plan import stack_document
+
+    doc = stack_document(plan)
+    f, over = doc["features"], doc["overrides"]
+    name = shown(doc["name"]) if doc["given"] else "none given (--stack NAME): default features"
+    flags = ", ".join(f"{k} {v}" for k, v in over.items())
+    return f"{name} — {f['attention']} attention, {f['host']} host" + (
+        f"; flags set {flags}" if flags else ""
+    )
+
+
 def plan_table(est: Any) -> Table:
     """The head of an estimate: model, shape, training, fine-tune, hardware and layout."""
     m, cl, lay, p = est.model, est.cluster, est.layout, est.params
@@ -115,6 +129,7 @@ def plan_table(est: Any) -> Table:
         for s in st
     )
     head.add_row("training", f"{batch}, {est.plan.precision}")
+    head.add_row("stack", stack_line(est.plan))
     if est.finetune is not None:
         head.add_row("fine-tune", finetune_line(est))
     head.add_row(

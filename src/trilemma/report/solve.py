@@ -95,6 +95,9 @@ def print_solve(r: Any) -> None:
         f"{fmt_co2_kg(o.cost.co2_kg)} CO2e; time band {fmt_duration(o.time.total_s_low)} – "
         f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}"
     )
+    from trilemma.report.estimate_tables import stack_line
+
+    c.print(f"stack: {stack_line(o.plan)}")
     if r.lifetime:
         c.print(_lifetime_line(r.lifetime))
     if o.deploy is not None:

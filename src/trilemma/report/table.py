@@ -60,6 +60,14 @@ def presets_document(kind: str) -> dict[str, Any]:
         from trilemma.presets import device_presets
 
         doc["devices"] = [d.model_dump(mode="json") for d in device_presets().values()]
+    if kind in ("stacks", "all"):
+        from trilemma.presets import stacks
+
+        doc["stacks"] = [
+            {"name": st.name, "aliases": list(st.aliases), "description": st.description}
+            | {"features": st.features, "source": st.source}
+            for st in stacks().values()
+        ]
     return doc
 
 
@@ -72,6 +80,8 @@ def print_presets(kind: str) -> None:
         c.print(_hardware_presets())
     if kind in ("devices", "all"):
         c.print(_device_presets())
+    if kind in ("stacks", "all"):
+        c.print(_stack_presets())
 
 
 def _model_presets() -> Table:
@@ -174,5 +184,27 @@ def _device_presets() -> Table:
             fmt_flop_rate(d.peak_flop_per_s.get("fp16", 0.0)),
             f"{d.power_w:.0f}",
             d.runtime,
+        )
+    return t
+
+
+def _stack_presets() -> Table:
+    """The software stacks of --stack: attention kernel, what they fuse and overlap, their host."""
+    from trilemma.presets import stacks
+
+    t = Table(title="software stacks (--stack; sources: trilemma presets stacks --json)")
+    for col in ("name", "attention", "fused", "overlapped", "sharded optimizer", "host"):
+        t.add_column(col)
+    for st in stacks().values():
+        f = st.features
+        fused = [k for k in ("norm", "act", "rotary", "loss") if f[f"fused_{k}"]]
+        overlap = [k for k in ("dp", "tp", "pp") if f[f"{k}_overlap"]]
+        t.add_row(
+            shown(st.name),
+            str(f["attention"]),
+            ", ".join(fused) or "—",
+            ", ".join(overlap) or "—",
+            "yes" if f["distributed_optimizer"] else "no",
+            str(f["host"]),
         )
     return t

@@ -119,20 +119,24 @@ class EstimateRequest(Request):
     )
     memory_headroom: float | None = s.memory_headroom()
     goodput: float | None = option(None, "--goodput", help=h.GOODPUT_HELP, kind="number")
-    flash: bool = option(
-        True,
+    stack: str | None = s.stack()
+    flash: bool | None = option(
+        None,
         "--flash/--no-flash",
-        help="flash attention (no s² attention matrix stored)",
+        help="flash attention (no s² attention matrix stored); default: the stack's attention "
+        "kernel (on without --stack)",
         kind="bool",
     )
-    softmax_passes: int = option(
-        1, "--softmax-passes", help=h.SOFTMAX_PASSES_HELP, kind="int", parse=p.softmax_passes
+    softmax_passes: int | None = option(
+        None, "--softmax-passes", help=h.SOFTMAX_PASSES_HELP, kind="int", parse=p.softmax_passes
     )
-    fused_loss: bool = option(
-        False, "--fused-loss/--eager-loss", help=h.FUSED_LOSS_HELP, kind="bool"
+    fused_loss: bool | None = option(
+        None, "--fused-loss/--eager-loss", help=h.FUSED_LOSS_HELP, kind="bool"
     )
-    compile: bool = option(False, "--compile/--no-compile", help=h.COMPILE_HELP, kind="bool")
-    async_tp: bool = option(False, "--async-tp/--no-async-tp", help=h.ASYNC_TP_HELP, kind="bool")
+    compile: bool | None = option(None, "--compile/--no-compile", help=h.COMPILE_HELP, kind="bool")
+    async_tp: bool | None = option(
+        None, "--async-tp/--no-async-tp", help=h.ASYNC_TP_HELP, kind="bool"
+    )
     task: Task = option(Task.CAUSAL_LM, "--task", help=h.TASK_HELP, parse=p.task)
     law: str | None = option(
         None, "--law", help="scaling law for the loss (name or fitted law file)"
@@ -167,6 +171,18 @@ class EstimateRequest(Request):
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:
         s.check_deploy(given)
+
+    def plan_flags(self) -> dict[str, Any]:
+        """The stack and the plan fields it decides as given (None: the stack's), as
+        trilemma.resolve.make_plan takes them."""
+        return {
+            "stack": self.stack,
+            "flash_attention": self.flash,
+            "softmax_passes": self.softmax_passes,
+            "fused_loss": self.fused_loss,
+            "compile": self.compile,
+            "async_tp": self.async_tp,
+        }
 
     def layout(self) -> dict[str, Any]:
         """The pinned layout axes (None: searched), as trilemma.api.estimate takes them."""

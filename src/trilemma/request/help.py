@@ -8,11 +8,13 @@ TASK_HELP = (
 ASYNC_TP_HELP = (
     "asynchronous tensor parallelism (torchtitan's enable_async_tensor_parallel, Megatron-Core's "
     "--tp-comm-overlap): under sequence parallelism the forward's TP all-gathers and reduce-scatters "
-    "are split by rank and overlapped with their matmuls; default off"
+    "are split by rank and overlapped with their matmuls; default: the stack's tp_overlap (off "
+    "without --stack)"
 )
 COMPILE_HELP = (
     "the model runs under torch.compile (inductor): a gated MLP saves 3 hidden tensors per token "
-    "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default off"
+    "instead of eager PyTorch's 4 (act(gate) is recomputed in the fused backward); default: on "
+    "where the stack's host is compile (off without --stack)"
 )
 PRECISION_HELP = (
     "bf16, fp16, fp32, tf32 or fp8 (fp8: float8 linears, torchao Float8Linear / torchtitan's "
@@ -75,10 +77,18 @@ GOODPUT_HELP = (
 )
 SOFTMAX_PASSES_HELP = (
     "with --no-flash: passes over the score matrix between the attention GEMMs, each a read and a "
-    "write — 1 Megatron-LM's fused softmax (default), 3 eager PyTorch (scale, mask, torch.softmax), "
-    "6 a softmax written by hand (max, subtract, exp, sum, divide)"
+    "write — 1 Megatron-LM's fused softmax, 3 eager PyTorch (scale, mask, torch.softmax), "
+    "6 a softmax written by hand (max, subtract, exp, sum, divide); default: the stack's (3 for "
+    "eager attention, else 1)"
 )
 FUSED_LOSS_HELP = (
     "a fused cross-entropy kernel (Megatron-LM, llm-foundry): 8 bytes per logit instead of eager "
-    "PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel)"
+    "PyTorch's 12 (16 with --tp above 1: DTensor's loss_parallel); default: the stack's (off "
+    "without --stack)"
+)
+STACK_HELP = (
+    "the software stack that runs the loop (megatron-lm, megatron-core, torchtitan, hf-trainer, "
+    "nanogpt, llm.c, ...: `trilemma presets stacks`): its attention kernel, fusions, overlaps and "
+    "host set --flash, --softmax-passes, --fused-loss, --compile and --async-tp where those flags "
+    "are not given; default none: StackSpec's defaults, with a wider band"
 )

@@ -80,6 +80,14 @@ def inference_tokens(value: Any) -> float | None:
     return parse_count(value, "inference-tokens")
 
 
+def stack(text: str) -> str:
+    """A software stack preset's canonical name (trilemma.presets.stack: an unknown name is one
+    InputError naming the known stacks)."""
+    from trilemma.presets import stack as preset
+
+    return preset(text).name
+
+
 def softmax_passes(v: int) -> int:
     """Within TrainingPlan.softmax_passes's bounds, else a one-line error naming the flag."""
     from trilemma.specs import TrainingPlan

@@ -7,18 +7,18 @@ from typing import ClassVar
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("models", "hardware", "devices", "all")
+KINDS = ("models", "hardware", "devices", "stacks", "all")
 
 
 class PresetsRequest(Request):
-    """List the model and hardware presets (with sources)."""
+    """List the model, hardware, device and software-stack presets (with sources)."""
 
     VERB: ClassVar[str] = "presets"
 
     kind: str = option(
         "all",
         "kind",
-        help="models, hardware, devices (deployment targets) or all",
+        help="models, hardware, devices (deployment targets), stacks (software stacks) or all",
         parse=lambda t: choice(t, "kind", KINDS),
         argument=True,
     )

@@ -42,6 +42,7 @@ _TEXT = frozenset(
         "deploy",
         "deploy_precision",
         "task",
+        "stack",
     }
 )
 _OPTIONS = SolveRequest.options()

@@ -34,6 +34,10 @@ def deploy_precision() -> Any:
     return option(None, "--deploy-precision", help=h.DEPLOY_PRECISION_HELP)
 
 
+def stack() -> Any:
+    return option(None, "--stack", help=h.STACK_HELP, parse=p.stack)
+
+
 def finetune() -> Any:
     return option(None, "--finetune", help=h.FINETUNE_HELP)
 

@@ -97,8 +97,11 @@ class SolveRequest(Request):
         parse=_price_items,
     )
     memory_headroom: float | None = s.memory_headroom()
-    compile: bool = option(False, "--compile/--no-compile", help=h.COMPILE_HELP, kind="bool")
-    async_tp: bool = option(False, "--async-tp/--no-async-tp", help=h.ASYNC_TP_HELP, kind="bool")
+    stack: str | None = s.stack()
+    compile: bool | None = option(None, "--compile/--no-compile", help=h.COMPILE_HELP, kind="bool")
+    async_tp: bool | None = option(
+        None, "--async-tp/--no-async-tp", help=h.ASYNC_TP_HELP, kind="bool"
+    )
     task: Task = option(Task.CAUSAL_LM, "--task", help=h.TASK_HELP, parse=p.task)
     frontier_all: bool = option(
         False,

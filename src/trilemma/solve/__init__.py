@@ -9,8 +9,10 @@ precision, GPU count) — exhaustive and vectorised; stage 2 (optimize.py) handl
 closed form and applies the pins.
 
 The arguments of ``solve``, beyond the flags of `trilemma solve` they mirror:
-``compile``: every plan runs under torch.compile (TrainingPlan.compile); ``async_tp``: with asynchronous
-tensor parallelism (TrainingPlan.async_tp); ``task``: causal-lm or classification (TrainingPlan.task).
+``stack``: the software stack every plan runs on (a preset name, trilemma.presets.stacks, or a StackSpec;
+TrainingPlan.stack); ``compile``: every plan runs under torch.compile (TrainingPlan.compile); ``async_tp``:
+with asynchronous tensor parallelism (TrainingPlan.async_tp) — None for either: the stack's (off without
+one); ``task``: causal-lm or classification (TrainingPlan.task).
 ``max_configurations``:
 refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
 combinations than this, before any is evaluated (default None: no limit; trilemma.web passes its cap).
@@ -66,6 +68,7 @@ from trilemma.solve.result import SCHEMA, SolveResult, broken_pins, plan_documen
 from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.solve.setup import SolveSetup, solve_setup
 from trilemma.specs import ModelSpec
+from trilemma.specs.stack import StackSpec
 from trilemma.units import fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_usd
 
 
@@ -89,7 +92,8 @@ def solve(
     layout: dict | None = None,
     want_frontier: bool = True,
     memory_headroom: float | None = None,
-    compile: bool = False,
+    compile: bool | None = None,
+    stack: str | StackSpec | None = None,
     finetune: dict | None = None,
     host_memory_bytes: float | None = None,
     max_configurations: int | None = None,
@@ -100,7 +104,7 @@ def solve(
     context: int | None = None,
     min_tokens_per_s: float | None = None,
     inference_tokens: float | None = None,
-    async_tp: bool = False,
+    async_tp: bool | None = None,
     task: str = "causal-lm",
     failures_per_gpu_hour: float | None = None,
     restart_s: float | None = None,

@@ -78,13 +78,13 @@ def search_configs(
     pinned: dict | None = None,
     consts: dict | None = None,
     memory_headroom: float | None = None,
-    compile: bool = False,
+    compile: bool | None = None,
     plan_fields: dict | None = None,
     cluster_fields: dict | None = None,
 ) -> ConfigTable:
     """Best layout per (model, GPU, precision, count); rows that fit nowhere are dropped.
     ``global_batch_tokens``: one batch for every model, or one per model; ``compile``: the plans run
-    under torch.compile (TrainingPlan.compile); ``plan_fields`` more TrainingPlan fields (a fine-tune:
+    under torch.compile (TrainingPlan.compile; None: the stack's); ``plan_fields`` more TrainingPlan fields (a fine-tune:
     trilemma.resolve.finetune_fields), ``cluster_fields`` more ClusterSpec fields (host memory)."""
     consts = consts or constants()
     moe = any(m.is_moe for m in models)

@@ -194,13 +194,22 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         models=models,
         seq=seq,
         deploy_note=note,
-        plan_fields=plan_fields | {"async_tp": args["async_tp"], "task": args["task"]},
+        plan_fields=plan_fields
+        | {"async_tp": args["async_tp"], "task": args["task"], "stack": _stack(args["stack"])},
         cluster_fields=cluster_fields,
         gpus=gpus,
         precisions=precs,
         counts=counts,
         args=args,
     )
+
+
+def _stack(name: Any) -> Any:
+    """The stack every plan runs on, resolved once before the search (trilemma.presets.stack: an
+    unknown name refused); None: none given."""
+    from trilemma.presets import stack
+
+    return None if name is None else stack(name)
 
 
 def deployable(

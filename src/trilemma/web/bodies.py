@@ -105,6 +105,11 @@ class _Plan(BaseModel):
         description="the parallel layout (tp, pp, dp, cp, ep, vp, sp, zero, recompute, "
         "micro_batch), whether it was chosen, how many candidates were evaluated"
     )
+    plan: dict[str, Any] = Field(
+        description="the software stack (name, whether given, features, source, the fields flags "
+        "overrode) and the plan fields it decides: flash_attention, softmax_passes, fused_loss, "
+        "compile, async_tp"
+    )
     task: str = Field(description="what the head predicts: causal-lm or classification")
     batch: dict[str, Any] = Field(description="training tokens and each stage's batch")
     memory: dict[str, Any] = Field(
@@ -253,5 +258,10 @@ class PresetsDoc(BaseModel):
     )
     devices: list[dict[str, Any]] | None = Field(
         None, description="deployment devices: memory and bandwidth the model must run within"
+    )
+    stacks: list[dict[str, Any]] | None = Field(
+        None,
+        description="software stacks: each one's features (attention kernel, fusions, "
+        "overlaps, host) with the sources they are cited from",
     )
     warnings: list[str] = Field(description="what the figures assume, in words")
