@@ -299,6 +299,7 @@ def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_
     """A CPU profile holds its own GEMM efficiency (fitted to its measured curve) and its measured host
     seconds per eager operator; a profile written before those existed is rewritten from the cached
     measurement on the next probe."""
+    from trilemma.probe.dispatch import host_constants
     from trilemma.probe.profile import gemm_constants, local_hardware, profile_path
     from trilemma.probe.run_inputs import stale_profile
 
@@ -307,9 +308,9 @@ def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_
     hw = local_hardware(meas)
     assert hw.efficiency == {
         **gemm_constants(meas.matmul["fp32"]),
-        "host_op_s": meas.host_dispatch.op.median_s,
-        "host_bwd_op_s": meas.host_dispatch.bwd_op.median_s,
+        **host_constants(meas.host_dispatch)[0],
     }
+    assert hw.efficiency["host_op_s"] > 0 and hw.efficiency["host_opt_tensor_s"] > 0
     assert doc["hardware"]["efficiency"] == hw.efficiency and not stale_profile(hw)
     old = {**doc, "hardware": {k: v for k, v in doc["hardware"].items() if k != "efficiency"}}
     profile_path().write_text(json.dumps(old))

@@ -1,4 +1,5 @@
-"""The host's cost per eager operator: measured by the probe and carried by the `local` profile.
+"""The host's cost per eager operator: measured by the probe, carried by the `local` profile, and the
+probe's step of a model of many small operators predicted with it.
 
 Every test writes its measurements and profile to a temporary config directory.
 """
@@ -7,22 +8,34 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from trilemma.errors import InputError
-from trilemma.probe.dispatch import DISPATCH_METHOD, DispatchTiming, HostDispatch, host_dispatch
+from trilemma.probe.dispatch import (
+    DISPATCH_METHOD,
+    DispatchTiming,
+    HostDispatch,
+    host_constants,
+    host_dispatch,
+    reference_host_ops,
+)
 from trilemma.probe.profile import MachineMeasurement, MatmulCurve, local_hardware
+from trilemma.request import ProbeRequest
 
-#: a fake measured machine's host seconds per eager operator
+#: a fake measured machine's host seconds: per operator 2 µs forward, 3 µs backward, 1.5 µs no-grad
+#: (the floor); the reference layer 200 µs forward, 250 µs backward; AdamW 30 µs per tensor
 HOST = HostDispatch(
     op=DispatchTiming(2e-6, 1.9e-6, 2.2e-6),
     bwd_op=DispatchTiming(3e-6, 2.8e-6, 3.3e-6),
     nograd_op=DispatchTiming(1.5e-6, 1.4e-6, 1.6e-6),
+    layer_fwd=DispatchTiming(200e-6, 190e-6, 220e-6),
+    layer_bwd=DispatchTiming(250e-6, 240e-6, 270e-6),
+    opt_tensor=DispatchTiming(30e-6, 28e-6, 33e-6),
     repeats=21,
-    chain=1000,
     method=DISPATCH_METHOD,
 )
 
@@ -52,35 +65,54 @@ def measurement(device: str = "cpu", host: HostDispatch | None = HOST) -> Machin
 
 
 def test_dispatch_measurement_is_a_plausible_per_operator_time():
-    """Each kind (forward in a graph, backward node, no-grad) is a positive, finite time per operator
-    inside the profile's bounds (100 ns to 1 ms; ~1-5 µs on a server core), its median between its
-    10th and 90th percentiles."""
+    """Each kind is a positive, finite time inside the profile's bounds (100 ns to 1 ms per operator
+    or tensor; ~1-5 µs per operator on a server core), its median between its 10th and 90th
+    percentiles; a layer of the probe's model costs more than one operator of it."""
     d = host_dispatch("cpu", repeats=5)
-    assert d.repeats == 5 and d.chain > 0 and d.method == DISPATCH_METHOD
-    for t in (d.op, d.bwd_op, d.nograd_op):
+    assert d.repeats == 5 and d.method == DISPATCH_METHOD
+    kinds = (d.op, d.bwd_op, d.nograd_op, d.layer_fwd, d.layer_bwd, d.opt_tensor)
+    for t in kinds:
         assert math.isfinite(t.median_s) and 1e-7 < t.median_s < 1e-3, t
         assert 0 < t.p10_s <= t.median_s <= t.p90_s
-    assert "µs" in d.describe()
+    assert d.layer_fwd.median_s > 5 * d.op.median_s and "µs" in d.describe()
+    constants, _ = host_constants(d)
+    assert all(1e-7 < v < 1e-3 for v in constants.values()), constants
+
+
+def test_host_op_s_is_per_operator_the_planner_counts():
+    """The profile's seconds per operator are the reference layer's over the planner's own count of
+    that layer's host operators (GPT-2 style, eager: 10 kernels and 10 views forward, 15 and 10
+    backward); the optimizer's per parameter tensor as measured."""
+    assert reference_host_ops() == (20.0, 25.0)
+    constants, said = host_constants(HOST)
+    assert constants == pytest.approx(
+        {"host_op_s": 10e-6, "host_bwd_op_s": 10e-6, "host_opt_tensor_s": 30e-6}
+    )
+    assert "20 forward, 25 backward" in said and host_constants(None) == ({}, "")
 
 
 def test_profile_carries_the_host_dispatch_cost_and_round_trips():
-    """A CPU profile holds the measured forward and backward cost per operator as its efficiency
-    constants and does not run ahead of its host; the measurement's JSON reads back equal."""
+    """A CPU profile holds the measured host constants and does not run ahead of its host; the
+    measurement's JSON reads back equal; a record another method wrote reads as none."""
     meas = measurement()
     hw = local_hardware(meas)
-    assert hw.efficiency["host_op_s"] == 2e-6 and hw.efficiency["host_bwd_op_s"] == 3e-6
+    assert hw.efficiency["host_op_s"] == pytest.approx(10e-6)
+    assert hw.efficiency["host_opt_tensor_s"] == pytest.approx(30e-6)
     assert "gemm_max" in hw.efficiency  # the GEMM fit is still there
-    assert hw.async_launch is False and "host dispatch" in hw.notes
+    assert hw.async_launch is False and "host (measured)" in hw.notes
     again = MachineMeasurement.from_dict(json.loads(json.dumps(meas.to_dict())))
     assert again == meas and again.host_dispatch == HOST
     assert again.host_dispatch.op.spread == pytest.approx(0.15)
-    old = MachineMeasurement.from_dict({**meas.to_dict(), "host_dispatch": None})
+    first = {k: v for k, v in asdict(HOST).items() if k not in ("layer_fwd", "layer_bwd")}
+    old = MachineMeasurement.from_dict({**meas.to_dict(), "host_dispatch": first})
+    assert old.host_dispatch is None
     assert "host_op_s" not in local_hardware(old).efficiency  # unmeasured: the stated constant
 
 
 def test_gpu_profile_carries_it_and_runs_ahead_of_its_host():
     hw = local_hardware(measurement("cuda"))
-    assert hw.efficiency == {"host_op_s": 2e-6, "host_bwd_op_s": 3e-6} and hw.async_launch is True
+    assert set(hw.efficiency) == {"host_op_s", "host_bwd_op_s", "host_opt_tensor_s"}
+    assert hw.async_launch is True
 
 
 def test_saved_profile_reads_back_with_the_host_dispatch_cost(config_dir):
@@ -90,8 +122,7 @@ def test_saved_profile_reads_back_with_the_host_dispatch_cost(config_dir):
     meas = measurement()
     save_local_profile(local_hardware(meas), meas)
     hw = get_hardware("local")
-    assert hw.efficiency["host_op_s"] == 2e-6 and hw.efficiency["host_bwd_op_s"] == 3e-6
-    assert hw.async_launch is False
+    assert hw.efficiency == local_hardware(meas).efficiency and hw.async_launch is False
 
 
 @pytest.mark.parametrize("value", [1e-9, 0.5])
@@ -122,4 +153,53 @@ def test_probe_output_shows_the_host_dispatch_cost(capsys):
     result.scaling = None
     result.machine = ProbeMachine("local.json", ".", measurement(), None)
     _print_scaling_and_machine(console(), result)
-    assert "host dispatch forward 2.00 µs" in capsys.readouterr().out
+    assert "host dispatch per operator forward 2.00 µs" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the floor: a model of small operators
+
+#: d_model 64, 8 layers, one sequence of 128 tokens in fp32: ~0.1 GFLOP a step, each kernel a few µs
+#: of arithmetic, so the step is set by the host's dispatch of its operators
+SMALL_OPS = {
+    "layers": 8,
+    "d_model": 64,
+    "heads": 4,
+    "ffn": 256,
+    "seq": 128,
+    "micro_batch": 1,
+    "threads": 1,
+    "precision": "fp32",
+}
+
+
+#: other processes' share of the CPU while the probe trained above which its timings hold their work
+BUSY_SHARE = 0.2
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="the planner has no host term for the optimizer's step: AdamW on a CPU issues ~10 "
+    "operators per parameter tensor, one tensor at a time (~30 µs each measured, 100 tensors: "
+    "~3 ms of a ~14 ms step); predicted/measured 0.57-0.60 without it, ~0.8 with it",
+    strict=False,
+)
+def test_small_operator_model_step_predicted_within_25_percent():
+    """The probe on this CPU, a model of many small operators (d_model 64, 8 layers, one sequence of
+    128 tokens, fp32, one thread): the planner predicts its measured step within 25% using the host
+    costs the probe measured (the `local` profile's host_op_s, host_bwd_op_s; host and device time
+    adding on a CPU). Skipped where the probe reports other processes' work inside its timings."""
+    from trilemma.probe import run_probe
+
+    r = run_probe(ProbeRequest(**SMALL_OPS, steps=60, warmup=10), eval_batches=0)
+    meas = r.machine.per_process or r.machine.measurement
+    assert meas.host_dispatch is not None and r.predicted.host_s > 0
+    others = r.environment.other_processes_cpu_share
+    if others is not None and others > BUSY_SHARE:
+        pytest.skip(f"other processes used {others:.0%} of the CPU while the probe trained")
+    c, p = r.comparison["step_time"], r.predicted
+    why = (
+        f"measured {c.measured * 1e3:.2f} ms, predicted {c.predicted * 1e3:.2f} ms (compute "
+        f"{p.compute_s * 1e3:.2f} of which host {p.host_s * 1e3:.2f}, optimizer "
+        f"{p.optimizer_s * 1e3:.2f} ms)"
+    )
+    assert 0.75 <= c.ratio <= 1.25, why

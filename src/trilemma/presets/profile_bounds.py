@@ -39,10 +39,11 @@ EFFICIENCY_RANGES: dict[str, tuple[float, float, str, str]] = {
         1e-7,
         1e-3,
         "s",
-        "an eager operator costs the host about 1-20 µs (Python, the dispatcher, autograd); "
-        "under 100 ns or over 1 ms is not a measurement of one",
+        "an eager operator costs the host about 1-20 µs (Python, the dispatcher, autograd), an "
+        "optimizer's step a few to ~50 µs per tensor; under 100 ns or over 1 ms is not a "
+        "measurement of either",
     )
-    for key in ("host_op_s", "host_bwd_op_s")
+    for key in ("host_op_s", "host_bwd_op_s", "host_opt_tensor_s")
 }
 
 

@@ -89,6 +89,7 @@ def predicted(est: Estimate) -> Predicted:
         compute_s=est.time.compute_s,
         dp_comm_s=est.time.dp_comm_s,
         optimizer_s=est.time.optimizer_s,
+        host_s=est.time.ops_s.get("host", 0.0),
         memory_breakdown={
             "weights": m.weights,
             "gradients": m.gradients,

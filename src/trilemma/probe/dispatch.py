@@ -11,21 +11,28 @@ interpreter and the framework rather than in kernels; a workload is "overhead-bo
 operators are too small to cover it); E. Z. Yang, "Let's talk about the PyTorch dispatcher" (2020)
 for the path an operator takes.
 
-What is timed, on 1-element fp32 tensors so the kernel's arithmetic is nil (the median over
-``REPEATS`` repeats of a chain of ``CHAIN`` operators, each repeat divided by ``CHAIN``; the repeats
-of the three kinds interleaved so that a neighbour's burst falls on all of them alike):
+What is timed (the median over ``REPEATS`` repeats of each kind, interleaved so that a neighbour's
+burst falls on all of them alike; nothing subtracted):
 
-- ``op``: ``y = torch.mul(y, c)`` with ``y`` in a graph (its leaf requires grad): Python → dispatcher
-  → autograd node recorded → CPU kernel. What a forward operator of a training step costs.
-- ``bwd_op``: ``.backward()`` of that chain: the engine runs one ``MulBackward0`` per operator, each
-  issuing one multiply (``c`` needs no gradient). What a backward node with one operator costs.
-- ``nograd_op``: the same multiply under ``torch.no_grad()`` (no node): what an operator of the
-  optimizer's step costs (``torch.optim`` steps run without grad).
+- the dispatcher floor, on 1-element fp32 tensors so the kernel's arithmetic is nil, per operator of
+  a chain of ``CHAIN``: ``op``, ``y = torch.mul(y, c)`` with ``y`` in a graph (Python → dispatcher →
+  autograd node → kernel); ``bwd_op``, that chain's ``.backward()`` (one ``MulBackward0`` issuing one
+  multiply per operator: the autograd engine); ``nograd_op``, the multiply under ``torch.no_grad()``.
+- an eager layer: ``LAYERS`` blocks of the probe's own model (``probe.model.Block``, GPT-2 style:
+  LayerNorm, fused-QKV attention through SDPA, GELU MLP) so narrow (``REFERENCE``: d 8, sequence 8)
+  that their arithmetic is nil, forward and backward, per block. This is what the planner multiplies:
+  its host term counts a layer's operators coarsely (``trilemma.estimate.host.host_ops_per_layer``:
+  kernels and ~10 views), so its seconds per operator must carry the Python around each one too —
+  nn.Module calls, views, shape arithmetic — which the floor leaves out. ``host_constants`` divides
+  the block's seconds by the planner's own count of its operators (``reference_host_ops``).
+- the optimizer's host seconds per parameter tensor: ``torch.optim.AdamW`` as the probe trains
+  (train_parts.model_and_optimizer's settings; torch's default implementation for the device: one
+  tensor at a time on a CPU, foreach on a GPU) stepping ``OPT_TENSORS`` 1-element parameters, then
+  ``zero_grad``, per tensor.
 
 On a GPU (``device="cuda"``) the same loops run on device tensors between ``torch.cuda.synchronize``
 calls: kernels that small finish faster than the host issues them, so the loop's time is the host's
-issue rate, launch included. Nothing is subtracted (the Python ``for`` loop's own ~20 ns per turn is
-part of what a model's Python pays too).
+issue rate, launch included.
 
 The records (``HostDispatch``) need no torch: the planner reads them from a saved profile; torch is
 imported by the measurement alone.
@@ -36,7 +43,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from trilemma.units import MEGA
@@ -44,28 +51,38 @@ from trilemma.units import MEGA
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+    from trilemma.specs import ModelSpec
+
 __all__ = [
     "CHAIN",
     "DISPATCH_METHOD",
+    "REFERENCE",
     "REPEATS",
     "DispatchTiming",
     "HostDispatch",
     "host_constants",
     "host_dispatch",
+    "reference_host_ops",
 ]
 
-CHAIN = 1000  # operators per timed repeat (~2-5 ms on a CPU core)
+CHAIN = 1000  # operators per timed repeat of the floor (~2-5 ms on a CPU core)
+LAYERS = 8  # blocks per timed repeat of the eager layer
+OPT_TENSORS = 64  # parameter tensors the timed optimizer steps
 REPEATS = 21  # timed repeats of each kind, after one untimed warm-up
+#: the reference eager layer: the probe's default model (probe.inputs.probe_model) this narrow
+REFERENCE = {"d_model": 8, "heads": 2, "ffn": 32}
+REFERENCE_SEQ = 8
 #: how ``host_dispatch`` measures; a cached figure measured another way is measured again
 DISPATCH_METHOD = (
-    f"dispatch/1: median of {REPEATS} chains of {CHAIN} torch.mul on 1-element fp32 tensors "
-    "(forward in a graph, its backward, under no_grad)"
+    f"dispatch/2: median of {REPEATS}; floor: chains of {CHAIN} torch.mul on 1-element fp32 tensors "
+    f"(in a graph, backward, no_grad); layer: {LAYERS} probe blocks at d {REFERENCE['d_model']}, "
+    f"seq {REFERENCE_SEQ}; optimizer: AdamW over {OPT_TENSORS} 1-element tensors"
 )
 
 
 @dataclass(frozen=True)
 class DispatchTiming:
-    """One kind of operator's host seconds over the repeats: median, 10th and 90th percentile."""
+    """One kind's host seconds over the repeats: median, 10th and 90th percentile."""
 
     median_s: float
     p10_s: float
@@ -77,49 +94,89 @@ class DispatchTiming:
         return (self.p90_s - self.p10_s) / self.median_s
 
 
+_KINDS = ("op", "bwd_op", "nograd_op", "layer_fwd", "layer_bwd", "opt_tensor")
+
+
 @dataclass(frozen=True)
 class HostDispatch:
-    """Host seconds per eager PyTorch operator on tiny tensors (``trilemma.probe.dispatch``)."""
+    """The host's seconds of eager PyTorch on this machine (this module's docstring)."""
 
-    op: DispatchTiming  # a forward operator in a graph (an input requires grad)
-    bwd_op: DispatchTiming  # a backward node issuing one operator (the autograd engine)
-    nograd_op: DispatchTiming  # an operator under torch.no_grad (an optimizer's step)
+    op: DispatchTiming  # floor: a forward operator in a graph (an input requires grad)
+    bwd_op: DispatchTiming  # floor: a backward node issuing one operator (the autograd engine)
+    nograd_op: DispatchTiming  # floor: an operator under torch.no_grad
+    layer_fwd: DispatchTiming  # one reference block's forward
+    layer_bwd: DispatchTiming  # one reference block's backward
+    opt_tensor: DispatchTiming  # AdamW's step and zero_grad, per parameter tensor
     repeats: int
-    chain: int  # operators per repeat
-    method: str  # trilemma.probe.dispatch.DISPATCH_METHOD when measured
+    method: str  # DISPATCH_METHOD when measured
 
     def describe(self) -> str:
-        """The three medians in microseconds, with the repeats' spread."""
+        """The medians in microseconds, with the repeats' spread."""
+
+        def us(t: DispatchTiming) -> str:
+            return f"{t.median_s * MEGA:.2f} µs (±{t.spread / 2:.0%})"
+
         return (
-            ", ".join(
-                f"{name} {t.median_s * MEGA:.2f} µs (±{t.spread / 2:.0%})"
-                for name, t in (
-                    ("forward", self.op),
-                    ("backward", self.bwd_op),
-                    ("no-grad", self.nograd_op),
-                )
-            )
-            + f" per eager operator (median of {self.repeats})"
+            f"per operator forward {us(self.op)}, backward {us(self.bwd_op)}, no-grad "
+            f"{us(self.nograd_op)}; an eager layer forward {us(self.layer_fwd)}, backward "
+            f"{us(self.layer_bwd)}; AdamW {us(self.opt_tensor)} per tensor (medians of {self.repeats})"
         )
 
     @classmethod
     def from_dict(cls, d: dict | None) -> HostDispatch | None:
-        if d is None:
+        """The record; None for none, or for one another method wrote (it lacks a field: measured again)."""
+        if d is None or {f.name for f in fields(cls)} - set(d):
             return None
-        kinds = ("op", "bwd_op", "nograd_op")
         return cls(
-            **{k: v for k, v in d.items() if k not in kinds},
-            **{k: DispatchTiming(**d[k]) for k in kinds},
+            **{k: v for k, v in d.items() if k not in _KINDS},
+            **{k: DispatchTiming(**d[k]) for k in _KINDS},
         )
 
 
+def reference_spec() -> ModelSpec:
+    """The reference eager layer's model: the probe's default, ``REFERENCE`` wide, one layer."""
+    from trilemma.probe.inputs import probe_model
+
+    return probe_model(None, layers=1, **REFERENCE)[0]
+
+
+def reference_host_ops() -> tuple[float, float]:
+    """The planner's count of the operators the reference block's host issues (forward, backward):
+    its kernels as the probe's prediction times them (FlashAttention, the default stack, eager)
+    and the eager views (trilemma.estimate.host.host_ops_per_layer)."""
+    from trilemma.estimate.host import host_ops_per_layer, unfused_extra
+    from trilemma.estimate.layer_ops import kernels_per_layer
+    from trilemma.specs.plan import DEFAULT_STACK
+    from trilemma.specs.stack import HostMode
+
+    spec = reference_spec()
+    k_f, k_b = kernels_per_layer(spec, True)
+    x_f, x_b, _, _ = unfused_extra(
+        spec, DEFAULT_STACK, HostMode.EAGER, float(REFERENCE_SEQ), 1, 4.0
+    )
+    h_f, h_b = host_ops_per_layer(k_f + x_f, k_b + x_b, HostMode.EAGER, 1)
+    return float(h_f), float(h_b)
+
+
 def host_constants(d: HostDispatch | None) -> tuple[dict[str, float], str]:
-    """The measured host seconds per eager operator as a device's efficiency constants (forward
-    ``host_op_s``, backward ``host_bwd_op_s``) and a note saying so; none when not measured."""
+    """A device's host constants from its measurement, and a note saying so (none when not measured):
+    seconds per operator the planner counts, forward ``host_op_s`` and backward ``host_bwd_op_s`` (the
+    reference block's seconds over its count, ``reference_host_ops``), and AdamW's seconds per
+    parameter tensor ``host_opt_tensor_s``."""
     if d is None:
         return {}, ""
-    said = f"; host dispatch (measured): {d.describe()}"
-    return {"host_op_s": d.op.median_s, "host_bwd_op_s": d.bwd_op.median_s}, said
+    f_ops, b_ops = reference_host_ops()
+    out = {
+        "host_op_s": d.layer_fwd.median_s / f_ops,
+        "host_bwd_op_s": d.layer_bwd.median_s / b_ops,
+        "host_opt_tensor_s": d.opt_tensor.median_s,
+    }
+    said = (
+        f"; host (measured): {d.describe()}; per operator the planner counts (a layer's "
+        f"{f_ops:.0f} forward, {b_ops:.0f} backward) {out['host_op_s'] * MEGA:.2f} and "
+        f"{out['host_bwd_op_s'] * MEGA:.2f} µs"
+    )
+    return out, said
 
 
 # ------------------------------------------------------------------ the measurement (torch)
@@ -130,40 +187,82 @@ def _sync(torch: Any, device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _forward(
-    torch: Any, x: torch.Tensor, c: torch.Tensor, device: str
-) -> tuple[float, torch.Tensor]:
-    """Seconds per operator of a ``CHAIN``-long chain of multiplies, and the chain's end."""
-    y = x
+def _timed(torch: Any, device: str, f: Callable[[], Any], n: int) -> tuple[float, Any]:
+    """Seconds per item of ``f()``, which does ``n`` items, between device synchronisations."""
     _sync(torch, device)
     t0 = time.perf_counter()
-    for _ in range(CHAIN):
-        y = torch.mul(y, c)
+    out = f()
     _sync(torch, device)
-    return (time.perf_counter() - t0) / CHAIN, y
+    return (time.perf_counter() - t0) / n, out
 
 
-def _timers(torch: Any, device: str) -> dict[str, Callable[[], float]]:
-    """One repeat of each kind, seconds per operator (this module's docstring)."""
+def _chain(torch: Any, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``CHAIN`` multiplies, each on the last one's result."""
+    for _ in range(CHAIN):
+        x = torch.mul(x, c)
+    return x
+
+
+def _floor_timers(torch: Any, device: str) -> dict[str, Callable[[], float]]:
+    """One repeat of each floor kind, seconds per operator (this module's docstring)."""
     c = torch.full((1,), 1.0001, device=device)  # no gradient: one backward op per node
 
+    def leaf() -> torch.Tensor:
+        return torch.ones(1, device=device, requires_grad=True)
+
     def op() -> float:
-        return _forward(torch, torch.ones(1, device=device, requires_grad=True), c, device)[0]
+        return _timed(torch, device, lambda: _chain(torch, leaf(), c), CHAIN)[0]
 
     def bwd_op() -> float:
-        _, y = _forward(torch, torch.ones(1, device=device, requires_grad=True), c, device)
-        y = y.sum()
-        _sync(torch, device)
-        t0 = time.perf_counter()
-        y.backward()
-        _sync(torch, device)
-        return (time.perf_counter() - t0) / CHAIN
+        y = _chain(torch, leaf(), c).sum()
+        return _timed(torch, device, y.backward, CHAIN)[0]
 
     def nograd_op() -> float:
         with torch.no_grad():
-            return _forward(torch, torch.ones(1, device=device), c, device)[0]
+            return _timed(
+                torch, device, lambda: _chain(torch, torch.ones(1, device=device), c), CHAIN
+            )[0]
 
     return {"op": op, "bwd_op": bwd_op, "nograd_op": nograd_op}
+
+
+def _layer_timers(torch: Any, device: str) -> dict[str, Callable[[], float]]:
+    """One repeat of the reference layer (forward, backward, per block) and of AdamW (per tensor)."""
+    from trilemma.probe.model import Block
+
+    spec = reference_spec()
+    blocks = [Block(spec, moe=False).to(device) for _ in range(LAYERS)]
+    params = [p for b in blocks for p in b.parameters()]
+    x = torch.randn(1, REFERENCE_SEQ, spec.d_model, device=device, requires_grad=True)
+
+    def forward() -> torch.Tensor:
+        y = x
+        for b in blocks:
+            y = b(y)
+        return y
+
+    def layer_bwd() -> float:
+        for p in params:  # as after zero_grad(set_to_none=True): fresh gradients, not accumulated
+            p.grad = None
+        return _timed(torch, device, forward().sum().backward, LAYERS)[0]
+
+    ps = [torch.zeros(1, device=device, requires_grad=True) for _ in range(OPT_TENSORS)]
+    opt = torch.optim.AdamW(ps, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)  # the probe's
+
+    def opt_step() -> None:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def opt_tensor() -> float:
+        for p in ps:
+            p.grad = torch.ones_like(p)
+        return _timed(torch, device, opt_step, OPT_TENSORS)[0]
+
+    return {
+        "layer_fwd": lambda: _timed(torch, device, forward, LAYERS)[0],
+        "layer_bwd": layer_bwd,
+        "opt_tensor": opt_tensor,
+    }
 
 
 def _timing(samples: list[float]) -> DispatchTiming:
@@ -173,11 +272,11 @@ def _timing(samples: list[float]) -> DispatchTiming:
 
 
 def host_dispatch(device: str, repeats: int = REPEATS) -> HostDispatch:
-    """This machine's host seconds per eager operator: forward in a graph, backward, without grad
-    (the median over ``repeats`` interleaved repeats; this module's docstring says what is timed)."""
+    """This machine's host seconds of eager PyTorch: the floor per operator, an eager layer and
+    AdamW per tensor (medians over ``repeats`` interleaved repeats; this module's docstring)."""
     import torch
 
-    timers = _timers(torch, device)
+    timers = {**_floor_timers(torch, device), **_layer_timers(torch, device)}
     samples: dict[str, list[float]] = {k: [] for k in timers}
     for (
         f
@@ -187,10 +286,5 @@ def host_dispatch(device: str, repeats: int = REPEATS) -> HostDispatch:
         for k, f in timers.items():
             samples[k].append(f())
     return HostDispatch(
-        op=_timing(samples["op"]),
-        bwd_op=_timing(samples["bwd_op"]),
-        nograd_op=_timing(samples["nograd_op"]),
-        repeats=repeats,
-        chain=CHAIN,
-        method=DISPATCH_METHOD,
+        **{k: _timing(v) for k, v in samples.items()}, repeats=repeats, method=DISPATCH_METHOD
     )

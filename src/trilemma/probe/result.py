@@ -110,6 +110,9 @@ class Predicted:
     dp_comm_s: float
     optimizer_s: float
     memory_breakdown: dict[str, float] = field(default_factory=dict)
+    # of compute_s, what the host's issue of the operators takes beyond the device (estimate's "host"
+    # class: on a CPU all of it, host and device adding); 0 in records written before it was kept
+    host_s: float = 0.0
 
 
 @dataclass(frozen=True)

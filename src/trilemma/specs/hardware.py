@@ -17,14 +17,15 @@ from trilemma.specs.bounds import (
 from trilemma.specs.enums import Precision
 
 #: efficiency constants a device may carry as its own (keys of constants.toml [efficiency]), and the
-#: host seconds per eager operator, forward and backward, a probe profile measures
-#: (trilemma.probe.dispatch)
+#: host seconds a probe profile measures: per eager operator, forward and backward, and the
+#: optimizer's per parameter tensor (trilemma.probe.dispatch)
 DEVICE_EFFICIENCY_KEYS = (
     "gemm_max",
     "gemm_half_dim",
     "balance_exponent",
     "host_op_s",
     "host_bwd_op_s",
+    "host_opt_tensor_s",
 )
 #: the family of a device whose architecture is not known (a user profile of an unnamed GPU)
 UNKNOWN_FAMILY = "unknown"
@@ -65,8 +66,9 @@ class HardwareSpec(Spec):
         default_factory=dict,
         description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
         "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it; and "
-        "its host's seconds per eager operator, forward and backward (host_op_s, host_bwd_op_s: a "
-        "probe profile's measured dispatch cost)",
+        "its host's seconds per eager operator, forward and backward, and its optimizer's per "
+        "parameter tensor (host_op_s, host_bwd_op_s, host_opt_tensor_s: a probe profile's "
+        "measured dispatch cost)",
     )
     mamf_flop_per_s: dict[Precision, float] = Field(
         default_factory=dict,
