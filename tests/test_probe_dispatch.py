@@ -177,12 +177,6 @@ BUSY_SHARE = 0.2
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="the planner has no host term for the optimizer's step: AdamW on a CPU issues ~10 "
-    "operators per parameter tensor, one tensor at a time (~30 µs each measured, 100 tensors: "
-    "~3 ms of a ~14 ms step); predicted/measured 0.57-0.60 without it, ~0.8 with it",
-    strict=False,
-)
 def test_small_operator_model_step_predicted_within_25_percent():
     """The probe on this CPU, a model of many small operators (d_model 64, 8 layers, one sequence of
     128 tokens, fp32, one thread): the planner predicts its measured step within 25% using the host

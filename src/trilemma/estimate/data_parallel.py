@@ -15,7 +15,7 @@ import numpy as np
 
 from trilemma.estimate.comm import all_gather_s, all_reduce_s, reduce_scatter_s
 from trilemma.estimate.finetune import ADAPTER_BYTES, state_bytes, trainable_params
-from trilemma.estimate.host import sync_s
+from trilemma.estimate.host import optimizer_host_s, param_tensors, sync_s
 from trilemma.estimate.layer_time import LayerTimes
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.parallel_time import collective_interference_s
@@ -134,6 +134,9 @@ def optimizer_s(
     per_param = 2 * opt_b + g_b + w_b
     opt_params = st.local_params * st.train / np.where(L.zero >= 1, n_dp, 1)
     syncs = (STEP_SYNCS + (plan.precision == Precision.FP16)) * sync_s(ctx.c, ctx.host)
+    # the host's loop over the stage's parameter tensors (a ZeRO rank still visits each one's shard)
+    tensors = param_tensors(m) * st.train / L.pp
+    syncs = syncs + optimizer_host_s(ctx.c, tensors, ctx.async_launch, ctx.host)
     if plan.offload == Offload.NONE:
         return ctx.hbm_s(opt_params * (per_param + g_b)) + syncs
     return offload_s(

@@ -46,9 +46,40 @@ EAGER_VIEWS_PER_LAYER = 10
 TP_CALLS_PER_LAYER = (2, 2)
 
 
+#: host operators of one parameter tensor's AdamW update in PyTorch's single-tensor loop (torch.optim
+#: adamw _single_tensor_adamw: weight decay mul, two lerp/mul-add for the moments, bias corrections,
+#: sqrt, div, add, addcdiv, and zero_grad): the default on a CPU, where foreach is off
+OPT_OPS_PER_TENSOR = 10
+
+
+def param_tensors(m: ModelSpec) -> float:
+    """Parameter tensors the optimizer visits, per layer × layers plus the embeddings, final norm and
+    head: a layer's four linears (fused QKV, output, the MLP's input projection(s) and its output, as
+    Megatron-LM and the probe's model lay them out), their biases, and each norm's weight (and bias)."""
+    per_norm = 2 if m.norm.value == "layernorm" else 1
+    layer = 4 + m.qkv_bias + m.out_bias + 2 * m.mlp_bias + m.norms_per_layer * per_norm
+    return m.n_layers * layer + 2 + per_norm + (0 if m.tied_embeddings else 1)
+
+
+def optimizer_host_s(c: dict, n_tensors: Any, async_launch: bool, host: HostMode) -> Any:
+    """The host's seconds of one optimizer step over ``n_tensors`` local parameter tensors: where the
+    device queues kernels (a GPU) a multi-tensor optimizer (PyTorch's foreach default on CUDA, Apex's
+    FusedAdam) launches a few kernels per list and the host keeps ahead: 0; on a CPU PyTorch's AdamW
+    runs its single-tensor loop, ``host_opt_tensor_s`` per tensor where the probe measured it, else
+    OPT_OPS_PER_TENSOR operators each."""
+    if async_launch:
+        return 0.0 * n_tensors
+    per = c.get("host_opt_tensor_s", OPT_OPS_PER_TENSOR * host_op_s(c, host))
+    return n_tensors * float(per)
+
+
 def effective_host(stack: StackSpec, compile_flag: bool) -> HostMode:
-    """The stack's host mode; ``--compile`` turns an eager host into torch.compile's."""
-    return HostMode.COMPILE if compile_flag and stack.host == HostMode.EAGER else stack.host
+    """The host mode a plan runs: torch.compile's where the plan compiles (``TrainingPlan.compile``,
+    the stack's own unless a flag said otherwise), eager where a compiling stack's plan does not,
+    else the stack's (CUDA graphs, a native loop)."""
+    if compile_flag:
+        return HostMode.COMPILE
+    return HostMode.EAGER if stack.host == HostMode.COMPILE else stack.host
 
 
 def fuses_pointwise(stack: StackSpec, host: HostMode) -> tuple[bool, bool, bool]:
@@ -76,7 +107,7 @@ def unfused_extra(
         kf, kb = kf + n * UNFUSED_RMSNORM[0], kb + n * UNFUSED_RMSNORM[1]
         t = 2 * 4.0 * T * m.d_model
         bf, bb = bf + n * UNFUSED_RMSNORM[0] * t, bb + n * UNFUSED_RMSNORM[1] * t
-    if not act and (m.ffn_matrices == 3 or m.bias):
+    if not act and (m.ffn_matrices == 3 or m.mlp_bias):
         frac = m.n_dense_layers / m.n_layers + (
             m.n_moe_layers / m.n_layers * m.top_k * m.expert_ffn / max(m.ffn_dim, 1)
             if m.is_moe
@@ -131,6 +162,8 @@ __all__ = [
     "host_op_s",
     "host_ops_per_layer",
     "issue_bound_s",
+    "optimizer_host_s",
+    "param_tensors",
     "sync_s",
     "unfused_extra",
 ]

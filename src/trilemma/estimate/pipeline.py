@@ -57,8 +57,10 @@ class PipelineTimes:
     bubble_s: np.ndarray  # per step
 
 
-#: the LM head and loss's operators on the host: three GEMMs, the cross-entropy and its gradient
-HEAD_HOST_OPS = 5
+#: the host operators of the embeddings, final norm, LM head and loss, forward and backward, as eager
+#: PyTorch issues them (token and position lookups and their add; the norm; the head matmul; the fp32
+#: cast, log-softmax and NLL; their backwards, the head's two GEMMs and the embeddings' dense backward)
+HEAD_HOST_OPS = 20
 
 
 def pipeline_s(

@@ -205,14 +205,17 @@ def _case(m: RowMapping) -> Case:
         model,
         stages=[stage],
         precision=precision,
-        flash_attention=m.get("flash", True),
+        # a feature the row does not state is its stack's (trilemma.resolve.with_stack), else
+        # TrainingPlan's default
+        flash_attention=m.get("flash"),
         dtypes=dt,
         optimizer=Optimizer(m.get("optimizer", "adamw")),
-        fused_loss=m.get("fused_loss", False),
-        softmax_passes=m.get("softmax_passes", 1),
-        compile=m.get("compile", False),
-        async_tp=m.get("async_tp", False),
+        fused_loss=m.get("fused_loss"),
+        softmax_passes=m.get("softmax_passes"),
+        compile=m.get("compile"),
+        async_tp=m.get("async_tp"),
         task=m.get("task", "causal-lm"),
+        stack=m.get("stack") or None,
     )
     return Case(
         kind=m.kind,
