@@ -144,31 +144,41 @@ def _summary_table(summary: dict[str, Any]) -> Table:
             col, justify="left" if col in ("kind", "fit", "80% band coverage") else "right"
         )
     for kind, parts in summary.items():
-        first = (
-            ("in-sample", parts["in_sample"])
-            if "in_sample" in parts
-            else ("shipped constants", parts["shipped_constants"])
-        )  # a user's --data rows: out of sample
-        held = [("leave-one-source-out", parts["leave_one_source_out"])]
-        if parts.get("leave_one_stack_out", {}).get("n"):
-            held.append(("leave-one-stack-out", parts["leave_one_stack_out"]))
-        for which, st in (first, *held):
-            cov = _coverage(parts) if which == "leave-one-source-out" else ""
-            if not st.get("n"):
-                s.add_row(kind, which, "0", "—", "—", "—", "—", str(parts["skipped"]), cov)
-                continue
-            s.add_row(
-                kind,
-                which,
-                str(st["n"]),
-                f"{st['median_error']:.1%}",
-                f"{st['worst_error']:.0%}",
-                f"{st['within_10pct']:.0%}",
-                f"{st['within_25pct']:.0%}",
-                str(parts["skipped"]),
-                cov,
-            )
+        _summary_rows(s, kind, parts, str(parts["skipped"]))
+        small = parts.get("small_configurations")
+        if small and small["in_sample"].get("n"):
+            n_src = len(small["sources"])
+            _summary_rows(s, f"{kind}, small ({n_src} sources)", small, "")
     return s
+
+
+def _summary_rows(s: Table, kind: str, parts: dict[str, Any], skipped: str) -> None:
+    """One kind's rows of the summary: in-sample (or shipped constants), then held out by source and
+    by stack."""
+    first = (
+        ("in-sample", parts["in_sample"])
+        if "in_sample" in parts
+        else ("shipped constants", parts["shipped_constants"])
+    )  # a user's --data rows: out of sample
+    held = [("leave-one-source-out", parts["leave_one_source_out"])]
+    if parts.get("leave_one_stack_out", {}).get("n"):
+        held.append(("leave-one-stack-out", parts["leave_one_stack_out"]))
+    for which, st in (first, *held):
+        cov = _coverage(parts) if which == "leave-one-source-out" and skipped else ""
+        if not st.get("n"):
+            s.add_row(kind, which, "0", "—", "—", "—", "—", skipped, cov)
+            continue
+        s.add_row(
+            kind,
+            which,
+            str(st["n"]),
+            f"{st['median_error']:.1%}",
+            f"{st['worst_error']:.0%}",
+            f"{st['within_10pct']:.0%}",
+            f"{st['within_25pct']:.0%}",
+            skipped,
+            cov,
+        )
 
 
 def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:

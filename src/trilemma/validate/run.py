@@ -26,6 +26,7 @@ from trilemma.validate.bounds import at_bounds
 from trilemma.validate.cases import load_cases, load_file
 from trilemma.validate.fit import FITTED_PARAMS, calibrate, loso, summarise
 from trilemma.validate.predict import RUN_METRICS, TIME_METRICS, Prediction, predict
+from trilemma.validate.regimes import small_summary
 from trilemma.validate.stacks import cross_stack, stack_lines
 
 KINDS = ("runs", "throughput", "memory")
@@ -157,6 +158,8 @@ def run_validate(
             # source (trilemma.validate.bands.coverage); the target is the level
             "band_coverage": {"level": LEVEL, **cov.get(k, {})},
         }
+        if k == "throughput":  # small configurations on their own (trilemma.validate.regimes)
+            summary[k]["small_configurations"] = small_summary(mine, lp, sp)
     # on-device decode speed and memory verdicts (data/ondevice.csv, trilemma.validate.ondevice): shipped rows only
     from trilemma.validate.ondevice import summary as ondevice_summary
 
