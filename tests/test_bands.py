@@ -121,9 +121,9 @@ def test_bands_never_narrow_as_a_plan_moves_outside_the_calibrated_regime(
 def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
     reg = calibration()["regime"]
     inside = estimate(
-        "llama2-70b", "h100-sxm", 512, 2e12
+        "llama2-70b", "h100-sxm", 512, 2e12, stack="megatron-core"
     )  # 64 nodes: inside every bound of [regime]
-    beyond = estimate("llama2-70b", "h100-sxm", 2 * reg["max_gpus"], 2e12)
+    beyond = estimate("llama2-70b", "h100-sxm", 2 * reg["max_gpus"], 2e12, stack="megatron-core")
     assert inside.time.band_reason == BAND_LOSO and inside.time.band_reasons == ()
     assert len(beyond.time.band_reasons) == 2 and "devices" in beyond.time.band_reason
     assert "unmodelled losses are extrapolated" in beyond.time.band_reasons[1]
@@ -134,8 +134,8 @@ def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
     )
     assert any("outside the calibrated regime" in w for w in beyond.warnings)
     # a precision with no calibrated rows; two reasons at once with a chip family not calibrated
-    assert outside_reasons("amd-cdna3", 8, 7e9, "fp32")[0] == BAND_CROSS_FAMILY
-    assert len(outside_reasons("amd-cdna3", 8, 7e9, "fp32")) == 2
+    assert outside_reasons("amd-cdna3", 8, 7e9, "tf32")[0] == BAND_CROSS_FAMILY
+    assert len(outside_reasons("amd-cdna3", 8, 7e9, "tf32")) == 2
     assert (
         calibration()["regime"]["finetune_cases"] == 0
         and "fine-tune" in outside_reasons("nvidia-ampere", 8, 7e9, "bf16", True)[0]
@@ -143,7 +143,7 @@ def test_a_plan_beyond_the_calibrated_scale_says_why_its_band_is_wider():
 
 
 def test_every_corner_has_a_band_holding_its_point():
-    e = estimate("llama2-7b", "a100-80gb", 64, 1e11)
+    e = estimate("llama2-7b", "a100-80gb", 64, 1e11, stack="megatron-core")
     t, c, m = e.time, e.cost, e.memory
     for low, point, high in (
         (t.total_s_low, t.total_s, t.total_s_high),
@@ -217,8 +217,8 @@ def test_more_nodes_than_any_whole_run_widens_the_run_band_but_not_the_step_band
     gpus = 8 * (nodes + 1)
     assert gpus <= reg["max_gpus"]
     at, beyond = (
-        estimate("llama2-13b", "a100-80gb", 8 * nodes, 2e12),
-        estimate("llama2-13b", "a100-80gb", gpus, 2e12),
+        estimate("llama2-13b", "a100-80gb", 8 * nodes, 2e12, stack="megatron-core"),
+        estimate("llama2-13b", "a100-80gb", gpus, 2e12, stack="megatron-core"),
     )
     assert at.time.band_reasons == ()
     assert len(beyond.time.band_reasons) == 1 and f"{nodes + 1:,} nodes" in beyond.time.band_reason
@@ -251,8 +251,8 @@ def test_fewer_nodes_than_any_multi_node_whole_run_widens_the_run_band_too():
     )
     assert calibration()["regime"]["min_run_nodes"] == fewest > 2
     two, one = (
-        estimate("llama2-7b", "a100-80gb", 16, 1e11),
-        estimate("llama2-7b", "a100-80gb", 8, 1e11),
+        estimate("llama2-7b", "a100-80gb", 16, 1e11, stack="megatron-core"),
+        estimate("llama2-7b", "a100-80gb", 8, 1e11, stack="megatron-core"),
     )
     assert (
         len(two.time.band_reasons) == 1

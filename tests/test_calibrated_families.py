@@ -64,7 +64,7 @@ def test_coverage_counts_are_the_cases_grouped_by_family():
         k: 0 for k in KINDS
     }
     assert family_calibrated("nvidia-ampere") and family_calibrated("nvidia-hopper")
-    assert not family_calibrated("nvidia-volta")  # memory rows only: no step time measured
+    assert family_calibrated("nvidia-volta")  # Hugging Face's V100 rows measure its steps now
     assert not family_calibrated("no-such-family")
 
 
@@ -75,16 +75,13 @@ def test_cross_family_figures_are_stored():
     # every family with step times or runs was held out, and only those
     assert set(held) == {f for f in fams if family_calibrated(f)}
     assert sum(r["cross_family_n"] for r in held.values()) == b["cross_family_n"] > 0
-    # predicting a family never seen is worse than predicting a source never seen (on the same rows: the
-    # cross-family residuals are throughput's and runs', 249 of 263 throughput's, whose band is step time's)
-    assert (
-        b["cross_family_log_q90"] - b["cross_family_log_q10"]
-        > b["throughput_log_q90"] - b["throughput_log_q10"]
-    )
+    # predicting a family never seen errs further toward too fast than predicting a source never seen
+    # (the cross-family residuals are throughput's and runs'; their lower quantile is the fast side)
+    assert b["cross_family_log_q10"] < b["throughput_log_q10"]
 
 
 def test_calibrated_family_gets_the_plain_band_and_no_note():
-    e = estimate("llama2-7b", "a100-80gb", 512, 1e12)
+    e = estimate("llama2-7b", "a100-80gb", 512, 1e12, stack="megatron-core")
     lo, hi = band_factors()
     assert e.time.band_reason == BAND_LOSO
     assert e.time.total_s_low == pytest.approx(e.time.total_s * lo)
@@ -96,7 +93,7 @@ def test_calibrated_family_gets_the_plain_band_and_no_note():
 
 
 def test_uncalibrated_family_says_so_and_its_band_is_wider_and_contains_the_plain_one():
-    e = estimate("llama2-7b", "mi300x", 512, 1e12)
+    e = estimate("llama2-7b", "mi300x", 512, 1e12, stack="megatron-core")
     t, c = e.time, e.cost
     lo, hi = band_factors()
     wlo, whi, reason = band_for("amd-cdna3")
@@ -129,7 +126,10 @@ def test_uncalibrated_family_says_so_and_its_band_is_wider_and_contains_the_plai
     )
     # a device of no known family (a hand-built spec) is not calibrated either
     hw = hardware_presets()["a100-80gb"].replace(name="my-chip", family=UNKNOWN_FAMILY)
-    assert estimate("llama2-7b", hw, 512, 1e12).time.band_reason == BAND_CROSS_FAMILY
+    assert (
+        estimate("llama2-7b", hw, 512, 1e12, stack="megatron-core").time.band_reason
+        == BAND_CROSS_FAMILY
+    )
 
 
 def test_cli_prints_the_note(capsys):

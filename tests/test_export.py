@@ -838,13 +838,14 @@ def test_an_export_searches_the_layouts_its_engine_can_write(capsys):
 
 
 def test_a_solve_optimum_an_engine_cannot_write_is_exported_in_the_fastest_layout_it_can():
-    """solve --budget '$2M' --deadline 30d picks ZeRO-2 without a pipeline, which torchtitan has no setting for
-    (FSDP2 is ZeRO-3; ZeRO-1 only under pipeline parallelism). The export writes the same plan (model, GPUs,
-    tokens, batch) in the fastest layout torchtitan can express and says so, naming what it changed and why."""
+    """solve --budget '$2M' --deadline 30d --zero 2 --pp 1 picks ZeRO-2 without a pipeline, which torchtitan has
+    no setting for (FSDP2 is ZeRO-3; ZeRO-1 only under pipeline parallelism). The export writes the same plan
+    (model, GPUs, tokens, batch) in the fastest layout torchtitan can express and says so, naming what it
+    changed and why."""
     from trilemma.export import export_solve
     from trilemma.solve import solve
 
-    r = solve(budget="$2M", deadline="30d")
+    r = solve(budget="$2M", deadline="30d", layout={"zero": "2", "pp": "1"})
     o = r.optimum
     with pytest.raises(ExportError):
         export(o, "torchtitan")

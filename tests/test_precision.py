@@ -42,11 +42,13 @@ def test_fp16_warns_from_100b_parameters_only():
 def test_solve_breaks_a_bf16_fp16_tie_toward_bf16():
     """bf16 and fp16 run at the same speed and memory and reach the same loss on an A100, so the optimum
     is a tie; whatever order --precision lists them in, solve takes bf16 (no loss scaling: fp16's
-    overflow risk, precision.toml [fp16]) and the fp16 plan is the precision runner-up at no Δ."""
+    overflow risk, precision.toml [fp16]) and the fp16 plan is the precision runner-up at no Δ beyond
+    its loss scaler's overflow check, one more synchronisation per step (~20 µs: data_parallel.STEP_SYNCS)."""
     from trilemma.solve import solve
 
     r = solve(deadline="30d", budget="$2M", gpu="a100-80gb", precision="fp16,bf16")
     assert str(r.optimum.plan.precision) == "bf16"
     prec = [e for why, e, _ in r.runners_up if why == "precision"]
     assert prec and str(prec[0].plan.precision) == "fp16"
-    assert prec[0].time.total_s == pytest.approx(r.optimum.time.total_s, rel=1e-9)
+    assert prec[0].time.total_s == pytest.approx(r.optimum.time.total_s, rel=1e-6)
+    assert prec[0].time.total_s >= r.optimum.time.total_s

@@ -83,7 +83,8 @@ def test_validate_reads_the_published_finetune_memory(doc, capsys):
 def test_fitted_constants_on_a_bound_are_listed_each_with_its_missing_term(doc, capsys):
     """validate --json lists every fitted constant within 0.1% of its bounds' width from a bound of its fit
     (fit.FITTED_PARAMS), read from the shipped calibration, and each carries a note naming the term it
-    stands for. Today: efficiency.kernel_s on its upper bound, memory.framework_residual_bytes on its lower."""
+    stands for. Today: efficiency.kernel_s on its upper bound, host.host_eager_op_s and
+    memory.framework_residual_bytes on their lower ones."""
     from trilemma.presets import constants
     from trilemma.validate.fit import FITTED_PARAMS
 
@@ -95,7 +96,11 @@ def test_fitted_constants_on_a_bound_are_listed_each_with_its_missing_term(doc, 
     }
     listed = doc["fitted_at_bounds"]
     assert {b["constant"]: b["bound"] for b in listed} == on
-    assert on == {"efficiency.kernel_s": "upper", "memory.framework_residual_bytes": "lower"}
+    assert on == {
+        "efficiency.kernel_s": "upper",
+        "host.host_eager_op_s": "lower",
+        "memory.framework_residual_bytes": "lower",
+    }
     for b in listed:
         assert b["note"] and b["lower"] <= b["value"] <= b["upper"], b
     assert main(["validate", "--kind", "finetune", "--json"]) == 0
@@ -103,7 +108,7 @@ def test_fitted_constants_on_a_bound_are_listed_each_with_its_missing_term(doc, 
 
 
 def test_estimates_carry_a_band_from_the_backtest():
-    e = estimate("llama2-7b", "a100-80gb", 512, 1e12)
+    e = estimate("llama2-7b", "a100-80gb", 512, 1e12, stack="megatron-core")
     b = calibration()["bands"]
     assert b["time_log_q10"] < 0 < b["time_log_q90"] or b["time_log_q10"] <= b["time_log_q90"]
     t, c = e.time, e.cost

@@ -20,10 +20,17 @@ ON_BOUND = 1e-3
 #: the missing term each constant known to sit on a bound stands for
 MISSING_TERM: dict[str, str] = {
     "efficiency.kernel_s": (
-        "at its upper bound (10 µs per kernel, a launch and eager PyTorch's per-op dispatch: constants.toml): "
-        "the step-time fit wants more fixed time per operation than both cost. It stands for per-operation "
-        "time the step has no term for beyond them (per-layer hooks, the latency of small collectives, "
-        "synchronisation), which weighs most in small models' short steps."
+        "at its upper bound (10 µs of device time per kernel, where a launch gap is 1-2 µs: constants.toml): "
+        "the step-time fit wants fixed time per kernel added to the device's, not hidden behind a host "
+        "that runs ahead. It stands for per-kernel time the step has no term for (tail effects and wave "
+        "quantisation of short kernels, the synchronous per-linear collectives of stacks without TP "
+        "overlap), which weighs most in small models' short steps."
+    ),
+    "host.host_eager_op_s": (
+        "at its lower bound (2 µs per eager operator, where PyTorch's dispatcher alone is 2-3 µs and the "
+        "probe measures ~10 µs per counted operator on a CPU): with the device's per-kernel time on its "
+        "upper bound the fit has no use for a host that runs ahead; the two trade against each other "
+        "until a term for what kernel_s stands for is added."
     ),
     "memory.framework_residual_bytes": (
         "at its lower bound (0 bytes): the device totals it is fitted on (the Hugging Face BERT rows, the "
