@@ -166,11 +166,13 @@ def calibrate(cases: list[Case], consts: Constants | None = None) -> Constants:
     return consts
 
 
+#: the stack of a calibration row whose source names none
+UNTAGGED_STACK = "untagged"
 #: what a held-out unit is: a source group (leave-one-source-out) or a chip family (cross-family)
 HOLD_OUT_BY: dict[str, Callable[[Case], str]] = {
     "group": lambda c: c.group,
     "family": lambda c: c.hardware.family,
-    "stack": lambda c: getattr(c, "stack", "") or "untagged",
+    "stack": lambda c: getattr(c, "stack", "") or UNTAGGED_STACK,
 }
 
 

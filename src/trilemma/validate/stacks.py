@@ -16,18 +16,19 @@ from typing import Any
 import numpy as np
 
 from trilemma.validate.bands import LEVEL
-from trilemma.validate.fit import loso, summarise
+from trilemma.validate.fit import HOLD_OUT_BY, UNTAGGED_STACK, loso, summarise
 from trilemma.validate.predict import RUN_METRICS, TIME_METRICS, Prediction
 
 #: a row whose source names no stack
-UNTAGGED = "untagged"
+UNTAGGED = UNTAGGED_STACK
 #: the pooled residuals' lower, middle and upper quantiles (an 80% band)
 QUANTILES = ((1 - LEVEL) / 2, 0.5, (1 + LEVEL) / 2)
 
 
 def stack_of(case: Any) -> str:
-    """The stack a calibration case was measured with, ``UNTAGGED`` where its row names none."""
-    return getattr(case, "stack", "") or UNTAGGED
+    """The stack a calibration case was measured with, ``UNTAGGED`` where its row names none (the key
+    ``fit.loso(by="stack")`` holds cases out by)."""
+    return HOLD_OUT_BY["stack"](case)
 
 
 def cross_stack(
