@@ -72,3 +72,16 @@ def save_stated_cpu_profile() -> None:
         measured_at="2025-01-01T00:00:00+00:00",
     )
     save_local_profile(local_hardware(meas), meas)
+
+
+def short_ladder_runs(fingerprint: str, seeds) -> list:
+    """Real ladder runs short enough for a test: the smallest shape (width 16), 6 optimizer steps
+    (2 of warm-up), 2,048 evaluation tokens, one run per seed, on the corpus of ``fingerprint``."""
+    from dataclasses import replace
+
+    from trilemma.ladder import plan as lp
+
+    run = lp.make_run(
+        "fit", lp.shape_for_width(16), 5.0, eval_tokens=2048, data_fingerprint=fingerprint
+    )
+    return [replace(run, steps=6, warmup_steps=2, seed=s) for s in seeds]

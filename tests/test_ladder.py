@@ -394,27 +394,13 @@ def test_import_does_not_import_torch():
 def test_pool_two_workers_real_training(tmp_path):
     """Three real (very short) runs on two worker processes: each appends its own record once."""
     pytest.importorskip("torch")
-    from dataclasses import replace
+    from clitools import short_ladder_runs
 
     from trilemma.ladder.pool import run_pool
     from trilemma.ladder.train import corpus_view, run_to_dict
 
     view = corpus_view(None)
-    runs = [
-        replace(
-            lp.make_run(
-                "fit",
-                lp.shape_for_width(16),
-                5.0,
-                eval_tokens=2048,
-                data_fingerprint=view.fingerprint,
-            ),
-            steps=6,
-            warmup_steps=2,
-            seed=s,
-        )
-        for s in range(3)
-    ]
+    runs = short_ladder_runs(view.fingerprint, range(3))
     out = tmp_path / "runs.jsonl"
     seen = []
     recs = run_pool(

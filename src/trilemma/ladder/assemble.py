@@ -50,7 +50,8 @@ def run_rows(
             rows.append(RunRow(status="pending", **base))
             continue
         m = rec["measured"]
-        rec_share = (rec["environment"].get("threads") or 1) / cores
+        on_gpu = str(rec["run"].get("device", "cpu")).startswith("cuda")  # a whole GPU per run
+        rec_share = 1.0 if on_gpu else (rec["environment"].get("threads") or 1) / cores
         rows.append(
             RunRow(
                 status="resumed" if r.key in resumed else "done",

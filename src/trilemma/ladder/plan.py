@@ -54,7 +54,7 @@ from trilemma.ladder.shapes import (
     shape_for_params,
     shape_for_width,
 )
-from trilemma.ladder.timing import predict_run_s, schedule_s, worker_hardware
+from trilemma.ladder.timing import predict_run, schedule_s, worker_hardware
 from trilemma.units import SI
 
 __all__ = [
@@ -109,9 +109,7 @@ class RunSpec:
     beta2: float = BETAS[1]
     seed: int = 0
     eval_tokens: int = EVAL_TOKENS
-    data_fingerprint: str = (
-        ""  # sha256 of the corpus text (train and eval split), set by the runner
-    )
+    data_fingerprint: str = ""  # sha256 of the corpus text (train and eval split), by the runner
 
     @property
     def n(self) -> int:
@@ -240,7 +238,8 @@ def rung(
 @dataclass(frozen=True)
 class PlannedRun:
     run: RunSpec
-    predicted_s: float | None  # the planner's time for this run on a worker's share of `local`
+    predicted_s: float | None = None  # the planner's time for this run on its device (s)
+    predicted_bytes: float | None = None  # the planner's peak memory of this run's device (bytes)
 
 
 @dataclass(frozen=True)
@@ -283,6 +282,7 @@ class LadderPlan:
                     "warmup_steps": p.run.warmup_steps,
                     "flop": p.run.flop,
                     "predicted_s": p.predicted_s,
+                    "predicted_bytes": p.predicted_bytes,
                 }
                 for p in self.runs
             ],
@@ -316,38 +316,30 @@ def make_plan(
     threads: int,
     seed: int = 0,
     data_fingerprint: str = "",
+    share: int | None = None,
+    precision: str = "fp32",
 ) -> LadderPlan:
-    """Every run of ``grid`` with the rules' hyperparameters and the planner's predicted times."""
+    """Every run of ``grid`` with the rules' hyperparameters and the planner's predicted times on
+    1/``share`` of ``hw`` each (default: 1/``workers``) in ``precision``; ``workers`` runs at once."""
     fit_shapes = [shape_for_width(w) for w in grid.fit_widths]
     held = shape_for_width(grid.held_out_width)
     check_grid(grid, fit_shapes, held)
-    runs = [
-        make_run(
-            "fit", s, r, seed=seed, eval_tokens=grid.eval_tokens, data_fingerprint=data_fingerprint
-        )
-        for s in fit_shapes
-        for r in grid.ratios
-    ]
-    runs.append(
-        make_run(
-            "held_out",
-            held,
-            grid.held_out_ratio,
-            seed=seed,
-            eval_tokens=grid.eval_tokens,
-            data_fingerprint=data_fingerprint,
-        )
+    same = {"seed": seed, "eval_tokens": grid.eval_tokens, "data_fingerprint": data_fingerprint}
+    runs = [make_run("fit", s, r, **same) for s in fit_shapes for r in grid.ratios]
+    runs.append(make_run("held_out", held, grid.held_out_ratio, **same))
+    parts = workers if share is None else share
+    dev = None if hw is None else worker_hardware(hw, parts)
+    planned = tuple(
+        PlannedRun(r) if dev is None else PlannedRun(r, *predict_run(r, dev, precision))
+        for r in runs
     )
-    warnings: list[str] = []
-    share = None if hw is None else worker_hardware(hw, workers)
-    planned = tuple(PlannedRun(r, None if share is None else predict_run_s(r, share)) for r in runs)
     wall = (
-        None if share is None else STARTUP_S + schedule_s([p.predicted_s for p in planned], workers)
+        None if dev is None else STARTUP_S + schedule_s([p.predicted_s for p in planned], workers)
     )
     where = (
         None
         if hw is None
-        else (f"{hw.name}" + (f", 1/{workers} of it per worker" if workers > 1 else ""))
+        else (f"{hw.name}" + (f", 1/{parts} of it per worker" if parts > 1 else ""))
     )
     return LadderPlan(
         grid=grid,
@@ -356,7 +348,6 @@ def make_plan(
         threads=threads,
         hardware=where,
         predicted_wall_s=wall,
-        warnings=tuple(warnings),
     )
 
 

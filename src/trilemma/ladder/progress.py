@@ -58,6 +58,12 @@ class LadderProgress:
                 info=f"last: {label} loss {loss if loss is None else round(loss, 4)}",
             )
 
+    def run_failed(self) -> None:
+        """A run failed on every try on a cluster: counted as finished, shown as failed."""
+        if self.bar is not None:
+            self.failed = getattr(self, "failed", 0) + 1
+            self.bar.update(self.runs, advance=1, info=f"{self.failed} failed")
+
     def close(self) -> None:
         """Stop the bar (safe to call more than once)."""
         if self.bar is not None:

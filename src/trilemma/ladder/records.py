@@ -33,14 +33,23 @@ from typing import TYPE_CHECKING, Any
 from trilemma.fileio import RECORDS_MAX_BYTES, append_line, open_input, parse_problem
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trilemma.ladder.plan import LadderPlan
+    from trilemma.ladder.plan import LadderPlan, RunSpec
 
 try:  # POSIX; elsewhere O_APPEND alone keeps whole-record writes apart
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SCHEMA", "RecordsRead", "append_record", "encode_record", "read_records", "resume"]
+__all__ = [
+    "SCHEMA",
+    "RecordsRead",
+    "append_record",
+    "encode_record",
+    "failed_record",
+    "record_head",
+    "read_records",
+    "resume",
+]
 
 SCHEMA = "trilemma.ladder/1"
 _READABLE = ("trilemma.ladder/1",)
@@ -67,6 +76,32 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     append_line(p, data, "out")
+
+
+def record_head(run: RunSpec, loss: float | None) -> dict[str, Any]:
+    """The fields every ladder record starts with: schema, run key and role, N, D and the loss
+    (nats/byte; None: no finite loss)."""
+    return {
+        "schema": SCHEMA,
+        "key": run.key,
+        "role": run.role,
+        "N": run.n,
+        "D": run.tokens,
+        "loss": loss,
+    }
+
+
+def failed_record(task: dict[str, Any], error: str) -> dict[str, Any]:
+    """The record of a run that failed on every try on a cluster (``status`` failed, its error, no
+    loss): kept for the user to read; a later call trains the run again (``resume`` skips it)."""
+    from trilemma.ladder.train import run_from_dict
+
+    return {
+        **record_head(run_from_dict(task["run"]), None),
+        "status": "failed",
+        "error": error,
+        "run": task["run"],
+    }
 
 
 @dataclass(frozen=True)
@@ -153,15 +188,24 @@ def resume(
     by_key: dict[str, dict[str, Any]] = {}
     planned_keys = {p.run.key for p in plan.runs}
     foreign = 0
+    failed: dict[str, str] = {}
     for r in got.records:
         if r["key"] not in planned_keys:
             foreign += 1
+        elif r.get("status") == "failed":
+            failed[r["key"]] = str(r.get("error"))
         elif r["key"] in by_key:
             warnings.append(
                 f"{runs_path}: run {r['key']} appears more than once; the first record is used"
             )
         else:
             by_key[r["key"]] = r
+    failed = {k: e for k, e in failed.items() if k not in by_key}
+    if failed:
+        notes.append(
+            f"{len(failed)} run(s) failed on a cluster before (last error: "
+            f"{next(iter(failed.values()))}): trained again"
+        )
     if foreign:
         notes.append(
             f"{foreign} record(s) in {runs_path} belong to other ladders (other grids, data or rules): not used"

@@ -26,16 +26,11 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trilemma.errors import InputError, check_output_file
 from trilemma.fileio import write_text_atomic
-from trilemma.ladder.assemble import (
-    CPU_WATTS_PER_CORE,
-    held_out_row,
-    ladder_totals,
-    machine_block,
-    run_rows,
-)
+from trilemma.ladder import options as opts
+from trilemma.ladder.assemble import held_out_row, ladder_totals, machine_block, run_rows
 from trilemma.ladder.choose import _cores, choose_grid, local_profile
+from trilemma.ladder.dispatch import Placement, check_backend, dispatch_info, placement
 from trilemma.ladder.lock import directory_lock
 from trilemma.ladder.plan import LadderPlan, make_plan
 from trilemma.ladder.records import resume
@@ -49,8 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["run_ladder"]
 
 log = logging.getLogger(__name__)
-
-CPU_PRICE_PER_CORE_HOUR = 0.02  # the probe's placeholder price, ditto
 
 
 # ------------------------------------------------------------------ the ladder
@@ -77,7 +70,8 @@ def run_ladder(
     seed, n_boot = req.seed, req.bootstrap
     t_start = time.perf_counter()
     cores = _cores()
-    _check_options(
+    local = req.backend == "local"
+    opts.check_options(
         workers=workers,
         threads=threads,
         seed=seed,
@@ -85,25 +79,30 @@ def run_ladder(
         price=price,
         plot=plot,
         cores=cores,
+        local=local,
     )
-    out_dir = _out_dir(out)
+    check_backend(req)
+    out_dir = opts.out_dir(out)
     runs_path = out_dir / "runs.jsonl"
     data_t = tuple([data] if isinstance(data, str) else data) if data else None
 
-    n_workers = workers or (1 if tiny else cores)
-    n_threads = threads or (1 if tiny else max(1, cores // n_workers))
+    # a cluster runs every run at once unless --workers caps it; a local GPU, one at a time
+    n_workers = workers or ((1 if tiny or req.gpu else cores) if local else 10**6)
+    n_threads = threads or (1 if tiny else max(1, cores // min(n_workers, cores)))
     warnings: list[str] = []
     notes: list[str] = []
-    if n_workers * n_threads > cores:
+    if local and n_workers * n_threads > cores and req.gpu is None:
         warnings.append(f"{n_workers} workers × {n_threads} threads oversubscribe {cores} cores")
 
-    hw, hw_note = local_profile(measure=True)
+    hw, hw_note = (None, None) if req.gpu else local_profile(measure=True)
     if hw_note:
         (notes if hw is not None else warnings).append(hw_note)
-    plan, view = _grid_plan(req, hw, n_workers, n_threads, data_t, warnings)
+    place = placement(req, hw, cores, min(n_workers, cores), n_threads)
+    plan, view = _grid_plan(req, place, n_workers, n_threads, data_t, warnings)
     n_workers = min(n_workers, len(plan.runs))
-    price_h, machine_w = _price_and_power(price, hw, cores)
-    share = n_threads / cores
+    price_h, machine_w = opts.price_and_power(price, place.hw, cores)
+    share = 1.0 if req.gpu else n_threads / cores
+    cluster = dispatch_info(plan, req, n_threads, str(out_dir / "slurm"))
 
     with nullcontext(0.0) if dry_run else directory_lock(out_dir) as waited:
         if waited > 1.0:
@@ -119,6 +118,10 @@ def run_ladder(
             workers=n_workers,
             threads=n_threads,
             power_w=machine_w * share,
+            backend=req.backend,
+            address=req.address,
+            device=place.device,
+            dispatch=cluster,
         )
         return _locked_run(
             job,
@@ -165,6 +168,7 @@ def _locked_run(
         "warnings": list(warnings),
         "notes": list(notes),
         "done_keys": set(resumed),
+        "cluster": job.dispatch,
     }
     if on_plan is not None:
         on_plan(plan, info)
@@ -199,12 +203,13 @@ def _locked_run(
         notes,
         time.perf_counter() - t_start,
         dry_run,
+        job.dispatch,
     )
 
 
 def _grid_plan(
     req: LadderRequest,
-    hw: Any,
+    place: Placement,
     n_workers: int,
     n_threads: int,
     data_t: tuple[str, ...] | None,
@@ -220,17 +225,19 @@ def _grid_plan(
         holdout_ratio=req.holdout_tokens_per_param,
         minutes=req.minutes,
         tiny=req.tiny,
-        hw=hw,
-        workers=n_workers,
+        hw=place.hw if req.gpu is None else None,
+        workers=min(n_workers, _cores()),
     )
     view = corpus_view(data_t)
     plan = make_plan(
         grid,
-        hw=hw,
-        workers=n_workers,
+        hw=place.hw,
+        workers=min(n_workers, len(grid.fit_widths) * len(grid.ratios) + 1),
         threads=n_threads,
         seed=req.seed,
         data_fingerprint=view.fingerprint,
+        share=place.share,
+        precision=place.precision,
     )
     if (
         req.minutes is not None
@@ -242,78 +249,6 @@ def _grid_plan(
             f"--minutes {req.minutes:g}"
         )
     return plan, view
-
-
-def _price_and_power(price: float | None, hw: Any, cores: int) -> tuple[float, float]:
-    """Dollars per machine-hour (the flag's, else the profile's, else a price per core) and the
-    machine's power in W (the profile's, else a stated estimate per core)."""
-    price_h = (
-        price
-        if price is not None
-        else (hw.price_usd_per_hour if hw is not None else CPU_PRICE_PER_CORE_HOUR * cores)
-    )
-    machine_w = hw.board_power_w if hw is not None else CPU_WATTS_PER_CORE * cores
-    return price_h, machine_w
-
-
-def _check_options(
-    *,
-    workers: int | None,
-    threads: int | None,
-    seed: int,
-    n_boot: int,
-    price: float | None,
-    plot: str | Path | None,
-    cores: int,
-) -> None:
-    """InputError for a bad option: counts are whole numbers (workers at most ``cores``), ``price`` (USD per
-    machine-hour) non-negative, and a ``plot`` needs matplotlib."""
-    for name, v in (
-        ("workers", workers),
-        ("threads", threads),
-        ("seed", seed),
-        ("bootstrap", n_boot),
-    ):
-        if v is not None and (
-            isinstance(v, bool)
-            or not isinstance(v, int)
-            or v < (0 if name in ("seed", "bootstrap") else 1)
-        ):
-            raise InputError(
-                name,
-                v,
-                "a whole number" + ("" if name in ("seed", "bootstrap") else ", at least 1"),
-            )
-    if workers is not None and workers > cores:
-        raise InputError("workers", workers, f"at most {cores}: this machine has {cores} cores")
-    if threads is not None and threads > cores:
-        raise InputError("threads", threads, f"at most {cores}: this machine has {cores} cores")
-    if price is not None and not (isinstance(price, (int, float)) and price >= 0):
-        raise InputError("price", price, "a non-negative price in USD per machine-hour")
-    if plot is not None:
-        import importlib.util
-
-        if importlib.util.find_spec("matplotlib") is None:
-            raise InputError(
-                "plot", str(plot), "matplotlib installed (pip install 'trilemma[plot]')"
-            )
-        check_output_file("plot", plot)
-
-
-def _out_dir(out: str | Path) -> Path:
-    """The output directory, created if missing; InputError if it cannot be."""
-    if not str(out).strip():
-        raise InputError("out", str(out), "a directory for runs.jsonl, law.toml and ladder.json")
-    out_dir = Path(out).expanduser()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(
-            "out", str(out), f"a directory that can be created ({exc.strerror})"
-        ) from None
-    if not out_dir.is_dir():
-        raise InputError("out", str(out), "a directory")
-    return out_dir
 
 
 def _result(
@@ -335,6 +270,7 @@ def _result(
     notes: list[str],
     wall_s: float,
     dry_run: bool,
+    cluster: dict[str, Any] | None = None,
 ) -> LadderResult:
     rows = run_rows(plan, by_key, resumed, report, cores, price_h)
     held = held_out_row(plan, by_key, prediction)
@@ -369,7 +305,7 @@ def _result(
     result = LadderResult(
         out_dir=str(out_dir),
         files=files,
-        plan=plan.to_dict(),
+        plan={**plan.to_dict(), "cluster": cluster},
         runs=tuple(rows),
         fit=None if report is None else report.to_dict(),
         held_out=held,

@@ -24,36 +24,45 @@ def worker_hardware(hw: Any, workers: int) -> Any:
 
 
 def predict_run_s(run: RunSpec, hw: Any) -> float:
-    """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss)."""
+    """The planner's training time of ``run`` on ``hw`` (one device, fp32, no goodput loss), s."""
+    return predict_run(run, hw)[0]
+
+
+def predict_run(run: RunSpec, hw: Any, precision: str = "fp32") -> tuple[float, float]:
+    """The planner's training time (s) and peak memory per device (bytes) of ``run`` on one ``hw``
+    device, no goodput loss: ``fp32`` (the CPU trainer) or ``bf16`` (autocast on a GPU: the
+    planner's bf16 mixed-precision dtypes)."""
     from trilemma.estimate.choose import evaluate_layout
     from trilemma.resolve import make_cluster, make_plan
     from trilemma.specs import DtypeSpec, Layout, Recompute
 
     spec = run.shape.spec(run.seq)
     gbt = float(run.tokens_per_step)
-    dtypes = DtypeSpec(
-        weight="fp32",
-        grad="fp32",
-        master=None,
-        optimizer_state="fp32",
-        frozen_weight="fp32",
-        activation="fp32",
-    )
+    fp32 = {
+        "dtypes": DtypeSpec(
+            weight="fp32",
+            grad="fp32",
+            master=None,
+            optimizer_state="fp32",
+            frozen_weight="fp32",
+            activation="fp32",
+        )
+    }
     plan = make_plan(
         spec,
         tokens=float(run.tokens),
         seq_len=run.seq,
         global_batch_tokens=gbt,
-        precision="fp32",
+        precision=precision,
         flash_attention=True,
-        dtypes=dtypes,
         goodput=1.0,
+        **(fp32 if precision == "fp32" else {}),
     )
     layout = Layout(
         tp=1, pp=1, dp=1, zero=0, recompute=Recompute("none"), micro_batch=run.batch_seqs
     )
     est = evaluate_layout(spec, make_cluster(hw, 1, gpus_per_node=1), plan, layout)
-    return float(est.time.step_s) * run.steps
+    return float(est.time.step_s) * run.steps, float(est.memory.per_gpu_bytes)
 
 
 def schedule_s(times: list[float], workers: int) -> float:

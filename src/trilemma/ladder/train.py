@@ -33,11 +33,12 @@ from typing import Any
 from trilemma.errors import InputError
 from trilemma.estimate.cost import energy_j
 from trilemma.ladder.plan import BETAS, RunSpec, Shape
-from trilemma.ladder.records import SCHEMA, append_record
+from trilemma.ladder.records import append_record, record_head
 
 __all__ = ["CorpusView", "corpus_view", "execute", "lr_at", "run_from_dict", "run_to_dict", "train"]
 
 CURVE_POINTS = 64  # points of the training-loss curve kept in a record
+_SHIPPED: dict[tuple, CorpusView] = {}  # the corpus a cluster shipped to this worker, by identity
 
 
 def lr_at(step: int, run: RunSpec) -> float:
@@ -67,17 +68,27 @@ def run_from_dict(d: dict[str, Any]) -> RunSpec:
 class CorpusView:
     """The corpus as the ladder uses it: bytes, its fingerprint, and the fixed evaluation windows."""
 
-    def __init__(self, data: tuple[str, ...] | None) -> None:
+    def __init__(self, data: tuple[str, ...] | None, corpus: Any = None) -> None:
         import hashlib
 
         from trilemma.probe.data import load_corpus
 
-        self.corpus = load_corpus(list(data) if data else None)
+        self.corpus = corpus if corpus is not None else load_corpus(list(data) if data else None)
         h = hashlib.sha256()
         h.update(self.corpus.train)
         h.update(b"\x00eval\x00")
         h.update(self.corpus.eval)
         self.fingerprint = h.hexdigest()[:16]
+
+    @classmethod
+    def of(cls, corpus: Any) -> CorpusView:
+        """The view of a corpus already read (``trilemma.probe.data.Corpus``), kept for the next
+        run on the same worker."""
+        key = (corpus.source, len(corpus.train), len(corpus.eval), hash(corpus.train))
+        if key not in _SHIPPED:
+            _SHIPPED.clear()  # one corpus per worker at a time
+            _SHIPPED[key] = cls(None, corpus)
+        return _SHIPPED[key]
 
     def describe(self) -> dict[str, Any]:
         return {**self.corpus.describe(), "fingerprint": self.fingerprint}
@@ -129,19 +140,22 @@ def init_fan_in(model: Any) -> None:
             torch.nn.init.normal_(p, 0.0, std)
 
 
-def _evaluate(model: Any, windows: Any, batch: int = 64) -> float:
+def _evaluate(model: Any, windows: Any, cast: Any, batch: int = 64) -> float:
     import torch
     import torch.nn.functional as F
 
     model.eval()
     total, count = 0.0, 0
-    with torch.no_grad():
+    device = next(model.parameters()).device
+    with torch.no_grad(), cast():
         for i in range(0, len(windows), batch):
-            w = windows[i : i + batch].long()
+            w = windows[i : i + batch].to(device).long()
             x, y = w[:, :-1], w[:, 1:]
             logits = model(x)
             total += float(
-                F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1), reduction="sum")
+                F.cross_entropy(
+                    logits.float().view(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"
+                )
             )
             count += y.numel()
     model.train()
@@ -162,14 +176,35 @@ def _curve(losses: list[float], points: int = CURVE_POINTS) -> dict[str, list]:
     return {"step": steps, "loss": vals}
 
 
+def device_and_cast(device: str) -> tuple[Any, Callable[[], Any], str]:
+    """The torch device, a context of its autocast and the precision in words: ``cpu`` is fp32;
+    ``cuda`` is bf16 autocast where the GPU supports bf16 (compute capability 8.0 and later), else
+    fp32. A ``cuda`` task on a worker without a GPU is one InputError."""
+    import contextlib
+    import functools
+
+    import torch
+
+    if device == "cpu":
+        return torch.device("cpu"), contextlib.nullcontext, "fp32"
+    if not torch.cuda.is_available():
+        raise InputError("gpu", device, "a worker with a CUDA GPU (this one has none)")
+    if torch.cuda.is_bf16_supported():
+        cast = functools.partial(torch.autocast, "cuda", dtype=torch.bfloat16)
+        return torch.device("cuda"), cast, "bf16 autocast (fp32 weights and optimizer)"
+    return torch.device("cuda"), contextlib.nullcontext, "fp32"  # pragma: no cover - pre-Ampere
+
+
 def train(
     run: RunSpec,
     view: CorpusView,
     *,
     threads: int | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train ``run`` and evaluate it; the raw figures (no record yet). Ctrl-C propagates."""
+    """Train ``run`` and evaluate it on ``device`` (cpu or cuda); the raw figures (no record yet).
+    Ctrl-C propagates."""
     import torch
     import torch.nn.functional as F
 
@@ -182,7 +217,8 @@ def train(
     windows = view.eval_windows(run.seq, run.eval_tokens)
     batches = Batches(view.corpus.train, run.seq, run.batch_seqs, seed=run.seed)
     torch.manual_seed(run.seed)
-    model = build_model(spec, "cpu", init=False)
+    dev, cast, precision = device_and_cast(device)
+    model = build_model(spec, dev, init=False)
     init_fan_in(model)
     n_measured = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -205,9 +241,10 @@ def train(
         lr = lr_at(step, run)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = batches.next()
-        logits = model(x)  # (B, S, 256)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+        x, y = (t.to(dev, non_blocking=True) for t in batches.next())
+        with cast():
+            logits = model(x)  # (B, S, 256)
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), run.grad_clip)
         opt.step()
@@ -221,7 +258,7 @@ def train(
             break
     train_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    eval_loss = None if diverged else _evaluate(model, windows)
+    eval_loss = None if diverged else _evaluate(model, windows, cast)
     eval_s = time.perf_counter() - t1
     tail = [v for v in losses[-max(1, len(losses) // 20) :] if math.isfinite(v)]
     return {
@@ -235,6 +272,8 @@ def train(
         "eval_s": eval_s,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        "device": "cpu" if dev.type == "cpu" else f"cuda ({torch.cuda.get_device_name(dev)})",
+        "precision": precision,
         "started_at": started,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "load_average_start": load0,
@@ -264,12 +303,7 @@ def build_record(
             f"the planner predicted {predicted_s:.1f} s of training, measured {raw['train_s']:.1f} s"
         )
     return {
-        "schema": SCHEMA,
-        "key": run.key,
-        "role": run.role,
-        "N": run.n,
-        "D": run.tokens,
-        "loss": raw["eval_loss"],
+        **record_head(run, raw["eval_loss"]),
         "model": {
             "name": spec.name,
             "shape": asdict(run.shape),
@@ -286,8 +320,8 @@ def build_record(
             "tokens_done": tokens_done,
             "optimizer": f"AdamW (betas {BETAS[0]}, {run.beta2}; weight decay {run.weight_decay} on matrices)",
             "schedule": f"linear warm-up {run.warmup_steps} steps, cosine to {run.lr_final_ratio:g}× peak at step {run.steps}",
-            "precision": "fp32",
-            "device": "cpu",
+            "precision": raw.get("precision", "fp32"),
+            "device": raw.get("device", "cpu"),
             "worker": worker,
         },
         "measured": {
@@ -324,9 +358,14 @@ def build_record(
 
 
 def execute(task: dict[str, Any]) -> dict[str, Any]:
-    """Train one run, append its record to ``task['out']`` and return the record (a worker's job)."""
+    """Train one run, append its record to ``task['out']`` (when given: a cluster's driver appends it
+    instead) and return the record (a worker's job). ``task['corpus']``: the corpus itself, shipped
+    by a cluster's object store, else it is read from ``task['data']``."""
     run = run_from_dict(task["run"])
-    view = corpus_view(tuple(task["data"]) if task.get("data") else None)
+    if task.get("corpus") is not None:
+        view = CorpusView.of(task["corpus"])
+    else:
+        view = corpus_view(tuple(task["data"]) if task.get("data") else None)
     if (
         run.data_fingerprint and run.data_fingerprint != view.fingerprint
     ):  # pragma: no cover - the corpus changed
@@ -335,7 +374,8 @@ def execute(task: dict[str, Any]) -> dict[str, Any]:
             view.corpus.source,
             "the same text the ladder was planned on (it changed on disk)",
         )
-    raw = train(run, view, threads=task.get("threads"))
+    on_gpu = {"device": task["device"]} if task.get("device", "cpu") != "cpu" else {}
+    raw = train(run, view, threads=task.get("threads"), **on_gpu)
     record = build_record(
         run,
         raw,
@@ -345,5 +385,6 @@ def execute(task: dict[str, Any]) -> dict[str, Any]:
         power_w=float(task.get("power_w", 0.0)),
         worker=int(task.get("worker", 0)),
     )
-    append_record(task["out"], record)
+    if task.get("out"):
+        append_record(task["out"], record)
     return record

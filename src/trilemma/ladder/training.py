@@ -1,5 +1,6 @@
 """Training a ladder's runs and fitting its law (trilemma.ladder.run): one worker runs them here,
-smallest first; several share a pool, longest first; then the fit and the held-out prediction."""
+smallest first; several share a pool, longest first; a cluster (Ray, Slurm) takes them all, longest
+first, and this process records each as it comes back; then the fit and the held-out prediction."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ class TrainJob:
     workers: int  # training processes
     threads: int  # torch threads per worker
     power_w: float  # a run's share of the machine's power, W
+    backend: str = "local"  # local, ray or slurm (trilemma.ladder.dispatch)
+    address: str | None = None  # the Ray cluster to join
+    device: str = "cpu"  # where a run trains: cpu, or cuda (--gpu)
+    dispatch: dict[str, Any] | None = None  # each run's cluster resources (dispatch_info)
 
 
 def train_and_fit(
@@ -58,7 +63,9 @@ def train_and_fit(
     try:
         if not dry_run and todo:
             fit_todo = [p for p in todo if p.run.role == "fit"]
-            if job.workers == 1:
+            if job.backend != "local":
+                _train_on_cluster(job, todo, by_key, bar, warnings)
+            elif job.workers == 1:
                 for p in sorted(fit_todo, key=lambda q: q.run.flop):
                     _train_here(job, p, bar, by_key)
             else:
@@ -70,7 +77,7 @@ def train_and_fit(
                 plan, by_key, runs_path, job.view, job.out_dir, n_boot, seed, write=True
             )
             warnings.extend(fit_warnings)
-        if not dry_run and job.workers == 1:
+        if not dry_run and job.workers == 1 and job.backend == "local":
             for p in [q for q in todo if q.run.role == "held_out"]:
                 _train_here(job, p, bar, by_key)
     except KeyboardInterrupt:
@@ -96,6 +103,8 @@ def _task(job: TrainJob, p: PlannedRun) -> dict[str, Any]:
         "power_w": job.power_w,
         "out": str(job.runs_path),
         "data": list(job.data) if job.data else None,
+        "threads": job.threads,
+        "device": job.device,
     }
 
 
@@ -107,7 +116,8 @@ def _train_here(
     from trilemma.ladder.train import build_record, train
 
     bar.start_run(p.run.label, p.run.steps)
-    raw = train(p.run, job.view, threads=job.threads, on_step=bar.step)
+    on_gpu = {"device": job.device} if job.device != "cpu" else {}
+    raw = train(p.run, job.view, threads=job.threads, on_step=bar.step, **on_gpu)
     rec = build_record(
         p.run,
         raw,
@@ -131,19 +141,62 @@ def _train_on_pool(
     """Train ``todo`` on ``job.workers`` processes, longest predicted first."""
     from trilemma.ladder.pool import run_pool
 
-    order = sorted(
+    def done(rec: dict[str, Any]) -> None:
+        by_key[rec["key"]] = rec
+        bar.run_done(_label(rec), rec["loss"])
+
+    order = _longest_first(todo)
+    run_pool([_task(job, p) for p in order], workers=job.workers, threads=job.threads, on_done=done)
+
+
+def _longest_first(todo: list[PlannedRun]) -> list[PlannedRun]:
+    """Runs by predicted time, longest first (by FLOPs where there is no prediction)."""
+    return sorted(
         todo,
         key=lambda q: -(q.predicted_s if q.predicted_s is not None else q.run.flop / 1e10),
     )
 
-    def done(rec: dict[str, Any]) -> None:
-        by_key[rec["key"]] = rec
-        bar.run_done(
-            f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}",
-            rec["loss"],
-        )
 
-    run_pool([_task(job, p) for p in order], workers=job.workers, threads=job.threads, on_done=done)
+def _label(rec: dict[str, Any]) -> str:
+    return f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}"
+
+
+def _train_on_cluster(
+    job: TrainJob,
+    todo: list[PlannedRun],
+    by_key: dict[str, dict[str, Any]],
+    bar: LadderProgress,
+    warnings: list[str],
+) -> None:
+    """Train ``todo`` on the job's cluster backend; this process appends each record once."""
+    from trilemma.ladder.cluster import run_on_ray, run_on_slurm
+    from trilemma.ladder.records import append_record, failed_record
+
+    order = _longest_first(todo)
+    rows = {r["key"]: r for r in (job.dispatch or {"runs": []})["runs"]}
+    tasks = [_task(job, p) for p in order]
+
+    def done(rec: dict[str, Any]) -> None:
+        if rec["key"] in by_key:  # a run that came back twice is recorded once
+            return
+        append_record(job.runs_path, rec)
+        by_key[rec["key"]] = rec
+        bar.run_done(_label(rec), rec["loss"])
+
+    def failed(task: dict[str, Any], error: str) -> None:
+        rec = failed_record(task, error)
+        if rec["key"] not in by_key:
+            append_record(job.runs_path, rec)
+            warnings.append(f"run {rec['key']} failed on every try: {error}")
+            bar.run_failed()
+
+    kw = {"on_done": done, "on_failed": failed}
+    if job.backend == "ray":
+        res = [rows[p.run.key]["resources"] for p in order]
+        run_on_ray(tasks, res, address=job.address, corpus=job.view.corpus, **kw)
+    else:
+        params = [rows[p.run.key]["submitit"] for p in order]
+        run_on_slurm(tasks, params, folder=str(job.out_dir / "slurm"), **kw)
 
 
 def fit_and_predict(

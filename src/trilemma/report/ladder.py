@@ -69,10 +69,32 @@ def print_plan(plan: LadderPlan, info: dict[str, Any]) -> None:
         f"predicted wall time {wall} (planner, profile {where}); {info['resumed']} run(s) already in "
         f"{info['runs_path']}, {info['to_train']} to train"
     )
+    if info.get("cluster"):
+        _print_cluster(c, info["cluster"])
     for n in info.get("notes", []):
         c.print(f"[dim]note:[/dim] {shown(n)}")
     for w in info.get("warnings", []):
         c.print(f"[yellow]warning:[/yellow] {shown(w)}")
+
+
+def _print_cluster(c: Any, cluster: dict[str, Any]) -> None:
+    """Each run's cluster request (Ray resources, or the sbatch parameters submitit validated) and
+    the planner's device-hours."""
+    for row in cluster["runs"]:
+        if "sbatch" in row:
+            c.print(f"sbatch {row['label']}: " + " ".join(row["sbatch"]), soft_wrap=True)
+        else:
+            res = ", ".join(f"{k}={v}" for k, v in row["resources"].items())
+            c.print(f"{cluster['backend']} task {row['label']}: {res}", soft_wrap=True)
+    gpu_h, core_h = cluster["predicted_gpu_hours"], cluster["predicted_core_hours"]
+    cost = (
+        f"{gpu_h:.3g} GPU-hours ({cluster['gpu']})"
+        if gpu_h is not None
+        else f"{core_h:.3g} core-hours"
+        if core_h is not None
+        else "unavailable (no prediction)"
+    )
+    c.print(f"backend {cluster['backend']}, {cluster['device_per_run']} per run; planner: {cost}")
 
 
 def print_ladder(result: LadderResult) -> None:

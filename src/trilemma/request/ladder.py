@@ -16,6 +16,7 @@ from trilemma.request.field import Request, option
 from trilemma.request.probe import DATA_HELP, sources
 
 NUMBERS_ALLOWED = "comma-separated positive numbers"
+BACKENDS = ("local", "ray", "slurm")  # where a ladder's runs train (trilemma.ladder.dispatch)
 
 
 def numbers(field: str, count: bool) -> Callable[[Any], tuple[float, ...]]:
@@ -122,9 +123,39 @@ class LadderRequest(Request):
     bootstrap: int = option(
         200, "--bootstrap", help="bootstrap refits for the law's intervals", kind="int"
     )
+    backend: str = option(
+        "local",
+        "--backend",
+        help="where the runs train: local (processes on this machine), ray (one Ray task per run) "
+        "or slurm (one submitit job per run)",
+        parse=lambda v: p.choice(str(v), "backend", BACKENDS),
+    )
+    address: str | None = option(
+        None,
+        "--address",
+        help="ray: the cluster to join (auto, ray://host:port or a head's host:port; default: "
+        "RAY_ADDRESS, else a Ray started on this machine for the ladder)",
+    )
+    gpu: str | None = option(
+        None,
+        "--gpu",
+        help="train each run on one GPU of this kind (a hardware preset: the planner predicts each "
+        "run's time and memory on it), in bf16 autocast where the GPU supports it",
+    )
+    partition: str | None = option(
+        None, "--partition", help="slurm: the partition the jobs are submitted to"
+    )
+    time_limit: float | None = option(
+        None,
+        "--time-limit",
+        help="slurm: minutes per job (default: twice the planner's time for the run plus start-up, "
+        "rounded up)",
+        kind="number",
+    )
     dry_run: bool = option(
         False,
         "--dry-run",
-        help="show the plan and what is already done; train nothing",
+        help="show the plan, what is already done and each run's cluster resources (slurm: its "
+        "sbatch parameters); train nothing",
         kind="bool",
     )

@@ -1,0 +1,243 @@
+"""`trilemma ladder --backend ray|slurm`: the tiny ladder on a local Ray cluster against the local
+backend (same seeds, same losses), a driver killed mid-ladder and started again (each run recorded
+once), a run that fails on every try, and the Slurm jobs' parameters checked by submitit itself.
+
+The Ray cluster is started once for the module, in a temporary directory, with 2 CPUs
+(``ray.init``); the drivers under test join it with ``--address``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from clitools import run, save_stated_cpu_profile, short_ladder_runs
+
+from trilemma.ladder import plan as lp
+from trilemma.ladder.records import read_records
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path_factory, monkeypatch):
+    d = tmp_path_factory.mktemp("trilemma-config")
+    monkeypatch.setenv("TRILEMMA_CONFIG_DIR", str(d))
+    return d
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A Ray cluster of 2 CPUs started by this test process in a temporary directory (a short path:
+    Ray's sockets live there); its GCS address, for the drivers' --address."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("torch")
+    tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    ctx = ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tmp, log_to_driver=False)
+    try:
+        yield ctx.address_info["gcs_address"]
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _cli(args):
+    import typer
+    from typer.testing import CliRunner
+
+    from trilemma.cli_ladder import ladder
+
+    app = typer.Typer()
+    app.command()(ladder)
+    return CliRunner().invoke(app, args)
+
+
+def _no_profile(monkeypatch):
+    import trilemma.ladder.run as run_mod
+
+    monkeypatch.setattr(
+        run_mod, "local_profile", lambda measure=True: (None, "no profile in this test")
+    )
+
+
+# ------------------------------------------------------------------ fast checks
+
+
+def test_import_imports_neither_ray_nor_submitit():
+    code = (
+        "import sys, trilemma, trilemma.cli, trilemma.ladder.run, trilemma.ladder.dispatch, "
+        "trilemma.ladder.cluster; assert 'ray' not in sys.modules and 'submitit' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_bad_backend_and_foreign_options_are_one_line(tmp_path, monkeypatch, capsys):
+    _no_profile(monkeypatch)
+    out = str(tmp_path / "a")
+    code, _, err = run(capsys, "ladder", "--tiny", "--out", out, "--backend", "kubernetes")
+    assert code == 2 and err.count("\n") == 1
+    assert "backend: 'kubernetes' is not allowed; expected local, ray or slurm" in err
+    code, _, err = run(capsys, "ladder", "--tiny", "--out", out, "--address", "auto")
+    assert code == 2 and err.count("\n") == 1 and "address" in err and "--backend ray" in err
+    # Slurm for real on a machine without sbatch: one line, before any plan is printed
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, stdout, err = run(capsys, "ladder", "--tiny", "--out", out, "--backend", "slurm")
+    assert code == 2 and stdout == "" and err.count("\n") == 1 and "sbatch" in err
+
+
+def test_slurm_dry_run_parameters_pass_submitit_validation(tmp_path):
+    """Each run's job: submitit's own checks (its parameter names, then its sbatch script), one GPU
+    per job, the partition, and a time limit of 2 × the planner's time + 5 s start-up, in minutes,
+    rounded up (computed here from the plan's predicted seconds)."""
+    pytest.importorskip("submitit")
+    from submitit.slurm.slurm import SlurmExecutor, _make_sbatch_string
+
+    r = _cli(
+        [
+            "--tiny",
+            "--out",
+            str(tmp_path / "lad"),
+            "--backend",
+            "slurm",
+            "--gpu",
+            "h100-sxm",
+            "--partition",
+            "gpu",
+            "--dry-run",
+            "--json",
+        ]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    cluster = doc["plan"]["cluster"]
+    predicted = {run["key"]: run["predicted_s"] for run in doc["plan"]["runs"]}
+    assert cluster["backend"] == "slurm" and len(cluster["runs"]) == 10 == len(predicted)
+    for row in cluster["runs"]:
+        params = row["submitit"]
+        assert set(params) <= SlurmExecutor._valid_parameters()
+        script = _make_sbatch_string(
+            command="true", folder=str(tmp_path / "lad" / "slurm"), **params
+        )
+        lines = [ln for ln in script.splitlines() if ln.startswith("#SBATCH")]
+        assert row["sbatch"] == [ln.removeprefix("#SBATCH").strip() for ln in lines]
+        assert "#SBATCH --gpus-per-node=1" in lines and "#SBATCH --partition=gpu" in lines
+        assert f"#SBATCH --job-name=trilemma-ladder-{row['key']}" in lines
+        assert params["time"] == math.ceil((2 * predicted[row["key"]] + 5) / 60)
+    # GPU-hours: the planner's seconds summed, one GPU per run
+    assert cluster["predicted_gpu_hours"] == pytest.approx(sum(predicted.values()) / 3600)
+    assert not (tmp_path / "lad" / "runs.jsonl").exists()
+
+
+def test_ray_failed_run_and_a_run_back_twice(tmp_path, ray_address):
+    """A run that raises on every try is reported once as failed, after Ray's retry; the same run
+    coming back twice is appended once by the driver (its key)."""
+    from trilemma.ladder.cluster import run_on_ray
+    from trilemma.ladder.progress import LadderProgress
+    from trilemma.ladder.train import corpus_view, run_to_dict
+    from trilemma.ladder.training import TrainJob, _train_on_cluster
+
+    view = corpus_view(None)
+    failed, done = [], []
+    bad = {
+        "run": {**run_to_dict(short_ladder_runs(view.fingerprint, [0])[0]), "no_such_field": 1},
+        "data": None,
+    }
+    run_on_ray(
+        [bad],
+        [{"num_cpus": 1}],
+        address=ray_address,
+        corpus=view.corpus,
+        on_done=done.append,
+        on_failed=lambda t, e: failed.append(e),
+    )
+    assert done == [] and len(failed) == 1 and "no_such_field" in failed[0]
+
+    run = short_ladder_runs(view.fingerprint, [7])[0]
+    planned = lp.PlannedRun(run)
+    plan = replace(lp.make_plan(lp.TINY, hw=None, workers=1, threads=1), runs=(planned,))
+    job = TrainJob(
+        plan=plan,
+        view=view,
+        data=None,
+        runs_path=tmp_path / "runs.jsonl",
+        out_dir=tmp_path,
+        workers=2,
+        threads=1,
+        power_w=10.0,
+        backend="ray",
+        address=ray_address,
+        dispatch={"runs": [{"key": run.key, "resources": {"num_cpus": 1, "num_gpus": 0}}]},
+    )
+    by_key: dict = {}
+    warnings: list[str] = []
+    _train_on_cluster(job, [planned, planned], by_key, LadderProgress(False, 2), warnings)
+    got = read_records(tmp_path / "runs.jsonl")
+    assert [r["key"] for r in got.records] == [run.key] and warnings == []
+    assert got.records[0]["loss"] > 0 and got.records[0]["run"]["device"] == "cpu"
+
+
+# ------------------------------------------------------------------ the tiny ladder on Ray
+
+
+def _ladder_args(out: Path) -> list[str]:
+    return ["--tiny", "--out", str(out), "--bootstrap", "20", "--json"]
+
+
+@pytest.mark.slow
+def test_tiny_ladder_on_ray_killed_resumed_and_equal_to_local(tmp_path, ray_address):
+    """`ladder --tiny --backend ray`: the driver is killed (SIGKILL) once runs.jsonl has a record,
+    the same command completes it with each run recorded exactly once; then `--backend local` on
+    the same seeds gives the same losses (1e-6) and the same law, and the held-out run is inside
+    its band."""
+    save_stated_cpu_profile()  # the drivers predict from it, and measure nothing
+    out = tmp_path / "ray"
+    cmd = [sys.executable, "-m", "trilemma.cli", "ladder", *_ladder_args(out)]
+    cmd += ["--backend", "ray", "--address", ray_address]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    runs = out / "runs.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and (not runs.exists() or runs.read_bytes().count(b"\n") < 1):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    before = read_records(runs)
+    assert proc.returncode == -signal.SIGKILL and 1 <= len(before.records) < 10
+
+    r = subprocess.run(cmd, capture_output=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    ray_doc = json.loads(r.stdout)
+    ray_s = time.perf_counter() - t0
+    keys = [x["key"] for x in read_records(runs).records]
+    assert len(keys) == len(set(keys)) == 10  # each run exactly once: none lost, none repeated
+    assert runs.read_bytes().count(b"\n") == 10
+    assert ray_doc["complete"] and ray_doc["totals"]["resumed"] == len(before.records)
+    assert ray_doc["totals"]["trained_now"] == 10 - len(before.records)
+    ho = ray_doc["held_out"]
+    assert ho["low"] <= ho["measured"] <= ho["high"] and ho["within_band"]
+
+    t1 = time.perf_counter()
+    local = _cli([*_ladder_args(tmp_path / "local"), "--workers", "2"])
+    assert local.exit_code == 0, local.output
+    local_doc = json.loads(local.stdout)
+    local_s = time.perf_counter() - t1
+    ray_loss = {x["key"]: x["loss"] for x in ray_doc["runs"]}
+    local_loss = {x["key"]: x["loss"] for x in local_doc["runs"]}
+    assert ray_loss.keys() == local_loss.keys() and len(ray_loss) == 10
+    for k, v in local_loss.items():
+        assert abs(ray_loss[k] - v) <= 1e-6, (k, ray_loss[k], v)
+    for name in ("E", "A", "B", "alpha", "beta"):  # the same law
+        v = local_doc["fit"]["law"][name]
+        assert ray_doc["fit"]["law"][name] == pytest.approx(v, rel=1e-5)
+    assert ray_doc["held_out"]["predicted"] == pytest.approx(ho["predicted"])
+    print(f"\nray ladder (killed, resumed) {ray_s:.1f} s; local ladder (2 workers) {local_s:.1f} s")
