@@ -8,6 +8,7 @@ The Ray cluster is started once for the module, in a temporary directory, with 2
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -91,6 +92,28 @@ def test_bad_backend_and_foreign_options_are_one_line(tmp_path, monkeypatch, cap
     monkeypatch.setenv("PATH", str(tmp_path))
     code, stdout, err = run(capsys, "ladder", "--tiny", "--out", out, "--backend", "slurm")
     assert code == 2 and stdout == "" and err.count("\n") == 1 and "sbatch" in err
+
+
+def test_progress_json_lines_count_runs_and_the_planners_time_left(capsys):
+    """Three runs planned at 3, 2 and 1 s, two at a time: longest first, 3 s are left (3 | 2+1);
+    after the 3-s run, 2 s (2 | 1); after a failure of the 2-s run, 1 s; then none."""
+    from trilemma.ladder.progress import LadderProgress
+
+    bar = LadderProgress(False, 3, predicted=[3.0, 2.0, 1.0], at_once=2, lines=True)
+    assert bar.remaining_s() == 3.0
+    bar.run_done("2x16", 2.5, "a", 3.0)
+    bar.run_failed("2x24", "boom", "b", 2.0)
+    bar.run_done("2x32", None, "c", 1.0)
+    events = [json.loads(ln) for ln in capsys.readouterr().err.splitlines()]
+    assert [e["event"] for e in events] == ["run_done", "run_failed", "run_done"]
+    assert [(e["done"], e["failed"], e["total"]) for e in events] == [
+        (1, 0, 3),
+        (1, 1, 3),
+        (2, 1, 3),
+    ]
+    assert [e["remaining_s"] for e in events] == [2.0, 1.0, 0.0]
+    assert events[1]["error"] == "boom" and events[2]["loss"] is None
+    assert LadderProgress(False, 2, predicted=[1.0, None]).remaining_s() is None
 
 
 def test_slurm_dry_run_parameters_pass_submitit_validation(tmp_path):
@@ -214,9 +237,13 @@ def test_tiny_ladder_on_ray_killed_resumed_and_equal_to_local(tmp_path, ray_addr
     before = read_records(runs)
     assert proc.returncode == -signal.SIGKILL and 1 <= len(before.records) < 10
 
-    r = subprocess.run(cmd, capture_output=True, env=env, timeout=600)
+    r = subprocess.run([*cmd, "--progress-json"], capture_output=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     ray_doc = json.loads(r.stdout)
+    events = [json.loads(ln) for ln in r.stderr.decode().splitlines() if ln.startswith("{")]
+    assert [e["done"] for e in events] == list(range(1, 11 - len(before.records)))
+    assert {e["event"] for e in events} == {"run_done"} and events[-1]["remaining_s"] == 0
+    assert all(a["remaining_s"] >= b["remaining_s"] for a, b in itertools.pairwise(events))
     ray_s = time.perf_counter() - t0
     keys = [x["key"] for x in read_records(runs).records]
     assert len(keys) == len(set(keys)) == 10  # each run exactly once: none lost, none repeated

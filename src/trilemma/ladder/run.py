@@ -122,6 +122,7 @@ def run_ladder(
             address=req.address,
             device=place.device,
             dispatch=cluster,
+            progress_lines=req.progress_json,
         )
         return _locked_run(
             job,

@@ -37,6 +37,7 @@ class TrainJob:
     address: str | None = None  # the Ray cluster to join
     device: str = "cpu"  # where a run trains: cpu, or cuda (--gpu)
     dispatch: dict[str, Any] | None = None  # each run's cluster resources (dispatch_info)
+    progress_lines: bool = False  # one JSON line per finished run on stderr (--progress-json)
 
 
 def train_and_fit(
@@ -58,7 +59,13 @@ def train_and_fit(
     law could not be fitted. Ctrl-C: LadderInterrupted (the finished runs are in runs.jsonl).
     """
     plan, runs_path = job.plan, job.runs_path
-    bar = LadderProgress(progress and not dry_run, len(todo))
+    bar = LadderProgress(
+        progress and not dry_run,
+        len(todo),
+        predicted=[p.predicted_s for p in todo],
+        at_once=min(job.workers, max(1, len(todo))),
+        lines=job.progress_lines and not dry_run,
+    )
     fit_report = prediction = None
     try:
         if not dry_run and todo:
@@ -129,7 +136,7 @@ def _train_here(
     )
     append_record(job.runs_path, rec)
     by_key[p.run.key] = rec
-    bar.run_done(p.run.label, rec["loss"])
+    bar.run_done(p.run.label, rec["loss"], p.run.key, p.predicted_s)
 
 
 def _train_on_pool(
@@ -141,9 +148,11 @@ def _train_on_pool(
     """Train ``todo`` on ``job.workers`` processes, longest predicted first."""
     from trilemma.ladder.pool import run_pool
 
+    pred = {p.run.key: p.predicted_s for p in todo}
+
     def done(rec: dict[str, Any]) -> None:
         by_key[rec["key"]] = rec
-        bar.run_done(_label(rec), rec["loss"])
+        bar.run_done(_label(rec["model"]["shape"]), rec["loss"], rec["key"], pred.get(rec["key"]))
 
     order = _longest_first(todo)
     run_pool([_task(job, p) for p in order], workers=job.workers, threads=job.threads, on_done=done)
@@ -157,8 +166,9 @@ def _longest_first(todo: list[PlannedRun]) -> list[PlannedRun]:
     )
 
 
-def _label(rec: dict[str, Any]) -> str:
-    return f"{rec['model']['shape']['layers']}x{rec['model']['shape']['d_model']}"
+def _label(shape: dict[str, Any]) -> str:
+    """A run's shape as the tables show it: layers x d_model."""
+    return f"{shape['layers']}x{shape['d_model']}"
 
 
 def _train_on_cluster(
@@ -173,6 +183,7 @@ def _train_on_cluster(
     from trilemma.ladder.records import append_record, failed_record
 
     order = _longest_first(todo)
+    pred = {p.run.key: p.predicted_s for p in todo}
     rows = {r["key"]: r for r in (job.dispatch or {"runs": []})["runs"]}
     tasks = [_task(job, p) for p in order]
 
@@ -181,14 +192,15 @@ def _train_on_cluster(
             return
         append_record(job.runs_path, rec)
         by_key[rec["key"]] = rec
-        bar.run_done(_label(rec), rec["loss"])
+        bar.run_done(_label(rec["model"]["shape"]), rec["loss"], rec["key"], pred.get(rec["key"]))
 
     def failed(task: dict[str, Any], error: str) -> None:
         rec = failed_record(task, error)
         if rec["key"] not in by_key:
             append_record(job.runs_path, rec)
             warnings.append(f"run {rec['key']} failed on every try: {error}")
-            bar.run_failed()
+            label = _label(task["run"]["shape"])
+            bar.run_failed(label, error, rec["key"], pred.get(rec["key"]))
 
     kw = {"on_done": done, "on_failed": failed}
     if job.backend == "ray":

@@ -152,6 +152,13 @@ class LadderRequest(Request):
         "rounded up)",
         kind="number",
     )
+    progress_json: bool = option(
+        False,
+        "--progress-json",
+        help="one JSON line on stderr per run that finishes or fails (runs done and failed, elapsed "
+        "and the planner's remaining seconds), for scripts",
+        kind="bool",
+    )
     dry_run: bool = option(
         False,
         "--dry-run",
