@@ -116,6 +116,24 @@ def test_progress_json_lines_count_runs_and_the_planners_time_left(capsys):
     assert LadderProgress(False, 2, predicted=[1.0, None]).remaining_s() is None
 
 
+def test_failed_records_are_kept_and_trained_again(tmp_path):
+    """A run recorded as failed is not a finished run: resume trains it again and says why."""
+    from trilemma.ladder.records import append_record, failed_record, record_head, resume
+    from trilemma.ladder.train import run_to_dict
+
+    plan = lp.make_plan(lp.TINY, hw=None, workers=1, threads=1)
+    first, second = plan.runs[0].run, plan.runs[1].run
+    path = tmp_path / "runs.jsonl"
+    append_record(path, failed_record({"run": run_to_dict(first)}, "RayTaskError: out of memory"))
+    append_record(path, record_head(second, 2.0))
+    warnings, notes = [], []
+    by_key, done = resume(plan, path, warnings, notes)
+    assert done == {second.key} and warnings == []
+    assert any("1 run(s) failed" in n and "out of memory" in n for n in notes)
+    got = read_records(path).records
+    assert got[0]["status"] == "failed" and got[0]["loss"] is None and got[0]["N"] == first.n
+
+
 def test_slurm_dry_run_parameters_pass_submitit_validation(tmp_path):
     """Each run's job: submitit's own checks (its parameter names, then its sbatch script), one GPU
     per job, the partition, and a time limit of 2 × the planner's time + 5 s start-up, in minutes,
@@ -169,19 +187,20 @@ def test_ray_failed_run_and_a_run_back_twice(tmp_path, ray_address):
 
     view = corpus_view(None)
     failed, done = [], []
-    bad = {
-        "run": {**run_to_dict(short_ladder_runs(view.fingerprint, [0])[0]), "no_such_field": 1},
-        "data": None,
-    }
+    good = run_to_dict(short_ladder_runs(view.fingerprint, [0])[0])
+    bad = {"run": {**good, "no_such_field": 1}, "data": None}
     run_on_ray(
-        [bad],
-        [{"num_cpus": 1}],
+        [bad, {"run": good, "data": None, "threads": 1}],
+        [{"num_cpus": 1}, {"num_cpus": 1}],
         address=ray_address,
         corpus=view.corpus,
         on_done=done.append,
         on_failed=lambda t, e: failed.append(e),
+        at_once=1,  # one in flight: the second waits for the first to fail
     )
-    assert done == [] and len(failed) == 1 and "no_such_field" in failed[0]
+    assert len(failed) == 1 and "no_such_field" in failed[0]
+    assert [r["key"] for r in done] == [short_ladder_runs(view.fingerprint, [0])[0].key]
+    assert not (tmp_path / "runs.jsonl").exists()  # a worker writes no record: the driver does
 
     run = short_ladder_runs(view.fingerprint, [7])[0]
     planned = lp.PlannedRun(run)

@@ -81,22 +81,31 @@ def run_on_ray(
     corpus: Any,
     on_done: Done,
     on_failed: Failed,
+    at_once: int | None = None,
 ) -> None:
-    """Run ``tasks`` as Ray tasks asking for ``resources`` (``num_cpus``, ``num_gpus``, ``memory``);
-    ``on_done(record)`` in this process as each finishes, ``on_failed(task, error)`` after the
-    last try."""
+    """Run ``tasks`` as Ray tasks asking for ``resources`` (``num_cpus``, ``num_gpus``, ``memory``),
+    at most ``at_once`` in flight (None: all; Ray places them as resources free up), in the order
+    given; ``on_done(record)`` in this process as each finishes, ``on_failed(task, error)`` after
+    the last try."""
     ray, started = _connect(address)
     pending: dict[Any, dict[str, Any]] = {}
+    queue = list(zip(tasks, resources, strict=True))[::-1]  # pop() takes them in order
     try:
         shipped = ray.put(corpus)
         remote = ray.remote(_ray_train)
-        for task, res in zip(tasks, resources, strict=True):
-            opts = {**res, "max_retries": RETRIES, "retry_exceptions": True}
-            pending[remote.options(**opts).remote(task, shipped)] = task
+
+        def submit() -> None:
+            while queue and (at_once is None or len(pending) < at_once):
+                task, res = queue.pop()
+                opts = {**res, "max_retries": RETRIES, "retry_exceptions": True}
+                pending[remote.options(**opts).remote(task, shipped)] = task
+
+        submit()
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
             for ref in ready:
                 task = pending.pop(ref)
+                submit()
                 try:
                     record = ray.get(ref)
                 except ray.exceptions.RayError as exc:

@@ -8,7 +8,8 @@
    there are reported and skipped.
 3. Train (``trilemma.ladder.train``): in this process one after the other (``workers=1``: the fit runs,
    then the held-out run after the prediction is made), or on ``workers`` processes, longest first,
-   the held-out run among them (its result is not read until the prediction is made).
+   the held-out run among them (its result is not read until the prediction is made); or on a Ray
+   cluster or Slurm (``backend``; ``trilemma.ladder.dispatch``), this process recording each run.
 4. Fit on the fit runs only (``trilemma.ladder.fit``), predict the held-out run with the law's band,
    write ``DIR/law.toml``, compare with the measured loss. The error is a figure, never a failure.
 5. Report each run's measured time, energy and dollars (price per machine-hour overridable) and loss;

@@ -205,7 +205,8 @@ def _train_on_cluster(
     kw = {"on_done": done, "on_failed": failed}
     if job.backend == "ray":
         res = [rows[p.run.key]["resources"] for p in order]
-        run_on_ray(tasks, res, address=job.address, corpus=job.view.corpus, **kw)
+        corpus, cap = job.view.corpus, job.workers if job.workers < len(tasks) else None
+        run_on_ray(tasks, res, address=job.address, corpus=corpus, at_once=cap, **kw)
     else:
         params = [rows[p.run.key]["submitit"] for p in order]
         run_on_slurm(tasks, params, folder=str(job.out_dir / "slurm"), **kw)

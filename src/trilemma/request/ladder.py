@@ -97,7 +97,8 @@ class LadderRequest(Request):
     workers: int | None = option(
         None,
         "--workers",
-        help="runs in parallel processes (default: one per core; --tiny: 1, in this process)",
+        help="runs at once: local processes (default: one per core; --tiny: 1, in this process); "
+        "ray: tasks in flight (default: all, placed as the cluster's resources free up)",
         kind="int",
     )
     threads: int | None = option(
