@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from clitools import run, save_stated_cpu_profile, short_ladder_runs
 
+from trilemma.errors import InputError
 from trilemma.ladder import plan as lp
 from trilemma.ladder.records import read_records
 
@@ -116,6 +117,21 @@ def test_progress_json_lines_count_runs_and_the_planners_time_left(capsys):
     assert LadderProgress(False, 2, predicted=[1.0, None]).remaining_s() is None
 
 
+def test_a_gpu_run_on_a_machine_without_one_is_one_input_error():
+    pytest.importorskip("torch")
+    import torch
+
+    from trilemma.ladder.train import device_and_cast
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(
+        InputError, match="gpu: 'cuda' is not allowed; expected a worker with a CUDA GPU"
+    ):
+        device_and_cast("cuda")
+    assert device_and_cast("cpu")[2] == "fp32"
+
+
 def test_failed_records_are_kept_and_trained_again(tmp_path):
     """A run recorded as failed is not a finished run: resume trains it again and says why."""
     from trilemma.ladder.records import append_record, failed_record, record_head, resume
@@ -201,6 +217,15 @@ def test_ray_failed_run_and_a_run_back_twice(tmp_path, ray_address):
     assert len(failed) == 1 and "no_such_field" in failed[0]
     assert [r["key"] for r in done] == [short_ladder_runs(view.fingerprint, [0])[0].key]
     assert not (tmp_path / "runs.jsonl").exists()  # a worker writes no record: the driver does
+    with pytest.raises(InputError, match="gpu: '1 per run' is not allowed.*has 0"):
+        run_on_ray(  # the test cluster has no GPU: refused, not left waiting
+            [bad],
+            [{"num_cpus": 1, "num_gpus": 1}],
+            address=ray_address,
+            corpus=view.corpus,
+            on_done=done.append,
+            on_failed=lambda t, e: None,
+        )
 
     run = short_ladder_runs(view.fingerprint, [7])[0]
     planned = lp.PlannedRun(run)

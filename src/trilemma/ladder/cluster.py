@@ -91,6 +91,14 @@ def run_on_ray(
     pending: dict[Any, dict[str, Any]] = {}
     queue = list(zip(tasks, resources, strict=True))[::-1]  # pop() takes them in order
     try:
+        gpus = max((r.get("num_gpus", 0) for r in resources), default=0)
+        have = ray.cluster_resources().get("GPU", 0)
+        if gpus > have:  # such a task would wait for ever
+            raise InputError(
+                "gpu",
+                f"{gpus:g} per run",
+                f"a Ray cluster with GPUs (the one at {address or 'this machine'} has {have:g})",
+            )
         shipped = ray.put(corpus)
         remote = ray.remote(_ray_train)
 
