@@ -126,6 +126,8 @@ def fit_benchmark(rows: list[Row], name: str) -> dict[str, Any]:
         "shift_sd": float(np.std(shifts)),
         "lofo_median_abs_error_points": float(np.median(err)),
         "lofo_mean_abs_error_points": float(np.mean(err)),
+        # the half-width that holds 80% of held-out errors: the band's floor near chance or ceiling
+        "lofo_p80_abs_error_points": float(np.quantile(err, 0.8)),
         "rows": len(mine),
         "families": len({r.family for r in mine}),
     }

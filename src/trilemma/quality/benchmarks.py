@@ -94,8 +94,8 @@ def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> d
     value, low, high = acc(0.0), acc(-Z80 * c["shift_sd"]), acc(Z80 * c["shift_sd"])
     u = (value - b.chance) / (c["ceiling"] - b.chance)
     regime = "near chance" if u < EDGE else "near ceiling" if u > 1 - EDGE else None
-    if regime:  # the index says little here: at least the held-out median error either side
-        w = c["lofo_median_abs_error_points"] / 100.0
+    if regime:  # the index says little here: at least the error 80% of held-out rows stay within
+        w = c["lofo_p80_abs_error_points"] / 100.0
         low, high = min(low, value - w), max(high, value + w)
     return {
         "name": name,
