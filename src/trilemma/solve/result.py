@@ -127,6 +127,14 @@ def broken_pins(p: Pins, e: Estimate, loss: LossPrediction | None) -> list[str]:
         out.append("budget")
     if p.target_loss is not None and loss is not None and loss.mean > p.target_loss + 1e-4:
         out.append("target loss")
+    if (
+        p.target_score is not None and loss is not None
+    ):  # the band's lower end, N total (as searched)
+        from trilemma.quality.benchmarks import low_end
+
+        name, score = p.target_score
+        if float(low_end(name, e.params.total, e.plan.total_tokens)) < score - 1e-4:
+            out.append("target score")
     return out
 
 
