@@ -219,11 +219,12 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
         "held-out models",
         "plain median (max)",
         "trilemma median (max)",
+        "trilemma's forms (weight)",
     ):
-        t.add_column(col, justify="left" if col in ("suite", "held-out models") else "right")
+        t.add_column(col, justify="right" if "median" in col or "/" in col else "left")
     for s in q["loss_suites"]:
         if "skipped" in s:
-            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", "—", "—")
+            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", "—", "—", "—")
             continue
         p, m = s["plain"], s["trilemma"]
         t.add_row(
@@ -232,6 +233,7 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             ", ".join(s["held_out_models"][:4]) + (" …" if len(s["held_out_models"]) > 4 else ""),
             f"{p['median']:.2%} ({p['max']:.2%})",
             f"{m['median']:.2%} ({m['max']:.2%})",
+            ", ".join(f"{k} {w:.2f}" for k, w in s["forms"].items()),
         )
     c.print(t)
     f = q["floors"]
