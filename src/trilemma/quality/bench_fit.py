@@ -130,6 +130,9 @@ def fit_benchmark(rows: list[Row], name: str) -> dict[str, Any]:
         "lofo_p80_abs_error_points": float(np.quantile(err, 0.8)),
         "rows": len(mine),
         "families": len({r.family for r in mine}),
+        # the range of tokens per parameter the rows cover: outside it the curve is extrapolated
+        "tokens_per_param_min": float(min(r.tokens / r.params for r in mine)),
+        "tokens_per_param_max": float(max(r.tokens / r.params for r in mine)),
     }
 
 

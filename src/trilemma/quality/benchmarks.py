@@ -107,6 +107,7 @@ def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> d
     b = BENCHMARKS[name]
     value, low, high, u = (float(v) for v in band(name, c, params, tokens))
     regime = "near chance" if u < EDGE else "near ceiling" if u > 1 - EDGE else None
+    lo, hi = c["tokens_per_param_min"], c["tokens_per_param_max"]
     return {
         "name": name,
         "label": b.label,
@@ -117,6 +118,9 @@ def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> d
         "chance": b.chance,
         "ceiling": c["ceiling"],
         "regime": regime,
+        # tokens per parameter of the published rows: outside, the curve is extrapolated
+        "fitted_tokens_per_param": [lo, hi],
+        "outside_fitted_range": not lo <= tokens / params <= hi,
         "lofo_median_abs_error_points": c["lofo_median_abs_error_points"],
         "lofo_families": c["families"],
         "source": METHOD,
@@ -173,15 +177,25 @@ def tokens_for_score(
     name: str, score: float, params: Any, *, d_min: float, d_max: float, iters: int = 48
 ) -> np.ndarray:
     """Smallest D (tokens) in [d_min, d_max] at which the lower end of the benchmark's 80% band reaches
-    ``score`` for models of ``params`` parameters (an array); inf where d_max falls short (bisection in
-    ln D: trilemma.quality.forms.tokens_for_loss on the negated lower end)."""
+    ``score`` for models of ``params`` parameters (an array), and no fewer than the fewest tokens per
+    parameter of the published rows; inf where d_max falls short or the D needed is beyond their most
+    tokens per parameter (the curve is not asked where no row was). Bisection in ln D:
+    trilemma.quality.forms.tokens_for_loss on the negated lower end."""
     from trilemma.quality.forms import tokens_for_loss
 
     n = np.asarray(params, dtype=float)
     c = constants()[name]
-    return tokens_for_loss(
+    d = tokens_for_loss(
         lambda d: -band(name, c, n, d)[1], -score, n.shape, d_min=d_min, d_max=d_max, iters=iters
     )
+    d = np.maximum(d, c["tokens_per_param_min"] * n)
+    return np.where(d <= c["tokens_per_param_max"] * n, d, np.inf)
+
+
+def most_tokens(name: str, params: Any) -> np.ndarray:
+    """The most tokens (per model of ``params`` parameters) the published rows' tokens per parameter
+    reach: beyond it a target score is not counted as met."""
+    return constants()[name]["tokens_per_param_max"] * np.asarray(params, dtype=float)
 
 
 def low_end(name: str, params: Any, tokens: Any) -> np.ndarray:
@@ -201,4 +215,10 @@ def format_line(block: dict[str, Any]) -> str:
     ]
     notes = [f"{i['label']} {i['regime']}" for i in block["items"] if i["regime"]]
     tail = f" [{'; '.join(notes)}: band widened]" if notes else ""
+    outside = [i["label"] for i in block["items"] if i["outside_fitted_range"]]
+    if outside:
+        tail += (
+            f" [{block['tokens_per_param']:.3g} tokens per parameter: outside the published rows' "
+            f"range for {', '.join(outside)}, extrapolated]"
+        )
     return " · ".join(parts) + tail

@@ -148,9 +148,9 @@ def _pins_title(p: Any) -> str:
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
     if p.target_score is not None:
-        from trilemma.solve.optimize import score_goal
+        from trilemma.solve.score import goal
 
-        pinned.append(f"target {score_goal(p)}")
+        pinned.append(f"target {goal(p.target_score)}")
     return ", ".join(pinned) or "no pins"
 
 

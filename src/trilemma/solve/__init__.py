@@ -196,7 +196,8 @@ def _search(s: SolveSetup) -> _Found:
     best = best_index(ch, s.pins.minimize)
     if best is None:
         raise InfeasibleError(
-            "no plan meets the pins: " + explain_infeasible(table, c, s.pins, loss_fn, s.law_E)
+            "no plan meets the pins: "
+            + explain_infeasible(table, c, s.pins, loss_fn, s.law_E, s.fixed_tokens)
         )
     return _Found(table, c, loss_fn, ch, best)
 

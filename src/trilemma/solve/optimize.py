@@ -17,7 +17,7 @@ import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.estimate.cost import energy_j, wall_power_w
-from trilemma.quality.benchmarks import BENCHMARKS, low_end, tokens_for_score
+from trilemma.solve import score as sc
 from trilemma.solve.search import ConfigTable, params_of
 from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
 
@@ -195,19 +195,14 @@ def tokens_for_loss(
 
 
 def score_tokens(c: Corners, p: Pins) -> np.ndarray:
-    """The fewest tokens with which each configuration's model reaches the target score at the lower
-    end of the benchmark's 80% band (trilemma.quality.benchmarks.tokens_for_score; N = total
-    parameters); inf where D_MAX falls short, zeros without a target score."""
-    if p.target_score is None:
-        return np.zeros(c.n_total.shape)
-    name, score = p.target_score
-    return tokens_for_score(name, score, c.n_total, d_min=D_MIN, d_max=D_MAX)
+    """Per configuration, the fewest tokens that meet the target score (trilemma.solve.score)."""
+    return sc.fewest_tokens(p.target_score, c.n_total, D_MIN, D_MAX)
 
 
-def score_goal(p: Pins) -> str:
-    """'MMLU ≥ 65% (80% band's lower end)': the target score in words."""
-    name, score = p.target_score or ("", 0.0)
-    return f"{BENCHMARKS[name].label} ≥ {100 * score:g}% (80% band's lower end)"
+def score_ok(c: Corners, p: Pins, tokens: np.ndarray, cfg: np.ndarray | None = None) -> np.ndarray:
+    """Whether ``tokens`` meet the target score for each configuration (or configurations ``cfg``)."""
+    n = c.n_total if cfg is None else c.n_total[cfg]
+    return sc.meets(p.target_score, n, tokens, D_MIN, D_MAX)
 
 
 def cap_tokens(c: Corners, p: Pins) -> np.ndarray:
@@ -247,8 +242,8 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
     cap, need = cap_tokens(c, p), score_tokens(c, p)
     if fixed_tokens is not None:
         D = np.full(cap.shape, float(fixed_tokens))
-    elif p.minimize == "loss":
-        D = np.minimum(cap, D_MAX)
+    elif p.minimize == "loss":  # within the target score's window, when one is pinned
+        D = np.minimum(np.minimum(cap, sc.most(p.target_score, c.n_total)), D_MAX)
     else:
         if p.target_loss is None and p.target_score is None:
             raise InputError(
@@ -271,7 +266,7 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
     feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= np.maximum(D_MIN, c.batch_tokens))
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
-    feasible &= np.nan_to_num(D, nan=0.0) >= need * (1 - 1e-9)
+    feasible &= score_ok(c, p, np.nan_to_num(D, nan=0.0))
     return Choice(
         tokens=D,
         time_s=D * c.s_per_token,
@@ -334,8 +329,11 @@ def _move_money_or_time(c: Corners, p: Pins, D: np.ndarray, goal: str) -> list[s
     return parts
 
 
-def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: float) -> str:
-    """Why nothing meets the pins, and how far each pinned corner must move."""
+def explain_infeasible(
+    table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: float, fixed: float | None = None
+) -> str:
+    """Why nothing meets the pins, and how far each pinned corner must move (``fixed``: the tokens
+    --tokens fixes, if any)."""
     if len(table) == 0:
         return (
             "no configuration fits in memory: allow more GPUs, larger-memory GPUs or smaller models"
@@ -343,17 +341,9 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
     parts = []
     if p.target_score is not None and p.target_loss is None:
         D = score_tokens(c, p)
-        if not np.isfinite(D).any():
-            top = float(low_end(p.target_score[0], c.n_total, np.full(D.shape, D_MAX)).max())
-            return (
-                f"{score_goal(p)} is out of reach of the models searched (at most {100 * top:.1f}% "
-                f"with {fmt_count(D_MAX)} tokens): allow larger models (--params) or lower the score"
-            )
-        cap = cap_tokens(c, p)
-        low = low_end(p.target_score[0], c.n_total, np.clip(cap, D_MIN, D_MAX))
-        parts = _move_money_or_time(c, p, D, score_goal(p))
-        parts.append(f"the pinned time and money reach {100 * float(low.max()):.1f}% at best")
-        return "; ".join(parts)
+        cap = np.full(D.shape, fixed) if fixed else np.clip(cap_tokens(c, p), D_MIN, D_MAX)
+        moves = [] if fixed else _move_money_or_time(c, p, D, sc.goal(p.target_score))
+        return sc.explain(p.target_score, c.n_total, D, cap, D_MAX, fixed, moves)
     if p.target_loss is not None:
         if p.target_loss <= law_E:
             return (
