@@ -26,7 +26,7 @@ def without_llama3() -> dict:
 def test_llama3_8b_mmlu_band_contains_published_score_when_held_out(without_llama3: dict) -> None:
     # Meta Llama 3 model card (github.com/meta-llama/llama3 MODEL_CARD.md, 2024-04-18): Llama 3 8B
     # base MMLU 5-shot 66.6; OLMo 2 13B model card (Ai2, 2024-11-26): Llama 3.1 8B MMLU 66.9
-    assert without_llama3["mmlu"]["families"] == 19  # Llama 3 is out of the fit
+    assert without_llama3["mmlu"]["families"] == 20  # Llama 3 is out of the fit
     item = bm.predict(*LLAMA3_8B, without_llama3)["items"][0]
     assert item["name"] == "mmlu"
     for published in (0.666, 0.669):
@@ -36,7 +36,7 @@ def test_llama3_8b_mmlu_band_contains_published_score_when_held_out(without_llam
 @pytest.mark.xfail(
     strict=True,
     reason="Llama 3 sits below the pooled trend on ARC-C (multiple-choice format): held out, its "
-    "band is about 86-92 against 78.6 (Meta Llama 3 model card, 25-shot); 10 families only",
+    "band is about 86-96 against 78.6 (Meta Llama 3 model card, 25-shot); 10 families only",
 )
 def test_llama3_8b_arc_band_contains_published_score_when_held_out(without_llama3: dict) -> None:
     item = bm.predict(*LLAMA3_8B, without_llama3)["items"][2]
@@ -77,7 +77,8 @@ def test_band_never_leaves_chance_to_one() -> None:
 def test_near_chance_scores_are_flagged_and_widened() -> None:
     item = bm.predict(1e8, 2e9)["items"][0]  # a 100M model on 2B tokens: MMLU at chance
     assert item["regime"] == "near chance"
-    assert item["high"] - item["chance"] >= item["lofo_median_abs_error_points"] / 100 - 1e-9
+    c = bm.constants()["mmlu"]  # widened to the error 80% of held-out rows stay within
+    assert item["high"] - item["value"] >= c["lofo_p80_abs_error_points"] / 100 - 1e-9
     assert "MMLU near chance" in bm.format_line(bm.predict(1e8, 2e9))
 
 
@@ -112,3 +113,28 @@ def test_finetune_estimate_shows_no_benchmarks(capsys: pytest.CaptureFixture[str
     assert "quality" not in json.loads(out)
     rc, out = _estimate(capsys, "--finetune", "lora")
     assert "benchmarks MMLU" not in " ".join(out.split())
+
+
+#: Llama 3 8B's published base-model scores (fractions), each with its source
+LLAMA3_8B_PUBLISHED = {
+    # Meta Llama 3 model card (github.com/meta-llama/llama3 MODEL_CARD.md, 2024-04-18), base
+    # pretrained table: MMLU 5-shot 66.6 (macro average), ARC-Challenge 25-shot 78.6
+    "mmlu": (0.666, 0.669),
+    "arc_c": (0.786, 0.795),
+    # Llama 3.1 8B (the same 15T-token pre-training) in the OLMo 2 13B model card's evaluation table
+    # (huggingface.co/allenai/OLMo-2-1124-13B, 2024-11-26, Ai2 OLMES): MMLU 66.9, ARC-C 79.5,
+    # HellaSwag 81.6, GSM8K 56.5
+    "hellaswag": (0.816,),
+    "gsm8k": (0.565,),
+}
+
+
+def test_estimate_bands_contain_llama3_8b_published_scores(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rc, out = _estimate(capsys, "--json")
+    assert rc == 0
+    items = {i["name"]: i for i in json.loads(out)["quality"]["benchmarks"]["items"]}
+    for name, scores in LLAMA3_8B_PUBLISHED.items():
+        for published in scores:
+            assert items[name]["low"] <= published <= items[name]["high"], (name, items[name])

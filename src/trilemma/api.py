@@ -192,6 +192,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         budget=req.budget,
         target_loss=req.target_loss,
         minimize=req.minimize,
+        target_score=req.target_score,
         model=req.model,
         params=req.params,
         tokens=req.tokens,

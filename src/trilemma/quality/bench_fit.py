@@ -126,8 +126,13 @@ def fit_benchmark(rows: list[Row], name: str) -> dict[str, Any]:
         "shift_sd": float(np.std(shifts)),
         "lofo_median_abs_error_points": float(np.median(err)),
         "lofo_mean_abs_error_points": float(np.mean(err)),
+        # the half-width that holds 80% of held-out errors: the band's floor near chance or ceiling
+        "lofo_p80_abs_error_points": float(np.quantile(err, 0.8)),
         "rows": len(mine),
         "families": len({r.family for r in mine}),
+        # the range of tokens per parameter the rows cover: outside it the curve is extrapolated
+        "tokens_per_param_min": float(min(r.tokens / r.params for r in mine)),
+        "tokens_per_param_max": float(max(r.tokens / r.params for r in mine)),
     }
 
 

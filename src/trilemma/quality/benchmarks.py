@@ -83,30 +83,44 @@ def constants() -> dict[str, dict[str, Any]]:
     return tomllib.loads(text)
 
 
-def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> dict[str, Any]:
-    """One benchmark's expected score with its 80% band (fractions), widened near chance or ceiling."""
+def band(name: str, c: dict[str, Any], params: Any, tokens: Any) -> tuple[Any, Any, Any, Any]:
+    """(value, low, high, u) of one benchmark at N ``params`` and D ``tokens`` (arrays broadcast):
+    fractions 0-1 and u, the value's share of the chance-to-ceiling span. The 80% band is the wider of
+    the index-shift band and ± the error 80% of held-out rows stay within: the second is wider where
+    the sigmoid is flat (near chance or ceiling, where the index says little), and taking the wider
+    everywhere keeps both ends rising with compute (no jump where a regime starts)."""
     b = BENCHMARKS[name]
-    x = float(capability_index(params, tokens, c["gamma"]))
+    x = capability_index(params, tokens, c["gamma"])
 
-    def acc(s: float) -> float:
-        return float(expected_accuracy(x + s, c["k"], c["x0"], b.chance, c["ceiling"]))
+    def acc(s: float) -> Any:
+        return expected_accuracy(x + s, c["k"], c["x0"], b.chance, c["ceiling"])
 
     value, low, high = acc(0.0), acc(-Z80 * c["shift_sd"]), acc(Z80 * c["shift_sd"])
     u = (value - b.chance) / (c["ceiling"] - b.chance)
+    w = c["lofo_p80_abs_error_points"] / 100.0
+    low, high = np.minimum(low, value - w), np.maximum(high, value + w)
+    return value, np.maximum(b.chance, low), np.minimum(1.0, high), u
+
+
+def predict_one(name: str, c: dict[str, Any], params: float, tokens: float) -> dict[str, Any]:
+    """One benchmark's expected score with its 80% band (fractions), widened near chance or ceiling."""
+    b = BENCHMARKS[name]
+    value, low, high, u = (float(v) for v in band(name, c, params, tokens))
     regime = "near chance" if u < EDGE else "near ceiling" if u > 1 - EDGE else None
-    if regime:  # the index says little here: at least the held-out median error either side
-        w = c["lofo_median_abs_error_points"] / 100.0
-        low, high = min(low, value - w), max(high, value + w)
+    lo, hi = c["tokens_per_param_min"], c["tokens_per_param_max"]
     return {
         "name": name,
         "label": b.label,
         "setting": b.setting,
         "value": value,
-        "low": max(b.chance, low),
-        "high": min(1.0, high),
+        "low": low,
+        "high": high,
         "chance": b.chance,
         "ceiling": c["ceiling"],
         "regime": regime,
+        # tokens per parameter of the published rows: outside, the curve is extrapolated
+        "fitted_tokens_per_param": [lo, hi],
+        "outside_fitted_range": not lo <= tokens / params <= hi,
         "lofo_median_abs_error_points": c["lofo_median_abs_error_points"],
         "lofo_families": c["families"],
         "source": METHOD,
@@ -132,6 +146,63 @@ def predict(
     }
 
 
+def parse_target(text: Any, field: str = "target-score") -> tuple[str, float]:
+    """``"mmlu=0.65"`` → ("mmlu", 0.65): a benchmark and the score (fraction) the lower end of its 80%
+    band must reach; InputError naming the benchmarks and the range allowed."""
+    from trilemma.errors import InputError
+
+    names = ", ".join(BENCHMARKS)
+    allowed = f"BENCHMARK=SCORE with BENCHMARK one of {names} and SCORE a fraction above its chance level and below 1 (mmlu=0.65)"
+    if not isinstance(text, str) or text.count("=") != 1:
+        raise InputError(field, text, allowed)
+    name, _, raw = (part.strip() for part in text.partition("="))
+    name = name.lower()
+    try:
+        score = float(raw)
+    except ValueError:
+        raise InputError(field, text, allowed) from None
+    if name not in BENCHMARKS or not math.isfinite(score):
+        raise InputError(field, text, allowed)
+    if not BENCHMARKS[name].chance < score < 1.0:
+        raise InputError(
+            field,
+            text,
+            f"a {BENCHMARKS[name].label} score above its chance level {BENCHMARKS[name].chance:g} and "
+            f"below 1, as a fraction ({name}=0.65); benchmarks: {names}",
+        )
+    return name, score
+
+
+def tokens_for_score(
+    name: str, score: float, params: Any, *, d_min: float, d_max: float, iters: int = 48
+) -> np.ndarray:
+    """Smallest D (tokens) in [d_min, d_max] at which the lower end of the benchmark's 80% band reaches
+    ``score`` for models of ``params`` parameters (an array), and no fewer than the fewest tokens per
+    parameter of the published rows; inf where d_max falls short or the D needed is beyond their most
+    tokens per parameter (the curve is not asked where no row was). Bisection in ln D:
+    trilemma.quality.forms.tokens_for_loss on the negated lower end."""
+    from trilemma.quality.forms import tokens_for_loss
+
+    n = np.asarray(params, dtype=float)
+    c = constants()[name]
+    d = tokens_for_loss(
+        lambda d: -band(name, c, n, d)[1], -score, n.shape, d_min=d_min, d_max=d_max, iters=iters
+    )
+    d = np.maximum(d, c["tokens_per_param_min"] * n)
+    return np.where(d <= c["tokens_per_param_max"] * n, d, np.inf)
+
+
+def most_tokens(name: str, params: Any) -> np.ndarray:
+    """The most tokens (per model of ``params`` parameters) the published rows' tokens per parameter
+    reach: beyond it a target score is not counted as met."""
+    return constants()[name]["tokens_per_param_max"] * np.asarray(params, dtype=float)
+
+
+def low_end(name: str, params: Any, tokens: Any) -> np.ndarray:
+    """The lower end of the benchmark's 80% band (fraction) at N ``params``, D ``tokens`` (arrays)."""
+    return np.asarray(band(name, constants()[name], params, tokens)[1])
+
+
 def format_line(block: dict[str, Any]) -> str:
     """'MMLU 66% (58–72) · HellaSwag … · avg …', with a note for scores near chance or ceiling."""
 
@@ -144,4 +215,10 @@ def format_line(block: dict[str, Any]) -> str:
     ]
     notes = [f"{i['label']} {i['regime']}" for i in block["items"] if i["regime"]]
     tail = f" [{'; '.join(notes)}: band widened]" if notes else ""
+    outside = [i["label"] for i in block["items"] if i["outside_fitted_range"]]
+    if outside:
+        tail += (
+            f" [{block['tokens_per_param']:.3g} tokens per parameter: outside the published rows' "
+            f"range for {', '.join(outside)}, extrapolated]"
+        )
     return " · ".join(parts) + tail

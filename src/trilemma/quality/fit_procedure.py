@@ -52,9 +52,9 @@ def _objective(
     fix: str | float | None,
 ) -> Any:
     obj = _Objective(n, d, loss, delta, d_term)
-    return (
-        obj if fix is None or not d_term else _Constrained(obj, None if fix == TIE else float(fix))
-    )
+    if fix is None or (not d_term and fix == TIE):  # one D: no β to tie; a number fixes α alone
+        return obj
+    return _Constrained(obj, None if fix == TIE else float(fix))
 
 
 def fit_point(
@@ -71,7 +71,7 @@ def fit_point(
 
     Above ``SCREEN_RUNS`` runs the grid and the starts run on a subsample of that size, and the best of
     them is refined on all runs (the reported objective, gradient and convergence are the full data's).
-    ``fix``: ``TIE`` fits β = α, a number fixes α = β to it (runs at several D only).
+    ``fix``: ``TIE`` fits β = α, a number fixes α = β to it (α alone when the runs share one D).
     """
     n, d, loss = (np.asarray(v, dtype=float) for v in (n, d, loss))
     d_term = bool(np.ptp(np.log(d)) > 1e-9)

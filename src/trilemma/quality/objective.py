@@ -123,13 +123,16 @@ class _Constrained:
 
     θ (internal) = T·φ + c, so the gradient in φ is Tᵀ·∇θ; ``to_internal``/``to_hoffmann`` map Hoffmann's
     (a, b, e, α, β) to φ and back as ``_Objective``'s do, so ``fit_point`` drives either the same way.
-    Needs the data term (runs at several D).
+    Without the data term (runs at one D) only α is fixed (``value``), φ = (a', e).
     """
 
     def __init__(self, obj: _Objective, value: float | None) -> None:
         self.obj, self.value, self.delta = obj, value, obj.delta
         self.l = obj.l
-        if value is None:  # tie: γ drives both exponents
+        if not obj.d_term:  # θ = (a', e, α): α fixed
+            self.T = np.array([[1, 0], [0, 1], [0, 0]], dtype=float)
+            self.c = np.array([0.0, 0.0, float(value or 0.0)])
+        elif value is None:  # tie: γ drives both exponents
             self.T = np.array(
                 [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]], dtype=float
             )
@@ -144,6 +147,8 @@ class _Constrained:
             th[..., 4] = th[..., 3]
         else:
             th[..., 3] = th[..., 4] = self.value
+        if not self.obj.d_term:
+            return self.obj.to_internal(th)[..., :2]
         return self.obj.to_internal(th)[..., : self.T.shape[1]]
 
     def _theta(self, phi: np.ndarray) -> np.ndarray:

@@ -95,6 +95,8 @@ def print_solve(r: Any) -> None:
         f"{fmt_co2_kg(o.cost.co2_kg)} CO2e; time band {fmt_duration(o.time.total_s_low)} – "
         f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}"
     )
+    if line := _score_line(r):
+        c.print(line)
     from trilemma.report.estimate_tables import stack_line
 
     c.print(f"stack: {stack_line(o.plan)}")
@@ -145,7 +147,29 @@ def _pins_title(p: Any) -> str:
         pinned.append(f"budget {fmt_energy_kwh(p.budget_kwh)}")
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
+    if p.target_score is not None:
+        from trilemma.solve.score import goal
+
+        pinned.append(f"target {goal(p.target_score)}")
     return ", ".join(pinned) or "no pins"
+
+
+def _score_line(r: Any) -> str | None:
+    """The pinned benchmark's band for the optimum (N total parameters, as the search counts them)."""
+    if r.pins.target_score is None:
+        return None
+    from trilemma.quality.benchmarks import BENCHMARKS, band, constants
+
+    name, score = r.pins.target_score
+    o = r.optimum
+    v, lo, hi, _ = (
+        float(x) for x in band(name, constants()[name], o.params.total, o.plan.total_tokens)
+    )
+    return (
+        f"score: the optimum's {BENCHMARKS[name].label} {100 * v:.0f}% (80% band {100 * lo:.1f}–"
+        f"{100 * hi:.0f}%) against the pinned {100 * score:g}% at the band's lower end "
+        f"({BENCHMARKS[name].setting}; trilemma.quality.benchmarks)"
+    )
 
 
 def _lifetime_line(lt: dict[str, Any]) -> str:

@@ -70,6 +70,7 @@ def print_validate(doc: dict[str, Any]) -> None:
             f"fit right on {od['fits_right']} of {od['rows']}"
         )
     _print_finetune(c, doc.get("finetune_memory"))
+    _print_quality(c, doc.get("quality"))
     for b in doc.get("fitted_at_bounds") or []:
         c.print(
             f"fitted constant on its {b['bound']} bound: {b['constant']} = {b['value']:.4g}; {b['note']}"
@@ -81,10 +82,11 @@ def print_validate(doc: dict[str, Any]) -> None:
         c.print(
             f"constants fitted {cal['date']} by `{cal['command']}`; LOSO = calibrated without the row's source"
         )
-    c.print(
-        "80% band coverage: share of rows inside the band an estimate prints, the band built without the "
-        "row's source (time: a whole run's; runs, throughput, memory: each kind's)"
-    )
+    if doc["summary"]:
+        c.print(
+            "80% band coverage: share of rows inside the band an estimate prints, the band built without "
+            "the row's source (time: a whole run's; runs, throughput, memory: each kind's)"
+        )
 
 
 def _rows_table(rows: list[dict[str, Any]]) -> Table:
@@ -203,6 +205,60 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
     c.print(
         f"fine-tune memory: {s['within_count']} of {s['n']} within {s['within']:.0%}; |predicted / reported - 1| "
         f"median {s['median_error']:.1%}, worst {s['worst_error']:.0%}"
+    )
+
+
+def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
+    """Loss extrapolation per suite (trilemma's fit beside the plain fit) and the benchmark hold-outs."""
+    if not q:
+        return
+    t = Table(title="loss extrapolation — fit on small runs, predict runs ≥10× the compute")
+    for col in (
+        "suite",
+        "fit / held out",
+        "held-out models",
+        "plain median (max)",
+        "trilemma median (max)",
+        "trilemma's forms (weight)",
+    ):
+        t.add_column(col, justify="right" if "median" in col or "/" in col else "left")
+    for s in q["loss_suites"]:
+        if "skipped" in s:
+            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", "—", "—", "—")
+            continue
+        p, m = s["plain"], s["trilemma"]
+        t.add_row(
+            s["suite"],
+            f"{s['fitted_runs']} / {s['held_out_runs']}",
+            ", ".join(s["held_out_models"][:4]) + (" …" if len(s["held_out_models"]) > 4 else ""),
+            f"{p['median']:.2%} ({p['max']:.2%})",
+            f"{m['median']:.2%} ({m['max']:.2%})",
+            ", ".join(f"{k} {w:.2f}" for k, w in s["forms"].items()),
+        )
+    c.print(t)
+    f = q["floors"]
+    med, worse, mm = f["median_abs_rel_error"], f["points_over_plain"], f["mmlu_lofo_median_points"]
+
+    def verdict(ok: bool) -> str:
+        return "[green]meets[/green]" if ok else "[red]misses[/red]"
+
+    if med["value"] is not None:
+        c.print(
+            f"loss: trilemma's median error {med['value']:.2%} over the suites (plain fit "
+            f"{q['plain_median_abs_rel_error']:.2%}), floor {med['floor']:.1%}: "
+            f"{verdict(med['value'] <= med['floor'])}; worst suite {worse['value']:+.2f} points against "
+            f"the plain fit, floor +{worse['floor']:.1f}: {verdict(worse['value'] <= worse['floor'])}"
+        )
+    c.print(f"method: {q['method']}")
+    parts = [
+        f"{name} {b['lofo_median_abs_error_points']:.1f} points ({b['families']} families)"
+        for name, b in q["benchmarks_lofo"].items()
+    ]
+    c.print("benchmarks, leave-one-family-out median |error|: " + " · ".join(parts))
+    ok = mm["value"] <= mm["floor"] and mm["families"] >= mm["families_min"]
+    c.print(
+        f"MMLU: {mm['value']:.1f} points over {mm['families']} families, floor {mm['floor']:.0f} points "
+        f"over {mm['families_min']}+ families: {verdict(ok)}"
     )
 
 

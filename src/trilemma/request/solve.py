@@ -43,6 +43,12 @@ class SolveRequest(Request):
     target_loss: float | None = option(
         None, "--target-loss", help="loss to reach (nats/token, the law's data)", kind="number"
     )
+    target_score: str | None = option(
+        None,
+        "--target-score",
+        help="benchmark score to reach at the lower end of its 80% band, BENCHMARK=FRACTION "
+        "(mmlu=0.65; mmlu, hellaswag, arc_c or gsm8k): pins the quality corner like --target-loss",
+    )
     minimize: str | None = option(
         None, "--minimize", help="time, cost, loss or energy (default: the unpinned corner)"
     )

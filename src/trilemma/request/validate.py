@@ -11,7 +11,7 @@ from trilemma.errors import InputError
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("runs", "throughput", "memory", "finetune")
+KINDS = ("runs", "throughput", "memory", "finetune", "quality")
 
 
 class ValidateRequest(Request):
@@ -23,8 +23,8 @@ class ValidateRequest(Request):
     kind: str | None = option(
         None,
         "--kind",
-        help="runs, throughput, memory or finetune (published fine-tuning memory, not fitted; "
-        "default: all)",
+        help="runs, throughput, memory, finetune (published fine-tuning memory, not fitted) or "
+        "quality (loss extrapolation and benchmark hold-outs, not in the default; default: all)",
         parse=lambda t: choice(t, "kind", KINDS),
     )
     loso: bool = option(
@@ -43,11 +43,11 @@ class ValidateRequest(Request):
 
     @model_validator(mode="after")
     def _finetune_is_shipped(self) -> ValidateRequest:
-        if self.data is not None and self.kind == "finetune":
+        if self.data is not None and self.kind in ("finetune", "quality"):
             raise InputError(
                 "kind",
                 self.kind,
-                "runs, throughput or memory with --data (finetune is the shipped fine-tuning "
-                "memory table, not a kind of your rows)",
+                "runs, throughput or memory with --data (finetune and quality check shipped "
+                "tables, not a kind of your rows)",
             )
         return self

@@ -17,6 +17,9 @@ one); ``task``: causal-lm or classification (TrainingPlan.task).
 refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
 combinations than this, before any is evaluated (default None: no limit; trilemma.web passes its cap).
 
+``target_score``: "BENCHMARK=SCORE" (mmlu=0.65): the quality pin in a benchmark, met by the plans whose
+80% band's lower end reaches the score (trilemma.quality.benchmarks; with ``target_loss`` both must hold).
+
 ``finetune``: the fine-tune keyword arguments of trilemma.api.estimate (finetune, lora_rank, …,
 optimizer, offload). A fine-tune needs the model and the tokens, has no loss corner (the laws predict
 from-scratch losses: FINETUNE_NO_LOSS), so it minimises time or money under the pins — cost when a
@@ -78,6 +81,7 @@ def solve(
     budget: str | float | None = None,
     target_loss: float | None = None,
     minimize: str | None = None,
+    target_score: str | None = None,
     model: str | ModelSpec | None = None,
     params: str | None = None,
     tokens: str | float | None = None,
@@ -192,7 +196,8 @@ def _search(s: SolveSetup) -> _Found:
     best = best_index(ch, s.pins.minimize)
     if best is None:
         raise InfeasibleError(
-            "no plan meets the pins: " + explain_infeasible(table, c, s.pins, loss_fn, s.law_E)
+            "no plan meets the pins: "
+            + explain_infeasible(table, c, s.pins, loss_fn, s.law_E, s.fixed_tokens)
         )
     return _Found(table, c, loss_fn, ch, best)
 

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from trilemma.solve.optimize import D_MAX, D_MIN, Corners, Pins, cap_tokens
+from trilemma.solve.optimize import D_MAX, D_MIN, Corners, Pins, cap_tokens, score_ok
 from trilemma.solve.search import ConfigTable
 from trilemma.units import DAY, MINUTE, YEAR
 
@@ -197,6 +197,7 @@ def frontier(
     feas = D[idx] <= cap * (1 + 1e-9)
     if p.target_loss is not None:
         feas &= loss[idx] <= p.target_loss
+    feas &= score_ok(c, p, D[idx], cfg[idx])
     return Frontier(
         config=cfg[idx],
         tokens=D[idx],

@@ -11,6 +11,7 @@ import numpy as np
 from trilemma.errors import InputError
 from trilemma.presets import hardware_presets
 from trilemma.quality.allocation import check_target_loss
+from trilemma.quality.benchmarks import parse_target
 from trilemma.solve.optimize import Pins, default_objective
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.specs.bounds import BOUNDS
@@ -133,6 +134,7 @@ def make_pins(
     budget: str | float | None = None,
     target_loss: float | None = None,
     minimize: str | None = None,
+    target_score: str | None = None,
 ) -> Pins:
     usd = gpuh = kwh = None
     if budget is not None:
@@ -153,12 +155,14 @@ def make_pins(
         )
     if target_loss is not None:
         check_target_loss(float(target_loss))
+    score = None if target_score is None else parse_target(target_score)
     p = Pins(
         deadline_s=dl,
         budget_usd=usd,
         budget_gpu_hours=gpuh,
         budget_kwh=kwh,
         target_loss=target_loss,
+        target_score=score,
     )
     if minimize is not None and not isinstance(minimize, str):
         raise InputError("minimize", minimize, "time, cost, loss or energy")
@@ -184,6 +188,7 @@ def make_pins(
         budget_kwh=kwh,
         target_loss=target_loss,
         minimize=objective,
+        target_score=score,
     )
 
 

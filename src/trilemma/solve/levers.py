@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trilemma.solve.optimize import D_MAX, D_MIN, Choice, Corners, Pins, best_index, cap_tokens
+from trilemma.solve.optimize import (
+    D_MAX,
+    D_MIN,
+    Choice,
+    Corners,
+    Pins,
+    best_index,
+    cap_tokens,
+    score_ok,
+)
 from trilemma.solve.search import ConfigTable
 
 #: the levers a runner-up changes, one each: (label, the ConfigTable column it changes, or "tokens")
@@ -28,6 +37,7 @@ def at_tokens(c: Corners, p: Pins, loss_fn, tokens: float) -> Choice:
     feasible = (D <= cap_tokens(c, p) * (1 + 1e-9)) & (D >= c.batch_tokens)
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
+    feasible &= score_ok(c, p, D)
     return Choice(
         tokens=D,
         time_s=D * c.s_per_token,

@@ -17,6 +17,7 @@ import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
 from trilemma.estimate.cost import energy_j, wall_power_w
+from trilemma.solve import score as sc
 from trilemma.solve.search import ConfigTable, params_of
 from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
 
@@ -34,6 +35,9 @@ class Pins:
     budget_kwh: float | None = None
     target_loss: float | None = None
     minimize: str = "loss"
+    # a benchmark and the score (fraction) the lower end of its 80% band must reach
+    # (trilemma.quality.benchmarks.parse_target), or None
+    target_score: tuple[str, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +47,9 @@ class Pins:
             "budget_kwh": self.budget_kwh,
             "target_loss": self.target_loss,
             "minimize": self.minimize,
+            "target_score": None
+            if self.target_score is None
+            else {"benchmark": self.target_score[0], "score": self.target_score[1]},
         }
 
 
@@ -50,7 +57,7 @@ def default_objective(p: Pins) -> str:
     """The free corner: loss when time and money are pinned, and so on."""
     time_pinned = p.deadline_s is not None
     money_pinned = any(x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh))
-    loss_pinned = p.target_loss is not None
+    loss_pinned = p.target_loss is not None or p.target_score is not None
     free = [
         c
         for c, pinned in (("loss", loss_pinned), ("time", time_pinned), ("cost", money_pinned))
@@ -187,6 +194,17 @@ def tokens_for_loss(
     )
 
 
+def score_tokens(c: Corners, p: Pins) -> np.ndarray:
+    """Per configuration, the fewest tokens that meet the target score (trilemma.solve.score)."""
+    return sc.fewest_tokens(p.target_score, c.n_total, D_MIN, D_MAX)
+
+
+def score_ok(c: Corners, p: Pins, tokens: np.ndarray, cfg: np.ndarray | None = None) -> np.ndarray:
+    """Whether ``tokens`` meet the target score for each configuration (or configurations ``cfg``)."""
+    n = c.n_total if cfg is None else c.n_total[cfg]
+    return sc.meets(p.target_score, n, tokens, D_MIN, D_MAX)
+
+
 def cap_tokens(c: Corners, p: Pins) -> np.ndarray:
     """The most tokens each configuration can train within the time and money pins."""
     cap = np.full(c.s_per_token.shape, np.inf)
@@ -221,20 +239,25 @@ class Choice:
 
 
 def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> Choice:
-    cap = cap_tokens(c, p)
+    cap, need = cap_tokens(c, p), score_tokens(c, p)
     if fixed_tokens is not None:
         D = np.full(cap.shape, float(fixed_tokens))
-    elif p.minimize == "loss":
-        D = np.minimum(cap, D_MAX)
+    elif p.minimize == "loss":  # within the target score's window, when one is pinned
+        D = np.minimum(np.minimum(cap, sc.most(p.target_score, c.n_total)), D_MAX)
     else:
-        if p.target_loss is None:
+        if p.target_loss is None and p.target_score is None:
             raise InputError(
                 "minimize",
                 p.minimize,
-                "a target loss (--target-loss) or fixed --tokens to go with it: "
-                "without one the cheapest or fastest plan trains nothing",
+                "a target loss (--target-loss), a target score (--target-score) or fixed --tokens "
+                "to go with it: without one the cheapest or fastest plan trains nothing",
             )
-        D = tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
+        D = (
+            tokens_for_loss(loss_fn, c.n_total, c.n_non_embedding, p.target_loss, c.precision)
+            if p.target_loss is not None
+            else np.zeros(cap.shape)
+        )
+        D = np.maximum(D, need)
         # at least one global batch: a target the law meets with fewer tokens (any loss above the first
         # batch's) is met by that one batch too, since loss falls with D
         D = np.maximum(D, c.batch_tokens)
@@ -243,6 +266,7 @@ def choose_tokens(c: Corners, p: Pins, loss_fn, fixed_tokens: float | None) -> C
     feasible = np.isfinite(D) & (D <= cap * (1 + 1e-9)) & (D >= np.maximum(D_MIN, c.batch_tokens))
     if p.target_loss is not None:
         feasible &= loss <= p.target_loss * (1 + 1e-9)
+    feasible &= score_ok(c, p, np.nan_to_num(D, nan=0.0))
     return Choice(
         tokens=D,
         time_s=D * c.s_per_token,
@@ -273,13 +297,53 @@ def best_index(ch: Choice, objective: str, mask: np.ndarray | None = None) -> in
 # ------------------------------------------------------------------ infeasibility
 
 
-def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: float) -> str:
-    """Why nothing meets the pins, and how far each pinned corner must move."""
+def _move_money_or_time(c: Corners, p: Pins, D: np.ndarray, goal: str) -> list[str]:
+    """What reaching ``goal`` (with D tokens per configuration, inf where out of reach) costs at the
+    pinned deadline, and how long it takes on the pinned budget."""
+    reach = np.isfinite(D)
+    parts: list[str] = []
+    t = np.where(reach, D * c.s_per_token, np.inf)
+    usd = np.where(reach, D * c.usd_per_token + c.fixed_usd, np.inf)
+    if p.deadline_s is not None:  # hold the deadline, move the money
+        within = t <= p.deadline_s
+        if within.any():
+            parts.append(
+                f"{goal} needs {fmt_usd(usd[within].min())} at {fmt_duration(p.deadline_s)}"
+            )
+        else:
+            k = int(np.argmin(t))
+            parts.append(
+                f"{goal} cannot be reached in {fmt_duration(p.deadline_s)} at any cost "
+                f"(fastest: {fmt_duration(t[k])} for {fmt_usd(usd[k])})"
+            )
+    if p.budget_usd is not None:  # hold the money, move the deadline
+        within = usd <= p.budget_usd
+        if within.any():
+            parts.append(f"or {fmt_duration(t[within].min())} at {fmt_usd(p.budget_usd)}")
+        else:
+            k = int(np.argmin(usd))
+            parts.append(
+                f"{goal} cannot be reached for {fmt_usd(p.budget_usd)} at any speed "
+                f"(cheapest: {fmt_usd(usd[k])} over {fmt_duration(t[k])})"
+            )
+    return parts
+
+
+def explain_infeasible(
+    table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: float, fixed: float | None = None
+) -> str:
+    """Why nothing meets the pins, and how far each pinned corner must move (``fixed``: the tokens
+    --tokens fixes, if any)."""
     if len(table) == 0:
         return (
             "no configuration fits in memory: allow more GPUs, larger-memory GPUs or smaller models"
         )
     parts = []
+    if p.target_score is not None and p.target_loss is None:
+        D = score_tokens(c, p)
+        cap = np.full(D.shape, fixed) if fixed else np.clip(cap_tokens(c, p), D_MIN, D_MAX)
+        moves = [] if fixed else _move_money_or_time(c, p, D, sc.goal(p.target_score))
+        return sc.explain(p.target_score, c.n_total, D, cap, D_MAX, fixed, moves)
     if p.target_loss is not None:
         if p.target_loss <= law_E:
             return (
@@ -300,31 +364,7 @@ def explain_infeasible(table: ConfigTable, c: Corners, p: Pins, loss_fn, law_E: 
                 f"target loss {p.target_loss} is out of reach of the models searched (best {best:.3f} with "
                 f"{fmt_count(D_MAX)} tokens): allow larger models (--params)"
             )
-        t = np.where(reach, D * c.s_per_token, np.inf)
-        usd = np.where(reach, D * c.usd_per_token + c.fixed_usd, np.inf)
-        goal = f"loss {p.target_loss}"
-        if p.deadline_s is not None:  # hold the deadline, move the money
-            within = t <= p.deadline_s
-            if within.any():
-                parts.append(
-                    f"{goal} needs {fmt_usd(usd[within].min())} at {fmt_duration(p.deadline_s)}"
-                )
-            else:
-                k = int(np.argmin(t))
-                parts.append(
-                    f"{goal} cannot be reached in {fmt_duration(p.deadline_s)} at any cost "
-                    f"(fastest: {fmt_duration(t[k])} for {fmt_usd(usd[k])})"
-                )
-        if p.budget_usd is not None:  # hold the money, move the deadline
-            within = usd <= p.budget_usd
-            if within.any():
-                parts.append(f"or {fmt_duration(t[within].min())} at {fmt_usd(p.budget_usd)}")
-            else:
-                k = int(np.argmin(usd))
-                parts.append(
-                    f"{goal} cannot be reached for {fmt_usd(p.budget_usd)} at any speed "
-                    f"(cheapest: {fmt_usd(usd[k])} over {fmt_duration(t[k])})"
-                )
+        parts += _move_money_or_time(c, p, D, f"loss {p.target_loss}")
         cap = cap_tokens(c, p)
         best_loss = loss_fn(c.n_total, c.n_non_embedding, np.clip(cap, D_MIN, D_MAX), c.precision)
         j = int(np.argmin(best_loss))

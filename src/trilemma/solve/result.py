@@ -127,6 +127,13 @@ def broken_pins(p: Pins, e: Estimate, loss: LossPrediction | None) -> list[str]:
         out.append("budget")
     if p.target_loss is not None and loss is not None and loss.mean > p.target_loss + 1e-4:
         out.append("target loss")
+    if p.target_score is not None and loss is not None:  # N total, as the search counts it
+        from trilemma.solve.optimize import D_MAX, D_MIN
+        from trilemma.solve.score import meets
+
+        n, d = e.params.total, e.plan.total_tokens
+        if not bool(meets(p.target_score, n, d * (1 + 1e-6), D_MIN, D_MAX)):
+            out.append("target score")
     return out
 
 

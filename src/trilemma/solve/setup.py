@@ -150,7 +150,19 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     pins_args = {k: args[k] for k in ("deadline", "budget", "target_loss", "minimize")}
     is_ft = ft_args.get("finetune") is not None
     minimize = _corner_minimize(is_ft, args["task"], model, tokens, unique_tokens, pins_args)
-    pins = make_pins(pins_args["deadline"], pins_args["budget"], pins_args["target_loss"], minimize)
+    if is_ft and args["target_score"] is not None:
+        raise InputError(
+            "target-score",
+            args["target_score"],
+            "no value with --finetune (a fine-tune has no quality corner: it minimises time or cost)",
+        )
+    pins = make_pins(
+        pins_args["deadline"],
+        pins_args["budget"],
+        pins_args["target_loss"],
+        minimize,
+        args["target_score"],
+    )
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:
         # the plan's limit (trilemma.specs.plan.Stage.tokens)

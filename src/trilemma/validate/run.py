@@ -118,6 +118,10 @@ def run_validate(
 
     ``data``: a user's CSV in the backtest schema (data/SCHEMA.md) instead of the shipped rows; its
     leave-one-source-out figures are computed only with ``live_loso``."""
+    if kind == "quality" and data is None:  # the loss law and benchmark curves alone
+        from trilemma.validate.quality import document
+
+        return document()
     if data is None:
         cases, skipped = load_cases(None)
     else:

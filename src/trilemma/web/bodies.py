@@ -175,7 +175,7 @@ class SolveDoc(BaseModel):
     )
     pins: dict[str, Any] = Field(
         description="the pinned corners: deadline_s, budget (USD, GPU-hours or kWh), target_loss, "
-        "what is minimised"
+        "target_score (benchmark and the score its 80% band's lower end reaches), what is minimised"
     )
     frontier: dict[str, Any] | None = Field(
         None, description="the Pareto frontier's size and ranges (time_s, usd, loss), its filters"

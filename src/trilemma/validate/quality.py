@@ -1,0 +1,154 @@
+"""`trilemma validate --kind quality`: how the loss law extrapolates, and how the benchmark curves hold
+out, on published figures the package ships.
+
+1. Loss: each suite of ``trilemma/data/losses.csv`` (one dataset, tokenizer and source) is fitted on its
+   runs at most 1/10 of the largest compute and predicts its runs at least 10× larger
+   (``trilemma.quality.extrapolate.split``). Beside trilemma's fit (forms averaged by held-out error,
+   ``trilemma.quality.extrapolate``) stands the plain fit: all five constants of L = E + A/N^α + B/D^β
+   free, Hoffmann's procedure (``fit_point``). The Cerebras-GPT models' own losses are kept independent
+   (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
+   skipped.
+2. Benchmarks: leave-one-family-out errors of the benchmark curves (``trilemma.quality.bench_fit``).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from trilemma.quality.extrapolate import SCALE, STARTS, averaged_fit, split
+from trilemma.quality.fit_procedure import fit_point
+from trilemma.quality.forms import chinchilla_loss
+from trilemma.quality.runs import MIN_SIZES, n_sizes
+from trilemma.validate import source_group
+
+#: rows whose model name starts so are kept independent (Cerebras-GPT's losses): never read
+KEPT_INDEPENDENT = ("Cerebras-GPT",)
+#: the floors the backtest is held to: trilemma's median |relative error| over the suites (fraction) and
+#: how much worse than the plain fit's any suite may be (points of relative error); MMLU's
+#: leave-one-family-out median absolute error (points) over at least FAMILIES_MIN families
+FLOOR_MEDIAN = 0.015
+FLOOR_WORSE_POINTS = 0.2
+FLOOR_MMLU_POINTS = 5.0
+FAMILIES_MIN = 20
+
+
+def loss_suites(text: str | None = None) -> dict[str, list[dict[str, str]]]:
+    """The rows of losses.csv by suite ("dataset · tokenizer · source group · unit"), kept-independent
+    rows left out."""
+    if text is None:
+        text = resources.files("trilemma.data").joinpath("losses.csv").read_text("utf-8")
+    out: dict[str, list[dict[str, str]]] = {}
+    for r in csv.DictReader(text.splitlines()):
+        if r["model"].startswith(KEPT_INDEPENDENT):
+            continue
+        key = f"{r['dataset']} · {r['tokenizer']} · {source_group(r['source'])} · {r['loss_unit']}"
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def _errors(pred: np.ndarray, loss: np.ndarray) -> dict[str, float]:
+    rel = np.abs(pred / loss - 1.0)
+    return {"median": float(np.median(rel)), "max": float(np.max(rel))}
+
+
+def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
+    """One suite fitted on its small runs, predicting its runs ≥ SCALE× larger: both fits' errors
+    (fractions), or the reason it is skipped."""
+    n, d, loss = (
+        np.array([float(r[k]) for r in rows])
+        for k in ("params_total", "tokens", "final_loss_reported")
+    )
+    small, large = split(n, d)
+    out: dict[str, Any] = {"suite": name, "runs": len(rows)}
+    if not large.any() or n_sizes(n[small]) < MIN_SIZES or small.sum() <= MIN_SIZES:
+        out["skipped"] = (
+            f"no run {SCALE:g}x the compute of {MIN_SIZES}+ smaller model sizes (compute "
+            f"{6 * (n * d).min():.3g} to {6 * (n * d).max():.3g} FLOP)"
+        )
+        return out
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        plain = fit_point(n[small], d[small], loss[small], starts=STARTS).constants
+    avg = averaged_fit(n[small], d[small], loss[small])
+    c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
+    out.update(
+        {
+            "fitted_runs": int(small.sum()),
+            "held_out_runs": int(large.sum()),
+            "fitted_max_flop": float(c[small].max()),
+            "held_out_flop": [float(c[large].min()), float(c[large].max())],
+            "held_out_models": sorted({r["model"] for r, m in zip(rows, large) if m}),
+            "plain": _errors(chinchilla_loss(plain, n[large], d[large]), loss[large]),
+            "trilemma": _errors(avg.predict(n[large], d[large]), loss[large]),
+            "forms": dict(zip(avg.names, avg.weights)),
+            "plain_exponents": [plain["alpha"], plain["beta"]],
+        }
+    )
+    return out
+
+
+def benchmark_lofo() -> dict[str, Any]:
+    """Leave-one-family-out errors per benchmark, refitted now (bench_fit.backtest)."""
+    from trilemma.quality.bench_fit import backtest
+
+    return backtest()
+
+
+@cache
+def section() -> dict[str, Any]:
+    """The ``quality`` block of the validate document: loss suites, benchmark hold-outs, the floors
+    (computed once per process: it reads only the shipped tables)."""
+    suites = [backtest_suite(k, v) for k, v in loss_suites().items()]
+    done = [s for s in suites if "skipped" not in s]
+    med = float(np.median([s["trilemma"]["median"] for s in done])) if done else None
+    plain_med = float(np.median([s["plain"]["median"] for s in done])) if done else None
+    worse = max(
+        (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
+    )
+    bench = benchmark_lofo()
+    mmlu = bench["mmlu"]
+    return {
+        "method": (
+            f"fit on the runs at most 1/{SCALE:g} of a suite's largest compute, predict those "
+            f"{SCALE:g}x larger or more; plain: L = E + A/N^alpha + B/D^beta, all five free "
+            "(Hoffmann 2022 App. D.2); trilemma: free, tied and literature-exponent forms averaged "
+            "by held-out error (trilemma.quality.extrapolate)"
+        ),
+        "loss_suites": suites,
+        "median_abs_rel_error": med,
+        "plain_median_abs_rel_error": plain_med,
+        "worst_points_over_plain": worse,
+        "benchmarks_lofo": bench,
+        "floors": {
+            "median_abs_rel_error": {"floor": FLOOR_MEDIAN, "value": med},
+            "points_over_plain": {"floor": FLOOR_WORSE_POINTS, "value": worse},
+            "mmlu_lofo_median_points": {
+                "floor": FLOOR_MMLU_POINTS,
+                "value": mmlu["lofo_median_abs_error_points"],
+                "families": mmlu["families"],
+                "families_min": FAMILIES_MIN,
+            },
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    """The validate document of ``--kind quality``: no rows of the other kinds, the ``quality`` block."""
+    return {
+        "schema": "trilemma.validate/1",
+        "data": None,
+        "summary": {},
+        "rows": [],
+        "ondevice": None,
+        "finetune_memory": None,
+        "fitted_at_bounds": [],
+        "skipped": [],
+        "calibration": {},
+        "quality": copy.deepcopy(section()),  # the cached block stays as computed
+        "warnings": [],
+    }
