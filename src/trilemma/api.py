@@ -222,6 +222,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         restart_s=req.restart,
         storage_write_bytes_per_s=req.storage_bw,
         max_configurations=max_configurations,
+        rank=req.rank,
     )
 
 

@@ -110,6 +110,14 @@ class SolveRequest(Request):
         "steps, under 10 minutes or over a year",
         kind="bool",
     )
+    rank: str = option(
+        "pessimistic",
+        "--rank",
+        help="pessimistic (default): rank plans at the pessimistic end of each one's 80% band of "
+        "time and cost, so a chip the calibration never measured wins only where it wins at its "
+        "worst too; point: on the point estimate",
+        parse=lambda t: p.choice(t, "rank", ("pessimistic", "point")),
+    )
     host_memory: float | None = s.host_memory()
     deploy: str | None = option(
         None, "--deploy", help=h.DEPLOY_HELP + ": only model sizes that fit it are searched"

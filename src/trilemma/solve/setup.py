@@ -19,6 +19,7 @@ from trilemma.solve.inputs import (
     precisions_for,
 )
 from trilemma.solve.optimize import Pins
+from trilemma.solve.rank import DEFAULT_RANK, check_rank
 from trilemma.specs import HardwareSpec, ModelSpec, Precision, Task
 from trilemma.units import SI, fmt_bytes, fmt_count, parse_count
 
@@ -145,6 +146,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     from trilemma.resolve import finetune_fields
 
     args = checked_arguments(args)
+    args["rank"] = check_rank(args.get("rank", DEFAULT_RANK))
     model, tokens, unique_tokens = args["model"], args["tokens"], args["unique_tokens"]
     ft_args = {k: v for k, v in (args["finetune"] or {}).items() if v is not None}
     pins_args = {k: args[k] for k in ("deadline", "budget", "target_loss", "minimize")}

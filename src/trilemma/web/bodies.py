@@ -183,6 +183,15 @@ class SolveDoc(BaseModel):
     lifetime: dict[str, Any] | None = Field(
         None, description="with --inference-tokens: training plus serving cost"
     )
+    rank: str = Field(
+        "pessimistic",
+        description="how plans were ranked: pessimistic (the high end of each plan's band) or point",
+    )
+    calibrated_alternative: dict[str, Any] | None = Field(
+        None,
+        description="beside an optimum on a chip family the calibration never measured: the best "
+        "plan on a calibrated family (an estimate document), or null",
+    )
     search: dict[str, Any] = Field(
         description="candidates and configurations searched, and the seconds it took"
     )
