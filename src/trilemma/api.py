@@ -24,6 +24,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
+from trilemma.presets.prices import failure_rate, price_notes, priced_for, resolve_market
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -74,6 +75,8 @@ def estimate(
     offload: str | None = None,
     stack: str | StackSpec | None = None,
     accept: Callable[[Estimate], bool] | None = None,
+    provider: str | None = None,
+    market: str | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -88,6 +91,10 @@ def estimate(
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
+    ``provider`` (a provider of presets/prices.toml, or ``all``: the cheapest) and ``market``
+    (on-demand, reserved, spot) price the chip at that offer, dated (trilemma.presets.prices); spot
+    adds its preemption rate to the failure rate.
+
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
     run_estimate."""
     if isinstance(model, EstimateRequest):
@@ -101,6 +108,9 @@ def estimate(
         )
     if plan is not None and not isinstance(plan, TrainingPlan):
         raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
+    offer = resolve_market(provider, market)
+    if offer is not None:
+        hardware, cluster = _at_offer(hardware, cluster, *offer)
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
     ft = finetune_fields(
         m,
@@ -117,7 +127,20 @@ def estimate(
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
-    return with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+    est = with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+    notes = price_notes(cl.hardware)
+    return replace(est, warnings=(*est.warnings, *notes)) if notes else est
+
+
+def _at_offer(
+    hardware: str | HardwareSpec | None, cluster: dict | None, provider: str, market: str
+) -> tuple[HardwareSpec, dict]:
+    """The chip priced at ``provider``'s offer in ``market`` and the cluster fields with spot's
+    preemptions added to the failure rate (trilemma.presets.prices)."""
+    hw = priced_for(resolve_hardware(hardware), provider, market)
+    fields = dict(cluster or {})
+    fields["failures_per_gpu_hour"] = failure_rate(market, fields.get("failures_per_gpu_hour"))
+    return hw, fields
 
 
 def run_estimate(
@@ -164,6 +187,8 @@ def run_estimate(
         law=req.law,
         unique_tokens=req.unique_tokens,
         accept=accept,
+        provider=req.provider,
+        market=req.market,
     )
     if req.deploy is None:
         return est
@@ -223,6 +248,8 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         storage_write_bytes_per_s=req.storage_bw,
         max_configurations=max_configurations,
         rank=req.rank,
+        provider=req.provider,
+        market=req.market,
     )
 
 

@@ -10,6 +10,7 @@ from trilemma.console import console, shown
 from trilemma.estimate.bands import family_calibrated
 from trilemma.estimate.stability import stability_flag
 from trilemma.fileio import write_csv_atomic
+from trilemma.presets.prices import price_notes
 from trilemma.report.axis_labels import fmt_usd_axis
 from trilemma.report.frontier_plot import plot_frontier
 from trilemma.units import (
@@ -84,6 +85,8 @@ def print_solve(r: Any) -> None:
         t.add_row(why, *_row(e, loss))
     c.print(t)
     c.print(rank_line(r))
+    for note in price_notes(r.optimum.cluster.hardware):
+        c.print(f"provider: {shown(note)}")
     if r.runners_up:
         c.print(runners_up_table(r))
     if any(

@@ -95,6 +95,8 @@ class EstimateRequest(Request):
         help="USD per GPU-hour (default: the preset's reference price)",
         parse=p.price,
     )
+    provider: str | None = s.provider()
+    market: str | None = s.market()
     gpus_per_node: int | None = option(
         None,
         "--gpus-per-node",

@@ -96,6 +96,8 @@ class SolveRequest(Request):
         kind="items",
         parse=_price_items,
     )
+    provider: str | None = s.provider()
+    market: str | None = s.market()
     memory_headroom: float | None = s.memory_headroom()
     stack: str | None = s.stack()
     compile: bool | None = option(None, "--compile/--no-compile", help=h.COMPILE_HELP, kind="bool")

@@ -36,6 +36,10 @@ training + serving.
 cost, "point" on the point estimate (trilemma.solve.rank); an optimum on a chip family with no measured
 step time comes with the best plan on a calibrated family (``SolveResult.calibrated``).
 
+``provider`` (a provider of presets/prices.toml, or ``all``: each GPU type at its cheapest offer) and
+``market`` (on-demand, reserved, spot) price the GPU types searched at those dated offers, leaving out the
+types with none; spot adds its preemption rate to every plan's failure rate (trilemma.presets.prices).
+
 ``failures_per_gpu_hour``, ``restart_s`` (s) and ``storage_write_bytes_per_s`` (the whole job's checkpoint
 write bandwidth, bytes/s): the cluster's reliability (ClusterSpec's fields; None: reliability.toml's
 defaults), in every plan's goodput.
@@ -115,6 +119,8 @@ def solve(
     restart_s: float | None = None,
     storage_write_bytes_per_s: float | None = None,
     rank: str = DEFAULT_RANK,
+    provider: str | None = None,
+    market: str | None = None,
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""

@@ -89,6 +89,14 @@ class SolveResult:
         ]
         doc["pins"] = self.pins.as_dict()
         doc["rank"] = self.rank
+        hw = self.optimum.cluster.hardware
+        doc["price"] = {
+            "usd_per_gpu_hour": self.optimum.cluster.price,
+            "provider": hw.price_provider or None,
+            "market": hw.price_market or None,
+            "date": hw.price_date,
+            "source": hw.price_source,
+        }
         doc["calibrated_alternative"] = None if self.calibrated is None else plan(*self.calibrated)
         if self.frontier is not None:
             f = self.frontier

@@ -192,6 +192,11 @@ class SolveDoc(BaseModel):
         description="beside an optimum on a chip family the calibration never measured: the best "
         "plan on a calibrated family (an estimate document), or null",
     )
+    price: dict[str, Any] | None = Field(
+        None,
+        description="the optimum's price per GPU-hour: its provider and market (--provider, "
+        "--market; null: the preset's reference), the date read and the source",
+    )
     search: dict[str, Any] = Field(
         description="candidates and configurations searched, and the seconds it took"
     )
