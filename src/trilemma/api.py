@@ -77,6 +77,7 @@ def estimate(
     accept: Callable[[Estimate], bool] | None = None,
     provider: str | None = None,
     market: str | None = None,
+    own: dict | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -93,7 +94,9 @@ def estimate(
 
     ``provider`` (a provider of presets/prices.toml, or ``all``: the cheapest) and ``market``
     (on-demand, reserved, spot) price the chip at that offer, dated (trilemma.presets.prices); spot
-    adds its preemption rate to the failure rate.
+    adds its preemption rate to the failure rate. ``own`` ({capital, years, usd_per_kwh,
+    utilisation}: capital "$30k" per GPU or "$300k/node", trilemma.estimate.owned) adds the run's cost
+    on owned hardware beside the rented one.
 
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
     run_estimate."""
@@ -129,7 +132,30 @@ def estimate(
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
     est = with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
     notes = price_notes(cl.hardware)
+    if own is not None:
+        est = replace(est, owned=_owned(own, est))
     return replace(est, warnings=(*est.warnings, *notes)) if notes else est
+
+
+def _owned(own: Any, est: Estimate) -> dict[str, Any]:
+    """``estimate``'s ``own`` fields checked and the run priced on owned hardware."""
+    from trilemma.estimate.owned import make_owning, owned_document
+
+    if not isinstance(own, dict) or not set(own) <= {
+        "capital",
+        "years",
+        "usd_per_kwh",
+        "utilisation",
+    }:
+        raise InputError("own", own, "a dict of capital, years, usd_per_kwh and utilisation")
+    o = make_owning(
+        own.get("capital"),
+        own.get("years"),
+        own.get("usd_per_kwh"),
+        own.get("utilisation"),
+        est.cluster.node_size,
+    )
+    return owned_document(o, est)
 
 
 def _at_offer(
@@ -189,6 +215,7 @@ def run_estimate(
         accept=accept,
         provider=req.provider,
         market=req.market,
+        own=req.owning(),
     )
     if req.deploy is None:
         return est

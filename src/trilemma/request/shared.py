@@ -42,6 +42,11 @@ def market() -> Any:
     )
 
 
+def with_own(flag: str, what: str) -> Any:
+    """A number that goes with estimate's --own (its refusals name ``flag``)."""
+    return option(None, f"--{flag}", help=f"with --own: {what}", parse=lambda t: p.number(t, flag))
+
+
 def host_memory() -> Any:
     return option(None, "--host-memory", help=h.HOST_MEMORY_HELP, parse=p.host_memory)
 

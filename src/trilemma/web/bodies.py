@@ -130,6 +130,11 @@ class _Plan(BaseModel):
     deploy: dict[str, Any] | None = Field(
         None, description="with --deploy: memory and speed on the device the model must run on"
     )
+    owned: dict[str, Any] | None = Field(
+        None,
+        description="with --own: the run on owned hardware (capital and energy dollars, band) "
+        "beside the rented price",
+    )
 
 
 class EstimateDoc(_Plan):
