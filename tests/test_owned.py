@@ -73,3 +73,21 @@ def test_refusals_name_the_flag(capsys, extra, field):
 def test_python_api_refuses_the_same():
     with pytest.raises(InputError, match="site-kwh"):
         estimate("llama2-7b", "h100-sxm", 8, 1e10, own={**OWN, "usd_per_kwh": None})
+
+
+def test_web_api_owned_and_its_refusal():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trilemma.web import app as web
+
+    body = {"model": "llama2-7b", "gpu": "h100-sxm", "gpus": 8, "tokens": "10B", "own": "$30k"}
+    with TestClient(web.create_app(), raise_server_exceptions=False) as c:
+        ok = c.post(
+            "/api/estimate", json={**body, "amortise": 4, "site_kwh": 0.1, "utilisation": 0.6}
+        )
+        bad = c.post("/api/estimate", json={**body, "amortise": 4, "site_kwh": 0.1})
+    assert ok.status_code == 200
+    o = ok.json()["owned"]
+    assert o["capital_usd_per_gpu_hour"] == pytest.approx(30000 / (4 * 8766 * 0.6))
+    assert bad.status_code == 422 and bad.json()["field"] == "utilisation"

@@ -123,3 +123,32 @@ def test_bad_provider_or_market_is_one_line_exit_2(capsys, flag, value, listed):
 def test_no_offer_for_the_chip_names_who_prices_it():
     with pytest.raises(InputError, match="a provider with an on-demand price for h100-sxm: .*aws"):
         estimate("llama2-7b", "h100-sxm", 8, 1e10, provider="tensorwave")
+
+
+def test_scenario_file_takes_provider_and_market(tmp_path, capsys):
+    f = tmp_path / "spot.toml"
+    f.write_text(
+        'model = "llama2-7b"\ntokens = "20B"\ndeadline = "30d"\nminimize = "cost"\n'
+        'gpu = "h100-sxm"\nmax-gpus = 64\nprovider = "gcp"\nmarket = "spot"\n'
+    )
+    assert main(["solve", str(f), "--json"]) in (0, None)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["price"]["provider"] == "gcp" and doc["price"]["usd_per_gpu_hour"] == 6.571
+    f.write_text('budget = "$1M"\ndeadline = "30d"\nmarket = "cheap"\n')
+    assert main(["solve", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "market" in err and "on-demand, reserved, spot" in err
+
+
+def test_web_api_prices_at_the_offer_and_refuses_a_bad_market():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trilemma.web import app as web
+
+    body = {"model": "llama2-7b", "gpu": "h100-sxm", "gpus": 8, "tokens": "10B"}
+    with TestClient(web.create_app(), raise_server_exceptions=False) as c:
+        ok = c.post("/api/estimate", json={**body, "provider": "runpod"})
+        bad = c.post("/api/estimate", json={**body, "market": "cheap"})
+    assert ok.status_code == 200 and ok.json()["cost"]["price_usd_per_gpu_hour"] == 2.69
+    assert bad.status_code == 422 and bad.json()["field"] == "market"

@@ -115,3 +115,13 @@ def test_cli_rank_refusal_and_json(capsys):
     assert rc in (0, None)
     doc = json.loads(capsys.readouterr().out)
     assert doc["rank"] == "point" and doc["calibrated_alternative"] is None
+
+
+def test_scenario_file_sets_the_rank(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text(
+        'model = "llama2-7b"\ntokens = "100B"\ndeadline = "30d"\nminimize = "cost"\n'
+        'gpu = "h100-sxm"\nmax-gpus = 64\nrank = "point"\n'
+    )
+    assert main(["solve", str(f), "--json"]) in (0, None)
+    assert json.loads(capsys.readouterr().out)["rank"] == "point"
