@@ -152,3 +152,14 @@ def test_web_api_prices_at_the_offer_and_refuses_a_bad_market():
         bad = c.post("/api/estimate", json={**body, "market": "cheap"})
     assert ok.status_code == 200 and ok.json()["cost"]["price_usd_per_gpu_hour"] == 2.69
     assert bad.status_code == 422 and bad.json()["field"] == "market"
+
+
+def test_presets_lists_each_price_with_its_age(capsys):
+    assert main(["presets", "prices", "--json"]) in (0, None)
+    rows = json.loads(capsys.readouterr().out)["prices"]
+    assert len(rows) == len(offers())
+    for r in rows:
+        read = [int(x) for x in r["date"].split("-")] + [1]
+        assert r["age_days"] == (dt.date.today() - dt.date(*read[:3])).days
+    assert main(["presets", "prices"]) in (0, None)
+    assert "(old)" in capsys.readouterr().out  # CoreWeave's February 2026 list, among others

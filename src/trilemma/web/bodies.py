@@ -283,4 +283,9 @@ class PresetsDoc(BaseModel):
         description="software stacks: each one's features (attention kernel, fusions, "
         "overlaps, host) with the sources they are cited from",
     )
+    prices: list[dict[str, Any]] | None = Field(
+        None,
+        description="prices per GPU-hour by chip, provider and market, each with its date, age "
+        "in days and source (presets/prices.toml)",
+    )
     warnings: list[str] = Field(description="what the figures assume, in words")
