@@ -109,3 +109,14 @@ def test_cli_estimate_gb200_says_uncalibrated(capsys):
     out = capsys.readouterr().out
     assert rc in (0, None)
     assert "72/node" in out and NOTE in " ".join(out.split())
+
+
+def test_gb200_expert_parallel_inside_the_domain_stays_on_nvlink():
+    """EP 64 of a 128-expert model on 128 GPUs: on GB200 every all-to-all peer is in the 72-GPU
+    NVLink domain (900 GB/s per direction); on HGX B200, 56 of each rank's 63 peers are behind its
+    50 GB/s network card, so its exchange is several times slower (18x the bandwidth on GB200)."""
+    kw = dict(layout={"ep": 64, "tp": 1, "pp": 1}, stack="megatron-core")
+    gb = estimate("qwen3-30b-a3b", "gb200", 128, 1e11, **kw)
+    b2 = estimate("qwen3-30b-a3b", "b200", 128, 1e11, **kw)
+    assert gb.layout.ep == b2.layout.ep == 64
+    assert gb.time.tp_comm_s < b2.time.tp_comm_s / 4
