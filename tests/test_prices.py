@@ -51,7 +51,8 @@ def test_offer_is_the_cheapest_of_the_market():
     assert offer_for("h100-sxm", "runpod", "on-demand").usd_per_gpu_hour == 2.69
     # every provider's H100 SXM spot row: GCP 6.571, AWS 2.4575 (19.66 / 8)
     assert offer_for("h100-sxm", "all", "spot").provider == "aws"
-    assert offer_for("h100-sxm", "aws", "reserved") is None
+    assert offer_for("h100-sxm", "lambda", "reserved") is None
+    assert offer_for("h100-sxm", "all", "reserved").provider == "aws"
 
 
 def test_estimate_at_an_offer_carries_its_price_date_and_source():
