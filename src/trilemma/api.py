@@ -15,7 +15,9 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
+from trilemma.estimate.deploy import attach_deploy as with_deploy
 from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
+from trilemma.estimate.owned import with_owned
 from trilemma.estimate.result import (
     SCHEMA,
     CostBreakdown,
@@ -24,7 +26,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
-from trilemma.presets.prices import failure_rate, price_notes, priced_for, resolve_market
+from trilemma.presets.prices import at_offer, with_offer_notes
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -46,7 +48,6 @@ from trilemma.resolve import (
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
 from trilemma.specs.stack import StackSpec
-from trilemma.units import parse_count
 
 R = TypeVar("R", bound=Request)
 
@@ -92,11 +93,8 @@ def estimate(
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
-    ``provider`` (a provider of presets/prices.toml, or ``all``: the cheapest) and ``market``
-    (on-demand, reserved, spot) price the chip at that offer, dated (trilemma.presets.prices); spot
-    adds its preemption rate to the failure rate. ``own`` ({capital, years, usd_per_kwh,
-    utilisation}: capital "$30k" per GPU or "$300k/node", trilemma.estimate.owned) adds the run's cost
-    on owned hardware beside the rented one.
+    ``provider``/``market`` price the chip at a dated offer (trilemma.presets.prices.at_offer);
+    ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
 
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
     run_estimate."""
@@ -111,9 +109,7 @@ def estimate(
         )
     if plan is not None and not isinstance(plan, TrainingPlan):
         raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
-    offer = resolve_market(provider, market)
-    if offer is not None:
-        hardware, cluster = _at_offer(hardware, cluster, *offer)
+    hardware, cluster = at_offer(hardware, cluster, provider, market)
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
     ft = finetune_fields(
         m,
@@ -131,42 +127,7 @@ def estimate(
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
     est = with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
-    notes = price_notes(cl.hardware)
-    if own is not None:
-        est = replace(est, owned=_owned(own, est))
-    return replace(est, warnings=(*est.warnings, *notes)) if notes else est
-
-
-def _owned(own: Any, est: Estimate) -> dict[str, Any]:
-    """``estimate``'s ``own`` fields checked and the run priced on owned hardware."""
-    from trilemma.estimate.owned import make_owning, owned_document
-
-    if not isinstance(own, dict) or not set(own) <= {
-        "capital",
-        "years",
-        "usd_per_kwh",
-        "utilisation",
-    }:
-        raise InputError("own", own, "a dict of capital, years, usd_per_kwh and utilisation")
-    o = make_owning(
-        own.get("capital"),
-        own.get("years"),
-        own.get("usd_per_kwh"),
-        own.get("utilisation"),
-        est.cluster.node_size,
-    )
-    return owned_document(o, est)
-
-
-def _at_offer(
-    hardware: str | HardwareSpec | None, cluster: dict | None, provider: str, market: str
-) -> tuple[HardwareSpec, dict]:
-    """The chip priced at ``provider``'s offer in ``market`` and the cluster fields with spot's
-    preemptions added to the failure rate (trilemma.presets.prices)."""
-    hw = priced_for(resolve_hardware(hardware), provider, market)
-    fields = dict(cluster or {})
-    fields["failures_per_gpu_hour"] = failure_rate(market, fields.get("failures_per_gpu_hour"))
-    return hw, fields
+    return with_owned(with_offer_notes(est), own)
 
 
 def run_estimate(
@@ -213,9 +174,7 @@ def run_estimate(
         law=req.law,
         unique_tokens=req.unique_tokens,
         accept=accept,
-        provider=req.provider,
-        market=req.market,
-        own=req.owning(),
+        **req.pricing(),
     )
     if req.deploy is None:
         return est
@@ -274,9 +233,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         restart_s=req.restart,
         storage_write_bytes_per_s=req.storage_bw,
         max_configurations=max_configurations,
-        rank=req.rank,
-        provider=req.provider,
-        market=req.market,
+        **req.ranking(),
     )
 
 
@@ -326,7 +283,7 @@ def validate(request: ValidateRequest | None = None, **fields: Any) -> dict[str,
 
 def presets(request: PresetsRequest | None = None, **fields: Any) -> dict[str, Any]:
     """The document `trilemma presets --json` prints: the model, hardware and deployment-device
-    presets (``kind``: models, hardware, devices or all), each with its source."""
+    presets (``kind``: models, hardware, devices, stacks, prices or all), each with its source."""
     from trilemma.report.table import presets_document
 
     return presets_document(_request(PresetsRequest, request, fields).kind)
@@ -374,22 +331,6 @@ def run_export(req: ExportRequest) -> Any:
 
         write_export(doc, req.out)
     return doc
-
-
-def with_deploy(
-    est: Estimate, device: str, precision: str = "int4", context: int | None = None
-) -> Estimate:
-    """The estimate with where the trained model must run (trilemma.estimate.deploy.with_deploy)."""
-    from trilemma.estimate.deploy import with_deploy as attach
-
-    _check_estimate(est)
-    if isinstance(context, str):
-        context = parse_count(context, "context")
-    if context is not None and (
-        isinstance(context, bool) or not float(context).is_integer() or context < 1
-    ):
-        raise InputError("context", context, "a positive whole number of tokens")
-    return attach(est, device, precision, None if context is None else int(context))
 
 
 def _check_estimate(est: Any) -> None:

@@ -113,4 +113,32 @@ def owned_document(own: Owning, est: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["BASES", "Owning", "capital_per_gpu", "make_owning", "owned_cost", "owned_document"]
+def with_owned(est: Any, own: Any) -> Any:
+    """``est`` with its cost on owned hardware (``own``: a dict of capital, years, usd_per_kwh and
+    utilisation, each refusal naming its flag), or ``est`` unchanged when ``own`` is None."""
+    from dataclasses import replace
+
+    if own is None:
+        return est
+    keys = {"capital", "years", "usd_per_kwh", "utilisation"}
+    if not isinstance(own, dict) or not set(own) <= keys:
+        raise InputError("own", own, "a dict of capital, years, usd_per_kwh and utilisation")
+    o = make_owning(
+        own.get("capital"),
+        own.get("years"),
+        own.get("usd_per_kwh"),
+        own.get("utilisation"),
+        est.cluster.node_size,
+    )
+    return replace(est, owned=owned_document(o, est))
+
+
+__all__ = [
+    "BASES",
+    "Owning",
+    "capital_per_gpu",
+    "make_owning",
+    "owned_cost",
+    "owned_document",
+    "with_owned",
+]

@@ -162,6 +162,29 @@ def failure_rate(market: str, base: float | None) -> float | None:
     return rate + spot_preemptions_per_gpu_hour()
 
 
+def at_offer(hardware: Any, cluster: dict | None, provider: Any, market: Any) -> tuple[Any, Any]:
+    """``estimate``'s hardware and cluster fields at ``provider``'s offer in ``market`` (either may be
+    None: ``resolve_market``); spot's preemptions added to the failure rate. Neither given: both
+    unchanged (the preset's reference price)."""
+    offer = resolve_market(provider, market)
+    if offer is None:
+        return hardware, cluster
+    from trilemma.resolve import resolve_hardware
+
+    hw = priced_for(resolve_hardware(hardware), *offer)
+    fields = dict(cluster or {})
+    fields["failures_per_gpu_hour"] = failure_rate(offer[1], fields.get("failures_per_gpu_hour"))
+    return hw, fields
+
+
+def with_offer_notes(est: Any) -> Any:
+    """An estimate priced at an offer with that offer's notes among its warnings (``price_notes``)."""
+    from dataclasses import replace
+
+    notes = price_notes(est.cluster.hardware)
+    return replace(est, warnings=(*est.warnings, *notes)) if notes else est
+
+
 def price_notes(hw: HardwareSpec, today: _dt.date | None = None) -> tuple[str, ...]:
     """What an estimate priced at an offer says: the offer, the spot preemption rate, its age."""
     if not hw.price_provider:
@@ -187,6 +210,8 @@ def price_notes(hw: HardwareSpec, today: _dt.date | None = None) -> tuple[str, .
 __all__ = [
     "ALL",
     "MARKETS",
+    "at_offer",
+    "with_offer_notes",
     "STALE_DAYS",
     "Offer",
     "check_market",

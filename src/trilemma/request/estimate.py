@@ -194,16 +194,18 @@ class EstimateRequest(Request):
                 if name in given:
                     raise InputError(flag, given[name], "a value with --own CAPITAL")
 
-    def owning(self) -> dict[str, Any] | None:
-        """--own and its companions as trilemma.api.estimate's ``own`` (None: not given)."""
-        if self.own is None:
-            return None
-        return {
-            "capital": self.own,
-            "years": self.amortise,
-            "usd_per_kwh": self.site_kwh,
-            "utilisation": self.utilisation,
-        }
+    def pricing(self) -> dict[str, Any]:
+        """--provider, --market and --own (with its companions) as trilemma.api.estimate's
+        ``provider``, ``market`` and ``own`` (None: not given)."""
+        own = None
+        if self.own is not None:
+            own = {
+                "capital": self.own,
+                "years": self.amortise,
+                "usd_per_kwh": self.site_kwh,
+                "utilisation": self.utilisation,
+            }
+        return {"provider": self.provider, "market": self.market, "own": own}
 
     def plan_flags(self) -> dict[str, Any]:
         """The stack and the plan fields it decides as given (None: the stack's), as

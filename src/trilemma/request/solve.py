@@ -159,3 +159,7 @@ class SolveRequest(Request):
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:
         s.check_deploy(given)
+
+    def ranking(self) -> dict[str, Any]:
+        """--rank, --provider and --market as trilemma.solve.solve's keyword arguments."""
+        return {"rank": self.rank, "provider": self.provider, "market": self.market}
