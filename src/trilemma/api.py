@@ -15,7 +15,9 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
+from trilemma.estimate.deploy import attach_deploy as with_deploy
 from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
+from trilemma.estimate.owned import with_owned
 from trilemma.estimate.result import (
     SCHEMA,
     CostBreakdown,
@@ -24,6 +26,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
+from trilemma.presets.prices import at_offer, with_offer_notes
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -45,7 +48,6 @@ from trilemma.resolve import (
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
 from trilemma.specs.stack import StackSpec
-from trilemma.units import parse_count
 
 R = TypeVar("R", bound=Request)
 
@@ -74,6 +76,9 @@ def estimate(
     offload: str | None = None,
     stack: str | StackSpec | None = None,
     accept: Callable[[Estimate], bool] | None = None,
+    provider: str | None = None,
+    market: str | None = None,
+    own: dict | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -88,6 +93,9 @@ def estimate(
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
+    ``provider``/``market`` price the chip at a dated offer (trilemma.presets.prices.at_offer);
+    ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
+
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
     run_estimate."""
     if isinstance(model, EstimateRequest):
@@ -101,6 +109,7 @@ def estimate(
         )
     if plan is not None and not isinstance(plan, TrainingPlan):
         raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
+    hardware, cluster = at_offer(hardware, cluster, provider, market)
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
     ft = finetune_fields(
         m,
@@ -117,7 +126,8 @@ def estimate(
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
-    return with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+    est = with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+    return with_owned(with_offer_notes(est), own)
 
 
 def run_estimate(
@@ -164,6 +174,7 @@ def run_estimate(
         law=req.law,
         unique_tokens=req.unique_tokens,
         accept=accept,
+        **req.pricing(),
     )
     if req.deploy is None:
         return est
@@ -223,6 +234,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         restart_s=req.restart,
         storage_write_bytes_per_s=req.storage_bw,
         max_configurations=max_configurations,
+        **req.ranking(),
     )
 
 
@@ -272,7 +284,7 @@ def validate(request: ValidateRequest | None = None, **fields: Any) -> dict[str,
 
 def presets(request: PresetsRequest | None = None, **fields: Any) -> dict[str, Any]:
     """The document `trilemma presets --json` prints: the model, hardware and deployment-device
-    presets (``kind``: models, hardware, devices or all), each with its source."""
+    presets (``kind``: models, hardware, devices, stacks, prices or all), each with its source."""
     from trilemma.report.table import presets_document
 
     return presets_document(_request(PresetsRequest, request, fields).kind)
@@ -320,22 +332,6 @@ def run_export(req: ExportRequest) -> Any:
 
         write_export(doc, req.out)
     return doc
-
-
-def with_deploy(
-    est: Estimate, device: str, precision: str = "int4", context: int | None = None
-) -> Estimate:
-    """The estimate with where the trained model must run (trilemma.estimate.deploy.with_deploy)."""
-    from trilemma.estimate.deploy import with_deploy as attach
-
-    _check_estimate(est)
-    if isinstance(context, str):
-        context = parse_count(context, "context")
-    if context is not None and (
-        isinstance(context, bool) or not float(context).is_integer() or context < 1
-    ):
-        raise InputError("context", context, "a positive whole number of tokens")
-    return attach(est, device, precision, None if context is None else int(context))
 
 
 def _check_estimate(est: Any) -> None:

@@ -283,7 +283,7 @@ def _warnings(
             f"outside the calibrated regime ({'; '.join(others)}): time, cost and energy bands widened to "
             f"×{lo:.2f}–×{hi:.2f} of the point"
         )
-    if cl.price_usd_per_hour is None and hw.price_date:
+    if cl.price_usd_per_hour is None and hw.price_date and not hw.price_provider:
         warnings.append(
             f"price ${cl.price:.2f}/GPU-hour is the {hw.name} reference of {hw.price_date}; set --price for yours"
         )

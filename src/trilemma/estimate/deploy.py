@@ -239,3 +239,22 @@ def with_deploy(
         )
     )
     return replace(est, deploy=doc, warnings=est.warnings + warnings)
+
+
+def attach_deploy(
+    est: Any, device: str, precision: str = "int4", context: int | str | None = None
+) -> Any:
+    """The estimate with where the trained model must run (``with_deploy``), its arguments checked:
+    an Estimate, and a context of a positive whole number of tokens ("4k" read as 4,096)."""
+    from trilemma.estimate.result import Estimate
+    from trilemma.units import parse_count
+
+    if not isinstance(est, Estimate):
+        raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
+    if isinstance(context, str):
+        context = parse_count(context, "context")
+    if context is not None and (
+        isinstance(context, bool) or not float(context).is_integer() or context < 1
+    ):
+        raise InputError("context", context, "a positive whole number of tokens")
+    return with_deploy(est, device, precision, None if context is None else int(context))

@@ -182,6 +182,8 @@ class Estimate:
     deploy: dict[str, Any] | None = (
         None  # where the trained model must run (trilemma.api.with_deploy), or None
     )
+    #: the same run on owned hardware (trilemma.estimate.owned.owned_document), or None
+    owned: dict[str, Any] | None = None
 
     @property
     def async_tp_applied(self) -> bool:
@@ -212,6 +214,7 @@ class Estimate:
             **({"quality": {"benchmarks": self.benchmarks}} if self.loss is not None else {}),
             **({"finetune": self.finetune} if self.finetune is not None else {}),
             **({"deploy": self.deploy} if self.deploy is not None else {}),
+            **({"owned": self.owned} if self.owned is not None else {}),
             "warnings": list(self.warnings),
         }
 

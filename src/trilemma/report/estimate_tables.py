@@ -294,6 +294,8 @@ def cost_table(est: Any) -> Table:
         + (f" ({fmt_usd(co.usd_low)} – {fmt_usd(co.usd_high)})" if band else "")
         + f" at {fmt_usd(co.price_usd_per_gpu_hour)}/GPU-hour",
     )
+    if getattr(est, "owned", None) is not None:
+        ct.add_row("owned", owned_line(est.owned, band))
     eband = band and co.energy_kwh_high > co.energy_kwh_low
     ct.add_row(
         "energy",
@@ -322,6 +324,19 @@ def cost_table(est: Any) -> Table:
         + f" at {co.grid_kg_co2_per_kwh} kg/kWh",
     )
     return ct
+
+
+def owned_line(o: dict[str, Any], band: bool = True) -> str:
+    """The run on owned hardware beside the rented price: dollars (band), capital and energy parts."""
+    i = o["inputs"]
+    return (
+        f"[bold]{fmt_usd(o['usd'])}[/bold]"
+        + (f" ({fmt_usd(o['usd_low'])} – {fmt_usd(o['usd_high'])})" if band else "")
+        + f" on owned hardware = capital {fmt_usd(o['capital_usd'])} ({fmt_usd(i['capital_usd_per_gpu'])}"
+        f" per GPU over {i['years']:g} years at {i['utilisation']:.0%} utilisation: "
+        f"{fmt_usd(o['capital_usd_per_gpu_hour'])}/GPU-hour) + energy {fmt_usd(o['energy_usd'])} at "
+        f"{fmt_usd(i['usd_per_kwh'])}/kWh; rented {fmt_usd(o['rented_usd'])}"
+    )
 
 
 def deploy_table(d: dict[str, Any]) -> Table:

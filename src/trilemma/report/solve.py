@@ -10,6 +10,7 @@ from trilemma.console import console, shown
 from trilemma.estimate.bands import family_calibrated
 from trilemma.estimate.stability import stability_flag
 from trilemma.fileio import write_csv_atomic
+from trilemma.presets.prices import price_notes
 from trilemma.report.axis_labels import fmt_usd_axis
 from trilemma.report.frontier_plot import plot_frontier
 from trilemma.units import (
@@ -78,9 +79,14 @@ def print_solve(r: Any) -> None:
     ):
         t.add_column(col)
     t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss))
+    if getattr(r, "calibrated", None) is not None:
+        t.add_row("best calibrated", *_row(*r.calibrated))
     for why, e, loss in r.runners_up:
         t.add_row(why, *_row(e, loss))
     c.print(t)
+    c.print(rank_line(r))
+    for note in price_notes(r.optimum.cluster.hardware):
+        c.print(f"provider: {shown(note)}")
     if r.runners_up:
         c.print(runners_up_table(r))
     if any(
@@ -131,6 +137,28 @@ def print_solve(r: Any) -> None:
     )
     for w in (*r.warnings, *o.warnings):
         c.print(f"[yellow]note:[/yellow] {shown(w)}")
+
+
+def rank_line(r: Any) -> str:
+    """How the plans were ranked, and beside an optimum on an uncalibrated chip family the best plan
+    on a calibrated one (its GPUs, time, cost and loss)."""
+    how = (
+        "ranked at the pessimistic end of each plan's 80% band of time and cost (--rank point: "
+        "on the point estimate)"
+        if getattr(r, "rank", "pessimistic") == "pessimistic"
+        else "ranked on the point estimate (--rank pessimistic: at the high end of each band)"
+    )
+    alt = getattr(r, "calibrated", None)
+    if alt is None:
+        mine = family_calibrated(r.optimum.cluster.hardware.family)
+        return how if mine else f"{how}; no plan on a calibrated chip family meets the pins"
+    e, loss = alt
+    lost = "" if loss is None else f", loss {loss.mean:.3f}"
+    return (
+        f"{how}; the optimum's chip family has no measured step time — best on a calibrated family: "
+        f"{_gpu(e)}, {fmt_count(e.params.total)} parameters, {fmt_duration(e.time.total_s)}, "
+        f"{fmt_usd(e.cost.usd)}{lost}"
+    )
 
 
 def _pins_title(p: Any) -> str:
@@ -257,4 +285,4 @@ def write_frontier(r: Any, path: str) -> None:
     write_csv_atomic(path, cols, _frontier_rows(r), "frontier")
 
 
-__all__ = ["plot_frontier", "print_solve", "runners_up_table", "write_frontier"]
+__all__ = ["plot_frontier", "print_solve", "rank_line", "runners_up_table", "write_frontier"]

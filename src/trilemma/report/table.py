@@ -68,6 +68,12 @@ def presets_document(kind: str) -> dict[str, Any]:
             | {"features": st.features, "source": st.source}
             for st in stacks().values()
         ]
+    if kind in ("prices", "all"):
+        from dataclasses import asdict
+
+        from trilemma.presets.prices import offers
+
+        doc["prices"] = [asdict(o) | {"age_days": o.age_days()} for o in offers()]
     return doc
 
 
@@ -82,6 +88,25 @@ def print_presets(kind: str) -> None:
         c.print(_device_presets())
     if kind in ("stacks", "all"):
         c.print(_stack_presets())
+    if kind in ("prices", "all"):
+        c.print(_price_presets())
+
+
+def _price_presets() -> Table:
+    """Prices per GPU-hour by chip, provider and market, each with its date and age."""
+    from trilemma.presets.prices import STALE_DAYS, offers
+
+    t = Table(title="prices per GPU-hour (presets/prices.toml; --provider, --market)")
+    for col in ("gpu", "provider", "market", "$/GPU-hour", "read", "age", "product"):
+        t.add_column(col, justify="right" if col in ("$/GPU-hour", "age") else "left")
+    for o in sorted(offers(), key=lambda o: (o.gpu, o.market, o.usd_per_gpu_hour)):
+        age = o.age_days()
+        old = " (old)" if age > STALE_DAYS else ""
+        t.add_row(
+            o.gpu, o.provider, o.market, f"{o.usd_per_gpu_hour:.2f}", o.date,
+            f"{age / 30.44:.0f} months{old}", shown(o.product),
+        )  # fmt: skip
+    return t
 
 
 def _model_presets() -> Table:

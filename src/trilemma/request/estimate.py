@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from trilemma.errors import InputError
 from trilemma.request import help as h
 from trilemma.request import parsers as p
 from trilemma.request import shared as s
@@ -95,6 +96,19 @@ class EstimateRequest(Request):
         help="USD per GPU-hour (default: the preset's reference price)",
         parse=p.price,
     )
+    provider: str | None = s.provider()
+    market: str | None = s.market()
+    own: str | None = option(
+        None,
+        "--own",
+        help="also cost the run on owned hardware: capital per GPU ($30k) or per system "
+        "($300k/node), with --amortise, --site-kwh and --utilisation",
+    )
+    amortise: float | None = s.with_own("amortise", "years the hardware is written off over")
+    site_kwh: float | None = s.with_own("site-kwh", "the site's electricity price, USD per kWh")
+    utilisation: float | None = s.with_own(
+        "utilisation", "the share of those years the GPUs run jobs, 0-1"
+    )
     gpus_per_node: int | None = option(
         None,
         "--gpus-per-node",
@@ -171,6 +185,27 @@ class EstimateRequest(Request):
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:
         s.check_deploy(given)
+        if "own" not in given:
+            for name, flag in (
+                ("amortise", "amortise"),
+                ("site_kwh", "site-kwh"),
+                ("utilisation", "utilisation"),
+            ):
+                if name in given:
+                    raise InputError(flag, given[name], "a value with --own CAPITAL")
+
+    def pricing(self) -> dict[str, Any]:
+        """--provider, --market and --own (with its companions) as trilemma.api.estimate's
+        ``provider``, ``market`` and ``own`` (None: not given)."""
+        own = None
+        if self.own is not None:
+            own = {
+                "capital": self.own,
+                "years": self.amortise,
+                "usd_per_kwh": self.site_kwh,
+                "utilisation": self.utilisation,
+            }
+        return {"provider": self.provider, "market": self.market, "own": own}
 
     def plan_flags(self) -> dict[str, Any]:
         """The stack and the plan fields it decides as given (None: the stack's), as

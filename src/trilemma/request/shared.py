@@ -10,6 +10,43 @@ from trilemma.request import parsers as p
 from trilemma.request.field import option
 
 
+def _provider(text: Any) -> str:
+    from trilemma.presets.prices import check_provider
+
+    return check_provider(text)
+
+
+def _market(text: Any) -> str:
+    from trilemma.presets.prices import check_market
+
+    return check_market(text)
+
+
+def provider() -> Any:
+    return option(
+        None,
+        "--provider",
+        help="price the GPU at this provider's offer (presets/prices.toml, dated), or 'all' for "
+        "the cheapest; default: the preset's reference price",
+        parse=_provider,
+    )
+
+
+def market() -> Any:
+    return option(
+        None,
+        "--market",
+        help="on-demand (default with --provider), reserved or spot (spot adds its published "
+        "preemption rate to the failure rate)",
+        parse=_market,
+    )
+
+
+def with_own(flag: str, what: str) -> Any:
+    """A number that goes with estimate's --own (its refusals name ``flag``)."""
+    return option(None, f"--{flag}", help=f"with --own: {what}", parse=lambda t: p.number(t, flag))
+
+
 def host_memory() -> Any:
     return option(None, "--host-memory", help=h.HOST_MEMORY_HELP, parse=p.host_memory)
 

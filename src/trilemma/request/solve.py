@@ -102,6 +102,8 @@ class SolveRequest(Request):
         kind="items",
         parse=_price_items,
     )
+    provider: str | None = s.provider()
+    market: str | None = s.market()
     memory_headroom: float | None = s.memory_headroom()
     stack: str | None = s.stack()
     compile: bool | None = option(None, "--compile/--no-compile", help=h.COMPILE_HELP, kind="bool")
@@ -115,6 +117,14 @@ class SolveRequest(Request):
         help="keep every plan on the frontier: by default it drops runs of fewer than 1,000 "
         "steps, under 10 minutes or over a year",
         kind="bool",
+    )
+    rank: str = option(
+        "pessimistic",
+        "--rank",
+        help="pessimistic (default): rank plans at the pessimistic end of each one's 80% band of "
+        "time and cost, so a chip the calibration never measured wins only where it wins at its "
+        "worst too; point: on the point estimate",
+        parse=lambda t: p.choice(t, "rank", ("pessimistic", "point")),
     )
     host_memory: float | None = s.host_memory()
     deploy: str | None = option(
@@ -155,3 +165,7 @@ class SolveRequest(Request):
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:
         s.check_deploy(given)
+
+    def ranking(self) -> dict[str, Any]:
+        """--rank, --provider and --market as trilemma.solve.solve's keyword arguments."""
+        return {"rank": self.rank, "provider": self.provider, "market": self.market}

@@ -35,6 +35,14 @@ the model will serve that many tokens; their cost (Sardana et al. 2023: 2·N FLO
 dollars per FLOP, trilemma.solve.optimize.serving_usd) is added to each plan's, and a dollar budget holds
 training + serving.
 
+``rank``: "pessimistic" (default) ranks plans at the pessimistic end of each one's 80% band of time and
+cost, "point" on the point estimate (trilemma.solve.rank); an optimum on a chip family with no measured
+step time comes with the best plan on a calibrated family (``SolveResult.calibrated``).
+
+``provider`` (a provider of presets/prices.toml, or ``all``: each GPU type at its cheapest offer) and
+``market`` (on-demand, reserved, spot) price the GPU types searched at those dated offers, leaving out the
+types with none; spot adds its preemption rate to every plan's failure rate (trilemma.presets.prices).
+
 ``failures_per_gpu_hour``, ``restart_s`` (s) and ``storage_write_bytes_per_s`` (the whole job's checkpoint
 write bandwidth, bytes/s): the cluster's reliability (ClusterSpec's fields; None: reliability.toml's
 defaults), in every plan's goodput.
@@ -45,6 +53,7 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -59,13 +68,13 @@ from trilemma.solve.optimize import (
     Choice,
     Corners,
     Pins,
-    best_index,
     choose_tokens,
     explain_infeasible,
     rates,
     serving_usd,
     table_goodput,
 )
+from trilemma.solve.rank import DEFAULT_RANK, band_high, calibrated_mask, ranked_best
 from trilemma.solve.realise import deployed, plan_maker, solve_warnings
 from trilemma.solve.result import SCHEMA, SolveResult, broken_pins, plan_document
 from trilemma.solve.search import ConfigTable, search_configs
@@ -113,6 +122,9 @@ def solve(
     failures_per_gpu_hour: float | None = None,
     restart_s: float | None = None,
     storage_write_bytes_per_s: float | None = None,
+    rank: str = DEFAULT_RANK,
+    provider: str | None = None,
+    market: str | None = None,
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
@@ -130,6 +142,8 @@ def solve(
     _check_pins(opt, s.pins)
     ups = tuple((why, *plan_at(i, d)) for why, i, d in levers)
     front = _frontier(s, found, best_cand) if s.args["want_frontier"] else None
+    alt = _calibrated_alternative(s, found, plan_at)
+    warn = solve_warnings(s, table, ch, best) + found.rank_notes
     return SolveResult(
         optimum=opt,
         optimum_loss=opt_loss,
@@ -139,9 +153,11 @@ def solve(
         table=table,
         candidates=table.candidates,
         seconds=_time.perf_counter() - t0,
-        warnings=solve_warnings(s, table, ch, best),
+        warnings=warn,
         plan_at=plan_at,
         lifetime=lifetime,
+        rank=s.args["rank"],
+        calibrated=alt,
     )
 
 
@@ -155,6 +171,9 @@ class _Found:
     loss_fn: Callable[..., np.ndarray]
     choice: Choice
     best: int
+    #: per configuration, the high multiplier of its time and cost band (None: ranked on the point)
+    high: np.ndarray | None = None
+    rank_notes: tuple[str, ...] = ()
 
 
 def _search(s: SolveSetup) -> _Found:
@@ -193,13 +212,35 @@ def _search(s: SolveSetup) -> _Found:
         c = replace(c, fixed_usd=serving_usd(c, float(a["inference_tokens"])))
     loss_fn = law_fn(s.law, s.unique_tokens) if not s.is_ft else no_loss
     ch = choose_tokens(c, s.pins, loss_fn, s.fixed_tokens)
-    best = best_index(ch, s.pins.minimize)
+    high = None
+    if s.args["rank"] == "pessimistic" and len(table):
+        high = band_high(table, s.plan_fields.get("stack") is not None, s.is_ft)
+    best, at_worst = ranked_best(ch, c, high, s.pins, loss_fn, s.fixed_tokens)
     if best is None:
         raise InfeasibleError(
             "no plan meets the pins: "
             + explain_infeasible(table, c, s.pins, loss_fn, s.law_E, s.fixed_tokens)
         )
-    return _Found(table, c, loss_fn, ch, best)
+    notes = ()
+    if high is not None and not at_worst:
+        notes = (
+            "no plan meets the pins at the pessimistic end of its band: the plans that meet them "
+            "at the point are ranked on the high end of their bands",
+        )
+    return _Found(table, c, loss_fn, ch, best, high, notes)
+
+
+def _calibrated_alternative(
+    s: SolveSetup, found: _Found, plan_at: Callable
+) -> tuple[Estimate, Any] | None:
+    """Beside an optimum on a chip family with no measured step time: the best plan, ranked the
+    same way, on a family the calibration measured (its Estimate and loss), or None."""
+    t, ch = found.table, found.choice
+    ok = calibrated_mask(t)
+    if ok[found.best]:
+        return None
+    i, _ = ranked_best(ch, found.corners, found.high, s.pins, found.loss_fn, s.fixed_tokens, ok)
+    return None if i is None else plan_at(i, float(ch.tokens[i]))
 
 
 def _frontier(s: SolveSetup, found: _Found, best: Candidate) -> Frontier:

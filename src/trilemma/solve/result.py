@@ -40,6 +40,10 @@ class SolveResult:
     plan_at: Callable[[int, float], tuple[Estimate, LossPrediction | None]] | None = field(
         default=None, repr=False, compare=False
     )
+    #: how plans were ranked: "pessimistic" (the high end of each band) or "point"
+    rank: str = "pessimistic"
+    #: beside an optimum on an uncalibrated chip family: the best plan on a calibrated one (Estimate, loss)
+    calibrated: tuple[Estimate, LossPrediction | None] | None = None
 
     def frontier_plan(self, point: int) -> Estimate:
         """Frontier point ``point`` (the 0-based row of ``--frontier``'s CSV) as a full estimate."""
@@ -84,6 +88,16 @@ class SolveResult:
             for why, e, loss in self.runners_up
         ]
         doc["pins"] = self.pins.as_dict()
+        doc["rank"] = self.rank
+        hw = self.optimum.cluster.hardware
+        doc["price"] = {
+            "usd_per_gpu_hour": self.optimum.cluster.price,
+            "provider": hw.price_provider or None,
+            "market": hw.price_market or None,
+            "date": hw.price_date,
+            "source": hw.price_source,
+        }
+        doc["calibrated_alternative"] = None if self.calibrated is None else plan(*self.calibrated)
         if self.frontier is not None:
             f = self.frontier
             doc["frontier"] = {

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trilemma.errors import InfeasibleError, InputError
+from trilemma.presets.prices import failure_rate, resolve_market
 from trilemma.quality.predict import check_unique_tokens
 from trilemma.solve.inputs import (
     checked_arguments,
@@ -19,6 +20,7 @@ from trilemma.solve.inputs import (
     precisions_for,
 )
 from trilemma.solve.optimize import Pins
+from trilemma.solve.rank import DEFAULT_RANK, check_rank
 from trilemma.specs import HardwareSpec, ModelSpec, Precision, Task
 from trilemma.units import SI, fmt_bytes, fmt_count, parse_count
 
@@ -105,18 +107,36 @@ def _law_and_floor(law: str | None, pins: Pins) -> tuple[Any, float]:
     return the_law, law_E
 
 
+def _at_offers(
+    gpus: list[HardwareSpec], explicit: bool, provider: str, market: str
+) -> list[HardwareSpec]:
+    """The GPU types priced at ``provider``'s offers in ``market`` (trilemma.presets.prices): those
+    named are refused without one; of the whole catalogue, those with none are left out."""
+    from trilemma.presets.prices import offer_for, priced, priced_for
+
+    if explicit:
+        return [priced_for(h, provider, market) for h in gpus]
+    kept = [priced(h, o) for h in gpus if (o := offer_for(h.name, provider, market))]
+    if not kept:
+        raise InputError("market", market, f"a market in which {provider} prices a GPU")
+    return kept
+
+
 def _hardware(
     gpu: str | list[str] | None,
     precision: str | list[str] | None,
     max_gpus: int | None,
     cluster_fields: dict[str, Any],
+    offer: tuple[str, str] | None = None,
 ) -> tuple[list[HardwareSpec], list[Precision], list[int]]:
     """The GPU types, precisions and GPU counts searched: powers of two and the 1.5× steps between
     them (3·2^k: 24, 48, 96, 384 … — clusters and reservations are not only powers of two), and the
-    cap itself."""
+    cap itself. ``offer``: (provider, market) whose prices the GPU types take."""
     from trilemma.resolve import make_cluster
 
     gpus = gpus_for(gpu)
+    if offer is not None:
+        gpus = _at_offers(gpus, gpu is not None, *offer)
     make_cluster(
         gpus[0], 1, **cluster_fields
     )  # the cluster's own figures checked before the search
@@ -145,6 +165,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     from trilemma.resolve import finetune_fields
 
     args = checked_arguments(args)
+    args["rank"] = check_rank(args.get("rank", DEFAULT_RANK))
     model, tokens, unique_tokens = args["model"], args["tokens"], args["unique_tokens"]
     ft_args = {k: v for k, v in (args["finetune"] or {}).items() if v is not None}
     pins_args = {k: args[k] for k in ("deadline", "budget", "target_loss", "minimize")}
@@ -193,8 +214,12 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         )
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
     cluster_fields = {k: args[k] for k in CLUSTER_FIELDS if args[k] is not None}
+    offer = resolve_market(args.get("provider"), args.get("market"))
+    if offer is not None and offer[1] == "spot":
+        rate = failure_rate("spot", cluster_fields.get("failures_per_gpu_hour"))
+        cluster_fields["failures_per_gpu_hour"] = rate
     gpus, precs, counts = _hardware(
-        args["gpu"], args["precision"], args["max_gpus"], cluster_fields
+        args["gpu"], args["precision"], args["max_gpus"], cluster_fields, offer
     )
     return SolveSetup(
         pins=pins,

@@ -59,6 +59,11 @@ class HardwareSpec(Spec):
     price_usd_per_hour: float = Field(gt=0, description="reference price per device-hour, USD")
     price_date: str = ""
     price_source: str = ""
+    price_provider: str = Field(
+        "",
+        description="the provider whose offer set the price (presets/prices.toml); '' the preset's",
+    )
+    price_market: str = Field("", description="that offer's market: on-demand, reserved or spot")
     source: str = ""
     notes: str = ""
     aliases: tuple[str, ...] = ()

@@ -130,6 +130,11 @@ class _Plan(BaseModel):
     deploy: dict[str, Any] | None = Field(
         None, description="with --deploy: memory and speed on the device the model must run on"
     )
+    owned: dict[str, Any] | None = Field(
+        None,
+        description="with --own: the run on owned hardware (capital and energy dollars, band) "
+        "beside the rented price",
+    )
 
 
 class EstimateDoc(_Plan):
@@ -182,6 +187,20 @@ class SolveDoc(BaseModel):
     )
     lifetime: dict[str, Any] | None = Field(
         None, description="with --inference-tokens: training plus serving cost"
+    )
+    rank: str = Field(
+        "pessimistic",
+        description="how plans were ranked: pessimistic (the high end of each plan's band) or point",
+    )
+    calibrated_alternative: dict[str, Any] | None = Field(
+        None,
+        description="beside an optimum on a chip family the calibration never measured: the best "
+        "plan on a calibrated family (an estimate document), or null",
+    )
+    price: dict[str, Any] | None = Field(
+        None,
+        description="the optimum's price per GPU-hour: its provider and market (--provider, "
+        "--market; null: the preset's reference), the date read and the source",
     )
     search: dict[str, Any] = Field(
         description="candidates and configurations searched, and the seconds it took"
@@ -263,5 +282,10 @@ class PresetsDoc(BaseModel):
         None,
         description="software stacks: each one's features (attention kernel, fusions, "
         "overlaps, host) with the sources they are cited from",
+    )
+    prices: list[dict[str, Any]] | None = Field(
+        None,
+        description="prices per GPU-hour by chip, provider and market, each with its date, age "
+        "in days and source (presets/prices.toml)",
     )
     warnings: list[str] = Field(description="what the figures assume, in words")
