@@ -23,7 +23,7 @@ from trilemma.presets.prices import (
     price_notes,
     priced_for,
     providers,
-    spot_preemptions_per_gpu_hour,
+    spot_preemptions_per_instance_hour,
 )
 from trilemma.solve import solve
 
@@ -43,7 +43,7 @@ def test_every_offer_is_a_preset_dated_and_sourced():
 def test_spot_rate_is_the_trace_count():
     # skypilot-org/spot-traces preemption/1-node/aws-04-22-2023: 41 + 60 + 44 + 57 preemptions in
     # 55.77 + 105.04 + 140.67 + 129.70 instance-hours of 1-GPU instances
-    assert spot_preemptions_per_gpu_hour() == pytest.approx(202 / 431.18, rel=1e-3)
+    assert spot_preemptions_per_instance_hour() == pytest.approx(202 / 431.18, rel=1e-3)
 
 
 def test_offer_is_the_cheapest_of_the_market():
@@ -71,10 +71,10 @@ def test_spot_goodput_is_lower_than_on_demand_for_the_same_plan():
     assert od.layout == sp.layout and od.time.step_s == pytest.approx(sp.time.step_s)
     assert sp.time.goodput < od.time.goodput
     # hand calculation: MTBF = 3600 s / (GPUs × failures per GPU-hour), spot's rate the default plus
-    # the trace's preemptions
+    # the trace's preemptions per instance-hour over the 8 GPUs of an H100 node (reclaimed whole)
     base = defaults().failures_per_gpu_hour
     assert od.time.reliability["mtbf_s"] == pytest.approx(3600 / (64 * base), rel=1e-6)
-    spot = base + spot_preemptions_per_gpu_hour()
+    spot = base + spot_preemptions_per_instance_hour() / 8
     assert sp.time.reliability["mtbf_s"] == pytest.approx(3600 / (64 * spot), rel=1e-6)
 
 

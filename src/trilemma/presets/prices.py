@@ -84,9 +84,10 @@ def providers() -> tuple[str, ...]:
     return tuple(sorted({o.provider for o in offers()}))
 
 
-def spot_preemptions_per_gpu_hour() -> float:
-    """Spot reclaims per GPU-hour (prices.toml [spot], with its source)."""
-    return float(_table()["spot"]["preemptions_per_gpu_hour"])
+def spot_preemptions_per_instance_hour() -> float:
+    """Spot reclaims per instance-hour (prices.toml [spot], with its source): an instance is a node,
+    reclaimed whole."""
+    return float(_table()["spot"]["preemptions_per_instance_hour"])
 
 
 def check_market(value: Any) -> str:
@@ -151,15 +152,16 @@ def priced_for(hw: HardwareSpec, provider: str, market: str) -> HardwareSpec:
     return priced(hw, o)
 
 
-def failure_rate(market: str, base: float | None) -> float | None:
-    """A cluster's failures per GPU-hour in ``market``: spot adds the preemption rate to ``base``
-    (None: reliability.toml's default); other markets keep ``base``."""
+def failure_rate(market: str, base: float | None, gpus_per_instance: int = 1) -> float | None:
+    """A cluster's failures per GPU-hour in ``market``: spot adds the preemption rate per
+    instance-hour over the GPUs of one instance (a node of ``gpus_per_instance``) to ``base`` (None:
+    reliability.toml's default); other markets keep ``base``."""
     if market != "spot":
         return base
     from trilemma.estimate.goodput import resolve
 
     rate = resolve(failures_per_gpu_hour=base).failures_per_gpu_hour
-    return rate + spot_preemptions_per_gpu_hour()
+    return rate + spot_preemptions_per_instance_hour() / max(1, int(gpus_per_instance))
 
 
 def at_offer(hardware: Any, cluster: dict | None, provider: Any, market: Any) -> tuple[Any, Any]:
@@ -173,7 +175,9 @@ def at_offer(hardware: Any, cluster: dict | None, provider: Any, market: Any) ->
 
     hw = priced_for(resolve_hardware(hardware), *offer)
     fields = dict(cluster or {})
-    fields["failures_per_gpu_hour"] = failure_rate(offer[1], fields.get("failures_per_gpu_hour"))
+    fields["failures_per_gpu_hour"] = failure_rate(
+        offer[1], fields.get("failures_per_gpu_hour"), hw.devices_per_node
+    )
     return hw, fields
 
 
@@ -194,8 +198,10 @@ def price_notes(hw: HardwareSpec, today: _dt.date | None = None) -> tuple[str, .
     ]
     if hw.price_market == "spot":
         notes.append(
-            f"spot: {spot_preemptions_per_gpu_hour():.3g} preemptions per GPU-hour added to the "
-            "failure rate (Wu et al. NSDI 2024 traces, presets/prices.toml [spot])"
+            f"spot: {spot_preemptions_per_instance_hour():.3g} preemptions per instance-hour "
+            f"({spot_preemptions_per_instance_hour() / max(1, hw.devices_per_node):.3g} per GPU-hour "
+            f"on nodes of {hw.devices_per_node}) added to the failure rate (Wu et al. NSDI 2024 "
+            "traces, presets/prices.toml [spot])"
         )
     o = Offer(hw.name, hw.price_provider, hw.price_market, 0.0, hw.price_date, "", "", "")
     age = o.age_days(today)
@@ -224,5 +230,5 @@ __all__ = [
     "priced_for",
     "providers",
     "resolve_market",
-    "spot_preemptions_per_gpu_hour",
+    "spot_preemptions_per_instance_hour",
 ]

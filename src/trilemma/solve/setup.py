@@ -215,12 +215,15 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
     cluster_fields = {k: args[k] for k in CLUSTER_FIELDS if args[k] is not None}
     offer = resolve_market(args.get("provider"), args.get("market"))
-    if offer is not None and offer[1] == "spot":
-        rate = failure_rate("spot", cluster_fields.get("failures_per_gpu_hour"))
-        cluster_fields["failures_per_gpu_hour"] = rate
     gpus, precs, counts = _hardware(
         args["gpu"], args["precision"], args["max_gpus"], cluster_fields, offer
     )
+    if (
+        offer is not None and offer[1] == "spot"
+    ):  # per GPU on the smallest node searched: the upper rate
+        per_node = min(g.devices_per_node for g in gpus)
+        rate = failure_rate("spot", cluster_fields.get("failures_per_gpu_hour"), per_node)
+        cluster_fields["failures_per_gpu_hour"] = rate
     return SolveSetup(
         pins=pins,
         is_ft=is_ft,
