@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -24,6 +25,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
+from trilemma.quality.batch_hint import with_batch_notes
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -88,17 +90,14 @@ def estimate(
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
-    ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
-    run_estimate."""
+    ``estimate(EstimateRequest(...))`` runs a request (`trilemma estimate`'s flags): run_estimate."""
     if isinstance(model, EstimateRequest):
         return run_estimate(model, accept=accept)
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
     if cluster is not None and not isinstance(cluster, dict):
-        raise InputError(
-            "cluster", cluster, "a dict of cluster fields, e.g. {'price_usd_per_hour': 2.0}"
-        )
+        raise InputError("cluster", cluster, "a dict of cluster fields, e.g. {'pue': 1.2}")
     if plan is not None and not isinstance(plan, TrainingPlan):
         raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
     cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
@@ -117,7 +116,9 @@ def estimate(
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
-    return with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+    rerun = partial(estimate_plan, m, cl, layout=layout, how=how, accept=accept)  # pl → Estimate
+    est = with_batch_notes(rerun(pl), global_batch_tokens, rerun)
+    return with_loss(est, law, unique_tokens)
 
 
 def run_estimate(
@@ -127,20 +128,6 @@ def run_estimate(
     device it must run on). ``accept``: as estimate's."""
     if not isinstance(req, EstimateRequest):
         raise InputError("request", req, "an EstimateRequest (trilemma.request)")
-    cluster = {
-        "memory_headroom": req.memory_headroom,
-        "gpus_per_node": req.gpus_per_node,
-        "intra_node_bw_bytes_per_s": req.intra_node_bw,
-        "inter_node_bw_bytes_per_s": req.inter_node_bw,
-        "price_usd_per_hour": req.price,
-        "pue": req.pue,
-        "region": req.region,
-        "host_memory_bytes": req.host_memory,
-        "host_power_w_per_node": req.host_power,
-        "failures_per_gpu_hour": req.failure_rate,
-        "restart_s": req.restart,
-        "storage_write_bytes_per_s": req.storage_bw,
-    }
     m, _ = resolve_model(req.model)
     ft = {k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None}
     plan = make_plan(
@@ -159,8 +146,9 @@ def run_estimate(
         req.gpu,
         req.gpus,
         layout=req.layout(),
-        cluster=cluster,
+        cluster=req.cluster_fields(),
         plan=plan,
+        global_batch_tokens=req.global_batch,  # for its note: the plan holds it
         law=req.law,
         unique_tokens=req.unique_tokens,
         accept=accept,

@@ -10,6 +10,7 @@ from trilemma.request import shared as s
 from trilemma.request.field import Request, option
 from trilemma.specs import ModelSpec, Precision, Recompute, Task, ZeroStage
 from trilemma.specs.axes import AXES
+from trilemma.units import GlobalBatch
 
 
 def _model(v: Any) -> Any:
@@ -71,11 +72,12 @@ class EstimateRequest(Request):
         help="sequence length, tokens; 4k = 4096 (default: the model's published one)",
         parse=p.seq,
     )
-    global_batch: int | None = option(
+    global_batch: GlobalBatch | None = option(
         None,
         "--global-batch",
-        help="tokens per optimizer step, e.g. 4M (exact: fails if no layout divides it)",
-        parse=lambda t: p.whole(t, "global-batch"),
+        help="per optimizer step: tokens (4Mi = 4,194,304 exact; 4M a target rounded to whole "
+        "sequences) or sequences (1024seq); exact fails if no layout divides it",
+        parse=p.batch,
     )
     precision: Precision = option(
         Precision.BF16, "--precision", help=h.PRECISION_HELP, parse=p.precision, listable=True
@@ -182,6 +184,23 @@ class EstimateRequest(Request):
             "fused_loss": self.fused_loss,
             "compile": self.compile,
             "async_tp": self.async_tp,
+        }
+
+    def cluster_fields(self) -> dict[str, Any]:
+        """The cluster fields as given (None: the preset's), as trilemma.resolve.make_cluster takes them."""
+        return {
+            "memory_headroom": self.memory_headroom,
+            "gpus_per_node": self.gpus_per_node,
+            "intra_node_bw_bytes_per_s": self.intra_node_bw,
+            "inter_node_bw_bytes_per_s": self.inter_node_bw,
+            "price_usd_per_hour": self.price,
+            "pue": self.pue,
+            "region": self.region,
+            "host_memory_bytes": self.host_memory,
+            "host_power_w_per_node": self.host_power,
+            "failures_per_gpu_hour": self.failure_rate,
+            "restart_s": self.restart,
+            "storage_write_bytes_per_s": self.storage_bw,
         }
 
     def layout(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from trilemma.request import shared as s
 from trilemma.request.estimate import _model
 from trilemma.request.field import Request, option
 from trilemma.specs import ModelSpec, Task
+from trilemma.units import GlobalBatch
 
 
 def _price_items(v: Any) -> tuple[str, ...]:
@@ -81,12 +82,12 @@ class SolveRequest(Request):
     seq: int | None = option(
         None, "--seq", help="sequence length, tokens; 4k = 4096 (default 4096)", parse=p.seq
     )
-    global_batch: int | None = option(
+    global_batch: GlobalBatch | None = option(
         None,
         "--global-batch",
-        help="tokens per step (default: each model size its own, DeepSeek LLM's batch law B = "
+        help="per step: tokens (4Mi, 4M) or sequences (1024seq) (default: each model size its own, DeepSeek LLM's batch law B = "
         "0.292·C^0.3271 at its compute, rounded to a power of two sequences)",
-        parse=lambda t: p.whole(t, "global-batch"),
+        parse=p.batch,
     )
     law: str | None = option(None, "--law", help="scaling law name or a fitted law file")
     price: tuple[str, ...] | None = option(

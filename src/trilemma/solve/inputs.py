@@ -14,7 +14,7 @@ from trilemma.quality.allocation import check_target_loss
 from trilemma.solve.optimize import Pins, default_objective
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.specs.bounds import BOUNDS
-from trilemma.units import parse_budget, parse_count, parse_duration
+from trilemma.units import parse_batch, parse_budget, parse_count, parse_duration
 
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
 SIZES_PER_DECADE = 4
@@ -271,8 +271,8 @@ def checked_arguments(args: dict[str, Any]) -> dict[str, Any]:
             raise InputError(
                 "prices", prices, "a dict of GPU name → non-negative dollars per GPU-hour"
             )
-    if isinstance(global_batch_tokens, str):
-        global_batch_tokens = parse_count(global_batch_tokens, "global-batch")
+    if isinstance(global_batch_tokens, str):  # tokens or sequences: at the sequence length (setup)
+        global_batch_tokens = parse_batch(global_batch_tokens, "global-batch")
     if isinstance(inference_tokens, str):
         inference_tokens = parse_count(inference_tokens, "inference-tokens")
     for name, v in (("layout", layout), ("finetune", finetune)):

@@ -20,7 +20,7 @@ from trilemma.solve.inputs import (
 )
 from trilemma.solve.optimize import Pins
 from trilemma.specs import HardwareSpec, ModelSpec, Precision, Task
-from trilemma.units import SI, fmt_bytes, fmt_count, parse_count
+from trilemma.units import SI, GlobalBatch, fmt_bytes, fmt_count, parse_count
 
 DEFAULT_MAX_GPUS = 16384
 DEFAULT_SEQ = 4096
@@ -163,6 +163,8 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     the_law, law_E = _law_and_floor(args["law"], pins)
     models = models_for(model, args["params"])
     seq = args["seq_len"] or DEFAULT_SEQ
+    if isinstance(args["global_batch_tokens"], GlobalBatch):  # 1024seq, 4M: tokens at ``seq``
+        args = args | {"global_batch_tokens": args["global_batch_tokens"].at(seq)[0]}
     note = None
     if args["deploy"] is not None or args["min_tokens_per_s"] is not None:
         models, note = deployable(
