@@ -209,6 +209,10 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         failures_per_gpu_hour=req.failure_rate,
         restart_s=req.restart,
         storage_write_bytes_per_s=req.storage_bw,
+        max_power=req.max_power,
+        pue=req.pue,
+        region=req.region,
+        host_power_w_per_node=req.host_power,
         max_configurations=max_configurations,
     )
 

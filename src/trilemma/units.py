@@ -98,9 +98,9 @@ def parse_power(text: str | float | int, field: str = "power") -> float:
         value = float(text)
     else:
         s = _ungroup(str(text).strip().replace(" ", ""))
-        m = s is not None and re.fullmatch(_NUM + r"([kM])?W?", s)
+        m = s is not None and re.fullmatch(_NUM + r"([kMG])?W?", s)
         if not m:
-            raise _bad(field, text, "a power such as 4.6kW, 4600W or 0")
+            raise _bad(field, text, "a power such as 4.6kW, 4600W, 20MW or 0")
         value = float(m.group(1)) * SI[m.group(2) or ""]
     if not math.isfinite(value) or value < 0:
         raise _bad(field, text, "a power of 0 W or more, e.g. 4.6kW")

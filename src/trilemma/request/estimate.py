@@ -115,10 +115,8 @@ class EstimateRequest(Request):
         help="per device, per direction, e.g. 400Gb/s",
         parse=lambda t: p.link(t, "inter-node-bw"),
     )
-    pue: float | None = option(None, "--pue", help="datacentre PUE (default 1.1)", kind="number")
-    region: str | None = option(
-        None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"
-    )
+    pue: float | None = s.pue()
+    region: str | None = s.region()
     memory_headroom: float | None = s.memory_headroom()
     goodput: float | None = option(None, "--goodput", help=h.GOODPUT_HELP, kind="number")
     stack: str | None = s.stack()
@@ -150,9 +148,7 @@ class EstimateRequest(Request):
         parse=lambda t: p.parse_count(t, "unique-tokens"),
     )
     host_memory: float | None = s.host_memory()
-    host_power: float | None = option(
-        None, "--host-power", help=h.HOST_POWER_HELP, parse=p.host_power
-    )
+    host_power: float | None = s.host_power()
     failure_rate: float | None = s.failure_rate()
     restart: float | None = s.restart()
     storage_bw: float | None = s.storage_bw()

@@ -196,6 +196,14 @@ def host_power(text: Any) -> float:
     return value
 
 
+def max_power(text: Any) -> float:
+    """The site's facility power, W: above 0, e.g. 20MW (trilemma.units.parse_power)."""
+    value = parse_power(text, "max-power")
+    if not value > 0:
+        raise InputError("max-power", text, "a power above 0 W, e.g. 20MW")
+    return value
+
+
 def lora_alpha(text: Any) -> float:
     """LoRA's alpha, a number."""
     try:

@@ -135,6 +135,16 @@ class SolveRequest(Request):
         "each, at the plan's $ per FLOP) is added, and a $ budget holds training + serving",
         parse=p.inference_tokens,
     )
+    max_power: float | None = option(
+        None,
+        "--max-power",
+        help="the site's facility power while training, e.g. 20MW: devices × (board power + host "
+        "share) × PUE of every plan stays within it",
+        parse=p.max_power,
+    )
+    pue: float | None = s.pue()
+    region: str | None = s.region()
+    host_power: float | None = s.host_power()
     failure_rate: float | None = s.failure_rate()
     restart: float | None = s.restart()
     storage_bw: float | None = s.storage_bw()

@@ -14,7 +14,7 @@ from trilemma.quality.allocation import check_target_loss
 from trilemma.solve.optimize import Pins, default_objective
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.specs.bounds import BOUNDS
-from trilemma.units import parse_batch, parse_budget, parse_count, parse_duration
+from trilemma.units import parse_batch, parse_budget, parse_count, parse_duration, parse_power
 
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
 SIZES_PER_DECADE = 4
@@ -133,8 +133,14 @@ def make_pins(
     budget: str | float | None = None,
     target_loss: float | None = None,
     minimize: str | None = None,
+    max_power: str | float | None = None,
 ) -> Pins:
+    """The pins, each parsed and checked (``max_power``: the site's facility power, W or text such as
+    20MW), and the corner to minimise (the flag's, else the one left free)."""
     usd = gpuh = kwh = None
+    watts = None if max_power is None else parse_power(max_power, "max-power")
+    if watts is not None and not watts > 0:
+        raise InputError("max-power", max_power, "a power above 0 W, e.g. 20MW")
     if budget is not None:
         kind, value = parse_budget(budget, "budget")
         if not value > 0:
@@ -159,6 +165,7 @@ def make_pins(
         budget_gpu_hours=gpuh,
         budget_kwh=kwh,
         target_loss=target_loss,
+        max_power_w=watts,
     )
     if minimize is not None and not isinstance(minimize, str):
         raise InputError("minimize", minimize, "time, cost, loss or energy")
@@ -171,7 +178,7 @@ def make_pins(
             "minimize",
             None,
             f"{choices.replace(', energy', ' or energy')} (pin two of --deadline, "
-            "--budget and --target-loss, or say what to minimise)",
+            "--budget (or --max-power) and --target-loss, or say what to minimise)",
         )
     try:
         objective = Objective(obj)
@@ -184,6 +191,7 @@ def make_pins(
         budget_kwh=kwh,
         target_loss=target_loss,
         minimize=objective,
+        max_power_w=watts,
     )
 
 

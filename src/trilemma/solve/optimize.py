@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
-from trilemma.estimate.cost import energy_j, wall_power_w
+from trilemma.estimate.cost import energy_j, facility_power_w, wall_power_w
 from trilemma.solve.search import ConfigTable, params_of
+from trilemma.specs import HardwareSpec
 from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
 
 CORNERS = ("time", "cost", "loss", "energy")
@@ -34,6 +35,7 @@ class Pins:
     budget_kwh: float | None = None
     target_loss: float | None = None
     minimize: str = "loss"
+    max_power_w: float | None = None  # the site's facility power while training, W (--max-power)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,13 +45,17 @@ class Pins:
             "budget_kwh": self.budget_kwh,
             "target_loss": self.target_loss,
             "minimize": self.minimize,
+            "max_power_w": self.max_power_w,
         }
 
 
 def default_objective(p: Pins) -> str:
     """The free corner: loss when time and money are pinned, and so on."""
     time_pinned = p.deadline_s is not None
-    money_pinned = any(x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh))
+    # a site's power is the resource corner too: with a deadline, the loss is what is left to minimise
+    money_pinned = any(
+        x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh, p.max_power_w)
+    )
     loss_pinned = p.target_loss is not None
     free = [
         c
@@ -71,6 +77,7 @@ class Corners:
     n_non_embedding: np.ndarray
     precision: np.ndarray  # per configuration: lower precision costs quality through the law
     batch_tokens: np.ndarray  # the configuration's global batch, tokens: a plan trains at least one
+    power_w: np.ndarray | float = 0.0  # facility power while it runs, W (device_watts × devices)
     # serving the trained model (--inference-tokens), dollars per configuration, whatever the training tokens:
     # lifetime cost = training + this (serving_usd)
     fixed_usd: np.ndarray | float = 0.0
@@ -122,27 +129,51 @@ def table_goodput(
     )
 
 
+def device_watts(
+    gpus: tuple[HardwareSpec, ...], energy: dict[str, Any], cluster_fields: dict[str, Any] | None
+) -> np.ndarray:
+    """Facility power per device while training, W, per GPU type: trilemma.estimate.cost.wall_power_w
+    with the host share of its system class (trilemma.estimate.evaluate.host_w_for) and the PUE, both
+    ``cluster_fields``' (--host-power, --pue, --gpus-per-node) where given, as estimate computes them."""
+    from trilemma.estimate.evaluate import host_w_for
+
+    cf = cluster_fields or {}
+    pue = energy["pue"] if cf.get("pue") is None else cf["pue"]
+    per_node = cf.get("host_power_w_per_node")
+    return np.array(
+        [
+            wall_power_w(
+                h.board_power_w,
+                energy["power_fraction"],
+                energy["host_power_fraction"],
+                pue,
+                host_w_for(h, per_node, cf.get("gpus_per_node") or h.devices_per_node, energy),
+            )
+            for h in gpus
+        ]
+    )
+
+
+def row_power_w(
+    table: ConfigTable, energy: dict[str, Any], cluster_fields: dict[str, Any] | None
+) -> np.ndarray:
+    """Facility power of each configuration while it runs, W: devices × device_watts (the formula of
+    estimate's "power while it runs", trilemma.estimate.cost.facility_power_w)."""
+    return facility_power_w(
+        table.n_gpus.astype(float), device_watts(table.gpus, energy, cluster_fields)[table.gpu_idx]
+    )
+
+
 def rates(
     table: ConfigTable,
     goodput: np.ndarray | float,
     prices: dict[str, float],
     energy: dict[str, float],
+    cluster_fields: dict[str, Any] | None = None,
 ) -> Corners:
     g = table.gpu_idx
     price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
-    host = np.array(
-        [
-            0.0 if h.family == "cpu" else energy.get("host_power_w_per_device", 0.0)
-            for h in table.gpus
-        ]
-    )[g]
-    watts = wall_power_w(
-        np.array([h.board_power_w for h in table.gpus])[g],
-        energy["power_fraction"],
-        energy["host_power_fraction"],
-        energy["pue"],
-        host,
-    )
+    watts = device_watts(table.gpus, energy, cluster_fields)[g]
     spt = 1.0 / (table.tokens_per_s * goodput)
     n = table.n_gpus.astype(float)
     tot, non = params_of(table)
@@ -156,6 +187,7 @@ def rates(
         n_non_embedding=non,
         precision=prec,
         batch_tokens=table.batch_tokens.astype(float),
+        power_w=facility_power_w(n, watts),
     )
 
 

@@ -27,6 +27,9 @@ DEFAULT_SEQ = 4096
 #: ``solve``'s arguments that are ClusterSpec fields (None: the cluster's default), in this order
 CLUSTER_FIELDS = (
     "host_memory_bytes",
+    "host_power_w_per_node",
+    "pue",
+    "region",
     "failures_per_gpu_hour",
     "restart_s",
     "storage_write_bytes_per_s",
@@ -150,7 +153,13 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     pins_args = {k: args[k] for k in ("deadline", "budget", "target_loss", "minimize")}
     is_ft = ft_args.get("finetune") is not None
     minimize = _corner_minimize(is_ft, args["task"], model, tokens, unique_tokens, pins_args)
-    pins = make_pins(pins_args["deadline"], pins_args["budget"], pins_args["target_loss"], minimize)
+    pins = make_pins(
+        pins_args["deadline"],
+        pins_args["budget"],
+        pins_args["target_loss"],
+        minimize,
+        max_power=args["max_power"],
+    )
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:
         # the plan's limit (trilemma.specs.plan.Stage.tokens)
