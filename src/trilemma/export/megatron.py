@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from trilemma.export.checkpoint import megatron_args
 from trilemma.export.document import ExportDocument
 from trilemma.export.escape import comment_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
@@ -212,7 +213,10 @@ def arguments(
     a += _kernel_args(pl, notes)
     rec = recipe(ft)
     a += _optimizer_args(pl, n, rec)
+    a += megatron_args(n.checkpoint, fsdp=n.zero in (ZeroStage.TWO, ZeroStage.THREE))
     notes.append(f"recipe: {rec['source']} (Megatron-LM's adam is AdamW: decoupled weight decay)")
+    if n.checkpoint is not None:
+        notes.append(n.checkpoint.note("--save-interval with --async-save, --load resumes"))
     return a, notes
 
 
@@ -361,7 +365,8 @@ def export(
         '  --data-path "$DATA_PATH" \\',
         "  --tokenizer-type HuggingFaceTokenizer \\",
         '  --tokenizer-model "$TOKENIZER" \\',
-        '  --save "${SAVE:-checkpoints}"',
+        '  --save "${SAVE:-checkpoints}" \\',
+        '  --load "${SAVE:-checkpoints}"',
         "",
     ]
     notes = [
