@@ -117,10 +117,23 @@ def plan_table(est: Any) -> Table:
     head.add_row(
         "model", f"{shown(m.name)}: {p.total:,} parameters{moe} — {shown(est.model_resolution)}"
     )
+    attn = (
+        f"{m.n_heads} heads of {m.d_head} + {m.qk_rope_head_dim} rotary (MLA: kv latent "
+        f"{m.kv_lora_rank}, q latent {m.q_lora_rank})"
+        if m.is_mla
+        else f"{m.n_heads} heads ({m.kv_heads} kv)"
+    )
+    experts = (
+        f", {f'{m.n_shared_experts} shared + ' if m.n_shared_experts else ''}{m.n_experts} "
+        f"routed experts of {m.expert_ffn} "
+        f"({m.top_k} per token)"
+        if m.is_moe
+        else ""
+    )
     head.add_row(
         "shape",
-        f"{m.n_layers} layers, d={m.d_model}, {m.n_heads} heads ({m.kv_heads} kv), "
-        f"ffn {m.ffn_dim} {m.ffn_type}, vocab {m.vocab_size}",
+        f"{m.n_layers} layers, d={m.d_model}, {attn}, ffn {m.ffn_dim} {m.ffn_type}{experts}, "
+        f"vocab {m.vocab_size}",
     )
     st = est.stages
     batch = ", ".join(
