@@ -122,7 +122,7 @@ def test_moe_estimate_names_a_batch_that_raises_mfu(moe_config):
     # within the batch law's near-optimal band (the law solve sizes batches by)
     law = optimal_batch_tokens(non_embedding_flop_per_token(est.model, 8192) * 13e12)
     assert seqs * 8192 <= NEAR_OPTIMAL_FACTOR * law
-    assert "DeepSeek LLM" in hint and "0.25%" in hint
+    assert "DeepSeek LLM" in hint and "predicted loss cost at most 0.25%" in hint
 
 
 def test_no_hint_when_the_overhead_is_small():

@@ -104,23 +104,30 @@ def _message(est: Estimate, best: Estimate | None, share: float, want: float) ->
         f"{OVERHEAD_SHARE:.0%}"
     )
     law = (
-        f"DeepSeek LLM's batch law (as solve uses) puts the best batch for this compute at "
-        f"{fmt_count(want)} tokens"
+        f"the {fmt_count(want)} tokens DeepSeek LLM's batch law (the one solve uses) puts at this "
+        "compute"
     )
     if best is None:
         return (
-            f"{head}; no larger batch within ×{NEAR_OPTIMAL_FACTOR:g} of what {law[0].lower() + law[1:]} "
-            "lowers it: fewer GPUs or another layout would"
+            f"{head}; no larger batch up to ×{NEAR_OPTIMAL_FACTOR:g} {law} lowers it: fewer GPUs or "
+            "another layout would"
         )
     seqs = best.stages[0].global_batch_sequences
-    after = overhead_share(best)
+    after, ratio = overhead_share(best), seqs * seq / want
     short = "" if after <= OVERHEAD_SHARE else f" (still above {OVERHEAD_SHARE:.0%})"
+    cost = (
+        f"inside its near-optimal ×1/{NEAR_OPTIMAL_FACTOR:g}–×{NEAR_OPTIMAL_FACTOR:g} band, where "
+        f"the loss is within {NEAR_OPTIMAL_LOSS:.2%} of the best (Bi et al. 2024 §3.1, Fig. 3): "
+        f"predicted loss cost at most {NEAR_OPTIMAL_LOSS:.2%}"
+        if ratio >= 1 / NEAR_OPTIMAL_FACTOR
+        else "below its near-optimal band, as the default is: the larger batch moves toward it, "
+        "no loss cost predicted"
+    )
     return (
         f"{head}; --global-batch {seqs}seq ({fmt_count(seqs * seq)} tokens) brings them to "
         f"{after:.0%}{short}: MFU {t.mfu:.1%} → {best.time.mfu:.1%}, wall time "
-        f"{fmt_duration(t.total_s)} → {fmt_duration(best.time.total_s)}. {law}; within "
-        f"×{NEAR_OPTIMAL_FACTOR:g} of it the predicted loss cost is at most "
-        f"{NEAR_OPTIMAL_LOSS:.2%} (Bi et al. 2024 §3.1, Fig. 3)"
+        f"{fmt_duration(t.total_s)} → {fmt_duration(best.time.total_s)}. It is ×{ratio:.2g} of {law}, "
+        f"{cost}"
     )
 
 
