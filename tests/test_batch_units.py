@@ -136,3 +136,25 @@ def test_no_hint_for_a_batch_the_user_gave(moe_config):
         moe_config, "a100-80gb", 25_000, 13e12, seq_len=8192, global_batch_tokens="500seq"
     )
     assert not any(w.startswith("batch: ") for w in est.warnings)
+
+
+def test_the_web_api_and_a_scenario_take_sequences(capsys, tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from trilemma.web import app as web
+
+    body = {"gpus": 64, "tokens": "10B", "seq": "4k", "global-batch": "1024seq"}
+    with TestClient(web.create_app(), raise_server_exceptions=False) as c:
+        r = c.post("/api/estimate", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["batch"]["stages"][0]["global_batch_sequences"] == 1024
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        'deadline = "30d"\nbudget = "$1M"\nglobal-batch = "512seq"\nseq = 4096\n', "utf-8"
+    )
+    code, out, err = run(capsys, "solve", str(scenario), "--json")
+    assert code == 0, err
+    # solve's batch is a target each layout rounds to a multiple of dp × micro-batch (within 10%)
+    seqs = json.loads(out)["optimum"]["batch"]["stages"][0]["global_batch_sequences"]
+    assert abs(seqs - 512) <= 0.1 * 512
