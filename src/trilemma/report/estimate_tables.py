@@ -87,6 +87,17 @@ def _partial_step(est: Any) -> str:
     return f" (the last of {fmt_count(frac * s.global_batch_tokens)} tokens)" if frac > 1e-9 else ""
 
 
+def _host_class(est: Any) -> str:
+    """Whose host share the power counts when --host-power is not given: the chip's system class, or a
+    DGX H100's for a chip whose preset has no system figure."""
+    cl = est.cluster
+    if cl.host_power_w_per_node is not None or cl.is_cpu:
+        return ""
+    if cl.hardware.host_power_w_per_device is None:
+        return f": a DGX H100's, no system figure for {cl.hardware.name}"
+    return ""
+
+
 def stack_line(plan: Any) -> str:
     """The software stack a plan is timed on: its name (or that none was given), attention kernel,
     host, and the plan fields flags set against it (trilemma.specs.stack_plan)."""
@@ -321,8 +332,8 @@ def cost_table(est: Any) -> Table:
     ct.add_row(
         "power",
         f"[bold]{fmt_power(co.power_w)}[/bold] while it runs (host and network "
-        f"{co.host_power_w_per_device:,.0f} W per device, PUE {co.pue}) ≈ {co.homes_powered:,.0f} average US homes "
-        "powered for the run's duration",
+        f"{co.host_power_w_per_device:,.0f} W per device{_host_class(est)}, PUE {co.pue}) ≈ "
+        f"{co.homes_powered:,.0f} average US homes powered for the run's duration",
     )
 
     def co2(kg: float) -> str:  # in the point's unit
