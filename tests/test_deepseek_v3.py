@@ -105,3 +105,73 @@ def test_pre_training_h800_hours_in_the_band():
     est = estimate("deepseek-v3", "h800", 2048, tokens=14.8e12, precision="fp8")
     t = est.time
     assert t.gpu_hours_low <= PAPER_H800_HOURS <= t.gpu_hours_high
+
+
+LITE = {  # an MLA model without a query latent (q_lora_rank null, as DeepSeek-V2-Lite) and dense
+    **CONFIG,
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "n_routed_experts": 0,
+    "q_lora_rank": None,
+    "vocab_size": 102400,
+}
+
+
+def test_a_null_query_rank_is_a_full_query_projection(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LITE), "utf-8")
+    m, _ = resolve_model(str(path))
+    assert m.q_lora_rank == 0 and not m.is_moe
+    d, h = 2048, 16
+    hand = (
+        d * h * 192 + d * 576 + 512 * h * 256 + h * 128 * d + 512
+    )  # W^Q, W^DKV+W^KR, W^UK+W^UV, W^O
+    assert attention_params(m) == hand
+
+
+def test_megatron_writes_mla_with_its_own_options(tmp_path):
+    from test_export import megatron_args
+
+    from trilemma.export import export
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LITE), "utf-8")
+    a = megatron_args(
+        export(estimate(str(path), "h100-sxm", 8, tokens=1e9), "megatron").files[
+            "train_megatron.sh"
+        ]
+    )
+    assert "--multi-latent-attention" in a and "--group-query-attention" not in a
+    assert (a["--kv-lora-rank"], a["--qk-head-dim"], a["--qk-pos-emb-head-dim"]) == (
+        "512",
+        "128",
+        "64",
+    )
+    assert a["--v-head-dim"] == "128" and "--q-lora-rank" not in a  # None: a full projection
+
+
+def test_the_probe_and_torchtitan_refuse_latent_attention(capsys, tmp_path):
+    from clitools import run
+
+    code, out, err = run(capsys, "probe", "-m", "deepseek-v3")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "latent attention" in err
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LITE), "utf-8")
+    code, out, err = run(
+        capsys,
+        "export",
+        "--to",
+        "torchtitan",
+        "-m",
+        str(path),
+        "-g",
+        "h100-sxm",
+        "-n",
+        "8",
+        "-t",
+        "1B",
+    )
+    assert code == 2 and "multi-head latent attention" in err

@@ -193,7 +193,8 @@ def _deepseek_v3(c: _Config) -> dict:
         "n_kv_heads": None,
         "head_dim": nope,
         "kv_lora_rank": c.integer("kv_lora_rank", 512),
-        "q_lora_rank": c.integer("q_lora_rank", 1536, minimum=0, nullable=True) or 0,
+        # null: no query latent (DeepSeek-V2-Lite's full query projection); absent: the class's 1536
+        "q_lora_rank": 0 if c._get("q_lora_rank")[1] is None else c.integer("q_lora_rank", 1536),
         "qk_rope_head_dim": c.integer("qk_rope_head_dim", 64, minimum=0),
         **moe,
     }
