@@ -422,7 +422,7 @@ def test_explicit_batch_is_kept_exactly(capsys):
 
 
 def test_explicit_batch_not_whole_sequences_is_said_in_the_users_terms(capsys):
-    """2M tokens at 4,096 per sequence is 488.28 sequences: the error says so and gives the two whole
+    """2,000,000 tokens at 4,096 per sequence is 488.28 sequences: the error says so and gives the two whole
     batches around it (488 × 4096 = 1,998,848; 489 × 4096 = 2,002,944), not a dp × micro-batch rule."""
     err = assert_one_line_error(
         *run(
@@ -437,7 +437,7 @@ def test_explicit_batch_not_whole_sequences_is_said_in_the_users_terms(capsys):
             "--seq",
             "4096",
             "--global-batch",
-            "2M",
+            "2000000",  # a decimal prefix (2M) is a target rounded to whole sequences
         )
     )
     assert "2,000,000 tokens is 488.3 sequences" in err and "1,998,848 and 2,002,944 tokens" in err

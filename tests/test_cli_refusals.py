@@ -202,7 +202,7 @@ CASES = [
     (["optimal", "--loss", "1e308"], "loss", "at most 20"),
     (["solve", "--target-loss", "100", "--budget", "$1M"], "target-loss", "at most 20"),
     (
-        ["estimate", "--gpus", "64", "--global-batch", "4M"],
+        ["estimate", "--gpus", "64", "--global-batch", "4000000"],
         "global-batch: ",
         "4,096-token sequences",
     ),

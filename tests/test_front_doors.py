@@ -31,6 +31,8 @@ BAD = [
         lambda: _estimate(cluster={"storage_write_bytes_per_s": 1.0}),
         "storage_bw",
     ),
+    ("global-batch", "4Mx", lambda: _estimate(global_batch_tokens="4Mx"), "global_batch"),
+    ("global-batch", "1.5seq", lambda: _estimate(global_batch_tokens="1.5seq"), "global_batch"),
     (
         "inter-node-bw",
         "2PB/s",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,6 +28,7 @@ from trilemma.estimate.result import (
     TimeBreakdown,
 )
 from trilemma.presets.prices import at_offer, with_offer_notes
+from trilemma.quality.batch_hint import with_batch_notes
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -104,9 +106,7 @@ def estimate(
         raise InputError("gpus", n_gpus, "a positive whole number of devices")
     m, how = resolve_model(model)
     if cluster is not None and not isinstance(cluster, dict):
-        raise InputError(
-            "cluster", cluster, "a dict of cluster fields, e.g. {'price_usd_per_hour': 2.0}"
-        )
+        raise InputError("cluster", cluster, "a dict of cluster fields, e.g. {'pue': 1.2}")
     if plan is not None and not isinstance(plan, TrainingPlan):
         raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
     hardware, cluster = at_offer(hardware, cluster, provider, market)
@@ -126,7 +126,9 @@ def estimate(
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
-    est = with_loss(estimate_plan(m, cl, pl, layout, how, accept=accept), law, unique_tokens)
+    rerun = partial(estimate_plan, m, cl, layout=layout, how=how, accept=accept)  # pl → Estimate
+    est = with_batch_notes(rerun(pl), global_batch_tokens, rerun)
+    est = with_loss(est, law, unique_tokens)
     return with_owned(with_offer_notes(est), own)
 
 
@@ -137,20 +139,6 @@ def run_estimate(
     device it must run on). ``accept``: as estimate's."""
     if not isinstance(req, EstimateRequest):
         raise InputError("request", req, "an EstimateRequest (trilemma.request)")
-    cluster = {
-        "memory_headroom": req.memory_headroom,
-        "gpus_per_node": req.gpus_per_node,
-        "intra_node_bw_bytes_per_s": req.intra_node_bw,
-        "inter_node_bw_bytes_per_s": req.inter_node_bw,
-        "price_usd_per_hour": req.price,
-        "pue": req.pue,
-        "region": req.region,
-        "host_memory_bytes": req.host_memory,
-        "host_power_w_per_node": req.host_power,
-        "failures_per_gpu_hour": req.failure_rate,
-        "restart_s": req.restart,
-        "storage_write_bytes_per_s": req.storage_bw,
-    }
     m, _ = resolve_model(req.model)
     ft = {k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None}
     plan = make_plan(
@@ -169,8 +157,9 @@ def run_estimate(
         req.gpu,
         req.gpus,
         layout=req.layout(),
-        cluster=cluster,
+        cluster=req.cluster_fields(),
         plan=plan,
+        global_batch_tokens=req.global_batch,  # for its note: the plan holds it
         law=req.law,
         unique_tokens=req.unique_tokens,
         accept=accept,
@@ -233,6 +222,10 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         failures_per_gpu_hour=req.failure_rate,
         restart_s=req.restart,
         storage_write_bytes_per_s=req.storage_bw,
+        max_power=req.max_power,
+        pue=req.pue,
+        region=req.region,
+        host_power_w_per_node=req.host_power,
         max_configurations=max_configurations,
         **req.ranking(),
     )

@@ -24,7 +24,7 @@ from trilemma.specs import (
 )
 from trilemma.specs.enums import BasePrecision
 from trilemma.specs.stack_plan import PLAN_FIELDS, plan_defaults
-from trilemma.units import parse_count
+from trilemma.units import GlobalBatch, parse_batch, parse_count
 
 
 def resolve_model(spec: str | ModelSpec) -> tuple[ModelSpec, str]:
@@ -123,10 +123,7 @@ def make_plan(
     ``global_batch_tokens`` may be counts as text ("2T", "4M"); ``precision`` any case. A ``stack``
     (a preset name or a StackSpec) gives the plan fields no flag gave (``with_stack``)."""
     plan_fields = with_stack(plan_fields)
-    tokens, global_batch_tokens = (
-        _count(tokens, "tokens"),
-        _count(global_batch_tokens, "global-batch"),
-    )
+    tokens = _count(tokens, "tokens")
     if seq_len is not None and (
         isinstance(seq_len, bool) or not isinstance(seq_len, numbers.Integral) or seq_len < 1
     ):
@@ -151,7 +148,7 @@ def make_plan(
             tokens = model.tokens
         explicit = global_batch_tokens is not None
         if explicit:
-            gbt = global_batch_tokens
+            gbt, explicit, _ = batch_at(global_batch_tokens, seq)
         elif (
             finetune
         ):  # not the pre-training batch of millions of tokens (constants.toml [finetune])
@@ -195,6 +192,14 @@ def with_stack(plan_fields: dict[str, Any]) -> dict[str, Any]:
         return given
     given["stack"] = stack_preset(given["stack"])
     return plan_defaults(given["stack"]) | given
+
+
+def batch_at(value: float | str | GlobalBatch, seq: int) -> tuple[float, bool, str | None]:
+    """A global batch as given (tokens as a number, text such as "4M", "4Mi", "1024seq", or a
+    GlobalBatch) at ``seq`` tokens per sequence → (tokens, exact, note): GlobalBatch.at."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value), True, None
+    return parse_batch(value, "global-batch").at(seq)
 
 
 def _count(value: Any, field: str) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from trilemma.errors import InputError
 
@@ -97,9 +98,9 @@ def parse_power(text: str | float | int, field: str = "power") -> float:
         value = float(text)
     else:
         s = _ungroup(str(text).strip().replace(" ", ""))
-        m = s is not None and re.fullmatch(_NUM + r"([kM])?W?", s)
+        m = s is not None and re.fullmatch(_NUM + r"([kMG])?W?", s)
         if not m:
-            raise _bad(field, text, "a power such as 4.6kW, 4600W or 0")
+            raise _bad(field, text, "a power such as 4.6kW, 4600W, 20MW or 0")
         value = float(m.group(1)) * SI[m.group(2) or ""]
     if not math.isfinite(value) or value < 0:
         raise _bad(field, text, "a power of 0 W or more, e.g. 4.6kW")
@@ -226,6 +227,61 @@ def parse_budget(text: str | float | int, field: str = "budget") -> tuple[str, f
         raise _bad(
             field, text, "dollars ($2M, 250k), GPU-hours (100k GPUh) or energy (500MWh)"
         ) from None
+
+
+BATCH_ALLOWED = "tokens (4M, 4Mi = 4,194,304, 4194304) or whole sequences (1024seq, 1k seqs)"
+
+
+@dataclass(frozen=True)
+class GlobalBatch:
+    """A global batch as written: ``amount`` tokens, or ``amount`` whole sequences (``unit`` seqs).
+    ``approximate``: tokens written with a decimal prefix (``4M``), as published batches are printed
+    (Llama 2's 4,194,304 as "4M"): a target rounded to whole sequences, not an exact count."""
+
+    amount: float
+    unit: str = "tokens"  # tokens | seqs
+    approximate: bool = False
+
+    def at(self, seq: int) -> tuple[float, bool, str | None]:
+        """(tokens per step, exact, note) at ``seq`` tokens per sequence. Exact: a whole number of
+        sequences (a layout must divide it); a decimal-prefixed count that is not one is rounded to
+        the nearest whole number of sequences, a target the layout rounds further, with a note."""
+        if self.unit == "seqs":
+            return self.amount * seq, True, None
+        n = self.amount / seq
+        if not self.approximate or n == int(n):
+            return self.amount, True, None
+        whole = max(1, round(n))
+        note = (
+            f"global batch {fmt_count(self.amount)} = {self.amount:,.0f} tokens is {n:,.1f} "
+            f"sequences of {seq:,}: taken as a target of {whole:,} sequences ({whole * seq:,} "
+            f"tokens) and rounded to a multiple of dp × micro-batch; write {fmt_count(self.amount)}i "
+            "(binary) or a number of sequences (1024seq) for an exact batch"
+        )
+        return float(whole * seq), False, note
+
+
+def parse_batch(text: str | float | int | GlobalBatch, field: str = "global-batch") -> GlobalBatch:
+    """A global batch: tokens (``4M``, ``4,194,304``, ``4Mi`` = 2^22, ``4M tokens``) or sequences
+    (``1024seq``, ``1024 seqs``, ``1k sequences``) → GlobalBatch; a number is tokens."""
+    if isinstance(text, GlobalBatch):
+        return text
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return GlobalBatch(parse_count(text, field))
+    s = _ungroup(str(text).strip().replace("_", "").replace(" ", ""))
+    m = s is not None and re.fullmatch(
+        _NUM + r"([kKMGBTP]i?)?(tok|tokens?|seqs?|sequences?)?", s, flags=re.IGNORECASE
+    )
+    if not m or (m.group(2) or "").lower() in ("bi",):
+        raise _bad(field, text, BATCH_ALLOWED)
+    prefix = m.group(2) or ""
+    binary = prefix.lower().endswith("i")
+    value = float(m.group(1)) * (IEC[prefix[0].upper() + "i"] if binary else SI[prefix.upper()])
+    if not math.isfinite(value) or value <= 0 or value != int(value):
+        raise _bad(field, text, "a positive whole number of " + BATCH_ALLOWED)
+    if (m.group(3) or "").lower().startswith("s"):
+        return GlobalBatch(value, "seqs")
+    return GlobalBatch(value, approximate=bool(prefix) and not binary)
 
 
 # ---------------------------------------------------------------- formatting (human output)

@@ -13,6 +13,7 @@ import sys
 from datasets import load_dataset
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig, Trainer,
                           TrainingArguments, default_data_collator)
+from transformers.trainer_utils import get_last_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEQ = 4096
@@ -48,7 +49,9 @@ def main(model_name, data):
         return {"input_ids": blocks, "labels": [list(x) for x in blocks]}
 
     train = ids.map(pack, batched=True, remove_columns=ids.column_names)
-    Trainer(model=model, args=args, train_dataset=train, data_collator=default_data_collator).train()
+    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=default_data_collator)
+    last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    trainer.train(resume_from_checkpoint=last)  # after a failure: from the latest save
 
 
 if __name__ == "__main__":

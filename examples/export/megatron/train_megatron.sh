@@ -42,7 +42,12 @@ torchrun --nnodes 256 --nproc-per-node 8 --node-rank "${NODE_RANK:-0}" --master-
   --adam-beta1 0.9 \
   --adam-beta2 0.95 \
   --adam-eps 1e-05 \
+  --ckpt-format fsdp_dtensor \
+  --save-interval 410 \
+  --async-save \
+  --use-persistent-ckpt-worker \
   --data-path "$DATA_PATH" \
   --tokenizer-type HuggingFaceTokenizer \
   --tokenizer-model "$TOKENIZER" \
-  --save "${SAVE:-checkpoints}"
+  --save "${SAVE:-checkpoints}" \
+  --load "${SAVE:-checkpoints}"

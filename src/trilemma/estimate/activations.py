@@ -111,6 +111,15 @@ class _Saved:
         )
 
 
+def qkv_width(m: ModelSpec, tp: Any) -> Any:
+    """Elements per token of Q, K and V one TP rank saves: (d_attn + 2·d_kv)/tp; MLA's decompressed
+    per-head Q and K (d_qk each) and V (d_attn) over tp, and its query and key-value latents, which
+    every rank computes whole (DeepSeek-V3 §2.1.1)."""
+    if not m.is_mla:
+        return (m.d_attn + 2 * m.d_kv) / tp
+    return (2 * m.d_qk + m.d_attn) / tp + m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim
+
+
 def _attention_saved(m: ModelSpec, d: _Saved) -> Any:
     """Bytes attention saves besides its scores: norm input (and output), Q, K, V, rotated Q and K,
     the output projection's input and the dropout mask."""
@@ -122,7 +131,7 @@ def _attention_saved(m: ModelSpec, d: _Saved) -> Any:
     rope = e * sb * (m.d_attn + m.d_kv) / tp if m.position == PositionType.ROTARY else 0.0
     return (
         (d.n_in + (0 if shared_norm else e)) * sbd * r  # norm input (+ norm output into QKV)
-        + e * sb * (m.d_attn + 2 * m.d_kv) / tp  # Q, K, V
+        + e * sb * qkv_width(m, tp)  # Q, K, V (MLA: and its latents)
         + rope  # rotated Q, K
         + e * sb * m.d_attn / tp  # output-projection input (= attention output O)
         + d.drop * sbd * r

@@ -200,7 +200,7 @@ def deploy_model(
         float(pc.total),
         float(pc.active) - unread,
         model.n_layers,
-        model.d_kv,
+        model.kv_cache_width / 2,  # the cache's K and V width (MLA: its latent, over 2)
         device,
         precision,
         context,

@@ -28,7 +28,7 @@ from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
 from trilemma.estimate.stragglers import gpu_spread, straggler_share
 from trilemma.estimate.time import TimeArrays, step_time
-from trilemma.specs import ClusterSpec, ModelSpec, TrainingPlan
+from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, TrainingPlan
 from trilemma.specs.axes import R_HOST_OOM, R_OFFLOAD_ZERO
 from trilemma.specs.constants import Constants
 from trilemma.specs.enums import Offload, Task
@@ -152,14 +152,26 @@ class Evaluation:
 
 
 def host_power_w_per_device(cluster: ClusterSpec, consts: Constants) -> float:
-    """Host and network power per device, W: the cluster's per node over its devices per node, else
-    energy.host_power_w_per_device (constants.toml: a DGX H100's share); 0 on a CPU profile, whose board
-    power is the host's."""
-    if cluster.host_power_w_per_node is not None:
-        return cluster.host_power_w_per_node / cluster.node_size
-    if cluster.is_cpu:
+    """Host and network power per device, W, of ``cluster`` (host_w_for)."""
+    return host_w_for(
+        cluster.hardware, cluster.host_power_w_per_node, cluster.node_size, consts["energy"]
+    )
+
+
+def host_w_for(
+    hw: HardwareSpec, per_node_w: float | None, node_size: int, energy: dict[str, Any]
+) -> float:
+    """Host and network power per device, W: ``per_node_w`` (--host-power) over the devices per node,
+    else the share of the system class the chip ships in (its preset's host_power_w_per_device, each with
+    its source: DGX-1, DGX A100, DGX H100/H200, DGX B200, a desktop), else energy.host_power_w_per_device
+    (constants.toml: a DGX H100's share); 0 on a CPU profile, whose board power is the host's."""
+    if per_node_w is not None:
+        return per_node_w / node_size
+    if hw.family == "cpu":
         return 0.0
-    return float(consts["energy"].get("host_power_w_per_device", 0.0))
+    if hw.host_power_w_per_device is not None:
+        return float(hw.host_power_w_per_device)
+    return float(energy.get("host_power_w_per_device", 0.0))
 
 
 def outside_allocator(cluster: ClusterSpec, consts: Constants) -> dict[str, float]:

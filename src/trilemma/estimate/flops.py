@@ -26,8 +26,9 @@ ArrayLike = float | np.ndarray
 
 
 def attention_core_flop_fwd(m: ModelSpec, seq: ArrayLike) -> ArrayLike:
-    """Forward FLOPs per token of QK^T and (softmax)·V over all layers: 2 matmuls × 2·s·d_attn."""
-    return 4.0 * m.n_layers * seq * m.d_attn
+    """Forward FLOPs per token of QK^T and (softmax)·V over all layers: 2·s·d_qk + 2·s·d_attn, which is
+    4·s·d_attn without MLA (ModelSpec.attn_core_width)."""
+    return 4.0 * m.n_layers * seq * m.attn_core_width
 
 
 def matmul_flop_fwd(m: ModelSpec, pc: ParamCounts | None = None) -> float:

@@ -54,7 +54,7 @@ def forward_gemms(ctx: StepContext) -> tuple:
     layer: Megatron-LM's column- and row-parallel split over tp (Shoeybi et al. 2019 §3); a MoE
     layer runs its local experts on top_k·ep/n_experts of the tokens each, plus the router."""
     m, tp, T, d = ctx.m, ctx.L.tp, ctx.T, ctx.m.d_model
-    qkv = ctx.gemm(T, (m.d_attn + 2 * m.d_kv) / tp, d)
+    qkv = mla_gemms(ctx) if m.is_mla else ctx.gemm(T, (m.d_attn + 2 * m.d_kv) / tp, d)
     out = ctx.gemm(T, d, m.d_attn / tp)
     rel = ctx.gemm(T, m.d_attn / tp, d) if m.position.value == "relative" else 0.0
     k_up = m.ffn_matrices - 1
@@ -80,13 +80,23 @@ def forward_gemms(ctx: StepContext) -> tuple:
     return qkv, out, rel, mlp_fwd, up
 
 
+def mla_gemms(ctx: StepContext) -> np.ndarray | float:
+    """Forward seconds of MLA's projections but the output's (trilemma.estimate.params.mla_matmul_params):
+    the latent down-projections whole on every TP rank, the up-projections split by heads over tp."""
+    m, tp, T, d = ctx.m, ctx.L.tp, ctx.T, ctx.m.d_model
+    q = m.q_lora_rank
+    query = ctx.gemm(T, q, d) + ctx.gemm(T, m.d_qk / tp, q) if q else ctx.gemm(T, m.d_qk / tp, d)
+    latent = ctx.gemm(T, m.kv_lora_rank + m.qk_rope_head_dim, d)
+    return query + latent + ctx.gemm(T, 2 * m.d_attn / tp, m.kv_lora_rank)
+
+
 def attention_core_s(ctx: StepContext) -> tuple:
     """(forward, backward) seconds of one layer's attention core. FlashAttention at its own balance
     power: FA2 reaches 50-73% of A100's peak forward (Dao 2023, arXiv 2307.08691 §4.1) but 35% of
     H100's (Shah et al. 2024, arXiv 2407.08608); unfused: layer_ops.unfused_attention_s."""
     m, plan, c, L, seq = ctx.m, ctx.plan, ctx.c, ctx.L, ctx.seq
     causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
-    attn_flop = 4.0 * ctx.T * seq * m.d_attn / L.tp * causal_skip
+    attn_flop = 4.0 * ctx.T * seq * m.attn_core_width / L.tp * causal_skip
     attn_width = 1.0 if ctx.attn_bf16 else c["operand_width"]
     if plan.flash_attention:
         eff = c["attention"] * balance_factor(

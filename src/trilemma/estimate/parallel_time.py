@@ -85,7 +85,8 @@ def cp_comm_s(ctx: StepContext, lt: LayerTimes) -> np.ndarray:
     """Exposed CP seconds of one layer: the ring exchange of K and V, 3 all-gathers' worth (forward,
     and the backward's K/V and their gradients), hidden behind the attention core where it can."""
     L, m = ctx.L, ctx.m
-    kv_bytes = ctx.e * L.micro_batch * ctx.seq * 2 * m.d_kv / L.tp
+    kv = m.d_qk + m.d_attn if m.is_mla else 2 * m.d_kv  # MLA's ring carries decompressed K and V
+    kv_bytes = ctx.e * L.micro_batch * ctx.seq * kv / L.tp
     return np.maximum(
         0.0, 3 * all_gather_s(kv_bytes, L.tp, L.cp, ctx.fab) - (lt.attn_fwd + lt.attn_bwd)
     )

@@ -49,8 +49,11 @@ def mlp_params(m: ModelSpec, f: int) -> int:
 
 
 def attention_params(m: ModelSpec) -> int:
-    """Q: d×d_attn, K and V: d×d_kv each, O: d_attn×d, plus biases and relative-position weights."""
+    """Q: d×d_attn, K and V: d×d_kv each, O: d_attn×d, plus biases and relative-position weights; MLA's
+    projections (mla_matmul_params) and its two latent RMSNorms."""
     d = m.d_model
+    if m.is_mla:
+        return mla_matmul_params(m) + m.q_lora_rank + m.kv_lora_rank
     w = d * m.d_attn + 2 * d * m.d_kv + m.d_attn * d
     b = (m.d_attn + 2 * m.d_kv if m.qkv_bias else 0) + (d if m.out_bias else 0)
     # Transformer-XL relative encoding (Dai et al. 2019 §3.3), as in Gopher/Chinchilla:
@@ -68,7 +71,20 @@ def qk_norm_params(m: ModelSpec) -> int:
 
 def attention_matmul_params(m: ModelSpec) -> int:
     """Weights of the attention matmuls (Q, K, V, O), which every token multiplies through."""
+    if m.is_mla:
+        return mla_matmul_params(m)
     return 2 * m.d_model * m.d_attn + 2 * m.d_model * m.d_kv
+
+
+def mla_matmul_params(m: ModelSpec) -> int:
+    """Multi-head latent attention's weights (DeepSeek-V3, arXiv 2412.19437 §2.1.1, Eqs. 1-11): the query
+    down- and up-projections d×q_lora and q_lora×d_qk (or d×d_qk without a query latent), the joint key-value
+    down-projection with the decoupled rotary key d×(kv_lora + rope), the key and value up-projections
+    kv_lora×(n_heads·head_dim) each, and the output projection d_attn×d."""
+    d, q = m.d_model, m.q_lora_rank
+    query = d * q + q * m.d_qk if q else d * m.d_qk
+    kv = d * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * 2 * m.d_attn
+    return query + kv + m.d_attn * d
 
 
 def param_counts(m: ModelSpec) -> ParamCounts:

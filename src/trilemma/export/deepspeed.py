@@ -172,6 +172,17 @@ def export(
         f"({n.tokens:,} tokens) in train.py's loop",
         f"optimizer and schedule are train.py's; recipe: {recipe(ft)['source']}",
     ]
+    if (
+        n.checkpoint is not None
+    ):  # ds_config.json has no interval key (runtime/constants.py): train.py's
+        data["checkpoint"] = {"save_interval_steps": n.checkpoint.every_steps, "load": "latest"}
+        notes.append(
+            n.checkpoint.note(
+                "ds_config has no interval key: train.py calls engine.save_checkpoint(dir) every "
+                f"{n.checkpoint.every_steps} steps and engine.load_checkpoint(dir) at start, the latest tag; "
+                "saves are synchronous, as priced"
+            )
+        )
     return ExportDocument(
         engine=ENGINE,
         engine_version=VERSION,

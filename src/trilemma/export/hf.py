@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from trilemma.export import deepspeed as ds
+from trilemma.export.checkpoint import trainer_arguments
 from trilemma.export.document import ExportDocument
 from trilemma.export.escape import py_docstring_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
@@ -157,6 +158,7 @@ def training_arguments(
         "torch_compile": bool(pl.compile),
         "bf16": prec == Precision.BF16,
         "fp16": prec == Precision.FP16,
+        **trainer_arguments(n.checkpoint),
     }
     if rec["decay"] == "cosine":
         args.update(
@@ -172,6 +174,8 @@ def training_arguments(
         raise ExportError(ENGINE, "optimizer", opt, "one of " + ", ".join(OPTIM))
     args["optim"] = OPTIM.get(opt, opt)
     notes = [f"recipe: {rec['source']}"]
+    if n.checkpoint is not None:
+        notes.append(n.checkpoint.note("save_steps; train_hf.py resumes from output_dir's latest"))
     if n.zero != ZeroStage.NONE or (ft is not None and ft.offload != "none"):
         cfg, _ = ds.config(m, pl, n, ft, engine=ENGINE, auto=True)
         args["deepspeed"] = cfg
@@ -251,6 +255,7 @@ import sys
 from datasets import load_dataset
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig, Trainer,
                           TrainingArguments, default_data_collator)
+from transformers.trainer_utils import get_last_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEQ = {seq}
@@ -286,7 +291,9 @@ def main(model_name, data):
         return {{"input_ids": blocks, "labels": [list(x) for x in blocks]}}
 
     train = ids.map(pack, batched=True, remove_columns=ids.column_names)
-    Trainer(model=model, args=args, train_dataset=train, data_collator=default_data_collator).train()
+    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=default_data_collator)
+    last = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    trainer.train(resume_from_checkpoint=last)  # after a failure: from the latest save
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from trilemma.export.checkpoint import megatron_args
 from trilemma.export.document import ExportDocument
 from trilemma.export.escape import comment_text
+from trilemma.export.megatron_layers import mla_args, moe_args
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
 from trilemma.export.torchtitan import stage_modules
 from trilemma.specs import ModelSpec, Optimizer, Precision, Recompute, TrainingPlan, ZeroStage
@@ -67,7 +69,7 @@ def _model_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
         a.append(("--untie-embeddings-and-output-weights", None))
     if not m.dropout:  # Megatron-LM's defaults are 0.1
         a += [("--attention-dropout", 0.0), ("--hidden-dropout", 0.0)]
-    a += _moe_args(m)
+    a += mla_args(m) + moe_args(m)
     return a
 
 
@@ -111,28 +113,6 @@ def _bias_args(m: ModelSpec) -> list[Arg]:
             "Megatron-LM biases all linears, none, or only the QKV projection (--add-qkv-bias)",
         )
     return []
-
-
-def _moe_args(m: ModelSpec) -> list[Arg]:
-    """Experts, top-k and expert width, every layer an MoE layer (with shared experts)."""
-    if not m.is_moe:
-        return []
-    if m.moe_every != 1 or m.first_dense_layers or m.shared_expert_gate:
-        raise ExportError(
-            ENGINE,
-            "MoE layout",
-            m.name,
-            "the exporter writes every layer as MoE without a "
-            "shared-expert gate (--moe-layer-freq patterns are not exported)",
-        )
-    a: list[Arg] = [
-        ("--num-experts", m.n_experts),
-        ("--moe-router-topk", m.top_k),
-        ("--moe-ffn-hidden-size", m.expert_ffn),
-    ]
-    if m.n_shared_experts:
-        a.append(("--moe-shared-expert-intermediate-size", m.n_shared_experts * m.expert_ffn))
-    return a
 
 
 def pipeline_layout(n_layers: int, chunks: int) -> str:
@@ -212,7 +192,10 @@ def arguments(
     a += _kernel_args(pl, notes)
     rec = recipe(ft)
     a += _optimizer_args(pl, n, rec)
+    a += megatron_args(n.checkpoint, fsdp=n.zero in (ZeroStage.TWO, ZeroStage.THREE))
     notes.append(f"recipe: {rec['source']} (Megatron-LM's adam is AdamW: decoupled weight decay)")
+    if n.checkpoint is not None:
+        notes.append(n.checkpoint.note("--save-interval with --async-save, --load resumes"))
     return a, notes
 
 
@@ -361,7 +344,8 @@ def export(
         '  --data-path "$DATA_PATH" \\',
         "  --tokenizer-type HuggingFaceTokenizer \\",
         '  --tokenizer-model "$TOKENIZER" \\',
-        '  --save "${SAVE:-checkpoints}"',
+        '  --save "${SAVE:-checkpoints}" \\',
+        '  --load "${SAVE:-checkpoints}"',
         "",
     ]
     notes = [

@@ -14,10 +14,11 @@ The integers follow from the estimate's layout and its (rounded) global batch:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trilemma.errors import TrilemmaError
+from trilemma.export.checkpoint import Checkpointing
 from trilemma.specs import Layout, Recompute, TrainingPlan, ZeroStage
 
 ENGINES = ("torchtitan", "megatron", "deepspeed", "hf")
@@ -55,6 +56,9 @@ class PlanNumbers:
     steps: int
     tokens_planned: float  # the plan's tokens
     tokens: int  # steps × global batch × seq_len: what the exported run trains
+    checkpoint: Checkpointing | None = (
+        None  # the interval the estimate priced, in steps (None: none)
+    )
 
     @classmethod
     def build(
@@ -117,7 +121,7 @@ class PlanNumbers:
                 "an engine's config holds one sequence length and global batch: export each stage",
             )
         s = est.stages[0]
-        return cls.build(
+        n = cls.build(
             est.layout,
             est.cluster.n_gpus,
             est.cluster.node_size,
@@ -125,6 +129,7 @@ class PlanNumbers:
             s.seq_len,
             s.tokens,
         )
+        return replace(n, checkpoint=Checkpointing.of(est, n.steps))
 
     @property
     def nodes(self) -> tuple[int, int]:
@@ -160,6 +165,7 @@ class PlanNumbers:
             "steps": self.steps,
             "tokens_planned": self.tokens_planned,
             "tokens": self.tokens,
+            "checkpoint": None if self.checkpoint is None else self.checkpoint.to_dict(),
         }
 
 

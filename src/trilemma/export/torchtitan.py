@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from trilemma.export.checkpoint import torchtitan_section
 from trilemma.export.document import ExportDocument
 from trilemma.export.escape import comment_text
 from trilemma.export.plan import ExportError, FineTune, PlanNumbers, recipe, warmup_steps
@@ -280,6 +281,7 @@ def _config(
         },
         "activation_checkpoint": {"mode": c.mode},
         "compile": {"enable": bool(pl.compile)},
+        "checkpoint": torchtitan_section(n.checkpoint),
     }
     if n.pp > 1:
         cfg["parallelism"].update(
@@ -303,6 +305,8 @@ def _notes(pl: TrainingPlan, n: PlanNumbers, rec: dict[str, Any]) -> list[str]:
         notes.append(
             "tf32: float32 parameters; TF32 matmuls follow torch.backends.cuda.matmul.allow_tf32"
         )
+    if n.checkpoint is not None:
+        notes.append(n.checkpoint.note("[checkpoint] interval, async_mode async, load_step -1"))
     notes += [
         "set model.hf_assets_path (tokenizer) and training.dataset / dataset_path for your data",
         f"recipe: {rec['source']} (torchtitan's AdamW keeps its own betas)",

@@ -79,6 +79,11 @@ def check_model(m: ModelSpec) -> None:
         ),
         (m.is_moe, f"{m.n_experts} experts", "the exporter writes torchtitan's dense llama3 model"),
         (
+            m.is_mla,
+            "multi-head latent attention",
+            "torchtitan's llama3 attention is multi-head/GQA",
+        ),
+        (
             m.parallel_block or m.embedding_norm or not m.final_norm,
             "the block layout",
             "torchtitan's llama3 is a pre-norm sequential block with a final norm",

@@ -154,7 +154,54 @@ def _olmo2(c: _Config) -> dict:
     return {**fields, "qk_norm": QkNorm.FULL}
 
 
+#: DeepseekV3Config's decoder defaults; head_dim 1 stands aside (MLA's head widths are read on their own)
+_V3_DECODER: dict[str, Any] = dict(
+    vocab=129280, hidden=7168, inter=18432, layers=61, heads=128, kv=None, head_dim=1, tie=False
+) | {"act": "silu", "mlp_bias": False}
+
+
+def _deepseek_v3(c: _Config) -> dict:
+    """DeepseekV3Config (transformers models/deepseek_v3/configuration_deepseek_v3.py, whose defaults are
+    DeepSeek-V3's 671B): vocab 129280, hidden 7168, intermediate 18432 (the first_k_dense_replace 3 dense
+    layers), 61 layers, 128 heads, tie false, attention_bias false; MLA q_lora_rank 1536 (None: a full query
+    projection), kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128; MoE
+    n_routed_experts 256, num_experts_per_tok 8, n_shared_experts 1, moe_intermediate_size 2048. The
+    multi-token-prediction module (num_mtp_layers) is not part of the model's 671B (arXiv 2412.19437 §2.2)."""
+    bias = c.flag("attention_bias", False)
+    fields = _rotary_decoder(c, **_V3_DECODER, qkv_bias=bias, out_bias=bias)
+    nope, v = c.integer("qk_nope_head_dim", 128), c.integer("v_head_dim", 128, nullable=True)
+    if v is not None and v != nope:
+        raise InputError(
+            "config.json v_head_dim", v, f"qk_nope_head_dim ({nope}): ModelSpec has one head_dim"
+        )
+    experts = c.integer("n_routed_experts", 256, minimum=0)
+    k = c.integer("num_experts_per_tok", 8)
+    if experts and k > experts:
+        raise InputError(
+            "config.json num_experts_per_tok", k, f"between 1 and n_routed_experts ({experts})"
+        )
+    moe = {
+        "n_experts": experts,
+        "top_k": k if experts else 0,
+        "n_shared_experts": c.integer("n_shared_experts", 1, minimum=0) if experts else 0,
+        "expert_ffn_dim": c.integer("moe_intermediate_size", 2048),
+        "moe_every": c.integer("moe_layer_freq", 1),
+        "first_dense_layers": c.integer("first_k_dense_replace", 3, minimum=0) if experts else 0,
+    }
+    return {
+        **fields,
+        "n_kv_heads": None,
+        "head_dim": nope,
+        "kv_lora_rank": c.integer("kv_lora_rank", 512),
+        # null: no query latent (DeepSeek-V2-Lite's full query projection); absent: the class's 1536
+        "q_lora_rank": 0 if c._get("q_lora_rank")[1] is None else c.integer("q_lora_rank", 1536),
+        "qk_rope_head_dim": c.integer("qk_rope_head_dim", 64, minimum=0),
+        **moe,
+    }
+
+
 RECENT_FAMILIES = {
+    "deepseek_v3": ("DeepseekV3Config", _deepseek_v3),
     "gemma2": ("Gemma2Config", _gemma2),
     "gemma3_text": ("Gemma3TextConfig", _gemma3_text),
     "gemma3": ("Gemma3Config (text_config)", _gemma3),

@@ -69,6 +69,12 @@ def probe_model(
         how = "default: a small GPT-2-style model (learned positions, LayerNorm, GELU, tied head), byte-level"
     else:
         base, how = resolve_model(model)
+        if base.is_mla:  # the probe's torch model (trilemma.probe.model) has no latent attention
+            raise InputError(
+                "model",
+                base.name,
+                "a model without multi-head latent attention: the probe has none",
+            )
     if all(v is None for v in dims.values()):
         return base, how
     d = dims["d_model"] or base.d_model

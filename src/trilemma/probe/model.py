@@ -256,7 +256,14 @@ class Block(nn.Module):
         sandwich = m.norms_per_layer == 4  # Gemma 2/3: each sub-block's output normed too
         self.post_attn = make_norm(m) if sandwich else nn.Identity()
         self.post_mlp = make_norm(m) if sandwich else nn.Identity()
-        self.attn = Attention(m)
+        if (
+            m.is_mla
+        ):  # DeepSeek-V3's latent attention (its own module: it imports this one's helpers)
+            from trilemma.probe.mla import LatentAttention
+
+            self.attn: nn.Module = LatentAttention(m)
+        else:
+            self.attn = Attention(m)
         self.mlp = MoE(m) if moe else MLP(m, m.ffn_dim)
         self.post_norm = not m.causal  # BERT
         self.parallel = m.parallel_block

@@ -28,6 +28,11 @@ from trilemma.specs import ModelSpec
 
 #: B_opt = BATCH_COEF · C^BATCH_EXP tokens (DeepSeek LLM, arXiv 2401.02954, Eq. 1)
 BATCH_COEF, BATCH_EXP = 0.2920, 0.3271
+#: the band around B_opt where the batch is near-optimal: solve warns outside ×1/2–×2 of it, and estimate's
+#: batch hint stays within it (Bi et al. 2024 §3.1, Fig. 3 show a wide band of near-optimal batches)
+NEAR_OPTIMAL_FACTOR = 2.0
+#: "near-optimal" in DeepSeek LLM §3.1: a generalization error at most 0.25% above the minimum
+NEAR_OPTIMAL_LOSS = 0.0025
 #: tokens per parameter that stand for D when the tokens are free (Hoffmann et al. 2022, Table 3: ~20)
 ANCHOR_TOKENS_PER_PARAM = 20.0
 
@@ -59,6 +64,8 @@ __all__ = [
     "ANCHOR_TOKENS_PER_PARAM",
     "BATCH_COEF",
     "BATCH_EXP",
+    "NEAR_OPTIMAL_FACTOR",
+    "NEAR_OPTIMAL_LOSS",
     "batch_for",
     "non_embedding_flop_per_token",
     "optimal_batch_tokens",

@@ -87,6 +87,17 @@ def _partial_step(est: Any) -> str:
     return f" (the last of {fmt_count(frac * s.global_batch_tokens)} tokens)" if frac > 1e-9 else ""
 
 
+def _host_class(est: Any) -> str:
+    """Whose host share the power counts when --host-power is not given: the chip's system class, or a
+    DGX H100's for a chip whose preset has no system figure."""
+    cl = est.cluster
+    if cl.host_power_w_per_node is not None or cl.is_cpu:
+        return ""
+    if cl.hardware.host_power_w_per_device is None:
+        return f": a DGX H100's, no system figure for {cl.hardware.name}"
+    return ""
+
+
 def stack_line(plan: Any) -> str:
     """The software stack a plan is timed on: its name (or that none was given), attention kernel,
     host, and the plan fields flags set against it (trilemma.specs.stack_plan)."""
@@ -117,10 +128,23 @@ def plan_table(est: Any) -> Table:
     head.add_row(
         "model", f"{shown(m.name)}: {p.total:,} parameters{moe} — {shown(est.model_resolution)}"
     )
+    attn = (
+        f"{m.n_heads} heads of {m.d_head} + {m.qk_rope_head_dim} rotary (MLA: kv latent "
+        f"{m.kv_lora_rank}, q latent {m.q_lora_rank})"
+        if m.is_mla
+        else f"{m.n_heads} heads ({m.kv_heads} kv)"
+    )
+    experts = (
+        f", {f'{m.n_shared_experts} shared + ' if m.n_shared_experts else ''}{m.n_experts} "
+        f"routed experts of {m.expert_ffn} "
+        f"({m.top_k} per token)"
+        if m.is_moe
+        else ""
+    )
     head.add_row(
         "shape",
-        f"{m.n_layers} layers, d={m.d_model}, {m.n_heads} heads ({m.kv_heads} kv), "
-        f"ffn {m.ffn_dim} {m.ffn_type}, vocab {m.vocab_size}",
+        f"{m.n_layers} layers, d={m.d_model}, {attn}, ffn {m.ffn_dim} {m.ffn_type}{experts}, "
+        f"vocab {m.vocab_size}",
     )
     st = est.stages
     batch = ", ".join(
@@ -310,8 +334,8 @@ def cost_table(est: Any) -> Table:
     ct.add_row(
         "power",
         f"[bold]{fmt_power(co.power_w)}[/bold] while it runs (host and network "
-        f"{co.host_power_w_per_device:,.0f} W per device, PUE {co.pue}) ≈ {co.homes_powered:,.0f} average US homes "
-        "powered for the run's duration",
+        f"{co.host_power_w_per_device:,.0f} W per device{_host_class(est)}, PUE {co.pue}) ≈ "
+        f"{co.homes_powered:,.0f} average US homes powered for the run's duration",
     )
 
     def co2(kg: float) -> str:  # in the point's unit

@@ -97,7 +97,8 @@ def print_solve(r: Any) -> None:
     o = r.optimum
     c.print(
         f"optimum: {fmt_gpu_hours(o.time.gpu_hours)} GPU-hours, {fmt_energy_kwh(o.cost.energy_kwh)}, "
-        f"{fmt_power(o.cost.power_w)} while it runs ≈ {o.cost.homes_powered:,.0f} average US homes, "
+        f"{fmt_power(o.cost.power_w)} while it runs{_power_pin(r.pins)} ≈ {o.cost.homes_powered:,.0f} "
+        "average US homes, "
         f"{fmt_co2_kg(o.cost.co2_kg)} CO2e; time band {fmt_duration(o.time.total_s_low)} – "
         f"{fmt_duration(o.time.total_s_high)}, cost band {fmt_usd(o.cost.usd_low)} – {fmt_usd(o.cost.usd_high)}"
     )
@@ -162,8 +163,8 @@ def rank_line(r: Any) -> str:
 
 
 def _pins_title(p: Any) -> str:
-    """The pins of a solve for its table's title: deadline, budget (dollars, GPU-hours or energy)
-    and target loss, or 'no pins'."""
+    """The pins of a solve for its table's title: deadline, budget (dollars, GPU-hours or energy),
+    the site's power and target loss, or 'no pins'."""
     pinned = []
     if p.deadline_s is not None:
         pinned.append(f"deadline {fmt_duration(p.deadline_s)}")
@@ -173,6 +174,8 @@ def _pins_title(p: Any) -> str:
         pinned.append(f"budget {p.budget_gpu_hours:,.0f} GPU-hours")
     if p.budget_kwh is not None:
         pinned.append(f"budget {fmt_energy_kwh(p.budget_kwh)}")
+    if p.max_power_w is not None:
+        pinned.append(f"power ≤ {fmt_power(p.max_power_w)}")
     if p.target_loss is not None:
         pinned.append(f"target loss {p.target_loss}")
     if p.target_score is not None:
@@ -198,6 +201,11 @@ def _score_line(r: Any) -> str | None:
         f"{100 * hi:.0f}%) against the pinned {100 * score:g}% at the band's lower end "
         f"({BENCHMARKS[name].setting}; trilemma.quality.benchmarks)"
     )
+
+
+def _power_pin(p: Any) -> str:
+    """The --max-power pin beside the optimum's power ('' without one)."""
+    return "" if p.max_power_w is None else f" (pin: at most {fmt_power(p.max_power_w)})"
 
 
 def _lifetime_line(lt: dict[str, Any]) -> str:

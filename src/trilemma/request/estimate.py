@@ -11,6 +11,7 @@ from trilemma.request import shared as s
 from trilemma.request.field import Request, option
 from trilemma.specs import ModelSpec, Precision, Recompute, Task, ZeroStage
 from trilemma.specs.axes import AXES
+from trilemma.units import GlobalBatch
 
 
 def _model(v: Any) -> Any:
@@ -72,11 +73,12 @@ class EstimateRequest(Request):
         help="sequence length, tokens; 4k = 4096 (default: the model's published one)",
         parse=p.seq,
     )
-    global_batch: int | None = option(
+    global_batch: GlobalBatch | None = option(
         None,
         "--global-batch",
-        help="tokens per optimizer step, e.g. 4M (exact: fails if no layout divides it)",
-        parse=lambda t: p.whole(t, "global-batch"),
+        help="per optimizer step: tokens (4Mi = 4,194,304 exact; 4M a target rounded to whole "
+        "sequences) or sequences (1024seq); exact fails if no layout divides it",
+        parse=p.batch,
     )
     precision: Precision = option(
         Precision.BF16, "--precision", help=h.PRECISION_HELP, parse=p.precision, listable=True
@@ -127,10 +129,8 @@ class EstimateRequest(Request):
         help="per device, per direction, e.g. 400Gb/s",
         parse=lambda t: p.link(t, "inter-node-bw"),
     )
-    pue: float | None = option(None, "--pue", help="datacentre PUE (default 1.1)", kind="number")
-    region: str | None = option(
-        None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh"
-    )
+    pue: float | None = s.pue()
+    region: str | None = s.region()
     memory_headroom: float | None = s.memory_headroom()
     goodput: float | None = option(None, "--goodput", help=h.GOODPUT_HELP, kind="number")
     stack: str | None = s.stack()
@@ -162,9 +162,7 @@ class EstimateRequest(Request):
         parse=lambda t: p.parse_count(t, "unique-tokens"),
     )
     host_memory: float | None = s.host_memory()
-    host_power: float | None = option(
-        None, "--host-power", help=h.HOST_POWER_HELP, parse=p.host_power
-    )
+    host_power: float | None = s.host_power()
     failure_rate: float | None = s.failure_rate()
     restart: float | None = s.restart()
     storage_bw: float | None = s.storage_bw()
@@ -217,6 +215,23 @@ class EstimateRequest(Request):
             "fused_loss": self.fused_loss,
             "compile": self.compile,
             "async_tp": self.async_tp,
+        }
+
+    def cluster_fields(self) -> dict[str, Any]:
+        """The cluster fields as given (None: the preset's), as trilemma.resolve.make_cluster takes them."""
+        return {
+            "memory_headroom": self.memory_headroom,
+            "gpus_per_node": self.gpus_per_node,
+            "intra_node_bw_bytes_per_s": self.intra_node_bw,
+            "inter_node_bw_bytes_per_s": self.inter_node_bw,
+            "price_usd_per_hour": self.price,
+            "pue": self.pue,
+            "region": self.region,
+            "host_memory_bytes": self.host_memory,
+            "host_power_w_per_node": self.host_power,
+            "failures_per_gpu_hour": self.failure_rate,
+            "restart_s": self.restart,
+            "storage_write_bytes_per_s": self.storage_bw,
         }
 
     def layout(self) -> dict[str, Any]:

@@ -15,9 +15,12 @@ from trilemma.errors import InputError
 from trilemma.specs.axes import MAX_DEGREE
 from trilemma.specs.bounds import BOUNDS, FAILURE_RATE_ALLOWED, MAX_SEQ
 from trilemma.units import (
+    BATCH_ALLOWED,
     IEC,
+    GlobalBatch,
     fmt_power,
     parse_bandwidth,
+    parse_batch,
     parse_bytes,
     parse_count,
     parse_duration,
@@ -39,6 +42,17 @@ def whole(text: Any, field: str, most: int | None = MAX_DEGREE) -> int | None:
     if v != int(v) or (most is not None and v > most):
         raise InputError(field, text, f"a positive whole number (at most {most or MAX_DEGREE:,})")
     return int(v)
+
+
+def batch(text: Any, field: str = "global-batch") -> GlobalBatch | None:
+    """A global batch in tokens (``4M``, ``4Mi``) or sequences (``1024seq``): trilemma.units.parse_batch,
+    at most MAX_DEGREE of its unit."""
+    if text is None:
+        return None
+    b = parse_batch(text, field)
+    if b.amount > MAX_DEGREE:
+        raise InputError(field, text, f"at most {MAX_DEGREE:,} {b.unit}: " + BATCH_ALLOWED)
+    return b
 
 
 def choice(text: str, field: str, choices: tuple[str, ...]) -> str:
@@ -179,6 +193,14 @@ def host_power(text: Any) -> float:
     value = parse_power(text, "host-power")
     if value > MAX_HOST_POWER_W:
         raise InputError("host-power", text, f"at most {fmt_power(MAX_HOST_POWER_W)} per node")
+    return value
+
+
+def max_power(text: Any) -> float:
+    """The site's facility power, W: above 0, e.g. 20MW (trilemma.units.parse_power)."""
+    value = parse_power(text, "max-power")
+    if not value > 0:
+        raise InputError("max-power", text, "a power above 0 W, e.g. 20MW")
     return value
 
 

@@ -51,6 +51,18 @@ def host_memory() -> Any:
     return option(None, "--host-memory", help=h.HOST_MEMORY_HELP, parse=p.host_memory)
 
 
+def pue() -> Any:
+    return option(None, "--pue", help="datacentre PUE (default 1.1)", kind="number")
+
+
+def region() -> Any:
+    return option(None, "--region", help="grid region preset (us, eu, france, ...) or kg CO2e/kWh")
+
+
+def host_power() -> Any:
+    return option(None, "--host-power", help=h.HOST_POWER_HELP, parse=p.host_power)
+
+
 def failure_rate() -> Any:
     return option(None, "--failure-rate", help=h.FAILURE_RATE_HELP, parse=p.failure_rate)
 

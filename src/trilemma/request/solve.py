@@ -16,6 +16,7 @@ from trilemma.request import shared as s
 from trilemma.request.estimate import _model
 from trilemma.request.field import Request, option
 from trilemma.specs import ModelSpec, Task
+from trilemma.units import GlobalBatch
 
 
 def _price_items(v: Any) -> tuple[str, ...]:
@@ -87,12 +88,12 @@ class SolveRequest(Request):
     seq: int | None = option(
         None, "--seq", help="sequence length, tokens; 4k = 4096 (default 4096)", parse=p.seq
     )
-    global_batch: int | None = option(
+    global_batch: GlobalBatch | None = option(
         None,
         "--global-batch",
-        help="tokens per step (default: each model size its own, DeepSeek LLM's batch law B = "
+        help="per step: tokens (4Mi, 4M) or sequences (1024seq) (default: each model size its own, DeepSeek LLM's batch law B = "
         "0.292·C^0.3271 at its compute, rounded to a power of two sequences)",
-        parse=lambda t: p.whole(t, "global-batch"),
+        parse=p.batch,
     )
     law: str | None = option(None, "--law", help="scaling law name or a fitted law file")
     price: tuple[str, ...] | None = option(
@@ -150,6 +151,16 @@ class SolveRequest(Request):
         "each, at the plan's $ per FLOP) is added, and a $ budget holds training + serving",
         parse=p.inference_tokens,
     )
+    max_power: float | None = option(
+        None,
+        "--max-power",
+        help="the site's facility power while training, e.g. 20MW: devices × (board power + host "
+        "share) × PUE of every plan stays within it",
+        parse=p.max_power,
+    )
+    pue: float | None = s.pue()
+    region: str | None = s.region()
+    host_power: float | None = s.host_power()
     failure_rate: float | None = s.failure_rate()
     restart: float | None = s.restart()
     storage_bw: float | None = s.storage_bw()

@@ -74,6 +74,7 @@ from trilemma.solve.optimize import (
     serving_usd,
     table_goodput,
 )
+from trilemma.solve.power import row_power_w
 from trilemma.solve.rank import DEFAULT_RANK, band_high, calibrated_mask, ranked_best
 from trilemma.solve.realise import deployed, plan_maker, solve_warnings
 from trilemma.solve.result import SCHEMA, SolveResult, broken_pins, plan_document
@@ -125,6 +126,10 @@ def solve(
     rank: str = DEFAULT_RANK,
     provider: str | None = None,
     market: str | None = None,
+    max_power: str | float | None = None,
+    pue: float | None = None,
+    region: str | None = None,
+    host_power_w_per_node: float | None = None,
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
@@ -206,8 +211,9 @@ def _search(s: SolveSetup) -> _Found:
             f"at least one global batch ({fmt_count(float(table.batch_tokens.min()))} "
             "tokens; --global-batch sets a smaller one)",
         )
+    table = under_power(table, s)
     goodput = table_goodput(table, s.seq, s.plan_fields, s.cluster_fields)
-    c = rates(table, goodput, a["prices"] or {}, constants()["energy"])
+    c = rates(table, goodput, a["prices"] or {}, constants()["energy"], s.cluster_fields)
     if a["inference_tokens"]:
         c = replace(c, fixed_usd=serving_usd(c, float(a["inference_tokens"])))
     loss_fn = law_fn(s.law, s.unique_tokens) if not s.is_ft else no_loss
@@ -241,6 +247,27 @@ def _calibrated_alternative(
         return None
     i, _ = ranked_best(ch, found.corners, found.high, s.pins, found.loss_fn, s.fixed_tokens, ok)
     return None if i is None else plan_at(i, float(ch.tokens[i]))
+
+
+def under_power(table: ConfigTable, s: SolveSetup) -> ConfigTable:
+    """The configurations whose facility power while training (row_power_w) is within the --max-power
+    pin: the pin depends on the configuration alone, so the others are dropped before anything is priced
+    and no optimum, runner-up or frontier point exceeds it; InfeasibleError naming the least when none is."""
+    from trilemma.units import fmt_power
+
+    cap = s.pins.max_power_w
+    if cap is None or not len(table):
+        return table
+    watts = row_power_w(table, constants()["energy"], s.cluster_fields)
+    keep = watts <= cap * (1 + 1e-9)
+    if not keep.any():
+        i = int(np.argmin(watts))
+        raise InfeasibleError(
+            f"no plan meets the pins: the least power of any plan searched is {fmt_power(watts[i])} "
+            f"({int(table.n_gpus[i])}× {table.gpus[int(table.gpu_idx[i])].name}) against the "
+            f"--max-power of {fmt_power(cap)}"
+        )
+    return table.take(keep)
 
 
 def _frontier(s: SolveSetup, found: _Found, best: Candidate) -> Frontier:

@@ -15,7 +15,7 @@ from trilemma.quality.benchmarks import parse_target
 from trilemma.solve.optimize import Pins, default_objective
 from trilemma.specs import HardwareSpec, ModelSpec, Objective, Precision
 from trilemma.specs.bounds import BOUNDS
-from trilemma.units import parse_budget, parse_count, parse_duration
+from trilemma.units import parse_batch, parse_budget, parse_count, parse_duration, parse_power
 
 DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params is given
 SIZES_PER_DECADE = 4
@@ -135,8 +135,14 @@ def make_pins(
     target_loss: float | None = None,
     minimize: str | None = None,
     target_score: str | None = None,
+    max_power: str | float | None = None,
 ) -> Pins:
+    """The pins, each parsed and checked (``max_power``: the site's facility power, W or text such as
+    20MW), and the corner to minimise (the flag's, else the one left free)."""
     usd = gpuh = kwh = None
+    watts = None if max_power is None else parse_power(max_power, "max-power")
+    if watts is not None and not watts > 0:
+        raise InputError("max-power", max_power, "a power above 0 W, e.g. 20MW")
     if budget is not None:
         kind, value = parse_budget(budget, "budget")
         if not value > 0:
@@ -163,6 +169,7 @@ def make_pins(
         budget_kwh=kwh,
         target_loss=target_loss,
         target_score=score,
+        max_power_w=watts,
     )
     if minimize is not None and not isinstance(minimize, str):
         raise InputError("minimize", minimize, "time, cost, loss or energy")
@@ -175,7 +182,7 @@ def make_pins(
             "minimize",
             None,
             f"{choices.replace(', energy', ' or energy')} (pin two of --deadline, "
-            "--budget and --target-loss, or say what to minimise)",
+            "--budget (or --max-power) and --target-loss, or say what to minimise)",
         )
     try:
         objective = Objective(obj)
@@ -189,6 +196,7 @@ def make_pins(
         target_loss=target_loss,
         minimize=objective,
         target_score=score,
+        max_power_w=watts,
     )
 
 
@@ -276,8 +284,8 @@ def checked_arguments(args: dict[str, Any]) -> dict[str, Any]:
             raise InputError(
                 "prices", prices, "a dict of GPU name → non-negative dollars per GPU-hour"
             )
-    if isinstance(global_batch_tokens, str):
-        global_batch_tokens = parse_count(global_batch_tokens, "global-batch")
+    if isinstance(global_batch_tokens, str):  # tokens or sequences: at the sequence length (setup)
+        global_batch_tokens = parse_batch(global_batch_tokens, "global-batch")
     if isinstance(inference_tokens, str):
         inference_tokens = parse_count(inference_tokens, "inference-tokens")
     for name, v in (("layout", layout), ("finetune", finetune)):

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InfeasibleError, InputError
-from trilemma.estimate.cost import energy_j, wall_power_w
+from trilemma.estimate.cost import energy_j, facility_power_w
 from trilemma.solve import score as sc
+from trilemma.solve.power import device_watts
 from trilemma.solve.search import ConfigTable, params_of
 from trilemma.units import DAY, HOUR, KWH, fmt_count, fmt_duration, fmt_usd
 
@@ -38,6 +39,7 @@ class Pins:
     # a benchmark and the score (fraction) the lower end of its 80% band must reach
     # (trilemma.quality.benchmarks.parse_target), or None
     target_score: tuple[str, float] | None = None
+    max_power_w: float | None = None  # the site's facility power while training, W (--max-power)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,13 +52,17 @@ class Pins:
             "target_score": None
             if self.target_score is None
             else {"benchmark": self.target_score[0], "score": self.target_score[1]},
+            "max_power_w": self.max_power_w,
         }
 
 
 def default_objective(p: Pins) -> str:
     """The free corner: loss when time and money are pinned, and so on."""
     time_pinned = p.deadline_s is not None
-    money_pinned = any(x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh))
+    # a site's power is the resource corner too: with a deadline, the loss is what is left to minimise
+    money_pinned = any(
+        x is not None for x in (p.budget_usd, p.budget_gpu_hours, p.budget_kwh, p.max_power_w)
+    )
     loss_pinned = p.target_loss is not None or p.target_score is not None
     free = [
         c
@@ -78,6 +84,7 @@ class Corners:
     n_non_embedding: np.ndarray
     precision: np.ndarray  # per configuration: lower precision costs quality through the law
     batch_tokens: np.ndarray  # the configuration's global batch, tokens: a plan trains at least one
+    power_w: np.ndarray | float = 0.0  # facility power while it runs, W (device_watts × devices)
     # serving the trained model (--inference-tokens), dollars per configuration, whatever the training tokens:
     # lifetime cost = training + this (serving_usd)
     fixed_usd: np.ndarray | float = 0.0
@@ -134,22 +141,11 @@ def rates(
     goodput: np.ndarray | float,
     prices: dict[str, float],
     energy: dict[str, float],
+    cluster_fields: dict[str, Any] | None = None,
 ) -> Corners:
     g = table.gpu_idx
     price = np.array([prices.get(h.name, h.price_usd_per_hour) for h in table.gpus])[g]
-    host = np.array(
-        [
-            0.0 if h.family == "cpu" else energy.get("host_power_w_per_device", 0.0)
-            for h in table.gpus
-        ]
-    )[g]
-    watts = wall_power_w(
-        np.array([h.board_power_w for h in table.gpus])[g],
-        energy["power_fraction"],
-        energy["host_power_fraction"],
-        energy["pue"],
-        host,
-    )
+    watts = device_watts(table.gpus, energy, cluster_fields)[g]
     spt = 1.0 / (table.tokens_per_s * goodput)
     n = table.n_gpus.astype(float)
     tot, non = params_of(table)
@@ -163,6 +159,7 @@ def rates(
         n_non_embedding=non,
         precision=prec,
         batch_tokens=table.batch_tokens.astype(float),
+        power_w=facility_power_w(n, watts),
     )
 
 

@@ -10,7 +10,11 @@ from typing import Any
 import numpy as np
 
 from trilemma.estimate.result import Estimate
-from trilemma.quality.batch import non_embedding_flop_per_token, optimal_batch_tokens
+from trilemma.quality.batch import (
+    NEAR_OPTIMAL_FACTOR,
+    non_embedding_flop_per_token,
+    optimal_batch_tokens,
+)
 from trilemma.quality.predict import LossPrediction, predict_loss_block
 from trilemma.solve.optimize import Choice
 from trilemma.solve.search import ConfigTable
@@ -113,7 +117,7 @@ def solve_warnings(s: SolveSetup, table: ConfigTable, ch: Choice, best: int) -> 
             non_embedding_flop_per_token(m_best, s.seq) * float(ch.tokens[best])
         )
         used = float(table.batch_tokens[best])
-        if not 0.5 <= used / want <= 2:
+        if not 1 / NEAR_OPTIMAL_FACTOR <= used / want <= NEAR_OPTIMAL_FACTOR:
             warnings.append(
                 f"the batch of {fmt_count(used)} tokens was set for {'20 tokens per parameter' if s.fixed_tokens is None else 'the given tokens'}; "
                 f"the {fmt_count(float(ch.tokens[best]))} tokens chosen call for about {fmt_count(want)} "

@@ -139,6 +139,8 @@ def broken_pins(p: Pins, e: Estimate, loss: LossPrediction | None) -> list[str]:
         )
     ):
         out.append("budget")
+    if p.max_power_w is not None and e.cost.power_w > p.max_power_w * (1 + 1e-9):
+        out.append("power")
     if p.target_loss is not None and loss is not None and loss.mean > p.target_loss + 1e-4:
         out.append("target loss")
     if p.target_score is not None and loss is not None:  # N total, as the search counts it

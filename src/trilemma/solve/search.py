@@ -4,7 +4,7 @@ computed once, exhaustively, with the same vectorised estimators `estimate` uses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,14 @@ class ConfigTable:
 
     def __len__(self) -> int:
         return int(self.model_idx.size)
+
+    def take(self, keep: np.ndarray) -> ConfigTable:
+        """The rows where ``keep`` is true (a pin that depends on the configuration alone: --max-power)."""
+        rows = ("model_idx", "gpu_idx", "prec_idx", "n_gpus", "batch_tokens", "tokens_per_s")
+        return replace(
+            self,
+            **{k: getattr(self, k)[keep] for k in (*rows, "per_gpu_bytes", "layout_idx")},
+        )
 
     def layout(self, i: int) -> Layout:
         return layout_at(self.axes, int(self.layout_idx[i]), int(self.n_gpus[i]))

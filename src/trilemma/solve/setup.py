@@ -22,13 +22,16 @@ from trilemma.solve.inputs import (
 from trilemma.solve.optimize import Pins
 from trilemma.solve.rank import DEFAULT_RANK, check_rank
 from trilemma.specs import HardwareSpec, ModelSpec, Precision, Task
-from trilemma.units import SI, fmt_bytes, fmt_count, parse_count
+from trilemma.units import SI, GlobalBatch, fmt_bytes, fmt_count, parse_count
 
 DEFAULT_MAX_GPUS = 16384
 DEFAULT_SEQ = 4096
 #: ``solve``'s arguments that are ClusterSpec fields (None: the cluster's default), in this order
 CLUSTER_FIELDS = (
     "host_memory_bytes",
+    "host_power_w_per_node",
+    "pue",
+    "region",
     "failures_per_gpu_hour",
     "restart_s",
     "storage_write_bytes_per_s",
@@ -183,6 +186,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         pins_args["target_loss"],
         minimize,
         args["target_score"],
+        max_power=args["max_power"],
     )
     fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
     if fixed_tokens is not None and fixed_tokens > SI["E"]:
@@ -196,6 +200,8 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     the_law, law_E = _law_and_floor(args["law"], pins)
     models = models_for(model, args["params"])
     seq = args["seq_len"] or DEFAULT_SEQ
+    if isinstance(args["global_batch_tokens"], GlobalBatch):  # 1024seq, 4M: tokens at ``seq``
+        args = args | {"global_batch_tokens": args["global_batch_tokens"].at(seq)[0]}
     note = None
     if args["deploy"] is not None or args["min_tokens_per_s"] is not None:
         models, note = deployable(

@@ -56,6 +56,14 @@ class HardwareSpec(Spec):
     )
     devices_per_node: int = Field(gt=0, description="devices sharing the scale-up domain")
     board_power_w: float = Field(gt=0, description="board power (TDP/TBP), watts")
+    host_power_w_per_device: float | None = Field(
+        None,
+        ge=0.0,
+        description="host and network power of the system class this device ships in, per device, W: "
+        "the system's maximum less its devices' boards, over its devices; None: constants.toml "
+        "energy.host_power_w_per_device (a DGX H100's share)",
+    )
+    host_power_source: str = ""
     price_usd_per_hour: float = Field(gt=0, description="reference price per device-hour, USD")
     price_date: str = ""
     price_source: str = ""

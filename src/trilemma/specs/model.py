@@ -66,6 +66,15 @@ class ModelSpec(Spec):
         False, description="trained with dropout (adds mask tensors to activations)"
     )
 
+    # Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 §2.1; DeepSeek-V3, arXiv 2412.19437 §2.1.1):
+    # keys and values are up-projected from a kv_lora_rank-wide latent (the only thing an inference cache
+    # keeps, with the decoupled rotary key), queries from a q_lora_rank-wide one (0: a full d×d_qk
+    # projection); each head's query and key carry qk_rope_head_dim rotary dimensions on top of head_dim
+    # (the non-rotary query/key and value width, DeepSeek-V3's qk_nope_head_dim = v_head_dim = 128)
+    kv_lora_rank: int = Field(0, ge=0, description="MLA's key-value latent width; 0 = not MLA")
+    q_lora_rank: int = Field(0, ge=0, description="MLA's query latent width; 0 = no query latent")
+    qk_rope_head_dim: int = Field(0, ge=0, description="MLA's decoupled rotary width per head")
+
     # Mixture of experts (Shazeer 2017; Fedus 2021; Jiang 2024 Mixtral)
     n_experts: int = Field(0, ge=0, description="routed experts per MoE layer; 0 = dense")
     top_k: int = Field(0, ge=0, description="experts each token is routed to")
@@ -100,6 +109,10 @@ class ModelSpec(Spec):
         if self.n_experts:
             if not 1 <= self.top_k <= self.n_experts:
                 raise ValueError(f"top_k={self.top_k}: between 1 and n_experts ({self.n_experts})")
+        if (self.q_lora_rank or self.qk_rope_head_dim) and not self.is_mla:
+            raise ValueError("q_lora_rank / qk_rope_head_dim: only with kv_lora_rank > 0 (MLA)")
+        if self.is_mla and self.kv_heads != self.n_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads}: MLA decompresses a key per head")
             if self.first_dense_layers >= self.n_layers:
                 raise ValueError(
                     f"first_dense_layers={self.first_dense_layers}: fewer than n_layers ({self.n_layers})"
@@ -124,6 +137,29 @@ class ModelSpec(Spec):
     def d_kv(self) -> int:
         """Width of the concatenated key (or value) heads, n_kv_heads × head_dim."""
         return self.kv_heads * self.d_head
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (kv_lora_rank > 0)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def d_qk(self) -> int:
+        """Width of the concatenated query (and, decompressed, key) heads: n_heads × (head_dim +
+        qk_rope_head_dim); d_attn without MLA."""
+        return self.n_heads * (self.d_head + self.qk_rope_head_dim)
+
+    @property
+    def attn_core_width(self) -> float:
+        """The attention core's mean width: QKᵀ contracts over d_qk, softmax·V over d_attn, so its
+        forward is 2·s·(d_qk + d_attn) = 4·s·attn_core_width FLOPs per token and layer."""
+        return (self.d_qk + self.d_attn) / 2
+
+    @property
+    def kv_cache_width(self) -> int:
+        """Elements per token and layer an inference KV cache keeps: K and V (2·d_kv), or MLA's latent
+        and decoupled rotary key (kv_lora_rank + qk_rope_head_dim, DeepSeek-V2 §2.1.2)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.d_kv
 
     @property
     def is_moe(self) -> bool:

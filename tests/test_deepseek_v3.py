@@ -1,0 +1,177 @@
+"""DeepSeek-V3: multi-head latent attention and DeepSeekMoE, checked against its technical report
+(DeepSeek-AI 2024, arXiv:2412.19437).
+
+- Parameters: "671B total parameters with 37B activated for each token" (Abstract; §4.2 gives the shape:
+  61 layers, hidden 7168, 128 heads of d_h 128, KV compression d_c 512, query compression 1536, decoupled
+  rotary width 64 per head, 1 shared + 256 routed experts of intermediate 2048, 8 routed per token, the
+  first three FFNs dense). The 14B multi-token-prediction module is not among the 671B.
+- Pre-training cost: 2.664M H800 GPU-hours for 14.8T tokens on a cluster of 2,048 H800s (§1, Table 1;
+  §3.1 the cluster), FP8 mixed precision (§3.3).
+- The latent KV cache: (d_c + d_h^R) = 512 + 64 = 576 elements per token and layer (DeepSeek-V2, arXiv
+  2405.04434 §2.1.2 and Table 1).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trilemma.api import estimate
+from trilemma.errors import InputError
+from trilemma.estimate.flops import attention_core_flop_fwd
+from trilemma.estimate.params import attention_params, param_counts
+from trilemma.resolve import resolve_model
+
+CONFIG = {  # deepseek-ai/DeepSeek-V3-Base config.json, the keys that shape the model
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_shared_experts": 1,
+    "n_routed_experts": 256,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "moe_layer_freq": 1,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+    "tie_word_embeddings": False,
+    "n_group": 8,
+    "topk_group": 4,
+    "num_nextn_predict_layers": 1,
+    "hidden_act": "silu",
+    "attention_bias": False,
+}
+PAPER_H800_HOURS = 2.664e6  # pre-training, §1 Table 1
+
+
+@pytest.fixture(scope="module")
+def v3():
+    return resolve_model("deepseek-v3")[0]
+
+
+def test_671b_total_37b_active(v3):
+    pc = param_counts(v3)
+    assert pc.total == pytest.approx(671e9, rel=0.001)
+    assert 37e9 <= pc.active < 38e9  # "37B activated": the report rounds 37.55B down
+
+
+def test_mla_weights_by_hand(v3):
+    d, h = 7168, 128
+    hand = (
+        d * 1536  # W^DQ
+        + 1536 * h * (128 + 64)  # W^UQ and W^QR
+        + d * (512 + 64)  # W^DKV and W^KR
+        + 512 * h * (128 + 128)  # W^UK and W^UV
+        + h * 128 * d  # W^O
+        + 1536
+        + 512  # the two latent RMSNorms
+    )
+    assert attention_params(v3) == hand == 187_107_328
+
+
+def test_the_config_json_is_the_preset(tmp_path, v3):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CONFIG), "utf-8")
+    m, how = resolve_model(str(path))
+    assert param_counts(m) == param_counts(v3) and "Hugging Face config" in how
+
+
+def test_a_config_with_unequal_head_widths_is_refused(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**CONFIG, "v_head_dim": 64}), "utf-8")
+    with pytest.raises(InputError, match="v_head_dim"):
+        resolve_model(str(path))
+
+
+def test_latent_kv_cache_and_attention_flops(v3):
+    assert v3.kv_cache_width == 576
+    # QK^T over 128 + 64 per head, softmax·V over 128: 2·s·(24,576 + 16,384) per token and layer
+    assert attention_core_flop_fwd(v3, 4096) == 61 * 2 * 4096 * (128 * 192 + 128 * 128)
+
+
+def test_pre_training_h800_hours_in_the_band():
+    """2,048 H800s, 14.8T tokens, FP8: the 80% band holds the report's 2.664M H800-hours. The point is
+    about 1.6× above it (4.16M): the estimate does not model DualPipe's overlap of the all-to-all nor
+    the node-limited routing that bounds it (§3.2), nor its calibration an FP8 MoE run."""
+    est = estimate("deepseek-v3", "h800", 2048, tokens=14.8e12, precision="fp8")
+    t = est.time
+    assert t.gpu_hours_low <= PAPER_H800_HOURS <= t.gpu_hours_high
+
+
+LITE = {  # an MLA model without a query latent (q_lora_rank null, as DeepSeek-V2-Lite) and dense
+    **CONFIG,
+    "hidden_size": 2048,
+    "intermediate_size": 10944,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "n_routed_experts": 0,
+    "q_lora_rank": None,
+    "vocab_size": 102400,
+}
+
+
+def test_a_null_query_rank_is_a_full_query_projection(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LITE), "utf-8")
+    m, _ = resolve_model(str(path))
+    assert m.q_lora_rank == 0 and not m.is_moe
+    d, h = 2048, 16
+    hand = (
+        d * h * 192 + d * 576 + 512 * h * 256 + h * 128 * d + 512
+    )  # W^Q, W^DKV+W^KR, W^UK+W^UV, W^O
+    assert attention_params(m) == hand
+
+
+def test_megatron_writes_mla_with_its_own_options(tmp_path):
+    from test_export import megatron_args
+
+    from trilemma.export import export
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LITE), "utf-8")
+    a = megatron_args(
+        export(estimate(str(path), "h100-sxm", 8, tokens=1e9), "megatron").files[
+            "train_megatron.sh"
+        ]
+    )
+    assert "--multi-latent-attention" in a and "--group-query-attention" not in a
+    assert (a["--kv-lora-rank"], a["--qk-head-dim"], a["--qk-pos-emb-head-dim"]) == (
+        "512",
+        "128",
+        "64",
+    )
+    assert a["--v-head-dim"] == "128" and "--q-lora-rank" not in a  # None: a full projection
+
+
+def test_the_probe_and_torchtitan_refuse_latent_attention(capsys, tmp_path):
+    from clitools import run
+
+    code, out, err = run(capsys, "probe", "-m", "deepseek-v3")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "latent attention" in err
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LITE), "utf-8")
+    code, out, err = run(
+        capsys,
+        "export",
+        "--to",
+        "torchtitan",
+        "-m",
+        str(path),
+        "-g",
+        "h100-sxm",
+        "-n",
+        "8",
+        "-t",
+        "1B",
+    )
+    assert code == 2 and "multi-head latent attention" in err
