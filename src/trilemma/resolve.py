@@ -181,6 +181,7 @@ def make_plan(
         # the frozen 16-bit base is stored as the plan computes: fp16 (same bytes; a V100 has no bf16)
         plan_fields["finetune"] = ft.replace(base_precision=BasePrecision.FP16)
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
+    plan_fields = with_trainer(plan_fields)
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
 
 
@@ -195,6 +196,30 @@ def with_stack(plan_fields: dict[str, Any]) -> dict[str, Any]:
         return given
     given["stack"] = stack_preset(given["stack"])
     return plan_defaults(given["stack"]) | given
+
+
+def with_trainer(plan_fields: dict[str, Any]) -> dict[str, Any]:
+    """``plan_fields`` with its ``trainer`` resolved (a preset name: trilemma.presets.trainer), its
+    ``activation_offload`` flag (None: the trainer's) applied to it, and, for a trainer without an fp32 master
+    (TrainerSpec.master_weights false: bf16 throughout), the plan's 16-bit dtypes for gradients and optimizer
+    states and no master copy. ``activation_offload`` without a trainer applies to the default trainer."""
+    from trilemma.presets import trainer as trainer_preset
+    from trilemma.specs.trainer import TrainerSpec
+
+    out = dict(plan_fields)
+    offload = out.pop("activation_offload", None)
+    name = out.get("trainer")
+    if name is None and offload is None:
+        out.pop("trainer", None)
+        return out
+    tr = trainer_preset(name) if name is not None else TrainerSpec(name="default")
+    if offload is not None:
+        tr = tr.replace(activation_offload=bool(offload))
+    out["trainer"] = tr
+    d = out.get("dtypes")
+    if not tr.master_weights and d is not None and d.master is not None:
+        out["dtypes"] = d.replace(master=None, grad=d.weight, optimizer_state=d.weight)
+    return out
 
 
 def _count(value: Any, field: str) -> Any:

@@ -35,6 +35,7 @@ from trilemma.estimate.finetune import state_bytes, trainable_params
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.pipeline import stage_layers
+from trilemma.estimate.trainer_memory import offloaded_layers, trainer_loss_bytes
 from trilemma.specs import ModelSpec, Recompute, TrainingPlan
 from trilemma.specs.enums import (
     DTYPE_BYTES,
@@ -215,6 +216,15 @@ def model_state_bytes(
         train = trainable_params(m, pc, plan.finetune) if plan.finetune is not None else pc.total
         grads = grads + np.minimum(bucket, train / L.dims.weight_shards) * DTYPE_BYTES[Dtype.BF16]
     optim = sharded(sb.layer_optim, sb.ends_optim, 1)
+    tr = plan.trainer
+    if tr is not None and tr.optimizer_in_backward and sb.layer_grad is not None:
+        # the step runs in the backward per parameter and frees its gradient: at most the largest trainable
+        # tensor's gradient is whole at once (the embedding or output table, else a layer's widest matrix)
+        full = plan.finetune is None or plan.finetune.method == FinetuneMethod.FULL
+        widest = (m.vocab_size if full else m.ffn_dim) * m.d_model / tp
+        grads = 0.0 * grads + np.where(np.asarray(sb.layer_grad) > 0, 1.0, 0.0) * widest * (
+            plan.dtypes.bytes_of("grad")
+        )
     return weights, grads, optim, local
 
 
@@ -269,6 +279,7 @@ def memory_per_device(
     ft = plan.finetune
     if ft is not None and ft.method == FinetuneMethod.FREEZE:
         layers = np.minimum(layers, ft.trainable_layers)
+    layers = offloaded_layers(plan, L, layers)
     act_first = layers * per_layer_kept * inflight_first + transient
     # on the last stage the logits and their gradients are freed once the LM head's backward is done,
     # before the last layer is recomputed: the two never coexist, so the stage holds the larger
@@ -360,6 +371,7 @@ def _logits_bytes(
         )
     )
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
+    logits = trainer_loss_bytes(m, s_loc * L.micro_batch, L.tp, plan, e, logits)
     # beside them, the LM head's input, kept for its weight gradient (whole on every TP rank: the column-
     # parallel head all-gathers the sequence-parallel norm output), and the final norm's input (its
     # sequence shard under SP) — the last layer's output, which no layer's inventory counts

@@ -204,6 +204,18 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
         f"fine-tune memory: {s['within_count']} of {s['n']} within {s['within']:.0%}; |predicted / reported - 1| "
         f"median {s['median_error']:.1%}, worst {s['worst_error']:.0%}"
     )
+    by = s.get("by_trainer") or {}
+    if by:
+        c.print(
+            "fine-tune memory by trainer (left out: no constant is fitted on these rows): "
+            + ", ".join(f"{t} {v['median_error']:.1%} ({v['n']})" for t, v in by.items())
+        )
+    refused = s.get("refused", [])
+    c.print(
+        f"no false out-of-memory: {s['n'] - len(refused)} of {s['n']} published runs that trained are "
+        "predicted to fit (refused only when the low end of the 80% memory band exceeds the card)"
+        + (f"; refused: {', '.join(refused)}" if refused else "")
+    )
 
 
 def _coverage(parts: dict[str, Any]) -> str:
