@@ -74,6 +74,8 @@ def estimate(
     offload: str | None = None,
     stack: str | StackSpec | None = None,
     accept: Callable[[Estimate], bool] | None = None,
+    trainer: str | None = None,
+    activation_offload: bool | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -84,7 +86,9 @@ def estimate(
     ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
     optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
-    trilemma.presets.stacks, or a StackSpec) the software that runs it (both ignored given ``plan``).
+    trilemma.presets.stacks, or a StackSpec) the software that runs it, ``trainer`` (trilemma.presets.trainers)
+    the fine-tuning trainer's memory features and ``activation_offload`` its offload switched (all ignored
+    given ``plan``).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
@@ -113,7 +117,17 @@ def estimate(
         optimizer=optimizer,
         offload=offload,
     )
-    pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, stack=stack, **ft)
+    pl = plan or make_plan(
+        m,
+        tokens,
+        seq_len,
+        global_batch_tokens,
+        precision,
+        stack=stack,
+        trainer=trainer,
+        activation_offload=activation_offload,
+        **ft,
+    )
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision

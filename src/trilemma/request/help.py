@@ -32,6 +32,15 @@ BASE_PRECISION_HELP = (
 OPTIMIZER_HELP = (
     "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"
 )
+TRAINER_HELP = (
+    "the fine-tuning trainer (hf-trainer, trl, torchtune, unsloth, liger, peft-bench: `trilemma presets "
+    "trainers`): what it keeps on the device — activation offload, its loss kernel (eager, chunked, "
+    "fused linear), optimizer-in-backward, an fp32 master; default none: eager loss, no offload, fp32 master"
+)
+ACTIVATION_OFFLOAD_HELP = (
+    "checkpointed layer inputs in host memory (torchtune's enable_activation_offloading, Unsloth's "
+    "offloaded gradient checkpointing); default: the trainer's"
+)
 OFFLOAD_HELP = (
     "none (default), optimizer (ZeRO-Offload: states and CPU Adam on the host) or optimizer+params "
     "(ZeRO-Infinity: the weights too); host memory is checked (--host-memory)"

@@ -1,0 +1,89 @@
+"""The fine-tuning trainer as a lever (--trainer; presets/trainers.toml) and the published fine-tune rows it
+is checked on (data/finetune_memory.csv)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from clitools import run
+
+from trilemma.api import estimate
+from trilemma.errors import InputError
+from trilemma.presets import trainer, trainers
+from trilemma.units import GIB
+from trilemma.validate.finetune import FinetuneMemoryCase, by_trainer, predict_all
+
+
+@cache
+def _cases() -> tuple[FinetuneMemoryCase, ...]:
+    return tuple(predict_all())
+
+
+def test_every_preset_cites_its_features() -> None:
+    for name, t in trainers().items():
+        assert t.source and "@" in t.source, name  # a repository file at a date, or a page
+    assert trainer("unsloth").activation_offload and trainer("tune").name == "torchtune"
+
+
+def test_unknown_trainer_is_one_line_exit_2(capsys) -> None:
+    code, _, err = run(
+        capsys, "estimate", "--model", "llama3-8b", "--gpu", "rtx-4090", "--gpus", "1",
+        "--finetune", "lora", "--tokens", "20M", "--trainer", "nemo-x",
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and "torchtune" in err and "trainer" in err
+    with pytest.raises(InputError, match="trainer"):
+        estimate("llama3-8b", "rtx-4090", 1, tokens="20M", finetune="lora", trainer="nemo-x")
+
+
+def test_published_finetune_rows_from_five_trainers_within_ten_percent() -> None:
+    """At least 40 published fine-tunes from at least 5 trainers, each predicted without its own source
+    (no constant is fitted on these rows): median |predicted / reported − 1| at most 10%."""
+    cases = _cases()
+    by = by_trainer(list(cases))
+    assert len(cases) >= 40 and len(by) >= 5, by
+    assert float(np.median([abs(c.error) for c in cases])) <= 0.10
+
+
+def test_published_runs_that_trained_are_not_refused_but_one() -> None:
+    """No false out-of-memory: a run refused only when the low end of the 80% memory band exceeds its
+    card. Unsloth's Llama 3.3 70B at 12,106 tokens on 48 GB (README@2025-01-14) is refused by 0.1%: the
+    one miss, named; every other row fits."""
+    refused = [c.case for c in _cases() if c.refused]
+    assert refused == ["llama3.3-70b QLoRA max context 48 GB Unsloth"], refused
+
+
+@pytest.mark.xfail(
+    strict=True, reason="Unsloth's 70B at 48 GB: point 51.4 GiB, band low end 48.04 > 48"
+)
+def test_every_published_run_that_trained_is_predicted_to_fit() -> None:
+    assert not [c.case for c in _cases() if c.refused]
+
+
+def test_offloaded_checkpoints_and_fused_loss_match_unsloth_8b_table() -> None:
+    """Unsloth's Llama 3.1 8B QLoRA max-context table (README@2025-01-14): 342,733 tokens fit 80 GB and
+    2,972 fit 8 GB. With its offloaded checkpointing and fused-linear loss the planner's device total at each
+    is within 5% under the card."""
+    for c in _cases():
+        if c.trainer == "unsloth" and c.case.startswith("llama3.1-8b"):
+            assert -0.05 <= c.error <= 0.0, (c.case, c.error)
+
+
+def test_torchtune_activation_offload_llama3_8b_rtx4090() -> None:
+    """torchtune README@2024-12 'Memory and training speed': Llama 3.1 8B LoRA on 1x 4090, batch 2, packed
+    2048, 16.2 GiB peak per GPU (a kept-independent table: checked here, nothing fitted or tuned to it). The
+    planner with --trainer torchtune and activation offloading, LoRA rank 8 on q and v (the 8B config's),
+    checkpointing: within 15%; and offloading saves the checkpointed layer inputs beyond the copy stash."""
+    kw = dict(
+        tokens="20M", seq_len=2048, global_batch_tokens=4096, finetune="lora", lora_rank=8,
+        lora_targets="q_proj,v_proj", trainer="torchtune",
+        layout={"micro_batch": 2, "recompute": "full", "tp": 1, "pp": 1, "dp": 1},
+    )  # fmt: skip
+    on = estimate("llama3-8b", "rtx-4090", 1, activation_offload=True, **kw)
+    off = estimate("llama3-8b", "rtx-4090", 1, activation_offload=False, **kw)
+    peak = float(np.asarray(on.memory.per_gpu_bytes)) / GIB
+    assert abs(peak / 16.2 - 1) <= 0.15, peak
+    saved = off.memory.per_gpu_bytes - on.memory.per_gpu_bytes
+    # 32 - 5 layers' inputs: 2 sequences × 2048 tokens × 4096 × 2 bytes each (hand count)
+    assert saved == pytest.approx((32 - 5) * 2 * 2048 * 4096 * 2, rel=0.01)
