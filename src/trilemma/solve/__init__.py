@@ -94,6 +94,8 @@ def solve(
     memory_headroom: float | None = None,
     compile: bool | None = None,
     stack: str | StackSpec | None = None,
+    trainer: str | None = None,
+    activation_offload: bool | None = None,
     finetune: dict | None = None,
     host_memory_bytes: float | None = None,
     max_configurations: int | None = None,
