@@ -87,3 +87,15 @@ def test_torchtune_activation_offload_llama3_8b_rtx4090() -> None:
     saved = off.memory.per_gpu_bytes - on.memory.per_gpu_bytes
     # 32 - 5 layers' inputs: 2 sequences × 2048 tokens × 4096 × 2 bytes each (hand count)
     assert saved == pytest.approx((32 - 5) * 2 * 2048 * 4096 * 2, rel=0.01)
+
+
+def test_a_finetune_of_few_steps_says_so_and_suggests_a_batch() -> None:
+    """20M tokens at the default fine-tune batch (128 sequences of 2048: 262,144 tokens) is 20e6 / 262,144 =
+    76.3 steps (hand count), under 100: the warning suggests 97 sequences (20e6 / (100 × 2048) = 97.7, floored),
+    which gives 20e6 / (97 × 2048) = 100.7 steps. 200M tokens gives 763 steps: no warning."""
+    est = estimate("llama3-8b", "rtx-4090", 1, tokens="20M", seq_len=2048, finetune="lora")
+    few = [w for w in est.warnings if w.startswith("few optimizer steps")]
+    assert len(few) == 1 and "76 for" in few[0] and "97 sequences of 2048" in few[0], few
+    assert "gives 101" in few[0]
+    est = estimate("llama3-8b", "rtx-4090", 1, tokens="200M", seq_len=2048, finetune="lora")
+    assert not [w for w in est.warnings if w.startswith("few optimizer steps")]

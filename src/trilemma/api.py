@@ -358,6 +358,25 @@ def _check_estimate(est: Any) -> None:
         raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
 
 
+#: the fewest optimizer steps a fine-tune is planned with before a warning: a fifth of LIMA's 469 (1,000
+#: examples × 15 epochs / batch 32; Zhou et al. 2023, arXiv 2305.11206 §3), the shortest published
+#: instruction-tuning recipe of those the presets cite (Alpaca: 52K × 3 / 128 = 1,218)
+MIN_FINETUNE_STEPS = 100
+
+
+def few_steps_warning(steps: float, tokens: float, seq: int) -> tuple[str, ...]:
+    """A fine-tune of fewer than MIN_FINETUNE_STEPS optimizer steps: one warning with the global batch (in
+    sequences of ``seq`` tokens) that gives that many; () otherwise."""
+    if steps >= MIN_FINETUNE_STEPS:
+        return ()
+    batch = max(1, int(tokens // (MIN_FINETUNE_STEPS * seq)))
+    return (
+        f"few optimizer steps: {steps:,.0f} for {tokens:,.0f} tokens — a fine-tune usually takes at least "
+        f"{MIN_FINETUNE_STEPS}; --global-batch {batch * seq} ({batch} sequences of {seq}) gives "
+        f"{tokens / (batch * seq):,.0f}",
+    )
+
+
 def with_loss(
     est: Estimate, law: str | None = None, unique_tokens: float | None = None
 ) -> Estimate:
@@ -368,7 +387,8 @@ def with_loss(
 
     _check_estimate(est)
     if est.plan.finetune is not None:
-        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS,))
+        few = few_steps_warning(est.time.steps, est.plan.total_tokens, est.stages[0].seq_len)
+        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *few))
     if est.plan.task == Task.CLASSIFICATION:
         return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
     pred = predict_loss_block(
