@@ -99,3 +99,26 @@ def test_a_finetune_of_few_steps_says_so_and_suggests_a_batch() -> None:
     assert "gives 101" in few[0]
     est = estimate("llama3-8b", "rtx-4090", 1, tokens="200M", seq_len=2048, finetune="lora")
     assert not [w for w in est.warnings if w.startswith("few optimizer steps")]
+
+
+def test_solve_finetune_auto_compares_methods_on_the_same_pins() -> None:
+    """--finetune auto: LoRA, QLoRA and full solved on the same pins; the optimum is the cheapest of the
+    three optima (a deadline is pinned: cost is minimised), the two others are runners-up named by method."""
+    from trilemma.solve import solve
+
+    r = solve(
+        model="llama3-8b", tokens="20M", deadline="4h", budget="$50", finetune={"finetune": "auto"}
+    )
+    by_method = {why: e for why, e, _ in r.runners_up if why.startswith("method ")}
+    chosen = r.optimum.plan.finetune.method.value
+    assert set(by_method) == {f"method {m}" for m in ("lora", "qlora", "full") if m != chosen}
+    assert all(r.optimum.cost.usd <= e.cost.usd for e in by_method.values())
+    assert all(e.time.total_s <= 4 * 3600 and e.cost.usd <= 50 for e in by_method.values())
+
+
+def test_solve_finetune_list_refuses_an_unknown_method_in_one_line(capsys) -> None:
+    code, _, err = run(
+        capsys, "solve", "--model", "llama3-8b", "--finetune", "lora,qlorra", "--tokens", "20M",
+        "--deadline", "4h",
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and "qlorra" in err and "auto" in err

@@ -52,6 +52,7 @@ from trilemma.quality.batch import batch_for
 from trilemma.solve.frontier import Frontier, FrontierFilters, frontier
 from trilemma.solve.inputs import MAX_LIST_NAMES, law_fn, make_pins, names_list, no_loss
 from trilemma.solve.levers import Candidate, candidate, runners_up
+from trilemma.solve.methods import check_methods, methods_of, solve_methods
 from trilemma.solve.optimize import (
     Choice,
     Corners,
@@ -114,6 +115,13 @@ def solve(
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
+    methods = methods_of(finetune.get("finetune") if isinstance(finetune, dict) else None)
+    if (
+        methods is not None
+    ):  # --finetune auto or a list: the method as a lever (trilemma.solve.methods)
+        check_methods(methods)
+        given = {k: v for k, v in locals().items() if k != "methods"}
+        return solve_methods(given, methods, solve)
     s = solve_setup(dict(locals()))
     t0 = _time.perf_counter()
     _check_size(s, s.args["max_configurations"])
