@@ -122,3 +122,36 @@ def test_solve_finetune_list_refuses_an_unknown_method_in_one_line(capsys) -> No
         "--deadline", "4h",
     )  # fmt: skip
     assert code == 2 and err.count("\n") == 1 and "qlorra" in err and "auto" in err
+
+
+def test_grpo_prints_its_memory_and_time_split() -> None:
+    """--finetune grpo on a 7B model: the memory per GPU of the policy, the reference, the generation engine
+    and the optimizer, and the step's time split into generation and training, in one line; the reference
+    is a 16-bit copy (2 bytes × 7,615,616,512 parameters ÷ the layout's TP, ZeRO-2 leaving weights whole)."""
+    est = estimate("qwen2.5-7b", "h100-sxm", 8, tokens="20M", seq_len=1024, finetune="grpo")
+    line = next(w for w in est.warnings if w.startswith("grpo:"))
+    for part in ("policy", "reference", "generation", "optimizer", "training"):
+        assert part in line
+    tp = est.layout.tp
+    shards = est.layout.dp if est.layout.zero >= 3 else 1
+    assert est.memory.reference == pytest.approx(2 * 7_615_616_512 / tp / shards, rel=1e-6)
+    # the colocated engine reserves at least TRL's vllm_gpu_memory_utilization 0.3 of the 80 GiB
+    assert est.memory.generation >= 0.3 * 80 * GIB
+
+
+def test_grpo_generation_memory_matches_unsloths_trl_breakdown() -> None:
+    """unsloth.ai/blog/grpo (2025-02-20), 'GRPO VRAM Breakdown', TRL + FA2, Llama 3.1 8B at 20K context:
+    'Inference Cost' 16GB (the colocated vLLM's 16-bit weights) and 'Inference KV Cache for 20K context'
+    2.5GB. The planner's engine weights and one 20,480-token sequence's KV cache: within 20% of each."""
+    from trilemma.estimate.layouts import LayoutArrays
+    from trilemma.estimate.params import param_counts
+    from trilemma.estimate.rl import rollout_memory
+    from trilemma.resolve import finetune_fields, make_plan, resolve_model
+    from trilemma.specs import Layout
+
+    m, _ = resolve_model("llama3.1-8b")
+    plan = make_plan(m, "20M", 20480, 20480, **finetune_fields(m, "grpo"))
+    L = LayoutArrays.from_layouts([Layout(tp=1, pp=1, dp=1, micro_batch=1)])
+    ro = rollout_memory(m, param_counts(m), plan, L, 20480, 1, 80 * GIB)
+    assert abs(float(ro.engine_weights[0]) / 16e9 - 1) <= 0.20
+    assert abs(float(ro.kv_cache[0]) / (2.5 * GIB) - 1) <= 0.20

@@ -383,12 +383,14 @@ def with_loss(
     """The estimate with its quality corner: predicted loss with a band (trilemma.quality). A fine-tune gets
     none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
     model tuned on them (FINETUNE_NO_LOSS)."""
+    from trilemma.estimate.rl import rl_note
     from trilemma.quality.predict import predict_loss_block
 
     _check_estimate(est)
     if est.plan.finetune is not None:
         few = few_steps_warning(est.time.steps, est.plan.total_tokens, est.stages[0].seq_len)
-        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *few))
+        rl = (rl_note(est),) if est.plan.rl is not None else ()
+        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *few, *rl))
     if est.plan.task == Task.CLASSIFICATION:
         return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
     pred = predict_loss_block(

@@ -249,6 +249,15 @@ def finetune_fields(
     from trilemma.specs.enums import Offload, Optimizer
     from trilemma.specs.finetune import make_finetune
 
+    rl = None
+    if isinstance(finetune, str) and finetune.strip().lower() == "grpo":
+        # GRPO's policy: LoRA when adapters are described (QLoRA on an nf4 base), else full (trilemma.specs.rl)
+        from trilemma.specs.rl import RolloutSpec
+
+        rl = RolloutSpec()
+        lora = lora_rank is not None or lora_targets is not None or base_precision is not None
+        nf4 = str(base_precision or "").lower() == "nf4"
+        finetune = ("qlora" if nf4 else "lora") if lora else "full"
     ft = make_finetune(
         finetune,
         n_layers=model.n_layers,
@@ -262,7 +271,7 @@ def finetune_fields(
         optimizer=optimizer,
         offload=offload,
     )
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {} if rl is None else {"rl": rl}
     if ft is not None:
         _check_lora_rank(model, ft)
         out["finetune"] = ft

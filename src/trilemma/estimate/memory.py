@@ -80,11 +80,20 @@ class MemoryArrays:
     host_bytes: np.ndarray | float = (
         0.0  # offloaded states in host memory per device (host_state_bytes)
     )
+    # an RL step's reference model and generation engine (trilemma.estimate.rl), outside the training states
+    reference_bytes: np.ndarray | float = 0.0
+    generation_bytes: np.ndarray | float = 0.0
 
     @property
     def overhead_bytes(self) -> np.ndarray:
         """Everything outside PyTorch's allocator, bytes: CUDA context + NCCL buffers + residual."""
-        return self.context_bytes + self.nccl_bytes + self.residual_bytes
+        return (
+            self.context_bytes
+            + self.nccl_bytes
+            + self.residual_bytes
+            + self.reference_bytes
+            + self.generation_bytes
+        )
 
     @cached_property
     def _bases(self) -> tuple[np.ndarray, np.ndarray]:

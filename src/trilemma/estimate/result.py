@@ -39,6 +39,12 @@ class MemoryBreakdown:
     nccl: float = 0.0
     framework_residual: float = 0.0
     float8_casts: float = 0.0  # of ``activations``: float8 linears' casts at one linear's backward
+    reference: float = (
+        0.0  # an RL step's frozen reference model (trilemma.estimate.rl), part of ``other``
+    )
+    generation: float = (
+        0.0  # an RL step's generation engine: weights and KV cache, part of ``other``
+    )
     host_bytes: float = (
         0.0  # offloaded states in host memory, per device (fine-tunes with --offload)
     )

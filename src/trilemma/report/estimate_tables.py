@@ -174,6 +174,8 @@ def memory_table(est: Any) -> Table:
         ("NCCL buffers", mem.nccl),
         ("framework residual (fitted)", mem.framework_residual),
     ]
+    rows += [(n, v) for n, v in (("reference model (RL)", mem.reference),
+                                 ("generation engine (RL)", mem.generation)) if v > 0]  # fmt: skip
     for name, v in rows:
         mt.add_row(name, fmt_bytes(v))
     if mem.host_bytes > 0:

@@ -9,6 +9,7 @@ from trilemma.specs.base import Spec
 from trilemma.specs.bounds import MAX_SEQ, MIN_GOODPUT, bounded
 from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision, Task
 from trilemma.specs.finetune import FinetuneSpec
+from trilemma.specs.rl import RolloutSpec
 from trilemma.specs.stack import StackSpec
 from trilemma.specs.trainer import TrainerSpec
 
@@ -182,6 +183,11 @@ class TrainingPlan(Spec):
         description="the fine-tuning trainer, as its memory features (presets/trainers.toml): "
         "activation offload, loss kernel, optimizer-in-backward, master weights; None: not given "
         "(eager loss, no offload, mixed precision with an fp32 master)",
+    )
+    rl: RolloutSpec | None = Field(
+        None,
+        description="RL post-training (--finetune grpo): the rollout each step adds — a reference "
+        "model, a colocated generation engine, completions per prompt (trilemma.estimate.rl); None: none",
     )
     goodput: float | None = bounded(
         "goodput",
