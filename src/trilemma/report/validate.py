@@ -210,10 +210,10 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
             "fine-tune memory by trainer (left out: no constant is fitted on these rows): "
             + ", ".join(f"{t} {v['median_error']:.1%} ({v['n']})" for t, v in by.items())
         )
-    refused = s.get("refused", [])
+    refused, point = s.get("refused", []), s.get("over_at_point", [])
     c.print(
-        f"no false out-of-memory: {s['n'] - len(refused)} of {s['n']} published runs that trained are "
-        "predicted to fit (refused only when the low end of the 80% memory band exceeds the card)"
+        f"no false out-of-memory: of {s['n']} published runs that trained, {s['n'] - len(point)} fit at the "
+        f"point and {s['n'] - len(refused)} with the 80% memory band's upper end (estimate's verdict)"
         + (f"; refused: {', '.join(refused)}" if refused else "")
     )
 

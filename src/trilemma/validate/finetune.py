@@ -83,15 +83,23 @@ class FinetuneMemoryCase:
     predicted_gib: float
     source: str
     trainer: str = ""
-    capacity_gib: float = (
-        0.0  # the card's memory (the row's gpu_hbm_gib): every row's run trained on it
+    capacity_gib: float = 0.0  # the card's memory (gpu_hbm_gib): every row's run trained on it
+    fit_gib: float = (
+        0.0  # what the fit verdict weighs: tensors + outside the allocator (MemoryArrays.total)
     )
 
     @property
     def refused(self) -> bool:
-        """The planner calls the run out of memory although it trained: even the low end of the memory
-        model's 80% band (trilemma.estimate.bands.band_factors("memory")) exceeds the card."""
-        return self.predicted_gib * band_factors("memory")[0] > self.capacity_gib
+        """The planner calls the run out of memory although it trained: as `estimate` decides, the upper end
+        of the memory model's 80% band (trilemma.estimate.bands.band_factors("memory")) on the fit verdict's
+        total — no fragmentation: the caching allocator returns its cache before it fails an allocation
+        (trilemma.estimate.memory.MemoryArrays) — exceeds the card."""
+        return self.fit_gib * band_factors("memory")[1] > self.capacity_gib
+
+    @property
+    def over_at_point(self) -> bool:
+        """The fit verdict's total itself (the band's point) exceeds the card."""
+        return self.fit_gib > self.capacity_gib
 
     @property
     def error(self) -> float:
@@ -126,7 +134,7 @@ def held_out_constants() -> Constants:
 
 #: a row's metric → the planner's quantity (trilemma.validate.predict.memory_quantity): device memory in use
 #: (nvidia-smi); the allocator's reserved peak (torch.cuda.max_memory_reserved); the card's memory at the longest
-#: context that fit it (Unsloth's tables: the run's device total is at most, and about, the card)
+#: context that fit it (Unsloth's tables: the run's device memory in use is at most, and about, the card)
 METRICS = {
     "device_memory_in_use": "peak_memory_bytes",
     "peak_reserved": "peak_reserved_bytes",
@@ -213,6 +221,7 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
         source=row["source"],
         trainer=row["trainer"],
         capacity_gib=float(row["gpu_hbm_gib"]),
+        fit_gib=total / GIB,
     )
 
 
@@ -241,6 +250,7 @@ def section() -> dict[str, Any]:
             within_count=int(np.sum(err <= WITHIN)),
         )
     summary["refused"] = [c.case for c in cases if c.refused]
+    summary["over_at_point"] = [c.case for c in cases if c.over_at_point]
     summary["by_trainer"] = by_trainer(cases)
     return {
         "data": DATA,
