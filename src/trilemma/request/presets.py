@@ -7,7 +7,7 @@ from typing import ClassVar
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("models", "hardware", "devices", "stacks", "all")
+KINDS = ("models", "hardware", "devices", "stacks", "trainers", "all")
 
 
 class PresetsRequest(Request):
@@ -18,7 +18,7 @@ class PresetsRequest(Request):
     kind: str = option(
         "all",
         "kind",
-        help="models, hardware, devices (deployment targets), stacks (software stacks) or all",
+        help="models, hardware, devices (deployment targets), stacks (software stacks), trainers (fine-tuning trainers) or all",
         parse=lambda t: choice(t, "kind", KINDS),
         argument=True,
     )
