@@ -46,6 +46,18 @@ def test_published_finetune_rows_from_five_trainers_within_ten_percent() -> None
     assert float(np.median([abs(c.error) for c in cases])) <= 0.10
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="30 rows publish a step time (Qwen's finetune.py profile), median 22%: short steps (DeepSpeed "
+    "ZeRO-3 on one GPU, 2,048-token steps) and long ones (about +20% at 8,192 tokens) both miss",
+)
+def test_published_finetune_step_times_within_fifteen_percent() -> None:
+    """Throughput: at least 40 published fine-tune step times, median |predicted / reported − 1| ≤ 15%."""
+    timed = [c for c in _cases() if c.step_error is not None]
+    assert len(timed) >= 40
+    assert float(np.median([abs(c.step_error) for c in timed])) <= 0.15
+
+
 def test_published_runs_that_trained_fit_at_the_point() -> None:
     """No false out-of-memory at the point: every published run that trained has a fit-verdict total
     (tensors + outside the allocator) within its card."""

@@ -210,6 +210,12 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
             "fine-tune memory by trainer (left out: no constant is fitted on these rows): "
             + ", ".join(f"{t} {v['median_error']:.1%} ({v['n']})" for t, v in by.items())
         )
+    if s.get("time"):
+        tm = s["time"]
+        c.print(
+            f"fine-tune step time (the rows that publish one): {tm['n']} rows, |predicted / reported - 1| "
+            f"median {tm['median_error']:.1%}, worst {tm['worst_error']:.0%} (time constants fitted on none of them)"
+        )
     refused, point = s.get("refused", []), s.get("over_at_point", [])
     c.print(
         f"no false out-of-memory: of {s['n']} published runs that trained, {s['n'] - len(point)} fit at the "

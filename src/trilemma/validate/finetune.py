@@ -85,8 +85,17 @@ class FinetuneMemoryCase:
     trainer: str = ""
     capacity_gib: float = 0.0  # the card's memory (gpu_hbm_gib): every row's run trained on it
     fit_gib: float = (
-        0.0  # what the fit verdict weighs: tensors + outside the allocator (MemoryArrays.total)
+        0.0  # the fit verdict's total: tensors + outside the allocator (MemoryArrays.total)
     )
+    reported_step_s: float | None = None  # one optimizer step's published seconds, where given
+    predicted_step_s: float = 0.0  # the planner's step (trilemma.estimate.time.step_time)
+
+    @property
+    def step_error(self) -> float | None:
+        """predicted / reported step time − 1 (None where no time is published)."""
+        return (
+            None if not self.reported_step_s else self.predicted_step_s / self.reported_step_s - 1
+        )
 
     @property
     def refused(self) -> bool:
@@ -202,6 +211,7 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
         dtypes=dtypes,
         task=row["task"] or "causal-lm",
         trainer=row_trainer(row),
+        stack=row["stack"] or None,  # the step's time features (memory: the fields given above win)
         **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}),
     )
     lay = Layout(
@@ -222,6 +232,8 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
         trainer=row["trainer"],
         capacity_gib=float(row["gpu_hbm_gib"]),
         fit_gib=total / GIB,
+        reported_step_s=float(row["reported_step_s"]) if row.get("reported_step_s") else None,
+        predicted_step_s=float(np.asarray(ev.stages[0].time.step_s).reshape(-1)[0]),
     )
 
 
@@ -249,6 +261,14 @@ def section() -> dict[str, Any]:
             within_share=float(np.mean(err <= WITHIN)),
             within_count=int(np.sum(err <= WITHIN)),
         )
+    timed = [c for c in cases if c.step_error is not None]
+    if timed:
+        terr = np.abs([c.step_error for c in timed])
+        summary["time"] = {
+            "n": len(timed),
+            "median_error": float(np.median(terr)),
+            "worst_error": float(terr.max()),
+        }
     summary["refused"] = [c.case for c in cases if c.refused]
     summary["over_at_point"] = [c.case for c in cases if c.over_at_point]
     summary["by_trainer"] = by_trainer(cases)
@@ -266,6 +286,8 @@ def section() -> dict[str, Any]:
                 "source": c.source,
                 "trainer": c.trainer,
                 "refused": c.refused,
+                "reported_step_s": c.reported_step_s,
+                "predicted_step_s": c.predicted_step_s,
             }
             for c in cases
         ],
