@@ -3,6 +3,7 @@ is checked on (data/finetune_memory.csv)."""
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 import numpy as np
@@ -168,3 +169,24 @@ def test_grpo_generation_memory_matches_unsloths_trl_breakdown() -> None:
     ro = rollout_memory(m, param_counts(m), plan, L, 20480, 1, 80 * GIB)
     assert abs(float(ro.engine_weights[0]) / 16e9 - 1) <= 0.20
     assert abs(float(ro.kv_cache[0]) / (2.5 * GIB) - 1) <= 0.20
+
+
+def test_a_scenario_file_names_a_trainer(tmp_path, capsys) -> None:
+    """A scenario's trainer is the flag's: Unsloth's offloaded checkpoints and fused loss lower the plan's
+    memory against the same scenario without one; an unknown name is the same one-line refusal."""
+    base = (
+        'model = "llama3-8b"\nfinetune = "qlora"\ntokens = "20M"\nseq = 8192\ngpu = "rtx-4090"\n'
+        'max-gpus = 1\ndeadline = "7d"\n'
+    )
+    per_gpu = {}
+    for name, extra in (("none", ""), ("unsloth", 'trainer = "unsloth"\n')):
+        f = tmp_path / f"{name}.toml"
+        f.write_text(base + extra, encoding="utf-8")
+        code, out, _ = run(capsys, "solve", str(f), "--json")
+        assert code == 0
+        per_gpu[name] = json.loads(out)["optimum"]["memory"]["per_gpu_bytes"]
+    assert per_gpu["unsloth"] < per_gpu["none"]
+    f = tmp_path / "bad.toml"
+    f.write_text(base + 'trainer = "unslot"\n', encoding="utf-8")
+    code, _, err = run(capsys, "solve", str(f))
+    assert code == 2 and err.count("\n") == 1 and "unsloth" in err
