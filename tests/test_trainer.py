@@ -190,3 +190,20 @@ def test_a_scenario_file_names_a_trainer(tmp_path, capsys) -> None:
     f.write_text(base + 'trainer = "unslot"\n', encoding="utf-8")
     code, _, err = run(capsys, "solve", str(f))
     assert code == 2 and err.count("\n") == 1 and "unsloth" in err
+
+
+def test_optimizer_in_backward_keeps_one_gradient() -> None:
+    """torchtune's optimizer_in_bwd on a full fine-tune: each parameter's step runs as its gradient is ready,
+    so at most the largest one is whole: Llama 3 8B's output table, 128,256 × 4,096 bf16 gradients =
+    1,050,673,152 bytes (hand count; torchtune keeps bf16 gradients: dtype bf16, no master)."""
+    from trilemma.presets import trainer as preset
+
+    tune = preset("torchtune")
+    lay = {"micro_batch": 1, "recompute": "full", "tp": 1, "pp": 1, "dp": 1, "zero": 0}
+    kw = dict(tokens="20M", seq_len=2048, finetune="full", layout=lay)
+    fused = estimate(
+        "llama3-8b", "h100-sxm", 1, trainer=tune.replace(optimizer_in_backward=True), **kw
+    )
+    plain = estimate("llama3-8b", "h100-sxm", 1, trainer=tune, **kw)
+    assert fused.memory.gradients == pytest.approx(128_256 * 4096 * 2, rel=1e-9)
+    assert plain.memory.gradients == pytest.approx(8_030_261_248 * 2, rel=1e-9)

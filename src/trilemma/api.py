@@ -45,6 +45,7 @@ from trilemma.resolve import (
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
 from trilemma.specs.stack import StackSpec
+from trilemma.specs.trainer import TrainerSpec
 from trilemma.units import parse_count
 
 R = TypeVar("R", bound=Request)
@@ -74,7 +75,7 @@ def estimate(
     offload: str | None = None,
     stack: str | StackSpec | None = None,
     accept: Callable[[Estimate], bool] | None = None,
-    trainer: str | None = None,
+    trainer: str | TrainerSpec | None = None,
     activation_offload: bool | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are

@@ -225,15 +225,16 @@ def model_state_bytes(
         train = trainable_params(m, pc, plan.finetune) if plan.finetune is not None else pc.total
         grads = grads + np.minimum(bucket, train / L.dims.weight_shards) * DTYPE_BYTES[Dtype.BF16]
     optim = sharded(sb.layer_optim, sb.ends_optim, 1)
-    tr = plan.trainer
-    if tr is not None and tr.optimizer_in_backward and sb.layer_grad is not None:
+    tr, ft = plan.trainer, plan.finetune
+    whole = ft is None or ft.method in (FinetuneMethod.FULL, FinetuneMethod.FREEZE)
+    if tr is not None and tr.optimizer_in_backward and whole:
         # the step runs in the backward per parameter and frees its gradient: at most the largest trainable
-        # tensor's gradient is whole at once (the embedding or output table, else a layer's widest matrix)
-        full = plan.finetune is None or plan.finetune.method == FinetuneMethod.FULL
-        widest = (m.vocab_size if full else m.ffn_dim) * m.d_model / tp
-        grads = 0.0 * grads + np.where(np.asarray(sb.layer_grad) > 0, 1.0, 0.0) * widest * (
-            plan.dtypes.bytes_of("grad")
+        # tensor's gradient is whole at once — the output table (full), else a layer's widest matrix (freeze);
+        # adapters' gradients are small and kept as they are
+        widest = (
+            m.ffn_dim if ft is not None and ft.method == FinetuneMethod.FREEZE else m.vocab_size
         )
+        grads = np.full(np.shape(grads), widest * m.d_model / tp * plan.dtypes.bytes_of("grad"))
     return weights, grads, optim, local
 
 

@@ -70,6 +70,7 @@ from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.solve.setup import SolveSetup, solve_setup
 from trilemma.specs import ModelSpec
 from trilemma.specs.stack import StackSpec
+from trilemma.specs.trainer import TrainerSpec
 from trilemma.units import fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_usd
 
 
@@ -95,7 +96,7 @@ def solve(
     memory_headroom: float | None = None,
     compile: bool | None = None,
     stack: str | StackSpec | None = None,
-    trainer: str | None = None,
+    trainer: str | TrainerSpec | None = None,
     activation_offload: bool | None = None,
     finetune: dict | None = None,
     host_memory_bytes: float | None = None,
