@@ -207,3 +207,18 @@ def test_optimizer_in_backward_keeps_one_gradient() -> None:
     plain = estimate("llama3-8b", "h100-sxm", 1, trainer=tune, **kw)
     assert fused.memory.gradients == pytest.approx(128_256 * 4096 * 2, rel=1e-9)
     assert plain.memory.gradients == pytest.approx(8_030_261_248 * 2, rel=1e-9)
+
+
+def test_loss_kernels_bytes_by_hand() -> None:
+    """The logits term under each trainer's loss, Llama 3 8B, 2 × 2,048 tokens, bf16 (hand counts):
+    chunked over 8 (torchtune): 4,096 × 128,256 × (4 + 8/8) bytes; fused-linear (Liger): a chunk of
+    next_power_of_2(4,096 / ceil(128,256 / 4,096) = 128) = 128 tokens' bf16 logits + the input's bf16
+    gradient, 128 × 128,256 × 2 + 4,096 × 4,096 × 2 bytes. Beside either: the LM head's and the final norm's
+    inputs, 2 × 4,096 × 4,096 × 2 bytes."""
+    lay = {"micro_batch": 2, "recompute": "full", "tp": 1, "pp": 1, "dp": 1}
+    kw = dict(tokens="20M", seq_len=2048, finetune="lora", layout=lay)
+    beside = 2 * 4096 * 4096 * 2
+    chunked = estimate("llama3-8b", "h100-sxm", 1, trainer="torchtune", **kw).memory.logits
+    assert chunked == pytest.approx(4096 * 128_256 * 5 + beside, rel=1e-9)
+    fused = estimate("llama3-8b", "h100-sxm", 1, trainer="liger", **kw).memory.logits
+    assert fused == pytest.approx(128 * 128_256 * 2 + 4096 * 4096 * 2 + beside, rel=1e-9)
