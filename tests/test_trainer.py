@@ -222,3 +222,18 @@ def test_loss_kernels_bytes_by_hand() -> None:
     assert chunked == pytest.approx(4096 * 128_256 * 5 + beside, rel=1e-9)
     fused = estimate("llama3-8b", "h100-sxm", 1, trainer="liger", **kw).memory.logits
     assert fused == pytest.approx(128 * 128_256 * 2 + 4096 * 4096 * 2 + beside, rel=1e-9)
+
+
+def test_dpo_holds_a_reference_but_generates_nothing() -> None:
+    """--finetune dpo: no generation engine and no rollout time; a full policy holds a 16-bit reference,
+    sharded like the weights under ZeRO-3 (2 bytes × 8,030,261,248 parameters / 4 GPUs), whose forward adds a
+    third of the training step; a LoRA policy's reference is its base with the adapters disabled: 0 bytes."""
+    lay = {"micro_batch": 1, "recompute": "full", "tp": 1, "pp": 1, "dp": 4, "zero": 3}
+    kw = dict(tokens="20M", seq_len=1024, finetune="dpo", layout=lay)
+    full = estimate("llama3-8b", "h100-sxm", 4, **kw)
+    assert full.memory.generation == 0
+    assert full.memory.reference == pytest.approx(2 * 8_030_261_248 / 4, rel=1e-9)
+    line = next(w for w in full.warnings if w.startswith("dpo:"))
+    assert "reference forward" in line and "generation" not in line.split(";", 1)[1]
+    lora = estimate("llama3-8b", "h100-sxm", 4, lora_rank=16, **kw)
+    assert lora.memory.reference == 0 and lora.plan.finetune.method.value == "lora"

@@ -250,11 +250,13 @@ def finetune_fields(
     from trilemma.specs.finetune import make_finetune
 
     rl = None
-    if isinstance(finetune, str) and finetune.strip().lower() == "grpo":
-        # GRPO's policy: LoRA when adapters are described (QLoRA on an nf4 base), else full (trilemma.specs.rl)
+    if isinstance(finetune, str) and finetune.strip().lower() in ("grpo", "dpo"):
+        # an RL policy (GRPO, DPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
+        # (trilemma.specs.rl)
         from trilemma.specs.rl import RolloutSpec
 
-        rl = RolloutSpec()
+        method = finetune.strip().lower()
+        rl = RolloutSpec(method=method, engine_share=0.0) if method == "dpo" else RolloutSpec()
         lora = lora_rank is not None or lora_targets is not None or base_precision is not None
         nf4 = str(base_precision or "").lower() == "nf4"
         finetune = ("qlora" if nf4 else "lora") if lora else "full"

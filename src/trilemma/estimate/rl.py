@@ -4,7 +4,8 @@ the training states, and its time beside the training step.
 Memory per GPU:
 - reference: a frozen 16-bit copy of the policy for the KL penalty, sharded like the weights under ZeRO-3
   (TRL prepares it with the policy's DeepSpeed config); none for a LoRA policy, whose reference is its base
-  with the adapters disabled (trl/trainer/grpo_trainer.py: ``use_adapter(..., adapter_name=None)``).
+  with the adapters disabled (trl/trainer/grpo_trainer.py@2026-07-24: ``with use_adapter(model,
+  adapter_name="ref" if "ref" in model.peft_config else None)``).
 - generation: the colocated engine's 16-bit weights (vLLM's tensor-parallel size 1 by default: a whole copy
   per GPU) and the KV cache of the completions this GPU generates (trilemma.estimate.deploy.kv_cache_bytes),
   within a pool of ``engine_share`` × the GPU's memory that vLLM reserves whatever it needs
@@ -72,6 +73,8 @@ def rollout_memory(
     shards = np.where(L.zero >= 3, L.dims.shard_ranks, 1)
     ref = np.where(rl.reference and _full_policy(plan), HALF * local / shards, 0.0) + zero
     kv_dim = m.d_kv
+    if rl.method == "dpo":  # nothing is generated
+        return RolloutMemory(reference=ref, generation=zero, engine_weights=zero, kv_cache=zero)
     kv = _sequences_per_gpu(L, batch_seqs) * kv_cache_bytes(m.n_layers, kv_dim, seq) + zero
     weights = (HALF * pc.total if rl.engine_share > 0 else 0.0) + zero
     gen = np.maximum(rl.engine_share * hbm_bytes, weights + kv)
@@ -84,7 +87,7 @@ def rollout_seconds(
 ) -> Any:  # fmt: skip
     """Seconds of one optimizer step's generation (prefill + decode) on each GPU; 0 without an RL plan."""
     rl = plan.rl
-    if rl is None:
+    if rl is None or rl.method == "dpo":
         return np.zeros(np.shape(L.dp), dtype=float)
     eff = deploy_efficiency()
     completion = min(rl.completion_len, seq - 1)
@@ -122,6 +125,13 @@ def rl_note(est: Any) -> str:
     )  # fmt: skip
     train = est.time.step_s
     ref = float(reference_seconds(est.plan, train))
+    if rl.method == "dpo":
+        return (
+            f"dpo: chosen and rejected completions, no generation; memory per GPU: policy "
+            f"{fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), reference "
+            f"{fmt_bytes(mem.reference)}, optimizer {fmt_bytes(mem.optimizer)}; per step: reference forward "
+            f"{fmt_duration(ref)}, training {fmt_duration(train)}"
+        )
     return (
         f"{rl.method}: {rl.generations} completions per prompt, up to {rl.completion_len} tokens each; "
         f"memory per GPU: policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), "

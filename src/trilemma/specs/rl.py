@@ -7,6 +7,11 @@ TRL's GRPOTrainer (trl/trainer/grpo_config.py@2026-07-24) generates with vLLM co
 (vllm_mode "colocate", vllm_gpu_memory_utilization 0.3 of each GPU), 8 generations per prompt, completions of
 up to 512 tokens; with ``beta`` 0 it skips the reference. A LoRA policy's reference is its base with the
 adapters disabled: no second copy.
+
+DPO (Rafailov et al. 2023, arXiv 2305.18290) generates nothing: each example is a chosen and a rejected
+completion, both trained on (the step's sequences count both), against a frozen reference. TRL's DPOTrainer
+(trl/trainer/dpo_config.py@2026-07-24: beta 0.1, precompute_ref_log_probs False) runs the reference's forward
+every step; a PEFT policy without a ref_model uses its base with the adapters disabled (dpo_trainer.py).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ TRL_VLLM_SHARE = 0.3
 class RolloutSpec(Spec):
     """One GRPO step's rollout: how many completions, how long, where they are generated."""
 
-    method: str = Field("grpo", pattern="^grpo$")
+    method: str = Field("grpo", pattern="^(grpo|dpo)$")
     generations: int = Field(TRL_GENERATIONS, ge=1, le=1024, description="completions per prompt")
     completion_len: int = Field(
         TRL_COMPLETION, ge=1, le=1 << 20, description="tokens generated per completion (at most)"
