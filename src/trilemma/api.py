@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -17,7 +16,6 @@ import numpy as np
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
 from trilemma.estimate.deploy import attach_deploy as with_deploy
-from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
 from trilemma.estimate.owned import with_owned
 from trilemma.estimate.result import (
     SCHEMA,
@@ -28,6 +26,7 @@ from trilemma.estimate.result import (
     TimeBreakdown,
 )
 from trilemma.presets.prices import at_offer, with_offer_notes
+from trilemma.quality.attach import with_loss
 from trilemma.quality.batch_hint import with_batch_notes
 from trilemma.request import (
     EstimateRequest,
@@ -48,8 +47,9 @@ from trilemma.resolve import (
     resolve_hardware,
     resolve_model,
 )
-from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, Task, TrainingPlan
+from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.stack import StackSpec
+from trilemma.specs.trainer import TrainerSpec
 
 R = TypeVar("R", bound=Request)
 
@@ -81,6 +81,8 @@ def estimate(
     provider: str | None = None,
     market: str | None = None,
     own: dict | None = None,
+    trainer: str | TrainerSpec | None = None,
+    activation_offload: bool | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -91,7 +93,9 @@ def estimate(
     ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
     optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
-    trilemma.presets.stacks, or a StackSpec) the software that runs it (both ignored given ``plan``).
+    trilemma.presets.stacks, or a StackSpec) the software that runs it, ``trainer`` (trilemma.presets.trainers)
+    the fine-tuning trainer's memory features and ``activation_offload`` its offload switched (all ignored
+    given ``plan``).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
@@ -122,7 +126,17 @@ def estimate(
         optimizer=optimizer,
         offload=offload,
     )
-    pl = plan or make_plan(m, tokens, seq_len, global_batch_tokens, precision, stack=stack, **ft)
+    pl = plan or make_plan(
+        m,
+        tokens,
+        seq_len,
+        global_batch_tokens,
+        precision,
+        stack=stack,
+        trainer=trainer,
+        activation_offload=activation_offload,
+        **ft,
+    )
     for stage in pl.stages:
         check_positions(m, stage.seq_len)
     cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
@@ -207,6 +221,8 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         memory_headroom=req.memory_headroom,
         compile=req.compile,
         stack=req.stack,
+        trainer=req.trainer,
+        activation_offload=req.activation_offload,
         finetune={k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None},
         host_memory_bytes=req.host_memory,
         frontier_all=req.frontier_all,
@@ -325,37 +341,6 @@ def run_export(req: ExportRequest) -> Any:
 
         write_export(doc, req.out)
     return doc
-
-
-def _check_estimate(est: Any) -> None:
-    if not isinstance(est, Estimate):
-        raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
-
-
-def with_loss(
-    est: Estimate, law: str | None = None, unique_tokens: float | None = None
-) -> Estimate:
-    """The estimate with its quality corner: predicted loss with a band (trilemma.quality). A fine-tune gets
-    none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
-    model tuned on them (FINETUNE_NO_LOSS)."""
-    from trilemma.quality.predict import predict_loss_block
-
-    _check_estimate(est)
-    if est.plan.finetune is not None:
-        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS,))
-    if est.plan.task == Task.CLASSIFICATION:
-        return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
-    pred = predict_loss_block(
-        est.model,
-        est.plan.total_tokens,
-        law=law,
-        unique_tokens=unique_tokens,
-        precision=str(est.plan.precision),
-    )
-    from trilemma.quality.benchmarks import predict
-
-    scores = predict(float(est.params.active), float(est.plan.total_tokens))  # 6·N·D: from scratch
-    return replace(est, loss=pred, benchmarks=scores, warnings=est.warnings + tuple(pred.warnings))
 
 
 __all__ = [

@@ -178,6 +178,7 @@ def make_plan(
         # the frozen 16-bit base is stored as the plan computes: fp16 (same bytes; a V100 has no bf16)
         plan_fields["finetune"] = ft.replace(base_precision=BasePrecision.FP16)
     plan_fields.setdefault("dtypes", DtypeSpec.for_precision(prec))
+    plan_fields = with_trainer(plan_fields)
     return TrainingPlan.build(prefix="plan", stages=tuple(stages), precision=prec, **plan_fields)
 
 
@@ -200,6 +201,30 @@ def batch_at(value: float | str | GlobalBatch, seq: int) -> tuple[float, bool, s
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value), True, None
     return parse_batch(value, "global-batch").at(seq)
+
+
+def with_trainer(plan_fields: dict[str, Any]) -> dict[str, Any]:
+    """``plan_fields`` with its ``trainer`` resolved (a preset name: trilemma.presets.trainer), its
+    ``activation_offload`` flag (None: the trainer's) applied to it, and, for a trainer without an fp32 master
+    (TrainerSpec.master_weights false: bf16 throughout), the plan's 16-bit dtypes for gradients and optimizer
+    states and no master copy. ``activation_offload`` without a trainer applies to the default trainer."""
+    from trilemma.presets import trainer as trainer_preset
+    from trilemma.specs.trainer import TrainerSpec
+
+    out = dict(plan_fields)
+    offload = out.pop("activation_offload", None)
+    name = out.get("trainer")
+    if name is None and offload is None:
+        out.pop("trainer", None)
+        return out
+    tr = trainer_preset(name) if name is not None else TrainerSpec(name="default")
+    if offload is not None:
+        tr = tr.replace(activation_offload=bool(offload))
+    out["trainer"] = tr
+    d = out.get("dtypes")
+    if not tr.master_weights and d is not None and d.master is not None:
+        out["dtypes"] = d.replace(master=None, grad=d.weight, optimizer_state=d.weight)
+    return out
 
 
 def _count(value: Any, field: str) -> Any:
@@ -229,6 +254,17 @@ def finetune_fields(
     from trilemma.specs.enums import Offload, Optimizer
     from trilemma.specs.finetune import make_finetune
 
+    rl = None
+    if isinstance(finetune, str) and finetune.strip().lower() in ("grpo", "dpo"):
+        # an RL policy (GRPO, DPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
+        # (trilemma.specs.rl)
+        from trilemma.specs.rl import RolloutSpec
+
+        method = finetune.strip().lower()
+        rl = RolloutSpec(method=method, engine_share=0.0) if method == "dpo" else RolloutSpec()
+        lora = lora_rank is not None or lora_targets is not None or base_precision is not None
+        nf4 = str(base_precision or "").lower() == "nf4"
+        finetune = ("qlora" if nf4 else "lora") if lora else "full"
     ft = make_finetune(
         finetune,
         n_layers=model.n_layers,
@@ -242,7 +278,7 @@ def finetune_fields(
         optimizer=optimizer,
         offload=offload,
     )
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {} if rl is None else {"rl": rl}
     if ft is not None:
         _check_lora_rank(model, ft)
         out["finetune"] = ft

@@ -7,7 +7,7 @@ This is the single place where the estimators are combined; `estimate`, the solv
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -26,6 +26,7 @@ from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts, param_counts
+from trilemma.estimate.rl import reference_seconds, rollout_memory, rollout_seconds
 from trilemma.estimate.stragglers import gpu_spread, straggler_share
 from trilemma.estimate.time import TimeArrays, step_time
 from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, TrainingPlan
@@ -282,6 +283,11 @@ def evaluate(
             else None
         )
         t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
+        if mem is not None and plan.rl is not None:
+            ro = rollout_memory(
+                model, pc, plan, layouts, st.seq_len, safe_batch, cluster.hardware.hbm_bytes
+            )
+            mem = replace(mem, reference_bytes=ro.reference, generation_bytes=ro.generation)
         if mem is not None:
             r = r | _memory_reasons(mem, capacity, host_capacity, plan, cluster, n)
             per_gpu = np.maximum(per_gpu, mem.total)
@@ -292,7 +298,9 @@ def evaluate(
             )
         )
         reasons = reasons | r
-        busy = busy + steps * t.step_s
+        busy = busy + steps * (
+            t.step_s + rl_step_s(model, pc, plan, cluster, layouts, st, safe_batch, t)
+        )
         m_flop, h_flop = _stage_flop(model, plan, st, layouts.recompute, pc)
         model_flop = model_flop + m_flop
         hw_flop = hw_flop + h_flop
@@ -375,3 +383,18 @@ def best_row(ev: Evaluation) -> int | None:
     fastest = key.min()
     near = ok & (key <= fastest * (1 + 1e-9))
     return int(np.argmin(np.where(near, ev.per_gpu_bytes, np.inf)))
+
+
+def rl_step_s(
+    model: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, layouts: LayoutArrays,
+    st: Any, batch: Any, t: Any,
+) -> Any:  # fmt: skip
+    """An RL step's seconds beyond training (trilemma.estimate.rl): the generation and the reference's
+    forward; 0 without an RL plan."""
+    if plan.rl is None:
+        return 0.0
+    hw = cluster.hardware
+    gen = rollout_seconds(
+        model, pc, plan, layouts, st.seq_len, batch, hw.peak(plan.precision), hw.hbm_bw_bytes_per_s
+    )
+    return gen + reference_seconds(plan, t.step_s)

@@ -35,6 +35,7 @@ from trilemma.estimate.finetune import state_bytes, trainable_params
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.pipeline import stage_layers
+from trilemma.estimate.trainer_memory import offloaded_layers, trainer_loss_bytes
 from trilemma.specs import ModelSpec, Recompute, TrainingPlan
 from trilemma.specs.enums import (
     DTYPE_BYTES,
@@ -79,11 +80,20 @@ class MemoryArrays:
     host_bytes: np.ndarray | float = (
         0.0  # offloaded states in host memory per device (host_state_bytes)
     )
+    # an RL step's reference model and generation engine (trilemma.estimate.rl), outside the training states
+    reference_bytes: np.ndarray | float = 0.0
+    generation_bytes: np.ndarray | float = 0.0
 
     @property
     def overhead_bytes(self) -> np.ndarray:
         """Everything outside PyTorch's allocator, bytes: CUDA context + NCCL buffers + residual."""
-        return self.context_bytes + self.nccl_bytes + self.residual_bytes
+        return (
+            self.context_bytes
+            + self.nccl_bytes
+            + self.residual_bytes
+            + self.reference_bytes
+            + self.generation_bytes
+        )
 
     @cached_property
     def _bases(self) -> tuple[np.ndarray, np.ndarray]:
@@ -215,6 +225,16 @@ def model_state_bytes(
         train = trainable_params(m, pc, plan.finetune) if plan.finetune is not None else pc.total
         grads = grads + np.minimum(bucket, train / L.dims.weight_shards) * DTYPE_BYTES[Dtype.BF16]
     optim = sharded(sb.layer_optim, sb.ends_optim, 1)
+    tr, ft = plan.trainer, plan.finetune
+    whole = ft is None or ft.method in (FinetuneMethod.FULL, FinetuneMethod.FREEZE)
+    if tr is not None and tr.optimizer_in_backward and whole:
+        # the step runs in the backward per parameter and frees its gradient: at most the largest trainable
+        # tensor's gradient is whole at once — the output table (full), else a layer's widest matrix (freeze);
+        # adapters' gradients are small and kept as they are
+        widest = (
+            m.ffn_dim if ft is not None and ft.method == FinetuneMethod.FREEZE else m.vocab_size
+        )
+        grads = np.full(np.shape(grads), widest * m.d_model / tp * plan.dtypes.bytes_of("grad"))
     return weights, grads, optim, local
 
 
@@ -269,6 +289,7 @@ def memory_per_device(
     ft = plan.finetune
     if ft is not None and ft.method == FinetuneMethod.FREEZE:
         layers = np.minimum(layers, ft.trainable_layers)
+    layers = offloaded_layers(plan, L, layers)
     act_first = layers * per_layer_kept * inflight_first + transient
     # on the last stage the logits and their gradients are freed once the LM head's backward is done,
     # before the last layer is recomputed: the two never coexist, so the stage holds the larger
@@ -360,6 +381,7 @@ def _logits_bytes(
         )
     )
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit
+    logits = trainer_loss_bytes(m, s_loc * L.micro_batch, L.tp, plan, e, logits)
     # beside them, the LM head's input, kept for its weight gradient (whole on every TP rank: the column-
     # parallel head all-gathers the sequence-parallel norm output), and the final norm's input (its
     # sequence shard under SP) — the last layer's output, which no layer's inventory counts

@@ -39,6 +39,12 @@ class MemoryBreakdown:
     nccl: float = 0.0
     framework_residual: float = 0.0
     float8_casts: float = 0.0  # of ``activations``: float8 linears' casts at one linear's backward
+    reference: float = (
+        0.0  # an RL step's frozen reference model (trilemma.estimate.rl), part of ``other``
+    )
+    generation: float = (
+        0.0  # an RL step's generation engine: weights and KV cache, part of ``other``
+    )
     host_bytes: float = (
         0.0  # offloaded states in host memory, per device (fine-tunes with --offload)
     )
@@ -202,6 +208,11 @@ class Estimate:
             "plan": {
                 "stack": stack_document(self.plan),
                 **{k: getattr(self.plan, k) for k in PLAN_FIELDS},
+                # the fine-tuning trainer's memory features (presets/trainers.toml) and an RL step's rollout
+                "trainer": None
+                if self.plan.trainer is None
+                else {"name": self.plan.trainer.name, "features": self.plan.trainer.features},
+                "rl": None if self.plan.rl is None else self.plan.rl.model_dump(mode="json"),
             },
             "task": str(
                 self.plan.task
@@ -300,12 +311,19 @@ class Estimate:
                 "other": self.memory.other,
             },
             # the parts of breakdown.other: the logits, and outside PyTorch's allocator the CUDA
-            # context, NCCL's buffers and the fitted residual (they sum to other)
+            # context, NCCL's buffers, the fitted residual, an RL step's reference and generation engine
+            # (they sum to other)
             "other_parts": {
                 "logits": self.memory.logits,
                 "cuda_context": self.memory.cuda_context,
                 "nccl": self.memory.nccl,
                 "framework_residual": self.memory.framework_residual,
+                # an RL step's (trilemma.estimate.rl), only where there is one
+                **(
+                    {"reference": self.memory.reference, "generation": self.memory.generation}
+                    if self.plan.rl is not None
+                    else {}
+                ),
             },
             # of breakdown.activations: float8 linears' casts (precision fp8, torchao Float8Linear)
             "activations_parts": {"float8_casts": self.memory.float8_casts},

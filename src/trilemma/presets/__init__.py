@@ -31,6 +31,7 @@ from trilemma.specs.base import Spec
 from trilemma.specs.constants import Constants
 from trilemma.specs.device import DeviceSpec
 from trilemma.specs.stack import StackSpec
+from trilemma.specs.trainer import TrainerSpec
 
 S = TypeVar("S", bound=Spec)
 
@@ -153,6 +154,23 @@ def stack(name: str | StackSpec) -> StackSpec:
     raise InputError(
         "stack", name, allowed + (f" (did you mean {', '.join(close)}?)" if close else "")
     )
+
+
+@cache
+def trainers() -> dict[str, TrainerSpec]:
+    """The fine-tuning trainers (trainers.toml) by canonical name: each one's memory features, with sources."""
+    return _entries(_read_toml("trainers.toml"), TrainerSpec)
+
+
+def trainer(name: str | TrainerSpec) -> TrainerSpec:
+    """A trainer preset by name or alias (any case); a TrainerSpec as it is. An unknown name is one
+    InputError naming the field, the value and every known trainer."""
+    if isinstance(name, TrainerSpec):
+        return name
+    known = trainers()
+    if isinstance(name, str) and _key(name) in _index(known):
+        return known[_index(known)[_key(name)]]
+    raise InputError("trainer", name, "one of " + ", ".join(known))
 
 
 @cache

@@ -112,6 +112,21 @@ def stack_line(plan: Any) -> str:
     )
 
 
+def trainer_line(tr: Any) -> str:
+    """The fine-tuning trainer's memory features in one line (trilemma.specs.trainer.TrainerSpec)."""
+    off = (
+        f"activation offload ({tr.offload_in_flight} layer(s) in flight)"
+        if tr.activation_offload
+        else "no activation offload"
+    )
+    loss = f"{tr.loss.value} loss" + (
+        f" ({tr.loss_chunks} chunks)" if tr.loss.value == "chunked" else ""
+    )
+    rest = ["optimizer in backward"] if tr.optimizer_in_backward else []
+    rest.append("fp32 master" if tr.master_weights else "bf16 throughout")
+    return f"{shown(tr.name)} — {off}, {loss}, " + ", ".join(rest)
+
+
 def plan_table(est: Any) -> Table:
     """The head of an estimate: model, shape, training, fine-tune, hardware and layout."""
     m, cl, lay, p = est.model, est.cluster, est.layout, est.params
@@ -156,6 +171,8 @@ def plan_table(est: Any) -> Table:
     head.add_row("stack", stack_line(est.plan))
     if est.finetune is not None:
         head.add_row("fine-tune", finetune_line(est))
+    if est.plan.trainer is not None:
+        head.add_row("trainer", trainer_line(est.plan.trainer))
     head.add_row(
         "hardware",
         f"{cl.n_gpus}× {shown(hw.name)}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
@@ -198,6 +215,8 @@ def memory_table(est: Any) -> Table:
         ("NCCL buffers", mem.nccl),
         ("framework residual (fitted)", mem.framework_residual),
     ]
+    rows += [(n, v) for n, v in (("reference model (RL)", mem.reference),
+                                 ("generation engine (RL)", mem.generation)) if v > 0]  # fmt: skip
     for name, v in rows:
         mt.add_row(name, fmt_bytes(v))
     if mem.host_bytes > 0:

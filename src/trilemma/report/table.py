@@ -74,6 +74,14 @@ def presets_document(kind: str) -> dict[str, Any]:
         from trilemma.presets.prices import offers
 
         doc["prices"] = [asdict(o) | {"age_days": o.age_days()} for o in offers()]
+    if kind in ("trainers", "all"):
+        from trilemma.presets import trainers
+
+        doc["trainers"] = [
+            {"name": t.name, "aliases": list(t.aliases), "description": t.description}
+            | {"features": t.features, "source": t.source}
+            for t in trainers().values()
+        ]
     return doc
 
 
@@ -90,6 +98,8 @@ def print_presets(kind: str) -> None:
         c.print(_stack_presets())
     if kind in ("prices", "all"):
         c.print(_price_presets())
+    if kind in ("trainers", "all"):
+        c.print(_trainer_presets())
 
 
 def _price_presets() -> Table:
@@ -231,5 +241,25 @@ def _stack_presets() -> Table:
             ", ".join(overlap) or "—",
             "yes" if f["distributed_optimizer"] else "no",
             str(f["host"]),
+        )
+    return t
+
+
+def _trainer_presets() -> Table:
+    """The fine-tuning trainers of --trainer: what each keeps on the device."""
+    from trilemma.presets import trainers
+
+    t = Table(title="fine-tuning trainers (--trainer; sources: trilemma presets trainers --json)")
+    for col in ("name", "activation offload", "loss", "optimizer in backward", "fp32 master"):
+        t.add_column(col)
+    for tr in trainers().values():
+        off = f"yes, {tr.offload_in_flight} in flight" if tr.activation_offload else "no"
+        loss = tr.loss.value + (f", {tr.loss_chunks} chunks" if tr.loss.value == "chunked" else "")
+        t.add_row(
+            shown(tr.name),
+            off,
+            loss,
+            "yes" if tr.optimizer_in_backward else "no",
+            "yes" if tr.master_weights else "no",
         )
     return t

@@ -206,6 +206,24 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
         f"fine-tune memory: {s['within_count']} of {s['n']} within {s['within']:.0%}; |predicted / reported - 1| "
         f"median {s['median_error']:.1%}, worst {s['worst_error']:.0%}"
     )
+    by = s.get("by_trainer") or {}
+    if by:
+        c.print(
+            "fine-tune memory by trainer (left out: no constant is fitted on these rows): "
+            + ", ".join(f"{t} {v['median_error']:.1%} ({v['n']})" for t, v in by.items())
+        )
+    if s.get("time"):
+        tm = s["time"]
+        c.print(
+            f"fine-tune step time (the rows that publish one): {tm['n']} rows, |predicted / reported - 1| "
+            f"median {tm['median_error']:.1%}, worst {tm['worst_error']:.0%} (time constants fitted on none of them)"
+        )
+    refused, point = s.get("refused", []), s.get("over_at_point", [])
+    c.print(
+        f"no false out-of-memory: of {s['n']} published runs that trained, {s['n'] - len(point)} fit at the "
+        f"point and {s['n'] - len(refused)} with the 80% memory band's upper end (estimate's verdict)"
+        + (f"; refused: {', '.join(refused)}" if refused else "")
+    )
 
 
 def _print_quality(c: Any, q: dict[str, Any] | None) -> None:

@@ -179,6 +179,8 @@ class EstimateRequest(Request):
     base_precision: str | None = s.base_precision()
     optimizer: str | None = s.optimizer()
     offload: str | None = s.offload()
+    trainer: str | None = s.trainer()
+    activation_offload: bool | None = s.activation_offload()
 
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:
@@ -215,6 +217,8 @@ class EstimateRequest(Request):
             "fused_loss": self.fused_loss,
             "compile": self.compile,
             "async_tp": self.async_tp,
+            "trainer": self.trainer,
+            "activation_offload": self.activation_offload,
         }
 
     def cluster_fields(self) -> dict[str, Any]:

@@ -102,6 +102,14 @@ def stack(text: str) -> str:
     return preset(text).name
 
 
+def trainer(text: str) -> str:
+    """A fine-tuning trainer preset's canonical name (trilemma.presets.trainer: an unknown name is one
+    InputError naming the known trainers)."""
+    from trilemma.presets import trainer as preset
+
+    return preset(text).name
+
+
 def softmax_passes(v: int) -> int:
     """Within TrainingPlan.softmax_passes's bounds, else a one-line error naming the flag."""
     from trilemma.specs import TrainingPlan

@@ -7,7 +7,7 @@ from typing import ClassVar
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("models", "hardware", "devices", "stacks", "prices", "all")
+KINDS = ("models", "hardware", "devices", "stacks", "prices", "trainers", "all")
 
 
 class PresetsRequest(Request):
@@ -19,7 +19,7 @@ class PresetsRequest(Request):
         "all",
         "kind",
         help="models, hardware, devices (deployment targets), stacks (software stacks), prices "
-        "(per provider, market and date) or all",
+        "(per provider, market and date), trainers (fine-tuning trainers) or all",
         parse=lambda t: choice(t, "kind", KINDS),
         argument=True,
     )

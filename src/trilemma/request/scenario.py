@@ -43,6 +43,7 @@ _TEXT = frozenset(
         "deploy_precision",
         "task",
         "stack",
+        "trainer",
     }
 )
 _OPTIONS = SolveRequest.options()

@@ -125,6 +125,19 @@ def optimizer() -> Any:
     return option(None, "--optimizer", help=h.OPTIMIZER_HELP)
 
 
+def trainer() -> Any:
+    return option(None, "--trainer", help=h.TRAINER_HELP, parse=p.trainer)
+
+
+def activation_offload() -> Any:
+    return option(
+        None,
+        "--activation-offload/--no-activation-offload",
+        help=h.ACTIVATION_OFFLOAD_HELP,
+        kind="bool",
+    )
+
+
 def offload() -> Any:
     return option(None, "--offload", help=h.OFFLOAD_HELP)
 

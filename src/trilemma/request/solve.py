@@ -172,6 +172,8 @@ class SolveRequest(Request):
     base_precision: str | None = s.base_precision()
     optimizer: str | None = s.optimizer()
     offload: str | None = s.offload()
+    trainer: str | None = s.trainer()
+    activation_offload: bool | None = s.activation_offload()
 
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:

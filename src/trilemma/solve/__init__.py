@@ -64,6 +64,7 @@ from trilemma.quality.batch import batch_for
 from trilemma.solve.frontier import Frontier, FrontierFilters, frontier
 from trilemma.solve.inputs import MAX_LIST_NAMES, law_fn, make_pins, names_list, no_loss
 from trilemma.solve.levers import Candidate, candidate, runners_up
+from trilemma.solve.methods import check_methods, methods_of, solve_methods
 from trilemma.solve.optimize import (
     Choice,
     Corners,
@@ -82,6 +83,7 @@ from trilemma.solve.search import ConfigTable, search_configs
 from trilemma.solve.setup import SolveSetup, solve_setup
 from trilemma.specs import ModelSpec
 from trilemma.specs.stack import StackSpec
+from trilemma.specs.trainer import TrainerSpec
 from trilemma.units import fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_usd
 
 
@@ -108,6 +110,8 @@ def solve(
     memory_headroom: float | None = None,
     compile: bool | None = None,
     stack: str | StackSpec | None = None,
+    trainer: str | TrainerSpec | None = None,
+    activation_offload: bool | None = None,
     finetune: dict | None = None,
     host_memory_bytes: float | None = None,
     max_configurations: int | None = None,
@@ -133,6 +137,13 @@ def solve(
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
+    methods = methods_of(finetune.get("finetune") if isinstance(finetune, dict) else None)
+    if (
+        methods is not None
+    ):  # --finetune auto or a list: the method as a lever (trilemma.solve.methods)
+        check_methods(methods)
+        given = {k: v for k, v in locals().items() if k != "methods"}
+        return solve_methods(given, methods, solve)
     s = solve_setup(dict(locals()))
     t0 = _time.perf_counter()
     _check_size(s, s.args["max_configurations"])

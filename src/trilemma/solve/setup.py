@@ -241,7 +241,8 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         seq=seq,
         deploy_note=note,
         plan_fields=plan_fields
-        | {"async_tp": args["async_tp"], "task": args["task"], "stack": _stack(args["stack"])},
+        | {"async_tp": args["async_tp"], "task": args["task"], "stack": _stack(args["stack"])}
+        | {"trainer": args.get("trainer"), "activation_offload": args.get("activation_offload")},
         cluster_fields=cluster_fields,
         gpus=gpus,
         precisions=precs,

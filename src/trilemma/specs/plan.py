@@ -9,7 +9,9 @@ from trilemma.specs.base import Spec
 from trilemma.specs.bounds import MAX_SEQ, MIN_GOODPUT, bounded
 from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision, Task
 from trilemma.specs.finetune import FinetuneSpec
+from trilemma.specs.rl import RolloutSpec
 from trilemma.specs.stack import StackSpec
+from trilemma.specs.trainer import TrainerSpec
 
 
 class Stage(Spec):
@@ -175,6 +177,17 @@ class TrainingPlan(Spec):
         description="the software stack that runs the loop, as its features (presets/stacks.toml); "
         "None: not given — the step is timed with StackSpec's defaults and its bands widen by the "
         "cross-stack error (trilemma.estimate.bands)",
+    )
+    trainer: TrainerSpec | None = Field(
+        None,
+        description="the fine-tuning trainer, as its memory features (presets/trainers.toml): "
+        "activation offload, loss kernel, optimizer-in-backward, master weights; None: not given "
+        "(eager loss, no offload, mixed precision with an fp32 master)",
+    )
+    rl: RolloutSpec | None = Field(
+        None,
+        description="RL post-training (--finetune grpo): the rollout each step adds — a reference "
+        "model, a colocated generation engine, completions per prompt (trilemma.estimate.rl); None: none",
     )
     goodput: float | None = bounded(
         "goodput",

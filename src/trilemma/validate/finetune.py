@@ -50,9 +50,11 @@ from typing import Any
 
 import numpy as np
 
+from trilemma.estimate.bands import band_factors
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.presets import constants
+from trilemma.presets import trainer as trainer_preset
 from trilemma.resolve import (
     finetune_fields,
     make_cluster,
@@ -62,6 +64,7 @@ from trilemma.resolve import (
 )
 from trilemma.specs import DtypeSpec, Layout, Precision
 from trilemma.specs.constants import Constants
+from trilemma.specs.trainer import TrainerSpec
 from trilemma.units import GIB, IEC
 from trilemma.validate import MEMORY_METRICS, Case, source_group
 from trilemma.validate.cases import load_cases
@@ -79,6 +82,33 @@ class FinetuneMemoryCase:
     reported_gib: float
     predicted_gib: float
     source: str
+    trainer: str = ""
+    capacity_gib: float = 0.0  # the card's memory (gpu_hbm_gib): every row's run trained on it
+    fit_gib: float = (
+        0.0  # the fit verdict's total: tensors + outside the allocator (MemoryArrays.total)
+    )
+    reported_step_s: float | None = None  # one optimizer step's published seconds, where given
+    predicted_step_s: float = 0.0  # the planner's step (trilemma.estimate.time.step_time)
+
+    @property
+    def step_error(self) -> float | None:
+        """predicted / reported step time − 1 (None where no time is published)."""
+        return (
+            None if not self.reported_step_s else self.predicted_step_s / self.reported_step_s - 1
+        )
+
+    @property
+    def refused(self) -> bool:
+        """The planner calls the run out of memory although it trained: as `estimate` decides, the upper end
+        of the memory model's 80% band (trilemma.estimate.bands.band_factors("memory")) on the fit verdict's
+        total — no fragmentation: the caching allocator returns its cache before it fails an allocation
+        (trilemma.estimate.memory.MemoryArrays) — exceeds the card."""
+        return self.fit_gib * band_factors("memory")[1] > self.capacity_gib
+
+    @property
+    def over_at_point(self) -> bool:
+        """The fit verdict's total itself (the band's point) exceeds the card."""
+        return self.fit_gib > self.capacity_gib
 
     @property
     def error(self) -> float:
@@ -109,6 +139,28 @@ def held_out_cases() -> list[Case]:
 def held_out_constants() -> Constants:
     """The shipped constants with the memory ones (``fit.fit_memory``) refit on :func:`held_out_cases`."""
     return fit_memory(held_out_cases(), constants())
+
+
+#: a row's metric → the planner's quantity (trilemma.validate.predict.memory_quantity): device memory in use
+#: (nvidia-smi); the allocator's reserved peak (torch.cuda.max_memory_reserved); the card's memory at the longest
+#: context that fit it (Unsloth's tables: the run's device memory in use is at most, and about, the card)
+METRICS = {
+    "device_memory_in_use": "peak_memory_bytes",
+    "peak_reserved": "peak_reserved_bytes",
+    "capacity_at_max_context": "peak_memory_bytes",
+}
+
+
+def row_trainer(row: dict[str, str]) -> TrainerSpec:
+    """The row's trainer preset (column ``trainer``) with the features its ``trainer_overrides`` column sets
+    (``loss=eager;activation_offload=true``: a config of its date that differs from the preset's)."""
+    tr = trainer_preset(row["trainer"])
+    given = dict(kv.split("=", 1) for kv in (row.get("trainer_overrides") or "").split(";") if kv)
+    fields = {
+        k: (v == "true") if v in ("true", "false") else int(v) if v.isdigit() else v
+        for k, v in given.items()
+    }
+    return tr.replace(**fields) if fields else tr
 
 
 def predict_row(row: dict[str, str], consts: Constants | None = None) -> FinetuneMemoryCase:
@@ -158,6 +210,8 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
         flash_attention=row["flash"] == "true",
         dtypes=dtypes,
         task=row["task"] or "causal-lm",
+        trainer=row_trainer(row),
+        stack=row["stack"] or None,  # the step's time features (memory: the fields given above win)
         **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}),
     )
     lay = Layout(
@@ -166,16 +220,20 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
     ev = evaluate(m, cl, plan, LayoutArrays.from_layouts([lay]), consts)
     mem = ev.stages[0].memory
     total = float(np.asarray(mem.total).reshape(-1)[0])
-    if row["metric"] != "device_memory_in_use":
-        raise ValueError(f"{DATA}: metric {row['metric']!r}: device_memory_in_use")
-    device = memory_quantity(
-        "peak_memory_bytes", total, ev
-    )  # a classifier's plan has no logits term (plan.task)
+    if row["metric"] not in METRICS:
+        raise ValueError(f"{DATA}: metric {row['metric']!r}: one of {', '.join(METRICS)}")
+    # a classifier's plan has no logits term (plan.task)
+    device = memory_quantity(METRICS[row["metric"]], total, ev)
     return FinetuneMemoryCase(
         case=row["case"],
         reported_gib=float(row["reported_gib"]),
         predicted_gib=device / GIB,
         source=row["source"],
+        trainer=row["trainer"],
+        capacity_gib=float(row["gpu_hbm_gib"]),
+        fit_gib=total / GIB,
+        reported_step_s=float(row["reported_step_s"]) if row.get("reported_step_s") else None,
+        predicted_step_s=float(np.asarray(ev.stages[0].time.step_s).reshape(-1)[0]),
     )
 
 
@@ -203,6 +261,17 @@ def section() -> dict[str, Any]:
             within_share=float(np.mean(err <= WITHIN)),
             within_count=int(np.sum(err <= WITHIN)),
         )
+    timed = [c for c in cases if c.step_error is not None]
+    if timed:
+        terr = np.abs([c.step_error for c in timed])
+        summary["time"] = {
+            "n": len(timed),
+            "median_error": float(np.median(terr)),
+            "worst_error": float(terr.max()),
+        }
+    summary["refused"] = [c.case for c in cases if c.refused]
+    summary["over_at_point"] = [c.case for c in cases if c.over_at_point]
+    summary["by_trainer"] = by_trainer(cases)
     return {
         "data": DATA,
         "fitted": False,  # the constants it is predicted with were fitted on none of its rows
@@ -215,13 +284,30 @@ def section() -> dict[str, Any]:
                 "reported_bytes": c.reported_gib * GIB,
                 "ratio": c.predicted_gib / c.reported_gib,
                 "source": c.source,
+                "trainer": c.trainer,
+                "refused": c.refused,
+                "reported_step_s": c.reported_step_s,
+                "predicted_step_s": c.predicted_step_s,
             }
             for c in cases
         ],
     }
 
 
+def by_trainer(cases: list[FinetuneMemoryCase]) -> dict[str, dict[str, float]]:
+    """Leave-one-trainer-out: each trainer's rows, their count and median |predicted / reported − 1|. No
+    constant is fitted on this file's rows (the memory constants are refit without its sources:
+    :func:`held_out_constants`), so every row is predicted without its own source and its own trainer: the
+    leave-one-source-out and leave-one-trainer-out errors are the errors above, grouped."""
+    out: dict[str, dict[str, float]] = {}
+    for t in sorted({c.trainer for c in cases}):
+        err = [abs(c.error) for c in cases if c.trainer == t]
+        out[t] = {"n": len(err), "median_error": float(np.median(err))}
+    return out
+
+
 __all__ = [
+    "by_trainer",
     "WITHIN",
     "FinetuneMemoryCase",
     "held_out_cases",

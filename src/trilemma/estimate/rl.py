@@ -1,0 +1,145 @@
+"""The rollout of an RL post-training step (TrainingPlan.rl, trilemma.specs.rl): its memory per GPU beside
+the training states, and its time beside the training step.
+
+Memory per GPU:
+- reference: a frozen 16-bit copy of the policy for the KL penalty, sharded like the weights under ZeRO-3
+  (TRL prepares it with the policy's DeepSpeed config); none for a LoRA policy, whose reference is its base
+  with the adapters disabled (trl/trainer/grpo_trainer.py@2026-07-24: ``with use_adapter(model,
+  adapter_name="ref" if "ref" in model.peft_config else None)``).
+- generation: the colocated engine's 16-bit weights (vLLM's tensor-parallel size 1 by default: a whole copy
+  per GPU) and the KV cache of the completions this GPU generates (trilemma.estimate.deploy.kv_cache_bytes),
+  within a pool of ``engine_share`` × the GPU's memory that vLLM reserves whatever it needs
+  (gpu_memory_utilization); with ``engine_share`` 0 the engine shares the training weights.
+
+Time per optimizer step, on each GPU for its share of the completions (batch sequences / GPUs):
+- prefill: 2 FLOPs per weight per prompt token at devices.toml's prefill share of the 16-bit peak;
+- decode: ``completion_len`` steps, each reading the weights once and the batch's KV cache (on average at
+  half the completion), at devices.toml's fitted decode share of the memory bandwidth (Pope et al. 2022,
+  arXiv 2211.05102 §2: decoding is bandwidth-bound);
+- reference forward: with a reference, its forward over the step's tokens, a third of a training step's
+  compute (Kaplan et al. 2020 §2.1: the backward is about twice the forward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trilemma.estimate.deploy import kv_cache_bytes
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.params import ParamCounts
+from trilemma.presets import deploy_efficiency
+from trilemma.specs import ModelSpec, TrainingPlan
+from trilemma.specs.enums import FinetuneMethod
+
+#: bytes per weight of the engine's and the reference's 16-bit copies
+HALF = 2.0
+
+
+@dataclass(frozen=True)
+class RolloutMemory:
+    """Bytes per GPU of an RL step beyond the training states (module docstring)."""
+
+    reference: Any
+    generation: Any  # the engine's pool (weights + KV cache, at least engine_share of the GPU)
+    engine_weights: Any
+    kv_cache: Any
+
+
+def _sequences_per_gpu(L: LayoutArrays, batch_seqs: Any) -> Any:
+    return np.asarray(batch_seqs, dtype=float) / L.dims.n_gpus
+
+
+def _full_policy(plan: TrainingPlan) -> bool:
+    return plan.finetune is None or plan.finetune.method in (
+        FinetuneMethod.FULL,
+        FinetuneMethod.FREEZE,
+    )
+
+
+def rollout_memory(
+    m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays, seq: float, batch_seqs: Any,
+    hbm_bytes: float,
+) -> RolloutMemory:  # fmt: skip
+    """The reference's and the generation engine's bytes per GPU (module docstring); zeros without an RL
+    plan."""
+    rl = plan.rl
+    zero = np.zeros(np.shape(L.dp), dtype=float)
+    if rl is None:
+        return RolloutMemory(zero, zero, zero, zero)
+    local = pc.total / L.dims.weight_shards
+    shards = np.where(L.zero >= 3, L.dims.shard_ranks, 1)
+    ref = np.where(rl.reference and _full_policy(plan), HALF * local / shards, 0.0) + zero
+    kv_dim = m.d_kv
+    if rl.method == "dpo":  # nothing is generated
+        return RolloutMemory(reference=ref, generation=zero, engine_weights=zero, kv_cache=zero)
+    kv = _sequences_per_gpu(L, batch_seqs) * kv_cache_bytes(m.n_layers, kv_dim, seq) + zero
+    weights = (HALF * pc.total if rl.engine_share > 0 else 0.0) + zero
+    gen = np.maximum(rl.engine_share * hbm_bytes, weights + kv)
+    return RolloutMemory(reference=ref, generation=gen, engine_weights=weights, kv_cache=kv)
+
+
+def rollout_seconds(
+    m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays, seq: float, batch_seqs: Any,
+    peak_half_flop_per_s: float, hbm_bw: float,
+) -> Any:  # fmt: skip
+    """Seconds of one optimizer step's generation (prefill + decode) on each GPU; 0 without an RL plan."""
+    rl = plan.rl
+    if rl is None or rl.method == "dpo":
+        return np.zeros(np.shape(L.dp), dtype=float)
+    eff = deploy_efficiency()
+    completion = min(rl.completion_len, seq - 1)
+    prompt = seq - completion
+    seqs = _sequences_per_gpu(L, batch_seqs)
+    n = float(pc.total)
+    prefill = 2.0 * n * seqs * prompt / (peak_half_flop_per_s * eff["prefill"])
+    kv_token = kv_cache_bytes(m.n_layers, m.d_kv, 1.0)
+    read = HALF * n + seqs * kv_token * (prompt + completion / 2.0)
+    decode = completion * read / (eff["gpu"] * hbm_bw)
+    return prefill + decode
+
+
+def reference_seconds(plan: TrainingPlan, step_s: Any) -> Any:
+    """The reference's forward over a step's tokens: a third of the training step (module docstring)."""
+    if plan.rl is None or not plan.rl.reference:
+        return 0.0 * np.asarray(step_s)
+    return np.asarray(step_s) / 3.0
+
+
+def rl_note(est: Any) -> str:
+    """One line of an RL estimate: memory per GPU for the policy (weights and gradients), the reference, the
+    generation engine and the optimizer; seconds per step for generation, the reference's forward and the
+    training step, and generation's share."""
+    from trilemma.units import fmt_bytes, fmt_duration
+
+    rl, mem, st = est.plan.rl, est.memory, est.stages[0]
+    L = LayoutArrays.from_layouts([est.layout])
+    hw = est.cluster.hardware
+    gen = float(
+        rollout_seconds(
+            est.model, est.params, est.plan, L, st.seq_len, st.global_batch_sequences,
+            hw.peak(est.plan.precision), hw.hbm_bw_bytes_per_s,
+        )[0]
+    )  # fmt: skip
+    train = est.time.step_s
+    ref = float(reference_seconds(est.plan, train))
+    if rl.method == "dpo":
+        return (
+            f"dpo: chosen and rejected completions, no generation; memory per GPU: policy "
+            f"{fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), reference "
+            f"{fmt_bytes(mem.reference)}, optimizer {fmt_bytes(mem.optimizer)}; per step: reference forward "
+            f"{fmt_duration(ref)}, training {fmt_duration(train)}"
+        )
+    return (
+        f"{rl.method}: {rl.generations} completions per prompt, up to {rl.completion_len} tokens each; "
+        f"memory per GPU: policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), "
+        f"reference {fmt_bytes(mem.reference)}, generation {fmt_bytes(mem.generation)} (engine weights + KV "
+        f"cache, at least {rl.engine_share:.0%} of the GPU), optimizer {fmt_bytes(mem.optimizer)}; per step: "
+        f"generation {fmt_duration(gen)}, reference forward {fmt_duration(ref)}, training "
+        f"{fmt_duration(train)} (generation {gen / (gen + ref + train):.0%} of the step)"
+    )
+
+
+__all__ = ["RolloutMemory", "reference_seconds", "rl_note", "rollout_memory", "rollout_seconds"]

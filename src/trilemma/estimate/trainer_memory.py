@@ -1,0 +1,45 @@
+"""A fine-tuning trainer's memory terms (trilemma.specs.trainer.TrainerSpec): where the checkpointed layer
+inputs live and how many bytes the loss keeps per logit. Used by trilemma.estimate.memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.specs import ModelSpec, Recompute, TrainingPlan
+from trilemma.specs.trainer import LossKernel
+
+
+def offloaded_layers(plan: TrainingPlan, L: LayoutArrays, layers: Any) -> Any:
+    """Layers whose kept activations are on the device: all of them, or, under a trainer's activation
+    offload (TrainerSpec.activation_offload) with full recomputation — whose kept activations are each
+    layer's input — the ``offload_in_flight`` layers whose inputs are on their way to or from the host."""
+    tr = plan.trainer
+    if tr is None or not tr.activation_offload:
+        return layers
+    return np.where(L.recomputes(Recompute.FULL), np.minimum(layers, tr.offload_in_flight), layers)
+
+
+def trainer_loss_bytes(
+    m: ModelSpec, tokens: Any, tp: Any, plan: TrainingPlan, e: float, eager: Any
+) -> Any:
+    """The logits' bytes under the trainer's loss kernel (TrainerSpec.loss), per micro-batch of ``tokens``:
+    ``eager`` as given; chunked over C chunks, each chunk's cross_entropy keeps its fp32 log-softmax output
+    until the backward (4 bytes a logit, every chunk) and the backward's fp32 gradient and the cast's gradient
+    (the eager 12's other 4 + 4) exist for one chunk at a time: 4 + 8/C; fused-linear (Liger's
+    fused_linear_cross_entropy), a chunk of next_power_of_2(ceil(tokens / ceil(V / d))) tokens' logits in the
+    activation dtype and the input's gradient, computed in the forward (tokens × d, activation dtype)."""
+    tr = plan.trainer
+    if tr is None or tr.loss == LossKernel.EAGER:
+        return eager
+    v = m.vocab_size / tp
+    if tr.loss == LossKernel.CHUNKED:
+        return tokens * v * (4.0 + 8.0 / tr.loss_chunks)
+    t = np.asarray(tokens, dtype=float)
+    chunk = np.minimum(t, 2.0 ** np.ceil(np.log2(np.ceil(t / np.ceil(m.vocab_size / m.d_model)))))
+    return e * (chunk * v + t * m.d_model)
+
+
+__all__ = ["offloaded_layers", "trainer_loss_bytes"]

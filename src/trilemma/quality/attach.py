@@ -1,0 +1,68 @@
+"""The quality corner attached to an estimate: the predicted loss and benchmark scores of a model trained
+from scratch (trilemma.quality), and for a fine-tune the notes that take their place."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from trilemma.errors import InputError
+from trilemma.estimate.finetune import CLASSIFIER_NO_LOSS, FINETUNE_NO_LOSS
+from trilemma.estimate.result import Estimate
+from trilemma.specs import Task
+
+
+def _check_estimate(est: Any) -> None:
+    if not isinstance(est, Estimate):
+        raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
+
+
+#: the fewest optimizer steps a fine-tune is planned with before a warning: a fifth of LIMA's 469 (1,000
+#: examples × 15 epochs / batch 32; Zhou et al. 2023, arXiv 2305.11206 §3), the shortest published
+#: instruction-tuning recipe of those the presets cite (Alpaca: 52K × 3 / 128 = 1,218)
+MIN_FINETUNE_STEPS = 100
+
+
+def few_steps_warning(steps: float, tokens: float, seq: int) -> tuple[str, ...]:
+    """A fine-tune of fewer than MIN_FINETUNE_STEPS optimizer steps: one warning with the global batch (in
+    sequences of ``seq`` tokens) that gives that many; () otherwise."""
+    if steps >= MIN_FINETUNE_STEPS:
+        return ()
+    batch = max(1, int(tokens // (MIN_FINETUNE_STEPS * seq)))
+    return (
+        f"few optimizer steps: {steps:,.0f} for {tokens:,.0f} tokens — a fine-tune usually takes at least "
+        f"{MIN_FINETUNE_STEPS}; --global-batch {batch * seq} ({batch} sequences of {seq}) gives "
+        f"{tokens / (batch * seq):,.0f}",
+    )
+
+
+def with_loss(
+    est: Estimate, law: str | None = None, unique_tokens: float | None = None
+) -> Estimate:
+    """The estimate with its quality corner: predicted loss with a band (trilemma.quality). A fine-tune gets
+    none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
+    model tuned on them (FINETUNE_NO_LOSS)."""
+    from trilemma.estimate.rl import rl_note
+    from trilemma.quality.predict import predict_loss_block
+
+    _check_estimate(est)
+    if est.plan.finetune is not None:
+        few = few_steps_warning(est.time.steps, est.plan.total_tokens, est.stages[0].seq_len)
+        rl = (rl_note(est),) if est.plan.rl is not None else ()
+        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *few, *rl))
+    if est.plan.task == Task.CLASSIFICATION:
+        return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
+    pred = predict_loss_block(
+        est.model,
+        est.plan.total_tokens,
+        law=law,
+        unique_tokens=unique_tokens,
+        precision=str(est.plan.precision),
+    )
+    from trilemma.quality.benchmarks import predict
+
+    scores = predict(float(est.params.active), float(est.plan.total_tokens))  # 6·N·D: from scratch
+    return replace(est, loss=pred, benchmarks=scores, warnings=est.warnings + tuple(pred.warnings))
+
+
+__all__ = ["MIN_FINETUNE_STEPS", "few_steps_warning", "with_loss"]
