@@ -167,21 +167,15 @@ def run_estimate(
     )
     if req.deploy is None:
         return est
-    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
-
     precision = req.deploy_precision
     return with_deploy(
-        est,
-        req.deploy,
-        DEFAULT_DEPLOY_PRECISION if precision is None else precision.lower(),
-        req.context,
+        est, req.deploy, None if precision is None else precision.lower(), req.context, req.runtime
     )
 
 
 def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
     """One request of `trilemma solve` → its SolveResult (trilemma.solve.solve). ``max_configurations``:
     refuse a search over more (model size, GPU type, precision, GPU count) combinations."""
-    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
     from trilemma.request.parsers import prices
     from trilemma.solve import solve as search
 
@@ -210,9 +204,8 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         host_memory_bytes=req.host_memory,
         frontier_all=req.frontier_all,
         deploy=req.deploy,
-        deploy_precision=DEFAULT_DEPLOY_PRECISION
-        if req.deploy_precision is None
-        else req.deploy_precision.lower(),
+        deploy_precision=None if req.deploy_precision is None else req.deploy_precision.lower(),
+        runtime=req.runtime,
         context=req.context,
         min_tokens_per_s=req.min_tokens_per_s,
         inference_tokens=req.inference_tokens,
@@ -322,7 +315,11 @@ def run_export(req: ExportRequest) -> Any:
 
 
 def with_deploy(
-    est: Estimate, device: str, precision: str = "int4", context: int | None = None
+    est: Estimate,
+    device: str,
+    precision: str | None = None,
+    context: int | None = None,
+    runtime: str | None = None,
 ) -> Estimate:
     """The estimate with where the trained model must run (trilemma.estimate.deploy.with_deploy)."""
     from trilemma.estimate.deploy import with_deploy as attach
@@ -334,7 +331,7 @@ def with_deploy(
         isinstance(context, bool) or not float(context).is_integer() or context < 1
     ):
         raise InputError("context", context, "a positive whole number of tokens")
-    return attach(est, device, precision, None if context is None else int(context))
+    return attach(est, device, precision, None if context is None else int(context), runtime)
 
 
 def _check_estimate(est: Any) -> None:

@@ -11,7 +11,7 @@ from trilemma.errors import InputError
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("runs", "throughput", "memory", "finetune")
+KINDS = ("runs", "throughput", "memory", "finetune", "ondevice")
 
 
 class ValidateRequest(Request):
@@ -23,7 +23,8 @@ class ValidateRequest(Request):
     kind: str | None = option(
         None,
         "--kind",
-        help="runs, throughput, memory or finetune (published fine-tuning memory, not fitted; "
+        help="runs, throughput, memory, finetune (published fine-tuning memory, not fitted) or "
+        "ondevice (published on-device decode and prefill, held out by row and by runtime; "
         "default: all)",
         parse=lambda t: choice(t, "kind", KINDS),
     )
@@ -43,7 +44,7 @@ class ValidateRequest(Request):
 
     @model_validator(mode="after")
     def _finetune_is_shipped(self) -> ValidateRequest:
-        if self.data is not None and self.kind == "finetune":
+        if self.data is not None and self.kind in ("finetune", "ondevice"):
             raise InputError(
                 "kind",
                 self.kind,

@@ -118,6 +118,10 @@ def run_validate(
 
     ``data``: a user's CSV in the backtest schema (data/SCHEMA.md) instead of the shipped rows; its
     leave-one-source-out figures are computed only with ``live_loso``."""
+    if kind == "ondevice" and data is None:
+        from trilemma.validate.ondevice import validate_doc
+
+        return validate_doc()
     if data is None:
         cases, skipped = load_cases(None)
     else:
