@@ -251,3 +251,9 @@ def _print_ondevice(c: Any, od: dict[str, Any]) -> None:
                 else f"{what}: no row"
             )
         c.print(f"  {key.replace('_', ' ')}: " + "; ".join(parts))
+    w = od["leave_one_out_with_skipped"]
+    if od["skipped_rows"]:
+        c.print(
+            f"  {od['skipped_rows']} rows listed with a skip reason (data/ondevice.csv): with them, leave one "
+            f"out: decode {w['median_abs_error']:.0%} median error on {w['rows']} rows"
+        )

@@ -42,10 +42,11 @@ Row = dict[str, str]
 Fit = dict[str, dict[str, float]]
 
 
-def rows() -> list[Row]:
-    """The shipped rows, as read (strings)."""
+def rows(skipped: bool = False) -> list[Row]:
+    """The shipped rows, as read (strings): those without a ``skip_reason`` (``skipped``: every row)."""
     text = resources.files("trilemma").joinpath("data").joinpath(DATA).read_text("utf-8")
-    return list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    out = list(csv.DictReader(line for line in text.splitlines() if not line.startswith("#")))
+    return out if skipped else [r for r in out if not r["skip_reason"]]
 
 
 def _bits(r: Row) -> float:
@@ -238,9 +239,10 @@ def _stats(logr: np.ndarray) -> dict[str, Any]:
 def summary() -> dict[str, Any]:
     """Decode and prefill errors held out each way (median |predicted / reported − 1|, the 80% band of
     the log residuals), the runtimes and sources, and the memory verdict's hits."""
-    data = rows()
+    data, every = rows(), rows(skipped=True)
     eff = deploy_efficiency()
     out: dict[str, Any] = {
+        "skipped_rows": len(every) - len(data),
         "rows": len(data),
         "measured_rows": sum(1 for r in data if r["decode_tokens_per_s"]),
         "prefill_rows": sum(1 for r in data if _has_prefill(r) and r.get("prompt_tokens")),
@@ -255,6 +257,10 @@ def summary() -> dict[str, Any]:
             "decode": _stats(_errors(preds, "decode_tokens_per_s", 1)),
             "prefill": _stats(_errors(preds, "prefill_tokens_per_s", 2)),
         }
+    # the skipped rows too, each held out with the rest (the figure without the judgement of skipping)
+    out["leave_one_out_with_skipped"] = _stats(
+        _errors(held_out(every, HOLDOUTS["leave_one_out"]), "decode_tokens_per_s", 1)
+    )
     fits = 0
     for r in data:
         budget = get_device(r["device"]).usable_bytes * (1 - float(eff["runtime_share"]))
