@@ -37,7 +37,9 @@ POOLED_HEAD = """
 def runtime_lines(v: dict[str, float]) -> list[str]:
     """The fitted keys of one runtime's table."""
     lines = []
-    if "bandwidth_share" in v:
+    if "bandwidth_ceiling_bytes_per_s" in v:
+        lines.append(f"bandwidth_ceiling_bytes_per_s = {v['bandwidth_ceiling_bytes_per_s']:.4g}")
+    elif "bandwidth_share" in v:
         lines += [
             f"bandwidth_share = {v['bandwidth_share']:.4f}",
             f"per_token_s = {v['per_token_s']:.5f}",
@@ -51,7 +53,9 @@ def main() -> None:
     data = ondevice.rows()
     fitted, pool, s = ondevice.fit(data), ondevice.pooled(data), ondevice.summary()
     text = re.sub(
-        r"\n(bandwidth_share|per_token_s|prefill_share|fit_rows) = [^\n]*", "", RUNTIMES.read_text()
+        r"\n(bandwidth_share|per_token_s|prefill_share|fit_rows|bandwidth_ceiling_bytes_per_s) = [^\n]*",
+        "",
+        RUNTIMES.read_text(),
     )
     for name in runtime_presets():
         i = text.index(f"[{name}]\n")
@@ -64,7 +68,10 @@ def main() -> None:
         f"band_low_loro = {loro[0]:.3f}\nband_high_loro = {loro[1]:.3f}\n" + POOLED_HEAD
     )
     for unit, v in pool.items():
-        if v:
+        if unit == "ceiling":
+            eff += "[efficiency.pooled.ceiling]  # bytes/s: the ceiling-bound runtimes' ceiling by unit\n"
+            eff += "".join(f"{u} = {c:.4g}\n" for u, c in v.items()) + "\n"
+        elif v:
             eff += f"[efficiency.pooled.{unit}]\n"
             eff += "".join(
                 f"{k} = {v[k]:.{5 if k == 'per_token_s' else 4}f}\n"

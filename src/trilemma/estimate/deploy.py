@@ -71,10 +71,20 @@ def decode_bytes_per_token(
     return w + kv_cache_bytes(n_layers, kv_dim, context)
 
 
+def reached_bandwidth(
+    bandwidth_bytes_per_s: float, share: float, ceiling_bytes_per_s: float | None = None
+) -> float:
+    """The bandwidth a runtime reads weights at, bytes/s: its share of the device's peak, or at most the
+    ceiling of a unit with a memory path of its own (RuntimeSpec.ceiling_bound)."""
+    reached = share * bandwidth_bytes_per_s
+    return reached if ceiling_bytes_per_s is None else min(reached, ceiling_bytes_per_s)
+
+
 def decode_tokens_per_s(
     bandwidth_bytes_per_s: float, share: float, bytes_per_token: float, per_token_s: float = 0.0
 ) -> float:
-    """Memory-bound decode rate at batch 1, tokens/s: 1 / (bytes / (share × bandwidth) + fixed cost)."""
+    """Memory-bound decode rate at batch 1, tokens/s: 1 / (bytes / (share × bandwidth) + fixed cost)
+    (``share × bandwidth``: reached_bandwidth, with ``share`` 1 where it is already reached)."""
     return 1.0 / (bytes_per_token / (share * bandwidth_bytes_per_s) + per_token_s)
 
 
@@ -123,10 +133,18 @@ def runtime_constants(rt: RuntimeSpec, efficiency: dict[str, Any]) -> dict[str, 
     published rows — the pooled fit of its units ([efficiency.pooled], devices.toml) and the wider band."""
     pooled = efficiency.get("pooled", {})
     dec, pre = pooled.get(rt.decode_unit, {}), pooled.get(rt.prefill_unit, {})
-    own = rt.fit_rows > 0 and rt.bandwidth_share is not None
+    own = rt.fit_rows > 0 and (rt.bandwidth_share or rt.bandwidth_ceiling_bytes_per_s) is not None
     tag = "" if own else "_loro"
+    ceiling = (
+        rt.bandwidth_ceiling_bytes_per_s if own else pooled.get("ceiling", {}).get(rt.decode_unit)
+    )
     return {
-        "share": rt.bandwidth_share if own else float(dec["bandwidth_share"]),
+        "share": 1.0
+        if rt.ceiling_bound
+        else rt.bandwidth_share
+        if own
+        else float(dec["bandwidth_share"]),
+        "ceiling": float(ceiling) if rt.ceiling_bound and ceiling else None,
         "per_token_s": (rt.per_token_s or 0.0) if own else float(dec["per_token_s"]),
         "prefill_share": rt.prefill_share
         if rt.prefill_share is not None
@@ -200,11 +218,12 @@ def deploy(
     read = (
         decode_bytes_per_token(params_read, bits, n_layers, kv_dim, context) + head_extra_bytes[1]
     )
-    tps = decode_tokens_per_s(device.bandwidth_bytes_per_s, c["share"], read, c["per_token_s"])
+    bw = reached_bandwidth(device.bandwidth_bytes_per_s, c["share"], c["ceiling"])
+    tps = decode_tokens_per_s(bw, 1.0, read, c["per_token_s"])
     peak = device.unit_peak_flop_per_s(rt.prefill_unit)
     pre = None
     if peak and c["prefill_share"]:
-        once = weight_bytes(params_read, bits) / (c["share"] * device.bandwidth_bytes_per_s)
+        once = weight_bytes(params_read, bits) / bw
         pre = prefill_tokens_per_s(peak, float(c["prefill_share"]), params_read, context, once)
     lo, hi = c["band"]
     notes = []
@@ -242,7 +261,7 @@ def deploy(
         decode_tokens_per_s_high=tps * hi,
         prefill_tokens_per_s=pre,
         energy_per_token_j=device.power_w / tps,
-        bandwidth_efficiency=c["share"],
+        bandwidth_efficiency=bw / device.bandwidth_bytes_per_s,
         per_token_s=c["per_token_s"],
         notes=tuple(notes),
     )

@@ -49,6 +49,16 @@ class RuntimeSpec(Spec):
     per_token_s: float | None = Field(
         default=None, ge=0, description="fixed cost per generated token, s"
     )
+    ceiling_bound: bool = Field(
+        default=False,
+        description="its unit reads memory through its own fabric: decode is bound by a ceiling of its "
+        "own, not by a share of the device's bandwidth",
+    )
+    bandwidth_ceiling_bytes_per_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="the bandwidth its unit reaches at most (ceiling_bound), bytes/s",
+    )
     prefill_share: float | None = Field(
         default=None, gt=0, le=1, description="share of the prefill unit's peak reached"
     )

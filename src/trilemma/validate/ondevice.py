@@ -30,6 +30,7 @@ from trilemma.estimate.deploy import (
     decode_bytes_per_token,
     kv_cache_bytes,
     prefill_tokens_per_s,
+    reached_bandwidth,
     weight_bytes,
 )
 from trilemma.presets import deploy_efficiency, get_device, get_runtime
@@ -106,6 +107,22 @@ def _decode_fit(data: list[Row]) -> dict[str, float]:
     return {"bandwidth_share": err(t0)[1], "per_token_s": t0}
 
 
+def _ceiling_fit(data: list[Row]) -> dict[str, float]:
+    """A ceiling-bound runtime's ceiling: the geometric mean of the bandwidth its rows reached, bytes/s."""
+    reached = [
+        float(r["decode_tokens_per_s"])
+        * seconds_at_full_bandwidth(r)
+        * get_device(r["device"]).bandwidth_bytes_per_s
+        for r in data
+    ]
+    ceiling = float(np.exp(np.mean(np.log(reached))))
+    return {"bandwidth_share": 1.0, "per_token_s": 0.0, "bandwidth_ceiling_bytes_per_s": ceiling}
+
+
+def _bound(r: Row) -> bool:
+    return get_runtime(r["runtime"]).ceiling_bound
+
+
 def prefill_ratio(r: Row) -> float:
     """Measured prefill tokens/s × 2 FLOP per weight / the prefill unit's peak: the share it reached."""
     peak = get_device(r["device"]).unit_peak_flop_per_s(get_runtime(r["runtime"]).prefill_unit)
@@ -130,7 +147,8 @@ def fit(data: list[Row] | None = None) -> Fit:
     for name, rs in sorted(by.items()):
         dec = [r for r in rs if r["decode_tokens_per_s"]]
         pre = [prefill_ratio(r) for r in rs if _has_prefill(r)]
-        out[name] = {**(_decode_fit(dec) if dec else {}), "rows": float(len(dec))}
+        dfit = _ceiling_fit if get_runtime(name).ceiling_bound else _decode_fit
+        out[name] = {**(dfit(dec) if dec else {}), "rows": float(len(dec))}
         if pre:
             out[name]["prefill_share"] = min(float(np.median(pre)), 1.0)
     return out
@@ -144,8 +162,21 @@ def pooled(data: list[Row]) -> dict[str, dict[str, float]]:
         dec = [
             r
             for r in data
-            if r["decode_tokens_per_s"] and get_runtime(r["runtime"]).decode_unit == unit
+            if r["decode_tokens_per_s"]
+            and get_runtime(r["runtime"]).decode_unit == unit
+            and not _bound(r)
         ]
+        bound = [
+            r
+            for r in data
+            if r["decode_tokens_per_s"]
+            and get_runtime(r["runtime"]).decode_unit == unit
+            and _bound(r)
+        ]
+        if bound:
+            out.setdefault("ceiling", {})[unit] = _ceiling_fit(bound)[
+                "bandwidth_ceiling_bytes_per_s"
+            ]
         pre = [
             prefill_ratio(r)
             for r in data
@@ -165,18 +196,27 @@ def _constants(name: str, fitted: Fit, pool: dict[str, dict[str, float]]) -> dic
     if "bandwidth_share" not in dec:  # no row on that unit at all: every row's fit
         dec = pool["all"]
     pre = own.get("prefill_share", pool.get(rt.prefill_unit, {}).get("prefill_share"))
-    return {**{k: dec[k] for k in ("bandwidth_share", "per_token_s")}, "prefill_share": pre or 0.0}
+    ceiling = own.get("bandwidth_ceiling_bytes_per_s")
+    if rt.ceiling_bound and ceiling is None:
+        ceiling = pool.get("ceiling", {}).get(rt.decode_unit)
+    share = 1.0 if rt.ceiling_bound and ceiling else dec["bandwidth_share"]
+    return {
+        "bandwidth_share": share,
+        "per_token_s": 0.0 if rt.ceiling_bound and ceiling else dec["per_token_s"],
+        "prefill_share": pre or 0.0,
+        "ceiling": ceiling if rt.ceiling_bound else None,
+    }
 
 
 def predict_row(r: Row, c: dict[str, float]) -> tuple[float | None, float | None]:
     """(decode, prefill) tokens/s of one row with constants ``c`` (prefill None without a unit peak)."""
-    x = seconds_at_full_bandwidth(r)
-    dec = 1.0 / (x / c["bandwidth_share"] + c["per_token_s"])
     rt, dev = get_runtime(r["runtime"]), get_device(r["device"])
+    bw = reached_bandwidth(dev.bandwidth_bytes_per_s, c["bandwidth_share"], c.get("ceiling"))
+    dec = 1.0 / (seconds_at_full_bandwidth(r) * dev.bandwidth_bytes_per_s / bw + c["per_token_s"])
     peak = dev.unit_peak_flop_per_s(rt.prefill_unit)
     if not peak or not c["prefill_share"] or not r.get("prompt_tokens"):
         return dec, None
-    once = weight_bytes(_read(r), _bits(r)) / (c["bandwidth_share"] * dev.bandwidth_bytes_per_s)
+    once = weight_bytes(_read(r), _bits(r)) / bw
     return dec, prefill_tokens_per_s(
         peak, c["prefill_share"], _read(r), float(r["prompt_tokens"]), once
     )
@@ -198,7 +238,7 @@ def held_out(
         key = tuple(i for i, x in enumerate(data) if keep(r, x))
         if key not in cache:
             p = pooled(rest)
-            p["all"] = _decode_fit([x for x in rest if x["decode_tokens_per_s"]])
+            p["all"] = _decode_fit([x for x in rest if x["decode_tokens_per_s"] and not _bound(x)])
             cache[key] = (fit(rest), p)
         fitted, pool = cache[key]
         out.append((r, *predict_row(r, _constants(get_runtime(r["runtime"]).name, fitted, pool))))
