@@ -150,3 +150,21 @@ def test_iphone_15_pro_coreml_ane_prefill_within_band_of_apple(capsys):
     prompt token' (Apple ML Research, 2024-06-10)."""
     d = _deploy(capsys, *APPLE_3B)
     assert d["prefill_tokens_per_s"] == pytest.approx(1 / 0.6e-3, rel=0.35)
+
+
+def test_quantisation_loss_from_llamacpp_perplexity_table():
+    # LLaMA-3-8B on Wikitext-2 (llama.cpp examples/perplexity): q4_K_M 6.407115 and q2_K 9.751568 against f16's
+    # 6.233160: ln ratios 0.02753 and 0.44754 nats; Q8_0 (int8's layout) 6.234284: 0.00018; an unmeasured format: None
+    from trilemma.estimate.deploy import quantisation_loss
+    from trilemma.presets import get_format
+
+    assert quantisation_loss(get_format("q4_k_m"))[0] == pytest.approx(0.02753, abs=1e-5)
+    assert quantisation_loss(get_format("q2_k"))[0] == pytest.approx(0.44754, abs=1e-5)
+    assert quantisation_loss(get_format("int8"))[0] == pytest.approx(0.00018, abs=1e-5)
+    assert quantisation_loss(get_format("fp16"))[0] == 0.0
+    assert quantisation_loss(get_format("w4a16"))[0] is None
+    # fewer bits, more loss, down the measured ladder
+    ladder = [
+        quantisation_loss(get_format(f))[0] for f in ("q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k")
+    ]
+    assert ladder == sorted(ladder)

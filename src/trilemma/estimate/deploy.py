@@ -18,6 +18,7 @@ their scales: ggml Q4_0 and MLC q4f16_1 are 4.5 bits per weight.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -267,26 +268,35 @@ def deploy(
     )
 
 
-#: post-training quantisation's loss penalty, nats/token, where a measurement exists (None: none is applied)
-#: int8: llama.cpp's Q8_0 of LLaMA-3-8B on Wikitext-2, PPL 6.234284 against f16's 6.233160 (ggml-org/llama.cpp
-#: PR #6936, examples/perplexity documentation): ln(6.234284 / 6.233160) = 0.00018 nats. One model, one corpus:
-#: the order of magnitude, not a law. int4 and below: no published law in N and D, and no row of that table in
-#: the shipped sources: not applied, and the output says so.
-QUANT_LOSS_NATS: dict[str, float | None] = {
-    "fp16": 0.0,
-    "int8": 0.00018,
-    "int4": None,
-    "int3": None,
-    "int2": None,
+#: Wikitext-2 perplexity of LLaMA-3-8B per llama.cpp format, no importance matrix unless said (ggml-org/llama.cpp
+#: examples/perplexity/README.md, "LLaMA 3 quantization scoreboard", CUDA on an RTX 4090; PR #6936): f16
+#: 6.233160, q8_0 6.234284, q6_K 6.253382, q4_K_M 6.407115, q4_0 6.700147, q3_K_M 6.888498, q2_K 9.751568,
+#: iq2_XS 10.761424 (imatrix WT 10m: the format is made with one). One model, one corpus: the order of
+#: magnitude of a format's loss, not a law in N and D.
+LLAMA3_8B_PPL = {
+    "fp16": 6.233160,
+    "q8_0": 6.234284,
+    "q6_k": 6.253382,
+    "q4_k_m": 6.407115,
+    "q4_0": 6.700147,
+    "q3_k_m": 6.888498,
+    "q2_k": 9.751568,
+    "iq2_xs": 10.761424,
 }
-_NONE = "no published law or shipped measurement for {} post-training quantisation: not applied"
-QUANT_LOSS_SOURCE = {
-    "fp16": "the trained weights (bf16/fp16): no quantisation",
-    "int8": "llama.cpp PR #6936: LLaMA-3-8B Q8_0 vs f16 on Wikitext-2, ln(PPL ratio) = 0.00018 nats",
-    "int4": _NONE.format("4-bit"),
-    "int3": _NONE.format("3-bit"),
-    "int2": _NONE.format("2-bit"),
-}
+#: a generic format measured as the llama.cpp one with its block layout (int8 = q8_0: 8 bits + fp16 scale per 32)
+MEASURED_AS = {"int8": "q8_0"}
+PPL_SOURCE = "llama.cpp examples/perplexity (PR #6936): LLaMA-3-8B {} against f16 on Wikitext-2, ln(PPL ratio)"
+
+
+def quantisation_loss(fmt: WeightFormat) -> tuple[float | None, str]:
+    """Post-training quantisation's loss penalty, nats/token: ln(PPL_format / PPL_f16) where llama.cpp's
+    table measures the format (LLAMA3_8B_PPL), 0 for 16-bit weights, else None (not applied) and why."""
+    if fmt.precision == "fp16":
+        return 0.0, "the trained weights (bf16/fp16): no quantisation"
+    name = MEASURED_AS.get(fmt.name, fmt.name)
+    if name in LLAMA3_8B_PPL:
+        return math.log(LLAMA3_8B_PPL[name] / LLAMA3_8B_PPL["fp16"]), PPL_SOURCE.format(name)
+    return None, f"no published measurement for {fmt.name} post-training quantisation: not applied"
 
 
 def deploy_model(
@@ -356,9 +366,9 @@ def with_deploy(
         raise InputError("context", context, "a positive number of tokens")
     dep = deploy_model(est.model, est.params, dev, fmt, ctx, deploy_efficiency(), rt)
     doc = dep.to_dict()
-    pen = QUANT_LOSS_NATS[fmt.precision]
+    pen, why = quantisation_loss(fmt)
     doc["quantisation_loss_nats"] = pen
-    doc["quantisation_loss_source"] = QUANT_LOSS_SOURCE[fmt.precision]
+    doc["quantisation_loss_source"] = why
     if est.loss is not None:
         doc["loss_deployed"] = None if pen is None else est.loss.mean + pen
     warnings = (
