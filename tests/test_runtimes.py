@@ -168,3 +168,16 @@ def test_quantisation_loss_from_llamacpp_perplexity_table():
         quantisation_loss(get_format(f))[0] for f in ("q8_0", "q6_k", "q4_k_m", "q3_k_m", "q2_k")
     ]
     assert ladder == sorted(ladder)
+
+
+def test_energy_per_answer_by_hand(capsys):
+    # a chat answer: a 69.5-token prompt and a 214.5-token reply (LMSYS-Chat-1M, arXiv 2309.11998, Table 1) at the
+    # device's draw: power × (69.5 / prefill + 214.5 / decode)
+    d = _deploy(
+        capsys, "--deploy", "oneplus-12", "--runtime", "executorch-xnnpack", "--context", "256"
+    )
+    power = 6.0  # devices.toml snapdragon-8-gen3 power_w (ASSUMED, said in the notes)
+    want = power * (69.5 / d["prefill_tokens_per_s"] + 214.5 / d["decode_tokens_per_s"])
+    assert d["energy_per_answer_j"] == pytest.approx(want, rel=1e-12)
+    assert d["energy_per_token_j"] == pytest.approx(power / d["decode_tokens_per_s"], rel=1e-12)
+    assert any("ASSUMED" in n and "W draw" in n for n in d["notes"])

@@ -38,6 +38,10 @@ from trilemma.units import fmt_bytes
 DEPLOY_BITS = {"int4": 4 + 16 / 32, "int8": 8 + 16 / 32, "fp16": 16.0}
 #: the weights' precision on the device when neither it nor a runtime is said (--deploy-precision)
 DEFAULT_DEPLOY_PRECISION = "int4"
+#: a chat answer: 69.5 prompt tokens and 214.5 response tokens on average over one million real conversations
+#: (Zheng et al. 2023, "LMSYS-Chat-1M", arXiv 2309.11998, Table 1)
+ANSWER_PROMPT_TOKENS = 69.5
+ANSWER_RESPONSE_TOKENS = 214.5
 #: bytes per KV-cache element (fp16 cache: llama.cpp's default type_k/type_v f16, MLC-LLM's)
 KV_BYTES = 2.0
 
@@ -100,6 +104,13 @@ def prefill_tokens_per_s(
     peak, or one pass over the weights (``weights_read_s``) where that is longer (a short prompt)."""
     compute_s = 2.0 * params_read * prompt_tokens / (prefill_share * peak_flop_per_s)
     return prompt_tokens / max(compute_s, weights_read_s)
+
+
+def answer_energy_j(power_w: float, decode_tps: float, prefill_tps: float | None) -> float:
+    """Joules for one chat answer at the device's draw: its prompt prefilled (when a prefill rate is known)
+    and its response decoded (ANSWER_PROMPT_TOKENS, ANSWER_RESPONSE_TOKENS)."""
+    prompt_s = ANSWER_PROMPT_TOKENS / prefill_tps if prefill_tps else 0.0
+    return power_w * (prompt_s + ANSWER_RESPONSE_TOKENS / decode_tps)
 
 
 def runtime_for(device: DeviceSpec, runtime: str | None) -> RuntimeSpec:
@@ -185,6 +196,9 @@ class Deployment:
         float | None
     )  # a prompt of ``context`` tokens; None: no peak known for the unit
     energy_per_token_j: float
+    energy_per_answer_j: (
+        float  # a chat answer (ANSWER_*_TOKENS): its prompt's prefill and its decode
+    )
     bandwidth_efficiency: float  # the runtime's share of peak bandwidth in decode
     per_token_s: float  # the runtime's fixed cost per generated token
     notes: tuple[str, ...] = field(default=())
@@ -230,6 +244,10 @@ def deploy(
     notes = []
     if "ASSUMED" in device.usable_source:
         notes.append(f"usable memory ASSUMED: {device.usable_source}")
+    if "power ASSUMED" in device.source:
+        notes.append(
+            f"energy: {device.name}'s {device.power_w:g} W draw is ASSUMED (no published measurement)"
+        )
     if not c["own_fit"]:
         notes.append(
             f"{rt.name} has no published rows: the pooled fit of {rt.decode_unit} runtimes, with the "
@@ -262,6 +280,7 @@ def deploy(
         decode_tokens_per_s_high=tps * hi,
         prefill_tokens_per_s=pre,
         energy_per_token_j=device.power_w / tps,
+        energy_per_answer_j=answer_energy_j(device.power_w, tps, pre),
         bandwidth_efficiency=bw / device.bandwidth_bytes_per_s,
         per_token_s=c["per_token_s"],
         notes=tuple(notes),

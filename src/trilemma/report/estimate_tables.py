@@ -352,7 +352,11 @@ def deploy_table(d: dict[str, Any]) -> Table:
         "prefill",
         "not predicted" if pre is None else f"{pre:,.0f} tokens/s on the {d['prefill_unit']}",
     )
-    t.add_row("energy", f"{d['energy_per_token_j']:.3g} J per token")
+    t.add_row(
+        "energy",
+        f"{d['energy_per_token_j']:.3g} J per token; {d['energy_per_answer_j']:.3g} J per chat answer "
+        "(70-token prompt, 215-token reply: LMSYS-Chat-1M means)",
+    )
     q = d.get("quantisation_loss_nats")
     t.add_row(
         "quantisation",
