@@ -181,3 +181,25 @@ def test_energy_per_answer_by_hand(capsys):
     assert d["energy_per_answer_j"] == pytest.approx(want, rel=1e-12)
     assert d["energy_per_token_j"] == pytest.approx(power / d["decode_tokens_per_s"], rel=1e-12)
     assert any("ASSUMED" in n and "W draw" in n for n in d["notes"])
+
+
+def test_unknown_runtime_refused_alike_by_scenario_web_and_python(tmp_path, capsys):
+    """The same one line from a scenario file, the web API (HTTP 422 naming the field) and the Python API."""
+    TestClient = pytest.importorskip("fastapi.testclient").TestClient
+    from trilemma import web
+
+    scenario = tmp_path / "phone.toml"
+    scenario.write_text(
+        'deadline = "14d"\ntarget-loss = 2.3\nparams = "100M..1B"\nmax-gpus = 8\n'
+        'deploy = "iphone-15-pro"\nruntime = "no-such-rt"\n'
+    )
+    code, out, err = run(capsys, "solve", str(scenario))
+    assert code == 2 and err.startswith("trilemma: error: runtime:") and "coreml-ane" in err
+    body = {"model": "llama3.2-1b", "gpus": 8, "tokens": "10B", "deploy": "iphone-15-pro"}
+    with TestClient(web.create_app(), raise_server_exceptions=False) as c:
+        bad = c.post("/api/estimate", json={**body, "runtime": "no-such-rt"})
+        good = c.post("/api/estimate", json={**body, "runtime": "mlx"})
+    assert bad.status_code == 422 and bad.json()["field"] == "runtime"
+    assert good.status_code == 200 and good.json()["deploy"]["runtime"] == "mlx"
+    with pytest.raises(InputError, match="^runtime:"):
+        api.solve(deadline="14d", target_loss=2.3, deploy="iphone-15-pro", runtime="no-such-rt")
