@@ -203,3 +203,14 @@ def test_unknown_runtime_refused_alike_by_scenario_web_and_python(tmp_path, caps
     assert good.status_code == 200 and good.json()["deploy"]["runtime"] == "mlx"
     with pytest.raises(InputError, match="^runtime:"):
         api.solve(deadline="14d", target_loss=2.3, deploy="iphone-15-pro", runtime="no-such-rt")
+
+
+def test_presets_runtimes_lists_every_runtime_and_format(capsys):
+    code, out, err = run(capsys, "presets", "runtimes", "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert {r["name"] for r in doc["runtimes"]} == set(runtime_presets())
+    assert {f["name"] for f in doc["weight_formats"]} == set(weight_formats())
+    # every format a runtime names is a preset, and its default is one of its own
+    for r in doc["runtimes"]:
+        assert set(r["formats"]) <= set(weight_formats()) and r["default_format"] in r["formats"]

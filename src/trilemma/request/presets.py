@@ -7,7 +7,7 @@ from typing import ClassVar
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("models", "hardware", "devices", "stacks", "all")
+KINDS = ("models", "hardware", "devices", "runtimes", "stacks", "all")
 
 
 class PresetsRequest(Request):
@@ -18,7 +18,8 @@ class PresetsRequest(Request):
     kind: str = option(
         "all",
         "kind",
-        help="models, hardware, devices (deployment targets), stacks (software stacks) or all",
+        help="models, hardware, devices (deployment targets), runtimes (on a device, with their weight "
+        "formats), stacks (software stacks) or all",
         parse=lambda t: choice(t, "kind", KINDS),
         argument=True,
     )
