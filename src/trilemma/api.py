@@ -15,7 +15,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.estimate.choose import estimate_plan, evaluate_layout
-from trilemma.estimate.deploy import attach_deploy as with_deploy
+from trilemma.estimate.deploy_attach import attach_deploy as with_deploy
 from trilemma.estimate.owned import with_owned
 from trilemma.estimate.result import (
     SCHEMA,
@@ -181,21 +181,15 @@ def run_estimate(
     )
     if req.deploy is None:
         return est
-    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
-
     precision = req.deploy_precision
     return with_deploy(
-        est,
-        req.deploy,
-        DEFAULT_DEPLOY_PRECISION if precision is None else precision.lower(),
-        req.context,
+        est, req.deploy, None if precision is None else precision.lower(), req.context, req.runtime
     )
 
 
 def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
     """One request of `trilemma solve` → its SolveResult (trilemma.solve.solve). ``max_configurations``:
     refuse a search over more (model size, GPU type, precision, GPU count) combinations."""
-    from trilemma.estimate.deploy import DEFAULT_DEPLOY_PRECISION
     from trilemma.request.parsers import prices
     from trilemma.solve import solve as search
 
@@ -227,9 +221,8 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         host_memory_bytes=req.host_memory,
         frontier_all=req.frontier_all,
         deploy=req.deploy,
-        deploy_precision=DEFAULT_DEPLOY_PRECISION
-        if req.deploy_precision is None
-        else req.deploy_precision.lower(),
+        deploy_precision=None if req.deploy_precision is None else req.deploy_precision.lower(),
+        runtime=req.runtime,
         context=req.context,
         min_tokens_per_s=req.min_tokens_per_s,
         inference_tokens=req.inference_tokens,

@@ -1,36 +1,46 @@
-"""A trained model on a deployment target: memory, decode and prefill speed, energy per token.
+"""A trained model on a deployment target under a runtime: memory, decode and prefill speed, energy.
 
 Decoding one token at batch 1 reads every weight once and the whole KV cache once: it is bound by
 memory bandwidth, not compute (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
 arXiv 2211.05102 §2; Kim et al. 2023, "SqueezeLLM", arXiv 2306.07629 §3: "memory wall").
 
     bytes per token   = weights read × bits per weight / 8 + KV cache read
-    decode tokens/s   = η_runtime × bandwidth / bytes per token
-    prefill tokens/s  = η_prefill × peak FLOP/s / (2 × N)            (compute-bound, 2 FLOP per weight)
+    decode s/token    = bytes per token / (share × bandwidth) + fixed cost per token
+    prefill s/prompt  = max(2 × N × prompt / (prefill share × unit peak), weights / (share × bandwidth))
     energy per token  = device power / decode tokens/s
 
-η_runtime (the share of peak bandwidth a runtime class reaches) is fitted on published on-device decode
-measurements (data/ondevice.csv; presets/devices.toml [efficiency]). The input embedding of an untied
-model is a table lookup: one row is read per token, not the table. Weights at a quantised precision carry
-one fp16 scale per group of 32 (ggml Q4_0/Q8_0, MLC-LLM q4f16_1): 4.5 and 8.5 bits per weight.
+The runtime (presets/runtimes.toml) says which compute unit runs prefill and decode, the share of peak
+bandwidth it reaches, its fixed cost per token and its prefill share of the unit's peak, each fitted on
+published rows (data/ondevice.csv; trilemma.validate.ondevice). An untied input embedding reads one row per
+token. Weight formats (presets/weight_formats.toml) carry their scales: ggml Q4_0 is 4.5 bits per weight.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from trilemma.errors import InputError
-from trilemma.presets import deploy_efficiency, get_device
+from trilemma.presets import (
+    deploy_efficiency,
+    get_device,
+    get_format,
+    get_runtime,
+    runtime_presets,
+)
 from trilemma.specs.device import DeviceSpec
+from trilemma.specs.runtime import RuntimeSpec, WeightFormat
 from trilemma.units import fmt_bytes
 
-#: bits per weight with group scales: 4 or 8 bits + a 16-bit scale per 32 weights (ggml block_q4_0/block_q8_0:
-#: 18 and 34 bytes per 32 weights, ggml-common.h; MLC-LLM q4f16_1: group 32, fp16 scale)
-GROUP = 32
-DEPLOY_BITS = {"int4": 4 + 16 / GROUP, "int8": 8 + 16 / GROUP, "fp16": 16.0}
-#: the weights' precision on the device when none is said (--deploy-precision)
+#: bits per weight of the generic formats (presets/weight_formats.toml int4, int8, fp16)
+DEPLOY_BITS = {"int4": 4 + 16 / 32, "int8": 8 + 16 / 32, "fp16": 16.0}
+#: the weights' precision on the device when neither it nor a runtime is said (--deploy-precision)
 DEFAULT_DEPLOY_PRECISION = "int4"
+#: a chat answer: 69.5 prompt tokens and 214.5 response tokens on average over one million real conversations
+#: (Zheng et al. 2023, "LMSYS-Chat-1M", arXiv 2309.11998, Table 1)
+ANSWER_PROMPT_TOKENS = 69.5
+ANSWER_RESPONSE_TOKENS = 214.5
 #: bytes per KV-cache element (fp16 cache: llama.cpp's default type_k/type_v f16, MLC-LLM's)
 KV_BYTES = 2.0
 
@@ -65,31 +75,113 @@ def decode_bytes_per_token(
     return w + kv_cache_bytes(n_layers, kv_dim, context)
 
 
-def decode_tokens_per_s(
-    bandwidth_bytes_per_s: float, efficiency: float, bytes_per_token: float
+def reached_bandwidth(
+    bandwidth_bytes_per_s: float, share: float, ceiling_bytes_per_s: float | None = None
 ) -> float:
-    """Memory-bound decode rate at batch 1, tokens/s: η × bandwidth / bytes per token."""
-    return efficiency * bandwidth_bytes_per_s / bytes_per_token
+    """The bandwidth a runtime reads weights at, bytes/s: its share of the device's peak, or at most the
+    ceiling of a unit with a memory path of its own (RuntimeSpec.ceiling_bound)."""
+    reached = share * bandwidth_bytes_per_s
+    return reached if ceiling_bytes_per_s is None else min(reached, ceiling_bytes_per_s)
 
 
-def prefill_tokens_per_s(peak_flop_per_s: float, efficiency: float, params: float) -> float:
-    """Compute-bound prompt processing, tokens/s: η × peak / (2 FLOP per weight per token)."""
-    return efficiency * peak_flop_per_s / (2.0 * params)
+def decode_tokens_per_s(
+    bandwidth_bytes_per_s: float, share: float, bytes_per_token: float, per_token_s: float = 0.0
+) -> float:
+    """Memory-bound decode rate at batch 1, tokens/s: 1 / (bytes / (share × bandwidth) + fixed cost)
+    (``share × bandwidth``: reached_bandwidth, with ``share`` 1 where it is already reached)."""
+    return 1.0 / (bytes_per_token / (share * bandwidth_bytes_per_s) + per_token_s)
+
+
+def prefill_tokens_per_s(
+    peak_flop_per_s: float,
+    prefill_share: float,
+    params_read: float,
+    prompt_tokens: float,
+    weights_read_s: float = 0.0,
+) -> float:
+    """Prompt processing, tokens/s: the prompt's 2 FLOP per weight per token at the share of the unit's
+    peak, or one pass over the weights (``weights_read_s``) where that is longer (a short prompt)."""
+    compute_s = 2.0 * params_read * prompt_tokens / (prefill_share * peak_flop_per_s)
+    return prompt_tokens / max(compute_s, weights_read_s)
+
+
+def answer_energy_j(power_w: float, decode_tps: float, prefill_tps: float | None) -> float:
+    """Joules for one chat answer at the device's draw: its prompt prefilled (when a prefill rate is known)
+    and its response decoded (ANSWER_PROMPT_TOKENS, ANSWER_RESPONSE_TOKENS)."""
+    prompt_s = ANSWER_PROMPT_TOKENS / prefill_tps if prefill_tps else 0.0
+    return power_w * (prompt_s + ANSWER_RESPONSE_TOKENS / decode_tps)
+
+
+def runtime_for(device: DeviceSpec, runtime: str | None) -> RuntimeSpec:
+    """The runtime named (or the device's own), refused where the device lacks its chip maker or unit."""
+    rt = get_runtime(device.runtime if runtime is None else runtime)
+    ok = [r.name for r in runtime_presets().values() if _runs_on(r, device)]
+    if not _runs_on(rt, device):
+        raise InputError(
+            "runtime", runtime, f"a runtime that runs on {device.name}: {', '.join(ok)}"
+        )
+    return rt
+
+
+def _runs_on(rt: RuntimeSpec, device: DeviceSpec) -> bool:
+    vendor = not rt.chip_vendors or any(v.lower() in device.chip.lower() for v in rt.chip_vendors)
+    npu = "npu" not in (rt.prefill_unit, rt.decode_unit) or device.npu_flop_per_s > 0
+    return vendor and npu
+
+
+def format_for(rt: RuntimeSpec, precision: str | None) -> WeightFormat:
+    """The weight format named (or the runtime's default), refused where the runtime does not run it."""
+    fmt = get_format(rt.default_format if precision is None else precision)
+    if fmt.name not in rt.formats:
+        raise InputError(
+            "deploy-precision", precision, f"a format of {rt.name}: {', '.join(rt.formats)}"
+        )
+    return fmt
+
+
+def runtime_constants(rt: RuntimeSpec, efficiency: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's fitted share, fixed cost per token and prefill share, or — for a runtime without
+    published rows — the pooled fit of its units ([efficiency.pooled], devices.toml) and the wider band."""
+    pooled = efficiency.get("pooled", {})
+    dec, pre = pooled.get(rt.decode_unit, {}), pooled.get(rt.prefill_unit, {})
+    own = rt.fit_rows > 0 and (rt.bandwidth_share or rt.bandwidth_ceiling_bytes_per_s) is not None
+    tag = "" if own else "_loro"
+    ceiling = (
+        rt.bandwidth_ceiling_bytes_per_s if own else pooled.get("ceiling", {}).get(rt.decode_unit)
+    )
+    return {
+        "share": 1.0
+        if rt.ceiling_bound
+        else rt.bandwidth_share
+        if own
+        else float(dec["bandwidth_share"]),
+        "ceiling": float(ceiling) if rt.ceiling_bound and ceiling else None,
+        "per_token_s": (rt.per_token_s or 0.0) if own else float(dec["per_token_s"]),
+        "prefill_share": rt.prefill_share
+        if rt.prefill_share is not None
+        else pre.get("prefill_share"),
+        "own_fit": own,
+        "band": (float(efficiency["band_low" + tag]), float(efficiency["band_high" + tag])),
+    }
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """A model on a device: memory (bytes), speed (tokens/s), energy (J per token)."""
+    """A model on a device under a runtime: memory (bytes), speed (tokens/s), energy (J per token)."""
 
     device: str
     kind: str
-    precision: str
+    runtime: str
+    prefill_unit: str
+    decode_unit: str
+    precision: str  # the weight format (presets/weight_formats.toml)
+    precision_class: str  # int2, int3, int4, int8 or fp16
     bits_per_weight: float
     context: int
     weights_bytes: float
     kv_cache_bytes: float
     runtime_bytes: (
-        float  # the runtime's share kept free for buffers and activations (runtime_share × usable)
+        float  # the runtime's share kept free for buffers and activations (share × usable)
     )
     total_bytes: float
     usable_bytes: float
@@ -97,12 +189,17 @@ class Deployment:
     fits: bool
     margin_bytes: float  # usable − runtime share − weights − KV (negative: does not fit)
     decode_tokens_per_s: float
-    decode_tokens_per_s_low: float  # the fit's leave-one-out 80% band
+    decode_tokens_per_s_low: float  # the 80% band of the held-out fit (by row, or by runtime)
     decode_tokens_per_s_high: float
-    prefill_tokens_per_s: float
+    prefill_tokens_per_s: (
+        float | None
+    )  # a prompt of ``context`` tokens; None: no peak known for the unit
     energy_per_token_j: float
-    bandwidth_efficiency: float
-    runtime: str
+    energy_per_answer_j: (
+        float  # a chat answer (ANSWER_*_TOKENS): its prompt's prefill and its decode
+    )
+    bandwidth_efficiency: float  # the runtime's share of peak bandwidth in decode
+    per_token_s: float  # the runtime's fixed cost per generated token
     notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,40 +214,56 @@ def deploy(
     n_layers: int,
     kv_dim: int,
     device: DeviceSpec,
-    precision: str,
+    fmt: WeightFormat,
     context: int,
     efficiency: dict[str, Any],
+    rt: RuntimeSpec,
+    head_extra_bytes: tuple[float, float] = (0.0, 0.0),
 ) -> Deployment:
-    """One model on one device at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens.
-    ``efficiency``: devices.toml [efficiency] (per-runtime η, runtime_share, prefill, band)."""
-    bits = DEPLOY_BITS[precision]
-    w = weight_bytes(params_total, bits)
+    """One model on one device under runtime ``rt`` at weight format ``fmt`` with a KV cache (and a prompt)
+    of ``context`` tokens. ``efficiency``: devices.toml [efficiency] (memory share, bands, pooled fits).
+    ``head_extra_bytes``: bytes the format adds for its embedding and output layer (stored, read per token)."""
+    bits = fmt.bits_per_weight
+    w = weight_bytes(params_total, bits) + head_extra_bytes[0]
     kv = kv_cache_bytes(n_layers, kv_dim, context)
-    share = float(efficiency["runtime_share"])
-    runtime = device.usable_bytes * share
+    runtime = device.usable_bytes * float(efficiency["runtime_share"])
     margin = device.usable_bytes - runtime - w - kv
-    eta = float(efficiency[device.runtime])
-    tps = decode_tokens_per_s(
-        device.bandwidth_bytes_per_s,
-        eta,
-        decode_bytes_per_token(params_read, bits, n_layers, kv_dim, context),
+    c = runtime_constants(rt, efficiency)
+    read = (
+        decode_bytes_per_token(params_read, bits, n_layers, kv_dim, context) + head_extra_bytes[1]
     )
-    peak = device.peak_flop_per_s.get(
-        "int8" if precision == "int8" and "int8" in device.peak_flop_per_s else "fp16",
-        max(device.peak_flop_per_s.values(), default=0.0),
-    )
-    pre = prefill_tokens_per_s(peak, float(efficiency["prefill"]), params_total) if peak else 0.0
-    lo, hi = float(efficiency.get("band_low", 1.0)), float(efficiency.get("band_high", 1.0))
+    bw = reached_bandwidth(device.bandwidth_bytes_per_s, c["share"], c["ceiling"])
+    tps = decode_tokens_per_s(bw, 1.0, read, c["per_token_s"])
+    peak = device.unit_peak_flop_per_s(rt.prefill_unit)
+    pre = None
+    if peak and c["prefill_share"]:
+        once = weight_bytes(params_read, bits) / bw
+        pre = prefill_tokens_per_s(peak, float(c["prefill_share"]), params_read, context, once)
+    lo, hi = c["band"]
     notes = []
     if "ASSUMED" in device.usable_source:
         notes.append(f"usable memory ASSUMED: {device.usable_source}")
-    notes.append(
-        f"prefill efficiency {efficiency['prefill']} is ASSUMED (no published prefill rows fitted)"
-    )
+    if "power ASSUMED" in device.source:
+        notes.append(
+            f"energy: {device.name}'s {device.power_w:g} W draw is ASSUMED (no published measurement)"
+        )
+    if not c["own_fit"]:
+        notes.append(
+            f"{rt.name} has no published rows: the pooled fit of {rt.decode_unit} runtimes, with the "
+            "leave-one-runtime-out band"
+        )
+    if not peak:
+        notes.append(f"prefill not predicted: no {rt.prefill_unit} peak known for {device.name}")
+    elif pre is None:
+        notes.append(f"prefill not predicted: no published prefill row on an {rt.prefill_unit}")
     return Deployment(
         device=device.name,
         kind=device.kind,
-        precision=precision,
+        runtime=rt.name,
+        prefill_unit=rt.prefill_unit,
+        decode_unit=rt.decode_unit,
+        precision=fmt.name,
+        precision_class=fmt.precision,
         bits_per_weight=bits,
         context=context,
         weights_bytes=w,
@@ -166,95 +279,122 @@ def deploy(
         decode_tokens_per_s_high=tps * hi,
         prefill_tokens_per_s=pre,
         energy_per_token_j=device.power_w / tps,
-        bandwidth_efficiency=eta,
-        runtime=device.runtime,
+        energy_per_answer_j=answer_energy_j(device.power_w, tps, pre),
+        bandwidth_efficiency=bw / device.bandwidth_bytes_per_s,
+        per_token_s=c["per_token_s"],
         notes=tuple(notes),
     )
 
 
-#: post-training quantisation's loss penalty, nats/token, where a measurement exists (None: none is applied)
-#: int8: llama.cpp's Q8_0 of LLaMA-3-8B on Wikitext-2, PPL 6.234284 against f16's 6.233160 (ggml-org/llama.cpp
-#: PR #6936, examples/perplexity documentation): ln(6.234284 / 6.233160) = 0.00018 nats. One model, one corpus:
-#: the order of magnitude, not a law. int4: no published law in N and D, and no row of that table in the
-#: shipped sources: not applied, and the output says so.
-QUANT_LOSS_NATS: dict[str, float | None] = {"fp16": 0.0, "int8": 0.00018, "int4": None}
-QUANT_LOSS_SOURCE = {
-    "fp16": "the trained weights (bf16/fp16): no quantisation",
-    "int8": "llama.cpp PR #6936: LLaMA-3-8B Q8_0 vs f16 on Wikitext-2, ln(PPL ratio) = 0.00018 nats",
-    "int4": "no published law or shipped measurement for 4-bit post-training quantisation: not applied",
+#: Wikitext-2 perplexity of LLaMA-3-8B per llama.cpp format, no importance matrix unless said (ggml-org/llama.cpp
+#: examples/perplexity/README.md, "LLaMA 3 quantization scoreboard", CUDA on an RTX 4090; PR #6936): f16
+#: 6.233160, q8_0 6.234284, q6_K 6.253382, q4_K_M 6.407115, q4_0 6.700147, q3_K_M 6.888498, q2_K 9.751568,
+#: iq2_XS 10.761424 (imatrix WT 10m: the format is made with one). One model, one corpus: the order of
+#: magnitude of a format's loss, not a law in N and D.
+LLAMA3_8B_PPL = {
+    "fp16": 6.233160,
+    "q8_0": 6.234284,
+    "q6_k": 6.253382,
+    "q4_k_m": 6.407115,
+    "q4_0": 6.700147,
+    "q3_k_m": 6.888498,
+    "q2_k": 9.751568,
+    "iq2_xs": 10.761424,
 }
+#: a generic format measured as the llama.cpp one with its block layout (int8 = q8_0: 8 bits + fp16 scale per 32)
+MEASURED_AS = {"int8": "q8_0"}
+PPL_SOURCE = "llama.cpp examples/perplexity (PR #6936): LLaMA-3-8B {} against f16 on Wikitext-2, ln(PPL ratio)"
+
+
+def quantisation_loss(fmt: WeightFormat) -> tuple[float | None, str]:
+    """Post-training quantisation's loss penalty, nats/token: ln(PPL_format / PPL_f16) where llama.cpp's
+    table measures the format (LLAMA3_8B_PPL), 0 for 16-bit weights, else None (not applied) and why."""
+    if fmt.precision == "fp16":
+        return 0.0, "the trained weights (bf16/fp16): no quantisation"
+    name = MEASURED_AS.get(fmt.name, fmt.name)
+    if name in LLAMA3_8B_PPL:
+        return math.log(LLAMA3_8B_PPL[name] / LLAMA3_8B_PPL["fp16"]), PPL_SOURCE.format(name)
+    return None, f"no published measurement for {fmt.name} post-training quantisation: not applied"
 
 
 def deploy_model(
     model: Any,
     pc: Any,
     device: DeviceSpec,
-    precision: str,
+    fmt: WeightFormat,
     context: int,
     efficiency: dict[str, Any],
+    rt: RuntimeSpec,
 ) -> Deployment:
     """``deploy`` for a ModelSpec with its ParamCounts: all weights stored; decode reads the active ones (a MoE
     reads its routed experts only) less an untied input embedding (a lookup of one row)."""
-    unread = 0 if model.tied_embeddings else model.vocab_size * model.d_model
+    head = float(model.vocab_size * model.d_model)
+    unread = 0 if model.tied_embeddings else head
     return deploy(
         float(pc.total),
         float(pc.active) - unread,
         model.n_layers,
         model.kv_cache_width / 2,  # the cache's K and V width (MLA: its latent, over 2)
         device,
-        precision,
+        fmt,
         context,
         efficiency,
+        rt,
+        head_bytes(fmt, head, model.tied_embeddings),
     )
+
+
+def head_bytes(fmt: WeightFormat, head: float, tied: bool) -> tuple[float, float]:
+    """Bytes a format adds (stored, read per token) by keeping the vocab × d_model tables at its head bits:
+    the embedding and the output layer (two tables where untied or where the format unties them)."""
+    if fmt.head_bits_per_weight is None:
+        return 0.0, 0.0
+    diff = (fmt.head_bits_per_weight - fmt.bits_per_weight) / 8.0
+    tables = 1 if tied and not fmt.untied_head else 2
+    stored = head * (fmt.head_bits_per_weight / 8.0 if tied and tables == 2 else 0.0)
+    # the tables already counted at the format's bits move to the head bits; an untied copy is added
+    return head * diff * (1 if tied else 2) + stored, head * diff
+
+
+def resolve_target(
+    device: str, runtime: str | None = None, precision: str | None = None
+) -> tuple[DeviceSpec, RuntimeSpec, WeightFormat]:
+    """(device, runtime, format) by name: the device's own runtime and the runtime's default format where
+    none is named; one line listing the known (or compatible) names where one is unknown."""
+    dev = get_device(device)
+    rt = runtime_for(dev, runtime)
+    return dev, rt, format_for(rt, precision)
 
 
 def with_deploy(
-    est: Any, device: str, precision: str = DEFAULT_DEPLOY_PRECISION, context: int | None = None
+    est: Any,
+    device: str,
+    precision: str | None = None,
+    context: int | None = None,
+    runtime: str | None = None,
 ) -> Any:
     """The estimate with where the trained model must run: ``device`` (presets/devices.toml, or a hardware
-    preset) at ``precision`` (int4, int8, fp16) with a KV cache of ``context`` tokens (default: the plan's
-    sequence length) — memory, fits with its margin, decode and prefill tokens/s, energy per token
-    (trilemma.estimate.deploy), and the quantisation's loss penalty where one is measured."""
-
-    if precision not in DEPLOY_BITS:
-        raise InputError("deploy-precision", precision, ", ".join(DEPLOY_BITS))
+    preset) under ``runtime`` (presets/runtimes.toml; default the device's) at weight format ``precision``
+    (default the runtime's) with a KV cache and a prompt of ``context`` tokens (default: the plan's sequence
+    length) — memory, fits with its margin, decode and prefill tokens/s, energy per token, and the
+    quantisation's loss penalty where one is measured."""
+    dev, rt, fmt = resolve_target(device, runtime, precision)
     ctx = max(s.seq_len for s in est.plan.stages) if context is None else int(context)
     if ctx < 1:
         raise InputError("context", context, "a positive number of tokens")
-    dep = deploy_model(
-        est.model, est.params, get_device(device), precision, ctx, deploy_efficiency()
-    )
+    dep = deploy_model(est.model, est.params, dev, fmt, ctx, deploy_efficiency(), rt)
     doc = dep.to_dict()
-    pen = QUANT_LOSS_NATS[precision]
+    pen, why = quantisation_loss(fmt)
     doc["quantisation_loss_nats"] = pen
-    doc["quantisation_loss_source"] = QUANT_LOSS_SOURCE[precision]
+    doc["quantisation_loss_source"] = why
     if est.loss is not None:
         doc["loss_deployed"] = None if pen is None else est.loss.mean + pen
     warnings = (
         ()
         if dep.fits
         else (
-            f"{est.model.name} at {precision} does not fit {dep.device}: it needs "
+            f"{est.model.name} at {fmt.name} does not fit {dep.device}: it needs "
             f"{fmt_bytes(dep.total_bytes)} of the {fmt_bytes(dep.usable_bytes)} an app may use there",
         )
     )
     return replace(est, deploy=doc, warnings=est.warnings + warnings)
-
-
-def attach_deploy(
-    est: Any, device: str, precision: str = "int4", context: int | str | None = None
-) -> Any:
-    """The estimate with where the trained model must run (``with_deploy``), its arguments checked:
-    an Estimate, and a context of a positive whole number of tokens ("4k" read as 4,096)."""
-    from trilemma.estimate.result import Estimate
-    from trilemma.units import parse_count
-
-    if not isinstance(est, Estimate):
-        raise InputError("estimate", est, "an Estimate (trilemma.api.estimate)")
-    if isinstance(context, str):
-        context = parse_count(context, "context")
-    if context is not None and (
-        isinstance(context, bool) or not float(context).is_integer() or context < 1
-    ):
-        raise InputError("context", context, "a positive whole number of tokens")
-    return with_deploy(est, device, precision, None if context is None else int(context))

@@ -12,9 +12,9 @@ Memory per GPU:
   (gpu_memory_utilization); with ``engine_share`` 0 the engine shares the training weights.
 
 Time per optimizer step, on each GPU for its share of the completions (batch sequences / GPUs):
-- prefill: 2 FLOPs per weight per prompt token at devices.toml's prefill share of the 16-bit peak;
+- prefill: 2 FLOPs per weight per prompt token at a GPU runtime's prefill share of the 16-bit peak;
 - decode: ``completion_len`` steps, each reading the weights once and the batch's KV cache (on average at
-  half the completion), at devices.toml's fitted decode share of the memory bandwidth (Pope et al. 2022,
+  half the completion), at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022,
   arXiv 2211.05102 §2: decoding is bandwidth-bound);
 - reference forward: with a reference, its forward over the step's tokens, a third of a training step's
   compute (Kaplan et al. 2020 §2.1: the backward is about twice the forward).
@@ -27,12 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.deploy import kv_cache_bytes
+from trilemma.estimate.deploy import kv_cache_bytes, runtime_constants
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
-from trilemma.presets import deploy_efficiency
+from trilemma.presets import deploy_efficiency, get_runtime
 from trilemma.specs import ModelSpec, TrainingPlan
 from trilemma.specs.enums import FinetuneMethod
+
+#: the runtime whose published rows time a datacentre GPU's generation engine (presets/runtimes.toml:
+#: its fitted bandwidth share; the pooled GPU fit's prefill share where it has no prefill rows)
+GPU_RUNTIME = "llamacpp-cuda"
 
 #: bytes per weight of the engine's and the reference's 16-bit copies
 HALF = 2.0
@@ -89,15 +93,15 @@ def rollout_seconds(
     rl = plan.rl
     if rl is None or rl.method == "dpo":
         return np.zeros(np.shape(L.dp), dtype=float)
-    eff = deploy_efficiency()
+    eff = runtime_constants(get_runtime(GPU_RUNTIME), deploy_efficiency())
     completion = min(rl.completion_len, seq - 1)
     prompt = seq - completion
     seqs = _sequences_per_gpu(L, batch_seqs)
     n = float(pc.total)
-    prefill = 2.0 * n * seqs * prompt / (peak_half_flop_per_s * eff["prefill"])
+    prefill = 2.0 * n * seqs * prompt / (peak_half_flop_per_s * eff["prefill_share"])
     kv_token = kv_cache_bytes(m.n_layers, m.d_kv, 1.0)
     read = HALF * n + seqs * kv_token * (prompt + completion / 2.0)
-    decode = completion * read / (eff["gpu"] * hbm_bw)
+    decode = completion * read / (eff["share"] * hbm_bw)
     return prefill + decode
 
 

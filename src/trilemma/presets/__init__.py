@@ -30,6 +30,7 @@ from trilemma.specs import HardwareSpec, ModelSpec
 from trilemma.specs.base import Spec
 from trilemma.specs.constants import Constants
 from trilemma.specs.device import DeviceSpec
+from trilemma.specs.runtime import RuntimeSpec, WeightFormat
 from trilemma.specs.stack import StackSpec
 from trilemma.specs.trainer import TrainerSpec
 
@@ -111,12 +112,14 @@ def get_device(name: str) -> DeviceSpec:
         try:
             hw = get_hardware(name)
         except UnknownPresetError:
-            raise UnknownPresetError(
+            err = UnknownPresetError(
                 "devices",
                 name,
                 [*difflib.get_close_matches(name.lower(), list(devices), n=3)],
                 field="deploy",
-            ) from None
+            )
+            err.args = (f"{err.args[0]}; known: {', '.join(devices)}",)
+            raise err from None
     ctx = float(constants()["memory"]["cuda_context_bytes"])
     peaks = {str(k): float(v) for k, v in hw.peak_flop_per_s.items() if str(k) in ("fp16", "fp8")}
     return DeviceSpec.build(
@@ -130,9 +133,39 @@ def get_device(name: str) -> DeviceSpec:
         bandwidth_bytes_per_s=hw.hbm_bw_bytes_per_s,
         peak_flop_per_s=peaks,
         power_w=hw.board_power_w,
-        runtime="gpu",
+        runtime="llamacpp-cuda",
         source=hw.source,
     )
+
+
+@cache
+def runtime_presets() -> dict[str, RuntimeSpec]:
+    """Inference runtimes on a device (runtimes.toml): compute units, bandwidth share, formats."""
+    return _entries(_read_toml("runtimes.toml"), RuntimeSpec)
+
+
+@cache
+def weight_formats() -> dict[str, WeightFormat]:
+    """Weight formats on a device (weight_formats.toml): bits per weight with scales, precision class."""
+    return _entries(_read_toml("weight_formats.toml"), WeightFormat)
+
+
+def _known(field: str, name: str, presets: dict[str, Any]) -> Any:
+    """A preset by name or alias, else one line naming ``field`` and listing every known name."""
+    idx = {_key(k): v for k, v in _index(presets).items()}
+    if isinstance(name, str) and _key(name) in idx:
+        return presets[idx[_key(name)]]
+    raise InputError(field, name, "one of " + ", ".join(presets))
+
+
+def get_runtime(name: str) -> RuntimeSpec:
+    """A runtime by name or alias; an unknown one is refused with the known names (field ``runtime``)."""
+    return _known("runtime", name, runtime_presets())
+
+
+def get_format(name: str) -> WeightFormat:
+    """A weight format by name or alias; an unknown one is refused with the known names."""
+    return _known("deploy-precision", name, weight_formats())
 
 
 @cache

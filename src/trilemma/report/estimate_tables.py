@@ -385,7 +385,8 @@ def owned_line(o: dict[str, Any], band: bool = True) -> str:
 def deploy_table(d: dict[str, Any]) -> Table:
     """The ``deploy`` block of an estimate: memory on the device, fits and margin, speed, energy."""
     t = Table(
-        title=f"deployed on {d['device']} ({d['kind']}), {d['precision']} weights, {d['context']:,}-token context",
+        title=f"deployed on {d['device']} ({d['kind']}) under {d['runtime']}, {d['precision']} weights, "
+        f"{d['context']:,}-token context",
         show_header=False,
     )
     t.add_column(style="bold")
@@ -401,11 +402,19 @@ def deploy_table(d: dict[str, Any]) -> Table:
     t.add_row(
         "decode",
         f"[bold]{d['decode_tokens_per_s']:,.1f} tokens/s[/bold] (80% band {d['decode_tokens_per_s_low']:,.1f} – "
-        f"{d['decode_tokens_per_s_high']:,.1f}; memory-bound, {d['runtime']} reaches "
-        f"{d['bandwidth_efficiency']:.0%} of peak bandwidth)",
+        f"{d['decode_tokens_per_s_high']:,.1f}; on the {d['decode_unit']}, {d['runtime']} reaches "
+        f"{d['bandwidth_efficiency']:.0%} of peak bandwidth + {d['per_token_s'] * 1e3:.2g} ms per token)",
     )
-    t.add_row("prefill", f"{d['prefill_tokens_per_s']:,.0f} tokens/s (compute-bound)")
-    t.add_row("energy", f"{d['energy_per_token_j']:.3g} J per token")
+    pre = d["prefill_tokens_per_s"]
+    t.add_row(
+        "prefill",
+        "not predicted" if pre is None else f"{pre:,.0f} tokens/s on the {d['prefill_unit']}",
+    )
+    t.add_row(
+        "energy",
+        f"{d['energy_per_token_j']:.3g} J per token; {d['energy_per_answer_j']:.3g} J per chat answer "
+        "(70-token prompt, 215-token reply: LMSYS-Chat-1M means)",
+    )
     q = d.get("quantisation_loss_nats")
     t.add_row(
         "quantisation",

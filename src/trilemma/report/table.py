@@ -60,6 +60,11 @@ def presets_document(kind: str) -> dict[str, Any]:
         from trilemma.presets import device_presets
 
         doc["devices"] = [d.model_dump(mode="json") for d in device_presets().values()]
+    if kind in ("runtimes", "all"):
+        from trilemma.presets import runtime_presets, weight_formats
+
+        doc["runtimes"] = [r.model_dump(mode="json") for r in runtime_presets().values()]
+        doc["weight_formats"] = [f.model_dump(mode="json") for f in weight_formats().values()]
     if kind in ("stacks", "all"):
         from trilemma.presets import stacks
 
@@ -94,6 +99,8 @@ def print_presets(kind: str) -> None:
         c.print(_hardware_presets())
     if kind in ("devices", "all"):
         c.print(_device_presets())
+    if kind in ("runtimes", "all"):
+        c.print(_runtime_presets())
     if kind in ("stacks", "all"):
         c.print(_stack_presets())
     if kind in ("prices", "all"):
@@ -219,6 +226,44 @@ def _device_presets() -> Table:
             fmt_flop_rate(d.peak_flop_per_s.get("fp16", 0.0)),
             f"{d.power_w:.0f}",
             d.runtime,
+        )
+    return t
+
+
+def _runtime_presets() -> Table:
+    """The runtimes of --runtime: units, fitted constants (or the pooled fit), formats."""
+    from trilemma.presets import runtime_presets
+
+    t = Table(title="runtimes on a device (--runtime; sources: trilemma presets runtimes --json)")
+    for col in (
+        "name",
+        "prefill",
+        "decode",
+        "bandwidth",
+        "per token",
+        "prefill share",
+        "rows",
+        "formats",
+    ):
+        t.add_column(col)
+    for r in runtime_presets().values():
+        ceiling = r.bandwidth_ceiling_bytes_per_s
+        bw = (
+            f"≤ {fmt_rate(ceiling)}"
+            if ceiling
+            else "pooled"
+            if r.bandwidth_share is None
+            else f"{r.bandwidth_share:.0%} of peak"
+        )
+        t.add_row(
+            r.name,
+            r.prefill_unit,
+            r.decode_unit,
+            bw,
+            "pooled" if r.per_token_s is None else f"{r.per_token_s * 1e3:.2g} ms",
+            "pooled" if r.prefill_share is None else f"{r.prefill_share:.1%}",
+            str(r.fit_rows),
+            ", ".join(r.formats),
         )
     return t
 

@@ -62,13 +62,7 @@ def print_validate(doc: dict[str, Any]) -> None:
         c.print(s)
     od = doc.get("ondevice")
     if od:
-        c.print(
-            f"on-device decode (data/ondevice.csv, {od['measured_rows']} published tokens/s rows, {od['rows']} memory "
-            f"verdicts): median error {od['median_abs_error']:.0%} with the fitted efficiencies, "
-            f"{od['median_abs_error_loso']:.0%} leave-one-source-out ({od['within_25pct_loso']} within 25%); "
-            f"fits / does not "
-            f"fit right on {od['fits_right']} of {od['rows']}"
-        )
+        _print_ondevice(c, od)
     _print_finetune(c, doc.get("finetune_memory"))
     _print_quality(c, doc.get("quality"))
     for b in doc.get("fitted_at_bounds") or []:
@@ -312,3 +306,28 @@ def write_csv(doc: dict[str, Any], path: str) -> None:
         "source",
     ]
     write_csv_atomic(path, cols, doc["rows"], "csv", extrasaction="ignore")
+
+
+def _print_ondevice(c: Any, od: dict[str, Any]) -> None:
+    """The on-device section: decode and prefill median error held out by row, source and runtime."""
+    c.print(
+        f"on-device (data/ondevice.csv): {od['measured_rows']} published decode rows from "
+        f"{len(od['runtimes'])} runtimes, {od['prefill_rows']} prefill rows, {od['sources']} sources; "
+        f"fits / does not fit right on {od['fits_right']} of {od['rows']}"
+    )
+    for key in ("in_sample", "leave_one_out", "leave_one_source_out", "leave_one_runtime_out"):
+        parts = []
+        for what in ("decode", "prefill"):
+            st = od[key][what]
+            parts.append(
+                f"{what} {st['median_abs_error']:.0%} median error on {st['rows']} rows"
+                if st["rows"]
+                else f"{what}: no row"
+            )
+        c.print(f"  {key.replace('_', ' ')}: " + "; ".join(parts))
+    w = od["leave_one_out_with_skipped"]
+    if od["skipped_rows"]:
+        c.print(
+            f"  {od['skipped_rows']} rows listed with a skip reason (data/ondevice.csv): with them, leave one "
+            f"out: decode {w['median_abs_error']:.0%} median error on {w['rows']} rows"
+        )

@@ -168,6 +168,7 @@ class EstimateRequest(Request):
     storage_bw: float | None = s.storage_bw()
     deploy: str | None = option(None, "--deploy", help=h.DEPLOY_HELP)
     deploy_precision: str | None = s.deploy_precision()
+    runtime: str | None = s.runtime()
     context: int | None = option(
         None, "--context", help=h.CONTEXT_HELP, parse=lambda t: p.seq(t, "context")
     )

@@ -56,6 +56,11 @@ DEPLOY_HELP = (
     "where the trained model must run: a device preset (iphone-15-pro, snapdragon-8-gen3, tensor-g3, "
     "macbook-air-m2-8gb, rtx-4090, ...: presets/devices.toml) or a hardware preset"
 )
+RUNTIME_HELP = (
+    "with --deploy: the runtime on the device (llamacpp-metal, llamacpp-cpu, mlc, mlx, executorch-xnnpack, "
+    "executorch-qnn, qnn-genie, coreml-ane, coreml-gpu, litert-gpu, ort-genai, …; default the device's): "
+    "its compute units, bandwidth share, fixed cost per token and weight formats (presets/runtimes.toml)"
+)
 DEPLOY_PRECISION_HELP = (
     "weights on the device: int4, int8 (one fp16 scale per 32 weights) or fp16 (default int4)"
 )

@@ -7,7 +7,7 @@ from typing import ClassVar
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("models", "hardware", "devices", "stacks", "prices", "trainers", "all")
+KINDS = ("models", "hardware", "devices", "runtimes", "stacks", "prices", "trainers", "all")
 
 
 class PresetsRequest(Request):
@@ -18,8 +18,9 @@ class PresetsRequest(Request):
     kind: str = option(
         "all",
         "kind",
-        help="models, hardware, devices (deployment targets), stacks (software stacks), prices "
-        "(per provider, market and date), trainers (fine-tuning trainers) or all",
+        help="models, hardware, devices (deployment targets), runtimes (on a device, with their weight "
+        "formats), stacks (software stacks), prices (per provider, market and date), trainers "
+        "(fine-tuning trainers) or all",
         parse=lambda t: choice(t, "kind", KINDS),
         argument=True,
     )

@@ -41,6 +41,7 @@ _TEXT = frozenset(
         "offload",
         "deploy",
         "deploy_precision",
+        "runtime",
         "task",
         "stack",
         "trainer",

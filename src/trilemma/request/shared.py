@@ -83,6 +83,10 @@ def deploy_precision() -> Any:
     return option(None, "--deploy-precision", help=h.DEPLOY_PRECISION_HELP)
 
 
+def runtime() -> Any:
+    return option(None, "--runtime", help=h.RUNTIME_HELP)
+
+
 def stack() -> Any:
     return option(None, "--stack", help=h.STACK_HELP, parse=p.stack)
 
@@ -158,7 +162,7 @@ FINETUNE_FIELDS = (
 def check_deploy(given: dict[str, Any]) -> None:
     """--deploy-precision and --context describe the device of --deploy: without it they would do
     nothing."""
-    for name in ("deploy_precision", "context"):
+    for name in ("deploy_precision", "context", "runtime"):
         if given.get("deploy") is None and given.get(name) is not None:
             raise InputError(
                 name.replace("_", "-"),

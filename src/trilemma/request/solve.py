@@ -132,6 +132,7 @@ class SolveRequest(Request):
         None, "--deploy", help=h.DEPLOY_HELP + ": only model sizes that fit it are searched"
     )
     deploy_precision: str | None = s.deploy_precision()
+    runtime: str | None = s.runtime()
     context: int | None = option(
         None,
         "--context",

@@ -11,7 +11,7 @@ from trilemma.errors import InputError
 from trilemma.request.field import Request, option
 from trilemma.request.parsers import choice
 
-KINDS = ("runs", "throughput", "memory", "finetune", "quality")
+KINDS = ("runs", "throughput", "memory", "finetune", "quality", "ondevice")
 
 
 class ValidateRequest(Request):
@@ -24,7 +24,8 @@ class ValidateRequest(Request):
         None,
         "--kind",
         help="runs, throughput, memory, finetune (published fine-tuning memory, not fitted) or "
-        "quality (loss extrapolation and benchmark hold-outs, not in the default; default: all)",
+        "quality (loss extrapolation and benchmark hold-outs, not in the default), ondevice (published "
+        "on-device decode and prefill, held out by row and by runtime; default: all)",
         parse=lambda t: choice(t, "kind", KINDS),
     )
     loso: bool = option(
@@ -43,7 +44,7 @@ class ValidateRequest(Request):
 
     @model_validator(mode="after")
     def _finetune_is_shipped(self) -> ValidateRequest:
-        if self.data is not None and self.kind in ("finetune", "quality"):
+        if self.data is not None and self.kind in ("finetune", "quality", "ondevice"):
             raise InputError(
                 "kind",
                 self.kind,

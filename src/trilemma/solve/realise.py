@@ -84,7 +84,9 @@ def deployed(
     if deploy is not None:
         from trilemma.estimate.deploy import with_deploy
 
-        opt = with_deploy(opt, deploy, s.args["deploy_precision"], s.args["context"] or s.seq)
+        opt = with_deploy(
+            opt, deploy, s.args["deploy_precision"], s.args["context"] or s.seq, s.args["runtime"]
+        )
         if inference_tokens:
             lifetime["serving_energy_kwh_on_device"] = (
                 float(inference_tokens) * opt.deploy["energy_per_token_j"] / KWH

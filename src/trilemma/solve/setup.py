@@ -210,6 +210,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
             args["deploy_precision"],
             args["context"] or seq,
             args["min_tokens_per_s"],
+            args.get("runtime"),
         )
     inference_tokens = args["inference_tokens"]
     if inference_tokens is not None and (
@@ -262,16 +263,17 @@ def _stack(name: Any) -> Any:
 def deployable(
     models: list[ModelSpec],
     device: str | None,
-    precision: str,
+    precision: str | None,
     context: int,
     min_tokens_per_s: float | None,
+    runtime: str | None = None,
 ) -> tuple[list[ModelSpec], str]:
     """The model sizes that fit ``device`` at ``precision`` with ``context`` tokens of KV cache and decode at
     ``min_tokens_per_s`` or faster there (trilemma.estimate.deploy), and a note of what the pin removed;
     InfeasibleError when none does."""
-    from trilemma.estimate.deploy import DEPLOY_BITS, deploy_model
+    from trilemma.estimate.deploy import deploy_model, resolve_target
     from trilemma.estimate.params import param_counts
-    from trilemma.presets import deploy_efficiency, get_device
+    from trilemma.presets import deploy_efficiency
 
     if device is None:
         raise InputError(
@@ -279,15 +281,14 @@ def deployable(
             min_tokens_per_s,
             "a value with --deploy DEVICE (the device it is measured on)",
         )
-    if precision not in DEPLOY_BITS:
-        raise InputError("deploy-precision", precision, ", ".join(DEPLOY_BITS))
     rate = 0.0 if min_tokens_per_s is None else float(min_tokens_per_s)
     if not math.isfinite(rate) or rate < 0:
         raise InputError(
             "min-tokens-per-s", min_tokens_per_s, "a non-negative number of tokens per second"
         )
-    dev, eff = get_device(device), deploy_efficiency()
-    deps = [deploy_model(m, param_counts(m), dev, precision, context, eff) for m in models]
+    dev, rt, fmt = resolve_target(device, runtime, precision)
+    eff, precision = deploy_efficiency(), fmt.name
+    deps = [deploy_model(m, param_counts(m), dev, fmt, context, eff, rt) for m in models]
     keep = [m for m, d in zip(models, deps) if d.fits and d.decode_tokens_per_s >= rate]
     if not keep:
         fit = [(m, d) for m, d in zip(models, deps) if d.fits]

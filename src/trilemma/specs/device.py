@@ -6,9 +6,6 @@ from pydantic import Field
 
 from trilemma.specs.base import Spec
 
-#: runtime classes with their own fitted bandwidth efficiency (presets/devices.toml [efficiency])
-RUNTIMES = ("metal", "gpu", "mobile-gpu", "cpu")
-
 
 class DeviceSpec(Spec):
     """Memory an app may use, memory bandwidth, compute per precision and power of one device. SI units."""
@@ -25,9 +22,20 @@ class DeviceSpec(Spec):
     peak_flop_per_s: dict[str, float] = Field(
         description="dense peak per precision (fp16, int8), FLOP/s"
     )
-    power_w: float = Field(gt=0, description="draw while decoding, W")
-    runtime: str = Field(
-        pattern="^(metal|gpu|mobile-gpu|cpu)$", description="runtime class: " + ", ".join(RUNTIMES)
+    npu_flop_per_s: float = Field(
+        default=0.0, ge=0, description="the NPU's dense int8 peak, OP/s (0: none known)"
     )
+    cpu_flop_per_s: float = Field(
+        default=0.0, ge=0, description="the CPU cores' int8 dot-product peak, OP/s (0: none known)"
+    )
+    power_w: float = Field(gt=0, description="draw while decoding, W")
+    runtime: str = Field(description="the runtime used when none is named (presets/runtimes.toml)")
     source: str = ""
     aliases: tuple[str, ...] = ()
+
+    def unit_peak_flop_per_s(self, unit: str) -> float:
+        """The peak of one compute unit (cpu, gpu, npu) the prefill runs on, FLOP/s (0: none known): the
+        GPU's fp16 rate, the NPU's and the CPU's int8 rates."""
+        if unit == "gpu":
+            return float(self.peak_flop_per_s.get("fp16", 0.0))
+        return float(self.npu_flop_per_s if unit == "npu" else self.cpu_flop_per_s)

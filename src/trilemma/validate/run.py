@@ -122,6 +122,10 @@ def run_validate(
         from trilemma.validate.quality import document
 
         return document()
+    if kind == "ondevice" and data is None:
+        from trilemma.validate.ondevice import validate_doc
+
+        return validate_doc()
     if data is None:
         cases, skipped = load_cases(None)
     else:

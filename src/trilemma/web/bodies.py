@@ -278,6 +278,14 @@ class PresetsDoc(BaseModel):
     devices: list[dict[str, Any]] | None = Field(
         None, description="deployment devices: memory and bandwidth the model must run within"
     )
+    runtimes: list[dict[str, Any]] | None = Field(
+        None,
+        description="runtimes on a device: compute units, fitted bandwidth share, fixed cost per "
+        "token, prefill share, weight formats, sources",
+    )
+    weight_formats: list[dict[str, Any]] | None = Field(
+        None, description="weight formats on a device: bits per weight with scales, sources"
+    )
     stacks: list[dict[str, Any]] | None = Field(
         None,
         description="software stacks: each one's features (attention kernel, fusions, "
