@@ -25,7 +25,7 @@ from trilemma.estimate.result import (
     StageResult,
     TimeBreakdown,
 )
-from trilemma.presets.prices import at_offer, with_offer_notes
+from trilemma.presets.prices import with_offer_notes
 from trilemma.quality.attach import with_loss
 from trilemma.quality.batch_hint import with_batch_notes
 from trilemma.request import (
@@ -39,6 +39,7 @@ from trilemma.request import (
 )
 from trilemma.request.shared import FINETUNE_FIELDS
 from trilemma.resolve import (
+    at_offer,
     check_positions,
     finetune_fields,
     grid_intensity,
@@ -99,7 +100,7 @@ def estimate(
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
-    ``provider``/``market`` price the chip at a dated offer (trilemma.presets.prices.at_offer);
+    ``provider``/``market`` price the chip at a dated offer (trilemma.resolve.at_offer);
     ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
 
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):

@@ -336,7 +336,26 @@ def make_cluster(hardware: str | HardwareSpec, n_gpus: int, **fields: Any) -> Cl
     )
 
 
+def at_offer(hardware: Any, cluster: dict | None, provider: Any, market: Any) -> tuple[Any, Any]:
+    """``estimate``'s hardware and cluster fields at ``provider``'s offer in ``market`` (either may be
+    None: ``resolve_market``); spot's preemptions added to the failure rate. Neither given: both
+    unchanged (the preset's reference price)."""
+    from trilemma.estimate.goodput import failure_rate
+    from trilemma.presets.prices import priced_for, resolve_market
+
+    offer = resolve_market(provider, market)
+    if offer is None:
+        return hardware, cluster
+    hw = priced_for(resolve_hardware(hardware), *offer)
+    fields = dict(cluster or {})
+    fields["failures_per_gpu_hour"] = failure_rate(
+        offer[1], fields.get("failures_per_gpu_hour"), hw.devices_per_node
+    )
+    return hw, fields
+
+
 __all__ = [
+    "at_offer",
     "check_positions",
     "finetune_fields",
     "grid_intensity",

@@ -20,6 +20,7 @@ SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12, "P":
 IEC = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 
 SECOND = 1.0
+MILLISECOND = 1e-3 * SECOND
 MINUTE = 60.0
 HOUR = 3600.0
 DAY = 86400.0

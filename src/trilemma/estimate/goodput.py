@@ -377,3 +377,15 @@ def first_order_waste(interval_s: ArrayLike, write_s: ArrayLike, mtbf_s: ArrayLi
     rework per failure. Minimised at τ = √(2δM)."""
     tau = np.asarray(interval_s, dtype=float)
     return _scalar_or_array(np.asarray(write_s) / tau + tau / (2 * np.asarray(mtbf_s)))
+
+
+def failure_rate(market: str, base: float | None, gpus_per_instance: int = 1) -> float | None:
+    """A cluster's failures per GPU-hour in ``market``: spot adds the preemption rate per
+    instance-hour over the GPUs of one instance (a node of ``gpus_per_instance``) to ``base`` (None:
+    reliability.toml's default); other markets keep ``base``."""
+    if market != "spot":
+        return base
+    from trilemma.presets.prices import spot_preemptions_per_instance_hour
+
+    rate = resolve(failures_per_gpu_hour=base).failures_per_gpu_hour
+    return rate + spot_preemptions_per_instance_hour() / max(1, int(gpus_per_instance))

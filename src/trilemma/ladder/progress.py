@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from trilemma.ladder.timing import schedule_s
+from trilemma.units import MINUTE
 
 __all__ = ["LadderProgress"]
 
@@ -71,7 +72,7 @@ class LadderProgress:
     def _counts(self) -> str:
         running = min(self.at_once, self.total - self.done - self.failed)
         left = self.remaining_s()
-        eta = "" if left is None else f", ~{left / 60:.1f} min left (planner)"
+        eta = "" if left is None else f", ~{left / MINUTE:.1f} min left (planner)"
         return f"{running} running, {self.failed} failed{eta}"
 
     def _finished(self, predicted_s: float | None, event: dict, last: str) -> None:

@@ -91,11 +91,16 @@ def record_head(run: RunSpec, loss: float | None) -> dict[str, Any]:
     }
 
 
+def run_from_dict(d: dict[str, Any]) -> RunSpec:
+    """A run as its record's ``run`` field holds it (``trilemma.ladder.train.run_to_dict``)."""
+    from trilemma.ladder.plan import RunSpec, Shape
+
+    return RunSpec(**{**d, "shape": Shape(**d["shape"])})
+
+
 def failed_record(task: dict[str, Any], error: str) -> dict[str, Any]:
     """The record of a run that failed on every try on a cluster (``status`` failed, its error, no
     loss): kept for the user to read; a later call trains the run again (``resume`` skips it)."""
-    from trilemma.ladder.train import run_from_dict
-
     return {
         **record_head(run_from_dict(task["run"]), None),
         "status": "failed",

@@ -32,8 +32,8 @@ from typing import Any
 
 from trilemma.errors import InputError
 from trilemma.estimate.cost import energy_j
-from trilemma.ladder.plan import BETAS, RunSpec, Shape
-from trilemma.ladder.records import append_record, record_head
+from trilemma.ladder.plan import BETAS, RunSpec
+from trilemma.ladder.records import append_record, record_head, run_from_dict
 
 __all__ = ["CorpusView", "corpus_view", "execute", "lr_at", "run_from_dict", "run_to_dict", "train"]
 
@@ -56,10 +56,6 @@ def run_to_dict(run: RunSpec) -> dict[str, Any]:
     d = asdict(run)
     d["shape"] = asdict(run.shape)
     return d
-
-
-def run_from_dict(d: dict[str, Any]) -> RunSpec:
-    return RunSpec(**{**d, "shape": Shape(**d["shape"])})
 
 
 # ------------------------------------------------------------------ data

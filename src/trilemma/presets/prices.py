@@ -152,35 +152,6 @@ def priced_for(hw: HardwareSpec, provider: str, market: str) -> HardwareSpec:
     return priced(hw, o)
 
 
-def failure_rate(market: str, base: float | None, gpus_per_instance: int = 1) -> float | None:
-    """A cluster's failures per GPU-hour in ``market``: spot adds the preemption rate per
-    instance-hour over the GPUs of one instance (a node of ``gpus_per_instance``) to ``base`` (None:
-    reliability.toml's default); other markets keep ``base``."""
-    if market != "spot":
-        return base
-    from trilemma.estimate.goodput import resolve
-
-    rate = resolve(failures_per_gpu_hour=base).failures_per_gpu_hour
-    return rate + spot_preemptions_per_instance_hour() / max(1, int(gpus_per_instance))
-
-
-def at_offer(hardware: Any, cluster: dict | None, provider: Any, market: Any) -> tuple[Any, Any]:
-    """``estimate``'s hardware and cluster fields at ``provider``'s offer in ``market`` (either may be
-    None: ``resolve_market``); spot's preemptions added to the failure rate. Neither given: both
-    unchanged (the preset's reference price)."""
-    offer = resolve_market(provider, market)
-    if offer is None:
-        return hardware, cluster
-    from trilemma.resolve import resolve_hardware
-
-    hw = priced_for(resolve_hardware(hardware), *offer)
-    fields = dict(cluster or {})
-    fields["failures_per_gpu_hour"] = failure_rate(
-        offer[1], fields.get("failures_per_gpu_hour"), hw.devices_per_node
-    )
-    return hw, fields
-
-
 def with_offer_notes(est: Any) -> Any:
     """An estimate priced at an offer with that offer's notes among its warnings (``price_notes``)."""
     from dataclasses import replace
@@ -216,13 +187,11 @@ def price_notes(hw: HardwareSpec, today: _dt.date | None = None) -> tuple[str, .
 __all__ = [
     "ALL",
     "MARKETS",
-    "at_offer",
     "with_offer_notes",
     "STALE_DAYS",
     "Offer",
     "check_market",
     "check_provider",
-    "failure_rate",
     "offer_for",
     "offers",
     "price_notes",

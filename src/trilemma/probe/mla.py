@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trilemma.probe.model import apply_rope, make_norm, rope_tables
+from trilemma.probe.norm_rope import apply_rope, make_norm, rope_tables
 from trilemma.specs import ModelSpec
 
 

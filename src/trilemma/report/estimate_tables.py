@@ -11,6 +11,7 @@ from trilemma.console import shown
 from trilemma.estimate.stragglers import gpu_spread
 from trilemma.specs import Task
 from trilemma.units import (
+    MILLISECOND,
     fmt_bytes,
     fmt_co2_kg,
     fmt_count,
@@ -403,7 +404,7 @@ def deploy_table(d: dict[str, Any]) -> Table:
         "decode",
         f"[bold]{d['decode_tokens_per_s']:,.1f} tokens/s[/bold] (80% band {d['decode_tokens_per_s_low']:,.1f} – "
         f"{d['decode_tokens_per_s_high']:,.1f}; on the {d['decode_unit']}, {d['runtime']} reaches "
-        f"{d['bandwidth_efficiency']:.0%} of peak bandwidth + {d['per_token_s'] * 1e3:.2g} ms per token)",
+        f"{d['bandwidth_efficiency']:.0%} of peak bandwidth + {d['per_token_s'] / MILLISECOND:.2g} ms per token)",
     )
     pre = d["prefill_tokens_per_s"]
     t.add_row(

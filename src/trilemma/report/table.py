@@ -16,6 +16,7 @@ from trilemma.report.estimate_tables import (
     speed_table,
 )
 from trilemma.units import (
+    MILLISECOND,
     fmt_bytes,
     fmt_count,
     fmt_flop_rate,
@@ -260,7 +261,7 @@ def _runtime_presets() -> Table:
             r.prefill_unit,
             r.decode_unit,
             bw,
-            "pooled" if r.per_token_s is None else f"{r.per_token_s * 1e3:.2g} ms",
+            "pooled" if r.per_token_s is None else f"{r.per_token_s / MILLISECOND:.2g} ms",
             "pooled" if r.prefill_share is None else f"{r.prefill_share:.1%}",
             str(r.fit_rows),
             ", ".join(r.formats),

@@ -106,13 +106,12 @@ def calibrated_mask(table: ConfigTable) -> np.ndarray:
 
 def check_rank(value: object) -> str:
     """``rank`` as one of RANKS (any case, spaces around it); InputError naming the field."""
-    from trilemma.request.parsers import choice
+    from trilemma.errors import InputError
 
-    if not isinstance(value, str):
-        from trilemma.errors import InputError
-
+    v = value.strip().lower() if isinstance(value, str) else value
+    if v not in RANKS:
         raise InputError("rank", value, " or ".join(RANKS))
-    return choice(value, "rank", RANKS)
+    return str(v)
 
 
 __all__ = [

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trilemma.errors import InfeasibleError, InputError
-from trilemma.presets.prices import failure_rate, resolve_market
+from trilemma.estimate.goodput import failure_rate
+from trilemma.presets.prices import resolve_market
 from trilemma.quality.predict import check_unique_tokens
 from trilemma.solve.inputs import (
     checked_arguments,
