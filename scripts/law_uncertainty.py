@@ -5,7 +5,8 @@ Besiroglu et al. 2024 (arXiv 2404.10102) publish standard errors and 95% bootstr
 This script refits the same 240 digitised Chinchilla points (Epoch AI's svg_extracted_data, shipped as
 trilemma/data/losses.csv; the 5 highest-loss points dropped, as Besiroglu et al. did) with trilemma's
 fitter, bootstraps them like the paper (resample runs, 4000 refits), and prints the covariance of
-(ln A, ln B, ln E, alpha, beta) with the bootstrap intervals next to the published ones.
+(ln A, ln B, ln E, alpha, beta) with the bootstrap intervals next to the published ones, and the law's
+prediction error ([uncertainty.residual]: in-sample σ₀ and σ₁ per e-fold of N beyond the fitted sizes).
 
     python scripts/law_uncertainty.py            # prints a TOML [uncertainty] table and a comparison
 """
@@ -61,6 +62,16 @@ def main(n_boot: int = 4000, seed: int = 0) -> None:
     for row in cov:
         print("  [" + ", ".join(f"{v:.6e}" for v in row) + "],")
     print("]")
+    from trilemma.quality.fit_procedure import extrapolation_error
+    from trilemma.quality.forms import chinchilla_loss
+
+    r = np.log(loss / chinchilla_loss(point.constants, n, d))
+    sd0 = float(np.sqrt(np.mean(r**2)))
+    ext = extrapolation_error(n, d, loss, sd0)
+    print("[uncertainty.residual]")
+    print(f"log_sd = {sd0:.5f}")
+    if ext is not None:
+        print(f"log_sd_per_e_fold = {ext[0]:.5f}\ndf = {ext[1]}")
 
 
 if __name__ == "__main__":

@@ -275,7 +275,8 @@ def extrapolation_error(
     """(log-loss error per e-fold of N beyond the fitted sizes, how many runs it rests on), or None.
 
     Refit without the largest ``fraction`` of sizes (at least one; 2 sizes must remain), predict them:
-    their log residuals r at distances x = ln(N / largest N kept) give, by moments,
+    their log residuals r at distances x = e-folds beyond the kept runs (the larger of ln(N / N_max kept)
+    and ln(D / D_max kept), at least 0) give, by moments,
     σ₁² = max(0, mean(r²) − σ₀²) / mean(x²) with σ₀ the in-sample log residual (the error model of the
     band: σ(N)² = σ₀² + (σ₁·x)², Davison & Hinkley 1997 §6.3.3: prediction error = parameter spread plus
     out-of-sample error). Above ``SCREEN_RUNS`` runs, on a fixed subsample of that many.
@@ -292,7 +293,9 @@ def extrapolation_error(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=32, fix=fix)
         r = np.log(loss[held] / chinchilla_loss(f.constants, n[held], d[held]))
-    x = np.log(n[held] / n[~held].max())
+    # e-folds beyond the kept runs in N or D, whichever is more (predict.beyond_fit's distance)
+    x = np.maximum(np.log(n[held] / n[~held].max()), np.log(d[held] / d[~held].max()))
+    x = np.maximum(x, 0.0)
     if not np.isfinite(r).all():
         return None
     return float(

@@ -156,7 +156,14 @@ def _covariance(
     problem = covariance_problem(params, cov, constants, loss_unit)
     if problem:
         raise bad_law(where, problem)
-    return Uncertainty("covariance", params, level, source, covariance=cov)
+    return Uncertainty(
+        "covariance",
+        params,
+        level,
+        source,
+        covariance=cov,
+        residual=_residual(u.get("residual"), where),
+    )
 
 
 def _samples(

@@ -146,20 +146,29 @@ def loss_samples(
         out = out * (1 + precision_loss_penalty(law, precision))
         r = law.uncertainty.residual if law.uncertainty is not None else None
         if r and np.ndim(out) == 1 and len(out):
-            out = out * np.exp(residual_sd(law, float(n)) * _t_draws(r["df"], len(out)))
+            sd = residual_sd(law, float(n), float(np.asarray(tokens, dtype=float)))
+            out = out * np.exp(sd * _t_draws(r["df"], len(out)))
         return out
 
 
-def residual_sd(law: Law, n: float) -> float:
-    """A fitted law's out-of-sample log-loss error at N: σ(N)² = σ₀² + (σ₁·ln(N/N_max))² beyond the fitted
-    sizes, σ₀ alone within them (``trilemma.quality.fit_procedure.extrapolation_error``; 0 for a published law)."""
+def residual_sd(law: Law, n: float, d: float | None = None) -> float:
+    """A law's out-of-sample log-loss error at N parameters and D tokens: σ² = σ₀² + (σ₁·x)², x the e-folds
+    beyond the fitted range in N or (given ``d``) in D, whichever is more, σ₀ alone within it
+    (``trilemma.quality.fit_procedure.extrapolation_error``; 0 for a law that ships no residual)."""
     u = law.uncertainty
     r = u.residual if u is not None else None
     if not r:
         return 0.0
-    n_max = float(law.fit_range["N_max"]) if law.fit_range else n
-    beyond = max(0.0, float(np.log(n / n_max)))
-    return float(np.hypot(r["log_sd"], r["log_sd_per_e_fold"] * beyond))
+    return float(np.hypot(r["log_sd"], r["log_sd_per_e_fold"] * beyond_fit(law, n, d)))
+
+
+def beyond_fit(law: Law, n: float, d: float | None = None) -> float:
+    """e-folds beyond the law's fitted range: max(0, ln(N / N_max), ln(D / D_max)) (D only where given)."""
+    rng = law.fit_range or {}
+    x = float(np.log(n / float(rng["N_max"]))) if "N_max" in rng else 0.0
+    if d is not None and "D_max" in rng:
+        x = max(x, float(np.log(d / float(rng["D_max"]))))
+    return max(0.0, x)
 
 
 def _t_draws(df: float, size: int) -> np.ndarray:
