@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from trilemma.validate.run import calibrate_and_write
+from trilemma.validate.calibration_file import calibrate_and_write
 
 
 def main() -> int:

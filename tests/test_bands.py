@@ -22,8 +22,8 @@ from trilemma.validate.bands import (
     named_bands,
     residuals_from_rows,
 )
+from trilemma.validate.calibration_file import regime
 from trilemma.validate.cases import load_cases
-from trilemma.validate.run import regime
 
 
 @pytest.fixture(scope="module")

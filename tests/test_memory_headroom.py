@@ -7,7 +7,7 @@ import math
 import pytest
 
 from trilemma.api import estimate
-from trilemma.estimate.evaluate import memory_headroom
+from trilemma.estimate.capacity import memory_headroom
 from trilemma.presets import calibration, constants, get_hardware
 from trilemma.resolve import make_cluster
 

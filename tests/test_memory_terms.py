@@ -96,7 +96,7 @@ def test_device_total_counts_context_and_nccl_reserved_does_not() -> None:
 
 
 def test_a_cpu_has_no_context_and_no_nccl() -> None:
-    from trilemma.estimate.evaluate import outside_allocator
+    from trilemma.estimate.capacity import outside_allocator
     from trilemma.specs import HardwareSpec
 
     cpu = HardwareSpec(

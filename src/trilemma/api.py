@@ -48,7 +48,7 @@ from trilemma.resolve import (
     resolve_hardware,
     resolve_model,
 )
-from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
+from trilemma.specs import ClusterSpec, HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
 from trilemma.specs.stack import StackSpec
 from trilemma.specs.trainer import TrainerSpec
 
@@ -107,15 +107,7 @@ def estimate(
     run_estimate."""
     if isinstance(model, EstimateRequest):
         return run_estimate(model, accept=accept)
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
-        raise InputError("gpus", n_gpus, "a positive whole number of devices")
-    m, how = resolve_model(model)
-    if cluster is not None and not isinstance(cluster, dict):
-        raise InputError("cluster", cluster, "a dict of cluster fields, e.g. {'pue': 1.2}")
-    if plan is not None and not isinstance(plan, TrainingPlan):
-        raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
-    hardware, cluster = at_offer(hardware, cluster, provider, market)
-    cl = make_cluster(hardware, int(n_gpus), **(cluster or {}))
+    m, how, cl = _model_and_cluster(model, hardware, n_gpus, cluster, plan, provider, market)
     ft = finetune_fields(
         m,
         finetune,
@@ -138,13 +130,41 @@ def estimate(
         activation_offload=activation_offload,
         **ft,
     )
-    for stage in pl.stages:
-        check_positions(m, stage.seq_len)
-    cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
+    _check_plan(m, cl, pl)
     rerun = partial(estimate_plan, m, cl, layout=layout, how=how, accept=accept)  # pl → Estimate
     est = with_batch_notes(rerun(pl), global_batch_tokens, rerun)
     est = with_loss(est, law, unique_tokens)
     return with_owned(with_offer_notes(est), own)
+
+
+def _model_and_cluster(
+    model: str | ModelSpec,
+    hardware: str | HardwareSpec | None,
+    n_gpus: int | None,
+    cluster: dict | None,
+    plan: TrainingPlan | None,
+    provider: str | None,
+    market: str | None,
+) -> tuple[ModelSpec, str, ClusterSpec]:
+    """estimate's arguments checked: (the model, how it was resolved, the cluster of ``n_gpus``
+    devices priced at the ``provider``/``market`` offer when given)."""
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus <= 0:
+        raise InputError("gpus", n_gpus, "a positive whole number of devices")
+    m, how = resolve_model(model)
+    if cluster is not None and not isinstance(cluster, dict):
+        raise InputError("cluster", cluster, "a dict of cluster fields, e.g. {'pue': 1.2}")
+    if plan is not None and not isinstance(plan, TrainingPlan):
+        raise InputError("plan", plan, "a TrainingPlan (trilemma.api.make_plan builds one)")
+    hardware, cluster = at_offer(hardware, cluster, provider, market)
+    return m, how, make_cluster(hardware, int(n_gpus), **(cluster or {}))
+
+
+def _check_plan(m: ModelSpec, cl: ClusterSpec, pl: TrainingPlan) -> None:
+    """A clear error when a stage's sequence length (tokens) is past the model's positions or the
+    chip lacks the plan's precision."""
+    for stage in pl.stages:
+        check_positions(m, stage.seq_len)
+    cl.hardware.peak(pl.precision)  # clear error if the chip lacks this precision
 
 
 def run_estimate(

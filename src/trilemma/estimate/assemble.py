@@ -14,8 +14,9 @@ from trilemma.estimate.bands import (
     band_outside,
     uncalibrated_family_warning,
 )
+from trilemma.estimate.capacity import host_memory_bytes, memory_headroom
 from trilemma.estimate.cost import homes_powered, household_years
-from trilemma.estimate.evaluate import Evaluation, host_memory_bytes, memory_headroom
+from trilemma.estimate.evaluate import Evaluation
 from trilemma.estimate.goodput import node_count
 from trilemma.estimate.goodput import resolve as resolve_reliability
 from trilemma.estimate.layouts import batch_sequences

@@ -11,7 +11,8 @@ import numpy as np
 
 from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.assemble import from_evaluation
-from trilemma.estimate.evaluate import Evaluation, best_row, evaluate, memory_headroom
+from trilemma.estimate.capacity import memory_headroom
+from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
 from trilemma.estimate.layouts import LayoutArrays, batch_sequences, candidate_layouts
 from trilemma.estimate.result import Estimate
 from trilemma.presets import constants

@@ -6,13 +6,18 @@ This is the single place where the estimators are combined; `estimate`, the solv
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from trilemma.estimate.capacity import (
+    memory_constants,
+    memory_limits,
+    memory_reasons,
+    stage_memory,
+)
 from trilemma.estimate.cost import CostArrays, facility_power_w, run_cost, wall_power_w
 from trilemma.estimate.finetune import checkpoint_bytes as ft_checkpoint_bytes
 from trilemma.estimate.flops import (
@@ -23,16 +28,16 @@ from trilemma.estimate.flops import (
 )
 from trilemma.estimate.goodput import Goodput, cluster_reliability
 from trilemma.estimate.goodput import goodput as run_goodput
-from trilemma.estimate.layouts import R_OOM, LayoutArrays, legal_mask
-from trilemma.estimate.memory import MemoryArrays, memory_per_device
+from trilemma.estimate.layouts import LayoutArrays, legal_mask
+from trilemma.estimate.memory import MemoryArrays
 from trilemma.estimate.params import ParamCounts, param_counts
-from trilemma.estimate.rl import reference_seconds, rollout_memory, rollout_seconds
+from trilemma.estimate.rl import reference_seconds, rollout_seconds
 from trilemma.estimate.stragglers import gpu_spread, straggler_share
 from trilemma.estimate.time import TimeArrays, step_time
 from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, TrainingPlan
-from trilemma.specs.axes import R_HOST_OOM, R_OFFLOAD_ZERO
+from trilemma.specs.axes import R_OFFLOAD_ZERO
 from trilemma.specs.constants import Constants
-from trilemma.specs.enums import Offload, Task
+from trilemma.specs.enums import Task
 
 
 @dataclass(frozen=True)
@@ -175,36 +180,6 @@ def host_w_for(
     return float(energy.get("host_power_w_per_device", 0.0))
 
 
-def outside_allocator(cluster: ClusterSpec, consts: Constants) -> dict[str, float]:
-    """The memory terms outside PyTorch's allocator for this device, as ``consts["memory"]`` keys:
-    ``cuda_context_bytes`` (the device's measured context, else memory.cuda_context_bytes),
-    ``framework_residual_bytes`` (fitted) and ``nccl_channels`` (NCCL's buffers follow the layout).
-    A device with a measured overhead (a `trilemma probe` CPU profile: oneDNN/MKL and OpenMP buffers,
-    code paged in) carries it whole as the residual, with no context and no NCCL; a CPU without
-    one has none of the three (no CUDA context, gloo instead of NCCL, no caching allocator)."""
-    hw = cluster.hardware
-    if hw.framework_overhead_bytes is not None or cluster.is_cpu:
-        return {
-            "cuda_context_bytes": 0.0,
-            "nccl_channels": 0.0,
-            "framework_residual_bytes": float(hw.framework_overhead_bytes or 0.0),
-        }
-    mem = consts["memory"]
-    ctx = mem["cuda_context_bytes"] if hw.cuda_context_bytes is None else hw.cuda_context_bytes
-    return {
-        "cuda_context_bytes": float(ctx),
-        "framework_residual_bytes": float(mem["framework_residual_bytes"]),
-    }
-
-
-def framework_overhead_bytes(cluster: ClusterSpec, consts: Constants) -> float:
-    """Memory a training process holds beyond its tensors that does not depend on the layout, bytes: the
-    CUDA context + the fitted residual (a CPU: its measured overhead or 0). NCCL's buffers, which follow
-    the process groups, come on top (trilemma.estimate.memory.nccl_buffer_bytes)."""
-    t = outside_allocator(cluster, consts)
-    return t["cuda_context_bytes"] + t["framework_residual_bytes"]
-
-
 def gpu_speed_spread_for(plan: TrainingPlan) -> float:
     """σ of the straggler share for this plan (trilemma.estimate.stragglers: GPU paces measured by Sinha et
     al. 2022), charged to pre-training runs. A fine-tune, a job of hours on a few devices, is charged as
@@ -212,27 +187,6 @@ def gpu_speed_spread_for(plan: TrainingPlan) -> float:
     failure model's alone (checkpoint writes, failures, restarts for its GPU count and duration:
     trilemma.estimate.goodput)."""
     return 0.0 if plan.finetune is not None else gpu_spread().sigma
-
-
-def host_memory_bytes(cluster: ClusterSpec, consts: Constants) -> float:
-    """Host memory of one node for offloaded states, bytes: the cluster's, else
-    offload.host_memory_bytes_per_device × devices per node (constants.toml, assumed)."""
-    if cluster.host_memory_bytes is not None:
-        return cluster.host_memory_bytes
-    return float(consts["offload"]["host_memory_bytes_per_device"]) * cluster.node_size
-
-
-def memory_headroom(cluster: ClusterSpec) -> float:
-    """Share of device memory a plan must leave free to count as fitting: the cluster's, or from the
-    memory model's leave-one-source-out residuals r = log(predicted / measured peak): the measured peak
-    exceeds the prediction by exp(−q10) or less in 90% of held-out rows, so a plan at
-    capacity · exp(q10) fits with 90% confidence (headroom 1 − exp(q10); 0 when q10 ≥ 0)."""
-    if cluster.memory_headroom is not None:
-        return cluster.memory_headroom
-    from trilemma.presets import calibration
-
-    q10 = calibration().get("bands", {}).get("memory_log_q10")
-    return 0.0 if q10 is None else float(min(0.5, max(0.0, 1.0 - math.exp(q10))))
 
 
 def evaluate(
@@ -257,11 +211,9 @@ def evaluate(
     device count and ``consts``' batch tolerance), when the caller kept it: it depends on neither the
     efficiency constants nor the memory model, and a fit re-times the same layouts many times."""
     pc = param_counts(model)
-    # what a plan may use and still count as fitting
-    capacity = cluster.hardware.hbm_bytes * (1 - memory_headroom(cluster))
-    mem_consts = _memory_constants(cluster, consts)
+    capacity, host_capacity = memory_limits(cluster, consts)
+    mem_consts = memory_constants(cluster, consts)
     n = cluster.n_gpus if n_gpus is None else n_gpus
-    host_capacity = host_memory_bytes(cluster, consts)
     stages = []
     reasons: np.ndarray | int = 0
     per_gpu: np.ndarray | float = 0.0
@@ -277,20 +229,14 @@ def evaluate(
         r = r | np.where(layouts.zero < int(plan.offload.min_zero), R_OFFLOAD_ZERO, 0)
         safe_batch = np.maximum(batch, layouts.dp * layouts.micro_batch)
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
-        mem = (
-            memory_per_device(model, pc, plan, layouts, st.seq_len, n_micro, mem_consts)
-            if memory
-            else None
-        )
-        t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
-        if mem is not None and plan.rl is not None:
-            ro = rollout_memory(
-                model, pc, plan, layouts, st.seq_len, safe_batch, cluster.hardware.hbm_bytes
+        mem = None
+        if memory:
+            mem = stage_memory(
+                model, pc, plan, cluster, layouts, st.seq_len, safe_batch, mem_consts
             )
-            mem = replace(mem, reference_bytes=ro.reference, generation_bytes=ro.generation)
-        if mem is not None:
-            r = r | _memory_reasons(mem, capacity, host_capacity, plan, cluster, n)
+            r = r | memory_reasons(mem, capacity, host_capacity, plan, cluster, n)
             per_gpu = np.maximum(per_gpu, mem.total)
+        t = step_time(model, pc, plan, cluster, layouts, st.seq_len, safe_batch, consts)
         steps = st.tokens / (safe_batch * st.seq_len)
         stages.append(
             StageArrays(
@@ -322,38 +268,6 @@ def evaluate(
         cluster=cluster,
         host_w_per_device=host_power_w_per_device(cluster, consts),
     )
-
-
-def _memory_constants(cluster: ClusterSpec, consts: Constants) -> dict[str, float]:
-    """The memory model's constants for ``cluster``: the fitted ones, what lives outside the
-    allocator, the offload bucket (parameters), and no fragmentation on a CPU."""
-    # the fitted fragmentation is the CUDA caching allocator's (reserved over allocated); a CPU has none:
-    # the probe measures it with glibc's mmap threshold fixed, where freed tensors leave the resident set
-    # (trilemma.probe.train._mmap_large_allocations)
-    return {
-        **consts["memory"],
-        **outside_allocator(cluster, consts),
-        "offload_bucket_params": float(consts.get("offload", {}).get("bucket_params", 0.0)),
-        **({"fragmentation": 0.0} if cluster.is_cpu else {}),
-    }
-
-
-def _memory_reasons(
-    mem: MemoryArrays,
-    capacity: float,
-    host_capacity: float,
-    plan: TrainingPlan,
-    cluster: ClusterSpec,
-    n: Any,
-) -> Any:
-    """R_OOM where a device holds more than ``capacity`` bytes, R_HOST_OOM where a node's devices
-    offload more than its ``host_capacity`` bytes of host memory."""
-    r = np.where(mem.total > capacity, R_OOM, 0)
-    if plan.offload != Offload.NONE:  # the node's host memory holds what its devices offload
-        r = r | np.where(
-            mem.host_bytes * np.minimum(n, cluster.node_size) > host_capacity, R_HOST_OOM, 0
-        )
-    return r
 
 
 def _stage_flop(

@@ -300,7 +300,7 @@ def memory_per_device(
     w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True, consts=consts)
     w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False, consts=consts)
     # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
-    # no NCCL channels; trilemma.estimate.evaluate.outside_allocator); NCCL's buffers follow the layout
+    # no NCCL channels; trilemma.estimate.capacity.outside_allocator); NCCL's buffers follow the layout
     nccl = nccl_buffer_bytes(L, consts)
     return MemoryArrays(
         first=(w1, g1, o1, act_first),

@@ -66,24 +66,13 @@ def run_ladder(
     Raises InputError (exit 2) for bad input and LadderInterrupted (exit 130) on Ctrl-C.
     ``req`` is a :class:`trilemma.request.LadderRequest` (the flags of `trilemma ladder`, typed).
     """
-    out, data, tiny, dry_run = req.out, req.data, req.tiny, req.dry_run
+    data, tiny, dry_run = req.data, req.tiny, req.dry_run
     workers, threads, price, plot = req.workers, req.threads, req.price, req.plot
     seed, n_boot = req.seed, req.bootstrap
     t_start = time.perf_counter()
     cores = _cores()
     local = req.backend == "local"
-    opts.check_options(
-        workers=workers,
-        threads=threads,
-        seed=seed,
-        n_boot=n_boot,
-        price=price,
-        plot=plot,
-        cores=cores,
-        local=local,
-    )
-    check_backend(req)
-    out_dir = opts.out_dir(out)
+    out_dir = _checked_out_dir(req, cores, local)
     runs_path = out_dir / "runs.jsonl"
     data_t = tuple([data] if isinstance(data, str) else data) if data else None
 
@@ -137,6 +126,24 @@ def run_ladder(
             progress=progress,
             t_start=t_start,
         )
+
+
+def _checked_out_dir(req: LadderRequest, cores: int, local: bool) -> Path:
+    """The ladder's output directory, once ``req``'s options (workers, threads, seed, bootstrap
+    draws, price in USD per machine-hour, plot) and backend are checked against the ``cores`` of
+    this machine and whether it runs ``local``ly."""
+    opts.check_options(
+        workers=req.workers,
+        threads=req.threads,
+        seed=req.seed,
+        n_boot=req.bootstrap,
+        price=req.price,
+        plot=req.plot,
+        cores=cores,
+        local=local,
+    )
+    check_backend(req)
+    return opts.out_dir(req.out)
 
 
 def _locked_run(

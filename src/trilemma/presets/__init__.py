@@ -238,7 +238,7 @@ def uncalibrated_constants() -> Constants:
 def calibration() -> dict[str, Any]:
     """The last calibration's fitted constants, bands and summaries ({} if never run), without its
     per-row records: every estimate reads this, and the records (three quarters of the file,
-    written last by trilemma.validate.run) are parsed only by ``calibration_rows``."""
+    written last by trilemma.validate.calibration_file) are parsed only by ``calibration_rows``."""
     f = _ROOT.joinpath("calibrated.toml")
     if not f.is_file():
         return {}

@@ -49,7 +49,6 @@ def probe_model(
     bytes, so its vocabulary becomes 256 unless ``vocab`` is given."""
     from trilemma.presets import get_model
     from trilemma.resolve import resolve_model
-    from trilemma.shape import nearest_divisor
 
     dims = {
         "layers": layers,
@@ -78,20 +77,7 @@ def probe_model(
     if all(v is None for v in dims.values()):
         return base, how
     d = dims["d_model"] or base.d_model
-    if dims["heads"]:
-        h = dims["heads"]
-    elif dims["d_model"]:
-        h = nearest_divisor(d, max(1, round(d / base.d_head)), log_scale=False)
-    else:
-        h = base.n_heads
-    if d % h:
-        raise InputError("heads", h, f"a divisor of d-model ({d})")
-    group = base.n_heads // base.kv_heads
-    kv = dims["kv_heads"] or (
-        1 if base.kv_heads == 1 else nearest_divisor(h, max(1, h // group), log_scale=False)
-    )
-    if h % kv:
-        raise InputError("kv-heads", kv, f"a divisor of heads ({h})")
+    h, kv = _heads(base, d, dims["heads"], dims["kv_heads"], d_model_given=bool(dims["d_model"]))
     scale = d / base.d_model
     f = dims["ffn"] or max(8, round(base.ffn_dim * scale / 8) * 8)
     fields: dict[str, Any] = {
@@ -117,6 +103,31 @@ def probe_model(
     name = f"{base.name}-scaled" if model is not None else "probe-gpt2-small"
     spec = spec.replace(name=f"{name} ({tag})")
     return spec, (how if model is None else f"{how}, scaled down to {tag}")
+
+
+def _heads(
+    base: ModelSpec, d: int, heads: int | None, kv_heads: int | None, *, d_model_given: bool
+) -> tuple[int, int]:
+    """(attention heads, key/value heads) of the probe model of width ``d``: those given, else the
+    base model's head width (a new ``d``) or head count kept, and its GQA ratio kept. InputError
+    when they do not divide ``d`` and each other."""
+    from trilemma.shape import nearest_divisor
+
+    if heads:
+        h = heads
+    elif d_model_given:
+        h = nearest_divisor(d, max(1, round(d / base.d_head)), log_scale=False)
+    else:
+        h = base.n_heads
+    if d % h:
+        raise InputError("heads", h, f"a divisor of d-model ({d})")
+    group = base.n_heads // base.kv_heads
+    kv = kv_heads or (
+        1 if base.kv_heads == 1 else nearest_divisor(h, max(1, h // group), log_scale=False)
+    )
+    if h % kv:
+        raise InputError("kv-heads", kv, f"a divisor of heads ({h})")
+    return h, kv
 
 
 # ------------------------------------------------------------------ the run's settings

@@ -57,9 +57,9 @@ def _row(e: Any, loss: Any) -> list[str]:
     ]
 
 
-def print_solve(r: Any) -> None:
-    """One solve in the terminal: the optimum and runners-up, their changes, notes and the frontier."""
-    c = console()
+def _solve_table(r: Any) -> Table:
+    """The solve's table: the optimum, the best calibrated plan when it differs, and the
+    runners-up, each with its model, GPUs, time, cost, loss, MFU, layout and memory."""
     t = Table(title=f"trilemma solve — {_pins_title(r.pins)}; minimise {r.pins.minimize}")
     for col in (
         "",
@@ -83,7 +83,13 @@ def print_solve(r: Any) -> None:
         t.add_row("best calibrated", *_row(*r.calibrated))
     for why, e, loss in r.runners_up:
         t.add_row(why, *_row(e, loss))
-    c.print(t)
+    return t
+
+
+def print_solve(r: Any) -> None:
+    """One solve in the terminal: the optimum and runners-up, their changes, notes and the frontier."""
+    c = console()
+    c.print(_solve_table(r))
     c.print(rank_line(r))
     for note in price_notes(r.optimum.cluster.hardware):
         c.print(f"provider: {shown(note)}")
@@ -110,7 +116,7 @@ def print_solve(r: Any) -> None:
     if r.lifetime:
         c.print(_lifetime_line(r.lifetime))
     if o.deploy is not None:
-        from trilemma.report.estimate_tables import deploy_table
+        from trilemma.report.deploy_table import deploy_table
 
         c.print(deploy_table(o.deploy))
     if o.memory.headroom > 0:

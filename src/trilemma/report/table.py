@@ -8,9 +8,9 @@ from rich.table import Table
 
 from trilemma.console import console, shown
 from trilemma.estimate.params import param_counts
+from trilemma.report.deploy_table import deploy_table
 from trilemma.report.estimate_tables import (
     cost_table,
-    deploy_table,
     memory_table,
     plan_table,
     speed_table,

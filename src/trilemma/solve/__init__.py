@@ -145,7 +145,13 @@ def solve(
         check_methods(methods)
         given = {k: v for k, v in locals().items() if k != "methods"}
         return solve_methods(given, methods, solve)
-    s = solve_setup(dict(locals()))
+    return _solved(solve_setup(dict(locals())))
+
+
+def _solved(s: SolveSetup) -> SolveResult:
+    """The search of a set-up solve ``s`` (solve_setup) and its result: the optimum, the
+    runners-up (each one lever away), the frontier, the best calibrated alternative and the
+    warnings; ``seconds`` the search's wall time from here."""
     t0 = _time.perf_counter()
     _check_size(s, s.args["max_configurations"])
     found = _search(s)

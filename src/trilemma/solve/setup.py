@@ -189,15 +189,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         args["target_score"],
         max_power=args["max_power"],
     )
-    fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
-    if fixed_tokens is not None and fixed_tokens > SI["E"]:
-        # the plan's limit (trilemma.specs.plan.Stage.tokens)
-        raise InputError("tokens", tokens, "at most 1E (10^18) tokens")
-    uniq = (
-        None
-        if unique_tokens is None
-        else check_unique_tokens(parse_count(unique_tokens, "unique-tokens"))
-    )
+    fixed_tokens, uniq = _token_counts(tokens, unique_tokens)
     the_law, law_E = _law_and_floor(args["law"], pins)
     models = models_for(model, args["params"])
     seq = args["seq_len"] or DEFAULT_SEQ
@@ -213,13 +205,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
             args["min_tokens_per_s"],
             args.get("runtime"),
         )
-    inference_tokens = args["inference_tokens"]
-    if inference_tokens is not None and (
-        not math.isfinite(float(inference_tokens)) or float(inference_tokens) < 0
-    ):
-        raise InputError(
-            "inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T"
-        )
+    _check_inference_tokens(args["inference_tokens"])
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
     cluster_fields = {k: args[k] for k in CLUSTER_FIELDS if args[k] is not None}
     offer = resolve_market(args.get("provider"), args.get("market"))
@@ -251,6 +237,34 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         counts=counts,
         args=args,
     )
+
+
+def _token_counts(
+    tokens: str | float | None, unique_tokens: str | float | None
+) -> tuple[float | None, float | None]:
+    """(training tokens, unique tokens) parsed from counts like ``2T``; None where not given.
+    InputError past the plan's limit of 1E (10^18) tokens or for a bad unique count."""
+    fixed_tokens = None if tokens is None else parse_count(tokens, "tokens")
+    if fixed_tokens is not None and fixed_tokens > SI["E"]:
+        # the plan's limit (trilemma.specs.plan.Stage.tokens)
+        raise InputError("tokens", tokens, "at most 1E (10^18) tokens")
+    uniq = (
+        None
+        if unique_tokens is None
+        else check_unique_tokens(parse_count(unique_tokens, "unique-tokens"))
+    )
+    return fixed_tokens, uniq
+
+
+def _check_inference_tokens(inference_tokens: str | float | None) -> None:
+    """InputError unless the tokens served over the model's life are a finite count ≥ 0 (or
+    None: not given)."""
+    if inference_tokens is not None and (
+        not math.isfinite(float(inference_tokens)) or float(inference_tokens) < 0
+    ):
+        raise InputError(
+            "inference-tokens", inference_tokens, "a non-negative number of tokens, e.g. 10T"
+        )
 
 
 def _stack(name: Any) -> Any:
