@@ -373,6 +373,12 @@ def loss_block(
     return predict_loss_block(model_spec, tokens, law, unique_tokens, precision).to_dict()
 
 
+def caveats(pred: LossPrediction) -> tuple[str, ...]:
+    """The prediction's notes beyond the two its one-line summary carries (the law's data and tokenizer,
+    which parameters N counts): extrapolation in N and D, precision, repetition, mixture of experts."""
+    return tuple(pred.notes[2:])
+
+
 def format_loss_line(block: Mapping[str, Any]) -> str:
     """One line for the human table of ``trilemma estimate``: value, band, law, and the caveat."""
     lvl = block.get("level")

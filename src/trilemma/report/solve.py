@@ -11,6 +11,7 @@ from trilemma.estimate.bands import family_calibrated
 from trilemma.estimate.stability import stability_flag
 from trilemma.fileio import write_csv_atomic
 from trilemma.presets.prices import price_notes
+from trilemma.quality.predict import caveats
 from trilemma.report.axis_labels import fmt_usd_axis
 from trilemma.report.frontier_plot import plot_frontier
 from trilemma.units import (
@@ -126,6 +127,8 @@ def print_solve(r: Any) -> None:
         )
     if r.optimum_loss is not None:
         c.print(f"loss: {r.optimum_loss.law}: " + " ".join(r.optimum_loss.notes[:1]))
+        for note in caveats(r.optimum_loss):  # the optimum's extrapolation, precision, MoE caveats
+            c.print(f"  · {shown(note)}")
     if o.finetune is not None:
         from trilemma.report.estimate_tables import finetune_line
 

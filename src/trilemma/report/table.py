@@ -31,9 +31,11 @@ def print_estimate(est: Any) -> None:
         c.print(table)
     if est.loss is not None:
         from trilemma.quality.benchmarks import format_line
-        from trilemma.quality.predict import format_loss_line
+        from trilemma.quality.predict import caveats, format_loss_line
 
         c.print(f"[bold]quality[/bold]  {format_loss_line(est.loss.to_dict())}")
+        for note in caveats(est.loss):  # extrapolation, precision, repetition, MoE: under the line
+            c.print(f"  · {shown(note)}")
         c.print(f"[bold]benchmarks[/bold]  {shown(format_line(est.benchmarks or {}))}")
     if est.deploy is not None:
         c.print(deploy_table(est.deploy))
