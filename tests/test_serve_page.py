@@ -103,7 +103,7 @@ def test_messages_name_the_page_controls_not_cli_flags(site):
     try:
         words = page.inner_text("#warnings")
         assert "widen “Model sizes”" in words and "raise “Most GPUs”" in words
-        assert "set “price (More inputs)” for yours" in words and "--" not in words
+        assert "set “price (More inputs › Price)” for yours" in words and "--" not in words
     finally:
         page.close()
 
@@ -133,9 +133,17 @@ def test_more_inputs_are_built_from_the_request_schema(site):
         for tab in ("solve", "estimate"):
             box = page.locator(f"#{tab}-more")
             assert box.evaluate("d => d.open") is False  # collapsed: the default view stays simple
-            keys = box.locator("[data-key]").evaluate_all("es => es.map(e => e.dataset.key)")
+            keys = page.locator(f"#{tab}-form .more-group [data-key]")
+            keys = keys.evaluate_all("es => es.map(e => e.dataset.key)")
             fields = schemas[tab.capitalize() + "Request"]["properties"]
-            assert set(keys) == set(fields) - set(mapped[tab])
+            # every field of the request has one control: the main ones, or one in a group
+            assert sorted(keys) == sorted(set(fields) - set(mapped[tab]))
+            # shown without a click: the model and its data; the rest in groups inside "More inputs"
+            shown = page.locator(f"#{tab}-form > .more-group.shown legend").all_inner_texts()
+            inside = box.locator(".more-group legend").evaluate_all(
+                "es => es.map(e => e.textContent)"
+            )
+            assert shown == ["Model and data"] and "Deployment" in inside and "Fine-tune" in inside
         done = page.evaluate("document.body.dataset.done")
         page.click("#tab-estimate")
         _answered(page, done)

@@ -92,14 +92,17 @@ function numberOrText(text) {
 function solveRequest() {
   const free = minimize();
   const req = { minimize: free };
-  if (free !== "time") req.deadline = $("deadline").value.trim();
-  if (free !== "cost") req.budget = $("budget").value.trim();
-  if (free !== "loss") req["target-loss"] = numberOrText($("target-loss").value);
-  req.params = `${$("params-lo").value}..${$("params-hi").value}`;
-  req.precision = checked("precisions");
+  // a pin left blank is not sent (a fine-tune has no loss to pin)
+  if (free !== "time" && $("deadline").value.trim()) req.deadline = $("deadline").value.trim();
+  if (free !== "cost" && $("budget").value.trim()) req.budget = $("budget").value.trim();
+  if (free !== "loss" && $("target-loss").value.trim()) req["target-loss"] = numberOrText($("target-loss").value);
+  const lo = $("params-lo").value.trim(), hi = $("params-hi").value.trim();
+  if (lo || hi) req.params = lo && hi && lo !== hi ? `${lo}..${hi}` : lo || hi;
+  const precisions = checked("precisions");
+  if (precisions.length) req.precision = precisions;
   const gpus = checked("gpus");
-  if (gpus.length !== view.hardware.length) req.gpu = gpus;
-  req["max-gpus"] = $("max-gpus").value.trim();
+  if (gpus.length !== $("gpus").querySelectorAll("input").length) req.gpu = gpus;
+  if ($("max-gpus").value.trim()) req["max-gpus"] = $("max-gpus").value.trim();
   return Object.assign(req, moreValues("solve"));
 }
 
@@ -130,7 +133,7 @@ function writeUrl() {
     else if (kind === "checks") {
       const all = $(id).querySelectorAll("input").length, on = checked(id);
       if (on.length !== all) q.set(key, on.join(","));
-    } else if ($(id).value !== "") q.set(key, $(id).value);
+    } else if ($(id).value !== "" || ($(id).defaultValue || "") !== "") q.set(key, $(id).value);  // a blanked default too
   }
   writeMoreUrl(q);
   history.replaceState(null, "", "?" + q.toString());
@@ -328,7 +331,8 @@ function showPlan(plan, title, warnings) {
     ["energy", fmtEnergy(c.energy_kwh),
      `${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_low))} – ${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_high))}`],
     ["power", fmtPower(watts), `average at the wall, PUE ${c.pue}; ${c.co2_kg < 1000 ? sig(c.co2_kg) + " kg" : sig(c.co2_kg / 1000) + " t"} CO2e`],
-    ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`],
+    loss ? ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`]
+      : ["loss", "not predicted", "a fine-tune: quality is bounded by the base model"],
   ];
   const body = $("plan-table").querySelector("tbody");
   body.innerHTML = "";
@@ -456,6 +460,7 @@ async function start() {
     form.addEventListener("change", (ev) => { if (!ev.target.id.endsWith("-slider")) schedule(); });
   }
   wireDownloads();
+  wireScenario();
   $("gpu-all").addEventListener("click", () => {
     for (const box of $("gpus").querySelectorAll("input")) box.checked = true;
     schedule();

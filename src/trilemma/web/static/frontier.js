@@ -7,10 +7,12 @@ async function drawFrontier(doc) {
   const f = doc.frontier_points;
   const n = f.time_s.length;
   const idx = [...Array(n).keys()];
+  const hasLoss = Boolean(doc.optimum.loss);  // a fine-tune predicts none
+  const lossText = (l) => (Number.isFinite(l) ? `, loss ${l.toFixed(3)}` : "");
   const text = idx.map((i) => {
     const c = f.configs[f.config[i]];
     return `${c.model}<br>${c.n_gpus}× ${c.gpu} ${c.precision}, ${fmtNum(f.tokens[i])} tokens<br>` +
-      `${fmtDuration(f.time_s[i])}, ${fmtUSD(f.usd[i])}, loss ${f.loss[i].toFixed(3)}` +
+      `${fmtDuration(f.time_s[i])}, ${fmtUSD(f.usd[i])}${lossText(f.loss[i])}` +
       (f.feasible[i] ? "" : "<br>(outside the pins)");
   });
   // two traces (within the pins, outside them) with one marker style each: per-point styles draw slower
@@ -20,9 +22,10 @@ async function drawFrontier(doc) {
       type: "scatter", mode: "markers", name: within ? "frontier (within the pins)" : "frontier (outside them)",
       x: ids.map((i) => f.time_s[i] / DAY_S), y: ids.map((i) => f.usd[i]), customdata: ids,
       text: ids.map((i) => text[i]), hoverinfo: "text",
-      marker: { color: ids.map((i) => f.loss[i]), cmin: lossRange[0], cmax: lossRange[1], colorscale: "Viridis",
-                reversescale: true, showscale: within, size: within ? 7 : 4, opacity: within ? 0.9 : 0.25,
-                colorbar: { title: { text: "loss" }, thickness: 12 } },
+      marker: hasLoss ? { color: ids.map((i) => f.loss[i]), cmin: lossRange[0], cmax: lossRange[1], colorscale: "Viridis",
+                          reversescale: true, showscale: within, size: within ? 7 : 4, opacity: within ? 0.9 : 0.25,
+                          colorbar: { title: { text: "loss" }, thickness: 12 } }
+        : { color: "#3b6fb6", size: within ? 7 : 4, opacity: within ? 0.9 : 0.25 },
     };
   };
   // open a decade around the pins and the optimum (as `solve --plot`); the autoscale button shows every point
@@ -33,10 +36,10 @@ async function drawFrontier(doc) {
   const o = doc.optimum, p = doc.pins;
   const xRange = around([o.time.total_s / DAY_S, p.deadline_s ? p.deadline_s / DAY_S : 0]);
   const yRange = around([o.cost.usd, p.budget_usd || 0]);
-  const lossRange = shownLossRange(f, xRange, yRange);
+  const lossRange = hasLoss ? shownLossRange(f, xRange, yRange) : [0, 1];
   const outside = trace(false), points = trace(true);
   const best = { type: "scatter", mode: "markers", name: "optimum", x: [o.time.total_s / DAY_S], y: [o.cost.usd],
-                 text: [`optimum<br>${o.model.name}<br>loss ${o.loss.mean.toFixed(3)}`], hoverinfo: "text",
+                 text: [`optimum<br>${o.model.name}${o.loss ? "<br>loss " + o.loss.mean.toFixed(3) : ""}`], hoverinfo: "text",
                  marker: { symbol: "star", size: 20, color: "#d62728", line: { color: "#fff", width: 1 } } };
   const ups = doc.runners_up;
   const runners = { type: "scatter", mode: "markers", name: "runners-up", x: ups.map((p) => p.time.total_s / DAY_S),
@@ -85,7 +88,7 @@ function shownLossRange(f, xRange, yRange) {
 // a zoom or pan: the colour scale follows the points now in view
 function recolour() {
   const gd = $("frontier"), full = gd._fullLayout;
-  if (!view.solveDoc || !full) return;
+  if (!view.solveDoc || !full || !gd.data[1].marker.colorscale) return;
   const [lo, hi] = shownLossRange(view.solveDoc.frontier_points, full.xaxis.range, full.yaxis.range);
   const [cmin, cmax] = [gd.data[1].marker.cmin, gd.data[1].marker.cmax];
   if (Math.abs(cmin - lo) > 1e-9 || Math.abs(cmax - hi) > 1e-9) {
