@@ -334,6 +334,17 @@ function showPlan(plan, title, warnings) {
     loss ? ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`]
       : ["loss", "not predicted", "a fine-tune: quality is bounded by the base model"],
   ];
+  if (plan.finetune) {
+    const ft = plan.finetune;
+    rows.push(["fine-tune", `${ft.method}, ${fmtNum(ft.trainable_params)} trainable`,
+               `${sig(ft.trainable_fraction * 100)}% of the parameters; optimizer ${ft.optimizer}`]);
+  }
+  if (plan.deploy) {
+    const d = plan.deploy;
+    rows.push(["deploy", `${d.device} (${d.precision}): ${sig(d.decode_tokens_per_s)} tokens/s`,
+               `${sig(d.decode_tokens_per_s_low)} – ${sig(d.decode_tokens_per_s_high)} tokens/s; ` +
+               `${fmtBytes(d.total_bytes)} of ${fmtBytes(d.usable_bytes)} (${d.fits ? "fits" : "does not fit"})`]);
+  }
   const body = $("plan-table").querySelector("tbody");
   body.innerHTML = "";
   for (const [k, v, band] of rows) {
