@@ -6,6 +6,7 @@ opens its own page. Marked slow."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ pytestmark = [
 ]
 
 WAIT_MS = 20_000
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "scripts" / "serve_screenshots.py"
 #: two colours are told apart when their RGB distance (0-255 a channel) is at least this
 VISIBLY_DIFFERENT = 24
 
@@ -54,27 +56,12 @@ def _open(site, query: str = ""):
     return page
 
 
-#: the fill colour of each marker whose centre lies in the plot area (not clipped away)
-SHOWN_FILLS = """ps => {
-  const area = document.querySelector('#frontier .nsewdrag').getBoundingClientRect();
-  return ps.filter(p => {
-    const r = p.getBoundingClientRect(), x = r.x + r.width / 2, y = r.y + r.height / 2;
-    return x >= area.left && x <= area.right && y >= area.top && y <= area.bottom;
-  }).map(p => getComputedStyle(p).fill);
-}"""
-
-
 def _answered(page, before: str | None, state: str = "ready") -> None:
     """Wait for an answer newer than ``before`` that left the page in ``state``."""
     page.wait_for_function(
         f"document.body.dataset.done !== {before!r} && document.body.dataset.state === {state!r}",
         timeout=WAIT_MS,
     )
-
-
-def _rgb(text: str) -> tuple[int, ...]:
-    inner = text[text.index("(") + 1 : text.index(")")]
-    return tuple(int(float(x)) for x in inner.split(",")[:3])
 
 
 def _distinct(colours: list[tuple[int, ...]]) -> int:
@@ -86,15 +73,21 @@ def _distinct(colours: list[tuple[int, ...]]) -> int:
     return len(kept)
 
 
-def test_frontier_colour_spans_the_points_inside_the_pins(site):
-    page = _open(site)
-    try:
-        fills = page.locator("#frontier .scatterlayer .trace").nth(1).locator("path.point")
-        fills = fills.evaluate_all(SHOWN_FILLS)
-        assert len(fills) > 20  # the points inside the pins that the opening view shows
-        assert _distinct([_rgb(f) for f in fills]) >= 5
-    finally:
-        page.close()
+def test_the_frontier_screenshot_colours_the_points_inside_the_pins_apart(site, tmp_path):
+    # the script that regenerates docs/serve.png and docs/serve-frontier.png, into a temporary folder;
+    # the frontier shot's pixel at the centre of each marker inside the pins that the plot shows
+    image = pytest.importorskip("PIL.Image", reason="Pillow (with matplotlib, the test extra)")
+    spec = importlib.util.spec_from_file_location("serve_screenshots", SCREENSHOTS)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    browser, base = site
+    shots = script.take(browser, base, tmp_path)
+    assert image.open(shots["serve"]).size == (1280, 800)  # the default view, a laptop's window
+    frontier = image.open(shots["serve-frontier"]).convert("RGB")
+    centres = shots["centres"]
+    assert len(centres) > 20  # the points inside the pins that the opening view shows
+    colours = [frontier.getpixel((int(x), int(y))) for x, y in centres]
+    assert _distinct(colours) >= 5
 
 
 def test_messages_name_the_page_controls_not_cli_flags(site):
