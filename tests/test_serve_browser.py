@@ -39,7 +39,20 @@ pytestmark = [
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 WAIT_MS = 20_000
-ROWS = ["model", "tokens", "GPUs", "layout", "time", "GPU-hours", "cost", "energy", "power", "loss"]
+ROWS = [
+    "model",
+    "tokens",
+    "GPUs",
+    "layout",
+    "step",
+    "throughput",
+    "time",
+    "GPU-hours",
+    "cost",
+    "energy",
+    "power",
+]
+ROWS += ["loss"]
 
 
 def _answered(page, before: str, state: str = "ready") -> None:

@@ -195,3 +195,51 @@ def test_plan_and_frontier_download_as_the_page_shows_them(site):
             assert rows[i]["feasible"] == str(f["feasible"][i])
     finally:
         page.close()
+
+
+def test_step_waterfall_and_three_plans_side_by_side(site):
+    page = _open(site)
+    try:
+        doc = page.evaluate("window.trilemma.solveDoc")
+        t = doc["optimum"]["time"]
+        page.wait_for_function(
+            "(document.getElementById('waterfall').data || []).length === 1", timeout=WAIT_MS
+        )
+        bars = page.evaluate(
+            "(() => { const d = document.getElementById('waterfall').data[0];"
+            " return { y: d.y, measure: d.measure }; })()"
+        )
+        step_at = bars["measure"].index("total")
+        # the parts of a step sum to the step's time; with what goodput loses, to the wall time per step
+        assert sum(bars["y"][:step_at]) == pytest.approx(t["step_s"], rel=1e-9)
+        relative = [y for y, m in zip(bars["y"], bars["measure"]) if m == "relative"]
+        assert sum(relative) == pytest.approx(t["total_s"] / t["steps"], rel=1e-9)
+        cells = page.locator("#plan-table tr").evaluate_all(
+            "rs => Object.fromEntries(rs.map(r => [r.dataset.row, r.cells[1].textContent]))"
+        )
+        assert cells["throughput"] == page.evaluate("fmtNum", t["tokens_per_s"]) + " tokens/s"
+
+        # the optimum and the runners-up that change the GPU type and the model size, pinned
+        ups = {u["differs_in"]: u for u in doc["runners_up"]}
+        page.click("#pin-plan")
+        for lever in ("GPU type", "model size"):
+            i = 1 + list(ups).index(lever)
+            page.locator("#runners .runner").nth(i).click()
+            page.click("#pin-plan")
+        assert page.is_disabled("#pin-plan")  # three at most
+        rows = page.locator("#compare-table tbody tr")
+        assert page.locator("#compare-table thead th").count() == 1 + 3
+        differs = rows.evaluate_all(
+            "rs => Object.fromEntries(rs.map(r => [r.dataset.row,"
+            " [...r.cells].slice(1).map(c => c.classList.contains('differs'))]))"
+        )
+        o = doc["optimum"]
+        plans = [o, ups["GPU type"], ups["model size"]]
+        assert differs["GPUs"] == [p["hardware"]["name"] != o["hardware"]["name"] for p in plans]
+        assert differs["model"] == [p["model"]["name"] != o["model"]["name"] for p in plans]
+        assert differs["GPUs"][1] and differs["model"][2] and not differs["model"][1]
+        page.locator("#compare-table thead button").first.click()  # unpin the first
+        assert page.locator("#compare-table thead th").count() == 1 + 2
+        assert page.is_enabled("#pin-plan")
+    finally:
+        page.close()
