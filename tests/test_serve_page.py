@@ -243,3 +243,28 @@ def test_step_waterfall_and_three_plans_side_by_side(site):
         assert page.is_enabled("#pin-plan")
     finally:
         page.close()
+
+
+def test_a_phone_sized_window_and_a_screen_reader_reach_every_control(site):
+    browser, base = site
+    page = browser.new_page(viewport={"width": 390, "height": 844})  # an iPhone 15's CSS pixels
+    try:
+        page.goto(base)
+        page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+        # nothing runs off the side: no sideways scrolling
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        # every control has a name a screen reader reads: its label, an aria-label or its text
+        unnamed = page.evaluate(
+            "[...document.querySelectorAll('input, select, button')].filter(e =>"
+            " !(e.labels && e.labels.length) && !e.getAttribute('aria-label')"
+            " && !e.textContent.trim()).map(e => e.id)"
+        )
+        assert unnamed == []
+        # the keyboard reaches the inputs: Tab from the top lands on controls of the page
+        focused = []
+        for _ in range(8):
+            page.keyboard.press("Tab")
+            focused.append(page.evaluate("document.activeElement.tagName"))
+        assert {"INPUT", "BUTTON"} <= set(focused)
+    finally:
+        page.close()
