@@ -172,7 +172,7 @@ def test_gpu_counts_and_model_sizes_beyond_the_old_lists_can_be_typed(site):
 
 
 def test_plan_and_frontier_download_as_the_page_shows_them(site):
-    page = _open(site, "?hi=1B")
+    page = _open(site, "?hi=1B&gpu=h100-sxm")
     try:
         with page.expect_download() as got:
             page.click("#download-plan")
@@ -193,6 +193,17 @@ def test_plan_and_frontier_download_as_the_page_shows_them(site):
             )
             assert float(rows[i]["usd"]) == f["usd"][i] and float(rows[i]["loss"]) == f["loss"][i]
             assert rows[i]["feasible"] == str(f["feasible"][i])
+        # the optimum as DeepSpeed's files: what /api/export answers for the page's request
+        page.select_option("#export-engine", "deepspeed")
+        with page.expect_download() as got:
+            page.click("#export-plan")
+        want = page.evaluate(
+            "fetch('/api/export', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+            " body: JSON.stringify({to: 'deepspeed', solve: window.trilemma.solveReq})})"
+            ".then(r => r.json())"
+        )
+        assert got.value.suggested_filename == "ds_config.json"
+        assert Path(got.value.path()).read_text("utf-8") == want["files"]["ds_config.json"]
     finally:
         page.close()
 

@@ -256,7 +256,7 @@ async function showSolve(status, doc, ms) {
   $("status").textContent = `${fmtNum(s.candidates)} candidate plans, ${doc.frontier_points.time_s.length} on the ` +
     `frontier; answered in ${Math.round(ms)} ms (search ${sig(s.seconds * 1000)} ms)`;
   showRunners(doc);
-  showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings);
+  showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings, null);
   await drawFrontier(doc);
   await moreReady;  // every control built, the warnings in the page's words
   document.body.dataset.state = "ready";
@@ -301,7 +301,8 @@ function showRunners(doc) {
     const loss = plan.loss ? `loss ${plan.loss.mean.toFixed(3)}` : "no loss (fine-tune)";
     b.textContent = `${why}: ${plan.hardware.n_gpus}× ${plan.hardware.name}, ${fmtNum(plan.model.params_total)} params, ` +
       `${fmtDuration(plan.time.total_s)}, ${fmtUSD(plan.cost.usd)}, ${loss}` + (plan.delta ? deltaText(plan) : "");
-    b.addEventListener("click", () => showPlan(plan, why === "optimum" ? "Optimum" : "Runner-up: " + why, []));
+    b.addEventListener("click", () => (why === "optimum" ? showPlan(plan, "Optimum", doc.warnings, null)
+                                                         : showPlan(plan, "Runner-up: " + why, [])));
     box.appendChild(b);
   }
 }

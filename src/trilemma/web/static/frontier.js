@@ -66,7 +66,7 @@ async function drawFrontier(doc) {
     $("frontier").on("plotly_click", (ev) => {
       const pt = ev.points[0];
       if (pt.curveNumber <= 1) showPoint(pt.customdata);
-      else if (pt.curveNumber === 2) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings);
+      else if (pt.curveNumber === 2) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings, null);
       else if (pt.curveNumber === 3) {
         const up = view.solveDoc.runners_up[pt.pointNumber];
         showPlan(up, "Runner-up: " + up.differs_in, []);
@@ -105,7 +105,7 @@ async function showPoint(i) {
   const doc = await res.json();
   if (me !== view.seq) return;
   if (res.status !== 200 || doc.infeasible) { showError(doc); return; }
-  showPlan(doc, `Frontier point ${i}`, []);
+  showPlan(doc, `Frontier point ${i}`, [], i);
   const f = view.solveDoc.frontier_points;
   await window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [4]);
   $("status").textContent = `frontier point ${i}`;

@@ -15,8 +15,12 @@ function layoutLabel(l) {
   return s + ` · ZeRO-${l.zero} · recompute ${l.recompute} · micro-batch ${l.micro_batch}`;
 }
 
-function showPlan(plan, title, warnings) {
+// `point`: what `trilemma export` calls the plan: null, the solve's optimum; a frontier index; undefined,
+// a plan it cannot name (a runner-up, an estimate), which the page does not export
+function showPlan(plan, title, warnings, point) {
   view.shown = plan;
+  view.shownPoint = point;
+  $("export-plan").disabled = point === undefined || view.tab !== "solve";
   const t = plan.time, c = plan.cost, m = plan.model, hw = plan.hardware, loss = plan.loss;
   const tokens = plan.batch.tokens;
   const ratio = (x) => x / t.gpu_hours;  // energy scales with GPU-hours: its band is theirs
