@@ -38,13 +38,26 @@ async function drawFrontier(doc) {
   const yRange = around([o.cost.usd, p.budget_usd || 0]);
   const lossRange = hasLoss ? shownLossRange(f, xRange, yRange) : [0, 1];
   const outside = trace(false), points = trace(true);
-  const best = { type: "scatter", mode: "markers", name: "optimum", x: [o.time.total_s / DAY_S], y: [o.cost.usd],
-                 text: [`optimum<br>${o.model.name}${o.loss ? "<br>loss " + o.loss.mean.toFixed(3) : ""}`], hoverinfo: "text",
-                 marker: { symbol: "star", size: 20, color: "#d62728", line: { color: "#fff", width: 1 } } };
+  // the optimum and the runners-up with their 80% bands of time and cost as error bars, hover: key figures
+  const band = (plans, v, lo, hi, scale) => ({
+    type: "data", symmetric: false, thickness: 1, width: 3,
+    array: plans.map((q) => (hi(q) - v(q)) / scale), arrayminus: plans.map((q) => (v(q) - lo(q)) / scale) });
+  const marked = (plans, name, marker, label) => ({
+    type: "scatter", mode: "markers", name, x: plans.map((q) => q.time.total_s / DAY_S), y: plans.map((q) => q.cost.usd),
+    text: plans.map((q) => `${label(q)}<br>${q.hardware.n_gpus}× ${q.hardware.name}, ${q.model.name}<br>` +
+      `${fmtDuration(q.time.total_s)} (${fmtDuration(q.time.total_s_low)} – ${fmtDuration(q.time.total_s_high)}), ` +
+      `${fmtUSD(q.cost.usd)} (${fmtUSD(q.cost.usd_low)} – ${fmtUSD(q.cost.usd_high)})` +
+      (q.loss ? `<br>loss ${q.loss.mean.toFixed(3)} (${q.loss.low.toFixed(3)} – ${q.loss.high.toFixed(3)})` : "")),
+    hoverinfo: "text", marker,
+    error_x: { ...band(plans, (q) => q.time.total_s, (q) => q.time.total_s_low, (q) => q.time.total_s_high, DAY_S),
+               color: marker.color },
+    error_y: { ...band(plans, (q) => q.cost.usd, (q) => q.cost.usd_low, (q) => q.cost.usd_high, 1), color: marker.color },
+  });
+  const best = marked([o], "optimum (80% bands)", { symbol: "star", size: 20, color: "#d62728",
+                                                    line: { color: "#fff", width: 1 } }, () => "optimum");
   const ups = doc.runners_up;
-  const runners = { type: "scatter", mode: "markers", name: "runners-up", x: ups.map((p) => p.time.total_s / DAY_S),
-                    y: ups.map((p) => p.cost.usd), text: ups.map((p) => p.differs_in), hoverinfo: "text",
-                    marker: { symbol: "diamond", size: 11, color: "#ff7f0e", line: { color: "#fff", width: 1 } } };
+  const runners = marked(ups, "runners-up", { symbol: "diamond", size: 11, color: "#ff7f0e",
+                                              line: { color: "#fff", width: 1 } }, (q) => "runner-up: " + q.differs_in);
   const shapes = [];
   if (p.deadline_s) shapes.push({ type: "line", xref: "x", yref: "paper", x0: p.deadline_s / DAY_S,
                                   x1: p.deadline_s / DAY_S, y0: 0, y1: 1, line: { dash: "dash", width: 1 } });
