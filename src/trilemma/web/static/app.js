@@ -151,8 +151,7 @@ function readUrl() {
       const r = document.querySelector(`input[name=minimize][value="${CSS.escape(v)}"]`);
       if (r) r.checked = true;
     } else if (kind === "checks") {
-      const on = new Set(v.split(","));
-      for (const box of $(id).querySelectorAll("input")) box.checked = on.has(box.value);
+      setChecks(id, v.split(",").filter((x) => x));  // a name the list lacks gets its own box
     } else {
       const el = $(id);
       if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));

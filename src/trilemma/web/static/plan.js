@@ -67,7 +67,7 @@ function showPlan(plan, title, warnings, point) {
   }
   $("plan-title").textContent = title;
   drawMemory(plan.memory);
-  drawWaterfall(plan);
+  setTimeout(() => { if (view.shown === plan) drawWaterfall(plan); }, 0);  // after the frontier: off the first paint
   view.warnings = warnings || [];
   drawWarnings();
   $("plan-card").hidden = false;
