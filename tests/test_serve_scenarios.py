@@ -2,8 +2,9 @@
 Playwright): each scenario file is loaded with the page's Load control, and the plan the page shows
 equals `trilemma solve FILE --json` for the same file; the page's saved TOML gives the CLI the same
 plan; the page's link opened in a fresh browser context (no state shared) gets the same plan; and
-no request the page makes leaves the server it came from. One server and one browser for the
-module. Marked slow."""
+no request the page makes leaves the server it came from. An estimate set with the Estimate tab's
+controls and its grouped inputs is `trilemma estimate ... --json`'s document. One server and one
+browser for the module. Marked slow."""
 
 from __future__ import annotations
 
@@ -157,5 +158,48 @@ def test_a_bad_scenario_is_refused_naming_its_key(site, tmp_path):
         page.set_input_files("#scenario-file", str(bad))
         page.wait_for_selector("body[data-state=error]", timeout=WAIT_MS)
         assert page.inner_text("#error").startswith("scenario max_gpu: 64 is not allowed")
+    finally:
+        page.close()
+
+
+def test_an_estimate_with_more_inputs_is_the_cli_document(site, capsys):
+    # the Estimate tab's main controls and inputs of four groups one click away (sequence, stack,
+    # power and carbon, reliability): the plan shown is `trilemma estimate ... --json`'s document
+    browser, base = site
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(base)
+        page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+        done = page.evaluate("document.body.dataset.done")
+        page.click("#tab-estimate")
+        _ready(page, done)
+        page.click("#estimate-more summary")
+        done = page.evaluate("document.body.dataset.done")
+        page.fill("#e-model", "llama3-8b")
+        page.select_option("#e-gpu", "h100-sxm")
+        page.fill("#e-gpus", "64")
+        page.fill("#e-tokens", "1T")
+        more = {
+            "seq": "8192",
+            "stack": "torchtitan",
+            "pue": "1.2",
+            "region": "eu",
+            "failure-rate": "2e-5",
+        }
+        for key, value in more.items():
+            page.fill(f"#more-estimate-{key}", value)
+        _ready(page, done)
+        shown = page.evaluate("window.trilemma.shown")
+        flags = [f"--{k}={v}" for k, v in more.items()]
+        code, out, err = run(
+            capsys,
+            "estimate",
+            *("--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "64", "--tokens", "1T"),
+            *flags,
+            "--json",
+        )
+        assert code == 0, err
+        assert shown == json.loads(out)
+        assert "e.seq=8192" in page.url and "e.stack=torchtitan" in page.url  # in the link too
     finally:
         page.close()
