@@ -208,7 +208,7 @@ def test_plan_and_frontier_download_as_the_page_shows_them(site):
         page.close()
 
 
-def test_step_waterfall_and_three_plans_side_by_side(site):
+def test_step_waterfall_triangle_and_three_plans_side_by_side(site):
     page = _open(site)
     try:
         doc = page.evaluate("window.trilemma.solveDoc")
@@ -230,6 +230,24 @@ def test_step_waterfall_and_three_plans_side_by_side(site):
         )
         assert cells["throughput"] == page.evaluate("fmtNum", t["tokens_per_s"]) + " tokens/s"
 
+        # the triangle: one closed line per plan, each corner scaled over the plans from 0.1 to 1
+        page.wait_for_function(
+            "(document.getElementById('triangle-plot').data || []).length > 1", timeout=WAIT_MS
+        )
+        radar = page.evaluate("document.getElementById('triangle-plot').data.map(d => d.r)")
+        plans = [doc["optimum"], *doc["runners_up"]]
+        assert len(radar) == len(plans)
+        for c, get in enumerate(
+            (
+                lambda p: p["time"]["total_s"],
+                lambda p: p["cost"]["usd"],
+                lambda p: p["loss"]["mean"],
+            )
+        ):
+            vs = [get(p) for p in plans]
+            lo, hi = min(vs), max(vs)
+            for r, v in zip(radar, vs):
+                assert r[c] == pytest.approx(0.1 + 0.9 * (v - lo) / (hi - lo), rel=1e-9)
         # the optimum and the runners-up that change the GPU type and the model size, pinned
         ups = {u["differs_in"]: u for u in doc["runners_up"]}
         page.click("#pin-plan")

@@ -257,6 +257,7 @@ async function showSolve(status, doc, ms) {
   showRunners(doc);
   showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings, null);
   await drawFrontier(doc);
+  setTimeout(() => { if (view.solveDoc === doc) drawTriangle(doc); }, 0);  // off the first paint
   await moreReady;  // every control built, the warnings in the page's words
   document.body.dataset.state = "ready";
   performance.mark("trilemma:ready");
