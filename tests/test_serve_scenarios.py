@@ -147,14 +147,27 @@ def test_a_seed_scenario_through_the_page_is_the_cli_plan(site, name, tmp_path, 
         context.close()
 
 
-def test_a_bad_scenario_is_refused_naming_its_key(site, tmp_path):
+def test_a_price_table_loads_and_a_bad_scenario_is_refused_naming_its_key(site, tmp_path, capsys):
     browser, base = site
+    # a table of prices (GPU = USD per GPU-hour): the page's "price" input, the CLI's plan
+    priced = tmp_path / "priced.toml"
+    priced.write_text(
+        'deadline = "30d"\nbudget = "$1M"\nparams = "1B..7B"\ngpu = ["h100-sxm", "a100-80gb"]\n'
+        'price = { "h100-sxm" = 2.0, "a100-80gb" = 1.1 }\n',
+        "utf-8",
+    )
     bad = tmp_path / "bad.toml"
     bad.write_text('deadline = "30d"\nmax_gpu = 64\n', "utf-8")
     page = browser.new_page()
     try:
         page.goto(base)
         page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+        done = page.evaluate("document.body.dataset.done")
+        page.set_input_files("#scenario-file", str(priced))
+        _ready(page, done)
+        optimum = page.evaluate("window.trilemma.solveDoc.optimum")
+        assert optimum == _cli(capsys, priced)["optimum"]
+        assert optimum["cost"]["price_usd_per_gpu_hour"] in (2.0, 1.1)
         page.set_input_files("#scenario-file", str(bad))
         page.wait_for_selector("body[data-state=error]", timeout=WAIT_MS)
         assert page.inner_text("#error").startswith("scenario max_gpu: 64 is not allowed")

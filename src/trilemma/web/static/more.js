@@ -56,6 +56,8 @@ function moreControl(tab, key, prop) {
   input.id = id;
   input.dataset.key = key;
   input.dataset.text = String(fieldTypes(prop).includes("string"));  // else sent as a number
+  // items (a list, a table or one value: --price GPU=USD, repeatable): comma-separated, sent as a list
+  input.dataset.items = String(fieldTypes(prop).includes("array") && fieldTypes(prop).includes("object"));
   const help = document.createElement("small");
   help.id = id + "-help";
   help.textContent = prop.description || "";
@@ -125,6 +127,7 @@ function moreValues(tab) {
     const v = el.value.trim();
     if (v === "") continue;
     if (el.tagName === "SELECT") req[el.dataset.key] = v === "true";
+    else if (el.dataset.items === "true") req[el.dataset.key] = v.split(",").map((x) => x.trim()).filter((x) => x);
     else req[el.dataset.key] = el.dataset.text === "true" || !isFinite(Number(v)) ? v : Number(v);
   }
   return req;

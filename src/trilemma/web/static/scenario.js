@@ -60,7 +60,9 @@ function fillSolve(req) {
     if (main.has(k) || v === null) continue;
     const el = $(moreControlId("solve", k));
     if (!el) { missing.push(k); continue; }
-    el.value = typeof v === "boolean" ? String(v) : Array.isArray(v) ? v.join(",") : String(v);
+    const table = v !== null && typeof v === "object" && !Array.isArray(v);  // a price table: GPU = USD
+    el.value = table ? Object.entries(v).map(([g, x]) => `${g}=${x}`).join(",")
+      : typeof v === "boolean" ? String(v) : Array.isArray(v) ? v.join(",") : String(v);
     if ($("solve-more").contains(el)) $("solve-more").open = true;
   }
   return missing;
