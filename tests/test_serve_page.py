@@ -9,6 +9,7 @@ import csv
 import importlib.util
 import io
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,6 +230,10 @@ def test_step_waterfall_triangle_and_three_plans_side_by_side(site):
             "rs => Object.fromEntries(rs.map(r => [r.dataset.row, r.cells[1].textContent]))"
         )
         assert cells["throughput"] == page.evaluate("fmtNum", t["tokens_per_s"]) + " tokens/s"
+        # the time's 80% band drawn: the point where its logarithm sits between low and high
+        at = float(page.get_attribute("#plan-table tr[data-row=time] .bandbar", "data-at"))
+        lo, v, hi = (math.log(t[k]) for k in ("total_s_low", "total_s", "total_s_high"))
+        assert at == pytest.approx((v - lo) / (hi - lo), rel=1e-9) and 0 < at < 1
 
         # the triangle: one closed line per plan, each corner scaled over the plans from 0.1 to 1
         page.wait_for_function(

@@ -52,6 +52,11 @@ function showPlan(plan, title, warnings, point) {
                `${sig(d.decode_tokens_per_s_low)} – ${sig(d.decode_tokens_per_s_high)} tokens/s; ` +
                `${fmtBytes(d.total_bytes)} of ${fmtBytes(d.usable_bytes)} (${d.fits ? "fits" : "does not fit"})`]);
   }
+  const bands = {  // [low, point, high] of the rows with an 80% band
+    step: [t.step_s_low, t.step_s, t.step_s_high], time: [t.total_s_low, t.total_s, t.total_s_high],
+    "GPU-hours": [t.gpu_hours_low, t.gpu_hours, t.gpu_hours_high], cost: [c.usd_low, c.usd, c.usd_high],
+    loss: loss ? [loss.low, loss.mean, loss.high] : null,
+  };
   const body = $("plan-table").querySelector("tbody");
   body.innerHTML = "";
   for (const [k, v, band] of rows) {
@@ -64,6 +69,7 @@ function showPlan(plan, title, warnings, point) {
     const b = tr.insertCell();
     b.textContent = band;
     b.className = "band";
+    if (bands[k]) drawBand(b, ...bands[k]);
   }
   $("plan-title").textContent = title;
   drawMemory(plan.memory);
@@ -83,6 +89,21 @@ function drawWarnings() {
     li.textContent = pageWords(w, view.tab);
     ul.appendChild(li);
   }
+}
+
+// the 80% band drawn beside its text: a bar from low to high on a log scale, the point marked where it
+// sits in it (a band skewed high shows the point near the left)
+function drawBand(cell, lo, v, hi) {
+  if (!(lo > 0 && hi > lo && v >= lo && v <= hi)) return;
+  const bar = document.createElement("span");
+  bar.className = "bandbar";
+  bar.title = "80% band (log scale)";
+  const at = (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo));
+  bar.dataset.at = String(at);
+  const dot = document.createElement("i");
+  dot.style.left = `${100 * at}%`;
+  bar.appendChild(dot);
+  cell.prepend(bar);
 }
 
 const MEMORY_COLOURS = { weights: "#1f77b4", gradients: "#ff7f0e", optimizer: "#2ca02c", activations: "#9467bd",
