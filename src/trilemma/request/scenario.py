@@ -78,7 +78,14 @@ def _check_value(key: str, v: Any) -> Any:
 def read_scenario(path: str) -> dict[str, Any]:
     """The scenario file's keys (``-`` spelled ``_``), each checked for its type; any problem is one
     InputError naming the key or the file."""
-    data = read_toml(path, "scenario", what="TOML file", max_bytes=SCENARIO_MAX_BYTES)
+    return scenario_values(
+        read_toml(path, "scenario", what="TOML file", max_bytes=SCENARIO_MAX_BYTES)
+    )
+
+
+def scenario_values(data: dict[str, Any]) -> dict[str, Any]:
+    """A parsed scenario's keys (``-`` spelled ``_``), each checked for its type (a file's, or the
+    text the page loads); any problem is one InputError naming the key."""
     out: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for k, v in data.items():

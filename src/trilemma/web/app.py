@@ -52,6 +52,7 @@ from trilemma.web.runner import (
     Runner,
     TooSlow,
 )
+from trilemma.web.scenario import add_scenario_route
 from trilemma.web.static import STATIC, add_files, plotly_path, swagger_ui_files
 
 #: the Host headers a server bound to the loopback answers (trilemma.web.serve)
@@ -109,6 +110,7 @@ def create_app(allowed_hosts: list[str] | None = None) -> FastAPI:
     runner = Runner(TIME_LIMIT_S, MAX_WAITING, QUEUE_LIMIT_S)
     app.state.runner = runner  # the one worker, for tests and benchmarks to hold busy
     verbs = add_routes(app, runner)
+    add_scenario_route(app)
     _add_refusals(app, verbs)
     add_files(app, docs)
     if allowed_hosts is not None:

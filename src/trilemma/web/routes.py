@@ -37,6 +37,7 @@ from trilemma.web.bodies import (
     routed,
 )
 from trilemma.web.errors import ERRORS, InfeasibleDoc, given, respond
+from trilemma.web.exporting import add_export_route
 from trilemma.web.runner import MAX_CONFIGURATIONS, Runner
 
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
@@ -212,6 +213,7 @@ def add_routes(app: FastAPI, runner: Runner) -> dict[str, Routed]:
         ),
     ]
     verbs = {name: routed(model) for name, model, *_ in table}
+    add_export_route(app, runner, solve_body, solved, verbs["solve"])
     for name, model, summary, doc, compute in table:
         _post(app, f"/api/{name}", model, summary, doc, _answer(runner, verbs[name], compute))
         if name == "solve":  # listed beside /api/solve

@@ -17,6 +17,8 @@ const view = window.trilemma = { tab: "solve", seq: 0, pending: null, timer: nul
 
 let resolvePlotly;
 const plotlyReady = new Promise((resolve) => { resolvePlotly = resolve; });
+let resolveMore;
+const moreReady = new Promise((resolve) => { resolveMore = resolve; });  // the More inputs built
 window.trilemmaPlotlyLoaded = () => { performance.mark("trilemma:plotly"); resolvePlotly(window.Plotly); };
 if (window.Plotly) window.trilemmaPlotlyLoaded();  // it loaded (async, in the head) before this script ran
 
@@ -92,14 +94,17 @@ function numberOrText(text) {
 function solveRequest() {
   const free = minimize();
   const req = { minimize: free };
-  if (free !== "time") req.deadline = $("deadline").value.trim();
-  if (free !== "cost") req.budget = $("budget").value.trim();
-  if (free !== "loss") req["target-loss"] = numberOrText($("target-loss").value);
-  req.params = `${$("params-lo").value}..${$("params-hi").value}`;
-  req.precision = checked("precisions");
+  // a pin left blank is not sent (a fine-tune has no loss to pin)
+  if (free !== "time" && $("deadline").value.trim()) req.deadline = $("deadline").value.trim();
+  if (free !== "cost" && $("budget").value.trim()) req.budget = $("budget").value.trim();
+  if (free !== "loss" && $("target-loss").value.trim()) req["target-loss"] = numberOrText($("target-loss").value);
+  const lo = $("params-lo").value.trim(), hi = $("params-hi").value.trim();
+  if (lo || hi) req.params = lo && hi && lo !== hi ? `${lo}..${hi}` : lo || hi;
+  const precisions = checked("precisions");
+  if (precisions.length) req.precision = precisions;
   const gpus = checked("gpus");
-  if (gpus.length !== view.hardware.length) req.gpu = gpus;
-  req["max-gpus"] = $("max-gpus").value.trim();
+  if (gpus.length !== $("gpus").querySelectorAll("input").length) req.gpu = gpus;
+  if ($("max-gpus").value.trim()) req["max-gpus"] = $("max-gpus").value.trim();
   return Object.assign(req, moreValues("solve"));
 }
 
@@ -130,7 +135,7 @@ function writeUrl() {
     else if (kind === "checks") {
       const all = $(id).querySelectorAll("input").length, on = checked(id);
       if (on.length !== all) q.set(key, on.join(","));
-    } else if ($(id).value !== "") q.set(key, $(id).value);
+    } else if ($(id).value !== "" || ($(id).defaultValue || "") !== "") q.set(key, $(id).value);  // a blanked default too
   }
   writeMoreUrl(q);
   history.replaceState(null, "", "?" + q.toString());
@@ -146,8 +151,7 @@ function readUrl() {
       const r = document.querySelector(`input[name=minimize][value="${CSS.escape(v)}"]`);
       if (r) r.checked = true;
     } else if (kind === "checks") {
-      const on = new Set(v.split(","));
-      for (const box of $(id).querySelectorAll("input")) box.checked = on.has(box.value);
+      setChecks(id, v.split(",").filter((x) => x));  // a name the list lacks gets its own box
     } else {
       const el = $(id);
       if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === v)) el.add(new Option(v, v));
@@ -251,8 +255,10 @@ async function showSolve(status, doc, ms) {
   $("status").textContent = `${fmtNum(s.candidates)} candidate plans, ${doc.frontier_points.time_s.length} on the ` +
     `frontier; answered in ${Math.round(ms)} ms (search ${sig(s.seconds * 1000)} ms)`;
   showRunners(doc);
-  showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings);
+  showPlan(doc.optimum, "Optimum: lowest " + doc.pins.minimize, doc.warnings, null);
   await drawFrontier(doc);
+  setTimeout(() => { if (view.solveDoc === doc) drawTriangle(doc); }, 0);  // off the first paint
+  await moreReady;  // every control built, the warnings in the page's words
   document.body.dataset.state = "ready";
   performance.mark("trilemma:ready");
 }
@@ -295,96 +301,10 @@ function showRunners(doc) {
     const loss = plan.loss ? `loss ${plan.loss.mean.toFixed(3)}` : "no loss (fine-tune)";
     b.textContent = `${why}: ${plan.hardware.n_gpus}× ${plan.hardware.name}, ${fmtNum(plan.model.params_total)} params, ` +
       `${fmtDuration(plan.time.total_s)}, ${fmtUSD(plan.cost.usd)}, ${loss}` + (plan.delta ? deltaText(plan) : "");
-    b.addEventListener("click", () => showPlan(plan, why === "optimum" ? "Optimum" : "Runner-up: " + why, []));
+    b.addEventListener("click", () => (why === "optimum" ? showPlan(plan, "Optimum", doc.warnings, null)
+                                                         : showPlan(plan, "Runner-up: " + why, [])));
     box.appendChild(b);
   }
-}
-
-// ------------------------------------------------------------------ the plan card
-
-function layoutLabel(l) {
-  let s = `TP ${l.tp} · PP ${l.pp} · DP ${l.dp}`;
-  if (l.cp > 1) s += ` · CP ${l.cp}`;
-  if (l.ep > 1) s += ` · EP ${l.ep}`;
-  if (l.vp > 1) s += ` · VP ${l.vp}`;
-  if (l.sp) s += " · SP";
-  return s + ` · ZeRO-${l.zero} · recompute ${l.recompute} · micro-batch ${l.micro_batch}`;
-}
-
-function showPlan(plan, title, warnings) {
-  view.shown = plan;
-  const t = plan.time, c = plan.cost, m = plan.model, hw = plan.hardware, loss = plan.loss;
-  const tokens = plan.batch.tokens;
-  const ratio = (x) => x / t.gpu_hours;  // energy scales with GPU-hours: its band is theirs
-  const watts = (c.energy_kwh * KWH_J) / t.total_s;
-  const rows = [
-    ["model", `${m.name}`, `${fmtNum(m.params_total)} parameters`],
-    ["tokens", fmtNum(tokens), `${sig(tokens / m.params_total, 2)} per parameter`],
-    ["GPUs", `${hw.n_gpus} × ${hw.name} (${hw.precision})`, hw.family_calibrated ? "" : "chip family not calibrated"],
-    ["layout", layoutLabel(plan.layout), `MFU ${Math.round(t.mfu * 100)}%`],
-    ["time", fmtDuration(t.total_s), `${fmtDuration(t.total_s_low)} – ${fmtDuration(t.total_s_high)}`],
-    ["GPU-hours", fmtNum(t.gpu_hours), `${fmtNum(t.gpu_hours_low)} – ${fmtNum(t.gpu_hours_high)}`],
-    ["cost", fmtUSD(c.usd), `${fmtUSD(c.usd_low)} – ${fmtUSD(c.usd_high)}`],
-    ["energy", fmtEnergy(c.energy_kwh),
-     `${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_low))} – ${fmtEnergy(c.energy_kwh * ratio(t.gpu_hours_high))}`],
-    ["power", fmtPower(watts), `average at the wall, PUE ${c.pue}; ${c.co2_kg < 1000 ? sig(c.co2_kg) + " kg" : sig(c.co2_kg / 1000) + " t"} CO2e`],
-    ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`],
-  ];
-  const body = $("plan-table").querySelector("tbody");
-  body.innerHTML = "";
-  for (const [k, v, band] of rows) {
-    const tr = body.insertRow();
-    tr.dataset.row = k;
-    const th = document.createElement("th");
-    th.textContent = k;
-    tr.appendChild(th);
-    tr.insertCell().textContent = v;
-    const b = tr.insertCell();
-    b.textContent = band;
-    b.className = "band";
-  }
-  $("plan-title").textContent = title;
-  drawMemory(plan.memory);
-  const ul = $("warnings");
-  ul.innerHTML = "";
-  for (const w of warnings || []) {
-    const li = document.createElement("li");
-    li.textContent = pageWords(w, view.tab);
-    ul.appendChild(li);
-  }
-  $("plan-card").hidden = false;
-}
-
-const MEMORY_COLOURS = { weights: "#1f77b4", gradients: "#ff7f0e", optimizer: "#2ca02c", activations: "#9467bd",
-                         other: "#8c564b" };
-
-function drawMemory(mem) {
-  const bar = $("memory-bar"), legend = $("memory-legend");
-  bar.innerHTML = "";
-  legend.innerHTML = "";
-  const cap = mem.capacity_bytes;
-  for (const [part, bytes] of Object.entries(mem.breakdown)) {
-    const seg = document.createElement("div");
-    seg.className = "seg";
-    seg.style.width = `${Math.min(100, (100 * bytes) / cap)}%`;
-    seg.style.background = MEMORY_COLOURS[part] || "#999";
-    seg.title = `${part}: ${fmtBytes(bytes)}`;
-    bar.appendChild(seg);
-    const key = document.createElement("span");
-    key.innerHTML = `<i style="background:${MEMORY_COLOURS[part] || "#999"}"></i>`;
-    key.append(`${part} ${fmtBytes(bytes)}`);
-    legend.appendChild(key);
-  }
-  const limit = document.createElement("div");
-  limit.className = "limit";
-  limit.style.left = `${(100 * mem.usable_bytes) / cap}%`;
-  limit.title = `usable: ${fmtBytes(mem.usable_bytes)} (headroom ${Math.round(mem.headroom * 100)}%)`;
-  bar.appendChild(limit);
-  const total = document.createElement("span");
-  total.className = mem.fits ? "fits" : "oom";
-  total.textContent = `${fmtBytes(mem.per_gpu_bytes)} of ${fmtBytes(cap)} (${mem.fits ? "fits" : "does not fit"}; ` +
-    `line: the usable share after ${Math.round(mem.headroom * 100)}% headroom)`;
-  legend.appendChild(total);
 }
 
 // ------------------------------------------------------------------ start
@@ -440,6 +360,8 @@ async function start() {
   performance.mark("trilemma:presets");
   const fields = await schemas;
   for (const tab of Object.keys(MORE)) buildMore(tab, fields);
+  drawWarnings();
+  resolveMore();
   if (!early) {
     readUrl();
     selectTab(view.tab);
@@ -456,6 +378,8 @@ async function start() {
     form.addEventListener("change", (ev) => { if (!ev.target.id.endsWith("-slider")) schedule(); });
   }
   wireDownloads();
+  wireScenario();
+  wireCompare();
   $("gpu-all").addEventListener("click", () => {
     for (const box of $("gpus").querySelectorAll("input")) box.checked = true;
     schedule();

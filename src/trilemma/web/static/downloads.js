@@ -41,7 +41,22 @@ function downloadFrontier() {
   if (view.solveDoc) saveFile("trilemma-frontier.csv", "text/csv", frontierCsv(view.solveDoc.frontier_points));
 }
 
+// the plan shown (the solve's optimum or a frontier point) as the files of the engine picked, each
+// downloaded as the text /api/export answers (`trilemma export --to ENGINE solve ...`)
+async function exportPlan() {
+  const body = { to: $("export-engine").value, solve: view.solveReq };
+  if (view.shownPoint !== null && view.shownPoint !== undefined) body.point = view.shownPoint;
+  const res = await fetch("/api/export", { method: "POST", headers: { "Content-Type": "application/json" },
+                                           body: JSON.stringify(body) });
+  const doc = await res.json();
+  $("export-error").textContent = res.status === 200 ? "" : pageWords(doc.error, "solve");
+  if (res.status !== 200) return;
+  for (const [name, text] of Object.entries(doc.files)) saveFile(name, "text/plain", text);
+  document.body.dataset.exported = Object.keys(doc.files).join(",");
+}
+
 function wireDownloads() {
+  $("export-plan").addEventListener("click", exportPlan);
   $("download-plan").addEventListener("click", downloadPlan);
   $("download-frontier").addEventListener("click", downloadFrontier);
 }

@@ -7,10 +7,12 @@ async function drawFrontier(doc) {
   const f = doc.frontier_points;
   const n = f.time_s.length;
   const idx = [...Array(n).keys()];
+  const hasLoss = Boolean(doc.optimum.loss);  // a fine-tune predicts none
+  const lossText = (l) => (Number.isFinite(l) ? `, loss ${l.toFixed(3)}` : "");
   const text = idx.map((i) => {
     const c = f.configs[f.config[i]];
     return `${c.model}<br>${c.n_gpus}× ${c.gpu} ${c.precision}, ${fmtNum(f.tokens[i])} tokens<br>` +
-      `${fmtDuration(f.time_s[i])}, ${fmtUSD(f.usd[i])}, loss ${f.loss[i].toFixed(3)}` +
+      `${fmtDuration(f.time_s[i])}, ${fmtUSD(f.usd[i])}${lossText(f.loss[i])}` +
       (f.feasible[i] ? "" : "<br>(outside the pins)");
   });
   // two traces (within the pins, outside them) with one marker style each: per-point styles draw slower
@@ -20,9 +22,10 @@ async function drawFrontier(doc) {
       type: "scatter", mode: "markers", name: within ? "frontier (within the pins)" : "frontier (outside them)",
       x: ids.map((i) => f.time_s[i] / DAY_S), y: ids.map((i) => f.usd[i]), customdata: ids,
       text: ids.map((i) => text[i]), hoverinfo: "text",
-      marker: { color: ids.map((i) => f.loss[i]), cmin: lossRange[0], cmax: lossRange[1], colorscale: "Viridis",
-                reversescale: true, showscale: within, size: within ? 7 : 4, opacity: within ? 0.9 : 0.25,
-                colorbar: { title: { text: "loss" }, thickness: 12 } },
+      marker: hasLoss ? { color: ids.map((i) => f.loss[i]), cmin: lossRange[0], cmax: lossRange[1], colorscale: "Viridis",
+                          reversescale: true, showscale: within, size: within ? 7 : 4, opacity: within ? 0.9 : 0.25,
+                          colorbar: { title: { text: "loss" }, thickness: 12 } }
+        : { color: "#3b6fb6", size: within ? 7 : 4, opacity: within ? 0.9 : 0.25 },
     };
   };
   // open a decade around the pins and the optimum (as `solve --plot`); the autoscale button shows every point
@@ -33,15 +36,28 @@ async function drawFrontier(doc) {
   const o = doc.optimum, p = doc.pins;
   const xRange = around([o.time.total_s / DAY_S, p.deadline_s ? p.deadline_s / DAY_S : 0]);
   const yRange = around([o.cost.usd, p.budget_usd || 0]);
-  const lossRange = shownLossRange(f, xRange, yRange);
+  const lossRange = hasLoss ? shownLossRange(f, xRange, yRange) : [0, 1];
   const outside = trace(false), points = trace(true);
-  const best = { type: "scatter", mode: "markers", name: "optimum", x: [o.time.total_s / DAY_S], y: [o.cost.usd],
-                 text: [`optimum<br>${o.model.name}<br>loss ${o.loss.mean.toFixed(3)}`], hoverinfo: "text",
-                 marker: { symbol: "star", size: 20, color: "#d62728", line: { color: "#fff", width: 1 } } };
+  // the optimum and the runners-up with their 80% bands of time and cost as error bars, hover: key figures
+  const band = (plans, v, lo, hi, scale) => ({
+    type: "data", symmetric: false, thickness: 1, width: 3,
+    array: plans.map((q) => (hi(q) - v(q)) / scale), arrayminus: plans.map((q) => (v(q) - lo(q)) / scale) });
+  const marked = (plans, name, marker, label) => ({
+    type: "scatter", mode: "markers", name, x: plans.map((q) => q.time.total_s / DAY_S), y: plans.map((q) => q.cost.usd),
+    text: plans.map((q) => `${label(q)}<br>${q.hardware.n_gpus}× ${q.hardware.name}, ${q.model.name}<br>` +
+      `${fmtDuration(q.time.total_s)} (${fmtDuration(q.time.total_s_low)} – ${fmtDuration(q.time.total_s_high)}), ` +
+      `${fmtUSD(q.cost.usd)} (${fmtUSD(q.cost.usd_low)} – ${fmtUSD(q.cost.usd_high)})` +
+      (q.loss ? `<br>loss ${q.loss.mean.toFixed(3)} (${q.loss.low.toFixed(3)} – ${q.loss.high.toFixed(3)})` : "")),
+    hoverinfo: "text", marker,
+    error_x: { ...band(plans, (q) => q.time.total_s, (q) => q.time.total_s_low, (q) => q.time.total_s_high, DAY_S),
+               color: marker.color },
+    error_y: { ...band(plans, (q) => q.cost.usd, (q) => q.cost.usd_low, (q) => q.cost.usd_high, 1), color: marker.color },
+  });
+  const best = marked([o], "optimum (80% bands)", { symbol: "star", size: 20, color: "#d62728",
+                                                    line: { color: "#fff", width: 1 } }, () => "optimum");
   const ups = doc.runners_up;
-  const runners = { type: "scatter", mode: "markers", name: "runners-up", x: ups.map((p) => p.time.total_s / DAY_S),
-                    y: ups.map((p) => p.cost.usd), text: ups.map((p) => p.differs_in), hoverinfo: "text",
-                    marker: { symbol: "diamond", size: 11, color: "#ff7f0e", line: { color: "#fff", width: 1 } } };
+  const runners = marked(ups, "runners-up", { symbol: "diamond", size: 11, color: "#ff7f0e",
+                                              line: { color: "#fff", width: 1 } }, (q) => "runner-up: " + q.differs_in);
   const shapes = [];
   if (p.deadline_s) shapes.push({ type: "line", xref: "x", yref: "paper", x0: p.deadline_s / DAY_S,
                                   x1: p.deadline_s / DAY_S, y0: 0, y1: 1, line: { dash: "dash", width: 1 } });
@@ -63,7 +79,7 @@ async function drawFrontier(doc) {
     $("frontier").on("plotly_click", (ev) => {
       const pt = ev.points[0];
       if (pt.curveNumber <= 1) showPoint(pt.customdata);
-      else if (pt.curveNumber === 2) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings);
+      else if (pt.curveNumber === 2) showPlan(view.solveDoc.optimum, "Optimum", view.solveDoc.warnings, null);
       else if (pt.curveNumber === 3) {
         const up = view.solveDoc.runners_up[pt.pointNumber];
         showPlan(up, "Runner-up: " + up.differs_in, []);
@@ -85,7 +101,7 @@ function shownLossRange(f, xRange, yRange) {
 // a zoom or pan: the colour scale follows the points now in view
 function recolour() {
   const gd = $("frontier"), full = gd._fullLayout;
-  if (!view.solveDoc || !full) return;
+  if (!view.solveDoc || !full || !gd.data[1].marker.colorscale) return;
   const [lo, hi] = shownLossRange(view.solveDoc.frontier_points, full.xaxis.range, full.yaxis.range);
   const [cmin, cmax] = [gd.data[1].marker.cmin, gd.data[1].marker.cmax];
   if (Math.abs(cmin - lo) > 1e-9 || Math.abs(cmax - hi) > 1e-9) {
@@ -102,7 +118,7 @@ async function showPoint(i) {
   const doc = await res.json();
   if (me !== view.seq) return;
   if (res.status !== 200 || doc.infeasible) { showError(doc); return; }
-  showPlan(doc, `Frontier point ${i}`, []);
+  showPlan(doc, `Frontier point ${i}`, [], i);
   const f = view.solveDoc.frontier_points;
   await window.Plotly.restyle("frontier", { x: [[f.time_s[i] / DAY_S]], y: [[f.usd[i]]] }, [4]);
   $("status").textContent = `frontier point ${i}`;

@@ -1,12 +1,31 @@
-// trilemma serve: "More inputs", one per request field the page has no control for, built from the
-// request schema the server publishes (/openapi.json: each field's name, description, type, default),
-// so a new request field reaches the page by construction. Bounds and refusals come from the server:
-// a 422 naming a field is shown beside its control. Loaded before app.js.
+// trilemma serve: every request field the page has no main control for, built from the request schema
+// the server publishes (/openapi.json: each field's name, description, type, default), so a new request
+// field reaches the page by construction. The fields are grouped; a field no group names lands in
+// "Other inputs", never off the page. "Model and data" is shown; the other groups sit inside "More
+// inputs", one click away. Bounds and refusals come from the server: a 422 naming a field is shown
+// beside its control. Loaded before app.js.
 "use strict";
 
 const MORE = { solve: "SolveRequest", estimate: "EstimateRequest" };  // tab -> its body's schema
 const MORE_TITLE = "More inputs";
 const URL_PREFIX = { solve: "s.", estimate: "e." };  // a field's key in the address bar
+// [title, JSON keys, shown without a click]; a key a tab's request lacks is skipped
+const MORE_GROUPS = [
+  ["Model and data", ["model", "tokens", "unique-tokens", "target-score", "law", "task"], true],
+  ["Sequence and batch", ["seq", "global-batch", "micro-batch", "batch"]],
+  ["Precision and memory", ["memory-headroom", "host-memory"]],
+  ["Layout pins", ["tp", "pp", "cp", "ep", "vp", "sp", "zero", "recompute"]],
+  ["Stack and trainer", ["stack", "trainer", "flash", "softmax-passes", "fused-loss", "compile", "async-tp"]],
+  ["Fine-tune", ["finetune", "trainable-layers", "lora-rank", "lora-alpha", "lora-targets", "base-precision",
+                 "optimizer", "offload"]],
+  ["Deployment", ["deploy", "deploy-precision", "runtime", "context", "min-tokens-per-s", "inference-tokens"]],
+  ["Price", ["price", "provider", "market", "own", "amortise", "site-kwh", "utilisation"]],
+  ["Power and carbon", ["max-power", "pue", "region", "host-power"]],
+  ["Cluster", ["gpus-per-node", "intra-node-bw", "inter-node-bw"]],
+  ["Reliability", ["failure-rate", "restart", "storage-bw", "goodput"]],
+  ["Search", ["rank", "frontier-all"]],
+];
+const OTHER_GROUP = "Other inputs";
 
 // the types a schema property accepts, e.g. ["string", "number", "null"]
 function fieldTypes(prop) {
@@ -37,6 +56,8 @@ function moreControl(tab, key, prop) {
   input.id = id;
   input.dataset.key = key;
   input.dataset.text = String(fieldTypes(prop).includes("string"));  // else sent as a number
+  // items (a list, a table or one value: --price GPU=USD, repeatable): comma-separated, sent as a list
+  input.dataset.items = String(fieldTypes(prop).includes("array") && fieldTypes(prop).includes("object"));
   const help = document.createElement("small");
   help.id = id + "-help";
   help.textContent = prop.description || "";
@@ -49,30 +70,54 @@ function moreControl(tab, key, prop) {
   return row;
 }
 
-// the section of one tab's form: every property of its request not on the page already
+function groupBox(tab, title, shown) {
+  const box = document.createElement("fieldset");
+  box.className = "more-group";
+  box.dataset.group = title;
+  box.id = `${tab}-group-${title.toLowerCase().replace(/[^a-z]+/g, "-")}`;
+  const legend = document.createElement("legend");
+  legend.textContent = title;
+  box.appendChild(legend);
+  if (shown) box.classList.add("shown");
+  return box;
+}
+
+// one tab's groups: every property of its request not on the page already, each in its group (a
+// property no group names in "Other inputs")
 function buildMore(tab, schemas) {
   const props = schemas[MORE[tab]].properties;
-  const box = document.createElement("details");
-  box.id = `${tab}-more`;
-  box.className = "more";
+  const details = document.createElement("details");
+  details.id = `${tab}-more`;
+  details.className = "more";
   const summary = document.createElement("summary");
   summary.textContent = MORE_TITLE;
-  box.appendChild(summary);
-  for (const [key, prop] of Object.entries(props)) {
-    if (key in CONTROL_LABELS[tab]) continue;
-    box.appendChild(moreControl(tab, key, prop));
+  details.appendChild(summary);
+  const placed = new Set(Object.keys(CONTROL_LABELS[tab]));
+  const form = $(`${tab}-form`);
+  const groups = [...MORE_GROUPS, [OTHER_GROUP, Object.keys(props)]];
+  for (const [title, keys, shown] of groups) {
+    const box = groupBox(tab, title, shown);
+    for (const key of keys) {
+      if (!(key in props) || placed.has(key)) continue;
+      placed.add(key);
+      box.appendChild(moreControl(tab, key, props[key]));
+    }
+    if (box.querySelector("[data-key]")) (shown ? form : details).appendChild(box);
   }
-  $(`${tab}-form`).appendChild(box);
+  form.appendChild(details);
 }
 
 function moreInputs(tab) {
-  const box = $(`${tab}-more`);
-  return box ? [...box.querySelectorAll("[data-key]")] : [];
+  return [...$(`${tab}-form`).querySelectorAll(".more-group [data-key]")];
 }
 
 // the label of a "More inputs" control, for pageWords; null when the tab has none for `key`
 function moreLabel(tab, key) {
-  return $(moreControlId(tab, key)) ? `${key.replace(/-/g, " ")} (${MORE_TITLE})` : null;
+  const el = $(moreControlId(tab, key));
+  if (!el) return null;
+  const group = el.closest(".more-group");
+  const where = group.classList.contains("shown") ? group.dataset.group : `${MORE_TITLE} › ${group.dataset.group}`;
+  return `${key.replace(/-/g, " ")} (${where})`;
 }
 
 // the values set in the section, by JSON key (flags as true/false)
@@ -82,6 +127,7 @@ function moreValues(tab) {
     const v = el.value.trim();
     if (v === "") continue;
     if (el.tagName === "SELECT") req[el.dataset.key] = v === "true";
+    else if (el.dataset.items === "true") req[el.dataset.key] = v.split(",").map((x) => x.trim()).filter((x) => x);
     else req[el.dataset.key] = el.dataset.text === "true" || !isFinite(Number(v)) ? v : Number(v);
   }
   return req;
@@ -99,7 +145,7 @@ function readMoreUrl(q) {
       const v = q.get(URL_PREFIX[tab] + el.dataset.key);
       if (v === null) continue;
       el.value = v;
-      $(`${tab}-more`).open = true;
+      if ($(`${tab}-more`).contains(el)) $(`${tab}-more`).open = true;
     }
   }
 }
@@ -114,7 +160,7 @@ function showMoreError(tab, field, message) {
   if (!el) return false;
   el.classList.add("bad");
   $(el.id + "-error").textContent = message;
-  $(`${tab}-more`).open = true;
+  if ($(`${tab}-more`).contains(el)) $(`${tab}-more`).open = true;
   return true;
 }
 
