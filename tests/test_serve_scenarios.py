@@ -57,9 +57,11 @@ def _scenario(name: str, tmp_path: Path) -> Path:
     """The seed's scenario file; the frontier lab with a power pin where the request has one."""
     path = SCENARIOS / f"{name}.toml"
     keys = {o.key for o in SolveRequest.options().values()}
+    text = path.read_text("utf-8")
     if name == "frontier-lab" and "max-power" in keys:
+        lines = [ln for ln in text.splitlines() if not ln.replace("_", "-").startswith("max-power")]
         copy = tmp_path / path.name
-        copy.write_text(path.read_text("utf-8") + f'max-power = "{POWER_PIN}"\n', "utf-8")
+        copy.write_text("\n".join(lines) + f'\nmax-power = "{POWER_PIN}"\n', "utf-8")
         return copy
     return path
 

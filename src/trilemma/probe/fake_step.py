@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from trilemma.probe import model as probe_model
+from trilemma.probe import norm_rope
 
 
 class _FusedRMSNorm(torch.autograd.Function):
@@ -76,12 +77,17 @@ class _GpuFunctional:
 
 @contextlib.contextmanager
 def gpu_functional(selective: bool) -> Iterator[None]:
-    saved = probe_model.F
-    probe_model.F = _GpuFunctional(selective)  # type: ignore[assignment]
+    """The probe model's functional calls (its layers' and its norms', trilemma.probe.norm_rope) as a
+    GPU runs them, for the duration."""
+    mods = (probe_model, norm_rope)
+    saved = [m.F for m in mods]
+    for m in mods:
+        m.F = _GpuFunctional(selective)  # type: ignore[assignment]
     try:
         yield
     finally:
-        probe_model.F = saved
+        for m, f in zip(mods, saved):
+            m.F = f  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
