@@ -85,3 +85,15 @@ def short_ladder_runs(fingerprint: str, seeds) -> list:
         "fit", lp.shape_for_width(16), 5.0, eval_tokens=2048, data_fingerprint=fingerprint
     )
     return [replace(run, steps=6, warmup_steps=2, seed=s) for s in seeds]
+
+
+def ladder_cli(args: list[str]):
+    """``trilemma ladder ARGS`` in-process through Typer's runner: its Result (exit_code, stdout, stderr)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from trilemma.cli_ladder import ladder
+
+    app = typer.Typer()
+    app.command()(ladder)
+    return CliRunner().invoke(app, args)

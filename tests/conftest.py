@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
 import pytest
 
 
@@ -12,3 +18,39 @@ def quality_app(monkeypatch):
 
     monkeypatch.setenv("COLUMNS", "250")
     return cli.app
+
+
+@pytest.fixture(scope="session")
+def tiny_ladder(tmp_path_factory):
+    """The CI ladder as a user meets it, trained once for the session: a real `trilemma ladder --tiny`
+    Ctrl-C'd after two runs are recorded, then the same command (with --plot) completes it — 10 real
+    trainings. The ladder's end-to-end test checks it; the Ray backend's test compares its own ladder with
+    this local one (same seeds, same losses)."""
+    pytest.importorskip("torch")
+    from clitools import ladder_cli
+
+    from trilemma.ladder.records import read_records
+
+    out = tmp_path_factory.mktemp("tiny-ladder") / "lad"
+    png = out.parent / "ladder.png"
+    cmd = [sys.executable, "-m", "trilemma.cli", "ladder", "--tiny", "--out", str(out), "--json"]
+    # a terminal's Ctrl-C: make sure the child does not inherit an ignored SIGINT
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # noqa: PLW1509
+    runs = out / "runs.jsonl"
+    deadline = time.time() + 90
+    while time.time() < deadline and (not runs.exists() or runs.read_bytes().count(b"\n") < 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    before = read_records(runs)
+    whole_lines = runs.read_bytes().endswith(b"\n")  # after the Ctrl-C, before the resume
+    done = ladder_cli(["--tiny", "--out", str(out), "--plot", str(png), "--json"])
+    return SimpleNamespace(
+        out=out, png=png, runs=runs, returncode=proc.returncode, stdout=stdout, stderr=stderr,
+        before=before, whole_lines=whole_lines, result=done,
+    )  # fmt: skip

@@ -11,13 +11,13 @@ import dataclasses
 import json
 import math
 import multiprocessing as mp
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from clitools import ladder_cli
 
 from trilemma.errors import InputError
 from trilemma.ladder import choose
@@ -429,45 +429,24 @@ def test_pool_two_workers_real_training(tmp_path):
 
 
 def _cli(args):
-    import typer
-    from typer.testing import CliRunner
-
-    from trilemma.cli_ladder import ladder
-
-    app = typer.Typer()
-    app.command()(ladder)
-    return CliRunner().invoke(app, args)
+    return ladder_cli(args)
 
 
 @pytest.mark.slow
-def test_tiny_ladder_interrupted_resumed_end_to_end(tmp_path):
+def test_tiny_ladder_interrupted_resumed_end_to_end(tiny_ladder):
     """The CI ladder, as a user meets it: Ctrl-C a real `trilemma ladder --tiny` mid-run (exit 130,
     whole lines only), then the same command completes it without losing or repeating a run: 10 real
-    trainings in all, the fit, the held-out check, the law and the plot. (One ladder trained once: the
-    interruption and the end-to-end checks share it, which keeps the suite's time down.)"""
-    pytest.importorskip("torch")
-    out, png = tmp_path / "lad", tmp_path / "ladder.png"
-    cmd = [sys.executable, "-m", "trilemma.cli", "ladder", "--tiny", "--out", str(out), "--json"]
-    # a terminal's Ctrl-C: make sure the child does not inherit an ignored SIGINT
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # noqa: PLW1509
-    runs = out / "runs.jsonl"
-    deadline = time.time() + 90
-    while time.time() < deadline and (not runs.exists() or runs.read_bytes().count(b"\n") < 2):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and stdout == b""
+    trainings in all, the fit, the held-out check, the law and the plot (conftest.tiny_ladder: one ladder
+    trained once for the session, which keeps the suite's time down)."""
+    out, png, runs = tiny_ladder.out, tiny_ladder.png, tiny_ladder.runs
+    assert tiny_ladder.returncode == 130 and tiny_ladder.stdout == b""
+    stderr = tiny_ladder.stderr
     assert b"resume" in stderr and stderr.count(b"\n") == 1
-    before = read_records(runs)
+    before = tiny_ladder.before
     assert before.warnings == () and 2 <= len(before.records) < 10
-    assert runs.read_bytes().endswith(b"\n")
+    assert tiny_ladder.whole_lines
 
-    r = _cli(["--tiny", "--out", str(out), "--plot", str(png), "--json"])
+    r = tiny_ladder.result
     assert r.exit_code == 0, r.output
     assert r.stderr == ""
     doc = json.loads(r.stdout)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from clitools import run, save_stated_cpu_profile, short_ladder_runs
+from clitools import ladder_cli, run, save_stated_cpu_profile, short_ladder_runs
 
 from trilemma.errors import InputError
 from trilemma.ladder import plan as lp
@@ -52,14 +52,7 @@ def ray_address():
 
 
 def _cli(args):
-    import typer
-    from typer.testing import CliRunner
-
-    from trilemma.cli_ladder import ladder
-
-    app = typer.Typer()
-    app.command()(ladder)
-    return CliRunner().invoke(app, args)
+    return ladder_cli(args)
 
 
 def _no_profile(monkeypatch):
@@ -259,11 +252,11 @@ def _ladder_args(out: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_tiny_ladder_on_ray_killed_resumed_and_equal_to_local(tmp_path, ray_address):
+def test_tiny_ladder_on_ray_killed_resumed_and_equal_to_local(tmp_path, ray_address, tiny_ladder):
     """`ladder --tiny --backend ray`: the driver is killed (SIGKILL) once runs.jsonl has a record,
     the same command completes it with each run recorded exactly once; then `--backend local` on
     the same seeds gives the same losses (1e-6) and the same law, and the held-out run is inside
-    its band."""
+    its band (the local ladder: conftest.tiny_ladder, trained once for the session)."""
     save_stated_cpu_profile()  # the drivers predict from it, and measure nothing
     out = tmp_path / "ray"
     cmd = [sys.executable, "-m", "trilemma.cli", "ladder", *_ladder_args(out)]
@@ -297,11 +290,9 @@ def test_tiny_ladder_on_ray_killed_resumed_and_equal_to_local(tmp_path, ray_addr
     ho = ray_doc["held_out"]
     assert ho["low"] <= ho["measured"] <= ho["high"] and ho["within_band"]
 
-    t1 = time.perf_counter()
-    local = _cli([*_ladder_args(tmp_path / "local"), "--workers", "2"])
+    local = tiny_ladder.result  # the local ladder on the same seeds (conftest.tiny_ladder)
     assert local.exit_code == 0, local.output
     local_doc = json.loads(local.stdout)
-    local_s = time.perf_counter() - t1
     ray_loss = {x["key"]: x["loss"] for x in ray_doc["runs"]}
     local_loss = {x["key"]: x["loss"] for x in local_doc["runs"]}
     assert ray_loss.keys() == local_loss.keys() and len(ray_loss) == 10
@@ -311,4 +302,4 @@ def test_tiny_ladder_on_ray_killed_resumed_and_equal_to_local(tmp_path, ray_addr
         v = local_doc["fit"]["law"][name]
         assert ray_doc["fit"]["law"][name] == pytest.approx(v, rel=1e-5)
     assert ray_doc["held_out"]["predicted"] == pytest.approx(ho["predicted"])
-    print(f"\nray ladder (killed, resumed) {ray_s:.1f} s; local ladder (2 workers) {local_s:.1f} s")
+    print(f"\nray ladder (killed, resumed) {ray_s:.1f} s")
