@@ -17,25 +17,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from browsertools import browser_api, browser_marks
 
 from trilemma.units import DAY
 
-pytest.importorskip(
-    "fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')"
-)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (the dev extra has it)"
-)
+sync_api = browser_api()
 
 from trilemma.web.testing import CHROMIUM, CHROMIUM_ARGS, running_server  # noqa: E402
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
-    ),
-]
+pytestmark = browser_marks()
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 WAIT_MS = 20_000

@@ -14,23 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browsertools import browser_api, browser_marks, browser_site
 
-pytest.importorskip(
-    "fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')"
-)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (the dev extra has it)"
-)
+sync_api = browser_api()
 
-from trilemma.web.testing import CHROMIUM, CHROMIUM_ARGS, running_server  # noqa: E402
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
-    ),
-]
+pytestmark = browser_marks()
 
 WAIT_MS = 20_000
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "scripts" / "serve_screenshots.py"
@@ -41,12 +30,8 @@ VISIBLY_DIFFERENT = 24
 @pytest.fixture(scope="module")
 def site() -> Iterator[tuple[object, str]]:
     """(browser, base URL) shared by the module's tests."""
-    with running_server() as base, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser, base
-        finally:
-            browser.close()
+    with browser_site() as s:
+        yield s
 
 
 def _open(site, query: str = ""):

@@ -14,25 +14,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from browsertools import browser_api, browser_marks, browser_site
 from clitools import run
 
-pytest.importorskip(
-    "fastapi", reason="the web extra is not installed (pip install 'trilemma[web]')"
-)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (the dev extra has it)"
-)
+sync_api = browser_api()
 
 from trilemma.request.solve import SolveRequest  # noqa: E402
-from trilemma.web.testing import CHROMIUM, CHROMIUM_ARGS, running_server  # noqa: E402
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(),
-        reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
-    ),
-]
+pytestmark = browser_marks()
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
 WAIT_MS = 30_000
@@ -45,12 +34,8 @@ POWER_PIN = "20MW"
 @pytest.fixture(scope="module")
 def site() -> Iterator[tuple[object, str]]:
     """(browser, base URL) shared by the module's tests."""
-    with running_server() as base, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser, base
-        finally:
-            browser.close()
+    with browser_site() as s:
+        yield s
 
 
 def _scenario(name: str, tmp_path: Path) -> Path:

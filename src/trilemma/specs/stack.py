@@ -39,6 +39,16 @@ class HostMode(StrEnum):
     NATIVE = "native"  # a C++/CUDA loop (llm.c) or an XLA program (JAX): launch latency only
 
 
+def feature_values(spec: Spec) -> dict[str, object]:
+    """A preset's features (every field but its name, aliases, description and source) as plain
+    values: enums by their value. StackSpec's and TrainerSpec's ``features``."""
+    return {
+        k: (v.value if isinstance(v, StrEnum) else v)
+        for k, v in spec.model_dump().items()
+        if k not in ("name", "aliases", "description", "source")
+    }
+
+
 class StackSpec(Spec):
     """One training stack's features. Flags given on the command line override the features they
     name (``--no-flash``, ``--fused-loss``, ``--compile``, ``--async-tp``)."""
@@ -71,11 +81,7 @@ class StackSpec(Spec):
     @property
     def features(self) -> dict[str, object]:
         """The features as plain values (the JSON's ``plan.stack.features``)."""
-        return {
-            k: (v.value if isinstance(v, StrEnum) else v)
-            for k, v in self.model_dump().items()
-            if k not in ("name", "aliases", "description", "source")
-        }
+        return feature_values(self)
 
 
-__all__ = ["AttentionKernel", "HostMode", "StackSpec"]
+__all__ = ["AttentionKernel", "HostMode", "StackSpec", "feature_values"]

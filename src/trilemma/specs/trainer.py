@@ -13,6 +13,7 @@ from pydantic import Field
 
 from trilemma.specs.base import Spec
 from trilemma.specs.enums import StrEnum
+from trilemma.specs.stack import feature_values
 
 
 class LossKernel(StrEnum):
@@ -62,11 +63,7 @@ class TrainerSpec(Spec):
     @property
     def features(self) -> dict[str, object]:
         """The features as plain values (the JSON's ``plan.trainer.features``)."""
-        return {
-            k: (v.value if isinstance(v, StrEnum) else v)
-            for k, v in self.model_dump().items()
-            if k not in ("name", "aliases", "description", "source")
-        }
+        return feature_values(self)
 
 
 __all__ = ["LossKernel", "TrainerSpec"]
