@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trilemma.api import estimate
-from trilemma.estimate.bands import BAND_CROSS_FAMILY, BAND_LOSO, band_outside, outside_reasons
+from trilemma.estimate.bands import (
+    BAND_CROSS_FAMILY,
+    BAND_LOSO,
+    BAND_NO_STACK,
+    UNCALIBRATED_STACK,
+    band_outside,
+    outside_reasons,
+)
 from trilemma.presets import calibration, calibration_rows
 from trilemma.validate.bands import (
     Residual,
@@ -263,3 +270,66 @@ def test_fewer_nodes_than_any_multi_node_whole_run_widens_the_run_band_too():
         "nodes" in r
         for r in outside_reasons("nvidia-ampere", 16, 7e9, "bf16", finetune=True, nodes=2)
     )
+
+
+def _stacks_with_time_rows() -> set[str]:
+    """The stacks the rows with a step time or a run's time name (data/throughput.csv, runs.csv):
+    read from the data, not from the calibration the bands are built on."""
+    import csv
+    import io
+    from importlib import resources
+
+    out: set[str] = set()
+    for name in ("throughput.csv", "runs.csv"):
+        text = resources.files("trilemma.data").joinpath(name).read_text("utf-8")
+        out |= {r["stack"] for r in csv.DictReader(io.StringIO(text)) if r["stack"]}
+    return out
+
+
+@pytest.mark.parametrize("kind", ["time", "throughput"])
+def test_a_stack_no_time_row_ran_keeps_the_cross_stack_error(kind):
+    """A stack no step time or run was measured with (hai-llm, hf-fsdp, hf-deepspeed, maxtext,
+    pytorch-eager: memory rows only) is widened exactly as a plan that names no stack, never less;
+    a stack with rows keeps the band it had, the leave-one-source-out one inside the regime."""
+    from trilemma.presets import stacks
+
+    timed = _stacks_with_time_rows()
+    assert {"hai-llm", "hf-fsdp", "hf-deepspeed", "maxtext", "pytorch-eager"}.isdisjoint(timed)
+    plan = ("nvidia-hopper", 512, 7e10, "bf16", kind)  # inside every bound of [regime]
+    none = band_outside(*plan, stack_given=False)
+    inside = band_outside(*plan)
+    assert inside[2] == () and none[2] == (BAND_NO_STACK,)
+    q = calibration()["bands"]
+    assert inside[:2] == pytest.approx(
+        (math.exp(-q[f"{kind}_log_q90"]), math.exp(-q[f"{kind}_log_q10"])), rel=1e-12
+    )
+    for name in stacks():
+        lo, hi, why = band_outside(*plan, stack=name)
+        if name in timed:
+            assert (lo, hi, why) == inside, name
+        else:
+            assert (lo, hi) == pytest.approx(none[:2], rel=1e-12) and lo <= inside[0], name
+            assert hi >= inside[1] and why == (UNCALIBRATED_STACK.format(name),)
+
+
+def test_estimate_and_solve_say_a_stack_has_no_calibration_rows(capsys):
+    """The line is in estimate's band reasons (text and JSON) and in solve's notes; the band on
+    GPU-hours is at least as wide as with no stack named, and a calibrated stack's has no such line."""
+    import json
+
+    from clitools import run
+
+    line = "stack {}: no calibration rows; band widened by the cross-stack error"
+    plan = ("llama2-7b", "h100-sxm", 64, 1e11)
+    ratio = lambda t: t.gpu_hours_high / t.gpu_hours_low  # noqa: E731
+    bare, fsdp = estimate(*plan).time, estimate(*plan, stack="hf-fsdp").time
+    assert ratio(fsdp) >= ratio(bare) * (1 - 1e-12)
+    assert not any("stack" in r for r in estimate(*plan, stack="megatron-core").time.band_reasons)
+    flags = ("-m", "llama2-7b", "-g", "h100-sxm", "-n", "64", "-t", "100B", "--stack", "hf-fsdp")
+    code, out, _ = run(capsys, "estimate", *flags, "--json")
+    assert code == 0 and line.format("hf-fsdp") in json.loads(out)["time"]["band_reasons"]
+    code, out, _ = run(capsys, "estimate", *flags)
+    assert code == 0 and line.format("hf-fsdp") in " ".join(out.split())
+    pins = ("--deadline", "30d", "--budget", "$2M", "--params", "1B..3B", "--gpu", "h100-sxm")
+    code, out, _ = run(capsys, "solve", *pins, "--stack", "maxtext")
+    assert code == 0 and line.format("maxtext") in " ".join(out.split())

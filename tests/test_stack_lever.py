@@ -73,6 +73,8 @@ CITED = [
     ("metaseq", "attention", "fused-softmax", "ScaledUpperTriangMaskedSoftmax"),
     ("megatron-deepspeed", "distributed_optimizer", True, "its own zero stage 1 equivalent"),
     ("meta-llama", "pp_overlap", True, "asynchronous point-to-point communication"),
+    ("hai-llm", "ep_node_limit", 4, "dispatched to at most 4 nodes"),
+    ("hai-llm", "ep_overlap", True, "and PP communication can be fully hidden"),
 ]
 
 

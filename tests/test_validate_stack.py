@@ -17,7 +17,7 @@ from trilemma.validate.cases import KINDS, load_cases, load_file, read_rows
 from trilemma.validate.columns import STACKS
 from trilemma.validate.schema import RowError
 
-#: rows whose training code is none of STACKS (named in data/README.md): DeepSeek's HAI-LLM, AI2's OLMo
+#: rows left untagged (named in data/README.md): DeepSeek-V2's HAI-LLM (kept out of the calibration), AI2's OLMo
 #: trainer, Google's TPU codebases (BERT, Mesh TensorFlow) and IBM's fms-fsdp
 UNTAGGED = {
     "runs": {

@@ -140,6 +140,7 @@ def _bands(cl: ClusterSpec, pl: TrainingPlan, pc: ParamCounts) -> tuple:
         cl.n_gpus, cl.node_size
     )  # as whole runs' nodes are counted (--gpus-per-node too)
     given = pl.stack is not None
+    name = pl.stack.name if given else None  # a stack no calibration row ran: widened as none named
     lo, hi, reasons = band_outside(
         cl.hardware.family,
         cl.n_gpus,
@@ -148,9 +149,18 @@ def _bands(cl: ClusterSpec, pl: TrainingPlan, pc: ParamCounts) -> tuple:
         finetune=ft,
         nodes=nodes,
         stack_given=given,
+        stack=name,
     )
     s_lo, s_hi, _ = band_outside(
-        cl.hardware.family, cl.n_gpus, pc.total, str(pl.precision), "throughput", ft, None, given
+        cl.hardware.family,
+        cl.n_gpus,
+        pc.total,
+        str(pl.precision),
+        "throughput",
+        ft,
+        None,
+        given,
+        name,
     )
     return lo, hi, reasons, s_lo, s_hi
 

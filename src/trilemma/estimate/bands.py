@@ -32,6 +32,8 @@ BAND_CROSS_FAMILY = "chip family not calibrated: cross-family error added"
 BAND_NO_STACK = (
     "no --stack given: timed with the default stack's features; the cross-stack error added"
 )
+#: why a plan naming a stack that no calibration row was measured with has a wider band (its name first)
+UNCALIBRATED_STACK = "stack {}: no calibration rows; band widened by the cross-stack error"
 #: the kinds of calibration row that measure time (a family with only memory rows is not calibrated for it)
 TIME_KINDS = ("throughput", "runs")
 
@@ -50,6 +52,29 @@ def family_calibrated(family: str) -> bool:
     return sum(family_coverage(family).get(k, 0) for k in TIME_KINDS) > 0
 
 
+def stack_calibrated(name: str) -> bool:
+    """Whether the last calibration has step times or runs measured with this stack (calibrated.toml
+    [stacks]: each stack held out, n its rows; trilemma.validate.stacks). True when the calibration
+    predates the [stacks] table (nothing to say either way)."""
+    table = calibration().get("stacks")
+    if table is None:
+        return True
+    return int(table.get(name, {}).get("n", 0)) > 0
+
+
+def stack_reason(stack_given: bool, stack: str | None = None) -> str | None:
+    """Why the band carries the cross-stack error (calibrated.toml [bands] cross_stack_*), or None: the
+    plan names no stack (``BAND_NO_STACK``), or names ``stack``, which no calibration row was measured
+    with (``UNCALIBRATED_STACK``): either way its step is timed with features no calibrated constant saw."""
+    if "cross_stack_log_q90" not in calibration().get("bands", {}):
+        return None
+    if not stack_given:
+        return BAND_NO_STACK
+    if stack is not None and not stack_calibrated(stack):
+        return UNCALIBRATED_STACK.format(stack)
+    return None
+
+
 def outside_reasons(
     family: str,
     n_gpus: float | None = None,
@@ -58,6 +83,7 @@ def outside_reasons(
     finetune: bool = False,
     nodes: float | None = None,
     stack_given: bool = True,
+    stack: str | None = None,
 ) -> tuple[str, ...]:
     """Why a plan lies outside what the time calibration measured (calibrated.toml [families], [regime]):
     a chip family with no step times or runs, more devices or a larger model than the largest calibrated
@@ -65,10 +91,12 @@ def outside_reasons(
     ``nodes``, for a whole run's time) more nodes than the largest whole run with a wall time, or fewer (but
     more than one) than the smallest, where a whole run's unmodelled losses (evaluation, idle time, data
     stalls: what the runs' residuals hold beyond trilemma.estimate.goodput and .stragglers) are
-    extrapolated; and a plan that names no software stack (``BAND_NO_STACK``). Empty: inside."""
+    extrapolated; and a plan that names no software stack, or names ``stack`` that no calibration row
+    was measured with (``stack_reason``). Empty: inside."""
     out = [] if family_calibrated(family) else [BAND_CROSS_FAMILY]
-    if not stack_given and "cross_stack_log_q90" in calibration().get("bands", {}):
-        out.append(BAND_NO_STACK)
+    by_stack = stack_reason(stack_given, stack)
+    if by_stack:
+        out.append(by_stack)
     reg = calibration().get("regime", {})
     if n_gpus is not None and "max_gpus" in reg and n_gpus > reg["max_gpus"]:
         out.append(
@@ -123,8 +151,8 @@ def widened(q10: float, q90: float, k: int, k_stack: int = 0) -> tuple[float, fl
 
     so a band never narrows as reasons are added. The cross-family residuals already hold some
     source-to-source spread, so this counts that part twice: it errs wide, on purpose. ``k_stack``
-    (0 or 1): the plan names no stack, and the error of a stack held out (calibrated.toml [bands]
-    cross_stack_*, trilemma.validate.stacks) is added the same way."""
+    (0 or 1): the plan names no stack, or one no calibration row was measured with, and the error of a
+    stack held out (calibrated.toml [bands] cross_stack_*, trilemma.validate.stacks) is added the same way."""
     b = calibration().get("bands", {})
     k = k if "cross_family_log_q90" in b else 0
     k_stack = k_stack if "cross_stack_log_q90" in b else 0
@@ -150,10 +178,13 @@ def band_outside(
     finetune: bool = False,
     nodes: float | None = None,
     stack_given: bool = True,
+    stack: str | None = None,
 ) -> tuple[float, float, tuple[str, ...]]:
     """Multipliers (low, high) of the 80% band on ``kind`` ("time": a whole run's time, GPU-hours, $,
     energy; "throughput": a step's time) for a plan, and the reasons it was widened (``outside_reasons``,
-    ``widened``). ``nodes`` counts for a whole run's time only: a step has no run-level losses."""
+    ``widened``). ``nodes`` counts for a whole run's time only: a step has no run-level losses.
+    ``stack_given``: the plan names a stack; ``stack``: its name, checked against the calibration's
+    [stacks] (None: not checked)."""
     reasons = outside_reasons(
         family,
         n_gpus,
@@ -162,8 +193,9 @@ def band_outside(
         finetune,
         nodes if kind == "time" else None,
         stack_given,
+        stack,
     )
-    k_stack = int(BAND_NO_STACK in reasons)
+    k_stack = int(stack_reason(stack_given, stack) is not None)
     lo, hi = widened(*_q(kind), len(reasons) - k_stack, k_stack)
     return lo, hi, reasons
 
@@ -196,12 +228,15 @@ __all__ = [
     "BAND_LOSO",
     "BAND_NO_STACK",
     "TIME_KINDS",
+    "UNCALIBRATED_STACK",
     "band_factors",
     "band_for",
     "band_outside",
     "family_calibrated",
     "family_coverage",
     "outside_reasons",
+    "stack_calibrated",
+    "stack_reason",
     "uncalibrated_family_warning",
     "widened",
 ]

@@ -106,27 +106,61 @@ def _bus(r: np.ndarray, k: np.ndarray, f: Fabric) -> np.ndarray:
     return np.where(r * k > 1, bus_bw(np.maximum(r, 1.0), k, f), f.intra_bw)
 
 
+def _a2a_s(
+    peer_bytes: ArrayLike,
+    links: tuple[ArrayLike, ArrayLike],
+    peers: tuple[ArrayLike, ArrayLike],
+    overlapped: bool,
+    f: Fabric,
+) -> np.ndarray:
+    """One all-to-all call's seconds: one baseLat, one hop per peer of its link (nccl.p2p_hop), by
+    the protocol a send of ``peer_bytes`` takes (nccl.p2p_protocol); ``links`` = (bytes on the
+    scale-up link, bytes on the rank's network card), ``peers`` = (peers on each); the two links in
+    series, or at once where ``overlapped``."""
+    t = f.nccl
+    proto = p2p_protocol(np.asarray(peer_bytes, dtype=float), t)
+    base, hop_in = p2p_hop(t, proto, False)
+    _, hop_out = p2p_hop(t, proto, True)
+    t_in = links[0] / p2p_rate(t, proto, f.intra_bw, False)
+    t_out = links[1] / p2p_rate(t, proto, f.inter_bw, True)
+    wire = np.maximum(t_in, t_out) if overlapped else t_in + t_out
+    return base + peers[0] * hop_in + peers[1] * hop_out + wire
+
+
 def all_to_all_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-to-all where each rank holds nbytes and keeps 1/n, as NCCL runs it: one send and receive
     per peer in a group. The share bound for ranks on the same node crosses the scale-up link, the
-    rest crosses the rank's own network card; each peer costs one hop of its link and the call one
-    baseLat (nccl.p2p_hop), by the protocol a send of nbytes/n takes (nccl.p2p_protocol)."""
+    rest crosses the rank's own network card, one link after the other (_a2a_s)."""
     n = np.asarray(size, dtype=float)
     r, _ = _split(stride, size, f)
     n1 = np.maximum(n, 1.0)
-    t = f.nccl
-    proto = p2p_protocol(np.asarray(nbytes, dtype=float) / n1, t)
-    base, hop_in = p2p_hop(t, proto, False)
-    _, hop_out = p2p_hop(t, proto, True)
-    beta_in = p2p_rate(t, proto, f.intra_bw, False)
-    beta_out = p2p_rate(t, proto, f.inter_bw, True)
-    s = (
-        base
-        + (r - 1) * hop_in
-        + (n - r) * hop_out
-        + nbytes * (r - 1) / n1 / beta_in
-        + nbytes * (n - r) / n1 / beta_out
-    )
+    links = (nbytes * (r - 1) / n1, nbytes * (n - r) / n1)
+    s = _a2a_s(np.asarray(nbytes, dtype=float) / n1, links, (r - 1, n - r), False, f)
+    return np.where(n > 1, s, 0.0)
+
+
+def node_limited_all_to_all_s(
+    copy_bytes: ArrayLike,
+    copies: float,
+    max_nodes: int,
+    stride: ArrayLike,
+    size: ArrayLike,
+    f: Fabric,
+) -> np.ndarray:
+    """Expert-parallel dispatch (or combine) of ``copies`` routed copies of each token, ``copy_bytes``
+    one copy of a rank's tokens, when routing sends a token to at most ``max_nodes`` nodes
+    (DeepSeek-V3, arXiv 2412.19437 §3.2.2): a token crosses the network once per remote target node,
+    to the GPU of its own in-node index, then the scale-up link forwards it to its experts there, the
+    two links at once. Of k nodes, M = min(max_nodes, k) drawn evenly, M·(k−1)/k are remote (at most
+    the copies·(n−r)/n that cross without the limit); the scale-up link carries each copy not for
+    its own GPU, (r−1)/r of the remote ones again (docs/derivations.md, "Node-limited all-to-all")."""
+    n = np.asarray(size, dtype=float)
+    r, k = _split(stride, size, f)
+    n1 = np.maximum(n, 1.0)
+    remote = np.minimum(copies * (n - r) / n1, np.minimum(max_nodes, k) * (k - 1) / k)
+    nvlink = copies * (r - 1) / n1 + copies * (n - r) / n1 * (r - 1) / r
+    links = (copy_bytes * nvlink, copy_bytes * remote)
+    s = _a2a_s(copy_bytes * copies / n1, links, (r - 1, k - 1), True, f)
     return np.where(n > 1, s, 0.0)
 
 

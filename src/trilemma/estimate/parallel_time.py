@@ -3,7 +3,7 @@ parallelism, per micro-batch, by the hierarchical α–β model of trilemma.esti
 
 TP all-reduces (or SP reduce-scatter + all-gather, same volume) 2 forward + 2 backward per layer
 (Narayanan et al. 2021 §3.3, Korthikanti et al. 2022 §3); MoE all-to-all 2 forward + 2 backward
-per MoE layer; CP ring exchange of K and V. Communication hidden behind compute still costs:
+per MoE layer (node-limited and overlapped where the stack does so); CP ring exchange of K and V. Communication hidden behind compute still costs:
 NCCL's channels occupy streaming multiprocessors while the kernels run (collective_interference_s).
 The derivations are in docs/derivations.md, sections "Tensor-parallel communication",
 "Collective interference" and "Asynchronous tensor parallelism".
@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from trilemma.estimate.comm import all_gather_s, all_reduce_s, all_to_all_s
+from trilemma.estimate.comm import (
+    all_gather_s,
+    all_reduce_s,
+    all_to_all_s,
+    node_limited_all_to_all_s,
+)
 from trilemma.estimate.layer_time import LayerTimes
 from trilemma.estimate.step_context import StepContext
 from trilemma.specs import Recompute
@@ -92,15 +97,28 @@ def cp_comm_s(ctx: StepContext, lt: LayerTimes) -> np.ndarray:
     )
 
 
-def ep_comm_s(ctx: StepContext) -> np.ndarray | float:
-    """EP seconds of one layer (by the MoE layers' share): 4 all-to-alls of the top_k routed token
-    vectors (dispatch and combine, forward and backward), stride tp·cp."""
-    m, L = ctx.m, ctx.L
+def ep_comm_s(ctx: StepContext, lt: LayerTimes) -> np.ndarray | float:
+    """Exposed EP seconds of one layer (by the MoE layers' share): 4 all-to-alls of the top_k routed
+    token vectors (dispatch and combine, forward and backward), stride tp·cp; node-limited where the
+    stack limits it (StackSpec.ep_node_limit). A stack that overlaps them (StackSpec.ep_overlap,
+    DeepSeek-V3's DualPipe, arXiv 2412.19437 §3.2.1) hides them behind another micro-batch's forward
+    and backward of the layer; the hidden part still slows it (collective_interference_s)."""
+    m, L, st = ctx.m, ctx.L, ctx.stack
     if not m.is_moe:
         return 0.0
-    tok_bytes = ctx.e * ctx.T * m.top_k * m.d_model * L.sp_share
-    fm = m.n_moe_layers / m.n_layers
-    return fm * 4 * all_to_all_s(tok_bytes, L.dims.expert_stride, L.ep, ctx.fab)
+    copy_bytes = ctx.e * ctx.T * m.d_model * L.sp_share
+    stride, fab = L.dims.expert_stride, ctx.fab
+    if st.ep_node_limit:
+        one = node_limited_all_to_all_s(copy_bytes, m.top_k, st.ep_node_limit, stride, L.ep, fab)
+    else:
+        one = all_to_all_s(copy_bytes * m.top_k, stride, L.ep, fab)
+    ep = m.n_moe_layers / m.n_layers * 4 * one
+    if not st.ep_overlap:
+        return ep
+    late = np.maximum(0.0, ep - (lt.layer_fwd + lt.layer_bwd))
+    return late + collective_interference_s(
+        ep - late, ctx.consts["memory"]["nccl_channels"], ctx.cluster.hardware.compute_units
+    )
 
 
 __all__ = ["async_tp_s", "collective_interference_s", "cp_comm_s", "ep_comm_s", "tp_comm_s"]

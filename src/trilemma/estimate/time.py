@@ -82,7 +82,7 @@ def step_time(
     ctx = step_context(m, pc, plan, cluster, L, seq, consts)
     n_micro = batch / (L.dp * L.micro_batch)  # micro-batches per pipeline per step
     lt = layer_times(ctx)
-    layer_comm = tp_comm_s(ctx, lt) + cp_comm_s(ctx, lt) + ep_comm_s(ctx)
+    layer_comm = tp_comm_s(ctx, lt) + cp_comm_s(ctx, lt) + ep_comm_s(ctx, lt)
     head = lm_head_s(ctx, lt.head_gemms)
     pipe = pipeline_s(ctx, lt.per_class, head, layer_comm, lt.host)
     st = trained_state(ctx)

@@ -281,7 +281,9 @@ def _stack_presets() -> Table:
     for st in stacks().values():
         f = st.features
         fused = [k for k in ("norm", "act", "rotary", "loss") if f[f"fused_{k}"]]
-        overlap = [k for k in ("dp", "tp", "pp") if f[f"{k}_overlap"]]
+        overlap = [k for k in ("dp", "tp", "pp", "ep") if f[f"{k}_overlap"]]
+        if f["ep_node_limit"]:  # node-limited expert dispatch
+            overlap.append(f"a token to ≤ {f['ep_node_limit']} nodes")
         t.add_row(
             shown(st.name),
             str(f["attention"]),

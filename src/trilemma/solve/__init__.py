@@ -238,7 +238,8 @@ def _search(s: SolveSetup) -> _Found:
     ch = choose_tokens(c, s.pins, loss_fn, s.fixed_tokens)
     high = None
     if s.args["rank"] == "pessimistic" and len(table):
-        high = band_high(table, s.plan_fields.get("stack") is not None, s.is_ft)
+        st = s.plan_fields.get("stack")
+        high = band_high(table, st is not None, s.is_ft, st.name if st is not None else None)
     best, at_worst = ranked_best(ch, c, high, s.pins, loss_fn, s.fixed_tokens)
     if best is None:
         raise InfeasibleError(

@@ -24,10 +24,12 @@ RANKS = ("pessimistic", "point")
 DEFAULT_RANK = RANKS[0]
 
 
-def band_high(table: ConfigTable, stack_given: bool, finetune: bool) -> np.ndarray:
+def band_high(
+    table: ConfigTable, stack_given: bool, finetune: bool, stack: str | None = None
+) -> np.ndarray:
     """Per configuration: the high multiplier of its time and cost 80% band, as ``estimate`` gives
     its plan (the GPU type's family, the GPU count, the model's parameters, the precision, the nodes
-    of its scale-up domain, whether a stack is named, a fine-tune)."""
+    of its scale-up domain, whether a stack is named and ``stack`` its name, a fine-tune)."""
     tot, _ = params_of(table)
     out = np.ones(len(table))
     seen: dict[tuple, float] = {}
@@ -46,6 +48,7 @@ def band_high(table: ConfigTable, stack_given: bool, finetune: bool) -> np.ndarr
                 finetune=finetune,
                 nodes=nodes,
                 stack_given=stack_given,
+                stack=stack,
             )[1]
         out[i] = seen[key]
     return out

@@ -75,6 +75,18 @@ class StackSpec(Spec):
     distributed_optimizer: bool = Field(
         True, description="optimizer states sharded over data parallelism (ZeRO-1 or more)"
     )
+    ep_overlap: bool = Field(
+        False,
+        description="a micro-batch's expert-parallel all-to-alls run while another computes "
+        "(DeepSeek-V3's DualPipe pairs a forward and a backward chunk)",
+    )
+    ep_node_limit: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="nodes a token is dispatched to at most, once over the network each, then "
+        "forwarded over the scale-up link (node-limited routing); 0: no limit, NCCL's all-to-all",
+    )
     host: HostMode = HostMode.EAGER
     source: str = ""
 

@@ -126,6 +126,7 @@ STACKS: tuple[str, ...] = (
     "gigatron",  # Falcon's Gigatron
     "nanotron",  # Hugging Face nanotron
     "pytorch-eager",  # a hand-written eager PyTorch training loop
+    "hai-llm",  # DeepSeek's HAI-LLM (DeepSeek-V3)
 )
 _C = Column
 #: the heads a row's model may have (TrainingPlan.task; data/finetune_memory.csv uses the same words)
