@@ -196,6 +196,15 @@ def test_solve_deploy_pin_and_inference_aware(capsys):
     assert served["batch"]["tokens"] > plain["batch"]["tokens"]
     life = docs[1]["lifetime"]
     assert life["lifetime_usd"] == pytest.approx(life["training_usd"] + life["serving_usd"])
+    # served on the phone, not at datacentre $/FLOP: the phone's 5 W draw (devices.toml) × the time of one chat
+    # answer (LMSYS-Chat-1M: 69.5 prompt + 214.5 reply tokens) at the optimum's printed rates, × 10T / 284 answers,
+    # at EIA's 2023 US residential 16.00 cents per kWh
+    dep = served["deploy"]
+    answer_s = 69.5 / dep["prefill_tokens_per_s"] + 214.5 / dep["decode_tokens_per_s"]
+    kwh = 10e12 / (69.5 + 214.5) * 5.0 * answer_s / 3.6e6
+    assert life["serving_energy_kwh_on_device"] == pytest.approx(kwh, rel=1e-9)
+    assert life["serving_usd"] == pytest.approx(0.16 * kwh, rel=1e-9)
+    assert "devices themselves are not priced" in life["convention"]
     # no size decodes 1,000 tokens/s on a phone: infeasible (exit 1), and the reason names the device
     code, out, err = run(capsys, *args[:-2], "1000")
     assert code == 1 and "iphone-15-pro" in (out + err)
@@ -236,3 +245,30 @@ def test_bad_deploy_and_empty_lora_targets_name_their_flags(capsys):
         "",
     )
     assert code == 2 and err.startswith("trilemma: error: lora-targets:")
+
+
+def test_device_serving_dollars_by_hand(capsys):
+    """Serving on the users' devices at their electricity price (trilemma.solve.ondevice): 10T tokens as chat
+    answers of 69.5 + 214.5 tokens (LMSYS-Chat-1M) at 31.6 J each and $0.16/kWh: 10e12 / 284 = 3.5211e10 answers ×
+    31.6 J = 1.11268e12 J = 309,076.7 kWh → $49,452.3. --device-kwh out of range, or without --deploy, is one line
+    naming the flag, exit 2, from the CLI and the Python API alike."""
+    from clitools import run
+
+    from trilemma.errors import InputError
+    from trilemma.solve import solve
+    from trilemma.solve.ondevice import device_serving_kwh, device_serving_usd
+
+    assert device_serving_kwh(10e12, 31.6) == pytest.approx(309_076.7, rel=1e-6)
+    assert device_serving_usd(10e12, 31.6, 0.16) == pytest.approx(49_452.3, rel=1e-6)
+    base = ("solve", "--deadline", "14d", "--target-loss", "2.3", "--params", "1B")
+    for extra, allowed in (
+        (("--deploy", "iphone-15-pro", "--device-kwh", "0"), "above 0, at most 10"),
+        (("--deploy", "iphone-15-pro", "--device-kwh", "11"), "above 0, at most 10"),
+        (("--device-kwh", "0.2"), "with --deploy DEVICE"),
+    ):
+        code, out, err = run(capsys, *base, *extra)
+        assert code == 2 and err.startswith("trilemma: error: device-kwh: ") and allowed in err
+        assert err.count("\n") == 1
+    for kw in ({"deploy": "iphone-15-pro", "device_usd_per_kwh": -1}, {"device_usd_per_kwh": 0.2}):
+        with pytest.raises(InputError, match="device-kwh"):
+            solve(deadline="14d", target_loss=2.3, params="1B", **kw)

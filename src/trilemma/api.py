@@ -247,6 +247,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         context=req.context,
         min_tokens_per_s=req.min_tokens_per_s,
         inference_tokens=req.inference_tokens,
+        device_usd_per_kwh=req.device_kwh,
         async_tp=req.async_tp,
         task=str(req.task),
         failures_per_gpu_hour=req.failure_rate,

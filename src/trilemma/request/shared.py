@@ -162,7 +162,7 @@ FINETUNE_FIELDS = (
 def check_deploy(given: dict[str, Any]) -> None:
     """--deploy-precision and --context describe the device of --deploy: without it they would do
     nothing."""
-    for name in ("deploy_precision", "context", "runtime"):
+    for name in ("deploy_precision", "context", "runtime", "device_kwh"):
         if given.get("deploy") is None and given.get(name) is not None:
             raise InputError(
                 name.replace("_", "-"),

@@ -152,6 +152,14 @@ class SolveRequest(Request):
         "each, at the plan's $ per FLOP) is added, and a $ budget holds training + serving",
         parse=p.inference_tokens,
     )
+    device_kwh: float | None = option(
+        None,
+        "--device-kwh",
+        help="with --deploy: the electricity price the devices' owners pay, USD per kWh; served "
+        "tokens are then priced at the device's joules per answer × this (default 0.16, EIA's "
+        "2023 US residential average), not at datacentre $ per FLOP",
+        kind="number",
+    )
     max_power: float | None = option(
         None,
         "--max-power",

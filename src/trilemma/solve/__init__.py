@@ -33,7 +33,9 @@ that fit it at ``deploy_precision`` with a KV cache of ``context`` tokens (defau
 decode at ``min_tokens_per_s`` or faster there are searched (trilemma.estimate.deploy). ``inference_tokens``:
 the model will serve that many tokens; their cost (Sardana et al. 2023: 2·N FLOPs a token at the plan's
 dollars per FLOP, trilemma.solve.optimize.serving_usd) is added to each plan's, and a dollar budget holds
-training + serving.
+training + serving. With ``deploy`` they are served on the users' devices instead: each model's joules per
+chat answer there at ``device_usd_per_kwh`` dollars per kWh (None: constants.toml's, the US residential
+average; trilemma.solve.ondevice).
 
 ``rank``: "pessimistic" (default) ranks plans at the pessimistic end of each one's 80% band of time and
 cost, "point" on the point estimate (trilemma.solve.rank); an optimum on a chip family with no measured
@@ -123,6 +125,7 @@ def solve(
     context: int | None = None,
     min_tokens_per_s: float | None = None,
     inference_tokens: float | None = None,
+    device_usd_per_kwh: float | None = None,
     async_tp: bool | None = None,
     task: str = "causal-lm",
     failures_per_gpu_hour: float | None = None,
@@ -233,7 +236,7 @@ def _search(s: SolveSetup) -> _Found:
     goodput = table_goodput(table, s.seq, s.plan_fields, s.cluster_fields)
     c = rates(table, goodput, a["prices"] or {}, constants()["energy"], s.cluster_fields)
     if a["inference_tokens"]:
-        c = replace(c, fixed_usd=serving_usd(c, float(a["inference_tokens"])))
+        c = replace(c, fixed_usd=_serving(s, table, c))
     loss_fn = law_fn(s.law, s.unique_tokens) if not s.is_ft else no_loss
     ch = choose_tokens(c, s.pins, loss_fn, s.fixed_tokens)
     high = None
@@ -253,6 +256,18 @@ def _search(s: SolveSetup) -> _Found:
             "at the point are ranked on the high end of their bands",
         )
     return _Found(table, c, loss_fn, ch, best, high, notes)
+
+
+def _serving(s: SolveSetup, table: ConfigTable, c: Corners) -> np.ndarray:
+    """Dollars of serving ``inference_tokens`` per configuration: on the --deploy device at its owners'
+    electricity price (trilemma.solve.ondevice), else at datacentre dollars per FLOP (serving_usd)."""
+    tokens = float(s.args["inference_tokens"])
+    if s.deploy_answer_j is None:
+        return serving_usd(c, tokens)
+    from trilemma.solve.ondevice import device_serving_usd
+
+    answer_j = np.asarray(s.deploy_answer_j, dtype=float)[table.model_idx]
+    return np.asarray(device_serving_usd(tokens, answer_j, s.args["device_usd_per_kwh"]))
 
 
 def _calibrated_alternative(

@@ -19,7 +19,7 @@ from trilemma.quality.predict import LossPrediction, predict_loss_block
 from trilemma.solve.optimize import Choice
 from trilemma.solve.search import ConfigTable
 from trilemma.solve.setup import SolveSetup
-from trilemma.units import KWH, fmt_count
+from trilemma.units import fmt_count, fmt_usd
 
 
 def plan_maker(
@@ -83,14 +83,20 @@ def deployed(
         }
     if deploy is not None:
         from trilemma.estimate.deploy import with_deploy
+        from trilemma.solve.ondevice import CONVENTION, device_serving_kwh
 
         opt = with_deploy(
             opt, deploy, s.args["deploy_precision"], s.args["context"] or s.seq, s.args["runtime"]
         )
         if inference_tokens:
-            lifetime["serving_energy_kwh_on_device"] = (
-                float(inference_tokens) * opt.deploy["energy_per_token_j"] / KWH
-            )
+            price = s.args["device_usd_per_kwh"]
+            lifetime |= {
+                "serving_energy_kwh_on_device": float(
+                    device_serving_kwh(float(inference_tokens), opt.deploy["energy_per_answer_j"])
+                ),
+                "device_usd_per_kwh": float(price),
+                "convention": CONVENTION.format(price=fmt_usd(price)),
+            }
         if min_tokens_per_s is not None:
             opt = replace(opt, deploy={**opt.deploy, "min_tokens_per_s": float(min_tokens_per_s)})
     return opt, lifetime

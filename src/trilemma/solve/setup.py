@@ -55,6 +55,8 @@ class SolveSetup:
     models: list[ModelSpec]
     seq: int
     deploy_note: str | None
+    #: per model of ``models``, joules of one chat answer on the --deploy device (None: no device)
+    deploy_answer_j: tuple[float, ...] | None
     plan_fields: dict[str, Any]
     cluster_fields: dict[str, Any]
     gpus: list[HardwareSpec]
@@ -195,9 +197,9 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
     seq = args["seq_len"] or DEFAULT_SEQ
     if isinstance(args["global_batch_tokens"], GlobalBatch):  # 1024seq, 4M: tokens at ``seq``
         args = args | {"global_batch_tokens": args["global_batch_tokens"].at(seq)[0]}
-    note = None
+    note, answer_j = None, None
     if args["deploy"] is not None or args["min_tokens_per_s"] is not None:
-        models, note = deployable(
+        models, note, answer_j = deployable(
             models,
             args["deploy"],
             args["deploy_precision"],
@@ -206,6 +208,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
             args.get("runtime"),
         )
     _check_inference_tokens(args["inference_tokens"])
+    args["device_usd_per_kwh"] = _device_price(args.get("device_usd_per_kwh"), args["deploy"])
     plan_fields = finetune_fields(models[0], **ft_args) if ft_args else {}
     cluster_fields = {k: args[k] for k in CLUSTER_FIELDS if args[k] is not None}
     offer = resolve_market(args.get("provider"), args.get("market"))
@@ -228,6 +231,7 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         models=models,
         seq=seq,
         deploy_note=note,
+        deploy_answer_j=answer_j,
         plan_fields=plan_fields
         | {"async_tp": args["async_tp"], "task": args["task"], "stack": _stack(args["stack"])}
         | {"trainer": args.get("trainer"), "activation_offload": args.get("activation_offload")},
@@ -267,6 +271,22 @@ def _check_inference_tokens(inference_tokens: str | float | None) -> None:
         )
 
 
+def _device_price(usd_per_kwh: Any, deploy: str | None) -> float | None:
+    """The electricity price of serving on the --deploy device (trilemma.solve.ondevice.device_price),
+    None without a device; InputError for --device-kwh without --deploy."""
+    from trilemma.solve.ondevice import device_price
+
+    if deploy is None:
+        if usd_per_kwh is not None:
+            raise InputError(
+                "device-kwh",
+                usd_per_kwh,
+                "a value with --deploy DEVICE (the device the model will run on)",
+            )
+        return None
+    return device_price(usd_per_kwh)
+
+
 def _stack(name: Any) -> Any:
     """The stack every plan runs on, resolved once before the search (trilemma.presets.stack: an
     unknown name refused); None: none given."""
@@ -282,10 +302,10 @@ def deployable(
     context: int,
     min_tokens_per_s: float | None,
     runtime: str | None = None,
-) -> tuple[list[ModelSpec], str]:
+) -> tuple[list[ModelSpec], str, tuple[float, ...]]:
     """The model sizes that fit ``device`` at ``precision`` with ``context`` tokens of KV cache and decode at
-    ``min_tokens_per_s`` or faster there (trilemma.estimate.deploy), and a note of what the pin removed;
-    InfeasibleError when none does."""
+    ``min_tokens_per_s`` or faster there (trilemma.estimate.deploy), a note of what the pin removed and
+    the joules of one chat answer there per size kept; InfeasibleError when none does."""
     from trilemma.estimate.deploy import deploy_model, resolve_target
     from trilemma.estimate.params import param_counts
     from trilemma.presets import deploy_efficiency
@@ -304,7 +324,8 @@ def deployable(
     dev, rt, fmt = resolve_target(device, runtime, precision)
     eff, precision = deploy_efficiency(), fmt.name
     deps = [deploy_model(m, param_counts(m), dev, fmt, context, eff, rt) for m in models]
-    keep = [m for m, d in zip(models, deps) if d.fits and d.decode_tokens_per_s >= rate]
+    kept = [(m, d) for m, d in zip(models, deps) if d.fits and d.decode_tokens_per_s >= rate]
+    keep = [m for m, _ in kept]
     if not keep:
         fit = [(m, d) for m, d in zip(models, deps) if d.fits]
         why = (
@@ -322,4 +343,4 @@ def deployable(
         + (f" and decode at ≥ {rate:g} tokens/s there" if min_tokens_per_s is not None else "")
         + f" (largest {fmt_count(param_counts(largest).total)} parameters)"
     )
-    return keep, note
+    return keep, note, tuple(float(d.energy_per_answer_j) for _, d in kept)

@@ -18,7 +18,7 @@ const MORE_GROUPS = [
   ["Stack and trainer", ["stack", "trainer", "flash", "softmax-passes", "fused-loss", "compile", "async-tp"]],
   ["Fine-tune", ["finetune", "trainable-layers", "lora-rank", "lora-alpha", "lora-targets", "base-precision",
                  "optimizer", "offload"]],
-  ["Deployment", ["deploy", "deploy-precision", "runtime", "context", "min-tokens-per-s", "inference-tokens"]],
+  ["Deployment", ["deploy", "deploy-precision", "runtime", "context", "min-tokens-per-s", "inference-tokens", "device-kwh"]],
   ["Price", ["price", "provider", "market", "own", "amortise", "site-kwh", "utilisation"]],
   ["Power and carbon", ["max-power", "pue", "region", "host-power"]],
   ["Cluster", ["gpus-per-node", "intra-node-bw", "inter-node-bw"]],
