@@ -47,13 +47,9 @@ def test_published_finetune_rows_from_five_trainers_within_ten_percent() -> None
     assert float(np.median([abs(c.error) for c in cases])) <= 0.10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="42 rows publish a step time (Qwen's finetune.py profile), median 22%: short steps (LoRA over-, "
-    "Q-LoRA and DeepSpeed ZeRO-3 on one GPU under-predicted) and long ones (about +20% at 8,192 tokens) miss",
-)
 def test_published_finetune_step_times_within_fifteen_percent() -> None:
-    """Throughput: at least 40 published fine-tune step times, median |predicted / reported − 1| ≤ 15%."""
+    """Throughput: at least 40 published fine-tune step times, median |predicted / reported − 1| ≤ 15%
+    (Qwen's finetune.py profile; no time constant is fitted on them)."""
     timed = [c for c in _cases() if c.step_error is not None]
     assert len(timed) >= 40  # holds: 42
     assert float(np.median([abs(c.step_error) for c in timed])) <= 0.15

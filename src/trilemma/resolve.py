@@ -263,8 +263,8 @@ def finetune_fields(
         method = finetune.strip().lower()
         rl = RolloutSpec(method=method, engine_share=0.0) if method == "dpo" else RolloutSpec()
         lora = lora_rank is not None or lora_targets is not None or base_precision is not None
-        nf4 = str(base_precision or "").lower() == "nf4"
-        finetune = ("qlora" if nf4 else "lora") if lora else "full"
+        four_bit = str(base_precision or "").lower() in ("nf4", "gptq4")
+        finetune = ("qlora" if four_bit else "lora") if lora else "full"
     ft = make_finetune(
         finetune,
         n_layers=model.n_layers,

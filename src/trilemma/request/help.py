@@ -29,7 +29,8 @@ FINETUNE_HELP = (
 )
 LORA_TARGETS_HELP = "attn, mlp, all-linear (default) or module names, e.g. q_proj,v_proj"
 BASE_PRECISION_HELP = (
-    "storage of the frozen base: bf16 (default), fp16, int8 (LLM.int8; lora) or nf4 (qlora)"
+    "storage of the frozen base: bf16 (default), fp16, int8 (LLM.int8; lora), nf4 or gptq4 (qlora; gptq4: "
+    "a GPTQ 4-bit model run by AutoGPTQ)"
 )
 OPTIMIZER_HELP = (
     "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"

@@ -192,7 +192,7 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
             lora_targets=row["lora_targets"],
             lora_dropout=float(row["lora_dropout"] or 0.0),
         )
-        if row["method"] == "lora" and row["base_precision"]:
+        if row["base_precision"]:
             ft_args["base_precision"] = row["base_precision"]
     seq, mb, gb = int(row["seq_len"]), int(row["micro_batch"]), int(row["global_batch"])
     # every row is a Hugging Face Trainer run in eager PyTorch: its 16-bit mixed precision is torch.autocast,
@@ -268,6 +268,7 @@ def section() -> dict[str, Any]:
             "n": len(timed),
             "median_error": float(np.median(terr)),
             "worst_error": float(terr.max()),
+            "by_trainer": by_trainer(timed, time=True),
         }
     summary["refused"] = [c.case for c in cases if c.refused]
     summary["over_at_point"] = [c.case for c in cases if c.over_at_point]
@@ -294,15 +295,21 @@ def section() -> dict[str, Any]:
     }
 
 
-def by_trainer(cases: list[FinetuneMemoryCase]) -> dict[str, dict[str, float]]:
-    """Leave-one-trainer-out: each trainer's rows, their count and median |predicted / reported − 1|. No
-    constant is fitted on this file's rows (the memory constants are refit without its sources:
-    :func:`held_out_constants`), so every row is predicted without its own source and its own trainer: the
+def by_trainer(cases: list[FinetuneMemoryCase], time: bool = False) -> dict[str, dict[str, float]]:
+    """Leave-one-trainer-out: each trainer's rows, their count and median |predicted / reported − 1| of the
+    memory (``time``: of the step time, over the rows that publish one). No constant is fitted on this file's
+    rows (the memory constants are refit without its sources: :func:`held_out_constants`; the time constants
+    are fitted on none of them), so every row is predicted without its own source and its own trainer: the
     leave-one-source-out and leave-one-trainer-out errors are the errors above, grouped."""
     out: dict[str, dict[str, float]] = {}
     for t in sorted({c.trainer for c in cases}):
-        err = [abs(c.error) for c in cases if c.trainer == t]
-        out[t] = {"n": len(err), "median_error": float(np.median(err))}
+        err = [
+            abs(c.step_error if time else c.error)
+            for c in cases
+            if c.trainer == t and (not time or c.step_error is not None)
+        ]
+        if err:
+            out[t] = {"n": len(err), "median_error": float(np.median(err))}
     return out
 
 
