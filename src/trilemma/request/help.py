@@ -36,9 +36,9 @@ OPTIMIZER_HELP = (
     "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"
 )
 TRAINER_HELP = (
-    "the fine-tuning trainer (hf-trainer, trl, torchtune, unsloth, liger, peft-bench: `trilemma presets "
-    "trainers`): what it keeps on the device — activation offload, its loss kernel (eager, chunked, "
-    "fused linear), optimizer-in-backward, an fp32 master; default none: eager loss, no offload, fp32 master"
+    "the fine-tuning trainer (hf-trainer, trl, torchtune, unsloth, liger, peft-bench, axolotl, llama-factory, "
+    "nemo: `trilemma presets trainers`): what it keeps on the device — activation offload, its loss kernel "
+    "(eager, chunked, fused linear), optimizer-in-backward, an fp32 master; default none: eager loss, no offload, fp32 master"
 )
 ACTIVATION_OFFLOAD_HELP = (
     "checkpointed layer inputs in host memory (torchtune's enable_activation_offloading, Unsloth's "
