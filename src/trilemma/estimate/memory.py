@@ -371,13 +371,19 @@ def _logits_bytes(
     # loss's backward (constants.toml: a fused kernel; eager PyTorch on one TP rank; eager PyTorch's
     # DTensor loss_parallel across TP ranks)
     s_loc = seq / L.cp
+    # a fine-tuning trainer that compiles the whole model compiles its loss too (compiled_logits_bytes_per_element)
+    whole_model_compiled = plan.compile and plan.trainer is not None
     per_logit = (
         consts["fused_logits_bytes_per_element"]
         if plan.fused_loss
         else np.where(
             L.tp > 1,
             consts["loss_parallel_logits_bytes_per_element"],
-            consts["logits_bytes_per_element"],
+            consts[
+                "compiled_logits_bytes_per_element"
+                if whole_model_compiled
+                else "logits_bytes_per_element"
+            ],
         )
     )
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit

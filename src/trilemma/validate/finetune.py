@@ -54,6 +54,7 @@ from trilemma.estimate.bands import band_factors
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.presets import constants
+from trilemma.presets import stack as stack_preset
 from trilemma.presets import trainer as trainer_preset
 from trilemma.resolve import (
     finetune_fields,
@@ -197,9 +198,11 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
     seq, mb, gb = int(row["seq_len"]), int(row["micro_batch"]), int(row["global_batch"])
     # every row is a Hugging Face Trainer run in eager PyTorch: its 16-bit mixed precision is torch.autocast,
     # which keeps attention probabilities in fp32 when flash is off (DtypeSpec.attention_probs), and its norms
-    # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input)
+    # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input),
+    # unless the row's stack patches in a fused norm kernel that keeps its 16-bit input (Unsloth's Triton RMSNorm)
+    fused_norm = bool(row["stack"]) and stack_preset(row["stack"]).fused_norm
     dtypes = DtypeSpec.for_precision(Precision(row["precision"])).replace(
-        attention_probs="fp32", norm_input="fp32"
+        attention_probs="fp32", norm_input=None if fused_norm else "fp32"
     )
     plan = make_plan(
         m,
@@ -212,6 +215,9 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
         task=row["task"] or "causal-lm",
         trainer=row_trainer(row),
         stack=row["stack"] or None,  # the step's time features (memory: the fields given above win)
+        compile=True
+        if row.get("compile") == "true"
+        else None,  # torch.compile on the model, as run
         **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}),
     )
     lay = Layout(
