@@ -133,6 +133,8 @@ def _memory_breakdown(
         float8_casts=_f(mm.float8_casts, i),
         reference=_f(mm.reference_bytes, i),
         generation=_f(mm.generation_bytes, i),
+        reward=_f(mm.reward_bytes, i),
+        critic=_f(mm.critic_bytes, i),
         host_bytes=_f(mm.host_bytes, i),
         host_capacity_bytes=host_cap,
         per_gpu_bytes_low=_f(ev.per_gpu_bytes, i) * m_lo,

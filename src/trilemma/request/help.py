@@ -23,9 +23,10 @@ PRECISION_HELP = (
 EXPORT_HELP = "print the plan as an engine's config instead: torchtitan, megatron, deepspeed or hf (trilemma export)"
 FINETUNE_HELP = (
     "fine-tune the model instead of pre-training it: full, lora, qlora (LoRA on an nf4 base with double "
-    "quantisation, bf16 compute) or freeze (with --trainable-layers N: the last N layers train); grpo or "
-    "dpo (RL and preference post-training: a reference model, and for grpo a colocated generation engine; "
-    "LoRA when --lora-rank/--lora-targets are given); solve also takes auto or a list (lora,qlora)"
+    "quantisation, bf16 compute) or freeze (with --trainable-layers N: the last N layers train); grpo, dpo "
+    "or ppo (RL and preference post-training: a reference model, for grpo and ppo a colocated generation "
+    "engine, for ppo a reward model and a trained critic; LoRA when --lora-rank/--lora-targets are given); "
+    "solve also takes auto or a list (lora,qlora)"
 )
 LORA_TARGETS_HELP = "attn, mlp, all-linear (default) or module names, e.g. q_proj,v_proj"
 BASE_PRECISION_HELP = (
