@@ -279,6 +279,8 @@ def test_published_finetune_memory_held_out() -> None:
         (["--finetune", "freeze", "--trainable-layers", "99"], "trainable-layers"),
         (["--finetune", "qlora", "--base-precision", "bf16"], "base-precision"),
         (["--finetune", "full", "--base-precision", "nf4"], "base-precision"),
+        (["--finetune", "lora", "--base-precision", "gptq4"], "base-precision"),
+        (["--finetune", "full", "--base-precision", "gptq4"], "base-precision"),
         (["--finetune", "full", "--lora-rank", "8"], "lora-rank"),
         (["--lora-alpha", "16"], "lora-alpha"),
         (["--finetune", "lora", "--lora-targets", "attention_typo"], "lora-targets"),

@@ -26,6 +26,11 @@ FITTED = ("memory.csv", "throughput.csv", "runs.csv")
 EVIDENCE: dict[str, tuple[tuple[str, ...], str | None, str]] = {
     "src/trilemma/data/finetune_memory.csv": (("reported_gib",), None, "held out"),
     "src/trilemma/data/ondevice.csv": (("decode_tokens_per_s",), None, "no calibration row"),
+    "src/trilemma/data/rl_steps.csv": (
+        ("reported_step_s", "reported_generation_s", "reported_training_s"),
+        None,
+        "no calibration row",
+    ),
     "tests/data/cs336_fp32_a100.csv": (("reported",), None, "no calibration row"),
     "tests/data/cs336_fp32_h100.csv": (
         ("h100_step_s", "a100_step_s"),

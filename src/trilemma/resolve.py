@@ -251,20 +251,26 @@ def finetune_fields(
 ) -> dict[str, Any]:
     """TrainingPlan fields for a fine-tune and its optimizer and offload (``make_plan(**fields)``); {} when
     none of them is given. One-line errors naming the flag (trilemma.specs.finetune.make_finetune)."""
-    from trilemma.specs.enums import Offload, Optimizer
+    from trilemma.specs.enums import FinetuneMethod, Offload, Optimizer
     from trilemma.specs.finetune import make_finetune
+    from trilemma.specs.rl import PPO_SAMPLES, RL_METHODS, RolloutSpec
 
     rl = None
-    if isinstance(finetune, str) and finetune.strip().lower() in ("grpo", "dpo"):
-        # an RL policy (GRPO, DPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
+    name = finetune.strip().lower() if isinstance(finetune, str) else None
+    if name is not None and name not in RL_METHODS + tuple(m.value for m in FinetuneMethod):
+        methods = [m.value for m in FinetuneMethod] + list(RL_METHODS)
+        raise InputError("finetune", finetune, ", ".join(methods[:-1]) + " or " + methods[-1])
+    if name in RL_METHODS:
+        # an RL policy (GRPO, DPO, PPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
         # (trilemma.specs.rl)
-        from trilemma.specs.rl import RolloutSpec
-
-        method = finetune.strip().lower()
-        rl = RolloutSpec(method=method, engine_share=0.0) if method == "dpo" else RolloutSpec()
+        method = name
+        rl = {
+            "dpo": RolloutSpec(method="dpo", engine_share=0.0),
+            "ppo": RolloutSpec(method="ppo", generations=PPO_SAMPLES),
+        }.get(method, RolloutSpec())
         lora = lora_rank is not None or lora_targets is not None or base_precision is not None
-        nf4 = str(base_precision or "").lower() == "nf4"
-        finetune = ("qlora" if nf4 else "lora") if lora else "full"
+        four_bit = str(base_precision or "").lower() in ("nf4", "gptq4")
+        finetune = ("qlora" if four_bit else "lora") if lora else "full"
     ft = make_finetune(
         finetune,
         n_layers=model.n_layers,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.finetune import module_shapes
+from trilemma.estimate.finetune import linear_params_per_layer, module_shapes
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.specs import ModelSpec, PositionType, Recompute, TrainingPlan
 from trilemma.specs.enums import (
@@ -248,7 +248,9 @@ def finetune_activation_bytes(
     the first layer, whose input needs no gradient, saves nothing before its first adapted module (at most
     1/L of the activations; a 4-layer model adapted on down_proj alone saves 17% less than predicted).
     Transient: a quantised base (int8, nf4) is dequantised to a 16-bit copy of one weight at a time before
-    its matmul (bitsandbytes MatMul4Bit / MatMul8bitLt): the largest linear."""
+    its matmul (bitsandbytes MatMul4Bit / MatMul8bitLt): the largest linear. A gptq4 base (AutoGPTQ's torch
+    dequantisation) keeps the layer's 16-bit copies for its backward, and its unpacking an int32 and an int8
+    copy of the largest linear."""
     ft = plan.finetune
     zero = np.zeros(np.shape(L.tp), dtype=float)
     if ft is None or not ft.adapters:
@@ -271,8 +273,15 @@ def finetune_activation_bytes(
         + e * sb_tok * m.ffn_dim / L.tp * ("down_proj" not in t)
     )
     transient = zero
-    if ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
-        transient = zero + DTYPE_BYTES[Dtype.BF16] * m.d_model * max(m.ffn_dim, m.d_attn) / L.tp
+    largest = m.d_model * max(m.ffn_dim, m.d_attn) / L.tp
+    if ft.base_precision == BasePrecision.GPTQ4:
+        # AutoGPTQ's torch path: autograd's matmul saves each module's fp16 copy for the data gradient, so
+        # under the recomputation the layer's whole 16-bit weights live until its backward, and the largest
+        # module's unpacking holds its int32 shift and its int8 cast at once (GPTQ_TORCH_DEQUANT_BYTES)
+        layer = DTYPE_BYTES[Dtype.BF16] * linear_params_per_layer(m) / L.tp
+        transient = zero + layer + (DTYPE_BYTES[Dtype.FP32] + DTYPE_BYTES[Dtype.INT8]) * largest
+    elif ft.base_precision is not None and ft.base_precision.quantised:
+        transient = zero + DTYPE_BYTES[Dtype.BF16] * largest
     return zero + per - skip, transient
 
 

@@ -39,13 +39,22 @@ def finetune_block(
 ) -> dict:
     """The ``finetune`` block of the JSON: method, what trains (exact, PEFT's count), adapters, the base's
     storage, optimizer, offload with host memory, and why there is no loss."""
-    from trilemma.estimate.finetune import FINETUNE_NO_LOSS, nf4_bits_per_weight, trainable_params
+    from trilemma.estimate.finetune import (
+        FINETUNE_NO_LOSS,
+        gptq4_bits_per_weight,
+        nf4_bits_per_weight,
+        trainable_params,
+    )
 
     ft = pl.finetune
     n = trainable_params(m, pc, ft)
-    bits = {"bf16": 16.0, "fp16": 16.0, "int8": 8.0, "nf4": nf4_bits_per_weight(ft.double_quant)}[
-        ft.base_precision.value
-    ]
+    bits = {
+        "bf16": 16.0,
+        "fp16": 16.0,
+        "int8": 8.0,
+        "nf4": nf4_bits_per_weight(ft.double_quant),
+        "gptq4": gptq4_bits_per_weight(),
+    }[ft.base_precision.value]
     return {
         "method": ft.method.value,
         "trainable_params": int(round(float(n))),
@@ -124,6 +133,8 @@ def _memory_breakdown(
         float8_casts=_f(mm.float8_casts, i),
         reference=_f(mm.reference_bytes, i),
         generation=_f(mm.generation_bytes, i),
+        reward=_f(mm.reward_bytes, i),
+        critic=_f(mm.critic_bytes, i),
         host_bytes=_f(mm.host_bytes, i),
         host_capacity_bytes=host_cap,
         per_gpu_bytes_low=_f(ev.per_gpu_bytes, i) * m_lo,

@@ -96,10 +96,17 @@ def stage_memory(
     n_micro = batch_seqs / (layouts.dp * layouts.micro_batch)
     mem = memory_per_device(model, pc, plan, layouts, seq_len, n_micro, mem_consts)
     if plan.rl is not None:
+        states = mem.weights + mem.gradients + mem.optimizer
         ro = rollout_memory(
-            model, pc, plan, layouts, seq_len, batch_seqs, cluster.hardware.hbm_bytes
+            model, pc, plan, layouts, seq_len, batch_seqs, cluster.hardware.hbm_bytes, states
         )
-        mem = replace(mem, reference_bytes=ro.reference, generation_bytes=ro.generation)
+        mem = replace(
+            mem,
+            reference_bytes=ro.reference,
+            generation_bytes=ro.generation,
+            reward_bytes=ro.reward,
+            critic_bytes=ro.critic,
+        )
     return mem
 
 

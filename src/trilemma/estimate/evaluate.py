@@ -31,7 +31,7 @@ from trilemma.estimate.goodput import goodput as run_goodput
 from trilemma.estimate.layouts import LayoutArrays, legal_mask
 from trilemma.estimate.memory import MemoryArrays
 from trilemma.estimate.params import ParamCounts, param_counts
-from trilemma.estimate.rl import reference_seconds, rollout_seconds
+from trilemma.estimate.rl import beside_seconds, rollout_seconds
 from trilemma.estimate.stragglers import gpu_spread, straggler_share
 from trilemma.estimate.time import TimeArrays, step_time
 from trilemma.specs import ClusterSpec, HardwareSpec, ModelSpec, TrainingPlan
@@ -303,12 +303,12 @@ def rl_step_s(
     model: ModelSpec, pc: ParamCounts, plan: TrainingPlan, cluster: ClusterSpec, layouts: LayoutArrays,
     st: Any, batch: Any, t: Any,
 ) -> Any:  # fmt: skip
-    """An RL step's seconds beyond training (trilemma.estimate.rl): the generation and the reference's
-    forward; 0 without an RL plan."""
+    """An RL step's seconds beyond the policy's training (trilemma.estimate.rl): the generation, the reference's
+    forward and PPO's other forwards and critic step; 0 without an RL plan."""
     if plan.rl is None:
         return 0.0
     hw = cluster.hardware
     gen = rollout_seconds(
         model, pc, plan, layouts, st.seq_len, batch, hw.peak(plan.precision), hw.hbm_bw_bytes_per_s
     )
-    return gen + reference_seconds(plan, t.step_s)
+    return gen + beside_seconds(model, pc, plan, t.step_s)

@@ -54,6 +54,17 @@ FINETUNE_NO_LOSS = (
 #: NF4 block size and double quantisation's second-level block (QLoRA §3)
 NF4_BLOCK = 64
 NF4_DQ_BLOCK = 256
+#: GPTQ's group: AutoGPTQ's QuantLinear keeps per group of input rows and output column an fp16 scale and a
+#: 4-bit zero packed 8 to an int32 (auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py@7c691ed, 2024-02-13:
+#: qweight (K/8, N) int32, qzeros (K/group, N/8) int32, scales (K/group, N) fp16); 128 in Qwen's Int4 models
+GPTQ_GROUP = 128
+#: bytes per weight AutoGPTQ's torch dequantisation moves (the path it takes for inputs of ≥ 128 rows,
+#: kernel_switch_threshold, and the one transformers' GPTQConfig(disable_exllama=True) keeps; same file, forward):
+#: bitwise_right_shift of the packed int32 (read 0.5, write 4), .to(int8) (4, 1), bitwise_and (1, 1),
+#: weight − zeros (1, 1), scales × (…) to fp16 (1, 2): 16.5; the GEMM's own read of the fp16 copy is gemm_s's
+GPTQ_TORCH_DEQUANT_BYTES = 0.5 + 4 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 2
+#: launches of that dequantisation per linear module (shift, cast, and, subtract, multiply)
+GPTQ_TORCH_DEQUANT_KERNELS = 5
 #: 8-bit optimizer block (Dettmers et al. 2022 §2) and bitsandbytes' min_8bit_size
 OPT8_BLOCK = 2048
 OPT8_MIN_SIZE = 4096
@@ -72,14 +83,22 @@ def nf4_bits_per_weight(double_quant: bool = True) -> float:
     return 4.0 + 32.0 / NF4_BLOCK
 
 
+def gptq4_bits_per_weight(group: int = GPTQ_GROUP) -> float:
+    """Bits per GPTQ 4-bit weight with its group's fp16 scale and packed 4-bit zero: 4 + 16/128 + 4/128 =
+    4.156 (GPTQ_GROUP's layout)."""
+    return 4.0 + (16.0 + 4.0) / group
+
+
 def base_linear_bytes(
     base: BasePrecision, d_in: Any, double_quant: bool = True, half_bytes: float = 2.0
 ) -> Any:
     """Bytes per frozen linear weight of the base: bf16/fp16 ``half_bytes`` (2; the plan's frozen_weight
     storage, 4 for a probe's fp32 run), int8 1 + 4/d_in (an fp32 scale per output row of d_in weights), nf4
-    nf4_bits_per_weight / 8."""
+    nf4_bits_per_weight / 8, gptq4 gptq4_bits_per_weight / 8."""
     if base == BasePrecision.NF4:
         return nf4_bits_per_weight(double_quant) / 8.0
+    if base == BasePrecision.GPTQ4:
+        return gptq4_bits_per_weight() / 8.0
     if base == BasePrecision.INT8:
         return 1.0 + 4.0 / np.asarray(d_in, dtype=float)
     return half_bytes

@@ -11,7 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.finetune import base_linear_bytes, linear_params_per_layer, module_shapes
+from trilemma.estimate.finetune import (
+    GPTQ_TORCH_DEQUANT_BYTES,
+    GPTQ_TORCH_DEQUANT_KERNELS,
+    base_linear_bytes,
+    linear_params_per_layer,
+    module_shapes,
+)
 from trilemma.estimate.roofline import gemm_s
 from trilemma.specs import ModelSpec, TrainingPlan
 from trilemma.specs.enums import BasePrecision
@@ -121,30 +127,42 @@ def finetune_layer_s(
 ) -> tuple:
     """A fine-tune's extra seconds per layer for one micro-batch of T tokens: (adapter GEMMs
     forward, adapter GEMMs backward, one dequantisation pass, adapter kernel launches forward,
-    backward). PEFT's LoRA Linear (``result + lora_B(lora_A(x)) * scaling``) and bitsandbytes'
-    dequantisation before each use of a quantised weight (docs/derivations.md, "Fine-tune layer
-    costs")."""
+    backward). PEFT's LoRA Linear (``result + lora_B(lora_A(x)) * scaling``), bitsandbytes'
+    dequantisation before each use of a quantised weight (the backward's in its adapter seconds), and
+    AutoGPTQ's before each forward only (docs/derivations.md, "Fine-tune layer costs")."""
     ft = plan.finetune
     zero = np.zeros(np.shape(tp), dtype=float) if np.ndim(tp) else 0.0
     if ft is None or not ft.adapters:
         return zero, zero, zero, zero, zero
     r = ft.lora_rank
+    # the adapters' GEMMs are thin in r as the attention core's are in d_head: at the GEMM ceiling with no
+    # shape law (unfused_attention_s), which leaves a rank-8..64 one memory-bound
+    thin = {**c, "gemm_half_dim": 0.0}
     fwd = bwd = kf = kb = zero
     for name, (d_in, d_out) in module_shapes(m).items():
         if name not in ft.targets:
             continue
         # o_proj and down_proj are row-parallel (input split), the others column-parallel (output split)
         din, dout = (d_in / tp, d_out) if name in ("o_proj", "down_proj") else (d_in, d_out / tp)
-        a = gemm_s(T, r, din, peak, bw, e, c)
-        b = gemm_s(T, dout, r, peak, bw, e, c)
+        a = gemm_s(T, r, din, peak, bw, e, thin)
+        b = gemm_s(T, dout, r, peak, bw, e, thin)
         ew = (3 + 2) * e * T * dout / (bw * c["hbm"])
         fwd = fwd + a + b + ew
         bwd = bwd + 2 * (a + b) + 2 * e * T * dout / (bw * c["hbm"])
         kf, kb = kf + 4 * c["kernel_s"], kb + 5 * c["kernel_s"]
     dq = zero
-    if ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
+    weights = linear_params_per_layer(m) / tp
+    if ft.base_precision == BasePrecision.GPTQ4:
+        # AutoGPTQ's torch path: forward (and its recomputation) only — the fp16 copy it multiplies is
+        # saved by autograd's matmul for the data gradient, so the backward dequantises nothing
+        n_mod = len(module_shapes(m))
+        dq = zero + weights * GPTQ_TORCH_DEQUANT_BYTES / (bw * c["hbm"])
+        dq = dq + n_mod * GPTQ_TORCH_DEQUANT_KERNELS * c["kernel_s"]
+    elif ft.base_precision in (BasePrecision.NF4, BasePrecision.INT8):
+        # bitsandbytes keeps only the packed weight: dequantised again for the data gradient
         per_w = base_linear_bytes(ft.base_precision, m.d_model, ft.double_quant) + 2.0
-        dq = zero + linear_params_per_layer(m) / tp * per_w / (bw * c["hbm"]) + 7 * c["kernel_s"]
+        dq = zero + weights * per_w / (bw * c["hbm"]) + 7 * c["kernel_s"]
+        bwd = bwd + dq
     return fwd, bwd, dq, kf, kb
 
 

@@ -138,7 +138,9 @@ def layer_times(ctx: StepContext) -> LayerTimes:
     attn_bwd = b_share * attn_bwd
     elem_bwd = b_share * elem_bwd
     kern_fwd, kern_bwd = kern_fwd + ad_kern_f, b_share * kern_bwd + ad_kern_b
-    gemm_bwd = (b_share + w_share) * (gemm_fwd - ad_f) + ad_b + b_share * dq_pass
+    gemm_bwd = (b_share + w_share) * (
+        gemm_fwd - ad_f
+    ) + ad_b  # ad_b: bitsandbytes' dequantisation too
     fwd = {"gemm": gemm_fwd, "attention": attn_fwd, "elementwise": elem_fwd}
     bwd = {"gemm": gemm_bwd, "attention": attn_bwd, "elementwise": elem_bwd}
     kernels = (kern_fwd, kern_bwd, k_f, b_share * k_b)

@@ -37,14 +37,7 @@ from trilemma.estimate.params import ParamCounts
 from trilemma.estimate.pipeline import stage_layers
 from trilemma.estimate.trainer_memory import offloaded_layers, trainer_loss_bytes
 from trilemma.specs import ModelSpec, Recompute, TrainingPlan
-from trilemma.specs.enums import (
-    DTYPE_BYTES,
-    Dtype,
-    FinetuneMethod,
-    Offload,
-    Precision,
-    Task,
-)
+from trilemma.specs.enums import DTYPE_BYTES, Dtype, FinetuneMethod, Offload, Precision, Task
 
 
 @dataclass(frozen=True)
@@ -62,9 +55,8 @@ class MemoryArrays:
     so the fit verdict does not count it; ``trilemma.validate.predict.memory_quantity`` adds it when a
     published figure is a reserved peak or device memory in use."""
 
-    first: tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray
-    ]  # weights, grads, optimizer, activations
+    # weights, grads, optimizer, activations
+    first: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     last: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     logits: np.ndarray  # on the last stage
     pp: np.ndarray
@@ -73,16 +65,17 @@ class MemoryArrays:
     float8_last: np.ndarray
     context_bytes: float  # the CUDA context (HardwareSpec.cuda_context_bytes; 0 on a CPU)
     nccl_bytes: np.ndarray  # NCCL's buffers for the layout's process groups (nccl_buffer_bytes)
-    residual_bytes: (
-        float  # the fitted rest (memory.framework_residual_bytes), or a CPU's measured overhead
-    )
+    # the fitted rest (memory.framework_residual_bytes), or a CPU's measured overhead
+    residual_bytes: float
     fragmentation: float
-    host_bytes: np.ndarray | float = (
-        0.0  # offloaded states in host memory per device (host_state_bytes)
-    )
-    # an RL step's reference model and generation engine (trilemma.estimate.rl), outside the training states
+    # offloaded states in host memory per device (host_state_bytes)
+    host_bytes: np.ndarray | float = 0.0
+    # an RL step's reference model and generation engine, and PPO's reward model and critic (weights,
+    # gradients, optimizer states), outside the policy's training states (trilemma.estimate.rl)
     reference_bytes: np.ndarray | float = 0.0
     generation_bytes: np.ndarray | float = 0.0
+    reward_bytes: np.ndarray | float = 0.0
+    critic_bytes: np.ndarray | float = 0.0
 
     @property
     def overhead_bytes(self) -> np.ndarray:
@@ -93,6 +86,8 @@ class MemoryArrays:
             + self.residual_bytes
             + self.reference_bytes
             + self.generation_bytes
+            + self.reward_bytes
+            + self.critic_bytes
         )
 
     @cached_property
@@ -371,13 +366,19 @@ def _logits_bytes(
     # loss's backward (constants.toml: a fused kernel; eager PyTorch on one TP rank; eager PyTorch's
     # DTensor loss_parallel across TP ranks)
     s_loc = seq / L.cp
+    # a fine-tuning trainer that compiles the whole model compiles its loss too (compiled_logits_bytes_per_element)
+    whole_model_compiled = plan.compile and plan.trainer is not None
     per_logit = (
         consts["fused_logits_bytes_per_element"]
         if plan.fused_loss
         else np.where(
             L.tp > 1,
             consts["loss_parallel_logits_bytes_per_element"],
-            consts["logits_bytes_per_element"],
+            consts[
+                "compiled_logits_bytes_per_element"
+                if whole_model_compiled
+                else "logits_bytes_per_element"
+            ],
         )
     )
     logits = s_loc * L.micro_batch * m.vocab_size / L.tp * per_logit

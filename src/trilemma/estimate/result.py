@@ -45,6 +45,10 @@ class MemoryBreakdown:
     generation: float = (
         0.0  # an RL step's generation engine: weights and KV cache, part of ``other``
     )
+    reward: float = 0.0  # PPO's frozen reward model (trilemma.estimate.rl), part of ``other``
+    critic: float = (
+        0.0  # PPO's value model: weights, gradients, optimizer states, part of ``other``
+    )
     host_bytes: float = (
         0.0  # offloaded states in host memory, per device (fine-tunes with --offload)
     )
@@ -322,6 +326,11 @@ class Estimate:
                 **(
                     {"reference": self.memory.reference, "generation": self.memory.generation}
                     if self.plan.rl is not None
+                    else {}
+                ),
+                **(
+                    {"reward": self.memory.reward, "critic": self.memory.critic}
+                    if self.plan.rl is not None and self.plan.rl.method == "ppo"
                     else {}
                 ),
             },

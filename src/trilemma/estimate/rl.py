@@ -6,6 +6,11 @@ Memory per GPU:
   (TRL prepares it with the policy's DeepSpeed config); none for a LoRA policy, whose reference is its base
   with the adapters disabled (trl/trainer/grpo_trainer.py@2026-07-24: ``with use_adapter(model,
   adapter_name="ref" if "ref" in model.peft_config else None)``).
+- reward model (PPO): a frozen 16-bit copy of the base with a score head (head_shares), sharded like the
+  reference, for a LoRA policy too (a model of its own);
+- critic (PPO): the value model trains like the policy, so its weights, gradients and optimizer states are the
+  policy's scaled by its size share (head_shares); its activations are not added: colocated, the two train
+  in turn (openrlhf/trainer/ppo_trainer.py@3c3be623 ppo_train: the critic fits, then the actor), one peak;
 - generation: the colocated engine's 16-bit weights (vLLM's tensor-parallel size 1 by default: a whole copy
   per GPU) and the KV cache of the completions this GPU generates (trilemma.estimate.deploy.kv_cache_bytes),
   within a pool of ``engine_share`` × the GPU's memory that vLLM reserves whatever it needs
@@ -17,7 +22,9 @@ Time per optimizer step, on each GPU for its share of the completions (batch seq
   half the completion), at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022,
   arXiv 2211.05102 §2: decoding is bandwidth-bound);
 - reference forward: with a reference, its forward over the step's tokens, a third of a training step's
-  compute (Kaplan et al. 2020 §2.1: the backward is about twice the forward).
+  compute (Kaplan et al. 2020 §2.1: the backward is about twice the forward);
+- PPO (beside_seconds): the policy's log-prob forward (a third of a step), the reward model's and the critic's
+  forwards and the critic's training step, each the policy's scaled by the score-head model's compute share.
 """
 
 from __future__ import annotations
@@ -50,6 +57,18 @@ class RolloutMemory:
     generation: Any  # the engine's pool (weights + KV cache, at least engine_share of the GPU)
     engine_weights: Any
     kv_cache: Any
+    reward: Any = 0.0  # PPO's frozen reward model
+    critic: Any = 0.0  # PPO's value model: weights, gradients and optimizer states
+
+
+def head_shares(m: ModelSpec, pc: ParamCounts) -> tuple[float, float]:
+    """PPO's critic and reward model against the policy: (parameters, matmul weights a token meets), each a
+    share of the policy's. Both are the base model with a d_model × 1 score head in place of the LM head
+    (openrlhf/models/model.py@3c3be623: nn.Linear(config.hidden_size, 1)): an untied head's V·d parameters
+    go, and the head's V·d matmul weights (tied or not), for d."""
+    V, d = m.vocab_size, m.d_model
+    untied = 0 if m.tied_embeddings else V * d
+    return (pc.total - untied + d) / pc.total, (pc.matmul_active - V * d + d) / pc.matmul_active
 
 
 def _sequences_per_gpu(L: LayoutArrays, batch_seqs: Any) -> Any:
@@ -65,10 +84,11 @@ def _full_policy(plan: TrainingPlan) -> bool:
 
 def rollout_memory(
     m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays, seq: float, batch_seqs: Any,
-    hbm_bytes: float,
+    hbm_bytes: float, policy_states: Any = 0.0,
 ) -> RolloutMemory:  # fmt: skip
-    """The reference's and the generation engine's bytes per GPU (module docstring); zeros without an RL
-    plan."""
+    """The reference's, the generation engine's and PPO's reward model's and critic's bytes per GPU (module
+    docstring), ``policy_states`` the policy's weights, gradients and optimizer states per GPU; zeros without
+    an RL plan."""
     rl = plan.rl
     zero = np.zeros(np.shape(L.dp), dtype=float)
     if rl is None:
@@ -82,7 +102,11 @@ def rollout_memory(
     kv = _sequences_per_gpu(L, batch_seqs) * kv_cache_bytes(m.n_layers, kv_dim, seq) + zero
     weights = (HALF * pc.total if rl.engine_share > 0 else 0.0) + zero
     gen = np.maximum(rl.engine_share * hbm_bytes, weights + kv)
-    return RolloutMemory(reference=ref, generation=gen, engine_weights=weights, kv_cache=kv)
+    size = head_shares(m, pc)[0] if rl.method == "ppo" else 0.0
+    return RolloutMemory(
+        reference=ref, generation=gen, engine_weights=weights, kv_cache=kv,
+        reward=HALF * size * local / shards + zero, critic=size * np.asarray(policy_states) + zero,
+    )  # fmt: skip
 
 
 def rollout_seconds(
@@ -112,6 +136,24 @@ def reference_seconds(plan: TrainingPlan, step_s: Any) -> Any:
     return np.asarray(step_s) / 3.0
 
 
+def ppo_seconds(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, step_s: Any) -> tuple[Any, Any]:
+    """PPO's seconds beside the policy's training step and the reference's forward (module docstring):
+    (the forwards of the policy's log-probs, the reward model and the critic; the critic's training step);
+    zeros for another method."""
+    step = np.asarray(step_s, dtype=float)
+    if plan.rl is None or plan.rl.method != "ppo":
+        return 0.0 * step, 0.0 * step
+    c = head_shares(m, pc)[1]
+    return step / 3.0 + 2.0 * c * step / 3.0, c * step
+
+
+def beside_seconds(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, step_s: Any) -> Any:
+    """An RL step's seconds beside generation and the policy's training step: the reference's forward and,
+    for PPO, ppo_seconds."""
+    forwards, critic = ppo_seconds(m, pc, plan, step_s)
+    return reference_seconds(plan, step_s) + forwards + critic
+
+
 def rl_note(est: Any) -> str:
     """One line of an RL estimate: memory per GPU for the policy (weights and gradients), the reference, the
     generation engine and the optimizer; seconds per step for generation, the reference's forward and the
@@ -129,6 +171,8 @@ def rl_note(est: Any) -> str:
     )  # fmt: skip
     train = est.time.step_s
     ref = float(reference_seconds(est.plan, train))
+    if rl.method == "ppo":
+        return _ppo_note(est, gen, ref)
     if rl.method == "dpo":
         return (
             f"dpo: chosen and rejected completions, no generation; memory per GPU: policy "
@@ -146,4 +190,32 @@ def rl_note(est: Any) -> str:
     )
 
 
-__all__ = ["RolloutMemory", "reference_seconds", "rl_note", "rollout_memory", "rollout_seconds"]
+def _ppo_note(est: Any, gen: float, ref: float) -> str:
+    """rl_note's line for PPO: the four models' memory per GPU and the step's parts."""
+    from trilemma.units import fmt_bytes, fmt_duration
+
+    rl, mem, train = est.plan.rl, est.memory, est.time.step_s
+    forwards, critic = (float(x) for x in ppo_seconds(est.model, est.params, est.plan, train))
+    total = gen + ref + forwards + train + critic
+    return (
+        f"ppo: {rl.generations} completion per prompt, up to {rl.completion_len} tokens; memory per GPU: "
+        f"policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), optimizer "
+        f"{fmt_bytes(mem.optimizer)}, critic {fmt_bytes(mem.critic)} (weights, gradients and optimizer), "
+        f"reference {fmt_bytes(mem.reference)}, reward model {fmt_bytes(mem.reward)}, generation "
+        f"{fmt_bytes(mem.generation)} (engine weights + KV cache, at least {rl.engine_share:.0%} of the GPU); "
+        f"per step: generation {fmt_duration(gen)}, forwards {fmt_duration(ref + forwards)} (reference, "
+        f"log-probs, reward, values), training {fmt_duration(train + critic)} (policy "
+        f"{fmt_duration(train)}, critic {fmt_duration(critic)}) (generation {gen / total:.0%} of the step)"
+    )
+
+
+__all__ = [
+    "RolloutMemory",
+    "beside_seconds",
+    "head_shares",
+    "ppo_seconds",
+    "reference_seconds",
+    "rl_note",
+    "rollout_memory",
+    "rollout_seconds",
+]

@@ -217,7 +217,9 @@ def memory_table(est: Any) -> Table:
         ("framework residual (fitted)", mem.framework_residual),
     ]
     rows += [(n, v) for n, v in (("reference model (RL)", mem.reference),
-                                 ("generation engine (RL)", mem.generation)) if v > 0]  # fmt: skip
+                                 ("generation engine (RL)", mem.generation),
+                                 ("reward model (PPO)", mem.reward),
+                                 ("critic: weights, gradients, optimizer (PPO)", mem.critic)) if v > 0]  # fmt: skip
     for name, v in rows:
         mt.add_row(name, fmt_bytes(v))
     if mem.host_bytes > 0:

@@ -210,7 +210,11 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
         tm = s["time"]
         c.print(
             f"fine-tune step time (the rows that publish one): {tm['n']} rows, |predicted / reported - 1| "
-            f"median {tm['median_error']:.1%}, worst {tm['worst_error']:.0%} (time constants fitted on none of them)"
+            f"median {tm['median_error']:.1%}, worst {tm['worst_error']:.0%} (time constants fitted on none of them); "
+            "by trainer (left out): "
+            + ", ".join(
+                f"{t} {v['median_error']:.1%} ({v['n']})" for t, v in tm["by_trainer"].items()
+            )
         )
     refused, point = s.get("refused", []), s.get("over_at_point", [])
     c.print(

@@ -23,21 +23,23 @@ PRECISION_HELP = (
 EXPORT_HELP = "print the plan as an engine's config instead: torchtitan, megatron, deepspeed or hf (trilemma export)"
 FINETUNE_HELP = (
     "fine-tune the model instead of pre-training it: full, lora, qlora (LoRA on an nf4 base with double "
-    "quantisation, bf16 compute) or freeze (with --trainable-layers N: the last N layers train); grpo or "
-    "dpo (RL and preference post-training: a reference model, and for grpo a colocated generation engine; "
-    "LoRA when --lora-rank/--lora-targets are given); solve also takes auto or a list (lora,qlora)"
+    "quantisation, bf16 compute) or freeze (with --trainable-layers N: the last N layers train); grpo, dpo "
+    "or ppo (RL and preference post-training: a reference model, for grpo and ppo a colocated generation "
+    "engine, for ppo a reward model and a trained critic; LoRA when --lora-rank/--lora-targets are given); "
+    "solve also takes auto or a list (lora,qlora)"
 )
 LORA_TARGETS_HELP = "attn, mlp, all-linear (default) or module names, e.g. q_proj,v_proj"
 BASE_PRECISION_HELP = (
-    "storage of the frozen base: bf16 (default), fp16, int8 (LLM.int8; lora) or nf4 (qlora)"
+    "storage of the frozen base: bf16 (default), fp16, int8 (LLM.int8; lora), nf4 or gptq4 (qlora; gptq4: "
+    "a GPTQ 4-bit model run by AutoGPTQ)"
 )
 OPTIMIZER_HELP = (
     "adamw (default), adamw-8bit, paged-adamw-8bit (bitsandbytes), adafactor, sgd or lion"
 )
 TRAINER_HELP = (
-    "the fine-tuning trainer (hf-trainer, trl, torchtune, unsloth, liger, peft-bench: `trilemma presets "
-    "trainers`): what it keeps on the device — activation offload, its loss kernel (eager, chunked, "
-    "fused linear), optimizer-in-backward, an fp32 master; default none: eager loss, no offload, fp32 master"
+    "the fine-tuning trainer (hf-trainer, trl, torchtune, unsloth, liger, peft-bench, axolotl, llama-factory, "
+    "nemo: `trilemma presets trainers`): what it keeps on the device — activation offload, its loss kernel "
+    "(eager, chunked, fused linear), optimizer-in-backward, an fp32 master; default none: eager loss, no offload, fp32 master"
 )
 ACTIVATION_OFFLOAD_HELP = (
     "checkpointed layer inputs in host memory (torchtune's enable_activation_offloading, Unsloth's "

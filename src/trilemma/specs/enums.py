@@ -155,6 +155,17 @@ class BasePrecision(StrEnum):
     FP16 = "fp16"
     INT8 = "int8"  # LLM.int8 (Dettmers et al. 2022, arXiv 2208.07339): int8 rows + an fp32 scale per row
     NF4 = "nf4"  # 4-bit NormalFloat, block-wise scales (QLoRA)
+    GPTQ4 = "gptq4"  # GPTQ 4-bit (Frantar et al. 2022, arXiv 2210.17323), groups of 128, run by AutoGPTQ
+
+    @property
+    def quantised(self) -> bool:
+        """Stored in fewer than 16 bits: dequantised before each use (int8, nf4, gptq4)."""
+        return self in (BasePrecision.INT8, BasePrecision.NF4, BasePrecision.GPTQ4)
+
+    @property
+    def four_bit(self) -> bool:
+        """A 4-bit base, trained as QLoRA (nf4, gptq4)."""
+        return self in (BasePrecision.NF4, BasePrecision.GPTQ4)
 
 
 class Offload(StrEnum):

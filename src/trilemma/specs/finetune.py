@@ -204,23 +204,24 @@ def _check_method_flags(
 
 
 def _base_precision(meth: FinetuneMethod, base: BasePrecision | None) -> BasePrecision | None:
-    """The frozen base's storage: nf4 for qlora (and only there), no quantised base to train."""
+    """The frozen base's storage: a 4-bit one for qlora (nf4 by default, or gptq4) and only there, no
+    quantised base to train."""
     if meth == FinetuneMethod.QLORA:
-        if base not in (None, BasePrecision.NF4):
+        if base is not None and not base.four_bit:
             raise InputError(
                 "base-precision",
                 base.value,
-                "nf4 with --finetune qlora (lora takes bf16, fp16 or int8)",
+                "nf4 or gptq4 with --finetune qlora (lora takes bf16, fp16 or int8)",
             )
-        base = BasePrecision.NF4
+        base = base or BasePrecision.NF4
     elif meth == FinetuneMethod.LORA:
-        if base == BasePrecision.NF4:
+        if base is not None and base.four_bit:
             raise InputError(
                 "base-precision",
                 base.value,
-                "bf16, fp16 or int8 with --finetune lora (an nf4 base is --finetune qlora)",
+                "bf16, fp16 or int8 with --finetune lora (a 4-bit base is --finetune qlora)",
             )
-    elif base in (BasePrecision.INT8, BasePrecision.NF4):
+    elif base is not None and base.quantised:
         raise InputError(
             "base-precision",
             base.value,

@@ -12,6 +12,17 @@ DPO (Rafailov et al. 2023, arXiv 2305.18290) generates nothing: each example is 
 completion, both trained on (the step's sequences count both), against a frozen reference. TRL's DPOTrainer
 (trl/trainer/dpo_config.py@2026-07-24: beta 0.1, precompute_ref_log_probs False) runs the reference's forward
 every step; a PEFT policy without a ref_model uses its base with the adapters disabled (dpo_trainer.py).
+
+PPO (Schulman et al. 2017, arXiv 1707.06347; for language models Ouyang et al. 2022, arXiv 2203.02155 §3.5)
+holds four models: the policy and a value model (the critic), both trained, and a frozen reference and reward
+model. OpenRLHF (openrlhf/cli/train_ppo_ray.py@3c3be623, 2026-08-13) samples one response per prompt
+(--rollout.n_samples_per_prompt default 1) and trains one epoch on each batch (--train.max_epochs default 1);
+its critic and reward model are the base model with a d_model × 1 score head in place of the LM head
+(openrlhf/models/model.py: nn.Linear(config.hidden_size, 1)); each step forwards the reward model, the
+policy (its log-probs), the critic (its values) and the reference (openrlhf/trainer/ppo_utils/
+experience_maker.py). TRL's PPOTrainer (trl/experimental/ppo/ppo_trainer.py@2026-07-24) holds the same four
+(policy and value model wrapped together, one optimizer; with PEFT the reference is the base with the
+adapters disabled). The critic and the reward model here are the policy's size.
 """
 
 from __future__ import annotations
@@ -25,12 +36,16 @@ from trilemma.specs.base import Spec
 TRL_GENERATIONS = 8
 TRL_COMPLETION = 512
 TRL_VLLM_SHARE = 0.3
+#: openrlhf/cli/train_ppo_ray.py@3c3be623: --rollout.n_samples_per_prompt default=1
+PPO_SAMPLES = 1
+#: the methods with a rollout spec: RL and preference post-training
+RL_METHODS = ("grpo", "dpo", "ppo")
 
 
 class RolloutSpec(Spec):
-    """One GRPO step's rollout: how many completions, how long, where they are generated."""
+    """One RL step's rollout: how many completions, how long, where they are generated."""
 
-    method: str = Field("grpo", pattern="^(grpo|dpo)$")
+    method: str = Field("grpo", pattern="^(grpo|dpo|ppo)$")
     generations: int = Field(TRL_GENERATIONS, ge=1, le=1024, description="completions per prompt")
     completion_len: int = Field(
         TRL_COMPLETION, ge=1, le=1 << 20, description="tokens generated per completion (at most)"
@@ -47,4 +62,11 @@ class RolloutSpec(Spec):
     )
 
 
-__all__ = ["TRL_COMPLETION", "TRL_GENERATIONS", "TRL_VLLM_SHARE", "RolloutSpec"]
+__all__ = [
+    "PPO_SAMPLES",
+    "RL_METHODS",
+    "TRL_COMPLETION",
+    "TRL_GENERATIONS",
+    "TRL_VLLM_SHARE",
+    "RolloutSpec",
+]

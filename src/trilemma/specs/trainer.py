@@ -21,9 +21,8 @@ class LossKernel(StrEnum):
 
     EAGER = "eager"  # cross_entropy(logits.float()) on the whole logits tensor
     CHUNKED = "chunked"  # the logits in chunks, each upcast and reduced on its own (torchtune)
-    FUSED_LINEAR = (
-        "fused-linear"  # LM head and loss fused by token chunks: no whole logits (Liger, CCE)
-    )
+    FUSED_LINEAR = "fused-linear"  # LM head and loss fused by token chunks: no whole logits (Liger)
+    CUT = "cut"  # Cut Cross-Entropy (Wijmans et al. 2024): the log-sum-exp in on-chip memory, no logits at all
 
 
 class TrainerSpec(Spec):

@@ -116,6 +116,7 @@ STACKS: tuple[str, ...] = (
     "hf-trainer",  # Hugging Face Trainer / accelerate, eager PyTorch
     "hf-fsdp",  # the Hugging Face Trainer with FSDP
     "hf-deepspeed",  # the Hugging Face Trainer with DeepSpeed
+    "unsloth",  # Unsloth's Triton kernels in the Hugging Face Trainer
     "maxtext",  # MaxText (JAX)
     "pax",  # PaLM's JAX / Pathways stack
     "nanogpt",  # nanoGPT, modded-nanogpt

@@ -54,6 +54,7 @@ from trilemma.estimate.bands import band_factors
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.presets import constants
+from trilemma.presets import stack as stack_preset
 from trilemma.presets import trainer as trainer_preset
 from trilemma.resolve import (
     finetune_fields,
@@ -192,14 +193,16 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
             lora_targets=row["lora_targets"],
             lora_dropout=float(row["lora_dropout"] or 0.0),
         )
-        if row["method"] == "lora" and row["base_precision"]:
+        if row["base_precision"]:
             ft_args["base_precision"] = row["base_precision"]
     seq, mb, gb = int(row["seq_len"]), int(row["micro_batch"]), int(row["global_batch"])
     # every row is a Hugging Face Trainer run in eager PyTorch: its 16-bit mixed precision is torch.autocast,
     # which keeps attention probabilities in fp32 when flash is off (DtypeSpec.attention_probs), and its norms
-    # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input)
+    # run in fp32 — autocast's layer_norm, LlamaRMSNorm's upcast — keeping an fp32 input (DtypeSpec.norm_input),
+    # unless the row's stack patches in a fused norm kernel that keeps its 16-bit input (Unsloth's Triton RMSNorm)
+    fused_norm = bool(row["stack"]) and stack_preset(row["stack"]).fused_norm
     dtypes = DtypeSpec.for_precision(Precision(row["precision"])).replace(
-        attention_probs="fp32", norm_input="fp32"
+        attention_probs="fp32", norm_input=None if fused_norm else "fp32"
     )
     plan = make_plan(
         m,
@@ -212,6 +215,9 @@ def predict_row(row: dict[str, str], consts: Constants | None = None) -> Finetun
         task=row["task"] or "causal-lm",
         trainer=row_trainer(row),
         stack=row["stack"] or None,  # the step's time features (memory: the fields given above win)
+        compile=True
+        if row.get("compile") == "true"
+        else None,  # torch.compile on the model, as run
         **finetune_fields(m, **{k: v for k, v in ft_args.items() if v is not None}),
     )
     lay = Layout(
@@ -268,6 +274,7 @@ def section() -> dict[str, Any]:
             "n": len(timed),
             "median_error": float(np.median(terr)),
             "worst_error": float(terr.max()),
+            "by_trainer": by_trainer(timed, time=True),
         }
     summary["refused"] = [c.case for c in cases if c.refused]
     summary["over_at_point"] = [c.case for c in cases if c.over_at_point]
@@ -294,15 +301,21 @@ def section() -> dict[str, Any]:
     }
 
 
-def by_trainer(cases: list[FinetuneMemoryCase]) -> dict[str, dict[str, float]]:
-    """Leave-one-trainer-out: each trainer's rows, their count and median |predicted / reported − 1|. No
-    constant is fitted on this file's rows (the memory constants are refit without its sources:
-    :func:`held_out_constants`), so every row is predicted without its own source and its own trainer: the
+def by_trainer(cases: list[FinetuneMemoryCase], time: bool = False) -> dict[str, dict[str, float]]:
+    """Leave-one-trainer-out: each trainer's rows, their count and median |predicted / reported − 1| of the
+    memory (``time``: of the step time, over the rows that publish one). No constant is fitted on this file's
+    rows (the memory constants are refit without its sources: :func:`held_out_constants`; the time constants
+    are fitted on none of them), so every row is predicted without its own source and its own trainer: the
     leave-one-source-out and leave-one-trainer-out errors are the errors above, grouped."""
     out: dict[str, dict[str, float]] = {}
     for t in sorted({c.trainer for c in cases}):
-        err = [abs(c.error) for c in cases if c.trainer == t]
-        out[t] = {"n": len(err), "median_error": float(np.median(err))}
+        err = [
+            abs(c.step_error if time else c.error)
+            for c in cases
+            if c.trainer == t and (not time or c.step_error is not None)
+        ]
+        if err:
+            out[t] = {"n": len(err), "median_error": float(np.median(err))}
     return out
 
 

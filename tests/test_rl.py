@@ -1,0 +1,164 @@
+"""RL post-training (--finetune grpo|ppo) against a whole published run (data/rl_steps.csv) and by hand."""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from trilemma.api import estimate
+from trilemma.estimate.layouts import LayoutArrays
+from trilemma.estimate.rl import reference_seconds, rollout_seconds
+from trilemma.resolve import finetune_fields, make_plan, resolve_model
+from trilemma.specs.rl import RolloutSpec
+
+DATA = Path(__file__).resolve().parents[1] / "src" / "trilemma" / "data" / "rl_steps.csv"
+
+#: the prompt ahead of each completion: not published for the Miles run (dapo-math-17k's prompts are one
+#: math problem and a one-line instruction); an assumption, and the generation time barely moves with it
+PROMPT = 512
+
+
+def _row(framework: str) -> dict[str, str]:
+    with open(DATA, encoding="utf-8") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return next(r for r in rows if r["framework"] == framework)
+
+
+@cache
+def _miles() -> tuple[dict[str, str], float, float, float]:
+    """The Miles GRPO row and the planner's seconds for it: generation, the extra forward, training."""
+    row = _row("miles")
+    m, _ = resolve_model(row["model"])
+    cap, batch = int(row["completion_cap"]), int(row["prompts_per_step"]) * int(row["generations"])
+    seq = cap + PROMPT
+    fields = finetune_fields(m, row["method"])
+    fields["rl"] = RolloutSpec(generations=int(row["generations"]), completion_len=cap)
+    plan = make_plan(m, batch * seq * 100, seq, batch * seq, **fields)
+    est = estimate(row["model"], row["hardware"], int(row["gpus"]), plan=plan)
+    hw = est.cluster.hardware
+    gen = rollout_seconds(
+        est.model, est.params, plan, LayoutArrays.from_layouts([est.layout]), seq, batch,
+        hw.peak(plan.precision), hw.hbm_bw_bytes_per_s,
+    )[0]  # fmt: skip
+    return row, float(gen), float(reference_seconds(plan, est.time.step_s)), est.time.step_s
+
+
+def test_grpo_generation_within_twenty_percent_of_a_published_run() -> None:
+    """Miles on one 8-GPU MI300X node (LMSYS blog 2026-03-17, Figure 5): Qwen3-30B-A3B, GRPO with 32 prompts
+    × 8 samples and an 8k response cap, rollout generation 152.79 s of a 388.50 s step. The planner's
+    generation (decode-bound at the colocated engine's share of HBM bandwidth): within 20% (holds: 169 s)."""
+    row, gen, _, _ = _miles()
+    assert abs(gen / float(row["reported_generation_s"]) - 1) <= 0.20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Miles's training takes 95.30 s, 2.4x the planner's 39.8 s: its ~15-16k tokens/s over 8 GPUs is "
+    "~3% of the MI300X bf16 peak for a 3.35B-active MoE (6 x 3.35e9 x 15.5e3 / 8 / 1.307e15), an efficiency "
+    "the planner's MoE step time does not reach down to; generation's share of generation + log-prob + "
+    "training is then 76% against the published 152.79 / 279.62 = 55%; the 33.85 s weight update is not "
+    "modelled",
+)
+def test_grpo_time_split_within_twenty_percent_of_a_published_run() -> None:
+    """The same run's split: training 95.30 s and generation's share of generation, log-prob pass (the
+    planner's extra forward: no KL term, so no reference, but one forward of the policy all the same) and
+    training, 152.79 / (152.79 + 31.53 + 95.30) = 54.6%: each within 20%."""
+    row, gen, fwd, train = _miles()
+    published = [float(row[k]) for k in ("reported_generation_s", "reported_logprob_s")]
+    share = published[0] / (sum(published) + float(row["reported_training_s"]))
+    assert abs(gen / (gen + fwd + train) / share - 1) <= 0.20
+    assert abs(train / float(row["reported_training_s"]) - 1) <= 0.20
+
+
+#: Qwen2.5-7B by hand (config.json: hidden 3,584, 28 layers, 28/4 heads of 128, MLP 18,944, vocabulary
+#: 152,064, untied head): 7,615,616,512 parameters; matmul weights a token meets: 28 × (attention 3,584² × 2 +
+#: 3,584 × 512 × 2 = 29,360,128 + MLP 3 × 3,584 × 18,944 = 203,685,888) + the LM head 152,064 × 3,584
+QWEN7B = 7_615_616_512
+QWEN7B_MATMUL = 28 * (29_360_128 + 203_685_888) + 152_064 * 3584
+QWEN7B_HEAD = 152_064 * 3584
+
+
+@cache
+def _ppo():
+    lay = {"tp": 1, "pp": 1, "dp": 8, "zero": 3, "micro_batch": 4, "recompute": "full"}
+    return estimate(
+        "qwen2.5-7b", "h100-sxm", 8, tokens="20M", seq_len=1024, finetune="ppo", layout=lay
+    )
+
+
+def test_ppo_holds_four_models_by_hand() -> None:
+    """--finetune ppo (OpenRLHF's layout: policy and critic trained, reference and reward model frozen; the
+    critic and reward model the base with a 3,584 × 1 score head in place of the LM head), ZeRO-3 over 8:
+    reference 2 × 7,615,616,512 / 8 bytes; reward model 2 × (7,615,616,512 − 152,064 × 3,584 + 3,584) / 8;
+    critic the policy's weights, gradients and optimizer states × the same parameter share."""
+    est = _ppo()
+    size = (QWEN7B - QWEN7B_HEAD + 3584) / QWEN7B
+    assert est.memory.reference == pytest.approx(2 * QWEN7B / 8, rel=1e-9)
+    assert est.memory.reward == pytest.approx(2 * (QWEN7B - QWEN7B_HEAD + 3584) / 8, rel=1e-9)
+    states = est.memory.weights + est.memory.gradients + est.memory.optimizer
+    assert est.memory.critic == pytest.approx(size * states, rel=1e-9)
+    line = next(w for w in est.warnings if w.startswith("ppo:"))
+    for part in ("policy", "critic", "reference", "reward model", "generation", "training"):
+        assert part in line
+
+
+def test_ppo_time_split_by_hand() -> None:
+    """Beside generation and the policy's step t: the reference's and the policy's log-prob forwards (t/3
+    each: the backward is twice the forward), the reward model's and the critic's forwards (c·t/3 each) and
+    the critic's step c·t, c the score-head model's share of the matmul weights a token meets:
+    (QWEN7B_MATMUL − 152,064 × 3,584 + 3,584) / QWEN7B_MATMUL = 0.9229."""
+    from trilemma.estimate.rl import beside_seconds
+
+    est = _ppo()
+    t = est.time.step_s
+    c = (QWEN7B_MATMUL - QWEN7B_HEAD + 3584) / QWEN7B_MATMUL
+    assert c == pytest.approx(0.9229, abs=1e-4)
+    beside = beside_seconds(est.model, est.params, est.plan, t)
+    assert float(beside) == pytest.approx(t / 3 + t / 3 + 2 * c * t / 3 + c * t, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [(["--lora-rank", "0"], "lora-rank"), (["--trainable-layers", "3"], "trainable-layers")],
+)
+def test_ppo_refuses_what_grpo_refuses(capsys, flags: list[str], field: str) -> None:
+    """The same one-line refusal (exit status 2, naming the flag) for ppo as for grpo."""
+    from clitools import run
+
+    errs = []
+    for method in ("grpo", "ppo"):
+        code, _, err = run(
+            capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8",
+            "--tokens", "20M", "--finetune", method, *flags,
+        )  # fmt: skip
+        assert code == 2 and err.count("\n") == 1 and field in err
+        errs.append(err)
+    assert errs[0] == errs[1]
+
+
+def test_an_unknown_method_lists_the_rl_ones(capsys, tmp_path) -> None:
+    """A misspelt method: one line naming grpo, dpo and ppo among the allowed, from the CLI, a scenario file
+    and the Python API alike."""
+    from clitools import run
+
+    from trilemma.errors import InputError
+
+    code, _, err = run(
+        capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8",
+        "--tokens", "20M", "--finetune", "ppx",
+    )  # fmt: skip
+    assert code == 2 and err.count("\n") == 1 and "'ppx'" in err
+    assert all(m in err for m in ("grpo", "dpo", "ppo"))
+    f = tmp_path / "bad.toml"
+    f.write_text(
+        'model = "llama3-8b"\nfinetune = "ppx"\ntokens = "20M"\ngpu = "h100-sxm"\nmax-gpus = 8\n'
+        'deadline = "7d"\n',
+        encoding="utf-8",
+    )
+    code, _, err2 = run(capsys, "solve", str(f))
+    assert code == 2 and err2.count("\n") == 1 and "ppo" in err2
+    with pytest.raises(InputError, match="ppo"):
+        estimate("llama3-8b", "h100-sxm", 8, tokens="20M", finetune="ppx")
