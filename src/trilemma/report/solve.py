@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from rich.table import Table
 
 from trilemma.console import console, shown
@@ -295,9 +296,24 @@ def runners_up_table(r: Any) -> Table:
     return t
 
 
+def _frontier_scores(r: Any) -> np.ndarray | None:
+    """The score column's benchmark (fraction) at each frontier point: the curve at the point's active
+    parameters and tokens, as estimate and the plans' JSON have it (None for a fine-tune)."""
+    if r.optimum_loss is None:
+        return None
+    from trilemma.estimate.params import param_counts
+    from trilemma.quality.benchmarks import band, constants
+
+    f, tab = r.frontier, r.table
+    active = np.array([float(param_counts(m).active) for m in tab.models])
+    n = active[tab.model_idx[f.config]]
+    return np.asarray(band(_bench(r), constants()[_bench(r)], n, f.tokens)[0])
+
+
 def _frontier_rows(r: Any) -> list[dict[str, Any]]:
     f, tab = r.frontier, r.table
     names = f.filters.NAMES
+    scores = _frontier_scores(r)
     rows = []
     for k in range(f.time_s.size):
         i = int(f.config[k])
@@ -311,6 +327,7 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
                 "time_s": float(f.time_s[k]),
                 "usd": float(f.usd[k]),
                 "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
+                "score": "" if scores is None else float(scores[k]),
                 "feasible": bool(f.feasible[k]),
                 "steps": float(f.steps[k]),
                 "removed_by": names[f.removed_by[k] - 1] if f.removed_by[k] else "",
@@ -322,8 +339,11 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
 def write_frontier(r: Any, path: str) -> None:
     """The frontier's points, one a row (row k is ``--point k`` of `trilemma export`): ``removed_by`` names the
     filter (FrontierFilters.NAMES: steps, short, long) that drops the point by default, set only under
-    --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed."""
-    cols = "model gpu n_gpus precision tokens time_s usd loss feasible steps removed_by".split()
+    --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed.
+    ``score`` is the expected score (fraction) of the tables' benchmark (the pinned one, else MMLU)."""
+    cols = (
+        "model gpu n_gpus precision tokens time_s usd loss score feasible steps removed_by".split()
+    )
     write_csv_atomic(path, cols, _frontier_rows(r), "frontier")
 
 
