@@ -116,6 +116,10 @@ class FitReport:
                 "objective_form": "sum over runs of Huber_delta(LSE - ln L)",
             },
             "leave_out": self.leave_out,
+            # which fit the document reports: the staged one (the law above, the law file) and, with
+            # --method averaged, the averaged forms beside it
+            "method": self.extra.get("method", "staged"),
+            "averaged": self.extra.get("averaged"),
             "runs": [
                 {"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
                 for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)
@@ -148,8 +152,11 @@ def fit_runs(
     starts: int = 64,
     holdout: float = 0.2,
     delta: float = DELTA,
+    method: str = "staged",
 ) -> FitReport:
-    """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
+    """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` (the staged fit) is
+    usable everywhere. ``method="averaged"`` adds the forms averaged by held-out error
+    (trilemma.quality.extrapolate, what validate --kind quality checks) in ``extra["averaged"]``."""
     counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
     runs, warnings = plausible_runs(runs, unit)
     check_enough(runs)
@@ -190,7 +197,13 @@ def fit_runs(
         data=data,
         tokenizer=tokenizer,
     )
+    extra = {"method": method}
+    if method == "averaged":
+        from trilemma.quality.extrapolate import averaged_fit
+
+        extra["averaged"] = averaged_fit(n, d, loss).to_dict()
     return FitReport(
+        extra=extra,
         law=law,
         point=point,
         samples=samples,

@@ -72,6 +72,21 @@ def _starts(v: int) -> int:
     return v
 
 
+#: what `trilemma fit --method` takes: the staged fit alone, or with it the averaged fit
+METHODS = ("staged", "averaged")
+
+
+def _method(v: str) -> str:
+    if v not in METHODS:
+        raise InputError(
+            "method",
+            v,
+            "staged (one law, exponents fixed only when the runs cannot pin them) or averaged (also "
+            "the forms averaged by held-out error that validate --kind quality checks)",
+        )
+    return v
+
+
 class FitRequest(Request):
     """Fit L = E + A/N^alpha + B/D^beta to your runs (Hoffmann 2022 procedure) with bootstrap
     intervals."""
@@ -156,6 +171,13 @@ class FitRequest(Request):
         help="share of the largest model sizes held out for the leave-out check",
         kind="number",
         parse=_holdout,
+    )
+    method: str = option(
+        "staged",
+        "--method",
+        help="staged: the law file's one fit; averaged: also the free, tied and literature-exponent "
+        "forms averaged by held-out error, for extrapolating beyond the runs",
+        parse=_method,
     )
     plot: str | None = option(
         None,
