@@ -12,6 +12,8 @@ import pytest
 from clitools import run
 
 from trilemma.errors import InputError
+from trilemma.quality.fit import fit_runs
+from trilemma.quality.runs import Runs
 from trilemma.request.fit import FitRequest
 
 # Hoffmann et al. 2022 (arXiv 2203.15556) App. D.2's fitted law, α ≠ β so only the free form holds it
@@ -73,3 +75,7 @@ def test_the_default_is_the_staged_fit_and_a_bad_method_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         FitRequest(runs=str(tmp_path / "x.csv"), method="best")
     assert "method" in str(e.value) and "staged" in str(e.value)
+    runs = Runs(np.geomspace(1e8, 1e9, 5), np.full(5, 2e10), np.linspace(3.0, 2.6, 5), "runs")
+    with pytest.raises(InputError) as e2:  # the Python API: the same refusal
+        fit_runs(runs, method="best")
+    assert str(e2.value) == str(e.value)

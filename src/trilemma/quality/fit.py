@@ -50,6 +50,22 @@ from trilemma.quality.plausible import plausible_runs
 from trilemma.quality.runs import MIN_SIZES, Runs, check_enough
 from trilemma.specs.enums import LossUnit, NCounts
 
+#: what `trilemma fit --method` takes: the staged fit alone, or with it the averaged fit
+METHODS = ("staged", "averaged")
+
+
+def check_method(v: Any) -> str:
+    """``v`` if it names a fit method (METHODS), else InputError naming the field and what is allowed."""
+    if v not in METHODS:
+        raise InputError(
+            "method",
+            v,
+            "staged (one law, exponents fixed only when the runs cannot pin them) or averaged (also "
+            "the forms averaged by held-out error that validate --kind quality checks)",
+        )
+    return str(v)
+
+
 # ------------------------------------------------------------------ the whole fit
 
 
@@ -158,6 +174,7 @@ def fit_runs(
     usable everywhere. ``method="averaged"`` adds the forms averaged by held-out error
     (trilemma.quality.extrapolate, what validate --kind quality checks) in ``extra["averaged"]``."""
     counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
+    method = check_method(method)
     runs, warnings = plausible_runs(runs, unit)
     check_enough(runs)
     n, d, loss = runs.n, runs.d, runs.loss

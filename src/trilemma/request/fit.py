@@ -72,19 +72,10 @@ def _starts(v: int) -> int:
     return v
 
 
-#: what `trilemma fit --method` takes: the staged fit alone, or with it the averaged fit
-METHODS = ("staged", "averaged")
-
-
 def _method(v: str) -> str:
-    if v not in METHODS:
-        raise InputError(
-            "method",
-            v,
-            "staged (one law, exponents fixed only when the runs cannot pin them) or averaged (also "
-            "the forms averaged by held-out error that validate --kind quality checks)",
-        )
-    return v
+    from trilemma.quality.fit import check_method
+
+    return check_method(v)
 
 
 class FitRequest(Request):
