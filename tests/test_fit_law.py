@@ -402,6 +402,7 @@ def test_fit_plot_without_matplotlib(quality_app, capsys, runs_csv, tmp_path, mo
         ["--bootstrap", "-1"],
         ["--n-counts", "some"],
         ["--loss-unit", "bits"],
+        ["--method", "best"],
     ],
 )
 def test_fit_bad_options_exit_2(quality_app, capsys, runs_csv, extra):

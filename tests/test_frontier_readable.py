@@ -88,6 +88,15 @@ def test_csv_and_json_say_what_each_filter_removed(tmp_path, capsys):
     d = json.loads(capsys.readouterr().out)
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == d["frontier"]["points"]
+    # the score column (MMLU without a pin): a fraction, and on one configuration more tokens score higher
+    by_cfg: dict[tuple, list[tuple[float, float]]] = {}
+    for r in rows:
+        assert 0.25 <= float(r["score"]) <= 1.0  # MMLU's chance, 4 choices
+        key = (r["model"], r["gpu"], r["n_gpus"], r["precision"])
+        by_cfg.setdefault(key, []).append((float(r["tokens"]), float(r["score"])))
+    for pts in by_cfg.values():
+        s = [v for _, v in sorted(pts)]
+        assert all(b >= a for a, b in zip(s, s[1:]))
     counts = {k: sum(r["removed_by"] == k for r in rows) for k in FrontierFilters.NAMES}
     assert counts == d["frontier"]["removed"] and sum(counts.values()) > 0
     assert d["frontier"]["filters"]["applied"] is False

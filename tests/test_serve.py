@@ -115,6 +115,14 @@ def test_solve_is_the_cli_document_plus_its_frontier(client):
         == len(f["config"])
     )
     assert sum(f["feasible"]) == doc["frontier"]["feasible"]
+    # the plan card's and runners' benchmark rows (static/plan.js benchmarkItems, scoreText) read these
+    # fields of every plan: fractions with the point inside its 80% band
+    for plan in (doc["optimum"], *doc["runners_up"]):
+        items = plan["quality"]["benchmarks"]["items"]
+        assert [i["name"] for i in items] == ["mmlu", "hellaswag", "arc_c", "gsm8k"]
+        for i in items:
+            assert {"label", "setting", "regime", "outside_fitted_range"} <= set(i)
+            assert 0 <= i["low"] <= i["value"] <= i["high"] <= 1
     assert (
         min(f["time_s"]) == doc["frontier"]["time_s"][0]
         and max(f["loss"]) == doc["frontier"]["loss"][1]

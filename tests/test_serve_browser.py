@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from browsertools import browser_api, browser_marks
 
+from trilemma.quality.benchmarks import BENCHMARKS
 from trilemma.units import DAY
 
 sync_api = browser_api()
@@ -42,7 +43,10 @@ ROWS = [
     "energy",
     "power",
 ]
-ROWS += ["loss"]
+ROWS += [
+    "loss",
+    *(b.label for b in BENCHMARKS.values()),
+]  # a row per benchmark score, its band drawn
 
 
 def _answered(page, before: str, state: str = "ready") -> None:

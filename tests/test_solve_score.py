@@ -50,6 +50,28 @@ def test_budget_and_score_give_a_plan_that_meets_both(capsys):
     assert low >= 0.65 - 1e-4
     code, out, _ = run(capsys, "solve", "--target-score", "mmlu=0.65", "--budget", "$5M")
     assert code == 0 and "MMLU ≥ 65%" in out and "score: the optimum's MMLU" in out
+    # every plan's benchmark block is the two-step curve at its N and D, by hand from the shipped constants
+    # (docs/derivations.md, "Benchmark scores"): x = log10(6·N·D) + γ·log10(D/N), then chance + (ceiling −
+    # chance)·σ(k·(x − x0)); more tokens on the same model score higher (the "tokens ×2" runner-up)
+    c = bm_constants()["mmlu"]
+
+    def mmlu(p: dict) -> dict:
+        return next(i for i in p["quality"]["benchmarks"]["items"] if i["name"] == "mmlu")
+
+    for p in (o, *d["runners_up"]):
+        n, tokens = p["model"]["params_total"], p["batch"]["tokens"]
+        x = np.log10(6 * n * tokens) + c["gamma"] * np.log10(tokens / n)
+        want = 0.25 + (c["ceiling"] - 0.25) / (1 + np.exp(-c["k"] * (x - c["x0"])))
+        assert mmlu(p)["value"] == pytest.approx(want, rel=1e-9)
+        assert mmlu(p)["low"] <= mmlu(p)["value"] <= mmlu(p)["high"]
+    twice = [p for p in d["runners_up"] if p["differs_in"] == "tokens ×2"]
+    assert twice and mmlu(twice[0])["value"] > mmlu(o)["value"]
+    # the tables' score column: the pinned benchmark's score and band in every plan's row, both tables
+    assert out.count("MMLU (80%)") == 2
+    for p in (o, *d["runners_up"]):
+        m = mmlu(p)
+        cell = f"{100 * m['value']:.0f}% ({100 * m['low']:.0f}–{100 * m['high']:.0f})"
+        assert out.count(cell) >= 1, cell
 
 
 def test_too_small_a_budget_says_what_must_give_in_one_line(capsys):

@@ -59,10 +59,17 @@ def with_loss(
         unique_tokens=unique_tokens,
         precision=str(est.plan.precision),
     )
+    return replace(
+        est, loss=pred, benchmarks=scores_of(est), warnings=est.warnings + tuple(pred.warnings)
+    )
+
+
+def scores_of(est: Estimate) -> dict[str, Any]:
+    """The ``quality.benchmarks`` block of a model trained from scratch as ``est`` plans it: active
+    parameters N and its tokens D (trilemma.quality.benchmarks.predict; fractions 0-1)."""
     from trilemma.quality.benchmarks import predict
 
-    scores = predict(float(est.params.active), float(est.plan.total_tokens))  # 6·N·D: from scratch
-    return replace(est, loss=pred, benchmarks=scores, warnings=est.warnings + tuple(pred.warnings))
+    return predict(float(est.params.active), float(est.plan.total_tokens))  # 6·N·D: from scratch
 
 
-__all__ = ["MIN_FINETUNE_STEPS", "few_steps_warning", "with_loss"]
+__all__ = ["MIN_FINETUNE_STEPS", "few_steps_warning", "scores_of", "with_loss"]

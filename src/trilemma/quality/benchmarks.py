@@ -203,16 +203,28 @@ def low_end(name: str, params: Any, tokens: Any) -> np.ndarray:
     return np.asarray(band(name, constants()[name], params, tokens)[1])
 
 
-def format_line(block: dict[str, Any]) -> str:
-    """'MMLU 66% (58–72) · HellaSwag … · avg …', with a note for scores near chance or ceiling."""
+def format_score(item: dict[str, Any]) -> str:
+    """'66% (58–72)': one benchmark's expected score and its 80% band, in percent."""
 
     def pct(v: float) -> str:
         return f"{100 * v:.0f}"
 
-    parts = [
-        f"{i['label']} {pct(i['value'])}% ({pct(i['low'])}–{pct(i['high'])})"
-        for i in [*block["items"], block["average"]]
-    ]
+    return f"{pct(item['value'])}% ({pct(item['low'])}–{pct(item['high'])})"
+
+
+def shown_score(block: dict[str, Any] | None, name: str) -> str:
+    """One benchmark of a ``quality.benchmarks`` block as a table cell ('66% (58–72)'); '—' without a
+    block (a fine-tune, a classifier: no from-scratch scores)."""
+    if block is None:
+        return "—"
+    item = next(i for i in block["items"] if i["name"] == name)
+    return format_score(item)
+
+
+def format_line(block: dict[str, Any]) -> str:
+    """'MMLU 66% (58–72) · HellaSwag … · avg …', with a note for scores near chance or ceiling."""
+
+    parts = [f"{i['label']} {format_score(i)}" for i in [*block["items"], block["average"]]]
     notes = [f"{i['label']} {i['regime']}" for i in block["items"] if i["regime"]]
     tail = f" [{'; '.join(notes)}: band widened]" if notes else ""
     outside = [i["label"] for i in block["items"] if i["outside_fitted_range"]]

@@ -38,6 +38,12 @@ FORMS: tuple[tuple[str | float | None, str, int], ...] = (
     (TIE, "tied", 4),
     (LITERATURE_EXPONENT, "literature", 3),
 )
+#: the averaged fit in words (validate's method line and fit's document)
+METHOD = (
+    "free, tied (beta = alpha) and literature-exponent (alpha = beta = 0.35) forms, each weighted by "
+    "1/e^2, e its median error on the runs' larger part fitted on the part 10x smaller in compute "
+    "(Bates & Granger 1969; trilemma.quality.extrapolate)"
+)
 #: L-BFGS starts from the best this many points of Hoffmann's grid (fit_point's ``starts``): on the shipped
 #: suites the same minima as from 32, in a quarter of the time
 STARTS = 8
@@ -56,6 +62,22 @@ class Averaged:
     held_out_error: dict[
         str, float
     ]  # each scored form's median |relative error| on the larger runs
+
+    def to_dict(self) -> dict[str, Any]:
+        """The averaged fit as `trilemma fit --method averaged` reports it: each form's weight, held-out
+        error (fraction; None where the form was not scored) and constants."""
+        return {
+            "method": METHOD,
+            "forms": [
+                {
+                    "form": name,
+                    "weight": w,
+                    "held_out_error": self.held_out_error.get(name),
+                    **{k: float(c[k]) for k in ("E", "A", "B", "alpha", "beta")},
+                }
+                for name, w, c in zip(self.names, self.weights, self.constants)
+            ],
+        }
 
     def predict(self, n: Any, d: Any) -> np.ndarray:
         """The weighted mean of the forms' losses (the law's unit) at N parameters, D tokens."""

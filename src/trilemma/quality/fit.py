@@ -50,6 +50,22 @@ from trilemma.quality.plausible import plausible_runs
 from trilemma.quality.runs import MIN_SIZES, Runs, check_enough
 from trilemma.specs.enums import LossUnit, NCounts
 
+#: what `trilemma fit --method` takes: the staged fit alone, or with it the averaged fit
+METHODS = ("staged", "averaged")
+
+
+def check_method(v: Any) -> str:
+    """``v`` if it names a fit method (METHODS), else InputError naming the field and what is allowed."""
+    if v not in METHODS:
+        raise InputError(
+            "method",
+            v,
+            "staged (one law, exponents fixed only when the runs cannot pin them) or averaged (also "
+            "the forms averaged by held-out error that validate --kind quality checks)",
+        )
+    return str(v)
+
+
 # ------------------------------------------------------------------ the whole fit
 
 
@@ -116,6 +132,10 @@ class FitReport:
                 "objective_form": "sum over runs of Huber_delta(LSE - ln L)",
             },
             "leave_out": self.leave_out,
+            # which fit the document reports: the staged one (the law above, the law file) and, with
+            # --method averaged, the averaged forms beside it
+            "method": self.extra.get("method", "staged"),
+            "averaged": self.extra.get("averaged"),
             "runs": [
                 {"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
                 for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)
@@ -148,9 +168,13 @@ def fit_runs(
     starts: int = 64,
     holdout: float = 0.2,
     delta: float = DELTA,
+    method: str = "staged",
 ) -> FitReport:
-    """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` is usable everywhere."""
+    """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` (the staged fit) is
+    usable everywhere. ``method="averaged"`` adds the forms averaged by held-out error
+    (trilemma.quality.extrapolate, what validate --kind quality checks) in ``extra["averaged"]``."""
     counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
+    method = check_method(method)
     runs, warnings = plausible_runs(runs, unit)
     check_enough(runs)
     n, d, loss = runs.n, runs.d, runs.loss
@@ -190,7 +214,13 @@ def fit_runs(
         data=data,
         tokenizer=tokenizer,
     )
+    extra = {"method": method}
+    if method == "averaged":
+        from trilemma.quality.extrapolate import averaged_fit
+
+        extra["averaged"] = averaged_fit(n, d, loss).to_dict()
     return FitReport(
+        extra=extra,
         law=law,
         point=point,
         samples=samples,

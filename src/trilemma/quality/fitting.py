@@ -50,6 +50,7 @@ def run_fit(req: FitRequest, draw: Callable[[FitReport, str], Any] | None = None
             seed=req.seed,
             starts=req.starts,
             holdout=req.holdout,
+            method=req.method,
         )
         write_law(report.law, out_path)
         plot_path = str(draw(report, req.plot)) if req.plot and draw is not None else None

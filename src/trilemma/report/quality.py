@@ -69,6 +69,8 @@ def print_fit(doc: dict[str, Any]) -> None:
             f"{lo['held_out_runs']} runs of the {lo['held_out_sizes']} largest size(s): mean |error| "
             f"{lo['mean_abs_rel_error']:.2%}, max {lo['max_abs_rel_error']:.2%}",
         )
+    if av := doc.get("averaged"):
+        s.add_row("averaged", _averaged_text(av))
     s.add_row(
         "units",
         f"N counts {doc['n_counts'].replace('_', '-')} parameters; loss in {doc['loss_unit']} on "
@@ -80,6 +82,21 @@ def print_fit(doc: dict[str, Any]) -> None:
         s.add_row("plot", doc["plot_path"])
     c.print(s)
     _notes(c, [], doc.get("warnings", []))
+
+
+def _averaged_text(av: dict[str, Any]) -> str:
+    """The averaged fit's forms in one cell: weight, held-out error and exponents of each."""
+    parts = []
+    for f in av["forms"]:
+        err = "not scored" if f["held_out_error"] is None else f"held-out {f['held_out_error']:.2%}"
+        parts.append(
+            f"{f['form']} {f['weight']:.2f} ({err}; E {_g(f['E'])}, alpha {_g(f['alpha'], 3)}, "
+            f"beta {_g(f['beta'], 3)})"
+        )
+    return (
+        "; ".join(parts)
+        + " — for extrapolating beyond the runs; the law file holds the staged fit above"
+    )
 
 
 def print_optimal(doc: dict[str, Any]) -> None:

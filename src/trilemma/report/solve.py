@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from rich.table import Table
 
 from trilemma.console import console, shown
@@ -38,8 +39,26 @@ def _gpu(e: Any) -> str:
     )
 
 
-def _row(e: Any, loss: Any) -> list[str]:
-    """One table row: an Estimate and its LossPrediction."""
+#: the benchmark shown in the tables' score column when no --target-score names one
+SHOWN_BENCHMARK = "mmlu"
+
+
+def _bench(r: Any) -> str:
+    """The benchmark of the tables' score column: the pinned one, else SHOWN_BENCHMARK."""
+    return SHOWN_BENCHMARK if r.pins.target_score is None else r.pins.target_score[0]
+
+
+def _bench_title(r: Any) -> str:
+    """'MMLU (80%)': the score column's title."""
+    from trilemma.quality.benchmarks import BENCHMARKS
+
+    return f"{BENCHMARKS[_bench(r)].label} (80%)"
+
+
+def _row(e: Any, loss: Any, bench: str = SHOWN_BENCHMARK) -> list[str]:
+    """One table row: an Estimate, its LossPrediction, and the expected score of benchmark ``bench``."""
+    from trilemma.quality.benchmarks import shown_score
+
     lay = e.layout
     return [
         shown(e.model.name),
@@ -51,6 +70,7 @@ def _row(e: Any, loss: Any) -> list[str]:
         fmt_duration(e.time.total_s),
         fmt_usd(e.cost.usd),
         "none (fine-tune)" if loss is None else f"{loss.mean:.3f} ({loss.low:.3f}–{loss.high:.3f})",
+        shown_score(e.benchmarks, bench),
         f"{e.time.mfu:.0%}",
         lay.label(compact=True),
         fmt_bytes(e.memory.per_gpu_bytes),
@@ -60,7 +80,7 @@ def _row(e: Any, loss: Any) -> list[str]:
 
 def _solve_table(r: Any) -> Table:
     """The solve's table: the optimum, the best calibrated plan when it differs, and the
-    runners-up, each with its model, GPUs, time, cost, loss, MFU, layout and memory."""
+    runners-up, each with its model, GPUs, time, cost, loss, benchmark score, MFU, layout and memory."""
     t = Table(title=f"trilemma solve — {_pins_title(r.pins)}; minimise {r.pins.minimize}")
     for col in (
         "",
@@ -73,17 +93,19 @@ def _solve_table(r: Any) -> Table:
         "time",
         "cost",
         "loss (80%)",
+        _bench_title(r),
         "MFU",
         "layout",
         "memory/GPU",
         "free",
     ):
         t.add_column(col)
-    t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss))
+    b = _bench(r)
+    t.add_row("[bold]optimum[/bold]", *_row(r.optimum, r.optimum_loss, b))
     if getattr(r, "calibrated", None) is not None:
-        t.add_row("best calibrated", *_row(*r.calibrated))
+        t.add_row("best calibrated", *_row(*r.calibrated, b))
     for why, e, loss in r.runners_up:
-        t.add_row(why, *_row(e, loss))
+        t.add_row(why, *_row(e, loss, b))
     return t
 
 
@@ -250,9 +272,12 @@ def runners_up_table(r: Any) -> Table:
         "Δ time",
         "Δ cost",
         "Δ loss",
+        _bench_title(r),
         "meets the pins",
     ):
         t.add_column(col)
+    from trilemma.quality.benchmarks import shown_score
+
     for why, e, loss in r.runners_up:
         ch = r.change(e, loss)
         d = ch["delta"]
@@ -265,14 +290,30 @@ def runners_up_table(r: Any) -> Table:
             _signed(d["time_s"], fmt_duration),
             _signed(round(d["usd"], 2), fmt_usd_axis),  # to the cent
             "—" if d["loss"] is None else _signed(round(d["loss"], 3), "{:.3f}".format),
+            shown_score(e.benchmarks, _bench(r)),
             "yes" if not ch["breaks"] else "no: " + ", ".join(ch["breaks"]),
         )
     return t
 
 
+def _frontier_scores(r: Any) -> np.ndarray | None:
+    """The score column's benchmark (fraction) at each frontier point: the curve at the point's active
+    parameters and tokens, as estimate and the plans' JSON have it (None for a fine-tune)."""
+    if r.optimum_loss is None:
+        return None
+    from trilemma.estimate.params import param_counts
+    from trilemma.quality.benchmarks import band, constants
+
+    f, tab = r.frontier, r.table
+    active = np.array([float(param_counts(m).active) for m in tab.models])
+    n = active[tab.model_idx[f.config]]
+    return np.asarray(band(_bench(r), constants()[_bench(r)], n, f.tokens)[0])
+
+
 def _frontier_rows(r: Any) -> list[dict[str, Any]]:
     f, tab = r.frontier, r.table
     names = f.filters.NAMES
+    scores = _frontier_scores(r)
     rows = []
     for k in range(f.time_s.size):
         i = int(f.config[k])
@@ -286,6 +327,7 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
                 "time_s": float(f.time_s[k]),
                 "usd": float(f.usd[k]),
                 "loss": float(f.loss[k]) if r.optimum_loss is not None else "",  # a fine-tune: none
+                "score": "" if scores is None else float(scores[k]),
                 "feasible": bool(f.feasible[k]),
                 "steps": float(f.steps[k]),
                 "removed_by": names[f.removed_by[k] - 1] if f.removed_by[k] else "",
@@ -297,8 +339,11 @@ def _frontier_rows(r: Any) -> list[dict[str, Any]]:
 def write_frontier(r: Any, path: str) -> None:
     """The frontier's points, one a row (row k is ``--point k`` of `trilemma export`): ``removed_by`` names the
     filter (FrontierFilters.NAMES: steps, short, long) that drops the point by default, set only under
-    --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed."""
-    cols = "model gpu n_gpus precision tokens time_s usd loss feasible steps removed_by".split()
+    --frontier-all, which keeps them; the counts each filter removed are in ``--json``'s frontier.removed.
+    ``score`` is the expected score (fraction) of the tables' benchmark (the pinned one, else MMLU)."""
+    cols = (
+        "model gpu n_gpus precision tokens time_s usd loss score feasible steps removed_by".split()
+    )
     write_csv_atomic(path, cols, _frontier_rows(r), "frontier")
 
 

@@ -72,6 +72,12 @@ def _starts(v: int) -> int:
     return v
 
 
+def _method(v: str) -> str:
+    from trilemma.quality.fit import check_method
+
+    return check_method(v)
+
+
 class FitRequest(Request):
     """Fit L = E + A/N^alpha + B/D^beta to your runs (Hoffmann 2022 procedure) with bootstrap
     intervals."""
@@ -156,6 +162,13 @@ class FitRequest(Request):
         help="share of the largest model sizes held out for the leave-out check",
         kind="number",
         parse=_holdout,
+    )
+    method: str = option(
+        "staged",
+        "--method",
+        help="staged: the law file's one fit; averaged: also the free, tied and literature-exponent "
+        "forms averaged by held-out error, for extrapolating beyond the runs",
+        parse=_method,
     )
     plot: str | None = option(
         None,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.estimate.result import Estimate
+from trilemma.quality.attach import scores_of
 from trilemma.quality.batch import (
     NEAR_OPTIMAL_FACTOR,
     non_embedding_flop_per_token,
@@ -55,6 +56,7 @@ def plan_maker(
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
         if s.is_ft:
             return est, None
+        est = replace(est, benchmarks=scores_of(est))  # the scores printed beside the loss
         return est, predict_loss_block(
             m, tokens, law=s.law, unique_tokens=s.unique_tokens, precision=str(prec)
         )

@@ -160,6 +160,8 @@ def plan_document(
     a fine-tune: no from-scratch loss) and, for a runner-up, what it differs in."""
     d = e.to_dict()
     d["loss"] = None if loss is None else loss.to_dict()
+    # expected benchmark scores with 80% bands, as estimate prints them (trilemma.quality.attach.scores_of)
+    d["quality"] = None if e.benchmarks is None else {"benchmarks": e.benchmarks}
     # a documented training-stability risk of the plan's precision at its size (estimate.stability), or None
     d["stability"] = stability_flag(str(e.plan.precision), e.params.total) or None
     if why:

@@ -294,11 +294,13 @@ function showRunners(doc) {
   const box = $("runners");
   box.innerHTML = "";
   const plans = [["optimum", doc.optimum], ...doc.runners_up.map((p) => [p.differs_in, p])];
+  const bench = doc.pins && doc.pins.target_score ? doc.pins.target_score.benchmark : "mmlu";  // as solve's table
   for (const [why, plan] of plans) {
     const b = document.createElement("button");
     b.type = "button";
     b.className = "runner";
-    const loss = plan.loss ? `loss ${plan.loss.mean.toFixed(3)}` : "no loss (fine-tune)";
+    const score = scoreText(plan, bench);
+    const loss = (plan.loss ? `loss ${plan.loss.mean.toFixed(3)}` : "no loss (fine-tune)") + (score ? `, ${score}` : "");
     b.textContent = `${why}: ${plan.hardware.n_gpus}× ${plan.hardware.name}, ${fmtNum(plan.model.params_total)} params, ` +
       `${fmtDuration(plan.time.total_s)}, ${fmtUSD(plan.cost.usd)}, ${loss}` + (plan.delta ? deltaText(plan) : "");
     b.addEventListener("click", () => (why === "optimum" ? showPlan(plan, "Optimum", doc.warnings, null)

@@ -20,6 +20,7 @@ function compareRows(plan) {
     ["cost", fmtUSD(c.usd)],
     ["energy", fmtEnergy(c.energy_kwh)],
     ["loss", plan.loss ? plan.loss.mean.toFixed(3) : "not predicted"],
+    ["benchmark", scoreText(plan, "mmlu") || "not predicted"],
     ["memory per GPU", `${fmtBytes(mem.per_gpu_bytes)} of ${fmtBytes(mem.capacity_bytes)}`],
   ];
 }

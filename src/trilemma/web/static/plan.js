@@ -41,6 +41,11 @@ function showPlan(plan, title, warnings, point) {
     loss ? ["loss", loss.mean.toFixed(3), `${loss.low.toFixed(3)} – ${loss.high.toFixed(3)} (${Math.round(loss.level * 100)}%)`]
       : ["loss", "not predicted", "a fine-tune: quality is bounded by the base model"],
   ];
+  const scores = benchmarkItems(plan);
+  for (const b of scores) {
+    const note = [b.setting, b.regime ? `${b.regime}: band widened` : "", b.outside_fitted_range ? "tokens per parameter outside the published rows" : ""];
+    rows.push([b.label, `${pct(b.value)}%`, `${pct(b.low)}% – ${pct(b.high)}% (80%); ${note.filter(Boolean).join("; ")}`]);
+  }
   if (plan.finetune) {
     const ft = plan.finetune;
     rows.push(["fine-tune", `${ft.method}, ${fmtNum(ft.trainable_params)} trainable`,
@@ -57,6 +62,7 @@ function showPlan(plan, title, warnings, point) {
     "GPU-hours": [t.gpu_hours_low, t.gpu_hours, t.gpu_hours_high], cost: [c.usd_low, c.usd, c.usd_high],
     loss: loss ? [loss.low, loss.mean, loss.high] : null,
   };
+  for (const b of scores) bands[b.label] = [b.low, b.value, b.high];
   const body = $("plan-table").querySelector("tbody");
   body.innerHTML = "";
   for (const [k, v, band] of rows) {
@@ -77,6 +83,22 @@ function showPlan(plan, title, warnings, point) {
   view.warnings = warnings || [];
   drawWarnings();
   $("plan-card").hidden = false;
+}
+
+// a plan's expected benchmark scores with their 80% bands (the API's quality.benchmarks: fractions 0-1;
+// none for a fine-tune or a classifier)
+function benchmarkItems(plan) {
+  return (plan.quality && plan.quality.benchmarks && plan.quality.benchmarks.items) || [];
+}
+
+function pct(x) {
+  return String(Math.round(100 * x));
+}
+
+// 'MMLU 79% (65–88)': one benchmark of a plan as text ('' when the plan has no scores)
+function scoreText(plan, name) {
+  const b = benchmarkItems(plan).find((i) => i.name === name);
+  return b ? `${b.label} ${pct(b.value)}% (${pct(b.low)}–${pct(b.high)})` : "";
 }
 
 // the plan's warnings in the page's words (drawn again once the More inputs exist: the first answer
