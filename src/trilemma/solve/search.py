@@ -10,12 +10,15 @@ from typing import Any
 import numpy as np
 
 from trilemma.estimate.evaluate import evaluate
+from trilemma.estimate.layouts import legal_mask
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants
 from trilemma.resolve import make_cluster, make_plan
 from trilemma.solve.space import (
     ShapeGrid,
+    grid_index,
     layout_at,
+    layout_dims,
     layout_grid,
     resolve_axes,
     solve_axes,
@@ -98,12 +101,12 @@ def search_configs(
     moe = any(m.is_moe for m in models)
     axes = resolve_axes(solve_axes(moe), pinned)
     counts_arr = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
-    C = counts_arr.reshape([1, -1] + [1] * len(axes))
-    L = with_dp(layout_grid(2, axes), C)
     rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "b", "thr", "mem", "lay")}
     batches = _per_model(global_batch_tokens, len(models))
     size = 1 if moe else CHUNK
     chunks = [(i, min(i + size, len(models))) for i in range(0, len(models), size)]
+    # each chunk's grid, by its first model: legality depends on neither the chip nor the precision
+    grids: dict[int, _Grid | None] = {}
     total = 0
     tokens = 1e12
     wanted = list(precisions)
@@ -116,9 +119,6 @@ def search_configs(
             cl = make_cluster(hw, 1, memory_headroom=memory_headroom, **(cluster_fields or {}))
             for start, stop in chunks:
                 chunk = models[start:stop]
-                model = (
-                    chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
-                )
                 plan = make_plan(
                     chunk[0],
                     tokens,
@@ -129,15 +129,34 @@ def search_configs(
                     **(plan_fields or {}),
                 )
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
-                # each shape's own target batch, along the shape axis
-                target = np.maximum(1, np.rint(np.array(batches[start:stop]) / seq_len)).astype(
-                    np.int64
+                total += (
+                    len(chunk) * counts_arr.size * int(np.prod([len(v) for v in axes.values()]))
                 )
-                target = target.reshape((len(chunk),) + (1,) * (1 + len(axes)))
-                ev = evaluate(model, cl, plan, L, consts, n_gpus=C, target_batch_seqs=target)
-                total += _keep_best(
-                    ev, L.shape, (len(chunk), counts_arr), tokens, seq_len, rows, (start, gi, pi)
+                if start not in grids:
+                    grids[start] = _legal_grid(
+                        chunk,
+                        moe,
+                        axes,
+                        counts_arr,
+                        batches[start:stop],
+                        seq_len,
+                        plan.stages[0],
+                        consts,
+                    )
+                g = grids[start]
+                if g is None:
+                    continue
+                ev = evaluate(
+                    g.model,
+                    cl,
+                    plan,
+                    g.L,
+                    consts,
+                    n_gpus=g.C,
+                    target_batch_seqs=g.target,
+                    legal=g.legal,
                 )
+                _keep_best(ev, g, (len(chunk), counts_arr), tokens, seq_len, rows, (start, gi, pi))
     arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
     return ConfigTable(
         models=tuple(models),
@@ -163,26 +182,84 @@ def _per_model(global_batch_tokens: float | list[float], n_models: int) -> list[
     return [float(b) for b in global_batch_tokens]
 
 
+#: layout axes whose rules rule out most of their joint combinations (virtual stages need pp > 1, ZeRO-2/3
+#: no pp: trilemma.specs.axes): the grid lays the run of axes from the first to the last of them along one
+#: dimension holding only the combinations some cell passes, about a third of them
+JOINT = ("pp", "vp", "zero")
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """One chunk of model shapes × GPU counts × layouts, the joint axes pruned (JOINT), for evaluate."""
+
+    model: Any  # ShapeGrid, or one MoE ModelSpec
+    L: Any  # LayoutArrays
+    C: np.ndarray  # GPU counts along dimension 1
+    target: np.ndarray  # each shape's target batch, sequences, along dimension 0
+    # legal_mask's (batch, reasons) on this grid, per stage: the same for every chip and precision
+    legal: tuple
+    lay: np.ndarray  # each layout cell's flat index in the whole grid of the axes (layout_at)
+
+
+def _legal_grid(
+    chunk: list[ModelSpec],
+    moe: bool,
+    axes: dict[str, tuple[int, ...]],
+    counts_arr: np.ndarray,
+    batches: list[float],
+    seq_len: int,
+    stage: Any,
+    consts: dict,
+) -> _Grid | None:
+    """The chunk's grid with the combinations of the JOINT axes that no cell of it passes
+    (legal_mask) left out: a cell left out is illegal, so the best layout of each (shape, count)
+    is the same; None when no cell passes."""
+    tol = consts["batch"]["tolerance"]
+
+    def grid(joint: dict[str, np.ndarray] | None) -> tuple[Any, ...]:
+        nd = 2 + len(layout_dims(axes, joint))
+        C = counts_arr.reshape([1, -1] + [1] * (nd - 2))
+        model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=nd, axis=0)
+        target = np.maximum(1, np.rint(np.array(batches) / seq_len)).astype(np.int64)
+        target = target.reshape((len(chunk),) + (1,) * (nd - 1))
+        L = with_dp(layout_grid(2, axes, joint), C)
+        return model, L, C, target, legal_mask(model, L, stage, C, tol, target)
+
+    names = list(axes)
+    at = [i for i, k in enumerate(names) if k in JOINT]
+    model, L, C, target, legal = grid(None)
+    passes = legal[1] == 0
+    if not passes.any():
+        return None
+    if not at:
+        return _Grid(model, L, C, target, (legal,), np.arange(passes[0, 0].size))
+    run = names[at[0] : at[-1] + 1]
+    others = tuple(i for i in range(passes.ndim) if not 2 + at[0] <= i <= 2 + at[-1])
+    joint = dict(zip(run, np.nonzero(passes.any(axis=others))))
+    model, L, C, target, legal = grid(joint)
+    return _Grid(model, L, C, target, (legal,), grid_index(axes, joint))
+
+
 def _keep_best(
     ev: Any,
-    layout_shape: tuple[int, ...],
+    g: _Grid,
     chunk: tuple[int, np.ndarray],
     tokens: float,
     seq_len: int,
     rows: dict[str, list],
     where: tuple[int, int, int],
-) -> int:
+) -> None:
     """Append to ``rows`` the fastest fitting layout of each (shape, GPU count) of one evaluated
-    chunk (``chunk``: its number of shapes and the GPU counts; ``where``: its first model's index,
-    the GPU type's and the precision's); returns the candidates the chunk held."""
+    chunk (``g``: its grid; ``chunk``: its number of shapes and the GPU counts; ``where``: its first
+    model's index, the GPU type's and the precision's)."""
     n_shapes, counts_arr = chunk
     start, gi, pi = where
     full = np.broadcast_shapes(
         ev.reasons.shape,
         ev.busy_s.shape,
         ev.per_gpu_bytes.shape,
-        layout_shape,
-        (n_shapes, len(counts_arr)) + (1,) * (len(layout_shape) - 2),
+        g.L.shape,
+        (n_shapes, len(counts_arr)) + (1,) * (len(g.L.shape) - 2),
     )
     ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
     thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
@@ -201,8 +278,7 @@ def _keep_best(
         rows["b"].append(float(bseq[s, c, b]) * seq_len)
         rows["thr"].append(thr[s, c, b])
         rows["mem"].append(mem[s, c, b])
-        rows["lay"].append(b)
-    return int(np.prod(full))
+        rows["lay"].append(g.lay[b])
 
 
 def params_of(table: ConfigTable) -> tuple[np.ndarray, np.ndarray]:
