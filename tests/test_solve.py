@@ -234,6 +234,31 @@ def test_pareto_mask_equals_brute_force(seed, n, levels):
     assert (pareto_mask(pts) == want).all()
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(0, 200), levels=st.integers(2, 6))
+def test_pareto_prereduction_equals_one_pass(seed, n, levels):
+    """The frontier's pre-reduction keeps, within each loss value, the points strictly cheaper than
+    every point before them in (time, cost) order: the same as one pass over the sorted points, ties,
+    NaN and infinite values included (NaN loss: a group of its own; NaN or infinite cost: never kept)."""
+    from trilemma.solve.frontier import _cheaper_than_faster
+
+    rng = np.random.default_rng(seed)
+    key, t, usd = rng.integers(0, levels, size=(3, n)).astype(float)
+    for col in (key, t, usd):
+        col[rng.random(n) < 0.1] = np.nan
+        col[rng.random(n) < 0.05] = np.inf
+    want = np.zeros(n, dtype=bool)
+    best, prev = np.inf, None
+    for i in np.lexsort((usd, t, key)).tolist():
+        if key[i] != prev:
+            prev, best = key[i], np.inf
+        if usd[i] < best:
+            want[i], best = True, usd[i]
+    got = np.zeros(n, dtype=bool)
+    got[_cheaper_than_faster(key, t, usd)] = True
+    assert (got == want).all()
+
+
 def test_frontier_holds_the_optimum_itself(base):
     """The optimum's (configuration, tokens) is a point of the frontier, feasible, at the optimum's own time, cost
     and loss: the tokens-per-parameter grid alone (1..1000, 16 points) does not contain the optimum's tokens, so a
