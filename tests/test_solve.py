@@ -100,6 +100,26 @@ def test_optimum_meets_the_pins_and_reevaluates_to_the_same_corners(base):
     )
 
 
+class _Kept(dict):
+    """A cache of searches as trilemma.web keeps them: get and put by key."""
+
+    put = dict.__setitem__
+
+
+def test_a_kept_search_is_ranked_again_and_answers_the_same(base):
+    """A solve with a kept search answers exactly what the search done afresh (``base``) does; one that
+    moves only a pin ranks the same table, whose arrays cannot be written."""
+    kept = _Kept()
+    again = solve(deadline="30d", budget="$2M", searches=kept, **SMALL)
+    moved = solve(deadline="20d", budget="$2M", searches=kept, **SMALL)
+    assert moved.table is again.table and len(kept) == 1
+    d0, d1 = base.to_dict(), again.to_dict()
+    d0["search"].pop("seconds"), d1["search"].pop("seconds")
+    assert d1 == d0
+    with pytest.raises(ValueError):
+        again.table.n_gpus[0] = 1
+
+
 def test_solver_corners_equal_estimate(base):
     from trilemma.presets import constants
     from trilemma.solve.optimize import Pins, choose_tokens, rates, table_goodput

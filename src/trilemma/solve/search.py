@@ -4,7 +4,8 @@ computed once, exhaustively, with the same vectorised estimators `estimate` uses
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import sys
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from trilemma.solve.space import (
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision
 
+TOKENS = 1e12  # the plans' tokens: throughput and memory do not depend on them
 CHUNK = (
     8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
 )
@@ -102,13 +104,14 @@ def search_configs(
     axes = resolve_axes(solve_axes(moe), pinned)
     counts_arr = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
     rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "b", "thr", "mem", "lay")}
-    batches = _per_model(global_batch_tokens, len(models))
+    space = _Space(
+        models, _per_model(global_batch_tokens, len(models)), axes, counts_arr, seq_len, consts, moe
+    )
     size = 1 if moe else CHUNK
     chunks = [(i, min(i + size, len(models))) for i in range(0, len(models), size)]
     # each chunk's grid, by its first model: legality depends on neither the chip nor the precision
     grids: dict[int, _Grid | None] = {}
     total = 0
-    tokens = 1e12
     wanted = list(precisions)
     precisions = list(precisions)  # grows when a chip falls back to its other 16-bit type
     for gi, hw in enumerate(gpus):
@@ -118,45 +121,23 @@ def search_configs(
             pi = precisions.index(p)
             cl = make_cluster(hw, 1, memory_headroom=memory_headroom, **(cluster_fields or {}))
             for start, stop in chunks:
-                chunk = models[start:stop]
                 plan = make_plan(
-                    chunk[0],
-                    tokens,
+                    models[start],
+                    TOKENS,
                     seq_len,
-                    batches[start],
+                    space.batches[start],
                     p,
                     compile=compile,
                     **(plan_fields or {}),
                 )
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
                 total += (
-                    len(chunk) * counts_arr.size * int(np.prod([len(v) for v in axes.values()]))
+                    (stop - start) * counts_arr.size * int(np.prod([len(v) for v in axes.values()]))
                 )
                 if start not in grids:
-                    grids[start] = _legal_grid(
-                        chunk,
-                        moe,
-                        axes,
-                        counts_arr,
-                        batches[start:stop],
-                        seq_len,
-                        plan.stages[0],
-                        consts,
-                    )
-                g = grids[start]
-                if g is None:
-                    continue
-                ev = evaluate(
-                    g.model,
-                    cl,
-                    plan,
-                    g.L,
-                    consts,
-                    n_gpus=g.C,
-                    target_batch_seqs=g.target,
-                    legal=g.legal,
-                )
-                _keep_best(ev, g, (len(chunk), counts_arr), tokens, seq_len, rows, (start, gi, pi))
+                    grids[start] = _legal_grid(space, start, stop, plan.stages[0])
+                if grids[start] is not None:
+                    _search_chunk(space, grids[start], cl, plan, rows, (start, gi, pi))
     arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
     return ConfigTable(
         models=tuple(models),
@@ -173,6 +154,26 @@ def search_configs(
         layout_idx=arr("lay", np.int64),
         candidates=total,
     )
+
+
+def search_kept(searches: Any, *args: Any, **kwargs: Any) -> ConfigTable:
+    """``search_configs(*args, **kwargs)``, kept in ``searches`` (``get(key)`` / ``put(key, table)``:
+    trilemma.web's cache of recent searches) under its arguments and the planner's constants, so a
+    solve that changes only its pins (deadline, budget, target: the page's sliders) ranks the same
+    table; the table's arrays are made read-only, since every later solve shares them. ``searches``
+    None: searched every time."""
+    if searches is None:
+        return search_configs(*args, **kwargs)
+    with np.printoptions(threshold=sys.maxsize):  # the whole of any array, not numpy's summary
+        key = repr((args, sorted(kwargs.items()), sorted(constants().items())))
+    table = searches.get(key)
+    if table is None:
+        table = search_configs(*args, **kwargs)
+        for f in fields(table):
+            if isinstance(getattr(table, f.name), np.ndarray):
+                getattr(table, f.name).flags.writeable = False
+        searches.put(key, table)
+    return table
 
 
 def _per_model(global_batch_tokens: float | list[float], n_models: int) -> list[float]:
@@ -201,27 +202,45 @@ class _Grid:
     lay: np.ndarray  # each layout cell's flat index in the whole grid of the axes (layout_at)
 
 
-def _legal_grid(
-    chunk: list[ModelSpec],
-    moe: bool,
-    axes: dict[str, tuple[int, ...]],
-    counts_arr: np.ndarray,
-    batches: list[float],
-    seq_len: int,
-    stage: Any,
-    consts: dict,
-) -> _Grid | None:
-    """The chunk's grid with the combinations of the JOINT axes that no cell of it passes
-    (legal_mask) left out: a cell left out is illegal, so the best layout of each (shape, count)
-    is the same; None when no cell passes."""
-    tol = consts["batch"]["tolerance"]
+@dataclass(frozen=True)
+class _Space:
+    """What every chunk of a search shares: the models, each one's target batch (tokens), the layout
+    axes, the GPU counts, the sequence length and the constants."""
+
+    models: list[ModelSpec]
+    batches: list[float]
+    axes: dict[str, tuple[int, ...]]
+    counts: np.ndarray
+    seq_len: int
+    consts: dict
+    moe: bool  # some model is a mixture of experts: one model per chunk, as a ModelSpec
+
+
+def _search_chunk(
+    space: _Space, g: _Grid, cl: Any, plan: Any, rows: dict[str, list], where: tuple[int, int, int]
+) -> None:
+    """Evaluate one chunk's grid ``g`` on cluster ``cl`` under ``plan`` and append its best layouts
+    to ``rows`` (``where``: the chunk's first model, the GPU type's and the precision's index)."""
+    ev = evaluate(
+        g.model, cl, plan, g.L, space.consts, n_gpus=g.C, target_batch_seqs=g.target, legal=g.legal
+    )
+    n_shapes = int(np.size(g.target))
+    _keep_best(ev, g, (n_shapes, space.counts), TOKENS, space.seq_len, rows, where)
+
+
+def _legal_grid(space: _Space, start: int, stop: int, stage: Any) -> _Grid | None:
+    """The grid of models ``start:stop`` with the combinations of the JOINT axes that no cell of it
+    passes (legal_mask) left out: a cell left out is illegal, so the best layout of each (shape,
+    count) is the same; None when no cell passes."""
+    chunk, axes, moe = space.models[start:stop], space.axes, space.moe
+    tol = space.consts["batch"]["tolerance"]
 
     def grid(joint: dict[str, np.ndarray] | None) -> tuple[Any, ...]:
         nd = 2 + len(layout_dims(axes, joint))
-        C = counts_arr.reshape([1, -1] + [1] * (nd - 2))
+        C = space.counts.reshape([1, -1] + [1] * (nd - 2))
         model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=nd, axis=0)
-        target = np.maximum(1, np.rint(np.array(batches) / seq_len)).astype(np.int64)
-        target = target.reshape((len(chunk),) + (1,) * (nd - 1))
+        target = np.rint(np.array(space.batches[start:stop]) / space.seq_len)
+        target = np.maximum(1, target).astype(np.int64).reshape((len(chunk),) + (1,) * (nd - 1))
         L = with_dp(layout_grid(2, axes, joint), C)
         return model, L, C, target, legal_mask(model, L, stage, C, tol, target)
 

@@ -42,6 +42,9 @@ from trilemma.web.runner import MAX_CONFIGURATIONS, Runner
 
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 CACHED_DOCS = 4  # recent answers of the verbs that read every shipped table (validate, presets)
+#: recent searches' tables (trilemma.solve.search.search_kept), so that moving a pin ranks the same table
+#: again; the default search's is about 0.6 MB
+CACHED_SEARCHES = 4
 
 
 class Cache:
@@ -61,6 +64,10 @@ class Cache:
                 self.items.move_to_end(key)
                 return self.items[key]
         return None
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
 
     def put(self, key: str, value: Any) -> None:
         with self.lock:
@@ -166,8 +173,9 @@ def add_routes(app: FastAPI, runner: Runner) -> dict[str, Routed]:
     """The API's routes on ``app``, each computation run by ``runner``; the verbs by the last part
     of their path (their names and JSON keys, for the refusals' wording)."""
     solve_body = body(SolveRequest)
+    searches = app.state.searches = Cache(CACHED_SEARCHES)  # the benchmark clears it
     solved = Cache(CACHED_SOLVES).through(
-        lambda req: api.run_solve(req, max_configurations=MAX_CONFIGURATIONS)
+        lambda req: api.run_solve(req, max_configurations=MAX_CONFIGURATIONS, searches=searches)
     )
     point_model = create_model(
         "SolvePointRequest",
