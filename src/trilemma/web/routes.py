@@ -36,7 +36,7 @@ from trilemma.web.bodies import (
     body,
     routed,
 )
-from trilemma.web.errors import ERRORS, InfeasibleDoc, given, respond
+from trilemma.web.errors import ERRORS, InfeasibleDoc, given, json_answer, respond
 from trilemma.web.exporting import add_export_route
 from trilemma.web.runner import MAX_CONFIGURATIONS, Runner
 
@@ -87,6 +87,7 @@ class Cache:
                 self.put(key, value)
             return value
 
+        cached.kept = lambda req: self.get(Cache.key(req))  # type: ignore[attr-defined]
         return cached
 
 
@@ -239,7 +240,13 @@ def add_routes(app: FastAPI, runner: Runner) -> dict[str, Routed]:
 
 
 def _answer(runner: Runner, verb: Routed, compute: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The route's answer: ``compute(req)`` on the worker, or, when ``compute`` is a Cache's and holds
+    the answer (the presets, the validate summary), that answer at once, not behind a search."""
+    kept = getattr(compute, "kept", None)
+
     def answer(req: BaseModel) -> Response:
+        if kept is not None and (doc := kept(req)) is not None:
+            return json_answer(doc)
         return respond(runner, lambda: compute(req), given(verb, req))
 
     return answer
