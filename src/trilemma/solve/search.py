@@ -5,11 +5,12 @@ computed once, exhaustively, with the same vectorised estimators `estimate` uses
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from trilemma.estimate.capacity import memory_constants
 from trilemma.estimate.evaluate import evaluate
 from trilemma.estimate.layouts import legal_mask
 from trilemma.estimate.params import param_counts
@@ -200,6 +201,8 @@ class _Grid:
     # legal_mask's (batch, reasons) on this grid, per stage: the same for every chip and precision
     legal: tuple
     lay: np.ndarray  # each layout cell's flat index in the whole grid of the axes (layout_at)
+    # each stage's memory by the plan and memory constants it was evaluated with (evaluate's memories)
+    memories: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -221,9 +224,22 @@ def _search_chunk(
 ) -> None:
     """Evaluate one chunk's grid ``g`` on cluster ``cl`` under ``plan`` and append its best layouts
     to ``rows`` (``where``: the chunk's first model, the GPU type's and the precision's index)."""
+    # the bytes per device are the same on every chip with the same memory constants (an RL plan's
+    # rollout also reads the device's memory)
+    mc = memory_constants(cl, space.consts)
+    key = repr((plan, sorted(mc.items()), plan.rl and cl.hardware.hbm_bytes))
     ev = evaluate(
-        g.model, cl, plan, g.L, space.consts, n_gpus=g.C, target_batch_seqs=g.target, legal=g.legal
+        g.model,
+        cl,
+        plan,
+        g.L,
+        space.consts,
+        n_gpus=g.C,
+        target_batch_seqs=g.target,
+        legal=g.legal,
+        memories=g.memories.get(key),
     )
+    g.memories.setdefault(key, tuple(st.memory for st in ev.stages))
     n_shapes = int(np.size(g.target))
     _keep_best(ev, g, (n_shapes, space.counts), TOKENS, space.seq_len, rows, where)
 
