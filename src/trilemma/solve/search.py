@@ -296,24 +296,25 @@ def _keep_best(
         g.L.shape,
         (n_shapes, len(counts_arr)) + (1,) * (len(g.L.shape) - 2),
     )
-    ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
-    thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
-    mem = np.broadcast_to(ev.per_gpu_bytes, full).reshape(full[0], full[1], -1)
-    # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
-    bseq = np.broadcast_to(ev.stages[0].batch_seqs, full).reshape(full[0], full[1], -1)
-    score = np.where(ok, thr, -np.inf)
+    ok = np.broadcast_to(ev.reasons == 0, full)
+    thr = np.broadcast_to(tokens / ev.busy_s, full)
+    score = np.where(ok, thr, -np.inf).reshape(full[0], full[1], -1)
     best = np.argmax(score, axis=2)
-    s_i, c_i = np.nonzero(np.take_along_axis(ok, best[..., None], axis=2)[..., 0])
+    # the best cell of each (shape, count), read from the broadcast views (no full-size copies)
+    at = tuple(np.indices(best.shape)) + np.unravel_index(best, full[2:])
+    s_i, c_i = np.nonzero(ok[at])
+    thr_at, mem_at = thr[at], np.broadcast_to(ev.per_gpu_bytes, full)[at]
+    # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
+    bseq_at = np.broadcast_to(ev.stages[0].batch_seqs, full)[at]
     for s, c in zip(s_i, c_i):
-        b = best[s, c]
         rows["m"].append(start + s)
         rows["g"].append(gi)
         rows["p"].append(pi)
         rows["n"].append(counts_arr[c])
-        rows["b"].append(float(bseq[s, c, b]) * seq_len)
-        rows["thr"].append(thr[s, c, b])
-        rows["mem"].append(mem[s, c, b])
-        rows["lay"].append(g.lay[b])
+        rows["b"].append(float(bseq_at[s, c]) * seq_len)
+        rows["thr"].append(thr_at[s, c])
+        rows["mem"].append(mem_at[s, c])
+        rows["lay"].append(g.lay[best[s, c]])
 
 
 def params_of(table: ConfigTable) -> tuple[np.ndarray, np.ndarray]:
