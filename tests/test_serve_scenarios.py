@@ -3,7 +3,8 @@ Playwright): each scenario file is loaded with the page's Load control, and the 
 equals `trilemma solve FILE --json` for the same file; the page's saved TOML gives the CLI the same
 plan; the page's link opened in a fresh browser context (no state shared) gets the same plan; and
 no request the page makes leaves the server it came from. An estimate set with the Estimate tab's
-controls and its grouped inputs is `trilemma estimate ... --json`'s document. One server and one
+controls and its grouped inputs is `trilemma estimate ... --json`'s document. Plans pinned to compare
+are in the link: opened in a fresh context, it shows the same plans side by side. One server and one
 browser for the module. Marked slow."""
 
 from __future__ import annotations
@@ -201,5 +202,35 @@ def test_an_estimate_with_more_inputs_is_the_cli_document(site, capsys):
         assert code == 0, err
         assert shown == json.loads(out)
         assert "e.seq=8192" in page.url and "e.stack=torchtitan" in page.url  # in the link too
+    finally:
+        page.close()
+
+
+def test_the_compared_plans_are_in_the_link(site):
+    # the optimum, a runner-up and a frontier point pinned; the link, opened where nothing of this
+    # page is known, asks the server for each again and compares the same three plans
+    browser, base = site
+    page = browser.new_page()
+    try:
+        page.goto(base + "?gpu=h100-sxm&lo=1B&hi=7B&max_gpus=256")
+        page.wait_for_selector("body[data-state=ready]", timeout=WAIT_MS)
+        page.click("#pin-plan")
+        page.click("#runners .runner >> nth=1")
+        page.click("#pin-plan")
+        page.evaluate("showPoint(2)")
+        page.wait_for_function("document.body.dataset.point === '2'", timeout=WAIT_MS)
+        page.click("#pin-plan")
+        want = page.evaluate("window.trilemma.compared.map((c) => [c.title, c.plan])")
+        assert [t.split(":")[0] for t, _ in want] == ["Optimum", "Runner-up", "Frontier point 2"]
+        assert page.url.count("compare=") == 3
+        fresh = browser.new_context()
+        try:
+            other = fresh.new_page()
+            other.goto(page.url)
+            other.wait_for_function("document.body.dataset.compared === '3'", timeout=WAIT_MS)
+            assert other.evaluate("window.trilemma.compared.map((c) => [c.title, c.plan])") == want
+            assert other.inner_text("#compare-table") == page.inner_text("#compare-table")
+        finally:
+            fresh.close()
     finally:
         page.close()

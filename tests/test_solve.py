@@ -100,6 +100,26 @@ def test_optimum_meets_the_pins_and_reevaluates_to_the_same_corners(base):
     )
 
 
+class _Kept(dict):
+    """A cache of searches as trilemma.web keeps them: get and put by key."""
+
+    put = dict.__setitem__
+
+
+def test_a_kept_search_is_ranked_again_and_answers_the_same(base):
+    """A solve with a kept search answers exactly what the search done afresh (``base``) does; one that
+    moves only a pin ranks the same table, whose arrays cannot be written."""
+    kept = _Kept()
+    again = solve(deadline="30d", budget="$2M", searches=kept, **SMALL)
+    moved = solve(deadline="20d", budget="$2M", searches=kept, **SMALL)
+    assert moved.table is again.table and len(kept) == 1
+    d0, d1 = base.to_dict(), again.to_dict()
+    d0["search"].pop("seconds"), d1["search"].pop("seconds")
+    assert d1 == d0
+    with pytest.raises(ValueError):
+        again.table.n_gpus[0] = 1
+
+
 def test_solver_corners_equal_estimate(base):
     from trilemma.presets import constants
     from trilemma.solve.optimize import Pins, choose_tokens, rates, table_goodput
@@ -232,6 +252,31 @@ def test_pareto_mask_equals_brute_force(seed, n, levels):
         equal_before = (pts == pts[i]).all(axis=1) & (np.arange(n) < i)
         want[i] = not (le & lt).any() and not equal_before.any()
     assert (pareto_mask(pts) == want).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(0, 200), levels=st.integers(2, 6))
+def test_pareto_prereduction_equals_one_pass(seed, n, levels):
+    """The frontier's pre-reduction keeps, within each loss value, the points strictly cheaper than
+    every point before them in (time, cost) order: the same as one pass over the sorted points, ties,
+    NaN and infinite values included (NaN loss: a group of its own; NaN or infinite cost: never kept)."""
+    from trilemma.solve.frontier import _cheaper_than_faster
+
+    rng = np.random.default_rng(seed)
+    key, t, usd = rng.integers(0, levels, size=(3, n)).astype(float)
+    for col in (key, t, usd):
+        col[rng.random(n) < 0.1] = np.nan
+        col[rng.random(n) < 0.05] = np.inf
+    want = np.zeros(n, dtype=bool)
+    best, prev = np.inf, None
+    for i in np.lexsort((usd, t, key)).tolist():
+        if key[i] != prev:
+            prev, best = key[i], np.inf
+        if usd[i] < best:
+            want[i], best = True, usd[i]
+    got = np.zeros(n, dtype=bool)
+    got[_cheaper_than_faster(key, t, usd)] = True
+    assert (got == want).all()
 
 
 def test_frontier_holds_the_optimum_itself(base):

@@ -208,9 +208,12 @@ def run_estimate(
     )
 
 
-def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
+def run_solve(
+    req: SolveRequest, max_configurations: int | None = None, searches: Any = None
+) -> Any:
     """One request of `trilemma solve` → its SolveResult (trilemma.solve.solve). ``max_configurations``:
-    refuse a search over more (model size, GPU type, precision, GPU count) combinations."""
+    refuse a search over more (model size, GPU type, precision, GPU count) combinations; ``searches``:
+    recent searches' tables to reuse (trilemma.solve.solve's ``searches``)."""
     from trilemma.request.parsers import prices
     from trilemma.solve import solve as search
 
@@ -258,6 +261,7 @@ def run_solve(req: SolveRequest, max_configurations: int | None = None) -> Any:
         region=req.region,
         host_power_w_per_node=req.host_power,
         max_configurations=max_configurations,
+        searches=searches,
         **req.ranking(),
     )
 

@@ -199,17 +199,17 @@ def evaluate(
     target_batch_seqs: np.ndarray | None = None,
     memory: bool = True,
     legal: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None,
+    memories: tuple[MemoryArrays, ...] | None = None,
 ) -> Evaluation:
-    """Every corner for every layout row. ``model`` may be a ModelSpec or a grid of shapes with
-    array fields (trilemma.solve.space.ShapeGrid); ``consts`` the planner's constants
-    (trilemma.presets.constants() or a calibration's trial); ``n_gpus`` an array of device counts
-    that broadcasts with the layouts (default: the cluster's); ``target_batch_seqs`` a target global
-    batch in sequences per row, replacing the (single) stage's (the solver: one per model shape).
-    ``memory=False`` skips the memory model (no OOM verdict, no per-device bytes): the time constants' fit
-    (trilemma.validate.fit.fit_time) re-times the same layouts many times, and nothing it reads depends on
-    memory. ``legal``: what ``legal_mask`` gives for each stage of ``plan`` on these layouts (with the cluster's
-    device count and ``consts``' batch tolerance), when the caller kept it: it depends on neither the
-    efficiency constants nor the memory model, and a fit re-times the same layouts many times."""
+    """Every corner for every layout row. ``model``: a ModelSpec or a grid of shapes with array fields
+    (trilemma.solve.space.ShapeGrid); ``consts``: the planner's constants (trilemma.presets.constants()
+    or a calibration's trial); ``n_gpus``: device counts that broadcast with the layouts (default: the
+    cluster's); ``target_batch_seqs``: a target global batch in sequences per row, replacing the (single)
+    stage's (the solver: one per model shape). ``memory=False`` skips the memory model (no OOM verdict,
+    no per-device bytes: the time constants' fit, trilemma.validate.fit.fit_time, reads none). ``legal``,
+    ``memories``: what ``legal_mask`` (cluster's device count, ``consts``' batch tolerance) and the memory
+    model give for each stage of ``plan`` on these rows, when the caller kept them: a fit re-times the
+    same layouts; the solver evaluates the same rows chip after chip (memory_constants alike)."""
     pc = param_counts(model)
     capacity, host_capacity = memory_limits(cluster, consts)
     mem_consts = memory_constants(cluster, consts)
@@ -231,7 +231,8 @@ def evaluate(
         n_micro = safe_batch / (layouts.dp * layouts.micro_batch)
         mem = None
         if memory:
-            mem = stage_memory(
+            mem = memories[i] if memories is not None else None
+            mem = mem or stage_memory(
                 model, pc, plan, cluster, layouts, st.seq_len, safe_batch, mem_consts
             )
             r = r | memory_reasons(mem, capacity, host_capacity, plan, cluster, n)

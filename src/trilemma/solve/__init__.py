@@ -16,6 +16,9 @@ one); ``task``: causal-lm or classification (TrainingPlan.task).
 ``max_configurations``:
 refuse (InputError, field ``search``) a search over more (model size, GPU type, precision, GPU count)
 combinations than this, before any is evaluated (default None: no limit; trilemma.web passes its cap).
+``searches``: where to keep the search's table (an object with ``get(key)`` and ``put(key, table)``, such as
+trilemma.web's cache of recent searches; trilemma.solve.search.search_kept), so that a solve that changes only
+its pins ranks the same table again (default None: searched every time).
 
 ``target_score``: "BENCHMARK=SCORE" (mmlu=0.65): the quality pin in a benchmark, met by the plans whose
 80% band's lower end reaches the score (trilemma.quality.benchmarks; with ``target_loss`` both must hold).
@@ -81,7 +84,7 @@ from trilemma.solve.power import row_power_w
 from trilemma.solve.rank import DEFAULT_RANK, band_high, calibrated_mask, ranked_best
 from trilemma.solve.realise import deployed, plan_maker, solve_warnings
 from trilemma.solve.result import SCHEMA, SolveResult, broken_pins, plan_document
-from trilemma.solve.search import ConfigTable, search_configs
+from trilemma.solve.search import ConfigTable, search_kept
 from trilemma.solve.setup import SolveSetup, solve_setup
 from trilemma.specs import ModelSpec
 from trilemma.specs.stack import StackSpec
@@ -138,6 +141,7 @@ def solve(
     pue: float | None = None,
     region: str | None = None,
     host_power_w_per_node: float | None = None,
+    searches: Any = None,
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
@@ -208,7 +212,8 @@ def _search(s: SolveSetup) -> _Found:
     a = s.args
     # the batch: the user's, or each model's DeepSeek-LLM optimum for its compute (trilemma.quality.batch)
     batch = a["global_batch_tokens"] or [batch_for(m, s.seq, s.fixed_tokens) for m in s.models]
-    table = search_configs(
+    table = search_kept(
+        a["searches"],
         s.models,
         s.gpus,
         s.precisions,

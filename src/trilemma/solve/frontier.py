@@ -138,20 +138,30 @@ def _pareto_points(t: np.ndarray, usd: np.ndarray, loss: np.ndarray, idx: np.nda
     # exact pre-reduction: points with equal loss (same model and D) compete in (time, cost) only
     t, usd, key = t[idx], usd[idx], np.round(loss[idx], 12)
     keep = np.zeros(idx.size, dtype=bool)
-    order = np.lexsort((usd, t, key))
-    best_cost = np.inf
-    prev = None
-    for i in (
-        order.tolist()
-    ):  # one pass: within a loss value, sorted by time, keep strictly cheaper ones
-        if key[i] != prev:
-            prev, best_cost = key[i], np.inf
-        if usd[i] < best_cost:
-            keep[i] = True
-            best_cost = usd[i]
+    keep[_cheaper_than_faster(key, t, usd)] = True
     sub = np.nonzero(keep)[0]
     pts = np.stack([t[sub], usd[sub], loss[idx][sub]], axis=1)
     return idx[sub[pareto_mask(pts)]]
+
+
+def _cheaper_than_faster(key: np.ndarray, t: np.ndarray, usd: np.ndarray) -> np.ndarray:
+    """The points strictly cheaper than every point of their ``key`` before them in (time, cost)
+    order: one pass over the points sorted by (key, time, cost), a running minimum of the cost that
+    starts again at each new key (NaN starts one each, as it equals nothing; a NaN or infinite cost
+    is never cheaper). Costs are compared by rank, each key's minimum carried in an int64 that puts
+    later keys lower, so one cumulative minimum does every key's."""
+    order = np.lexsort((usd, t, key))
+    k, u = key[order], np.where(np.isnan(usd[order]), np.inf, usd[order])
+    starts = np.ones(k.size, dtype=bool)
+    starts[1:] = k[1:] != k[:-1]
+    values, rank = np.unique(np.append(u, np.inf), return_inverse=True)
+    rank, top = rank[:-1], values.size  # inf, the cost before any point, ranks top - 1
+    group = np.cumsum(starts) - 1
+    running = np.minimum.accumulate((group[-1] - group) * top + rank) if k.size else rank
+    before = np.full(k.size, top - 1)
+    later = np.nonzero(~starts)[0]
+    before[later] = running[later - 1] % top
+    return order[rank < before]
 
 
 def frontier(

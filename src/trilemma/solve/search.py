@@ -4,18 +4,23 @@ computed once, exhaustively, with the same vectorised estimators `estimate` uses
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import sys
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from trilemma.estimate.capacity import memory_constants
 from trilemma.estimate.evaluate import evaluate
+from trilemma.estimate.layouts import legal_mask
 from trilemma.estimate.params import param_counts
 from trilemma.presets import constants
 from trilemma.resolve import make_cluster, make_plan
 from trilemma.solve.space import (
     ShapeGrid,
+    grid_index,
     layout_at,
+    layout_dims,
     layout_grid,
     resolve_axes,
     solve_axes,
@@ -23,6 +28,7 @@ from trilemma.solve.space import (
 )
 from trilemma.specs import HardwareSpec, Layout, ModelSpec, Precision
 
+TOKENS = 1e12  # the plans' tokens: throughput and memory do not depend on them
 CHUNK = (
     8  # shapes per vectorised call: keeps the working set in cache (see benchmarks/solve_speed.py)
 )
@@ -98,14 +104,15 @@ def search_configs(
     moe = any(m.is_moe for m in models)
     axes = resolve_axes(solve_axes(moe), pinned)
     counts_arr = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
-    C = counts_arr.reshape([1, -1] + [1] * len(axes))
-    L = with_dp(layout_grid(2, axes), C)
     rows: dict[str, list] = {k: [] for k in ("m", "g", "p", "n", "b", "thr", "mem", "lay")}
-    batches = _per_model(global_batch_tokens, len(models))
+    space = _Space(
+        models, _per_model(global_batch_tokens, len(models)), axes, counts_arr, seq_len, consts, moe
+    )
     size = 1 if moe else CHUNK
     chunks = [(i, min(i + size, len(models))) for i in range(0, len(models), size)]
+    # each chunk's grid, by its first model: legality depends on neither the chip nor the precision
+    grids: dict[int, _Grid | None] = {}
     total = 0
-    tokens = 1e12
     wanted = list(precisions)
     precisions = list(precisions)  # grows when a chip falls back to its other 16-bit type
     for gi, hw in enumerate(gpus):
@@ -115,29 +122,23 @@ def search_configs(
             pi = precisions.index(p)
             cl = make_cluster(hw, 1, memory_headroom=memory_headroom, **(cluster_fields or {}))
             for start, stop in chunks:
-                chunk = models[start:stop]
-                model = (
-                    chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=2 + len(axes), axis=0)
-                )
                 plan = make_plan(
-                    chunk[0],
-                    tokens,
+                    models[start],
+                    TOKENS,
                     seq_len,
-                    batches[start],
+                    space.batches[start],
                     p,
                     compile=compile,
                     **(plan_fields or {}),
                 )
                 plan = plan.replace(stages=(plan.stages[0].replace(explicit_batch=False),))
-                # each shape's own target batch, along the shape axis
-                target = np.maximum(1, np.rint(np.array(batches[start:stop]) / seq_len)).astype(
-                    np.int64
+                total += (
+                    (stop - start) * counts_arr.size * int(np.prod([len(v) for v in axes.values()]))
                 )
-                target = target.reshape((len(chunk),) + (1,) * (1 + len(axes)))
-                ev = evaluate(model, cl, plan, L, consts, n_gpus=C, target_batch_seqs=target)
-                total += _keep_best(
-                    ev, L.shape, (len(chunk), counts_arr), tokens, seq_len, rows, (start, gi, pi)
-                )
+                if start not in grids:
+                    grids[start] = _legal_grid(space, start, stop, plan.stages[0])
+                if grids[start] is not None:
+                    _search_chunk(space, grids[start], cl, plan, rows, (start, gi, pi))
     arr = lambda k, dt=float: np.asarray(rows[k], dtype=dt)  # noqa: E731
     return ConfigTable(
         models=tuple(models),
@@ -156,6 +157,26 @@ def search_configs(
     )
 
 
+def search_kept(searches: Any, *args: Any, **kwargs: Any) -> ConfigTable:
+    """``search_configs(*args, **kwargs)``, kept in ``searches`` (``get(key)`` / ``put(key, table)``:
+    trilemma.web's cache of recent searches) under its arguments and the planner's constants, so a
+    solve that changes only its pins (deadline, budget, target: the page's sliders) ranks the same
+    table; the table's arrays are made read-only, since every later solve shares them. ``searches``
+    None: searched every time."""
+    if searches is None:
+        return search_configs(*args, **kwargs)
+    with np.printoptions(threshold=sys.maxsize):  # the whole of any array, not numpy's summary
+        key = repr((args, sorted(kwargs.items()), sorted(constants().items())))
+    table = searches.get(key)
+    if table is None:
+        table = search_configs(*args, **kwargs)
+        for f in fields(table):
+            if isinstance(getattr(table, f.name), np.ndarray):
+                getattr(table, f.name).flags.writeable = False
+        searches.put(key, table)
+    return table
+
+
 def _per_model(global_batch_tokens: float | list[float], n_models: int) -> list[float]:
     """The global batch (tokens) of each of ``n_models`` models: one for all, or one each."""
     if np.ndim(global_batch_tokens) == 0:
@@ -163,46 +184,137 @@ def _per_model(global_batch_tokens: float | list[float], n_models: int) -> list[
     return [float(b) for b in global_batch_tokens]
 
 
+#: layout axes whose rules rule out most of their joint combinations (virtual stages need pp > 1, ZeRO-2/3
+#: no pp: trilemma.specs.axes): the grid lays the run of axes from the first to the last of them along one
+#: dimension holding only the combinations some cell passes, about a third of them
+JOINT = ("pp", "vp", "zero")
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """One chunk of model shapes × GPU counts × layouts, the joint axes pruned (JOINT), for evaluate."""
+
+    model: Any  # ShapeGrid, or one MoE ModelSpec
+    L: Any  # LayoutArrays
+    C: np.ndarray  # GPU counts along dimension 1
+    target: np.ndarray  # each shape's target batch, sequences, along dimension 0
+    # legal_mask's (batch, reasons) on this grid, per stage: the same for every chip and precision
+    legal: tuple
+    lay: np.ndarray  # each layout cell's flat index in the whole grid of the axes (layout_at)
+    # each stage's memory by the plan and memory constants it was evaluated with (evaluate's memories)
+    memories: dict[str, tuple] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Space:
+    """What every chunk of a search shares: the models, each one's target batch (tokens), the layout
+    axes, the GPU counts, the sequence length and the constants."""
+
+    models: list[ModelSpec]
+    batches: list[float]
+    axes: dict[str, tuple[int, ...]]
+    counts: np.ndarray
+    seq_len: int
+    consts: dict
+    moe: bool  # some model is a mixture of experts: one model per chunk, as a ModelSpec
+
+
+def _search_chunk(
+    space: _Space, g: _Grid, cl: Any, plan: Any, rows: dict[str, list], where: tuple[int, int, int]
+) -> None:
+    """Evaluate one chunk's grid ``g`` on cluster ``cl`` under ``plan`` and append its best layouts
+    to ``rows`` (``where``: the chunk's first model, the GPU type's and the precision's index)."""
+    # the bytes per device are the same on every chip with the same memory constants (an RL plan's
+    # rollout also reads the device's memory)
+    mc = memory_constants(cl, space.consts)
+    key = repr((plan, sorted(mc.items()), plan.rl and cl.hardware.hbm_bytes))
+    ev = evaluate(
+        g.model,
+        cl,
+        plan,
+        g.L,
+        space.consts,
+        n_gpus=g.C,
+        target_batch_seqs=g.target,
+        legal=g.legal,
+        memories=g.memories.get(key),
+    )
+    g.memories.setdefault(key, tuple(st.memory for st in ev.stages))
+    n_shapes = int(np.size(g.target))
+    _keep_best(ev, g, (n_shapes, space.counts), TOKENS, space.seq_len, rows, where)
+
+
+def _legal_grid(space: _Space, start: int, stop: int, stage: Any) -> _Grid | None:
+    """The grid of models ``start:stop`` with the combinations of the JOINT axes that no cell of it
+    passes (legal_mask) left out: a cell left out is illegal, so the best layout of each (shape,
+    count) is the same; None when no cell passes."""
+    chunk, axes, moe = space.models[start:stop], space.axes, space.moe
+    tol = space.consts["batch"]["tolerance"]
+
+    def grid(joint: dict[str, np.ndarray] | None) -> tuple[Any, ...]:
+        nd = 2 + len(layout_dims(axes, joint))
+        C = space.counts.reshape([1, -1] + [1] * (nd - 2))
+        model = chunk[0] if moe else ShapeGrid.from_models(chunk, ndim=nd, axis=0)
+        target = np.rint(np.array(space.batches[start:stop]) / space.seq_len)
+        target = np.maximum(1, target).astype(np.int64).reshape((len(chunk),) + (1,) * (nd - 1))
+        L = with_dp(layout_grid(2, axes, joint), C)
+        return model, L, C, target, legal_mask(model, L, stage, C, tol, target)
+
+    names = list(axes)
+    at = [i for i, k in enumerate(names) if k in JOINT]
+    model, L, C, target, legal = grid(None)
+    passes = legal[1] == 0
+    if not passes.any():
+        return None
+    if not at:
+        return _Grid(model, L, C, target, (legal,), np.arange(passes[0, 0].size))
+    run = names[at[0] : at[-1] + 1]
+    others = tuple(i for i in range(passes.ndim) if not 2 + at[0] <= i <= 2 + at[-1])
+    joint = dict(zip(run, np.nonzero(passes.any(axis=others))))
+    model, L, C, target, legal = grid(joint)
+    return _Grid(model, L, C, target, (legal,), grid_index(axes, joint))
+
+
 def _keep_best(
     ev: Any,
-    layout_shape: tuple[int, ...],
+    g: _Grid,
     chunk: tuple[int, np.ndarray],
     tokens: float,
     seq_len: int,
     rows: dict[str, list],
     where: tuple[int, int, int],
-) -> int:
+) -> None:
     """Append to ``rows`` the fastest fitting layout of each (shape, GPU count) of one evaluated
-    chunk (``chunk``: its number of shapes and the GPU counts; ``where``: its first model's index,
-    the GPU type's and the precision's); returns the candidates the chunk held."""
+    chunk (``g``: its grid; ``chunk``: its number of shapes and the GPU counts; ``where``: its first
+    model's index, the GPU type's and the precision's)."""
     n_shapes, counts_arr = chunk
     start, gi, pi = where
     full = np.broadcast_shapes(
         ev.reasons.shape,
         ev.busy_s.shape,
         ev.per_gpu_bytes.shape,
-        layout_shape,
-        (n_shapes, len(counts_arr)) + (1,) * (len(layout_shape) - 2),
+        g.L.shape,
+        (n_shapes, len(counts_arr)) + (1,) * (len(g.L.shape) - 2),
     )
-    ok = np.broadcast_to(ev.reasons == 0, full).reshape(full[0], full[1], -1)
-    thr = np.broadcast_to(tokens / ev.busy_s, full).reshape(full[0], full[1], -1)
-    mem = np.broadcast_to(ev.per_gpu_bytes, full).reshape(full[0], full[1], -1)
-    # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
-    bseq = np.broadcast_to(ev.stages[0].batch_seqs, full).reshape(full[0], full[1], -1)
-    score = np.where(ok, thr, -np.inf)
+    ok = np.broadcast_to(ev.reasons == 0, full)
+    thr = np.broadcast_to(tokens / ev.busy_s, full)
+    score = np.where(ok, thr, -np.inf).reshape(full[0], full[1], -1)
     best = np.argmax(score, axis=2)
-    s_i, c_i = np.nonzero(np.take_along_axis(ok, best[..., None], axis=2)[..., 0])
+    # the best cell of each (shape, count), read from the broadcast views (no full-size copies)
+    at = tuple(np.indices(best.shape)) + np.unravel_index(best, full[2:])
+    s_i, c_i = np.nonzero(ok[at])
+    thr_at, mem_at = thr[at], np.broadcast_to(ev.per_gpu_bytes, full)[at]
+    # each layout's own batch: the target rounded to a multiple of its dp × micro-batch
+    bseq_at = np.broadcast_to(ev.stages[0].batch_seqs, full)[at]
     for s, c in zip(s_i, c_i):
-        b = best[s, c]
         rows["m"].append(start + s)
         rows["g"].append(gi)
         rows["p"].append(pi)
         rows["n"].append(counts_arr[c])
-        rows["b"].append(float(bseq[s, c, b]) * seq_len)
-        rows["thr"].append(thr[s, c, b])
-        rows["mem"].append(mem[s, c, b])
-        rows["lay"].append(b)
-    return int(np.prod(full))
+        rows["b"].append(float(bseq_at[s, c]) * seq_len)
+        rows["thr"].append(thr_at[s, c])
+        rows["mem"].append(mem_at[s, c])
+        rows["lay"].append(g.lay[best[s, c]])
 
 
 def params_of(table: ConfigTable) -> tuple[np.ndarray, np.ndarray]:

@@ -3,8 +3,10 @@
 Each decision variable gets its own array dimension — model shape, GPU count, then the layout
 axes the registry marks as searched by the solver (trilemma.specs.axes) — so the estimators in ``trilemma.estimate``
 compute every quantity at its natural size (a GEMM time depends on shape, tp and micro-batch,
-not on the GPU count) and only the final sums touch the whole grid. The grid does not depend on
-the pins: pins only filter and rank what it yields.
+not on the GPU count) and only the final sums touch the whole grid. A run of layout axes whose
+rules exclude most of their combinations may share one dimension holding only the combinations
+that can pass (``layout_grid``'s ``joint``). The grid does not depend on the pins: pins only
+filter and rank what it yields.
 """
 
 from __future__ import annotations
@@ -106,22 +108,62 @@ def resolve_axes(
     return ax
 
 
-def layout_grid(ndim_before: int, ax: dict[str, tuple[int, ...]]) -> LayoutArrays:
+def layout_dims(
+    ax: dict[str, tuple[int, ...]], joint: dict[str, np.ndarray] | None = None
+) -> list[tuple[str, ...]]:
+    """The names on each layout dimension of the grid: one axis of ``ax`` each, in order, except the
+    axes of ``joint`` (a contiguous run of them), which share one dimension at their place."""
+    dims: list[tuple[str, ...]] = []
+    for k in ax:
+        if joint is None or k not in joint:
+            dims.append((k,))
+        elif not dims or k not in dims[-1]:
+            dims.append(tuple(j for j in ax if j in joint))
+    return dims
+
+
+def _laid_out(
+    ndim_before: int, columns: dict[str, Any], dims: list[tuple[str, ...]]
+) -> dict[str, np.ndarray]:
+    """Each column (a sequence of ints) along its dimension of ``dims``, after ``ndim_before``."""
+    nd = ndim_before + len(dims)
+    out = {}
+    for j, group in enumerate(dims):
+        for k in group:
+            shape = [1] * nd
+            shape[ndim_before + j] = len(columns[k])
+            out[k] = np.asarray(columns[k], dtype=np.int64).reshape(shape)
+    return out
+
+
+def layout_grid(
+    ndim_before: int, ax: dict[str, tuple[int, ...]], joint: dict[str, np.ndarray] | None = None
+) -> LayoutArrays:
     """Layout axes as broadcastable arrays after ``ndim_before`` leading (shape, count) dims; the
     axes not searched sit at their default. dp is left as a placeholder: the caller derives it
-    from the GPU count (``with_dp``); sp follows tp."""
-    names = list(ax)
-    nd = ndim_before + len(names)
-    arrays = {}
-    for j, k in enumerate(names):
-        shape = [1] * nd
-        shape[ndim_before + j] = len(ax[k])
-        arrays[k] = np.asarray(ax[k], dtype=np.int64).reshape(shape)
+    from the GPU count (``with_dp``); sp follows tp. ``joint``: only some combinations of a
+    contiguous run of axes (each axis's positions in ``ax``, one per combination), laid along one
+    dimension (``layout_dims``)."""
+    codes = {k: np.asarray(ax[k], dtype=np.int64)[pos] for k, pos in (joint or {}).items()}
+    dims = layout_dims(ax, joint)
+    arrays = _laid_out(ndim_before, {**ax, **codes}, dims)
+    nd = ndim_before + len(dims)
     for a in AXES:
         if a.name not in arrays:
             arrays[a.name] = np.full([1] * nd, a.code(a.default), dtype=np.int64)
     arrays["sp"] = sequence_parallel(arrays["sp"], arrays["tp"])
     return LayoutArrays(**arrays)
+
+
+def grid_index(ax: dict[str, tuple[int, ...]], joint: dict[str, np.ndarray]) -> np.ndarray:
+    """For each cell of the layout grid of ``ax`` with ``joint`` (C order), its flat index in the
+    grid of ``ax`` without it (what ``layout_at`` reads); in increasing order, as the joint run is
+    contiguous and its combinations sorted."""
+    where = {k: range(len(v)) for k, v in ax.items()}
+    pos = _laid_out(0, {**where, **joint}, layout_dims(ax, joint))
+    shape = np.broadcast_shapes(*(p.shape for p in pos.values()))
+    cells = tuple(np.broadcast_to(pos[k], shape) for k in ax)
+    return np.ravel_multi_index(cells, [len(v) for v in ax.values()]).ravel()
 
 
 def layout_at(ax: dict[str, tuple[int, ...]], flat_index: int, n_gpus: int) -> Layout:
@@ -146,8 +188,10 @@ def grid_size(L: LayoutArrays, *others: np.ndarray) -> int:
 
 __all__ = [
     "ShapeGrid",
+    "grid_index",
     "grid_size",
     "layout_at",
+    "layout_dims",
     "layout_grid",
     "resolve_axes",
     "solve_axes",

@@ -36,12 +36,15 @@ from trilemma.web.bodies import (
     body,
     routed,
 )
-from trilemma.web.errors import ERRORS, InfeasibleDoc, given, respond
+from trilemma.web.errors import ERRORS, InfeasibleDoc, given, json_answer, respond
 from trilemma.web.exporting import add_export_route
 from trilemma.web.runner import MAX_CONFIGURATIONS, Runner
 
 CACHED_SOLVES = 8  # recent solves kept so a frontier point's plan comes without searching again
 CACHED_DOCS = 4  # recent answers of the verbs that read every shipped table (validate, presets)
+#: recent searches' tables (trilemma.solve.search.search_kept), so that moving a pin ranks the same table
+#: again; the default search's is about 0.6 MB
+CACHED_SEARCHES = 4
 
 
 class Cache:
@@ -62,6 +65,10 @@ class Cache:
                 return self.items[key]
         return None
 
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+
     def put(self, key: str, value: Any) -> None:
         with self.lock:
             self.items[key] = value
@@ -80,6 +87,7 @@ class Cache:
                 self.put(key, value)
             return value
 
+        cached.kept = lambda req: self.get(Cache.key(req))  # type: ignore[attr-defined]
         return cached
 
 
@@ -166,8 +174,9 @@ def add_routes(app: FastAPI, runner: Runner) -> dict[str, Routed]:
     """The API's routes on ``app``, each computation run by ``runner``; the verbs by the last part
     of their path (their names and JSON keys, for the refusals' wording)."""
     solve_body = body(SolveRequest)
+    searches = app.state.searches = Cache(CACHED_SEARCHES)  # the benchmark clears it
     solved = Cache(CACHED_SOLVES).through(
-        lambda req: api.run_solve(req, max_configurations=MAX_CONFIGURATIONS)
+        lambda req: api.run_solve(req, max_configurations=MAX_CONFIGURATIONS, searches=searches)
     )
     point_model = create_model(
         "SolvePointRequest",
@@ -231,7 +240,13 @@ def add_routes(app: FastAPI, runner: Runner) -> dict[str, Routed]:
 
 
 def _answer(runner: Runner, verb: Routed, compute: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The route's answer: ``compute(req)`` on the worker, or, when ``compute`` is a Cache's and holds
+    the answer (the presets, the validate summary), that answer at once, not behind a search."""
+    kept = getattr(compute, "kept", None)
+
     def answer(req: BaseModel) -> Response:
+        if kept is not None and (doc := kept(req)) is not None:
+            return json_answer(doc)
         return respond(runner, lambda: compute(req), given(verb, req))
 
     return answer

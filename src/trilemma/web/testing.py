@@ -47,16 +47,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(port: int | None = None, **limits: Any) -> Iterator[str]:
-    """The application served by uvicorn on 127.0.0.1 in a daemon thread, with the connection limits
-    of `trilemma serve` (``limits``: trilemma.web.guard.guarded_protocol's); yields its base URL."""
+def running_server(port: int | None = None, app: Any = None, **limits: Any) -> Iterator[str]:
+    """The application (``app``, default a new create_app()) served by uvicorn on 127.0.0.1 in a daemon
+    thread, with the connection limits of `trilemma serve` (``limits``: trilemma.web.guard.guarded_protocol's);
+    yields its base URL."""
     import uvicorn
 
     from trilemma.web.app import create_app
     from trilemma.web.guard import server_config
 
     port = port or free_port()
-    server = uvicorn.Server(server_config(create_app(), "127.0.0.1", port, **limits))
+    server = uvicorn.Server(server_config(app or create_app(), "127.0.0.1", port, **limits))
     thread = threading.Thread(target=server.run, daemon=True, name="trilemma-serve-test")
     thread.start()
     t0 = time.monotonic()

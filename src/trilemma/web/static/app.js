@@ -138,6 +138,7 @@ function writeUrl() {
     } else if ($(id).value !== "" || ($(id).defaultValue || "") !== "") q.set(key, $(id).value);  // a blanked default too
   }
   writeMoreUrl(q);
+  writeCompareUrl(q);
   history.replaceState(null, "", "?" + q.toString());
 }
 
@@ -207,8 +208,10 @@ async function run() {
       if (status === 200 && !doc.infeasible) { view.solveReq = req; view.solveDoc = doc; }
       await showSolve(status, doc, performance.now() - t0);
     } else {
-      const { status, doc } = await post("/api/estimate", estimateRequest());
+      const req = estimateRequest();
+      const { status, doc } = await post("/api/estimate", req);
       if (me !== view.seq) return;
+      view.estimateReq = req;
       showEstimate(status, doc, performance.now() - t0);
     }
   } catch (err) {

@@ -1,6 +1,8 @@
 // trilemma serve: pin up to three plans and compare them side by side. Each pinned plan is one column
 // of the same figures the plan card shows; a cell that differs from the first pinned plan's is
-// highlighted. Loaded before app.js; uses its helpers (fmt*, layoutLabel, view, $) when called.
+// highlighted. The address bar keeps each pinned plan as the request that gives it (a `compare` key
+// each), so a link reopens the comparison. Loaded before app.js; uses its helpers (fmt*, layoutLabel,
+// view, $, writeUrl) when called.
 "use strict";
 
 const MAX_COMPARED = 3;
@@ -25,15 +27,65 @@ function compareRows(plan) {
   ];
 }
 
+// how to ask the server for a shown plan again: the solve request and which of its plans (the
+// optimum, a runner-up, a frontier point), or the estimate request; null for a plan it cannot name
+function planSource(plan, point) {
+  if (view.tab === "estimate") return view.estimateReq ? { estimate: view.estimateReq } : null;
+  const d = view.solveDoc;
+  if (!d || !view.solveReq) return null;
+  if (typeof point === "number") return { solve: view.solveReq, point };
+  if (plan === d.optimum) return { solve: view.solveReq, optimum: true };
+  const i = d.runners_up.indexOf(plan);
+  return i >= 0 ? { solve: view.solveReq, runner: i } : null;
+}
+
+function keepCompared() {
+  view.compareKeys = view.compared.filter((c) => c.source).map(({ title, source }) => JSON.stringify({ title, ...source }));
+  writeUrl();
+}
+
+function writeCompareUrl(q) {
+  for (const key of view.compareKeys || []) q.append("compare", key);
+}
+
 function pinShown() {
   if (!view.shown || view.compared.length >= MAX_COMPARED) return;
-  view.compared.push({ title: $("plan-title").textContent, plan: view.shown });
+  view.compared.push({ title: $("plan-title").textContent, plan: view.shown, source: view.shownSource });
   drawCompare();
+  keepCompared();
 }
 
 function unpin(i) {
   view.compared.splice(i, 1);
   drawCompare();
+  keepCompared();
+}
+
+// one kept plan asked for again (null when the server no longer gives it)
+async function fetchKept(key) {
+  const ask = (path, body) => fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+                                            body: JSON.stringify(body) }).then((r) => (r.ok ? r.json() : null));
+  let s;
+  try { s = JSON.parse(key); } catch { return null; }
+  let plan = null;
+  if (s.estimate) plan = await ask("/api/estimate", s.estimate);
+  else if (s.solve && typeof s.point === "number") plan = await ask("/api/solve/point", { solve: s.solve, point: s.point });
+  else if (s.solve) {
+    const d = await ask("/api/solve", s.solve);
+    plan = d && !d.infeasible ? (s.optimum ? d.optimum : d.runners_up[s.runner]) : null;
+  }
+  if (!plan || plan.infeasible) return null;
+  const { title, ...source } = s;
+  return { title: String(title || "plan"), plan, source };
+}
+
+// the plans the link names, in its order; body[data-compared] says how many came back
+async function restoreCompared(keys) {
+  const plans = (await Promise.all(keys.slice(0, MAX_COMPARED).map(fetchKept))).filter((p) => p);
+  view.compared.push(...plans.slice(0, MAX_COMPARED - view.compared.length));
+  drawCompare();
+  keepCompared();
+  document.body.dataset.compared = String(view.compared.length);
 }
 
 function drawCompare() {
@@ -77,5 +129,7 @@ function drawCompare() {
 
 function wireCompare() {
   view.compared = [];
+  view.compareKeys = new URLSearchParams(location.search).getAll("compare");
   $("pin-plan").addEventListener("click", pinShown);
+  if (view.compareKeys.length) restoreCompared(view.compareKeys);
 }

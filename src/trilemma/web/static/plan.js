@@ -20,6 +20,7 @@ function layoutLabel(l) {
 function showPlan(plan, title, warnings, point) {
   view.shown = plan;
   view.shownPoint = point;
+  view.shownSource = planSource(plan, point);
   $("export-plan").disabled = point === undefined || view.tab !== "solve";
   const t = plan.time, c = plan.cost, m = plan.model, hw = plan.hardware, loss = plan.loss;
   const tokens = plan.batch.tokens;
