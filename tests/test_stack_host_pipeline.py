@@ -27,7 +27,7 @@ HEAD_UNITS = 131072 * 2048 / (4 * 2048 * 2048 + 3 * 8192 * 2048)
 
 
 def test_nanotron_async_tp_operators_are_the_hand_count_of_its_four_linears():
-    """A middle rank's column linear issues 21 operators forward (apply, contiguous, the buffer's slice
+    """A middle rank's column linear runs 21 host operators forward (apply, contiguous, the buffer's slice
     and view, all-gather, empty, split, two views, t, wait, then slice, two views, t, mm for each of the
     two other shards) and 11 backward; a row linear 5 forward and 20 backward. Two of each per layer,
     less the two collectives each way the step model already counts (TP_CALLS_PER_LAYER)."""
