@@ -143,12 +143,6 @@ def test_fp32_steps_against_the_measured_forward_backward_times():
             assert 0.90 < ratio < 1.10, (c.label, ratio)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the time floors' open line: llm-foundry's small configurations, held out, are refitted "
-    "on data that now holds the Ultra-Scale Playbook's TP 4-8 runs at micro-batch 1 (2-3x slower than "
-    "predicted), whose pull moves llm-foundry's held-out error to ~23%; strict: a pass means it holds",
-)
 def test_small_configurations_leave_one_source_out_floor():
     """The time floor for small configurations: single-node steps of models of at most 2B parameters,
     predicted with their source left out of the calibration (the LOSO predictions the calibration

@@ -959,7 +959,7 @@ def test_eager_fp32_attention_against_the_cs336_h100_benchmark():
 def test_a_measured_half_dimension_replaces_the_scaled_one_at_its_precision_only():
     """h100-sxm carries a fp32 half-dimension fitted to cuBLAS's SGEMMs on an H100 (hardware.toml: 45.68 and
     50.49 TFLOP/s at 4,096³ and 8,192³ of a 66.9 TFLOP/s peak): the law at its calibrated ceiling passes
-    through the 4,096³ one, gemm_max · (4096/(4096+h))³ = 45.68/66.9 (h ≈ 406; refitted here, so a
+    through the 4,096³ one, gemm_max · (4096/(4096+h))³ = 45.68/66.9 (h ≈ 366; refitted here, so a
     recalibrated ceiling that moves it fails), and the 8,192³ one is the cap, the preset's fp32 MAMF. fp32
     takes it as it is; bf16 keeps the calibrated value, tf32 its rate × bytes scaling (½ × 2)."""
     from scipy.optimize import brentq

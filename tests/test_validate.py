@@ -83,8 +83,9 @@ def test_validate_reads_the_published_finetune_memory(doc, capsys):
 def test_fitted_constants_on_a_bound_are_listed_each_with_its_missing_term(doc, capsys):
     """validate --json lists every fitted constant within 0.1% of its bounds' width from a bound of its fit
     (fit.FITTED_PARAMS), read from the shipped calibration, and each carries a note naming the term it
-    stands for. Today: efficiency.kernel_s on its upper bound, host.host_eager_op_s and
-    memory.framework_residual_bytes on their lower ones."""
+    stands for. Today: efficiency.kernel_s on its upper bound, memory.framework_residual_bytes on its lower
+    one (host.host_eager_op_s, once on its lower bound, is set by the asynchronous TP that nanotron issues
+    from Python since its operators are counted: StackSpec.async_tp_host_ops)."""
     from trilemma.presets import constants
     from trilemma.validate.fit import FITTED_PARAMS
 
@@ -98,7 +99,6 @@ def test_fitted_constants_on_a_bound_are_listed_each_with_its_missing_term(doc, 
     assert {b["constant"]: b["bound"] for b in listed} == on
     assert on == {
         "efficiency.kernel_s": "upper",
-        "host.host_eager_op_s": "lower",
         "memory.framework_residual_bytes": "lower",
     }
     for b in listed:
@@ -147,10 +147,9 @@ def loso_summary(doc):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the time floors' open line: the small configurations added from the Ultra-Scale "
-    "Playbook (nanotron, Llama 1B on one node, TP 4-8 at micro-batch 1) run 2-3× slower than "
-    "predicted, and refitting with them moves the other sources' held-out errors (llm-foundry's "
-    "216 rows 15.6%): throughput 15.0% leave-one-source-out; strict: a pass means the floor holds",
+    reason="the time floors' open line: throughput 10.02% leave-one-source-out; the Ultra-Scale "
+    "Playbook's TP 2-8 runs at micro-batch 1, held out, are refitted on data where nothing else sets "
+    "the eager host's cost per operator (1.1-3.0x too fast); strict: a pass means the floor holds",
 )
 def test_loso_throughput_floor(loso_summary):
     """The time floor: throughput median ≤ 10% leave-one-source-out."""
@@ -160,8 +159,8 @@ def test_loso_throughput_floor(loso_summary):
 @pytest.mark.xfail(
     strict=True,
     reason="the time floors' open line: with the slowest-GPU share from published spreads (no "
-    "longer fitted on these runs) whole runs read 20.2% leave-one-source-out; OPT-175B (0.63×), "
-    "Llama 2 34B (0.67×), TinyLlama (0.71×) and llm.c (1.52×) lead; strict: a pass means it holds",
+    "longer fitted on these runs) whole runs read 19.4% leave-one-source-out; OPT-175B (0.64×), "
+    "Llama 2 34B (0.68×), TinyLlama (0.72×) and llm.c (1.49×) lead; strict: a pass means it holds",
 )
 def test_loso_runs_floor(loso_summary):
     """The time floor: whole runs ≤ 12% leave-one-source-out (11.5%). Llama 2's four rows run at 2,048 GPUs, the count

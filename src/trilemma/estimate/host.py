@@ -134,6 +134,14 @@ def host_ops_per_layer(k_f: Any, k_b: Any, host: HostMode, tp: Any) -> tuple[Any
     return k_f + views + tp_f, k_b + views + tp_b
 
 
+def async_tp_ops(stack: StackSpec, async_tp: Any, tp: Any) -> Any:
+    """Host operators per layer (forward and backward) that a stack's asynchronous TP linears issue
+    from Python beyond their kernels and TP_CALLS_PER_LAYER (``StackSpec.async_tp_host_ops``: the
+    buffers, shard views, per-shard matmuls, collectives and waits of its autograd Functions), where
+    asynchronous TP runs (``async_tp``: asked for, with sequence parallelism) on more than one rank."""
+    return np.where(np.asarray(async_tp) & (np.asarray(tp) > 1), stack.async_tp_host_ops, 0)
+
+
 def host_op_s(c: dict, host: HostMode, backward: bool = False) -> float:
     """Host seconds per operator issued in ``host`` mode (constants.toml [host]); an eager host uses
     the device profile's measured ``host_op_s`` (``backward``: ``host_bwd_op_s``, autograd's engine
@@ -157,6 +165,7 @@ def sync_s(c: dict, host: HostMode) -> float:
 
 
 __all__ = [
+    "async_tp_ops",
     "effective_host",
     "fuses_pointwise",
     "host_op_s",

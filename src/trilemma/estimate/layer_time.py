@@ -17,7 +17,7 @@ import numpy as np
 
 from trilemma.estimate.finetune import backward_shares
 from trilemma.estimate.flops import matmul_flop_fwd, op_recompute_matmul_flop_fwd
-from trilemma.estimate.host import host_ops_per_layer, unfused_extra
+from trilemma.estimate.host import async_tp_ops, host_ops_per_layer, unfused_extra
 from trilemma.estimate.layer_ops import (
     attention_kernels,
     elementwise_bytes,
@@ -150,6 +150,8 @@ def layer_times(ctx: StepContext) -> LayerTimes:
     # backward's through the autograd engine, at its own cost where the profile measured one
     bwd_ops = b_share * h_b
     fwd_ops = n_kernels - b_share * k_b + (h_f - k_f) * (1 + L.recomputes(Recompute.FULL))
+    # a stack's asynchronous TP written as Python autograd Functions: its operators, either pass
+    py_ops = async_tp_ops(ctx.stack, plan.async_tp & L.dims.sp_on, L.tp)
     return LayerTimes(
         qkv=qkv,
         out=out,
@@ -163,7 +165,7 @@ def layer_times(ctx: StepContext) -> LayerTimes:
         w_share=w_share,
         head_gemms=head_gemms,
         per_class=per_class,
-        host=fwd_ops * ctx.host_op_s + bwd_ops * ctx.host_bwd_op_s,
+        host=(fwd_ops + py_ops) * ctx.host_op_s + bwd_ops * ctx.host_bwd_op_s,
     )
 
 

@@ -45,6 +45,52 @@ def last_stage_layers(n_layers: Any, pp: Any, vp: Any = 1) -> Any:
     return per * vp - lost
 
 
+def cost_split(n_layers: int, pp: int, head_units: float) -> tuple[int, int]:
+    """(most layers on a rank without the LM head, layers on the head's rank) when the stages are split
+    by block cost, a layer 1 unit and the head ``head_units``: nanotron's greedy placement (huggingface/
+    nanotron src/nanotron/models/base.py@2025-02-19, build_model: each block goes to the current rank,
+    which moves on once the cumulative cost passes rank·total/pp; the head after the last layer)."""
+    total, rank, cum = n_layers + head_units, 0, 0.0
+    per = [0] * pp
+    for _ in range(n_layers):
+        per[rank] += 1
+        cum += 1.0
+        if cum > total * (rank + 1) / pp and rank < pp - 1:
+            rank += 1
+    others = [n for r, n in enumerate(per) if r != rank]
+    return max(others, default=0), per[rank]
+
+
+def split_layers(ctx: StepContext, layer_s: Any, head: Any) -> tuple[Any, Any, Any]:
+    """(layers on the heaviest rank, layers on the slowest rank, whether the slowest holds the head):
+    an even split (stage_layers, last_stage_layers), or the stack's cost split
+    (``StackSpec.pp_cost_split``, without interleaving) with nanotron's block costs (models/llama.py
+    get_block_compute_costs: a layer 4·d·d_attn + (FFN matrices)·d_ff·d, the head vocab·d)."""
+    m, L = ctx.m, ctx.L
+    pp, vp = L.pp, L.vp
+    layers = stage_layers(m.n_layers, pp, vp)
+    last = last_stage_layers(m.n_layers, pp, vp)
+    head_rank = last * layer_s + head >= layers * layer_s
+    n_l = np.where(head_rank, last, layers)
+    if not ctx.stack.pp_cost_split:
+        return layers, n_l, head_rank
+    unit = 4 * m.d_model * m.d_attn + m.ffn_matrices * m.ffn_dim * m.d_model
+    split = {
+        int(p): cost_split(m.n_layers, int(p), m.vocab_size * m.d_model / unit)
+        for p in np.unique(pp)
+    }
+    other = np.vectorize(lambda p: split[int(p)][0])(pp)
+    with_head = np.vectorize(lambda p: split[int(p)][1])(pp)
+    c_head = with_head * layer_s + head >= other * layer_s
+    c_l = np.where(c_head, with_head, other)
+    even = np.asarray(vp) > 1
+    return (
+        np.where(even, layers, np.maximum(other, with_head)),
+        np.where(even, n_l, c_l),
+        np.where(even, head_rank, c_head),
+    )
+
+
 @dataclass(frozen=True)
 class PipelineTimes:
     """One micro-batch through the slowest pipeline rank, seconds, and the step's bubble."""
@@ -79,11 +125,8 @@ def pipeline_s(
     after batch_isend_irecv) unless the stack overlaps them (StackSpec.pp_overlap)."""
     m, L = ctx.m, ctx.L
     pp, vp = L.pp, L.vp
-    layers = stage_layers(m.n_layers, pp, vp)
-    last = last_stage_layers(m.n_layers, pp, vp)
     layer_s = sum(per_class.values())
-    head_rank = last * layer_s + head >= layers * layer_s
-    n_l = np.where(head_rank, last, layers)
+    layers, n_l, head_rank = split_layers(ctx, layer_s, head)
     ops_mb = {k: n_l * v for k, v in per_class.items()}
     ops_mb["lm_head"] = np.where(head_rank, head, 0.0)
     compute_mb = sum(ops_mb.values())
@@ -107,4 +150,11 @@ def pipeline_s(
     return PipelineTimes(layers, ops_mb, compute_mb, comm_mb, p2p_mb, bubble)
 
 
-__all__ = ["PipelineTimes", "last_stage_layers", "pipeline_s", "stage_layers"]
+__all__ = [
+    "PipelineTimes",
+    "cost_split",
+    "last_stage_layers",
+    "pipeline_s",
+    "split_layers",
+    "stage_layers",
+]

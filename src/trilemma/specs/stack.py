@@ -69,8 +69,20 @@ class StackSpec(Spec):
     tp_overlap: bool = Field(
         False, description="tensor-parallel collectives overlap the GEMMs (async TP, userbuffers)"
     )
+    async_tp_host_ops: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="host operators per layer (forward and backward) its asynchronous TP linears issue "
+        "from Python beyond their kernels (0: async TP inside fused kernels or a compiled graph)",
+    )
     pp_overlap: bool = Field(
         False, description="pipeline sends and receives overlap compute (non-blocking P2P)"
+    )
+    pp_cost_split: bool = Field(
+        False,
+        description="pipeline stages split by each block's parameter cost, the LM head counted, "
+        "instead of an even split of the layers",
     )
     distributed_optimizer: bool = Field(
         True, description="optimizer states sharded over data parallelism (ZeRO-1 or more)"
