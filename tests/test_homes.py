@@ -227,8 +227,11 @@ def test_predict_loss_block_is_typed_and_matches_the_dict():
         block = predict_loss_block(m, 2e12)
         assert isinstance(block, LossPrediction) and isinstance(block.warnings, tuple)
         assert block.to_dict() == loss_block(m, 2e12)
-        assert (any("mixture-of-experts" in n for n in block.notes)) == m.is_moe
+        assert (any("mixture of experts" in n for n in block.notes)) == m.is_moe
         p = param_counts(m)
+        total = (
+            p.active if m.is_moe else p.total
+        )  # a mixture of experts: the law at its active size
         assert block.params_used == (
-            p.total if block.n_counts is NCounts.TOTAL else p.non_embedding
+            total if block.n_counts is NCounts.TOTAL else total - p.embedding
         )

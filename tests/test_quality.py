@@ -459,7 +459,7 @@ def test_loss_block_moe_note():
     if not moe:
         pytest.skip("no MoE preset")
     block = loss_block(get_model(moe[0]), 1e12)
-    assert any("mixture-of-experts" in n for n in block["notes"])
+    assert any("Krajewski" in n for n in block["notes"]) and 0 < block["moe_ratio"] <= 1
 
 
 # ------------------------------------------------------------------ lazy imports

@@ -3,6 +3,8 @@
 - chinchilla form (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2): L = E + A/N^α + B/D^β; also the
   muennighoff form (Muennighoff et al. 2023, arXiv 2305.16264), which is the same law on N', D'.
 - kaplan form (Kaplan et al. 2020, arXiv 2001.08361, Eq. 1.5 / 4.1): L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D.
+- fine-grained mixture of experts (Krajewski et al. 2024, arXiv 2402.07871, Eq. 9):
+  L = c + (g/G^γ + a)/N^α + b/D^β, G the granularity.
 - tokens for a target loss: the smallest D with L(N, D) ≤ target, by bisection in ln D (the loss falls
   monotonically with D in both forms, with or without repetition and precision factors).
 
@@ -34,6 +36,13 @@ def chinchilla_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndar
 def kaplan_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndarray:
     """L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D (Kaplan 2020 Eq. 1.5), loss in the law's unit."""
     return ((c["N_c"] / n) ** (c["alpha_N"] / c["alpha_D"]) + c["D_c"] / d) ** c["alpha_D"]
+
+
+def fine_grained_moe_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike, g: float) -> np.ndarray:
+    """L = c + (g/G^γ + a)/N^α + b/D^β (Krajewski 2024 Eq. 9): N total non-embedding parameters, D tokens,
+    G the granularity; loss in nats/token on the paper's data."""
+    n_term = (c["g"] / g ** c["gamma"] + c["a"]) / np.asarray(n, float) ** c["alpha"]
+    return c["c"] + n_term + c["b"] / np.asarray(d, float) ** c["beta"]
 
 
 def tokens_for_loss(

@@ -227,6 +227,7 @@ class LossPrediction:
     precision_factor: float  # N_eff / N from training precision (1 for bf16/fp16/fp32)
     notes: tuple[str, ...]
     warnings: tuple[str, ...]
+    moe_ratio: float | None = None  # a mixture of experts: the share of the reducible loss it keeps
 
     def to_dict(self) -> dict[str, Any]:
         return result_dict(self)
@@ -332,13 +333,21 @@ def predict_loss_block(
 ) -> LossPrediction:
     """The loss of a model (a ModelSpec) trained on ``tokens`` tokens: ``trilemma estimate``'s loss block.
 
-    Parameter counts come from ``trilemma.estimate.params``; a mixture of experts gets a note that the
-    laws were fitted on dense models. ``.to_dict()`` is the ``loss`` block of ``trilemma estimate --json``.
+    Parameter counts come from ``trilemma.estimate.params``; a mixture of experts is the law at its
+    active size carried by the MoE law (``trilemma.quality.moe``). ``.to_dict()`` is the ``loss`` block of ``trilemma estimate --json``.
     """
-    from trilemma.estimate.params import param_counts
+    from trilemma.quality.moe import moe_prediction, moe_shape
 
-    p = param_counts(model)
-    pred = predict_loss(law, p.total, p.non_embedding, tokens, unique_tokens, precision)
+    shape = moe_shape(model)
+    if shape is None:
+        from trilemma.estimate.params import param_counts
+
+        p = param_counts(model)
+        pred = predict_loss(law, p.total, p.non_embedding, tokens, unique_tokens, precision)
+    else:  # the host law at the active size, carried by the MoE law (trilemma.quality.moe)
+        n_act, n_act_ne = shape.active_total, shape.active_non_embedding
+        dense = predict_loss(law, n_act, n_act_ne, tokens, unique_tokens, precision)
+        pred = moe_prediction(law, shape, dense)
     uniform = math.log(model.vocab_size)  # nats/token of a uniform guess over the vocabulary
     if pred.loss_unit is LossUnit.NATS_PER_TOKEN and pred.mean > uniform:
         pred = replace(
@@ -352,14 +361,7 @@ def predict_loss_block(
                 ),
             ),
         )
-    if p.active == p.total:
-        return pred
-    counted = "total" if pred.n_counts is NCounts.TOTAL else "non-embedding"
-    moe = (
-        f"mixture-of-experts: the laws were fitted on dense models; N = {counted} parameters "
-        f"({_fmt(pred.params_used)}), although a token uses only {_fmt(p.active)}: read the loss as optimistic"
-    )
-    return replace(pred, notes=(*pred.notes, moe))
+    return pred
 
 
 def loss_block(

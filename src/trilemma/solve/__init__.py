@@ -242,7 +242,7 @@ def _search(s: SolveSetup) -> _Found:
     c = rates(table, goodput, a["prices"] or {}, constants()["energy"], s.cluster_fields)
     if a["inference_tokens"]:
         c = replace(c, fixed_usd=_serving(s, table, c))
-    loss_fn = law_fn(s.law, s.unique_tokens) if not s.is_ft else no_loss
+    loss_fn = law_fn(s.law, s.unique_tokens, s.models) if not s.is_ft else no_loss
     ch = choose_tokens(c, s.pins, loss_fn, s.fixed_tokens)
     high = None
     if s.args["rank"] == "pessimistic" and len(table):

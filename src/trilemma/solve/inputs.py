@@ -21,12 +21,20 @@ DEFAULT_PARAMS = (5e7, 1e12)  # model sizes searched when no --model / --params 
 SIZES_PER_DECADE = 4
 
 
-def law_fn(law: Any, unique_tokens: float | None):
+def law_fn(law: Any, unique_tokens: float | None, models: list[ModelSpec] | None = None):
+    """The candidates' point loss (n_tot, n_non, tokens, precision arrays → losses). A search over one
+    mixture of experts takes the MoE law at its active size (trilemma.quality.moe) instead."""
+    from trilemma.quality.moe import moe_loss_mean, moe_shape
     from trilemma.quality.predict import loss_mean
+
+    shape = moe_shape(models[0]) if models and len(models) == 1 else None
 
     def fn(
         n_tot: np.ndarray, n_non: np.ndarray, tokens: np.ndarray, precision: np.ndarray
     ) -> np.ndarray:
+        if shape is not None:  # one model: every candidate's n_tot is its total
+            out = moe_loss_mean(law, shape, tokens, unique_tokens, precision)
+            return np.broadcast_arrays(np.asarray(out), np.asarray(n_tot))[0]
         return np.asarray(
             loss_mean(law, n_tot, n_non, tokens, unique_tokens=unique_tokens, precision=precision)
         )
