@@ -25,6 +25,7 @@ from trilemma.estimate.comm import Fabric, all_to_all_s, fabric, node_limited_al
 from trilemma.estimate.flops import attention_core_flop_fwd
 from trilemma.estimate.nccl import without_latency
 from trilemma.estimate.params import attention_params, param_counts
+from trilemma.estimate.pipeline import bubble_s
 from trilemma.presets import constants, stack
 from trilemma.resolve import make_cluster, resolve_model
 
@@ -129,13 +130,47 @@ def _paper_plan(**features):
 
 
 def test_hai_llm_moves_the_estimate_toward_the_report_and_its_band_holds_it():
-    """With the report's stack (node-limited dispatch, DualPipe's all-to-all overlap) and layout the
-    band still holds 2.664M and the point is nearer it than with either feature off."""
+    """With the report's stack (node-limited dispatch, DualPipe's all-to-all overlap and bubble, fp8
+    dispatch) and layout the band still holds 2.664M and the point is nearer it than with any feature
+    off."""
     t = _paper_plan()
     assert t.gpu_hours_low <= PAPER_H800_HOURS <= t.gpu_hours_high
     gap = abs(math.log(t.gpu_hours / PAPER_H800_HOURS))
-    for off in ({"ep_overlap": False}, {"ep_node_limit": 0}):
+    offs = ({"ep_overlap": False}, {"ep_node_limit": 0}, {"pp_dualpipe": False})
+    for off in (*offs, {"ep_fp8_dispatch": False}):
         assert gap < abs(math.log(_paper_plan(**off).gpu_hours / PAPER_H800_HOURS)), off
+
+
+def test_dualpipe_bubble_by_hand():
+    """Report Table 2: 1F1B (PP − 1)(F + B), DualPipe (PP/2 − 1)(F&B + B − 3W). With F = 1, B = 2, W = 1
+    (the backward twice the forward, half of it weight gradients) and F&B = F + B: a stage-time of 3 s
+    at PP 16 gives 15·3 = 45 s against 7·(3 + 2 − 3) = 14 s; at PP 2 none; an odd PP keeps 1F1B."""
+    assert float(bubble_s(16, 1, 3.0, False)) == pytest.approx(45.0)
+    assert float(bubble_s(16, 1, 3.0, True)) == pytest.approx(14.0)
+    assert float(bubble_s(2, 1, 3.0, True)) == 0.0
+    assert float(bubble_s(3, 1, 3.0, True)) == pytest.approx(6.0)
+
+
+def test_dualpipe_and_fp8_dispatch_in_the_reports_plan():
+    """The same plan's bubble with DualPipe is 14/45 of 1F1B's (the stage-time is the same); sending
+    the two all-to-alls towards the experts in fp8 (1 byte, §3.3.3) and the combines in bf16 (2 bytes)
+    scales the bandwidth term by (2·1 + 2·2)/(4·2) = 0.75, the per-call latency kept, and does nothing
+    in bf16 training."""
+    dual, one_f = _paper_plan(), _paper_plan(pp_dualpipe=False)
+    assert dual.bubble_s / one_f.bubble_s == pytest.approx(14 / 45, rel=1e-9)
+
+    def ep(precision, fp8_dispatch):  # EP alone, not hidden, in the TP/EP term (no TP here)
+        st = stack("hai-llm").model_copy(
+            update={"ep_overlap": False, "ep_fp8_dispatch": fp8_dispatch}
+        )
+        layout = {"pp": 16, "ep": 64, "zero": 1}
+        e = estimate(
+            "deepseek-v3", "h800", 2048, tokens=1e12, precision=precision, stack=st, layout=layout
+        )
+        return e.time.tp_comm_s
+
+    assert 0.75 <= ep("fp8", True) / ep("fp8", False) < 0.77
+    assert ep("bf16", True) == ep("bf16", False)
 
 
 def test_node_limited_dispatch_by_hand():

@@ -75,6 +75,8 @@ CITED = [
     ("meta-llama", "pp_overlap", True, "asynchronous point-to-point communication"),
     ("hai-llm", "ep_node_limit", 4, "dispatched to at most 4 nodes"),
     ("hai-llm", "ep_overlap", True, "and PP communication can be fully hidden"),
+    ("hai-llm", "pp_dualpipe", True, "DualPipe (PP/2 - 1)(F&B + B - 3W)"),
+    ("hai-llm", "ep_fp8_dispatch", True, "MoE up-projections into FP8 and then apply dispatch"),
 ]
 
 

@@ -21,7 +21,8 @@ from trilemma.estimate.comm import (
 )
 from trilemma.estimate.layer_time import LayerTimes
 from trilemma.estimate.step_context import StepContext
-from trilemma.specs import Recompute
+from trilemma.specs import Precision, Recompute
+from trilemma.specs.enums import DTYPE_BYTES
 
 
 def collective_interference_s(
@@ -100,19 +101,32 @@ def cp_comm_s(ctx: StepContext, lt: LayerTimes) -> np.ndarray:
 def ep_comm_s(ctx: StepContext, lt: LayerTimes) -> np.ndarray | float:
     """Exposed EP seconds of one layer (by the MoE layers' share): 4 all-to-alls of the top_k routed
     token vectors (dispatch and combine, forward and backward), stride tp·cp; node-limited where the
-    stack limits it (StackSpec.ep_node_limit). A stack that overlaps them (StackSpec.ep_overlap,
+    stack limits it (StackSpec.ep_node_limit); the two towards the experts in fp8 where the stack
+    sends them so in fp8 training (StackSpec.ep_fp8_dispatch). A stack that overlaps them (StackSpec.ep_overlap,
     DeepSeek-V3's DualPipe, arXiv 2412.19437 §3.2.1) hides them behind another micro-batch's forward
     and backward of the layer; the hidden part still slows it (collective_interference_s)."""
     m, L, st = ctx.m, ctx.L, ctx.stack
     if not m.is_moe:
         return 0.0
-    copy_bytes = ctx.e * ctx.T * m.d_model * L.sp_share
     stride, fab = L.dims.expert_stride, ctx.fab
-    if st.ep_node_limit:
-        one = node_limited_all_to_all_s(copy_bytes, m.top_k, st.ep_node_limit, stride, L.ep, fab)
-    else:
-        one = all_to_all_s(copy_bytes * m.top_k, stride, L.ep, fab)
-    ep = m.n_moe_layers / m.n_layers * 4 * one
+
+    def one(e: float) -> np.ndarray:  # one all-to-all of the routed copies, ``e`` bytes an element
+        copy_bytes = e * ctx.T * m.d_model * L.sp_share
+        if st.ep_node_limit:
+            return node_limited_all_to_all_s(
+                copy_bytes, m.top_k, st.ep_node_limit, stride, L.ep, fab
+            )
+        return all_to_all_s(copy_bytes * m.top_k, stride, L.ep, fab)
+
+    # arXiv 2412.19437 §3.3.3: the activation before the up-projections and the activation gradient
+    # before the down-projections go to the experts in fp8 (1 byte an element; the per-128-element
+    # scales are left out); "the forward and backward combine components" stay in BF16
+    fp8 = st.ep_fp8_dispatch and str(ctx.plan.precision) == Precision.FP8.value
+    ep = (
+        m.n_moe_layers
+        / m.n_layers
+        * (2 * one(ctx.e) + 2 * one(DTYPE_BYTES["fp8"] if fp8 else ctx.e))
+    )
     if not st.ep_overlap:
         return ep
     late = np.maximum(0.0, ep - (lt.layer_fwd + lt.layer_bwd))

@@ -103,6 +103,26 @@ class PipelineTimes:
     bubble_s: np.ndarray  # per step
 
 
+#: DualPipe's bubble in stage-times (F + B): F&B + B − 3W with F&B = F + B (the paired chunks' compute
+#: runs back to back on the SMs; only their communication overlaps), and the stage-time split by matmul
+#: FLOPs — the backward twice the forward (Kaplan et al. 2020, arXiv 2001.08361 §2.1), half of it the
+#: weight-gradient GEMMs (W): F = 1/3, B = 2/3, W = 1/3, so 1/3 + 2/3 + 2/3 − 1 = 2/3
+DUALPIPE_STAGES = 2.0 / 3.0
+
+
+def bubble_s(pp: Any, vp: Any, stage_mb: Any, dualpipe: bool) -> np.ndarray:
+    """The pipeline bubble per step, s, from one micro-batch's stage-time (forward and backward):
+    1F1B's (pp − 1)/vp stage-times (Narayanan et al. 2021 §2.2, interleaved /v); DualPipe's
+    (pp/2 − 1)(F&B + B − 3W) at an even pp (DeepSeek-V3 report, arXiv 2412.19437 §3.2.1 Table 2),
+    (pp/2 − 1)·DUALPIPE_STAGES stage-times."""
+    pp = np.asarray(pp, dtype=float)
+    one_f_one_b = (pp - 1) / vp * stage_mb
+    if not dualpipe:
+        return one_f_one_b
+    dual = np.maximum(pp / 2 - 1, 0.0) * DUALPIPE_STAGES * stage_mb
+    return np.where(np.mod(pp, 2) == 0, dual, one_f_one_b)
+
+
 #: the host operators of the embeddings, final norm, LM head and loss, forward and backward, as eager
 #: PyTorch issues them (token and position lookups and their add; the norm; the head matmul; the fp32
 #: cast, log-softmax and NLL; their backwards, the head's two GEMMs and the embeddings' dense backward)
@@ -117,8 +137,8 @@ def pipeline_s(
     host_layer: np.ndarray,
 ) -> PipelineTimes:
     """The slowest rank, the heaviest one or the last one (the head's) when its fewer layers plus
-    the head take longer; its sends, one activation each way per virtual stage; and the 1F1B bubble,
-    (p − 1)/v stage-times per step (Narayanan et al. 2021 §2.2, interleaved /v). The host issues
+    the head take longer; its sends, one activation each way per virtual stage; and the bubble
+    (``bubble_s``: 1F1B's, or DualPipe's where the stack runs it). The host issues
     a micro-batch's operators (``host_layer`` per layer) while the device runs them: what the host
     takes beyond the device is the ``host`` class (host.issue_bound_s). Blocking sends and receives
     synchronise the host each time (Megatron-LM's p2p_communication calls torch.cuda.synchronize()
@@ -146,12 +166,14 @@ def pipeline_s(
         pp > 1, 2 * vp * sends * (p2p_s(act_msg, crosses, ctx.fab) + sync_s(ctx.c, ctx.host)), 0.0
     )
     stage_mb = compute_mb + comm_mb + p2p_mb
-    bubble = (pp - 1) / vp * stage_mb
+    bubble = bubble_s(pp, vp, stage_mb, ctx.stack.pp_dualpipe)
     return PipelineTimes(layers, ops_mb, compute_mb, comm_mb, p2p_mb, bubble)
 
 
 __all__ = [
+    "DUALPIPE_STAGES",
     "PipelineTimes",
+    "bubble_s",
     "cost_split",
     "last_stage_layers",
     "pipeline_s",

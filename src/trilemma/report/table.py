@@ -284,6 +284,11 @@ def _stack_presets() -> Table:
         overlap = [k for k in ("dp", "tp", "pp", "ep") if f[f"{k}_overlap"]]
         if f["ep_node_limit"]:  # node-limited expert dispatch
             overlap.append(f"a token to ≤ {f['ep_node_limit']} nodes")
+        overlap += [
+            k
+            for k, on in (("DualPipe", f["pp_dualpipe"]), ("fp8 dispatch", f["ep_fp8_dispatch"]))
+            if on
+        ]
         t.add_row(
             shown(st.name),
             str(f["attention"]),

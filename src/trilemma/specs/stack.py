@@ -99,6 +99,16 @@ class StackSpec(Spec):
         description="nodes a token is dispatched to at most, once over the network each, then "
         "forwarded over the scale-up link (node-limited routing); 0: no limit, NCCL's all-to-all",
     )
+    ep_fp8_dispatch: bool = Field(
+        False,
+        description="in fp8 training, the all-to-alls towards the experts carry fp8, the combines "
+        "bf16 (DeepSeek-V3's low-precision communication)",
+    )
+    pp_dualpipe: bool = Field(
+        False,
+        description="DualPipe's bidirectional pipeline schedule: its bubble instead of 1F1B's, at "
+        "an even pipeline degree",
+    )
     host: HostMode = HostMode.EAGER
     source: str = ""
 
