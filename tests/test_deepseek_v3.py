@@ -120,13 +120,28 @@ def test_pre_training_h800_hours_in_the_band():
     assert t.gpu_hours_low <= PAPER_H800_HOURS <= t.gpu_hours_high
 
 
-def _paper_plan(**features):
+def _paper_estimate(**features):
     """The report's own plan (§3.2): HAI-LLM, 16-way PP, 64-way EP over 8 nodes, ZeRO-1 DP."""
     st = stack("hai-llm").model_copy(update=features)
     layout = {"pp": 16, "ep": 64, "zero": 1}
     return estimate(
         "deepseek-v3", "h800", 2048, tokens=14.8e12, precision="fp8", stack=st, layout=layout
-    ).time
+    )
+
+
+def _paper_plan(**features):
+    """The time of the report's own plan (``_paper_estimate``)."""
+    return _paper_estimate(**features).time
+
+
+def test_dualpipe_memory():
+    """Table 2: DualPipe keeps two copies of the parameters (the weights count twice, their gradients
+    and optimizer states do not) and PP + 1 micro-batches of activations instead of PP: at PP 16 at
+    most 1/16 more activations (the recomputation's transients are not per micro-batch)."""
+    dual, one_f = _paper_estimate().memory, _paper_estimate(pp_dualpipe=False).memory
+    assert dual.weights == pytest.approx(2 * one_f.weights, rel=1e-12)
+    assert (dual.gradients, dual.optimizer) == (one_f.gradients, one_f.optimizer)
+    assert 0 < dual.activations / one_f.activations - 1 <= 1 / 16
 
 
 def test_hai_llm_moves_the_estimate_toward_the_report_and_its_band_holds_it():

@@ -34,7 +34,7 @@ from trilemma.estimate.activations import (
 from trilemma.estimate.finetune import state_bytes, trainable_params
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
-from trilemma.estimate.pipeline import stage_layers
+from trilemma.estimate.pipeline import dualpipe_runs, stage_layers
 from trilemma.estimate.trainer_memory import offloaded_layers, trainer_loss_bytes
 from trilemma.specs import ModelSpec, Recompute, TrainingPlan
 from trilemma.specs.enums import DTYPE_BYTES, Dtype, FinetuneMethod, Offload, Precision, Task
@@ -263,6 +263,8 @@ def memory_per_device(
     inflight_first = np.minimum(L.pp, n_micro) * np.where(
         L.vp > 1, 1 + (L.pp - 1) / (L.pp * L.vp), 1.0
     )
+    dual = dualpipe_runs(plan.stack_features.pp_dualpipe, L.pp)  # arXiv 2412.19437 Table 2: PP + 1
+    inflight_first = np.where(dual, np.minimum(L.pp + 1, n_micro), inflight_first)
     # while recomputing (full or op-level), one layer's activations beyond what it kept are live again
     transient = np.where(
         L.recomputes(Recompute.FULL, Recompute.OP),
@@ -294,6 +296,7 @@ def memory_per_device(
 
     w1, g1, o1, _ = model_state_bytes(m, pc, plan, L, first=True, consts=consts)
     w2, g2, o2, _ = model_state_bytes(m, pc, plan, L, first=False, consts=consts)
+    w1, w2 = (np.where(dual, 2 * w, w) for w in (w1, w2))  # DualPipe's two copies of the weights
     # outside the allocator: the CUDA context and the residual come in ``consts`` (a CPU: no context,
     # no NCCL channels; trilemma.estimate.capacity.outside_allocator); NCCL's buffers follow the layout
     nccl = nccl_buffer_bytes(L, consts)

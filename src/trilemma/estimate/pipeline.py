@@ -110,6 +110,13 @@ class PipelineTimes:
 DUALPIPE_STAGES = 2.0 / 3.0
 
 
+def dualpipe_runs(dualpipe: bool, pp: Any) -> np.ndarray:
+    """Where DualPipe's schedule runs: the stack's feature at an even pipeline degree (it feeds
+    micro-batches from both ends, PP/2 stages each way; arXiv 2412.19437 §3.2.1)."""
+    pp = np.asarray(pp)
+    return np.asarray(bool(dualpipe)) & (np.mod(pp, 2) == 0) & (pp > 1)
+
+
 def bubble_s(pp: Any, vp: Any, stage_mb: Any, dualpipe: bool) -> np.ndarray:
     """The pipeline bubble per step, s, from one micro-batch's stage-time (forward and backward):
     1F1B's (pp − 1)/vp stage-times (Narayanan et al. 2021 §2.2, interleaved /v); DualPipe's
@@ -120,7 +127,7 @@ def bubble_s(pp: Any, vp: Any, stage_mb: Any, dualpipe: bool) -> np.ndarray:
     if not dualpipe:
         return one_f_one_b
     dual = np.maximum(pp / 2 - 1, 0.0) * DUALPIPE_STAGES * stage_mb
-    return np.where(np.mod(pp, 2) == 0, dual, one_f_one_b)
+    return np.where(dualpipe_runs(dualpipe, pp), dual, one_f_one_b)
 
 
 #: the host operators of the embeddings, final norm, LM head and loss, forward and backward, as eager
@@ -174,6 +181,7 @@ __all__ = [
     "DUALPIPE_STAGES",
     "PipelineTimes",
     "bubble_s",
+    "dualpipe_runs",
     "cost_split",
     "last_stage_layers",
     "pipeline_s",
