@@ -12,10 +12,10 @@ from trilemma.quality.laws import get_law
 from trilemma.quality.moe import (
     beyond_moe_fit,
     moe_constants,
-    moe_loss_mean,
     moe_shape,
     reducible_ratio,
 )
+from trilemma.quality.moe_fast import moe_loss_mean
 from trilemma.quality.predict import predict_loss, predict_loss_block
 
 #: Krajewski et al. 2024 (arXiv 2402.07871) Table 2, compute-optimal MoE models at E = 64:

@@ -177,30 +177,10 @@ def moe_notes(law: Law, shape: MoeShape, tokens: float, r: float, n_counted: flo
     return notes
 
 
-def moe_loss_mean(
-    law: Law | str | None,
-    shape: MoeShape,
-    tokens: ArrayLike,
-    unique_tokens: ArrayLike | None = None,
-    precision: Any = "bf16",
-) -> np.ndarray:
-    """Point loss of the MoE, numpy-vectorised over tokens (and precisions): the solver's fast path."""
-    from trilemma.quality.predict import _penalties, loss_mean
-
-    law = get_law(law)
-    host = loss_mean(
-        law, shape.active_total, shape.active_non_embedding, tokens, unique_tokens, precision
-    )
-    return carried(law, reducible_ratio(shape, tokens), host, _penalties(law, precision))
-
-
-def moe_prediction(law: Law | str | None, shape: MoeShape, dense: Any) -> Any:
+def moe_prediction(law: Law | str | None, shape: MoeShape, dense: Any, pen: float) -> Any:
     """A LossPrediction of the host law at the MoE's active size (``dense``) carried to the MoE: point,
-    band widened by the MoE law's error, notes."""
-    from trilemma.quality.predict import precision_loss_penalty
-
+    band widened by the MoE law's error, notes. ``pen``: the host law's precision penalty (nats/token)."""
     law = get_law(law)
-    pen = precision_loss_penalty(law, dense.precision)
     r = float(reducible_ratio(shape, dense.tokens))
     mean, low, high = (float(carried(law, r, v, pen)) for v in (dense.mean, dense.low, dense.high))
     sd = moe_sd(law, shape, dense.tokens, dense.mean, pen)

@@ -347,7 +347,9 @@ def predict_loss_block(
     else:  # the host law at the active size, carried by the MoE law (trilemma.quality.moe)
         n_act, n_act_ne = shape.active_total, shape.active_non_embedding
         dense = predict_loss(law, n_act, n_act_ne, tokens, unique_tokens, precision)
-        pred = moe_prediction(law, shape, dense)
+        pred = moe_prediction(
+            law, shape, dense, precision_loss_penalty(get_law(law), dense.precision)
+        )
     uniform = math.log(model.vocab_size)  # nats/token of a uniform guess over the vocabulary
     if pred.loss_unit is LossUnit.NATS_PER_TOKEN and pred.mean > uniform:
         pred = replace(

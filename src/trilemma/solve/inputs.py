@@ -24,7 +24,8 @@ SIZES_PER_DECADE = 4
 def law_fn(law: Any, unique_tokens: float | None, models: list[ModelSpec] | None = None):
     """The candidates' point loss (n_tot, n_non, tokens, precision arrays → losses). A search over one
     mixture of experts takes the MoE law at its active size (trilemma.quality.moe) instead."""
-    from trilemma.quality.moe import moe_loss_mean, moe_shape
+    from trilemma.quality.moe import moe_shape
+    from trilemma.quality.moe_fast import moe_loss_mean
     from trilemma.quality.predict import loss_mean
 
     shape = moe_shape(models[0]) if models and len(models) == 1 else None
