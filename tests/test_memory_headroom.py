@@ -7,6 +7,8 @@ import math
 import pytest
 
 from trilemma.api import estimate
+from trilemma.errors import LayoutError
+from trilemma.estimate.bands import band_factors
 from trilemma.estimate.capacity import memory_headroom
 from trilemma.presets import calibration, constants, get_hardware
 from trilemma.resolve import make_cluster
@@ -80,3 +82,33 @@ def test_fused_loss_keeps_8_bytes_per_logit_and_eager_12():
     a = estimate(m, "a100-80gb", 4, plan=eager, layout=layout).memory
     b = estimate(m, "a100-80gb", 4, plan=fused, layout=layout).memory
     assert a.other - b.other == pytest.approx(2 * 1024 * 50257 * (12 - 8))
+
+
+def _unsloth_70b_l40s(seq: int, **cluster: float):
+    """Unsloth's Llama 3.3 70B QLoRA (rank 32, all linear layers, adamw-8bit, one sequence) on a 48 GiB L40S:
+    its README@2025-01-14 table has 12,106 tokens as the longest context that fit 48 GB."""
+    return estimate(
+        "llama3.3-70b", "l40s", 1, tokens="20M", seq_len=seq, global_batch_tokens=seq, finetune="qlora",
+        lora_rank=32, lora_targets="all-linear", optimizer="adamw-8bit", trainer="unsloth", stack="unsloth",
+        layout={"micro_batch": 1, "recompute": "full"}, cluster=cluster or None,
+    )  # fmt: skip
+
+
+def test_a_plan_that_fits_only_at_the_bands_favourable_end_is_tight_not_refused():
+    """The verdict has three outcomes (docs/memory-verdict.md): fits (the band's upper end within the card),
+    tight (only its lower end within: answered with a warning), refused (even the lower end over). Unsloth's
+    70B at 12,106 tokens trained on 48 GB: tight, not refused; the same plan at 40,000 tokens is refused; with
+    --memory-headroom given, the user's margin refuses past it."""
+    lo, hi = band_factors("memory")
+    est = _unsloth_70b_l40s(12106)
+    m = est.memory
+    assert m.tight and not m.fits and m.per_gpu_bytes <= m.capacity_bytes
+    assert (
+        m.per_gpu_bytes * lo <= m.capacity_bytes < m.per_gpu_bytes * hi
+    )  # the definition, by hand
+    assert est.to_dict()["memory"]["tight"] is True
+    assert len([w for w in est.warnings if w.startswith("memory: tight")]) == 1
+    with pytest.raises(LayoutError, match="favourable end"):
+        _unsloth_70b_l40s(40000)
+    with pytest.raises(LayoutError, match="memory-headroom"):
+        _unsloth_70b_l40s(12106, memory_headroom=0.1)

@@ -10,7 +10,7 @@ import pytest
 
 from trilemma.api import estimate
 from trilemma.estimate.layouts import LayoutArrays
-from trilemma.estimate.rl import reference_seconds, rollout_seconds
+from trilemma.estimate.rl import logprob_seconds, reference_seconds, rollout_seconds
 from trilemma.resolve import finetune_fields, make_plan, resolve_model
 from trilemma.specs.rl import RolloutSpec
 
@@ -21,10 +21,57 @@ DATA = Path(__file__).resolve().parents[1] / "src" / "trilemma" / "data" / "rl_s
 PROMPT = 512
 
 
-def _row(framework: str) -> dict[str, str]:
+def _rows() -> list[dict[str, str]]:
     with open(DATA, encoding="utf-8") as f:
-        rows = csv.DictReader(line for line in f if not line.startswith("#"))
-        return next(r for r in rows if r["framework"] == framework)
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def _row(framework: str) -> dict[str, str]:
+    return next(r for r in _rows() if r["framework"] == framework)
+
+
+def _verl_logprob_share(gpus: int) -> tuple[float, float]:
+    """(published, planner) seconds of the policy's log-prob forward per second of training, for verl's
+    colocated-sync Qwen2.5-Math-7B GRPO (DAPO) row on ``gpus`` H20s. The planner's, from its GRPO plan for
+    Qwen2.5-7B (the same shape) without a reference (DAPO has no KL term): logprob_seconds / step."""
+    row = next(r for r in _rows() if r["framework"] == "verl" and int(r["gpus"]) == gpus)
+    published = float(row["reported_logprob_s"]) / float(row["reported_training_s"])
+    m, _ = resolve_model(row["model"])
+    fields = finetune_fields(m, row["method"])
+    fields["rl"] = RolloutSpec(generations=int(row["generations"]), reference=False)
+    plan = make_plan(m, 1e9, 2048, 2048 * 64, **fields)
+    t = 100.0  # any training step: the share is per second of it
+    return published, float(logprob_seconds(plan, t) + reference_seconds(plan, t)) / t
+
+
+@pytest.mark.parametrize("gpus", [16, 32])
+def test_grpo_logprob_pass_against_verls_7b_colocated_runs(gpus: int) -> None:
+    """verl's colocated-sync GRPO (DAPO) on Qwen2.5-Math-7B (docs/advance/one_step_off.md@648e3c95, 16 H20s:
+    old_log_prob 88 s and 119 s against update_actor 286 s and 344 s, FSDP2 and Megatron; fully_async.md
+    @b25bb7d4, 32 H20s: 107.71 s against 269.80 s): the policy's log-prob forward over the step's tokens, a
+    third of the training step in the planner (the backward twice the forward), within 20% of the published
+    share — which needs no token count, unpublished for these runs. Holds: 0.308 and 0.346 at 16 GPUs (the
+    planner 0.333: 8% over, 4% under), 0.399 at 32 (16% under)."""
+    rows = [r for r in _rows() if r["framework"] == "verl" and int(r["gpus"]) == gpus]
+    assert rows
+    planner = _verl_logprob_share(gpus)[1]
+    for row in rows:
+        published = float(row["reported_logprob_s"]) / float(row["reported_training_s"])
+        assert abs(planner / published - 1) <= 0.20, (row["training_layout"], published, planner)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="at 64 and 128 H20s verl's log-prob forward takes 0.527 and 0.474 of the training time (70.26 / 133.41, "
+    "53.92 / 113.81 s: fully_async.md@b25bb7d4), the planner a third: 37% and 30% under. With less work per GPU "
+    "the forward keeps a cost the training step amortises, not identified (candidates: FSDP's parameter gathers, "
+    "repeated in a forward as in training's; dynamic batching's micro-batches)",
+)
+@pytest.mark.parametrize("gpus", [64, 128])
+def test_grpo_logprob_pass_at_64_and_128_gpus(gpus: int) -> None:
+    """The same check on verl's 64- and 128-GPU colocated-sync rows."""
+    published, planner = _verl_logprob_share(gpus)
+    assert abs(planner / published - 1) <= 0.20
 
 
 @cache
@@ -35,7 +82,10 @@ def _miles() -> tuple[dict[str, str], float, float, float]:
     cap, batch = int(row["completion_cap"]), int(row["prompts_per_step"]) * int(row["generations"])
     seq = cap + PROMPT
     fields = finetune_fields(m, row["method"])
-    fields["rl"] = RolloutSpec(generations=int(row["generations"]), completion_len=cap)
+    # no KL-loss term (the row's notes): no reference; the policy's log-prob forward all the same
+    fields["rl"] = RolloutSpec(
+        generations=int(row["generations"]), completion_len=cap, reference=False
+    )
     plan = make_plan(m, batch * seq * 100, seq, batch * seq, **fields)
     est = estimate(row["model"], row["hardware"], int(row["gpus"]), plan=plan)
     hw = est.cluster.hardware
@@ -43,7 +93,8 @@ def _miles() -> tuple[dict[str, str], float, float, float]:
         est.model, est.params, plan, LayoutArrays.from_layouts([est.layout]), seq, batch,
         hw.peak(plan.precision), hw.hbm_bw_bytes_per_s,
     )[0]  # fmt: skip
-    return row, float(gen), float(reference_seconds(plan, est.time.step_s)), est.time.step_s
+    fwd = logprob_seconds(plan, est.time.step_s) + reference_seconds(plan, est.time.step_s)
+    return row, float(gen), float(fwd), est.time.step_s
 
 
 def test_grpo_generation_within_twenty_percent_of_a_published_run() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 
 from trilemma.errors import InputError, LayoutError
 from trilemma.estimate.assemble import from_evaluation
+from trilemma.estimate.bands import band_factors
 from trilemma.estimate.capacity import memory_headroom
 from trilemma.estimate.evaluate import Evaluation, best_row, evaluate
 from trilemma.estimate.layouts import LayoutArrays, batch_sequences, candidate_layouts
@@ -68,10 +69,14 @@ def estimate_plan(
     if ev is None:
         raise LayoutError(_no_candidates_message(m, cl, pinned))
     i = best_row(ev)
+    tight = i is None
+    i = tight_row(cl, ev) if tight else i
     if i is None:
         raise LayoutError(_explain_failure(m, cl, pl, ev, pinned))
     chosen = "given" if pinned else "auto"
     best = from_evaluation(m, how, cl, pl, ev, i, chosen, consts)
+    if tight:
+        best = replace(best, warnings=(*best.warnings, tight_warning(best)))
     if accept is None or accept(best):
         return best
 
@@ -101,6 +106,34 @@ def estimate_plan(
                 "why)"
             ),
         ),
+    )
+
+
+def tight_row(cl: ClusterSpec, ev: Evaluation) -> int | None:
+    """When no row fits with margin: the fastest row (ties: less memory) kept out by device memory alone whose
+    peak at the memory band's favourable end (its lower end, band_factors("memory")[0]) is within the card —
+    a plan that may well fit, as runs published at a card's edge did (docs/memory-verdict.md). None when there
+    is none, or when the cluster sets its own headroom (--memory-headroom: the user's margin is refused past)."""
+    if cl.memory_headroom is not None:
+        return None
+    low = band_factors("memory")[0]
+    per_gpu = np.asarray(ev.per_gpu_bytes)
+    ok = (ev.reasons == R_OOM) & (per_gpu * low <= cl.hardware.hbm_bytes)
+    if not ok.any():
+        return None
+    key = np.where(ok, ev.total_s, np.inf)
+    near = ok & (key <= key.min() * (1 + 1e-9))
+    return int(np.argmin(np.where(near, per_gpu, np.inf)))
+
+
+def tight_warning(est: Estimate) -> str:
+    """One line for a tight plan (MemoryBreakdown.tight): its band against the card."""
+    mem = est.memory
+    return (
+        f"memory: tight: the peak's 80% band, {mem.per_gpu_bytes_low / GIB:.1f}-{mem.per_gpu_bytes_high / GIB:.1f} GiB "
+        f"per GPU, straddles the {mem.capacity_bytes / GIB:.0f} GiB of {est.cluster.hardware.name}: it fits at the band's "
+        "favourable end, not with margin, and may run out of memory (a shorter sequence, a smaller micro-batch or "
+        "more GPUs leave margin)"
     )
 
 
@@ -147,9 +180,9 @@ def _explain_failure(
             f"memory: no {'given ' if pinned else ''}layout of {where} fits: the leanest, {_lay(lay)}, needs "
             f"{ev.per_gpu_bytes[j] / gib:.1f} GiB per GPU and {cl.hardware.name} has {cl.hardware.hbm_bytes / gib:.0f} GiB"
             + (
-                f", of which a plan may use {usable / gib:.1f} GiB ({head:.0%} headroom"
-                + (", set by --memory-headroom" if cl.memory_headroom is not None else "")
-                + ")"
+                f", of which a plan may use {usable / gib:.1f} GiB ({head:.0%} headroom, set by --memory-headroom)"
+                if cl.memory_headroom is not None and head > 0
+                else f" (its 80% band's favourable end: {ev.per_gpu_bytes[j] * band_factors('memory')[0] / gib:.1f} GiB)"
                 if head > 0
                 else ""
             )

@@ -67,7 +67,16 @@ class MemoryBreakdown:
 
     @property
     def fits(self) -> bool:
+        """Fits with margin: the peak at or under the usable bytes (with the band's headroom: the band's upper
+        end within the card, 90% sure to fit)."""
         return self.per_gpu_bytes <= self.usable_bytes
+
+    @property
+    def tight(self) -> bool:
+        """Neither fits with margin nor cannot fit: the band's favourable (lower) end is within the card, its
+        upper end is not. ``estimate`` answers such a plan with a warning; it refuses one only when even the
+        favourable end is over the card (docs/memory-verdict.md)."""
+        return not self.fits and self.per_gpu_bytes_low <= self.capacity_bytes
 
     @property
     def free_bytes(self) -> float:
@@ -307,6 +316,8 @@ class Estimate:
             "per_gpu_bytes_high": self.memory.per_gpu_bytes_high,
             "capacity_bytes": self.memory.capacity_bytes,
             "fits": self.memory.fits,
+            # not fitting with margin, yet within the card at the band's favourable end: answered, not refused
+            "tight": self.memory.tight,
             "breakdown": {
                 "weights": self.memory.weights,
                 "gradients": self.memory.gradients,

@@ -21,10 +21,15 @@ Time per optimizer step, on each GPU for its share of the completions (batch seq
 - decode: ``completion_len`` steps, each reading the weights once and the batch's KV cache (on average at
   half the completion), at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022,
   arXiv 2211.05102 §2: decoding is bandwidth-bound);
-- reference forward: with a reference, its forward over the step's tokens, a third of a training step's
-  compute (Kaplan et al. 2020 §2.1: the backward is about twice the forward);
-- PPO (beside_seconds): the policy's log-prob forward (a third of a step), the reward model's and the critic's
-  forwards and the critic's training step, each the policy's scaled by the score-head model's compute share.
+- the policy's log-prob forward (GRPO, PPO): the old log-probs of the importance ratio, recomputed by the
+  training engine over the step's tokens before the update, a third of a training step's compute (Kaplan et
+  al. 2020 §2.1: the backward is about twice the forward) — TRL's GRPOTrainer with vLLM every step
+  (trl/trainer/grpo_trainer.py@2026-07-24: "When using vLLM, we always compute old_per_token_logps for
+  importance sampling"; grpo_config.py: vllm_importance_sampling_correction default True), verl's
+  compute_log_prob (its timing_s/old_log_prob), OpenRLHF's experience maker;
+- reference forward: with a reference, its forward over the step's tokens, a third of a training step;
+- PPO (beside_seconds): the reward model's and the critic's forwards and the critic's training step, each the
+  policy's scaled by the score-head model's compute share.
 """
 
 from __future__ import annotations
@@ -136,28 +141,36 @@ def reference_seconds(plan: TrainingPlan, step_s: Any) -> Any:
     return np.asarray(step_s) / 3.0
 
 
+def logprob_seconds(plan: TrainingPlan, step_s: Any) -> Any:
+    """The policy's log-prob forward over a step's tokens, a third of the training step (module docstring);
+    0 without a rollout (no RL plan, or DPO: its policy log-probs come from the training forward)."""
+    if plan.rl is None or plan.rl.method == "dpo":
+        return 0.0 * np.asarray(step_s)
+    return np.asarray(step_s) / 3.0
+
+
 def ppo_seconds(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, step_s: Any) -> tuple[Any, Any]:
-    """PPO's seconds beside the policy's training step and the reference's forward (module docstring):
-    (the forwards of the policy's log-probs, the reward model and the critic; the critic's training step);
-    zeros for another method."""
+    """PPO's seconds beside the policy's training step and its and the reference's forwards (module
+    docstring): (the forwards of the reward model and the critic; the critic's training step); zeros for
+    another method."""
     step = np.asarray(step_s, dtype=float)
     if plan.rl is None or plan.rl.method != "ppo":
         return 0.0 * step, 0.0 * step
     c = head_shares(m, pc)[1]
-    return step / 3.0 + 2.0 * c * step / 3.0, c * step
+    return 2.0 * c * step / 3.0, c * step
 
 
 def beside_seconds(m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, step_s: Any) -> Any:
-    """An RL step's seconds beside generation and the policy's training step: the reference's forward and,
-    for PPO, ppo_seconds."""
+    """An RL step's seconds beside generation and the policy's training step: the policy's log-prob forward,
+    the reference's forward and, for PPO, ppo_seconds."""
     forwards, critic = ppo_seconds(m, pc, plan, step_s)
-    return reference_seconds(plan, step_s) + forwards + critic
+    return logprob_seconds(plan, step_s) + reference_seconds(plan, step_s) + forwards + critic
 
 
 def rl_note(est: Any) -> str:
     """One line of an RL estimate: memory per GPU for the policy (weights and gradients), the reference, the
-    generation engine and the optimizer; seconds per step for generation, the reference's forward and the
-    training step, and generation's share."""
+    generation engine and the optimizer; seconds per step for generation, the log-prob forwards (the
+    policy's, the reference's) and the training step, and generation's share."""
     from trilemma.units import fmt_bytes, fmt_duration
 
     rl, mem, st = est.plan.rl, est.memory, est.stages[0]
@@ -171,8 +184,9 @@ def rl_note(est: Any) -> str:
     )  # fmt: skip
     train = est.time.step_s
     ref = float(reference_seconds(est.plan, train))
+    logp = float(logprob_seconds(est.plan, train))
     if rl.method == "ppo":
-        return _ppo_note(est, gen, ref)
+        return _ppo_note(est, gen, ref + logp)
     if rl.method == "dpo":
         return (
             f"dpo: chosen and rejected completions, no generation; memory per GPU: policy "
@@ -185,13 +199,15 @@ def rl_note(est: Any) -> str:
         f"memory per GPU: policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), "
         f"reference {fmt_bytes(mem.reference)}, generation {fmt_bytes(mem.generation)} (engine weights + KV "
         f"cache, at least {rl.engine_share:.0%} of the GPU), optimizer {fmt_bytes(mem.optimizer)}; per step: "
-        f"generation {fmt_duration(gen)}, reference forward {fmt_duration(ref)}, training "
-        f"{fmt_duration(train)} (generation {gen / (gen + ref + train):.0%} of the step)"
+        f"generation {fmt_duration(gen)}, log-prob forwards {fmt_duration(ref + logp)} (policy"
+        f"{', reference' if ref > 0 else ''}), training {fmt_duration(train)} (generation "
+        f"{gen / (gen + ref + logp + train):.0%} of the step)"
     )
 
 
 def _ppo_note(est: Any, gen: float, ref: float) -> str:
-    """rl_note's line for PPO: the four models' memory per GPU and the step's parts."""
+    """rl_note's line for PPO: the four models' memory per GPU and the step's parts (``ref``: the reference's and
+    the policy's log-prob forwards)."""
     from trilemma.units import fmt_bytes, fmt_duration
 
     rl, mem, train = est.plan.rl, est.memory, est.time.step_s
@@ -213,6 +229,7 @@ __all__ = [
     "RolloutMemory",
     "beside_seconds",
     "head_shares",
+    "logprob_seconds",
     "ppo_seconds",
     "reference_seconds",
     "rl_note",

@@ -179,15 +179,18 @@ def plan_table(est: Any) -> Table:
         f"{cl.n_gpus}× {shown(hw.name)}, {fmt_flop_rate(peak)} {est.plan.precision} dense peak, "
         f"{cl.node_size}/node, intra {fmt_rate(cl.intra_bw)}, inter {fmt_rate(cl.inter_bw)} per device",
     )
+    fits = (
+        "that fits" if est.memory.fits else "that fits at the memory band's favourable end (tight)"
+    )
     head.add_row(
         "layout",
         lay.label()
         + (" · async TP" if est.async_tp_applied else "")
         + " — "
         + (
-            f"fastest of {est.candidates_evaluated} candidates that fits"
+            f"fastest of {est.candidates_evaluated} candidates {fits}"
             if est.layout_chosen == "auto"
-            else f"fastest of {est.candidates_evaluated} candidates with the axes given that fits"
+            else f"fastest of {est.candidates_evaluated} candidates with the axes given {fits}"
             if est.candidates_evaluated > 1
             else "given"
         ),
@@ -227,7 +230,13 @@ def memory_table(est: Any) -> Table:
             "host (offloaded)",
             f"{fmt_bytes(mem.host_bytes)} of {fmt_bytes(mem.host_capacity_bytes)} host memory per GPU",
         )
-    verdict = "[green]fits[/green]" if mem.fits else "[red]OOM[/red]"
+    verdict = (
+        "[green]fits[/green]"
+        if mem.fits
+        else "[yellow]tight[/yellow]"
+        if mem.tight
+        else "[red]OOM[/red]"
+    )
     mt.add_row(
         "[bold]total[/bold]",
         f"[bold]{fmt_bytes(mem.per_gpu_bytes)}[/bold] of {fmt_bytes(mem.capacity_bytes)} {verdict}",

@@ -216,10 +216,13 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
                 f"{t} {v['median_error']:.1%} ({v['n']})" for t, v in tm["by_trainer"].items()
             )
         )
-    refused, point = s.get("refused", []), s.get("over_at_point", [])
+    refused, point, tight = s.get("refused", []), s.get("over_at_point", []), s.get("tight", [])
     c.print(
-        f"no false out-of-memory: of {s['n']} published runs that trained, {s['n'] - len(point)} fit at the "
-        f"point and {s['n'] - len(refused)} with the 80% memory band's upper end (estimate's verdict)"
+        f"no false out-of-memory: of {s['n']} published runs that trained, {s['n'] - len(refused)} are not "
+        f"refused (the 80% memory band's favourable end within the card: estimate's refusal), "
+        f"{s['n'] - len(point)} fit at the point and {s['n'] - len(refused) - len(tight)} with margin (the band's "
+        "upper end)"
+        + (f"; tight: {', '.join(tight)}" if tight else "")
         + (f"; refused: {', '.join(refused)}" if refused else "")
     )
 

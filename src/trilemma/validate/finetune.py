@@ -100,10 +100,15 @@ class FinetuneMemoryCase:
 
     @property
     def refused(self) -> bool:
-        """The planner calls the run out of memory although it trained: as `estimate` decides, the upper end
-        of the memory model's 80% band (trilemma.estimate.bands.band_factors("memory")) on the fit verdict's
-        total — no fragmentation: the caching allocator returns its cache before it fails an allocation
-        (trilemma.estimate.memory.MemoryArrays) — exceeds the card."""
+        """The planner refuses the run although it trained: as `estimate` decides (estimate.choose.tight_row),
+        even the favourable (lower) end of the memory model's 80% band (trilemma.estimate.bands.band_factors
+        ("memory")) on the fit verdict's total — no fragmentation: the caching allocator returns its cache
+        before it fails an allocation (trilemma.estimate.memory.MemoryArrays) — exceeds the card."""
+        return self.fit_gib * band_factors("memory")[0] > self.capacity_gib
+
+    @property
+    def without_margin(self) -> bool:
+        """The band's upper end exceeds the card: `estimate` calls the plan tight, not "fits" (with margin)."""
         return self.fit_gib * band_factors("memory")[1] > self.capacity_gib
 
     @property
@@ -277,6 +282,7 @@ def section() -> dict[str, Any]:
             "by_trainer": by_trainer(timed, time=True),
         }
     summary["refused"] = [c.case for c in cases if c.refused]
+    summary["tight"] = [c.case for c in cases if c.without_margin and not c.refused]
     summary["over_at_point"] = [c.case for c in cases if c.over_at_point]
     summary["by_trainer"] = by_trainer(cases)
     return {

@@ -156,7 +156,8 @@ function drawMemory(mem) {
   bar.appendChild(limit);
   const total = document.createElement("span");
   total.className = mem.fits ? "fits" : "oom";
-  total.textContent = `${fmtBytes(mem.per_gpu_bytes)} of ${fmtBytes(cap)} (${mem.fits ? "fits" : "does not fit"}; ` +
+  const verdict = mem.fits ? "fits" : mem.tight ? "tight: fits only at the band's favourable end" : "does not fit";
+  total.textContent = `${fmtBytes(mem.per_gpu_bytes)} of ${fmtBytes(cap)} (${verdict}; ` +
     `line: the usable share after ${Math.round(mem.headroom * 100)}% headroom)`;
   legend.appendChild(total);
 }
