@@ -160,6 +160,13 @@ class SolveRequest(Request):
         "2023 US residential average), not at datacentre $ per FLOP",
         kind="number",
     )
+    distill: str | None = option(
+        None,
+        "--distill",
+        help="a teacher model preset with its training tokens (e.g. llama3.1-8b): solve also for a "
+        "student distilled from it (its forward on every token and its weights on every GPU priced; "
+        "Minitron's token saving, never below the teacher's loss) and keep the better",
+    )
     max_power: float | None = option(
         None,
         "--max-power",

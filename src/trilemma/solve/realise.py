@@ -57,11 +57,25 @@ def plan_maker(
         if s.is_ft:
             return est, None
         est = replace(est, benchmarks=scores_of(est))  # the scores printed beside the loss
+        learnt = (
+            tokens if plan.distill is None else _distilled_tokens(s, m, plan, tokens, str(prec))
+        )
         return est, predict_loss_block(
-            m, tokens, law=s.law, unique_tokens=s.unique_tokens, precision=str(prec)
+            m, learnt, law=s.law, unique_tokens=s.unique_tokens, precision=str(prec)
         )
 
     return plan_at
+
+
+def _distilled_tokens(s: SolveSetup, m: Any, plan: Any, tokens: float, prec: str) -> float:
+    """The supervised tokens a distilled student's loss is read at (trilemma.quality.distill)."""
+    from trilemma.estimate.params import param_counts
+    from trilemma.quality.distill import effective_tokens
+    from trilemma.solve.inputs import law_fn
+
+    pc = param_counts(m)
+    fn = law_fn(s.law, s.unique_tokens)
+    return effective_tokens(fn, s.law, plan.distill, pc.total, pc.non_embedding, tokens, prec)
 
 
 def deployed(

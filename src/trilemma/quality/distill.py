@@ -1,0 +1,122 @@
+"""The loss of a student distilled from an existing teacher (``solve --distill TEACHER``), and the teacher
+spec from a model preset.
+
+No published distillation law with its constants is used here: Busbridge et al. 2025 ("Distillation Scaling
+Laws", arXiv 2502.08606) fit one, L_S = L_T + L_T^-c0 · (1 + (L_T / (L̃_S·d1))^(1/f1))^(-c1·f1) · (A'/N^α' +
+B'/D^β')^γ', but its distillation constants (c0, c1, d1, f1, A', B', α', β', γ') could not be read from any
+source reachable here. Two of its results need no constants and are kept:
+
+- the student never reaches its teacher: the law is L_T plus a positive term, so L_S > L_T;
+- the gain is bounded: with enough student tokens distillation and supervised training reach the same loss
+  (the abstract: distillation outperforms supervised pretraining only "until a compute level which grows
+  predictably with student size").
+
+The gain itself is Minitron's published token saving (Muralidharan et al. 2024, "Compact Language Models via
+Pruning and Knowledge Distillation", arXiv 2407.14679, abstract): a student pruned from the teacher and
+distilled "requires up to 40x fewer training tokens per model compared to training from scratch". So
+
+    L_S(N, D) = max(L(N, k·D), L_T),   L_T = L(N_teacher, D_teacher),   k = TOKEN_SAVING
+
+with L the supervised law the plan uses (the teacher read on the same law: the same data is assumed). k is
+Minitron's best case, so the point is optimistic; the band runs down to k = 1 (no saving, Busbridge's large-
+compute limit), printed beside the point. A teacher no larger than the student saves nothing (k = 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from trilemma.errors import InputError
+from trilemma.specs.distill import DistillSpec
+
+#: tokens a distilled student saves against training from scratch: Minitron's "up to 40x fewer training
+#: tokens per model" (Muralidharan et al. 2024, arXiv 2407.14679, abstract), its best case
+TOKEN_SAVING = 40.0
+#: the source line printed with every distilled plan
+SOURCE = (
+    "Minitron's up-to-40× token saving (Muralidharan et al. 2024, arXiv 2407.14679), never below the "
+    "teacher's own loss (Busbridge et al. 2025, arXiv 2502.08606: L_S = L_T + a positive term)"
+)
+
+
+def teacher_spec(name: Any) -> DistillSpec:
+    """The DistillSpec of a model preset ``name`` with its published training tokens; InputError naming
+    --distill otherwise."""
+    from trilemma.estimate.params import param_counts
+    from trilemma.resolve import resolve_model
+
+    allowed = (
+        "a model preset with its published training tokens, e.g. llama3.1-8b (trilemma presets)"
+    )
+    if not isinstance(name, str) or not name.strip():
+        raise InputError("distill", name, allowed)
+    try:
+        m = resolve_model(name.strip())[0]
+    except InputError:
+        raise InputError("distill", name, allowed) from None
+    if m.tokens is None:
+        raise InputError("distill", name, allowed + f": {name} has no published training tokens")
+    total = float(param_counts(m).total)
+    return DistillSpec(teacher=name.strip(), teacher_params=total, teacher_tokens=float(m.tokens))
+
+
+def saving(n_total: Any, spec: DistillSpec) -> np.ndarray:
+    """The token saving per student size: TOKEN_SAVING below the teacher's size, 1 at or above it."""
+    return np.where(np.asarray(n_total, dtype=float) < spec.teacher_params, TOKEN_SAVING, 1.0)
+
+
+def teacher_loss(law: Any, spec: DistillSpec) -> float:
+    """The teacher's loss on ``law`` at its size and training tokens (16-bit training)."""
+    from trilemma.quality.predict import loss_mean
+
+    # the laws that count non-embedding parameters read the total here: the teacher's split is not carried
+    n = spec.teacher_params
+    return float(loss_mean(law, n, n, spec.teacher_tokens, precision="bf16"))
+
+
+def distilled_loss_fn(loss_fn: Callable[..., np.ndarray], law: Any, spec: DistillSpec) -> Callable:
+    """``loss_fn(n_tot, n_non, tokens, precision)`` of the supervised law made a distilled student's
+    (module docstring): max(loss at k × tokens, the teacher's loss)."""
+    floor = teacher_loss(law, spec)
+
+    def fn(n_tot: Any, n_non: Any, tokens: Any, precision: Any) -> np.ndarray:
+        k = saving(n_tot, spec)
+        return np.maximum(
+            loss_fn(n_tot, n_non, k * np.asarray(tokens, dtype=float), precision), floor
+        )
+
+    return fn
+
+
+def effective_tokens(
+    loss_fn: Callable[..., np.ndarray], law: Any, spec: DistillSpec, n_tot: float, n_non: float,
+    tokens: float, precision: Any,
+) -> float:  # fmt: skip
+    """The supervised tokens whose loss is the distilled student's (distilled_loss_fn): k × tokens, or fewer
+    where that would pass below the teacher's loss."""
+    from trilemma.quality.forms import tokens_for_loss
+
+    d = float(saving(n_tot, spec)) * float(tokens)
+    floor = teacher_loss(law, spec)
+    prec = np.asarray([precision])
+
+    def at(x: np.ndarray) -> np.ndarray:
+        return loss_fn(np.asarray([n_tot]), np.asarray([n_non]), x, prec)
+
+    if float(at(np.asarray([d]))[0]) >= floor:
+        return d
+    return float(tokens_for_loss(at, floor, (1,), d_min=float(tokens), d_max=d, iters=48)[0])
+
+
+__all__ = [
+    "SOURCE",
+    "TOKEN_SAVING",
+    "distilled_loss_fn",
+    "effective_tokens",
+    "saving",
+    "teacher_loss",
+    "teacher_spec",
+]
