@@ -84,14 +84,29 @@ def test_solve_on_device_picks_distillation(capsys):
 
 
 @pytest.mark.parametrize("value", ["nonsense", "3B"])
-def test_bad_teacher_is_one_line(capsys, value):
-    """An unknown teacher, or one with no published training tokens, is one line naming --distill, exit 2,
-    from the CLI and the Python API alike."""
+def test_bad_teacher_is_one_line(capsys, tmp_path, value):
+    """An unknown teacher, or one with no published training tokens, is the same one line naming distill from
+    the CLI (exit 2), a scenario file, the web API (422) and the Python API."""
     from trilemma.solve import solve
 
     code, _, err = run(
         capsys, "solve", "--deadline", "14d", "--target-loss", "2.3", "--distill", value
     )
     assert code == 2 and err.startswith("trilemma: error: distill: ") and err.count("\n") == 1
-    with pytest.raises(InputError, match="distill"):
+    line = err.removeprefix("trilemma: error: ").strip()
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        f'deadline = "14d"\ntarget-loss = 2.3\ndistill = "{value}"\n', encoding="utf-8"
+    )
+    code, _, err2 = run(capsys, "solve", str(scenario))
+    assert code == 2 and err2.removeprefix("trilemma: error: ").strip() == line
+    with pytest.raises(InputError, match="distill") as e:
         solve(deadline="14d", target_loss=2.3, distill=value)
+    assert str(e.value) == line
+    testclient = pytest.importorskip("fastapi.testclient")
+    from trilemma.web.app import create_app
+
+    with testclient.TestClient(create_app(), raise_server_exceptions=False) as c:
+        body = {"deadline": "14d", "target_loss": 2.3, "distill": value}
+        r = c.post("/api/solve", json=body)
+    assert r.status_code == 422 and r.json()["error"] == line
