@@ -110,3 +110,43 @@ def test_bad_teacher_is_one_line(capsys, tmp_path, value):
         body = {"deadline": "14d", "target_loss": 2.3, "distill": value}
         r = c.post("/api/solve", json=body)
     assert r.status_code == 422 and r.json()["error"] == line
+
+
+def test_break_even_saving_by_hand():
+    """Llama 3.2 1B (1,235,814,400 parameters) to loss 2.3 on 8 H100s, distilled from Llama 3.1 8B at a 5×
+    token saving: it trains on a fifth of the tokens from scratch, each at 1 + N_T / (3·N_S) = 3.166× the
+    compute, so its dollars are 3.166 / 5 = 0.633 of training from scratch (distillation pays once the
+    saving passes 3.166); the scratch plan stays as a runner-up."""
+    from trilemma.solve import solve
+
+    r = solve(
+        deadline="30d",
+        target_loss=2.3,
+        model="llama3.2-1b",
+        gpu="h100",
+        max_gpus=8,
+        distill="llama3.1-8b",
+        distill_saving=5,
+        want_frontier=False,
+    )
+    opt = r.optimum
+    scratch = next(e for why, e, _ in r.runners_up if why == "trained from scratch")
+    assert opt.plan.distill.token_saving == 5.0 and scratch.plan.distill is None
+    assert scratch.plan.total_tokens / opt.plan.total_tokens == pytest.approx(5.0, rel=1e-6)
+    by_hand = (1 + LLAMA31_8B / (3 * 1_235_814_400)) / 5
+    assert opt.cost.usd / scratch.cost.usd == pytest.approx(by_hand, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("extra", "allowed"),
+    [
+        (("--distill", "llama3.1-8b", "--distill-saving", "41"), "from 1 (no saving) to 40"),
+        (("--distill", "llama3.1-8b", "--distill-saving", "0.5"), "from 1 (no saving) to 40"),
+        (("--distill-saving", "5"), "only with --distill TEACHER"),
+    ],
+)
+def test_bad_saving_is_one_line(capsys, extra, allowed):
+    """--distill-saving out of 1–40, or without --distill, is one line naming it, exit 2."""
+    code, _, err = run(capsys, "solve", "--deadline", "14d", "--target-loss", "2.3", *extra)
+    assert code == 2 and err.startswith("trilemma: error: distill-saving: ") and allowed in err
+    assert err.count("\n") == 1

@@ -19,7 +19,8 @@ distilled "requires up to 40x fewer training tokens per model compared to traini
 
 with L the supervised law the plan uses (the teacher read on the same law: the same data is assumed). k is
 Minitron's best case, so the point is optimistic; the band runs down to k = 1 (no saving, Busbridge's large-
-compute limit), printed beside the point. A teacher no larger than the student saves nothing (k = 1).
+compute limit), printed beside the point; --distill-saving sets k from 1 to 40. A teacher no larger than the
+student saves nothing (k = 1).
 """
 
 from __future__ import annotations
@@ -30,11 +31,8 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
-from trilemma.specs.distill import DistillSpec
+from trilemma.specs.distill import TOKEN_SAVING, DistillSpec
 
-#: tokens a distilled student saves against training from scratch: Minitron's "up to 40x fewer training
-#: tokens per model" (Muralidharan et al. 2024, arXiv 2407.14679, abstract), its best case
-TOKEN_SAVING = 40.0
 #: the source line printed with every distilled plan
 SOURCE = (
     "Minitron's up-to-40× token saving (Muralidharan et al. 2024, arXiv 2407.14679), never below the "
@@ -42,9 +40,9 @@ SOURCE = (
 )
 
 
-def teacher_spec(name: Any) -> DistillSpec:
-    """The DistillSpec of a model preset ``name`` with its published training tokens; InputError naming
-    --distill otherwise."""
+def teacher_spec(name: Any, token_saving: Any = None) -> DistillSpec:
+    """The DistillSpec of a model preset ``name`` with its published training tokens, at ``token_saving``
+    (None: TOKEN_SAVING); InputError naming --distill or --distill-saving otherwise."""
     from trilemma.estimate.params import param_counts
     from trilemma.resolve import resolve_model
 
@@ -60,12 +58,28 @@ def teacher_spec(name: Any) -> DistillSpec:
     if m.tokens is None:
         raise InputError("distill", name, allowed + f": {name} has no published training tokens")
     total = float(param_counts(m).total)
-    return DistillSpec(teacher=name.strip(), teacher_params=total, teacher_tokens=float(m.tokens))
+    k = check_saving(token_saving)
+    return DistillSpec(
+        teacher=name.strip(), teacher_params=total, teacher_tokens=float(m.tokens), token_saving=k
+    )
+
+
+def check_saving(value: Any) -> float:
+    """--distill-saving checked: a number from 1 (no saving) to TOKEN_SAVING; None gives TOKEN_SAVING."""
+    if value is None:
+        return TOKEN_SAVING
+    allowed = f"a number from 1 (no saving) to {TOKEN_SAVING:g} (Minitron's best case)"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError("distill-saving", value, allowed)
+    if not 1.0 <= float(value) <= TOKEN_SAVING:
+        raise InputError("distill-saving", value, allowed)
+    return float(value)
 
 
 def saving(n_total: Any, spec: DistillSpec) -> np.ndarray:
-    """The token saving per student size: TOKEN_SAVING below the teacher's size, 1 at or above it."""
-    return np.where(np.asarray(n_total, dtype=float) < spec.teacher_params, TOKEN_SAVING, 1.0)
+    """The token saving per student size: the spec's (TOKEN_SAVING unless --distill-saving gave one) below
+    the teacher's size, 1 at or above it."""
+    return np.where(np.asarray(n_total, dtype=float) < spec.teacher_params, spec.token_saving, 1.0)
 
 
 def teacher_loss(law: Any, spec: DistillSpec) -> float:
@@ -118,5 +132,6 @@ __all__ = [
     "effective_tokens",
     "saving",
     "teacher_loss",
+    "check_saving",
     "teacher_spec",
 ]

@@ -167,6 +167,13 @@ class SolveRequest(Request):
         "student distilled from it (its forward on every token and its weights on every GPU priced; "
         "Minitron's token saving, never below the teacher's loss) and keep the better",
     )
+    distill_saving: float | None = option(
+        None,
+        "--distill-saving",
+        help="with --distill: the tokens a distilled student saves against training from scratch, "
+        "1 (none) to 40 (Minitron's best case, the default)",
+        kind="number",
+    )
     max_power: float | None = option(
         None,
         "--max-power",

@@ -133,6 +133,7 @@ def solve(
     inference_tokens: float | None = None,
     device_usd_per_kwh: float | None = None,
     distill: str | DistillSpec | None = None,
+    distill_saving: float | None = None,
     async_tp: bool | None = None,
     task: str = "causal-lm",
     failures_per_gpu_hour: float | None = None,
@@ -149,6 +150,8 @@ def solve(
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
+    if distill_saving is not None and distill is None:
+        raise InputError("distill-saving", distill_saving, "a value only with --distill TEACHER")
     if distill is not None and not isinstance(distill, DistillSpec):
         # a teacher named: training from scratch and distilling from it compared (trilemma.solve.distill)
         return solve_distilled(dict(locals()), solve)

@@ -44,13 +44,17 @@ def solve_distilled(args: dict[str, Any], solve_one: Callable[..., SolveResult])
     """The better of training from scratch and distilling from ``args["distill"]`` (module docstring)."""
     from trilemma.quality.distill import teacher_spec
 
-    spec = teacher_spec(args["distill"])
+    spec = teacher_spec(args["distill"], args.get("distill_saving"))
     if args.get("finetune") and (args["finetune"] or {}).get("finetune") is not None:
         raise InputError(
             "distill", spec.teacher, "no value with --finetune (distillation pretrains)"
         )
     found, refused = solve_each(
-        solve_one, {t: {**args, "distill": v} for t, v in ((None, None), (spec.teacher, spec))}
+        solve_one,
+        {
+            t: {**args, "distill": v, "distill_saving": None}
+            for t, v in ((None, None), (spec.teacher, spec))
+        },
     )
     if not found:
         raise InfeasibleError(
@@ -111,7 +115,8 @@ def _note(spec: Any, found: dict, refused: dict, best: str | None, corner: str, 
         f"teacher {spec.teacher}: {fmt_count(spec.teacher_params)} parameters, its forward (2 FLOPs per "
         "parameter per token) priced in the plan, its own training not (it exists)"
     )
-    return "; ".join(lines) + f"; {teacher}; quality: {SOURCE}"
+    saving = f"a {spec.token_saving:g}× token saving (--distill-saving)"
+    return "; ".join(lines) + f"; {teacher}; quality: {saving}, from {SOURCE}"
 
 
 __all__ = ["SCRATCH", "solve_distilled"]
