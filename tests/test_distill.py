@@ -119,16 +119,14 @@ def test_break_even_saving_by_hand():
     saving passes 3.166); the scratch plan stays as a runner-up."""
     from trilemma.solve import solve
 
-    r = solve(
-        deadline="30d",
-        target_loss=2.3,
-        model="llama3.2-1b",
-        gpu="h100",
-        max_gpus=8,
-        distill="llama3.1-8b",
-        distill_saving=5,
-        want_frontier=False,
-    )
+    pins = {
+        "deadline": "30d",
+        "target_loss": 2.3,
+        "model": "llama3.2-1b",
+        "gpu": "h100",
+        "max_gpus": 8,
+    }
+    r = solve(**pins, distill="llama3.1-8b", distill_saving=5, want_frontier=False)
     opt = r.optimum
     scratch = next(e for why, e, _ in r.runners_up if why == "trained from scratch")
     assert opt.plan.distill.token_saving == 5.0 and scratch.plan.distill is None
