@@ -148,3 +148,20 @@ def test_bad_saving_is_one_line(capsys, extra, allowed):
     code, _, err = run(capsys, "solve", "--deadline", "14d", "--target-loss", "2.3", *extra)
     assert code == 2 and err.startswith("trilemma: error: distill-saving: ") and allowed in err
     assert err.count("\n") == 1
+
+
+def test_estimate_reads_a_distilled_plan_at_its_worth():
+    """The Python estimate of Llama 3.2 1B distilled from Llama 3.1 8B on 10B tokens reads the law (and the
+    benchmark fit) at 40 × 10B = 400B tokens, the same as training it from scratch on 400B tokens; the
+    teacher is not below it (loss 2.27 against the teacher's 2.02), so no floor."""
+    from trilemma.api import estimate
+
+    m = resolve_model("llama3.2-1b")[0]
+    t = teacher_spec("llama3.1-8b")
+    distilled = estimate(m, "h100", 8, plan=make_plan(m, "10B", 2048, "1M", "bf16", distill=t))
+    scratch = estimate(m, "h100", 8, plan=make_plan(m, "400B", 2048, "1M", "bf16"))
+    assert distilled.loss.mean == pytest.approx(scratch.loss.mean, rel=1e-9)
+    assert distilled.benchmarks["average"]["value"] == pytest.approx(
+        scratch.benchmarks["average"]["value"], rel=1e-9
+    )
+    assert distilled.loss.mean > teacher_loss(None, t)

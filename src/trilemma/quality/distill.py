@@ -106,23 +106,40 @@ def distilled_loss_fn(loss_fn: Callable[..., np.ndarray], law: Any, spec: Distil
 
 
 def effective_tokens(
-    loss_fn: Callable[..., np.ndarray], law: Any, spec: DistillSpec, n_tot: float, n_non: float,
-    tokens: float, precision: Any,
+    law: Any, spec: DistillSpec, n_tot: float, n_non: float, tokens: float, precision: Any,
+    unique_tokens: float | None = None,
 ) -> float:  # fmt: skip
-    """The supervised tokens whose loss is the distilled student's (distilled_loss_fn): k × tokens, or fewer
-    where that would pass below the teacher's loss."""
+    """The supervised tokens whose loss on ``law`` is the distilled student's (distilled_loss_fn): k ×
+    tokens, or fewer where that would pass below the teacher's loss."""
     from trilemma.quality.forms import tokens_for_loss
+    from trilemma.quality.predict import loss_mean
 
     d = float(saving(n_tot, spec)) * float(tokens)
     floor = teacher_loss(law, spec)
-    prec = np.asarray([precision])
 
     def at(x: np.ndarray) -> np.ndarray:
-        return loss_fn(np.asarray([n_tot]), np.asarray([n_non]), x, prec)
+        return np.asarray(loss_mean(law, n_tot, n_non, x, unique_tokens, precision))
 
     if float(at(np.asarray([d]))[0]) >= floor:
         return d
     return float(tokens_for_loss(at, floor, (1,), d_min=float(tokens), d_max=d, iters=48)[0])
+
+
+def learnt_tokens(
+    model: Any, plan: Any, law: Any = None, unique_tokens: float | None = None
+) -> float:
+    """The tokens the quality corner reads for ``plan``: its own, or, distilled (plan.distill), the
+    supervised tokens its student's loss is worth (effective_tokens)."""
+    from trilemma.estimate.params import param_counts
+
+    if plan.distill is None:
+        return float(plan.total_tokens)
+    pc = param_counts(model)
+    prec = str(plan.precision)
+    tokens = float(plan.total_tokens)
+    return effective_tokens(
+        law, plan.distill, pc.total, pc.non_embedding, tokens, prec, unique_tokens
+    )
 
 
 __all__ = [
@@ -130,6 +147,7 @@ __all__ = [
     "TOKEN_SAVING",
     "distilled_loss_fn",
     "effective_tokens",
+    "learnt_tokens",
     "saving",
     "teacher_loss",
     "check_saving",

@@ -16,6 +16,7 @@ from trilemma.quality.batch import (
     non_embedding_flop_per_token,
     optimal_batch_tokens,
 )
+from trilemma.quality.distill import learnt_tokens
 from trilemma.quality.predict import LossPrediction, predict_loss_block
 from trilemma.solve.optimize import Choice
 from trilemma.solve.search import ConfigTable
@@ -56,26 +57,13 @@ def plan_maker(
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
         if s.is_ft:
             return est, None
-        est = replace(est, benchmarks=scores_of(est))  # the scores printed beside the loss
-        learnt = (
-            tokens if plan.distill is None else _distilled_tokens(s, m, plan, tokens, str(prec))
-        )
+        learnt = learnt_tokens(m, plan, s.law, s.unique_tokens)  # a distilled student's: its worth
+        est = replace(est, benchmarks=scores_of(est, learnt))  # the scores printed beside the loss
         return est, predict_loss_block(
             m, learnt, law=s.law, unique_tokens=s.unique_tokens, precision=str(prec)
         )
 
     return plan_at
-
-
-def _distilled_tokens(s: SolveSetup, m: Any, plan: Any, tokens: float, prec: str) -> float:
-    """The supervised tokens a distilled student's loss is read at (trilemma.quality.distill)."""
-    from trilemma.estimate.params import param_counts
-    from trilemma.quality.distill import effective_tokens
-    from trilemma.solve.inputs import law_fn
-
-    pc = param_counts(m)
-    fn = law_fn(s.law, s.unique_tokens)
-    return effective_tokens(fn, s.law, plan.distill, pc.total, pc.non_embedding, tokens, prec)
 
 
 def deployed(
