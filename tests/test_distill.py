@@ -60,13 +60,12 @@ def test_student_loss_model():
 
 
 def test_solve_on_device_picks_distillation(capsys):
-    """The on-device scenario (10T tokens served on iPhone 15 Pros) with --distill llama3.1-8b: the smaller
+    """The on-device scenario (10T tokens served on iPhone 15 Pros) with distill = llama3.1-8b
+    (examples/scenarios/on-device-distilled.toml): the smaller
     distilled student reaches loss 2.3 and its lifetime cost is below training from scratch, which stays as a
     runner-up; the plan names the teacher, holds its weights in memory and still prints the phone's energy
     per answer."""
-    code, out, _ = run(
-        capsys, "solve", "examples/scenarios/on-device.toml", "--distill", "llama3.1-8b", "--json"
-    )
+    code, out, _ = run(capsys, "solve", "examples/scenarios/on-device-distilled.toml", "--json")
     assert code == 0
     doc = json.loads(out)
     opt = doc["optimum"]
