@@ -251,6 +251,8 @@ def run_solve(
         min_tokens_per_s=req.min_tokens_per_s,
         inference_tokens=req.inference_tokens,
         device_usd_per_kwh=req.device_kwh,
+        distill=req.distill,
+        distill_saving=req.distill_saving,
         async_tp=req.async_tp,
         task=str(req.task),
         failures_per_gpu_hour=req.failure_rate,

@@ -135,6 +135,7 @@ def _memory_breakdown(
         generation=_f(mm.generation_bytes, i),
         reward=_f(mm.reward_bytes, i),
         critic=_f(mm.critic_bytes, i),
+        teacher=_f(mm.teacher_bytes, i),
         host_bytes=_f(mm.host_bytes, i),
         host_capacity_bytes=host_cap,
         per_gpu_bytes_low=_f(ev.per_gpu_bytes, i) * m_lo,

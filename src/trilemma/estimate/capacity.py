@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from trilemma.estimate.distill import teacher_bytes
 from trilemma.estimate.layouts import R_OOM, LayoutArrays
 from trilemma.estimate.memory import MemoryArrays, memory_per_device
 from trilemma.estimate.params import ParamCounts
@@ -107,6 +108,8 @@ def stage_memory(
             reward_bytes=ro.reward,
             critic_bytes=ro.critic,
         )
+    if plan.distill is not None:
+        mem = replace(mem, teacher_bytes=teacher_bytes(plan, layouts))
     return mem
 
 

@@ -19,6 +19,7 @@ from trilemma.estimate.capacity import (
     stage_memory,
 )
 from trilemma.estimate.cost import CostArrays, facility_power_w, run_cost, wall_power_w
+from trilemma.estimate.distill import teacher_seconds
 from trilemma.estimate.finetune import checkpoint_bytes as ft_checkpoint_bytes
 from trilemma.estimate.flops import (
     finetune_flop_per_token,
@@ -246,7 +247,9 @@ def evaluate(
         )
         reasons = reasons | r
         busy = busy + steps * (
-            t.step_s + rl_step_s(model, pc, plan, cluster, layouts, st, safe_batch, t)
+            t.step_s
+            + rl_step_s(model, pc, plan, cluster, layouts, st, safe_batch, t)
+            + teacher_seconds(pc, plan, t.step_s)
         )
         m_flop, h_flop = _stage_flop(model, plan, st, layouts.recompute, pc)
         model_flop = model_flop + m_flop

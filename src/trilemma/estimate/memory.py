@@ -76,6 +76,7 @@ class MemoryArrays:
     generation_bytes: np.ndarray | float = 0.0
     reward_bytes: np.ndarray | float = 0.0
     critic_bytes: np.ndarray | float = 0.0
+    teacher_bytes: np.ndarray | float = 0.0  # a distillation teacher's weights (estimate.distill)
 
     @property
     def overhead_bytes(self) -> np.ndarray:
@@ -88,6 +89,7 @@ class MemoryArrays:
             + self.generation_bytes
             + self.reward_bytes
             + self.critic_bytes
+            + self.teacher_bytes
         )
 
     @cached_property

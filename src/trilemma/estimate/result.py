@@ -49,6 +49,7 @@ class MemoryBreakdown:
     critic: float = (
         0.0  # PPO's value model: weights, gradients, optimizer states, part of ``other``
     )
+    teacher: float = 0.0  # a distillation teacher's 16-bit weights (estimate.distill), in ``other``
     host_bytes: float = (
         0.0  # offloaded states in host memory, per device (fine-tunes with --offload)
     )
@@ -226,6 +227,10 @@ class Estimate:
                 if self.plan.trainer is None
                 else {"name": self.plan.trainer.name, "features": self.plan.trainer.features},
                 "rl": None if self.plan.rl is None else self.plan.rl.model_dump(mode="json"),
+                # the teacher distilled from (trilemma.estimate.distill), where there is one
+                **(
+                    {} if self.plan.distill is None else {"distill": self.plan.distill.model_dump()}
+                ),
             },
             "task": str(
                 self.plan.task
@@ -344,6 +349,7 @@ class Estimate:
                     if self.plan.rl is not None and self.plan.rl.method == "ppo"
                     else {}
                 ),
+                **({"teacher": self.memory.teacher} if self.plan.distill is not None else {}),
             },
             # of breakdown.activations: float8 linears' casts (precision fp8, torchao Float8Linear)
             "activations_parts": {"float8_casts": self.memory.float8_casts},

@@ -43,6 +43,7 @@ def with_loss(
     none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
     model tuned on them (FINETUNE_NO_LOSS)."""
     from trilemma.estimate.rl import rl_note
+    from trilemma.quality.distill import learnt_tokens
     from trilemma.quality.predict import predict_loss_block
 
     _check_estimate(est)
@@ -52,24 +53,24 @@ def with_loss(
         return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *few, *rl))
     if est.plan.task == Task.CLASSIFICATION:
         return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
+    # a distilled student reads the law at the tokens its loss is worth (trilemma.quality.distill)
+    tokens = learnt_tokens(est.model, est.plan, law, unique_tokens)
+    prec = str(est.plan.precision)
     pred = predict_loss_block(
-        est.model,
-        est.plan.total_tokens,
-        law=law,
-        unique_tokens=unique_tokens,
-        precision=str(est.plan.precision),
+        est.model, tokens, law=law, unique_tokens=unique_tokens, precision=prec
     )
-    return replace(
-        est, loss=pred, benchmarks=scores_of(est), warnings=est.warnings + tuple(pred.warnings)
-    )
+    scores = scores_of(est, tokens)
+    return replace(est, loss=pred, benchmarks=scores, warnings=est.warnings + tuple(pred.warnings))
 
 
-def scores_of(est: Estimate) -> dict[str, Any]:
+def scores_of(est: Estimate, tokens: float | None = None) -> dict[str, Any]:
     """The ``quality.benchmarks`` block of a model trained from scratch as ``est`` plans it: active
-    parameters N and its tokens D (trilemma.quality.benchmarks.predict; fractions 0-1)."""
+    parameters N and its tokens D, or ``tokens`` where given (a distilled student's worth;
+    trilemma.quality.benchmarks.predict; fractions 0-1)."""
     from trilemma.quality.benchmarks import predict
 
-    return predict(float(est.params.active), float(est.plan.total_tokens))  # 6·N·D: from scratch
+    d = float(est.plan.total_tokens if tokens is None else tokens)
+    return predict(float(est.params.active), d)  # 6·N·D: from scratch
 
 
 __all__ = ["MIN_FINETUNE_STEPS", "few_steps_warning", "scores_of", "with_loss"]

@@ -66,6 +66,8 @@ from trilemma.errors import InfeasibleError, InputError
 from trilemma.estimate.result import Estimate
 from trilemma.presets import constants
 from trilemma.quality.batch import batch_for
+from trilemma.quality.distill import distilled_loss_fn
+from trilemma.solve.distill import solve_distilled
 from trilemma.solve.frontier import Frontier, FrontierFilters, frontier
 from trilemma.solve.inputs import MAX_LIST_NAMES, law_fn, make_pins, names_list, no_loss
 from trilemma.solve.levers import Candidate, candidate, runners_up
@@ -87,6 +89,7 @@ from trilemma.solve.result import SCHEMA, SolveResult, broken_pins, plan_documen
 from trilemma.solve.search import ConfigTable, search_kept
 from trilemma.solve.setup import SolveSetup, solve_setup
 from trilemma.specs import ModelSpec
+from trilemma.specs.distill import DistillSpec
 from trilemma.specs.stack import StackSpec
 from trilemma.specs.trainer import TrainerSpec
 from trilemma.units import fmt_count, fmt_duration, fmt_energy_kwh, fmt_gpu_hours, fmt_usd
@@ -129,6 +132,8 @@ def solve(
     min_tokens_per_s: float | None = None,
     inference_tokens: float | None = None,
     device_usd_per_kwh: float | None = None,
+    distill: str | DistillSpec | None = None,
+    distill_saving: float | None = None,
     async_tp: bool | None = None,
     task: str = "causal-lm",
     failures_per_gpu_hour: float | None = None,
@@ -145,6 +150,11 @@ def solve(
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
+    if distill_saving is not None and distill is None:
+        raise InputError("distill-saving", distill_saving, "a value only with --distill TEACHER")
+    if distill is not None and not isinstance(distill, DistillSpec):
+        # a teacher named: training from scratch and distilling from it compared (trilemma.solve.distill)
+        return solve_distilled(dict(locals()), solve)
     methods = methods_of(finetune.get("finetune") if isinstance(finetune, dict) else None)
     if (
         methods is not None
@@ -243,6 +253,8 @@ def _search(s: SolveSetup) -> _Found:
     if a["inference_tokens"]:
         c = replace(c, fixed_usd=_serving(s, table, c))
     loss_fn = law_fn(s.law, s.unique_tokens, s.models) if not s.is_ft else no_loss
+    if s.plan_fields.get("distill") is not None:
+        loss_fn = distilled_loss_fn(loss_fn, s.law, s.plan_fields["distill"])
     ch = choose_tokens(c, s.pins, loss_fn, s.fixed_tokens)
     high = None
     if s.args["rank"] == "pessimistic" and len(table):

@@ -47,13 +47,9 @@ def solve_methods(
         args["deadline"],
         args["budget"],
     )
-    found: dict[str, SolveResult] = {}
-    refused: dict[str, str] = {}
-    for method in methods:
-        try:
-            found[method] = solve_one(**{**args, "finetune": {**ft, "finetune": method}})
-        except InfeasibleError as e:
-            refused[method] = str(e).splitlines()[0]
+    found, refused = solve_each(
+        solve_one, {m: {**args, "finetune": {**ft, "finetune": m}} for m in methods}
+    )
     if not found:
         raise InfeasibleError(
             "no fine-tuning method meets the pins: "
@@ -76,6 +72,21 @@ def solve_methods(
     return replace(head, runners_up=head.runners_up + others, warnings=head.warnings + notes)
 
 
+def solve_each(
+    solve_one: Callable[..., SolveResult], calls: dict[Any, dict[str, Any]]
+) -> tuple[dict[Any, SolveResult], dict[Any, str]]:
+    """``solve_one(**args)`` for each key's arguments in ``calls``: the results, and the first line of
+    each infeasible one's refusal, by key."""
+    found: dict[Any, SolveResult] = {}
+    refused: dict[Any, str] = {}
+    for key, args in calls.items():
+        try:
+            found[key] = solve_one(**args)
+        except InfeasibleError as e:
+            refused[key] = str(e).splitlines()[0]
+    return found, refused
+
+
 def check_methods(methods: tuple[str, ...]) -> None:
     """Each of ``methods`` a known method (trilemma.specs.enums.FinetuneMethod), else one InputError."""
     from trilemma.specs.enums import FinetuneMethod
@@ -86,4 +97,4 @@ def check_methods(methods: tuple[str, ...]) -> None:
             raise InputError("finetune", m, "auto, or one or more of " + ", ".join(known))
 
 
-__all__ = ["AUTO_METHODS", "check_methods", "methods_of", "solve_methods"]
+__all__ = ["AUTO_METHODS", "check_methods", "methods_of", "solve_each", "solve_methods"]

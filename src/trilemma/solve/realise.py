@@ -16,6 +16,7 @@ from trilemma.quality.batch import (
     non_embedding_flop_per_token,
     optimal_batch_tokens,
 )
+from trilemma.quality.distill import learnt_tokens
 from trilemma.quality.predict import LossPrediction, predict_loss_block
 from trilemma.solve.optimize import Choice
 from trilemma.solve.search import ConfigTable
@@ -56,9 +57,10 @@ def plan_maker(
         est = estimate_plan(m, cl, plan, table.layout(i), "solver")
         if s.is_ft:
             return est, None
-        est = replace(est, benchmarks=scores_of(est))  # the scores printed beside the loss
+        learnt = learnt_tokens(m, plan, s.law, s.unique_tokens)  # a distilled student's: its worth
+        est = replace(est, benchmarks=scores_of(est, learnt))  # the scores printed beside the loss
         return est, predict_loss_block(
-            m, tokens, law=s.law, unique_tokens=s.unique_tokens, precision=str(prec)
+            m, learnt, law=s.law, unique_tokens=s.unique_tokens, precision=str(prec)
         )
 
     return plan_at

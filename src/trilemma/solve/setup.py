@@ -234,7 +234,8 @@ def solve_setup(args: dict[str, Any]) -> SolveSetup:
         deploy_answer_j=answer_j,
         plan_fields=plan_fields
         | {"async_tp": args["async_tp"], "task": args["task"], "stack": _stack(args["stack"])}
-        | {"trainer": args.get("trainer"), "activation_offload": args.get("activation_offload")},
+        | {"trainer": args.get("trainer"), "activation_offload": args.get("activation_offload")}
+        | ({"distill": args["distill"]} if args.get("distill") is not None else {}),
         cluster_fields=cluster_fields,
         gpus=gpus,
         precisions=precs,

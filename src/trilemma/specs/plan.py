@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 
 from trilemma.specs.base import Spec
 from trilemma.specs.bounds import MAX_SEQ, MIN_GOODPUT, bounded
+from trilemma.specs.distill import DistillSpec
 from trilemma.specs.enums import DTYPE_BYTES, Dtype, Offload, Optimizer, Precision, Task
 from trilemma.specs.finetune import FinetuneSpec
 from trilemma.specs.rl import RolloutSpec
@@ -188,6 +189,11 @@ class TrainingPlan(Spec):
         None,
         description="RL post-training (--finetune grpo): the rollout each step adds — a reference "
         "model, a colocated generation engine, completions per prompt (trilemma.estimate.rl); None: none",
+    )
+    distill: DistillSpec | None = Field(
+        None,
+        description="distillation from an existing teacher: its forward on every training token and its "
+        "16-bit weights on every GPU (trilemma.estimate.distill); None: trained on the data alone",
     )
     goodput: float | None = bounded(
         "goodput",
