@@ -246,11 +246,7 @@ def evaluate(
             )
         )
         reasons = reasons | r
-        busy = busy + steps * (
-            t.step_s
-            + rl_step_s(model, pc, plan, cluster, layouts, st, safe_batch, t)
-            + teacher_seconds(pc, plan, t.step_s)
-        )
+        busy = busy + steps * _step_seconds(model, pc, plan, cluster, layouts, st, safe_batch, t)
         m_flop, h_flop = _stage_flop(model, plan, st, layouts.recompute, pc)
         model_flop = model_flop + m_flop
         hw_flop = hw_flop + h_flop
@@ -271,6 +267,25 @@ def evaluate(
         n_gpus=n,
         cluster=cluster,
         host_w_per_device=host_power_w_per_device(cluster, consts),
+    )
+
+
+def _step_seconds(
+    model: ModelSpec,
+    pc: ParamCounts,
+    plan: TrainingPlan,
+    cluster: ClusterSpec,
+    layouts: LayoutArrays,
+    st: Any,
+    batch: np.ndarray,
+    t: Any,
+) -> np.ndarray:
+    """Seconds of one optimizer step: the training step, an RL method's generation and log-prob passes
+    (trilemma.estimate.rl) and a distillation teacher's forward (zero when there is none)."""
+    return (
+        t.step_s
+        + rl_step_s(model, pc, plan, cluster, layouts, st, batch, t)
+        + teacher_seconds(pc, plan, t.step_s)
     )
 
 
