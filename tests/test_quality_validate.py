@@ -32,6 +32,7 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     assert len(done) >= 5
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
+        assert np.isfinite(s["prior"]["median"]) and s["prior"]["median"] <= s["prior"]["max"]
 
 
 @pytest.mark.xfail(
@@ -91,6 +92,7 @@ def test_cli_prints_both_fits_and_refuses_user_rows(capsys, tmp_path):
     code, out, _ = run(capsys, "validate", "--kind", "quality")
     assert code == 0
     assert "plain median" in out and "trilemma median" in out and "MMLU" in out
+    assert "prior median" in out
     f = tmp_path / "rows.csv"
     f.write_text("model\nx\n")
     code, _, err = run(capsys, "validate", "--kind", "quality", "--data", str(f))
