@@ -28,9 +28,11 @@ def test_kept_independent_losses_are_never_read():
 
 def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     done = [s for s in quality["loss_suites"] if "skipped" not in s]
-    assert len(done) >= 4  # Hoffmann's runs (Besiroglu 2024), both Pythia suites, the OLMo ladder
+    # Hoffmann's runs (Besiroglu 2024), both Pythia suites, the OLMo ladder, the Gemstones' cooled runs
+    assert len(done) >= 5
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
+        assert np.isfinite(s["prior"]["median"]) and s["prior"]["median"] <= s["prior"]["max"]
 
 
 @pytest.mark.xfail(
@@ -42,6 +44,18 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
 def test_trilemma_is_never_more_than_a_fifth_of_a_point_worse_than_the_plain_fit(quality):
     for s in (s for s in quality["loss_suites"] if "skipped" not in s):
         assert 100 * (s["trilemma"]["median"] - s["plain"]["median"]) <= 0.2, s["suite"]
+
+
+def test_gemstones_rows_are_the_cooled_runs_at_their_published_batch():
+    # each row ends a cooldown of 10% more steps after a branch every 2385 steps (wandb_data_extraction.py,
+    # ckpt_key_strings_plus_10pct); tokens = step x 2048 sequences x 2048 tokens (the model cards: global
+    # batch 2048; the extraction's step * 2048 * 2048)
+    rows = [r for v in loss_suites().values() for r in v if r["model"].startswith("Gemstone-")]
+    assert len(rows) == 199  # 20 shapes x 10 cooldowns, the 3072x12 never cooled at the last
+    for r in rows:
+        step = int(r["model"].rsplit(" ", 1)[1])
+        assert int(r["tokens"]) == step * 2048 * 2048
+        assert step == pytest.approx(1.1 * 2385 * round(step / 1.1 / 2385), rel=0.002)
 
 
 def test_mmlu_leave_one_family_out_floor(quality):
@@ -78,6 +92,7 @@ def test_cli_prints_both_fits_and_refuses_user_rows(capsys, tmp_path):
     code, out, _ = run(capsys, "validate", "--kind", "quality")
     assert code == 0
     assert "plain median" in out and "trilemma median" in out and "MMLU" in out
+    assert "prior median" in out
     f = tmp_path / "rows.csv"
     f.write_text("model\nx\n")
     code, _, err = run(capsys, "validate", "--kind", "quality", "--data", str(f))

@@ -50,8 +50,11 @@ def _objective(
     delta: float,
     d_term: bool,
     fix: str | float | None,
+    prior: Any = None,
 ) -> Any:
     obj = _Objective(n, d, loss, delta, d_term)
+    if prior is not None:  # a Gaussian prior on the exponents (trilemma.quality.fit_prior)
+        return prior.wrap(obj)
     if fix is None or (not d_term and fix == TIE):  # one D: no β to tie; a number fixes α alone
         return obj
     return _Constrained(obj, None if fix == TIE else float(fix))
@@ -66,20 +69,22 @@ def fit_point(
     starts: int = 64,
     init: np.ndarray | None = None,
     fix: str | float | None = None,
+    prior: Any = None,
 ) -> PointFit:
     """Hoffmann's fit: score the grid, L-BFGS from the best ``starts`` points (0 = all), keep the best.
 
     Above ``SCREEN_RUNS`` runs the grid and the starts run on a subsample of that size, and the best of
     them is refined on all runs (the reported objective, gradient and convergence are the full data's).
     ``fix``: ``TIE`` fits β = α, a number fixes α = β to it (α alone when the runs share one D).
+    ``prior``: a ``trilemma.quality.fit_prior.Prior`` whose penalty on α, β is added to the objective.
     """
     n, d, loss = (np.asarray(v, dtype=float) for v in (n, d, loss))
     d_term = bool(np.ptp(np.log(d)) > 1e-9)
-    obj = _objective(n, d, loss, delta, d_term, fix)
+    obj = _objective(n, d, loss, delta, d_term, fix, prior)
     screen = obj
     if init is None and len(n) > SCREEN_RUNS:
         idx = _subsample(len(n), SCREEN_RUNS)
-        screen = _objective(n[idx], d[idx], loss[idx], delta, d_term, fix)
+        screen = _objective(n[idx], d[idx], loss[idx], delta, d_term, fix, prior)
     if init is not None:
         t0s = obj.to_internal(np.asarray(init, dtype=float)[None, :])
     else:

@@ -238,20 +238,22 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
         "held-out models",
         "plain median (max)",
         "trilemma median (max)",
+        "prior median (max)",
         "trilemma's forms (weight)",
     ):
         t.add_column(col, justify="right" if "median" in col or "/" in col else "left")
     for s in q["loss_suites"]:
         if "skipped" in s:
-            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", "—", "—", "—")
+            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", *["—"] * 4)
             continue
-        p, m = s["plain"], s["trilemma"]
+        p, m, pr = s["plain"], s["trilemma"], s["prior"]
         t.add_row(
             s["suite"],
             f"{s['fitted_runs']} / {s['held_out_runs']}",
             ", ".join(s["held_out_models"][:4]) + (" …" if len(s["held_out_models"]) > 4 else ""),
             f"{p['median']:.2%} ({p['max']:.2%})",
             f"{m['median']:.2%} ({m['max']:.2%})",
+            f"{pr['median']:.2%} ({pr['max']:.2%})",
             ", ".join(f"{k} {w:.2f}" for k, w in s["forms"].items()),
         )
     c.print(t)
@@ -266,7 +268,8 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"loss: trilemma's median error {med['value']:.2%} over the suites (plain fit "
             f"{q['plain_median_abs_rel_error']:.2%}), floor {med['floor']:.1%}: "
             f"{verdict(med['value'] <= med['floor'])}; worst suite {worse['value']:+.2f} points against "
-            f"the plain fit, floor +{worse['floor']:.1f}: {verdict(worse['value'] <= worse['floor'])}"
+            f"the plain fit, floor +{worse['floor']:.1f}: {verdict(worse['value'] <= worse['floor'])}; "
+            f"the prior's posterior mode (measured, not used): {q['prior_median_abs_rel_error']:.2%}"
         )
     c.print(f"method: {q['method']}")
     parts = [

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from trilemma.quality.extrapolate import SCALE, STARTS, averaged_fit, split
+from trilemma.quality.fit_pinning import LITERATURE_EXPONENT
+from trilemma.quality.fit_prior import WIDTH, prior_fit
 from trilemma.quality.fit_procedure import fit_point
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.runs import MIN_SIZES, n_sizes
@@ -73,7 +75,9 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
         )
         return out
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        plain = fit_point(n[small], d[small], loss[small], starts=STARTS).constants
+        free = fit_point(n[small], d[small], loss[small], starts=STARTS)
+    plain = free.constants
+    shrunk = prior_fit(n[small], d[small], loss[small], free, starts=STARTS).constants
     avg = averaged_fit(n[small], d[small], loss[small])
     c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
     out.update(
@@ -85,6 +89,8 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "held_out_models": sorted({r["model"] for r, m in zip(rows, large) if m}),
             "plain": _errors(chinchilla_loss(plain, n[large], d[large]), loss[large]),
             "trilemma": _errors(avg.predict(n[large], d[large]), loss[large]),
+            "prior": _errors(chinchilla_loss(shrunk, n[large], d[large]), loss[large]),
+            "prior_exponents": [shrunk["alpha"], shrunk["beta"]],
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
         }
@@ -110,6 +116,7 @@ def section() -> dict[str, Any]:
     worse = max(
         (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
     )
+    prior_med = float(np.median([s["prior"]["median"] for s in done])) if done else None
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
     return {
@@ -117,11 +124,14 @@ def section() -> dict[str, Any]:
             f"fit on the runs at most 1/{SCALE:g} of a suite's largest compute, predict those "
             f"{SCALE:g}x larger or more; plain: L = E + A/N^alpha + B/D^beta, all five free "
             "(Hoffmann 2022 App. D.2); trilemma: free, tied and literature-exponent forms averaged "
-            "by held-out error (trilemma.quality.extrapolate)"
+            "by held-out error (trilemma.quality.extrapolate); prior (measured, not used): the free "
+            f"form's posterior mode with alpha, beta ~ N({LITERATURE_EXPONENT}, {WIDTH:.3f}^2) "
+            "(trilemma.quality.fit_prior)"
         ),
         "loss_suites": suites,
         "median_abs_rel_error": med,
         "plain_median_abs_rel_error": plain_med,
+        "prior_median_abs_rel_error": prior_med,
         "worst_points_over_plain": worse,
         "benchmarks_lofo": bench,
         "floors": {
