@@ -28,6 +28,7 @@ from trilemma.estimate.result import (
 from trilemma.presets.prices import with_offer_notes
 from trilemma.quality.attach import with_loss
 from trilemma.quality.batch_hint import with_batch_notes
+from trilemma.quality.distill import distill_of
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -49,6 +50,7 @@ from trilemma.resolve import (
     resolve_model,
 )
 from trilemma.specs import ClusterSpec, HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
+from trilemma.specs.distill import DistillSpec
 from trilemma.specs.stack import StackSpec
 from trilemma.specs.trainer import TrainerSpec
 
@@ -84,6 +86,8 @@ def estimate(
     own: dict | None = None,
     trainer: str | TrainerSpec | None = None,
     activation_offload: bool | None = None,
+    distill: str | DistillSpec | None = None,
+    distill_saving: float | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -96,7 +100,8 @@ def estimate(
     optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
     trilemma.presets.stacks, or a StackSpec) the software that runs it, ``trainer`` (trilemma.presets.trainers)
     the fine-tuning trainer's memory features and ``activation_offload`` its offload switched (all ignored
-    given ``plan``).
+    given ``plan``). ``distill`` (a model preset with its training tokens, or a DistillSpec) makes the plan a
+    student distilled from that teacher at ``distill_saving`` (1-40; trilemma.quality.distill.distill_of).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
     rather than the fastest of all.
 
@@ -119,6 +124,7 @@ def estimate(
         optimizer=optimizer,
         offload=offload,
     )
+    teacher = distill_of(distill, distill_saving, finetune)
     pl = plan or make_plan(
         m,
         tokens,
@@ -129,6 +135,7 @@ def estimate(
         trainer=trainer,
         activation_offload=activation_offload,
         **ft,
+        **({} if teacher is None else {"distill": teacher}),
     )
     _check_plan(m, cl, pl)
     rerun = partial(estimate_plan, m, cl, layout=layout, how=how, accept=accept)  # pl → Estimate
@@ -176,6 +183,7 @@ def run_estimate(
         raise InputError("request", req, "an EstimateRequest (trilemma.request)")
     m, _ = resolve_model(req.model)
     ft = {k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None}
+    teacher = distill_of(req.distill, req.distill_saving, req.finetune)
     plan = make_plan(
         m,
         req.tokens,
@@ -186,6 +194,7 @@ def run_estimate(
         **req.plan_flags(),
         **({} if req.goodput is None else {"goodput": req.goodput}),
         **finetune_fields(m, **ft),
+        **({} if teacher is None else {"distill": teacher}),
     )
     est = estimate(
         req.model,
