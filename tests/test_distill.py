@@ -64,7 +64,7 @@ def test_solve_on_device_picks_distillation(capsys):
     (examples/scenarios/on-device-distilled.toml): the smaller
     distilled student reaches loss 2.3 and its lifetime cost is below training from scratch, which stays as a
     runner-up; the plan names the teacher, holds its weights in memory and still prints the phone's energy
-    per answer."""
+    per answer and answers per charge."""
     code, out, _ = run(capsys, "solve", "examples/scenarios/on-device-distilled.toml", "--json")
     assert code == 0
     doc = json.loads(out)
@@ -72,6 +72,9 @@ def test_solve_on_device_picks_distillation(capsys):
     assert opt["plan"]["distill"]["teacher"] == "llama3.1-8b"
     assert opt["memory"]["other_parts"]["teacher"] > 0
     assert opt["deploy"]["energy_per_answer_j"] > 0
+    # answers per charge of the iPhone 15 Pro's 12.70 Wh cell (China's regulatory database, 2023-09), by hand
+    per_charge = 12.70 * 3600 / opt["deploy"]["energy_per_answer_j"]
+    assert opt["deploy"]["answers_per_charge"] == pytest.approx(per_charge, rel=1e-12)
     scratch = [r for r in doc["runners_up"] if r["differs_in"] == "trained from scratch"]
     assert len(scratch) == 1
     assert scratch[0]["model"]["params_total"] > opt["model"]["params_total"]

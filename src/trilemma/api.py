@@ -100,14 +100,10 @@ def estimate(
     optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
     trilemma.presets.stacks, or a StackSpec) the software that runs it, ``trainer`` (trilemma.presets.trainers)
     the fine-tuning trainer's memory features and ``activation_offload`` its offload switched (all ignored
-    given ``plan``). ``distill`` (a model preset with its training tokens, or a DistillSpec) makes the plan a
-    student distilled from that teacher at ``distill_saving`` (1-40; trilemma.quality.distill.distill_of).
+    given ``plan``); ``distill`` a teacher's student at ``distill_saving`` (trilemma.quality.distill.distill_of).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
-    rather than the fastest of all.
-
-    ``provider``/``market`` price the chip at a dated offer (trilemma.resolve.at_offer);
-    ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
-
+    rather than the fastest of all. ``provider``/``market`` price the chip at a dated offer
+    (trilemma.resolve.at_offer); ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
     run_estimate."""
     if isinstance(model, EstimateRequest):
@@ -124,7 +120,6 @@ def estimate(
         optimizer=optimizer,
         offload=offload,
     )
-    teacher = distill_of(distill, distill_saving, finetune)
     pl = plan or make_plan(
         m,
         tokens,
@@ -134,8 +129,8 @@ def estimate(
         stack=stack,
         trainer=trainer,
         activation_offload=activation_offload,
+        distill=distill_of(distill, distill_saving, finetune),
         **ft,
-        **({} if teacher is None else {"distill": teacher}),
     )
     _check_plan(m, cl, pl)
     rerun = partial(estimate_plan, m, cl, layout=layout, how=how, accept=accept)  # pl → Estimate
@@ -183,7 +178,6 @@ def run_estimate(
         raise InputError("request", req, "an EstimateRequest (trilemma.request)")
     m, _ = resolve_model(req.model)
     ft = {k: getattr(req, k) for k in FINETUNE_FIELDS if getattr(req, k) is not None}
-    teacher = distill_of(req.distill, req.distill_saving, req.finetune)
     plan = make_plan(
         m,
         req.tokens,
@@ -193,8 +187,8 @@ def run_estimate(
         task=req.task,
         **req.plan_flags(),
         **({} if req.goodput is None else {"goodput": req.goodput}),
+        distill=distill_of(req.distill, req.distill_saving, req.finetune),
         **finetune_fields(m, **ft),
-        **({} if teacher is None else {"distill": teacher}),
     )
     est = estimate(
         req.model,
