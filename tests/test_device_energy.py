@@ -55,3 +55,13 @@ def test_battery_line_printed_and_absent_without_a_capacity(capsys):
     assert d["battery_wh"] is None and d["answers_per_charge"] is None
     code, out, _ = run(capsys, *BASE, "--deploy", "oneplus-12", "--context", "256")
     assert code == 0 and "answers per charge" not in out
+
+
+def test_measured_draw_replaces_the_assumed_one(capsys):
+    """The M4 Mac mini's draw is measured (31.4 W and 30.1 W at the wall generating with Ollama on its GPU,
+    geerlingguy/ai-benchmarks#2, 2024-11-20): J per token is their mean over the decode rate, and no note calls
+    the draw ASSUMED; a phone's draw still is."""
+    d = _deploy(capsys, "--deploy", "mac-mini-m4-16gb", "--context", "256")
+    assert d["energy_per_token_j"] == pytest.approx((31.4 + 30.1) / 2 / d["decode_tokens_per_s"])
+    assert not any("ASSUMED" in n and "W draw" in n for n in d["notes"])
+    assert d["battery_wh"] is None and d["answers_per_charge"] is None
