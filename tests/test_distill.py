@@ -64,7 +64,7 @@ def test_solve_on_device_picks_distillation(capsys):
     (examples/scenarios/on-device-distilled.toml): the smaller
     distilled student reaches loss 2.3 and its lifetime cost is below training from scratch, which stays as a
     runner-up; the plan names the teacher, holds its weights in memory and still prints the phone's energy
-    per answer."""
+    per answer and answers per charge."""
     code, out, _ = run(capsys, "solve", "examples/scenarios/on-device-distilled.toml", "--json")
     assert code == 0
     doc = json.loads(out)
@@ -72,6 +72,9 @@ def test_solve_on_device_picks_distillation(capsys):
     assert opt["plan"]["distill"]["teacher"] == "llama3.1-8b"
     assert opt["memory"]["other_parts"]["teacher"] > 0
     assert opt["deploy"]["energy_per_answer_j"] > 0
+    # answers per charge of the iPhone 15 Pro's 12.70 Wh cell (China's regulatory database, 2023-09), by hand
+    per_charge = 12.70 * 3600 / opt["deploy"]["energy_per_answer_j"]
+    assert opt["deploy"]["answers_per_charge"] == pytest.approx(per_charge, rel=1e-12)
     scratch = [r for r in doc["runners_up"] if r["differs_in"] == "trained from scratch"]
     assert len(scratch) == 1
     assert scratch[0]["model"]["params_total"] > opt["model"]["params_total"]
@@ -82,40 +85,59 @@ def test_solve_on_device_picks_distillation(capsys):
     )
 
 
-@pytest.mark.parametrize("value", ["nonsense", "3B"])
-def test_bad_teacher_is_one_line(capsys, tmp_path, value):
-    """An unknown teacher, or one with no published training tokens, is the same one line naming distill from
-    the CLI (exit 2), a scenario file, the web API (422) and the Python API."""
-    from trilemma.solve import solve
+#: the same plan asked of each verb: solve's pins, estimate's plan (every flag by its Python name)
+VERBS = {
+    "solve": {"deadline": "14d", "target_loss": 2.3},
+    "estimate": {"model": "llama3.2-1b", "gpu": "h100", "gpus": 8, "tokens": "10B"},
+}
 
-    code, _, err = run(
-        capsys, "solve", "--deadline", "14d", "--target-loss", "2.3", "--distill", value
-    )
-    assert code == 2 and err.startswith("trilemma: error: distill: ") and err.count("\n") == 1
-    line = err.removeprefix("trilemma: error: ").strip()
-    scenario = tmp_path / "s.toml"
-    scenario.write_text(
-        f'deadline = "14d"\ntarget-loss = 2.3\ndistill = "{value}"\n', encoding="utf-8"
-    )
-    code, _, err2 = run(capsys, "solve", str(scenario))
-    assert code == 2 and err2.removeprefix("trilemma: error: ").strip() == line
-    with pytest.raises(InputError, match="distill") as e:
-        solve(deadline="14d", target_loss=2.3, distill=value)
-    assert str(e.value) == line
+
+def _flags(fields: dict) -> list[str]:
+    return [x for k, v in fields.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def _refusals(capsys, tmp_path, verb: str, fields: dict) -> list[str]:
+    """The one line (without the program's prefix) each entry point of ``verb`` refuses ``fields`` with: the
+    CLI (exit 2), a scenario file (solve's), the Python API and the web API (422)."""
+    from trilemma import api
+
+    code, _, err = run(capsys, verb, *_flags(fields))
+    assert code == 2 and err.count("\n") == 1
+    lines = [err.removeprefix("trilemma: error: ").strip()]
+    if verb == "solve":
+        scenario = tmp_path / "s.toml"
+        scenario.write_text(
+            "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items()), encoding="utf-8"
+        )
+        code, _, err = run(capsys, "solve", str(scenario))
+        assert code == 2
+        lines.append(err.removeprefix("trilemma: error: ").strip())
+    with pytest.raises(InputError) as e:
+        getattr(api, verb)(**fields) if verb == "solve" else api.estimate(
+            api.EstimateRequest(**fields)
+        )
+    lines.append(str(e.value))
     testclient = pytest.importorskip("fastapi.testclient")
     from trilemma.web.app import create_app
 
     with testclient.TestClient(create_app(), raise_server_exceptions=False) as c:
-        body = {"deadline": "14d", "target_loss": 2.3, "distill": value}
-        r = c.post("/api/solve", json=body)
-    assert r.status_code == 422 and r.json()["error"] == line
+        r = c.post(f"/api/{verb}", json=fields)
+    assert r.status_code == 422
+    return [*lines, r.json()["error"]]
 
 
-def test_break_even_saving_by_hand():
-    """Llama 3.2 1B (1,235,814,400 parameters) to loss 2.3 on 8 H100s, distilled from Llama 3.1 8B at a 5×
-    token saving: it trains on a fifth of the tokens from scratch, each at 1 + N_T / (3·N_S) = 3.166× the
-    compute, so its dollars are 3.166 / 5 = 0.633 of training from scratch (distillation pays once the
-    saving passes 3.166); the scratch plan stays as a runner-up."""
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("value", ["nonsense", "3B"])
+def test_bad_teacher_is_one_line(capsys, tmp_path, verb, value):
+    """An unknown teacher, or one with no published training tokens, is the same one line naming distill from
+    every entry point of solve and estimate."""
+    lines = _refusals(capsys, tmp_path, verb, {**VERBS[verb], "distill": value})
+    assert lines[0].startswith("distill: ") and set(lines) == {lines[0]}
+
+
+@pytest.fixture(scope="module")
+def break_even():
+    """Llama 3.2 1B to loss 2.3 on up to 8 H100s, from scratch or distilled from Llama 3.1 8B at a 5× saving."""
     from trilemma.solve import solve
 
     pins = {
@@ -125,7 +147,15 @@ def test_break_even_saving_by_hand():
         "gpu": "h100",
         "max_gpus": 8,
     }
-    r = solve(**pins, distill="llama3.1-8b", distill_saving=5, want_frontier=False)
+    return solve(**pins, distill="llama3.1-8b", distill_saving=5, want_frontier=False)
+
+
+def test_break_even_saving_by_hand(break_even):
+    """Llama 3.2 1B (1,235,814,400 parameters) to loss 2.3 on 8 H100s, distilled from Llama 3.1 8B at a 5×
+    token saving: it trains on a fifth of the tokens from scratch, each at 1 + N_T / (3·N_S) = 3.166× the
+    compute, so its dollars are 3.166 / 5 = 0.633 of training from scratch (distillation pays once the
+    saving passes 3.166); the scratch plan stays as a runner-up."""
+    r = break_even
     opt = r.optimum
     scratch = next(e for why, e, _ in r.runners_up if why == "trained from scratch")
     assert opt.plan.distill.token_saving == 5.0 and scratch.plan.distill is None
@@ -134,19 +164,55 @@ def test_break_even_saving_by_hand():
     assert opt.cost.usd / scratch.cost.usd == pytest.approx(by_hand, rel=0.01)
 
 
+def test_estimate_reads_solves_distilled_plan_the_same(capsys, break_even):
+    """`trilemma estimate` of the break-even solve's distilled optimum (its GPUs, tokens, batch and layout
+    pinned, --distill llama3.1-8b --distill-saving 5) gives solve's time, dollars, teacher memory and loss,
+    and prints the teacher's line and note."""
+    o = break_even.optimum
+    lay = o.layout
+    flags = {
+        "model": "llama3.2-1b",
+        "gpu": "h100",
+        "gpus": o.cluster.n_gpus,
+        "tokens": repr(o.plan.total_tokens),
+        "seq": o.plan.stages[0].seq_len,
+        "global-batch": f"{o.plan.stages[0].global_batch_tokens:.0f}",
+        "tp": lay.tp,
+        "pp": lay.pp,
+        "zero": int(lay.zero),
+        "micro-batch": lay.micro_batch,
+        "recompute": str(lay.recompute),
+        "distill": "llama3.1-8b",
+        "distill-saving": 5,
+    }
+    code, out, _ = run(capsys, "estimate", *_flags(flags), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["plan"]["distill"] == o.plan.distill.model_dump()
+    assert doc["time"]["total_s"] == pytest.approx(o.time.total_s, rel=1e-6)
+    assert doc["cost"]["usd"] == pytest.approx(o.cost.usd, rel=1e-6)
+    assert doc["memory"]["other_parts"]["teacher"] == pytest.approx(o.memory.teacher, rel=1e-9)
+    assert doc["loss"]["mean"] == pytest.approx(break_even.optimum_loss.mean, rel=1e-6)
+    assert any(w.startswith("distillation: the teacher's forward") for w in doc["warnings"])
+    code, out, _ = run(capsys, "estimate", *_flags(flags))
+    assert code == 0 and "training: distilled from llama3.1-8b (8.03B parameters" in out
+
+
+@pytest.mark.parametrize("verb", VERBS)
 @pytest.mark.parametrize(
     ("extra", "allowed"),
     [
-        (("--distill", "llama3.1-8b", "--distill-saving", "41"), "from 1 (no saving) to 40"),
-        (("--distill", "llama3.1-8b", "--distill-saving", "0.5"), "from 1 (no saving) to 40"),
-        (("--distill-saving", "5"), "only with --distill TEACHER"),
+        ({"distill": "llama3.1-8b", "distill_saving": 41}, "from 1 (no saving) to 40"),
+        ({"distill": "llama3.1-8b", "distill_saving": 0.5}, "from 1 (no saving) to 40"),
+        ({"distill_saving": 5}, "only with --distill TEACHER"),
     ],
 )
-def test_bad_saving_is_one_line(capsys, extra, allowed):
-    """--distill-saving out of 1–40, or without --distill, is one line naming it, exit 2."""
-    code, _, err = run(capsys, "solve", "--deadline", "14d", "--target-loss", "2.3", *extra)
-    assert code == 2 and err.startswith("trilemma: error: distill-saving: ") and allowed in err
-    assert err.count("\n") == 1
+def test_bad_saving_is_one_line(capsys, tmp_path, verb, extra, allowed):
+    """--distill-saving out of 1–40, or without --distill, is the same one line naming it from every entry
+    point of solve and estimate."""
+    lines = _refusals(capsys, tmp_path, verb, {**VERBS[verb], **extra})
+    assert lines[0].startswith("distill-saving: ") and allowed in lines[0]
+    assert set(lines) == {lines[0]}
 
 
 def test_estimate_reads_a_distilled_plan_at_its_worth():

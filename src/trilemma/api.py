@@ -28,6 +28,7 @@ from trilemma.estimate.result import (
 from trilemma.presets.prices import with_offer_notes
 from trilemma.quality.attach import with_loss
 from trilemma.quality.batch_hint import with_batch_notes
+from trilemma.quality.distill import distill_of
 from trilemma.request import (
     EstimateRequest,
     ExportRequest,
@@ -49,6 +50,7 @@ from trilemma.resolve import (
     resolve_model,
 )
 from trilemma.specs import ClusterSpec, HardwareSpec, Layout, ModelSpec, Precision, TrainingPlan
+from trilemma.specs.distill import DistillSpec
 from trilemma.specs.stack import StackSpec
 from trilemma.specs.trainer import TrainerSpec
 
@@ -84,6 +86,8 @@ def estimate(
     own: dict | None = None,
     trainer: str | TrainerSpec | None = None,
     activation_offload: bool | None = None,
+    distill: str | DistillSpec | None = None,
+    distill_saving: float | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -96,13 +100,10 @@ def estimate(
     optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
     trilemma.presets.stacks, or a StackSpec) the software that runs it, ``trainer`` (trilemma.presets.trainers)
     the fine-tuning trainer's memory features and ``activation_offload`` its offload switched (all ignored
-    given ``plan``).
+    given ``plan``); ``distill`` a teacher's student at ``distill_saving`` (trilemma.quality.distill.distill_of).
     ``accept``: the fastest layout it accepts (trilemma.export.expressible(engine): one the engine can write)
-    rather than the fastest of all.
-
-    ``provider``/``market`` price the chip at a dated offer (trilemma.resolve.at_offer);
-    ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
-
+    rather than the fastest of all. ``provider``/``market`` price the chip at a dated offer
+    (trilemma.resolve.at_offer); ``own`` adds the run's cost on owned hardware (trilemma.estimate.owned.with_owned).
     ``estimate(EstimateRequest(...))`` runs a request (the flags of `trilemma estimate`, typed):
     run_estimate."""
     if isinstance(model, EstimateRequest):
@@ -128,6 +129,7 @@ def estimate(
         stack=stack,
         trainer=trainer,
         activation_offload=activation_offload,
+        distill=distill_of(distill, distill_saving, finetune),
         **ft,
     )
     _check_plan(m, cl, pl)
@@ -185,6 +187,7 @@ def run_estimate(
         task=req.task,
         **req.plan_flags(),
         **({} if req.goodput is None else {"goodput": req.goodput}),
+        distill=distill_of(req.distill, req.distill_saving, req.finetune),
         **finetune_fields(m, **ft),
     )
     est = estimate(

@@ -7,7 +7,7 @@ arXiv 2211.05102 §2; Kim et al. 2023, "SqueezeLLM", arXiv 2306.07629 §3: "memo
     bytes per token   = weights read × bits per weight / 8 + KV cache read
     decode s/token    = bytes per token / (share × bandwidth) + fixed cost per token
     prefill s/prompt  = max(2 × N × prompt / (prefill share × unit peak), weights / (share × bandwidth))
-    energy per token  = device power / decode tokens/s
+    energy per token  = device power / decode tokens/s (per answer, per charge: trilemma.estimate.device_energy)
 
 The runtime (presets/runtimes.toml) says which compute unit runs prefill and decode, the share of peak
 bandwidth it reaches, its fixed cost per token and its prefill share of the unit's peak, each fitted on
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from trilemma.errors import InputError
+from trilemma.estimate.device_energy import energy_fields
 from trilemma.presets import (
     deploy_efficiency,
     get_device,
@@ -37,10 +38,6 @@ from trilemma.units import fmt_bytes
 DEPLOY_BITS = {"int4": 4 + 16 / 32, "int8": 8 + 16 / 32, "fp16": 16.0}
 #: the weights' precision on the device when neither it nor a runtime is said (--deploy-precision)
 DEFAULT_DEPLOY_PRECISION = "int4"
-#: a chat answer: 69.5 prompt tokens and 214.5 response tokens on average over one million real conversations
-#: (Zheng et al. 2023, "LMSYS-Chat-1M", arXiv 2309.11998, Table 1)
-ANSWER_PROMPT_TOKENS = 69.5
-ANSWER_RESPONSE_TOKENS = 214.5
 #: bytes per KV-cache element (fp16 cache: llama.cpp's default type_k/type_v f16, MLC-LLM's)
 KV_BYTES = 2.0
 
@@ -103,13 +100,6 @@ def prefill_tokens_per_s(
     peak, or one pass over the weights (``weights_read_s``) where that is longer (a short prompt)."""
     compute_s = 2.0 * params_read * prompt_tokens / (prefill_share * peak_flop_per_s)
     return prompt_tokens / max(compute_s, weights_read_s)
-
-
-def answer_energy_j(power_w: float, decode_tps: float, prefill_tps: float | None) -> float:
-    """Joules for one chat answer at the device's draw: its prompt prefilled (when a prefill rate is known)
-    and its response decoded (ANSWER_PROMPT_TOKENS, ANSWER_RESPONSE_TOKENS)."""
-    prompt_s = ANSWER_PROMPT_TOKENS / prefill_tps if prefill_tps else 0.0
-    return power_w * (prompt_s + ANSWER_RESPONSE_TOKENS / decode_tps)
 
 
 def runtime_for(device: DeviceSpec, runtime: str | None) -> RuntimeSpec:
@@ -198,6 +188,15 @@ class Deployment:
     energy_per_answer_j: (
         float  # a chat answer (ANSWER_*_TOKENS): its prompt's prefill and its decode
     )
+    energy_per_answer_j_low: (
+        float  # at the decode band's fast end (trilemma.estimate.device_energy)
+    )
+    energy_per_answer_j_high: float  # at its slow end
+    battery_wh: float | None  # the battery's rated energy (None: no battery, or none published)
+    battery_source: str
+    answers_per_charge: float | None  # battery Wh × 3600 / J per answer, with its band
+    answers_per_charge_low: float | None
+    answers_per_charge_high: float | None
     bandwidth_efficiency: float  # the runtime's share of peak bandwidth in decode
     per_token_s: float  # the runtime's fixed cost per generated token
     notes: tuple[str, ...] = field(default=())
@@ -278,8 +277,7 @@ def deploy(
         decode_tokens_per_s_low=tps * lo,
         decode_tokens_per_s_high=tps * hi,
         prefill_tokens_per_s=pre,
-        energy_per_token_j=device.power_w / tps,
-        energy_per_answer_j=answer_energy_j(device.power_w, tps, pre),
+        **energy_fields(device, tps, (tps * lo, tps * hi), pre),
         bandwidth_efficiency=bw / device.bandwidth_bytes_per_s,
         per_token_s=c["per_token_s"],
         notes=tuple(notes),

@@ -41,4 +41,36 @@ def teacher_seconds(pc: ParamCounts, plan: TrainingPlan, step_s: Any) -> Any:
     return step / 3.0 * plan.distill.teacher_params / np.asarray(pc.total, dtype=float)
 
 
-__all__ = ["teacher_bytes", "teacher_seconds"]
+#: what of the teacher a distilled plan prices, and what not
+PRICED = "its forward (2 FLOPs per parameter per token) priced in the plan, its own training not (it exists)"
+
+
+def teacher_cost(e: Any) -> str:
+    """The teacher's share of a distilled Estimate ``e``'s training: its forward's share of the time and of
+    the dollars, its weights per GPU."""
+    from trilemma.units import fmt_bytes, fmt_usd
+
+    r = float(
+        teacher_seconds(e.params, e.plan, 1.0)
+    )  # the teacher's seconds per second of student step
+    share = r / (1.0 + r)
+    return (
+        f"the teacher's forward {share:.0%} of the training time ({fmt_usd(share * e.cost.usd)}), "
+        f"its weights {fmt_bytes(e.memory.teacher)} per GPU"
+    )
+
+
+def teacher_line(e: Any, tail: str) -> str:
+    """The report's line of a distilled Estimate ``e`` (rich markup): the teacher, its size, what of it the
+    plan holds, the token saving, then ``tail`` (where the details are)."""
+    from trilemma.units import fmt_bytes, fmt_count
+
+    d = e.plan.distill
+    return (
+        f"training: [bold]distilled from {d.teacher}[/bold] ({fmt_count(d.teacher_params)} parameters, its "
+        f"forward and {fmt_bytes(e.memory.teacher)} of its weights per GPU in the plan; a "
+        f"{d.token_saving:g}× token saving: {tail})"
+    )
+
+
+__all__ = ["PRICED", "teacher_bytes", "teacher_cost", "teacher_line", "teacher_seconds"]

@@ -43,7 +43,7 @@ def with_loss(
     none: the laws predict the loss of a model trained from scratch on the plan's tokens, not of an existing
     model tuned on them (FINETUNE_NO_LOSS)."""
     from trilemma.estimate.rl import rl_note
-    from trilemma.quality.distill import learnt_tokens
+    from trilemma.quality.distill import distill_note, learnt_tokens
     from trilemma.quality.predict import predict_loss_block
 
     _check_estimate(est)
@@ -60,7 +60,9 @@ def with_loss(
         est.model, tokens, law=law, unique_tokens=unique_tokens, precision=prec
     )
     scores = scores_of(est, tokens)
-    return replace(est, loss=pred, benchmarks=scores, warnings=est.warnings + tuple(pred.warnings))
+    taught = (distill_note(est, tokens),) if est.plan.distill is not None else ()
+    warnings = est.warnings + taught + tuple(pred.warnings)
+    return replace(est, loss=pred, benchmarks=scores, warnings=warnings)
 
 
 def scores_of(est: Estimate, tokens: float | None = None) -> dict[str, Any]:

@@ -64,6 +64,22 @@ def teacher_spec(name: Any, token_saving: Any = None) -> DistillSpec:
     )
 
 
+def distill_of(distill: Any, token_saving: Any = None, finetune: Any = None) -> DistillSpec | None:
+    """--distill and --distill-saving as one DistillSpec (None: neither given), checked the same for every
+    verb and entry point: the saving only with a teacher, no teacher with a fine-tune method ``finetune``
+    (distillation pretrains); a DistillSpec passes as it is."""
+    if distill is None:
+        if token_saving is not None:
+            raise InputError("distill-saving", token_saving, "a value only with --distill TEACHER")
+        return None
+    spec = distill if isinstance(distill, DistillSpec) else teacher_spec(distill, token_saving)
+    if finetune is not None:
+        raise InputError(
+            "distill", spec.teacher, "no value with --finetune (distillation pretrains)"
+        )
+    return spec
+
+
 def check_saving(value: Any) -> float:
     """--distill-saving checked: a number from 1 (no saving) to TOKEN_SAVING; None gives TOKEN_SAVING."""
     if value is None:
@@ -142,8 +158,23 @@ def learnt_tokens(
     )
 
 
+def distill_note(e: Any, tokens: float) -> str:
+    """The note of a distilled Estimate ``e`` whose loss was read at ``tokens`` (learnt_tokens): the
+    teacher's share of the training, and how the student's quality is read."""
+    from trilemma.estimate.distill import PRICED, teacher_cost
+    from trilemma.units import fmt_count
+
+    d = e.plan.distill
+    return (
+        f"distillation: {teacher_cost(e)}; teacher {d.teacher}: {fmt_count(d.teacher_params)} parameters, "
+        f"{PRICED}; quality read at {fmt_count(tokens)} tokens ({fmt_count(e.plan.total_tokens)} at a "
+        f"{d.token_saving:g}× token saving, --distill-saving; never below the teacher's loss), from {SOURCE}"
+    )
+
+
 __all__ = [
     "SOURCE",
+    "distill_note",
     "TOKEN_SAVING",
     "distilled_loss_fn",
     "effective_tokens",
@@ -151,5 +182,6 @@ __all__ = [
     "saving",
     "teacher_loss",
     "check_saving",
+    "distill_of",
     "teacher_spec",
 ]

@@ -39,9 +39,18 @@ def deploy_table(d: dict[str, Any]) -> Table:
     )
     t.add_row(
         "energy",
-        f"{d['energy_per_token_j']:.3g} J per token; {d['energy_per_answer_j']:.3g} J per chat answer "
-        "(70-token prompt, 215-token reply: LMSYS-Chat-1M means)",
+        f"{d['energy_per_token_j']:.3g} J per token; [bold]{d['energy_per_answer_j']:.3g} J per chat answer"
+        f"[/bold] (band {d['energy_per_answer_j_low']:.3g} – {d['energy_per_answer_j_high']:.3g}, the decode "
+        "band's; 70-token prompt, 215-token reply: LMSYS-Chat-1M means)",
     )
+    if d.get("answers_per_charge") is not None:
+        t.add_row(
+            "battery",
+            f"[bold]{d['answers_per_charge']:,.0f} answers per charge[/bold] (band "
+            f"{d['answers_per_charge_low']:,.0f} – {d['answers_per_charge_high']:,.0f}) = "
+            f"{d['battery_wh']:g} Wh × 3,600 J/Wh / J per answer, the answers alone (the screen and radios "
+            f"draw too); {d['battery_source']}",
+        )
     q = d.get("quantisation_loss_nats")
     t.add_row(
         "quantisation",

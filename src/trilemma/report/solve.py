@@ -136,12 +136,10 @@ def print_solve(r: Any) -> None:
     from trilemma.report.estimate_tables import stack_line
 
     c.print(f"stack: {stack_line(o.plan)}")
-    if (d := o.plan.distill) is not None:
-        c.print(
-            f"training: [bold]distilled from {d.teacher}[/bold] ({fmt_count(d.teacher_params)} parameters, its "
-            f"forward and {fmt_bytes(o.memory.teacher)} of its weights per GPU in the plan; a "
-            f"{d.token_saving:g}× token saving: the note 'distillation' has the comparison)"
-        )
+    if o.plan.distill is not None:
+        from trilemma.estimate.distill import teacher_line
+
+        c.print(teacher_line(o, "the note 'distillation' has the comparison"))
     if r.lifetime:
         c.print(_lifetime_line(r.lifetime))
     if o.deploy is not None:

@@ -37,6 +37,10 @@ def print_estimate(est: Any) -> None:
         for note in caveats(est.loss):  # extrapolation, precision, repetition, MoE: under the line
             c.print(f"  · {shown(note)}")
         c.print(f"[bold]benchmarks[/bold]  {shown(format_line(est.benchmarks or {}))}")
+    if est.plan.distill is not None:
+        from trilemma.estimate.distill import teacher_line
+
+        c.print(teacher_line(est, "the note 'distillation' has its share and the quality model"))
     if est.deploy is not None:
         c.print(deploy_table(est.deploy))
     for w in est.warnings:

@@ -182,6 +182,8 @@ class EstimateRequest(Request):
     offload: str | None = s.offload()
     trainer: str | None = s.trainer()
     activation_offload: bool | None = s.activation_offload()
+    distill: str | None = s.distill("the plan trains a student distilled from it")
+    distill_saving: float | None = s.distill_saving()
 
     @classmethod
     def check(cls, given: dict[str, Any]) -> None:

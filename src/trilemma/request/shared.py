@@ -142,6 +142,30 @@ def activation_offload() -> Any:
     )
 
 
+def distill(what: str) -> Any:
+    """--distill TEACHER (checked with --distill-saving by trilemma.quality.distill.distill_of); ``what``:
+    what the verb does with the teacher."""
+    return option(
+        None,
+        "--distill",
+        help="a teacher model preset with its training tokens (e.g. llama3.1-8b): "
+        + what
+        + " (its "
+        "forward on every token and its weights on every GPU priced; Minitron's token saving, never "
+        "below the teacher's loss)",
+    )
+
+
+def distill_saving() -> Any:
+    return option(
+        None,
+        "--distill-saving",
+        help="with --distill: the tokens a distilled student saves against training from scratch, "
+        "1 (none) to 40 (Minitron's best case, the default)",
+        kind="number",
+    )
+
+
 def offload() -> Any:
     return option(None, "--offload", help=h.OFFLOAD_HELP)
 

@@ -160,20 +160,10 @@ class SolveRequest(Request):
         "2023 US residential average), not at datacentre $ per FLOP",
         kind="number",
     )
-    distill: str | None = option(
-        None,
-        "--distill",
-        help="a teacher model preset with its training tokens (e.g. llama3.1-8b): solve also for a "
-        "student distilled from it (its forward on every token and its weights on every GPU priced; "
-        "Minitron's token saving, never below the teacher's loss) and keep the better",
+    distill: str | None = s.distill(
+        "solve also for a student distilled from it and keep the better"
     )
-    distill_saving: float | None = option(
-        None,
-        "--distill-saving",
-        help="with --distill: the tokens a distilled student saves against training from scratch, "
-        "1 (none) to 40 (Minitron's best case, the default)",
-        kind="number",
-    )
+    distill_saving: float | None = s.distill_saving()
     max_power: float | None = option(
         None,
         "--max-power",

@@ -66,7 +66,7 @@ from trilemma.errors import InfeasibleError, InputError
 from trilemma.estimate.result import Estimate
 from trilemma.presets import constants
 from trilemma.quality.batch import batch_for
-from trilemma.quality.distill import distilled_loss_fn
+from trilemma.quality.distill import distill_of, distilled_loss_fn
 from trilemma.solve.distill import solve_distilled
 from trilemma.solve.frontier import Frontier, FrontierFilters, frontier
 from trilemma.solve.inputs import MAX_LIST_NAMES, law_fn, make_pins, names_list, no_loss
@@ -150,11 +150,12 @@ def solve(
 ) -> SolveResult:
     """Pin corners, search everything the arguments allow, return the optimum and its context (the
     arguments: this module's docstring and `trilemma solve --help`)."""
-    if distill_saving is not None and distill is None:
-        raise InputError("distill-saving", distill_saving, "a value only with --distill TEACHER")
-    if distill is not None and not isinstance(distill, DistillSpec):
+    if distill_saving is not None or (distill is not None and not isinstance(distill, DistillSpec)):
         # a teacher named: training from scratch and distilling from it compared (trilemma.solve.distill)
-        return solve_distilled(dict(locals()), solve)
+        args = dict(locals())
+        method = finetune.get("finetune") if isinstance(finetune, dict) else None
+        args["distill"] = distill_of(distill, distill_saving, method)
+        return solve_distilled(args, solve)
     methods = methods_of(finetune.get("finetune") if isinstance(finetune, dict) else None)
     if (
         methods is not None

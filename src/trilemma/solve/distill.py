@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from trilemma.errors import InfeasibleError, InputError
+from trilemma.errors import InfeasibleError
 from trilemma.solve.methods import solve_each
 from trilemma.solve.result import SolveResult
-from trilemma.units import fmt_bytes, fmt_count, fmt_usd
+from trilemma.units import fmt_count, fmt_usd
 
 SCRATCH = "trained from scratch"
 
@@ -41,14 +41,9 @@ def _label(teacher: str | None) -> str:
 
 
 def solve_distilled(args: dict[str, Any], solve_one: Callable[..., SolveResult]) -> SolveResult:
-    """The better of training from scratch and distilling from ``args["distill"]`` (module docstring)."""
-    from trilemma.quality.distill import teacher_spec
-
-    spec = teacher_spec(args["distill"], args.get("distill_saving"))
-    if args.get("finetune") and (args["finetune"] or {}).get("finetune") is not None:
-        raise InputError(
-            "distill", spec.teacher, "no value with --finetune (distillation pretrains)"
-        )
+    """The better of training from scratch and distilling from ``args["distill"]`` (a DistillSpec; module
+    docstring)."""
+    spec = args["distill"]  # checked: trilemma.quality.distill.distill_of
     found, refused = solve_each(
         solve_one,
         {
@@ -69,20 +64,6 @@ def solve_distilled(args: dict[str, Any], solve_one: Callable[..., SolveResult])
     return replace(head, runners_up=head.runners_up + others, warnings=head.warnings + (note,))
 
 
-def _teacher_cost(e: Any) -> str:
-    """The teacher's share of a distilled plan's training: its forward's time and dollars, its memory."""
-    from trilemma.estimate.distill import teacher_seconds
-
-    r = float(
-        teacher_seconds(e.params, e.plan, 1.0)
-    )  # the teacher's seconds per second of student step
-    share = r / (1.0 + r)
-    return (
-        f", the teacher's forward {share:.0%} of the training time ({fmt_usd(share * e.cost.usd)}), "
-        f"its weights {fmt_bytes(e.memory.teacher)} per GPU"
-    )
-
-
 def _unsaved(r: SolveResult, law: Any) -> float:
     """The loss ``r``'s distilled optimum would reach with no token saving (k = 1): the band's worse end."""
     from trilemma.quality.predict import predict_loss_block
@@ -95,6 +76,7 @@ def _unsaved(r: SolveResult, law: Any) -> float:
 
 def _note(spec: Any, found: dict, refused: dict, best: str | None, corner: str, law: Any) -> str:
     """What the comparison found: which training won on ``corner``, the teacher's cost, the quality model."""
+    from trilemma.estimate.distill import PRICED, teacher_cost
     from trilemma.quality.distill import SOURCE
 
     lines = [f"distillation: {_label(best)} is the optimum by {corner}"]
@@ -104,17 +86,14 @@ def _note(spec: Any, found: dict, refused: dict, best: str | None, corner: str, 
         lines.append(
             f"{_label(t)}: {fmt_count(e.params.total)} parameters on {fmt_count(e.plan.total_tokens)} "
             f"tokens, {fmt_usd(usd)}{' lifetime' if r.lifetime else ''}"
-            + (_teacher_cost(e) if t is not None else "")
+            + (f", {teacher_cost(e)}" if t is not None else "")
         )
         if t is not None and r.optimum_loss is not None:
             lines[-1] += (
                 f", loss {r.optimum_loss.mean:.3f} (at no token saving: {_unsaved(r, law):.3f})"
             )
     lines += [f"{_label(t)}: {why}" for t, why in refused.items()]
-    teacher = (
-        f"teacher {spec.teacher}: {fmt_count(spec.teacher_params)} parameters, its forward (2 FLOPs per "
-        "parameter per token) priced in the plan, its own training not (it exists)"
-    )
+    teacher = f"teacher {spec.teacher}: {fmt_count(spec.teacher_params)} parameters, {PRICED}"
     saving = f"a {spec.token_saving:g}× token saving (--distill-saving)"
     return "; ".join(lines) + f"; {teacher}; quality: {saving}, from {SOURCE}"
 

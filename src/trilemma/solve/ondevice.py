@@ -5,9 +5,9 @@ energy and its owners' electricity price, not at datacentre dollars per FLOP.
     energy, kWh  = answers × the device's joules per answer / 3.6e6
     dollars      = energy × the owners' price of electricity (--device-kwh, USD per kWh)
 
-A chat answer is LMSYS-Chat-1M's mean prompt and reply (trilemma.estimate.deploy.ANSWER_PROMPT_TOKENS,
+A chat answer is LMSYS-Chat-1M's mean prompt and reply (trilemma.estimate.device_energy.ANSWER_PROMPT_TOKENS,
 ANSWER_RESPONSE_TOKENS); its joules are the device's draw × the answer's prefill and decode time
-(trilemma.estimate.deploy.answer_energy_j). The devices themselves are not priced: their owners already
+(trilemma.estimate.device_energy.answer_energy_j). The devices themselves are not priced: their owners already
 have them, so serving adds no capital, only electricity. The default price: constants.toml
 ``energy.device_usd_per_kwh`` (the US average residential price, EIA).
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.deploy import ANSWER_PROMPT_TOKENS, ANSWER_RESPONSE_TOKENS
+from trilemma.estimate.device_energy import ANSWER_PROMPT_TOKENS, ANSWER_RESPONSE_TOKENS
 from trilemma.estimate.owned import _positive
 from trilemma.presets import constants
 from trilemma.units import KWH

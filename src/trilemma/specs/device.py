@@ -29,6 +29,13 @@ class DeviceSpec(Spec):
         default=0.0, ge=0, description="the CPU cores' int8 dot-product peak, OP/s (0: none known)"
     )
     power_w: float = Field(gt=0, description="draw while decoding, W")
+    battery_wh: float | None = Field(
+        default=None,
+        gt=0,
+        le=200,
+        description="rated battery energy, Wh (None: none, or none published)",
+    )
+    battery_source: str = ""
     runtime: str = Field(description="the runtime used when none is named (presets/runtimes.toml)")
     source: str = ""
     aliases: tuple[str, ...] = ()
