@@ -248,26 +248,32 @@ def finetune_fields(
     lora_dropout: float | None = None,
     optimizer: str | None = None,
     offload: str | None = None,
+    kl_reference: bool | None = None,
 ) -> dict[str, Any]:
     """TrainingPlan fields for a fine-tune and its optimizer and offload (``make_plan(**fields)``); {} when
-    none of them is given. One-line errors naming the flag (trilemma.specs.finetune.make_finetune)."""
+    none of them is given. ``kl_reference`` holds (True) or drops an RL policy's reference model (None: the
+    method's default, trilemma.specs.rl.default_reference). One-line errors naming the flag
+    (trilemma.specs.finetune.make_finetune)."""
     from trilemma.specs.enums import FinetuneMethod, Offload, Optimizer
     from trilemma.specs.finetune import make_finetune
-    from trilemma.specs.rl import PPO_SAMPLES, RL_METHODS, RolloutSpec
+    from trilemma.specs.rl import PPO_SAMPLES, RL_METHODS, RolloutSpec, default_reference
 
     rl = None
     name = finetune.strip().lower() if isinstance(finetune, str) else None
     if name is not None and name not in RL_METHODS + tuple(m.value for m in FinetuneMethod):
         methods = [m.value for m in FinetuneMethod] + list(RL_METHODS)
         raise InputError("finetune", finetune, ", ".join(methods[:-1]) + " or " + methods[-1])
+    if kl_reference is not None and name not in RL_METHODS:
+        raise InputError("kl-reference", kl_reference, "a value with --finetune grpo, dpo or ppo")
     if name in RL_METHODS:
         # an RL policy (GRPO, DPO, PPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
         # (trilemma.specs.rl)
         method = name
+        ref = default_reference(method) if kl_reference is None else bool(kl_reference)
         rl = {
-            "dpo": RolloutSpec(method="dpo", engine_share=0.0),
-            "ppo": RolloutSpec(method="ppo", generations=PPO_SAMPLES),
-        }.get(method, RolloutSpec())
+            "dpo": RolloutSpec(method="dpo", engine_share=0.0, reference=ref),
+            "ppo": RolloutSpec(method="ppo", generations=PPO_SAMPLES, reference=ref),
+        }.get(method, RolloutSpec(reference=ref))
         lora = lora_rank is not None or lora_targets is not None or base_precision is not None
         four_bit = str(base_precision or "").lower() in ("nf4", "gptq4")
         finetune = ("qlora" if four_bit else "lora") if lora else "full"
