@@ -19,8 +19,8 @@ Memory per GPU:
 Time per optimizer step, on each GPU for its share of the completions (batch sequences / GPUs):
 - prefill: 2 FLOPs per weight per prompt token at a GPU runtime's prefill share of the 16-bit peak;
 - decode: at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022, arXiv 2211.05102
-  §2: decoding is bandwidth-bound), the weights read once a decode step and each generated token's KV cache
-  read at its context. The steps run until the longest completion ends: ``completion_len``, the cap, as in
+  §2: decoding is bandwidth-bound) with its fixed cost a step (trilemma.estimate.deploy.decode_tokens_per_s),
+  the weights read once a decode step and each generated token's KV cache read at its context. The steps run until the longest completion ends: ``completion_len``, the cap, as in
   a batch of thousands the longest reaches it whatever the mean (AReaL, Fu et al. 2025, arXiv 2505.24298
   abstract: a synchronous system's generation waits for the longest output in the batch). Where the completions'
   mean length is known (``mean_completion``) the tokens, and so the KV reads, are the batch's at that mean,
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.deploy import kv_cache_bytes, runtime_constants
+from trilemma.estimate.deploy import decode_tokens_per_s, kv_cache_bytes, runtime_constants
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import deploy_efficiency, get_runtime
@@ -136,7 +136,7 @@ def rollout_seconds(
     kv_token = kv_cache_bytes(m.n_layers, m.d_kv, 1.0)
     # the weights once a step until the longest completion ends; each token's KV cache read at its context
     read = cap * HALF * n + seqs * mean * kv_token * (prompt + mean / 2.0)
-    return prefill + read / (eff["share"] * hbm_bw)
+    return prefill + cap / decode_tokens_per_s(hbm_bw, eff["share"], read / cap, eff["per_token_s"])
 
 
 def completion_lengths(plan: TrainingPlan, seq: float) -> tuple[float, float]:
