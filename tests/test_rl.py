@@ -307,26 +307,47 @@ def test_ppo_refuses_what_grpo_refuses(capsys, flags: list[str], field: str) -> 
     assert errs[0] == errs[1]
 
 
-def test_an_unknown_method_lists_the_rl_ones(capsys, tmp_path) -> None:
-    """A misspelt method: one line naming grpo, dpo and ppo among the allowed, from the CLI, a scenario file
-    and the Python API alike."""
+def _refused(capsys, tmp_path, flags: dict[str, str | bool]) -> tuple[str, str, str]:
+    """The one-line refusals (exit status 2) of a Llama 3 8B fine-tune on 8 H100s with ``flags`` (a flag's
+    name → its text, or True for a switch) from the CLI, a scenario file and the Python API."""
     from clitools import run
 
     from trilemma.errors import InputError
 
+    argv = [a for k, v in flags.items() for a in ((f"--{k}",) if v is True else (f"--{k}", v))]
     code, _, err = run(
-        capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8",
-        "--tokens", "20M", "--finetune", "ppx",
+        capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "20M", *argv
     )  # fmt: skip
-    assert code == 2 and err.count("\n") == 1 and "'ppx'" in err
-    assert all(m in err for m in ("grpo", "dpo", "ppo"))
+    assert code == 2 and err.count("\n") == 1
     f = tmp_path / "bad.toml"
-    f.write_text(
-        'model = "llama3-8b"\nfinetune = "ppx"\ntokens = "20M"\ngpu = "h100-sxm"\nmax-gpus = 8\n'
-        'deadline = "7d"\n',
-        encoding="utf-8",
-    )
+    lines = [
+        f"{k} = {'true' if v is True else repr(v).replace(chr(39), chr(34))}"
+        for k, v in flags.items()
+    ]
+    body = 'model = "llama3-8b"\ntokens = "20M"\ngpu = "h100-sxm"\nmax-gpus = 8\ndeadline = "7d"\n'
+    f.write_text(body + "\n".join(lines) + "\n", encoding="utf-8")
     code, _, err2 = run(capsys, "solve", str(f))
-    assert code == 2 and err2.count("\n") == 1 and "ppo" in err2
-    with pytest.raises(InputError, match="ppo"):
-        estimate("llama3-8b", "h100-sxm", 8, tokens="20M", finetune="ppx")
+    assert code == 2 and err2.count("\n") == 1
+    with pytest.raises(InputError) as e:
+        estimate(
+            "llama3-8b",
+            "h100-sxm",
+            8,
+            tokens="20M",
+            **{k.replace("-", "_"): v for k, v in flags.items()},
+        )
+    return err, err2, str(e.value)
+
+
+def test_an_unknown_method_lists_the_rl_ones(capsys, tmp_path) -> None:
+    """A misspelt method: one line naming grpo, dpo and ppo among the allowed, from the CLI, a scenario file
+    and the Python API alike."""
+    for err in _refused(capsys, tmp_path, {"finetune": "ppx"}):
+        assert "ppx" in err and all(m in err for m in ("grpo", "dpo", "ppo"))
+
+
+def test_kl_reference_without_an_rl_method_is_one_line_everywhere(capsys, tmp_path) -> None:
+    """--kl-reference with a LoRA fine-tune: the same one line naming the flag and the RL methods from the CLI,
+    a scenario file and the Python API."""
+    cli, scenario, api = _refused(capsys, tmp_path, {"finetune": "lora", "kl-reference": True})
+    assert cli == scenario and api in cli and "kl-reference" in api and "grpo" in api

@@ -163,6 +163,21 @@ def test_grpo_prints_its_memory_and_time_split() -> None:
     assert est.memory.generation >= 0.3 * 80 * GIB
 
 
+def test_grpo_reference_follows_the_trainers_default() -> None:
+    """A GRPO run's reference as its trainer ships it: TRL's GRPOTrainer loads none (grpo_config.py at f2cd5771,
+    2026-07-24: beta defaults to 0.0), Unsloth replaces that default by 0.001 (unsloth/models/rl.py at 015bdef0,
+    2026-08-22) and so holds one: a full policy's 16-bit copy, 2 × 7,615,616,512 bytes ÷ TP (and ÷ DP under
+    ZeRO-3); --no-kl-reference drops it whatever the trainer."""
+    assert trainer("trl").kl_reference is False and trainer("unsloth").kl_reference is True
+    kw = {"tokens": "20M", "seq_len": 1024, "finetune": "grpo", "trainer": "unsloth"}
+    held = estimate("qwen2.5-7b", "h100-sxm", 8, **kw)
+    shards = held.layout.dp if held.layout.zero >= 3 else 1
+    assert held.memory.reference == pytest.approx(
+        2 * 7_615_616_512 / held.layout.tp / shards, rel=1e-6
+    )
+    assert estimate("qwen2.5-7b", "h100-sxm", 8, kl_reference=False, **kw).memory.reference == 0.0
+
+
 def test_grpo_generation_memory_matches_unsloths_trl_breakdown() -> None:
     """unsloth.ai/blog/grpo (2025-02-20), 'GRPO VRAM Breakdown', TRL + FA2, Llama 3.1 8B at 20K context:
     'Inference Cost' 16GB (the colocated vLLM's 16-bit weights) and 'Inference KV Cache for 20K context'

@@ -43,8 +43,8 @@ TRAINER_HELP = (
 )
 KL_REFERENCE_HELP = (
     "an RL policy's frozen reference model for the KL penalty (--finetune grpo, dpo or ppo); default: the "
-    "trainers' own: none for grpo (TRL's GRPOTrainer beta 0.0, verl's use_kl_loss and use_kl_in_reward "
-    "false), held for dpo and ppo (OpenRLHF's init_coef 0.01); --kl-reference holds one for grpo"
+    "--trainer's GRPO default (trl: none, its beta 0.0; unsloth: held, its beta 0.001), else the method's: "
+    "none for grpo (TRL's GRPOTrainer, verl), held for dpo and ppo (TRL, OpenRLHF's init_coef 0.01)"
 )
 ACTIVATION_OFFLOAD_HELP = (
     "checkpointed layer inputs in host memory (torchtune's enable_activation_offloading, Unsloth's "

@@ -52,8 +52,12 @@ RL_METHODS = ("grpo", "dpo", "ppo")
 DEFAULT_REFERENCE = {"grpo": False, "dpo": True, "ppo": True}
 
 
-def default_reference(method: str) -> bool:
-    """Whether ``method``'s trainers hold a frozen reference model by default (DEFAULT_REFERENCE)."""
+def default_reference(method: str, trainer_default: bool | None = None) -> bool:
+    """Whether a ``method`` run holds a frozen reference model by default: its trainer's default where the trainer
+    states one for GRPO (TrainerSpec.kl_reference: Unsloth's beta 0.001, TRL's 0.0), else the method's
+    (DEFAULT_REFERENCE)."""
+    if method == "grpo" and trainer_default is not None:
+        return trainer_default
     return DEFAULT_REFERENCE[method]
 
 
@@ -79,8 +83,10 @@ class RolloutSpec(Spec):
         description="share of each GPU's memory the colocated inference engine (vLLM) reserves for its "
         "weights and KV cache; 0: generation shares the training weights (Unsloth's fast_inference)",
     )
-    reference: bool = Field(
-        True, description="a frozen reference model for the KL penalty (beta > 0)"
+    reference: bool | None = Field(
+        None,
+        description="a frozen reference model for the KL penalty (beta > 0); None: the trainer's default "
+        "(TrainerSpec.kl_reference), else the method's (DEFAULT_REFERENCE)",
     )
 
 
