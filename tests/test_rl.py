@@ -348,6 +348,13 @@ def test_an_unknown_method_lists_the_rl_ones(capsys, tmp_path) -> None:
 
 def test_kl_reference_without_an_rl_method_is_one_line_everywhere(capsys, tmp_path) -> None:
     """--kl-reference with a LoRA fine-tune: the same one line naming the flag and the RL methods from the CLI,
-    a scenario file and the Python API."""
+    a scenario file, the Python API and the web API (422)."""
     cli, scenario, api = _refused(capsys, tmp_path, {"finetune": "lora", "kl-reference": True})
     assert cli == scenario and api in cli and "kl-reference" in api and "grpo" in api
+    testclient = pytest.importorskip("fastapi.testclient")
+    from trilemma.web.app import create_app
+
+    body = {"model": "llama3-8b", "gpu": "h100-sxm", "gpus": 8, "tokens": "20M", "finetune": "lora"}
+    with testclient.TestClient(create_app(), raise_server_exceptions=False) as c:
+        r = c.post("/api/estimate", json=body | {"kl-reference": True})
+    assert r.status_code == 422 and r.json()["error"] == api
