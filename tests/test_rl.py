@@ -100,17 +100,17 @@ def _miles() -> tuple[dict[str, str], float, float, float]:
 def test_grpo_generation_within_twenty_percent_of_a_published_run() -> None:
     """Miles on one 8-GPU MI300X node (LMSYS blog 2026-03-17, Figure 5): Qwen3-30B-A3B, GRPO with 32 prompts
     × 8 samples and an 8k response cap, rollout generation 152.79 s of a 388.50 s step. The planner's
-    generation (decode-bound at the colocated engine's share of HBM bandwidth): within 20% (holds: 169 s)."""
+    generation (decode-bound at the colocated engine's share of HBM bandwidth): within 20% (holds: 175 s, +15%)."""
     row, gen, _, _ = _miles()
     assert abs(gen / float(row["reported_generation_s"]) - 1) <= 0.20
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="Miles's training takes 95.30 s, 2.4x the planner's 39.8 s: its ~15-16k tokens/s over 8 GPUs is "
+    reason="Miles's training takes 95.30 s, 3.0x the planner's 32.1 s: its ~15-16k tokens/s over 8 GPUs is "
     "~3% of the MI300X bf16 peak for a 3.35B-active MoE (6 x 3.35e9 x 15.5e3 / 8 / 1.307e15), an efficiency "
     "the planner's MoE step time does not reach down to; generation's share of generation + log-prob + "
-    "training is then 76% against the published 152.79 / 279.62 = 55%; the 33.85 s weight update is not "
+    "training is then 80% against the published 152.79 / 279.62 = 55%; the 33.85 s weight update is not "
     "modelled",
 )
 def test_grpo_time_split_within_twenty_percent_of_a_published_run() -> None:
@@ -122,6 +122,123 @@ def test_grpo_time_split_within_twenty_percent_of_a_published_run() -> None:
     share = published[0] / (sum(published) + float(row["reported_training_s"]))
     assert abs(gen / (gen + fwd + train) / share - 1) <= 0.20
     assert abs(train / float(row["reported_training_s"]) - 1) <= 0.20
+
+
+#: NeMo-RL's prompts are not published: Llama 3.1's chat template and the recipe's chain-of-thought instruction
+#: (examples/prompts/cot.txt at v0.3.0) around an OpenMathInstruct-2 problem; the checks hold over this range
+NEMO_PROMPTS = (64, 256)
+
+#: Llama 3.1 8B by hand (config.json: 32 layers, hidden 4,096, 32/8 heads of 128, MLP 14,336, vocabulary
+#: 128,256, untied): 32 × (4,096² × 2 + 4,096 × 1,024 × 2 + 3 × 4,096 × 14,336 + 2 × 4,096) + 4,096 +
+#: 2 × 128,256 × 4,096 parameters; the KV cache 2 × 32 layers × 1,024 × 2 bytes a token
+LLAMA8B = (
+    32 * (4096**2 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 14336 + 2 * 4096) + 4096 + 2 * 128256 * 4096
+)
+LLAMA8B_KV = 2 * 32 * 1024 * 2
+
+
+@cache
+def _nemo(prompt: int) -> tuple[dict[str, str], float, float]:
+    """NeMo-RL's Megatron GRPO row on 8 H100s (data/rl_steps.csv) and the planner's generation and training
+    seconds for it at ``prompt`` tokens a prompt: the completions capped at 4,096 tokens less the prompt
+    (vLLM's max_model_len), their mean as published; training Megatron's distributed optimizer over 8
+    (ZeRO-1) on the step's tokens, packed into 4,096-token sequences (the recipe's sequence packing)."""
+    row = next(
+        r for r in _rows() if r["framework"] == "nemo-rl" and "Megatron" in r["training_layout"]
+    )
+    m, _ = resolve_model(row["model"])
+    batch, mean = (
+        int(row["prompts_per_step"]) * int(row["generations"]),
+        int(row["mean_completion"]),
+    )
+    cap = int(row["completion_cap"])
+    packed = round(batch * (prompt + mean) / cap / 8) * 8 * cap
+    plan = make_plan(m, packed * 100, cap, packed, **finetune_fields(m, "full"))
+    lay = {"tp": 1, "pp": 1, "dp": 8, "zero": 1, "micro_batch": 1, "recompute": "none"}
+    est = estimate(row["model"], row["hardware"], int(row["gpus"]), plan=plan, layout=lay)
+    fields = finetune_fields(m, row["method"])
+    fields["rl"] = RolloutSpec(
+        generations=int(row["generations"]), completion_len=cap - prompt, mean_completion=mean
+    )
+    seq = prompt + mean
+    rl_plan = make_plan(m, batch * seq * 100, seq, batch * seq, **fields)
+    hw = est.cluster.hardware
+    gen = rollout_seconds(
+        est.model, est.params, rl_plan, LayoutArrays.from_layouts([est.layout]), seq, batch,
+        hw.peak(rl_plan.precision), hw.hbm_bw_bytes_per_s,
+    )[0]  # fmt: skip
+    return row, float(gen), est.time.step_s
+
+
+@pytest.mark.parametrize("prompt", NEMO_PROMPTS)
+def test_grpo_training_within_twenty_percent_of_nemo_rls_8b_run(prompt: int) -> None:
+    """NeMo-RL V0.3 (nvidia-nemo.github.io blog 2025-07-21, Results table): Llama 3.1 8B Instruct, GRPO with
+    64 prompts × 32 samples, 795 tokens a completion on average, Megatron on 8 GPUs: policy training 28 s and
+    the policy's and the reference's log-prob forwards 18 s. The planner's training step over the step's
+    2,048 × (prompt + 795) tokens, and its two forwards (a third of it each), within 20% of each. Holds:
+    training 24.9 s and 30.4 s at 64 and 256 prompt tokens (−11%, +9%), the forwards 16.6 s and 20.2 s (−8%, +12%)."""
+    row, _, train = _nemo(prompt)
+    assert abs(train / float(row["reported_training_s"]) - 1) <= 0.20
+    assert abs(2 * train / 3 / float(row["reported_logprob_s"]) - 1) <= 0.20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="NeMo-RL's generation takes 58 s, the planner 36.7-38.9 s (64-256 prompt tokens: 33-37% under): "
+    "3,840-4,032 decode steps (the longest completion of 256 an engine reaches the 4,096-token cap) reading "
+    "the 16.1 GB of weights, and 256 x 795 tokens' KV cache at their context, at llama.cpp's 70% of the "
+    "H100's bandwidth and its 0.79 ms a step. Not modelled, unpublished for this run: the completions' "
+    "spread (the KV reads grow with the mean square length, not the mean's square), decode compute near "
+    "the ridge at 256 sequences (2 FLOPs a weight a sequence: 256 FLOP a byte against the H100's 295), "
+    "and the answers' scoring that NeMo-RL's generation timer holds (grpo.py: run_multi_turn_rollout)",
+)
+@pytest.mark.parametrize("prompt", NEMO_PROMPTS)
+def test_grpo_generation_within_twenty_percent_of_nemo_rls_8b_run(prompt: int) -> None:
+    """The same run's generation, 58 s (vLLM colocated, TP 1, on each of the 8 GPUs): within 20%."""
+    row, gen, _ = _nemo(prompt)
+    assert abs(gen / float(row["reported_generation_s"]) - 1) <= 0.20
+
+
+def test_rollout_decode_runs_to_the_cap_with_the_tokens_at_the_mean() -> None:
+    """By hand, NeMo-RL's row at 150 prompt tokens: 256 completions a GPU, cap 3,946, mean 795; the prefill
+    2 × N × 256 × 150 at the GPU runtime's prefill share of the bf16 peak, the decode 3,946 reads of the 2N
+    bytes of weights and 256 × 795 tokens' KV cache at their mean context 150 + 795 / 2, at its bandwidth
+    share, with the runtime's fixed cost a step (per_token_s) at each of the 3,946. Without a mean every
+    completion runs to the cap: the cap's KV reads."""
+    from trilemma.estimate.deploy import runtime_constants
+    from trilemma.estimate.rl import GPU_RUNTIME
+    from trilemma.presets import deploy_efficiency, get_runtime
+
+    m, _ = resolve_model("llama3.1-8b")
+    est = _ppo_like_estimate()
+    eff = runtime_constants(get_runtime(GPU_RUNTIME), deploy_efficiency())
+    peak, bw = (
+        989.5e12,
+        3.35e12,
+    )  # any peak and bandwidth: the H100 SXM datasheet's bf16 dense and HBM3
+    seqs, prompt, cap, mean = 256, 150, 3946, 795
+    L = LayoutArrays.from_layouts([est.layout])
+    for mc, reads in (
+        (mean, seqs * mean * (prompt + mean / 2)),
+        (None, seqs * cap * (prompt + cap / 2)),
+    ):
+        seq = prompt + (mc or cap)
+        fields = finetune_fields(m, "grpo")
+        fields["rl"] = RolloutSpec(generations=32, completion_len=cap, mean_completion=mc)
+        plan = make_plan(m, 2048 * seq * 100, seq, 2048 * seq, **fields)
+        got = float(rollout_seconds(m, est.params, plan, L, seq, 2048, peak, bw)[0])
+        prefill = 2 * LLAMA8B * seqs * prompt / (peak * eff["prefill_share"])
+        decode = (cap * 2 * LLAMA8B + reads * LLAMA8B_KV) / (eff["share"] * bw) + cap * eff[
+            "per_token_s"
+        ]
+        assert got == pytest.approx(prefill + decode, rel=1e-9)
+
+
+@cache
+def _ppo_like_estimate():
+    """Llama 3.1 8B on 8 H100s, data parallel: the layout and parameter counts the by-hand rollout uses."""
+    lay = {"tp": 1, "pp": 1, "dp": 8, "zero": 3, "micro_batch": 1, "recompute": "full"}
+    return estimate("llama3.1-8b", "h100-sxm", 8, tokens="20M", seq_len=1024, layout=lay)
 
 
 #: Qwen2.5-7B by hand (config.json: hidden 3,584, 28 layers, 28/4 heads of 128, MLP 18,944, vocabulary
@@ -190,26 +307,54 @@ def test_ppo_refuses_what_grpo_refuses(capsys, flags: list[str], field: str) -> 
     assert errs[0] == errs[1]
 
 
-def test_an_unknown_method_lists_the_rl_ones(capsys, tmp_path) -> None:
-    """A misspelt method: one line naming grpo, dpo and ppo among the allowed, from the CLI, a scenario file
-    and the Python API alike."""
+def _refused(capsys, tmp_path, flags: dict[str, str | bool]) -> tuple[str, str, str]:
+    """The one-line refusals (exit status 2) of a Llama 3 8B fine-tune on 8 H100s with ``flags`` (a flag's
+    name → its text, or True for a switch) from the CLI, a scenario file and the Python API."""
     from clitools import run
 
     from trilemma.errors import InputError
 
+    argv = [a for k, v in flags.items() for a in ((f"--{k}",) if v is True else (f"--{k}", v))]
     code, _, err = run(
-        capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8",
-        "--tokens", "20M", "--finetune", "ppx",
+        capsys, "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens", "20M", *argv
     )  # fmt: skip
-    assert code == 2 and err.count("\n") == 1 and "'ppx'" in err
-    assert all(m in err for m in ("grpo", "dpo", "ppo"))
+    assert code == 2 and err.count("\n") == 1
     f = tmp_path / "bad.toml"
-    f.write_text(
-        'model = "llama3-8b"\nfinetune = "ppx"\ntokens = "20M"\ngpu = "h100-sxm"\nmax-gpus = 8\n'
-        'deadline = "7d"\n',
-        encoding="utf-8",
-    )
+    lines = [
+        f"{k} = {'true' if v is True else repr(v).replace(chr(39), chr(34))}"
+        for k, v in flags.items()
+    ]
+    body = 'model = "llama3-8b"\ntokens = "20M"\ngpu = "h100-sxm"\nmax-gpus = 8\ndeadline = "7d"\n'
+    f.write_text(body + "\n".join(lines) + "\n", encoding="utf-8")
     code, _, err2 = run(capsys, "solve", str(f))
-    assert code == 2 and err2.count("\n") == 1 and "ppo" in err2
-    with pytest.raises(InputError, match="ppo"):
-        estimate("llama3-8b", "h100-sxm", 8, tokens="20M", finetune="ppx")
+    assert code == 2 and err2.count("\n") == 1
+    with pytest.raises(InputError) as e:
+        estimate(
+            "llama3-8b",
+            "h100-sxm",
+            8,
+            tokens="20M",
+            **{k.replace("-", "_"): v for k, v in flags.items()},
+        )
+    return err, err2, str(e.value)
+
+
+def test_an_unknown_method_lists_the_rl_ones(capsys, tmp_path) -> None:
+    """A misspelt method: one line naming grpo, dpo and ppo among the allowed, from the CLI, a scenario file
+    and the Python API alike."""
+    for err in _refused(capsys, tmp_path, {"finetune": "ppx"}):
+        assert "ppx" in err and all(m in err for m in ("grpo", "dpo", "ppo"))
+
+
+def test_kl_reference_without_an_rl_method_is_one_line_everywhere(capsys, tmp_path) -> None:
+    """--kl-reference with a LoRA fine-tune: the same one line naming the flag and the RL methods from the CLI,
+    a scenario file, the Python API and the web API (422)."""
+    cli, scenario, api = _refused(capsys, tmp_path, {"finetune": "lora", "kl-reference": True})
+    assert cli == scenario and api in cli and "kl-reference" in api and "grpo" in api
+    testclient = pytest.importorskip("fastapi.testclient")
+    from trilemma.web.app import create_app
+
+    body = {"model": "llama3-8b", "gpu": "h100-sxm", "gpus": 8, "tokens": "20M", "finetune": "lora"}
+    with testclient.TestClient(create_app(), raise_server_exceptions=False) as c:
+        r = c.post("/api/estimate", json=body | {"kl-reference": True})
+    assert r.status_code == 422 and r.json()["error"] == api

@@ -143,9 +143,16 @@ def test_solve_finetune_list_refuses_an_unknown_method_in_one_line(capsys) -> No
 
 def test_grpo_prints_its_memory_and_time_split() -> None:
     """--finetune grpo on a 7B model: the memory per GPU of the policy, the reference, the generation engine
-    and the optimizer, and the step's time split into generation and training, in one line; the reference
-    is a 16-bit copy (2 bytes × 7,615,616,512 parameters ÷ the layout's TP, ZeRO-2 leaving weights whole)."""
-    est = estimate("qwen2.5-7b", "h100-sxm", 8, tokens="20M", seq_len=1024, finetune="grpo")
+    and the optimizer, and the step's time split into generation and training, in one line; with
+    --kl-reference the reference is a 16-bit copy (2 bytes × 7,615,616,512 parameters ÷ the layout's TP, ZeRO-2
+    leaving weights whole). Without it, none, as TRL's GRPOTrainer (beta 0.0 by default: grpo_config.py at
+    f2cd5771, 2026-07-24) and verl (use_kl_loss and use_kl_in_reward false) run GRPO: 0 bytes, and the line
+    says so."""
+    kw = {"tokens": "20M", "seq_len": 1024, "finetune": "grpo"}
+    none = estimate("qwen2.5-7b", "h100-sxm", 8, **kw)
+    assert none.memory.reference == 0.0
+    assert "reference none" in next(w for w in none.warnings if w.startswith("grpo:"))
+    est = estimate("qwen2.5-7b", "h100-sxm", 8, kl_reference=True, **kw)
     line = next(w for w in est.warnings if w.startswith("grpo:"))
     for part in ("policy", "reference", "generation", "optimizer", "training"):
         assert part in line
@@ -154,6 +161,21 @@ def test_grpo_prints_its_memory_and_time_split() -> None:
     assert est.memory.reference == pytest.approx(2 * 7_615_616_512 / tp / shards, rel=1e-6)
     # the colocated engine reserves at least TRL's vllm_gpu_memory_utilization 0.3 of the 80 GiB
     assert est.memory.generation >= 0.3 * 80 * GIB
+
+
+def test_grpo_reference_follows_the_trainers_default() -> None:
+    """A GRPO run's reference as its trainer ships it: TRL's GRPOTrainer loads none (grpo_config.py at f2cd5771,
+    2026-07-24: beta defaults to 0.0), Unsloth replaces that default by 0.001 (unsloth/models/rl.py at 015bdef0,
+    2026-08-22) and so holds one: a full policy's 16-bit copy, 2 × 7,615,616,512 bytes ÷ TP (and ÷ DP under
+    ZeRO-3); --no-kl-reference drops it whatever the trainer."""
+    assert trainer("trl").kl_reference is False and trainer("unsloth").kl_reference is True
+    kw = {"tokens": "20M", "seq_len": 1024, "finetune": "grpo", "trainer": "unsloth"}
+    held = estimate("qwen2.5-7b", "h100-sxm", 8, **kw)
+    shards = held.layout.dp if held.layout.zero >= 3 else 1
+    assert held.memory.reference == pytest.approx(
+        2 * 7_615_616_512 / held.layout.tp / shards, rel=1e-6
+    )
+    assert estimate("qwen2.5-7b", "h100-sxm", 8, kl_reference=False, **kw).memory.reference == 0.0
 
 
 def test_grpo_generation_memory_matches_unsloths_trl_breakdown() -> None:

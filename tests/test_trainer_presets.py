@@ -14,8 +14,10 @@ FIELDS = (
     "loss_chunks",
     "optimizer_in_backward",
     "master_weights",
+    "kl_reference",
 )
-#: each trainer's shipped defaults in FIELDS' order, as read in its code:
+#: each trainer's shipped defaults in FIELDS' order, as read in its code (kl_reference None: the preset states no
+#: GRPO default of its own):
 #: axolotl-ai-cloud/axolotl@067b021c (2026-07-24): utils/schemas/config.py 'activation_offloading: ... =
 #: (Field(default=False'; core/trainers/mixins/activation_checkpointing.py 'max_fwd_stash_size: int = 5';
 #: config.py 'chunked_cross_entropy: ... default=None', 'plugins: ... default=None' (the model's own loss);
@@ -30,9 +32,9 @@ FIELDS = (
 #: True' (Megatron's cross entropy over the whole logits); recipes/optim/adam.py 'use_distributed_optimizer=
 #: True' and megatron/core/optimizer/optimizer_config.py 'main_params_dtype: torch.dtype = torch.float32'.
 BY_HAND = {
-    "axolotl": (False, 5, "eager", 1, False, False),
-    "llama-factory": (False, 1, "eager", 1, False, True),
-    "nemo": (False, 1, "eager", 1, False, True),
+    "axolotl": (False, 5, "eager", 1, False, False, None),
+    "llama-factory": (False, 1, "eager", 1, False, True, None),
+    "nemo": (False, 1, "eager", 1, False, True, None),
 }
 REPO = {
     "axolotl": "axolotl-ai-cloud/axolotl",

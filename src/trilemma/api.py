@@ -88,6 +88,7 @@ def estimate(
     activation_offload: bool | None = None,
     distill: str | DistillSpec | None = None,
     distill_saving: float | None = None,
+    kl_reference: bool | None = None,
 ) -> Estimate:
     """Estimate one training plan. ``layout`` pins any axes (a Layout pins them all); the rest are
     searched and the fastest legal layout that fits in memory is returned. The loss corner comes
@@ -97,7 +98,8 @@ def estimate(
     ``finetune`` (full, lora, qlora, freeze) with ``trainable_layers``, ``lora_rank``, ``lora_alpha``,
     ``lora_targets`` (attn, mlp, all-linear or module names), ``base_precision`` (bf16, fp16, int8, nf4),
     ``optimizer`` (adamw, adamw-8bit, paged-adamw-8bit, adafactor, sgd, lion) and ``offload`` (none,
-    optimizer, optimizer+params) make the plan a fine-tune of ``model``; ``stack`` (a preset name,
+    optimizer, optimizer+params) make the plan a fine-tune of ``model``, ``kl_reference`` holding or dropping an RL
+    method's reference model (None: the method's default, trilemma.specs.rl.default_reference); ``stack`` (a preset name,
     trilemma.presets.stacks, or a StackSpec) the software that runs it, ``trainer`` (trilemma.presets.trainers)
     the fine-tuning trainer's memory features and ``activation_offload`` its offload switched (all ignored
     given ``plan``); ``distill`` a teacher's student at ``distill_saving`` (trilemma.quality.distill.distill_of).
@@ -110,16 +112,10 @@ def estimate(
         return run_estimate(model, accept=accept)
     m, how, cl = _model_and_cluster(model, hardware, n_gpus, cluster, plan, provider, market)
     ft = finetune_fields(
-        m,
-        finetune,
-        trainable_layers=trainable_layers,
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
-        lora_targets=lora_targets,
-        base_precision=base_precision,
-        optimizer=optimizer,
-        offload=offload,
-    )
+        m, finetune, trainable_layers=trainable_layers, lora_rank=lora_rank, lora_alpha=lora_alpha,
+        lora_targets=lora_targets, base_precision=base_precision, optimizer=optimizer, offload=offload,
+        kl_reference=kl_reference,
+    )  # fmt: skip
     pl = plan or make_plan(
         m,
         tokens,

@@ -211,7 +211,7 @@ def with_trainer(plan_fields: dict[str, Any]) -> dict[str, Any]:
     from trilemma.presets import trainer as trainer_preset
     from trilemma.specs.trainer import TrainerSpec
 
-    out = dict(plan_fields)
+    out = with_rl_reference(dict(plan_fields))
     offload = out.pop("activation_offload", None)
     name = out.get("trainer")
     if name is None and offload is None:
@@ -225,6 +225,20 @@ def with_trainer(plan_fields: dict[str, Any]) -> dict[str, Any]:
     if not tr.master_weights and d is not None and d.master is not None:
         out["dtypes"] = d.replace(master=None, grad=d.weight, optimizer_state=d.weight)
     return out
+
+
+def with_rl_reference(plan_fields: dict[str, Any]) -> dict[str, Any]:
+    """``plan_fields`` with an RL plan's unset reference (RolloutSpec.reference None) decided: the trainer
+    preset's GRPO default where it states one, else the method's (trilemma.specs.rl.default_reference)."""
+    from trilemma.presets import trainer as trainer_preset
+    from trilemma.specs.rl import default_reference
+
+    rl = plan_fields.get("rl")
+    if rl is None or rl.reference is not None:
+        return plan_fields
+    name = plan_fields.get("trainer")
+    stated = trainer_preset(name).kl_reference if name is not None else None
+    return plan_fields | {"rl": rl.replace(reference=default_reference(rl.method, stated))}
 
 
 def _count(value: Any, field: str) -> Any:
@@ -248,9 +262,12 @@ def finetune_fields(
     lora_dropout: float | None = None,
     optimizer: str | None = None,
     offload: str | None = None,
+    kl_reference: bool | None = None,
 ) -> dict[str, Any]:
     """TrainingPlan fields for a fine-tune and its optimizer and offload (``make_plan(**fields)``); {} when
-    none of them is given. One-line errors naming the flag (trilemma.specs.finetune.make_finetune)."""
+    none of them is given. ``kl_reference`` holds (True) or drops an RL policy's reference model (None: the
+    method's default, trilemma.specs.rl.default_reference). One-line errors naming the flag
+    (trilemma.specs.finetune.make_finetune)."""
     from trilemma.specs.enums import FinetuneMethod, Offload, Optimizer
     from trilemma.specs.finetune import make_finetune
     from trilemma.specs.rl import PPO_SAMPLES, RL_METHODS, RolloutSpec
@@ -260,14 +277,19 @@ def finetune_fields(
     if name is not None and name not in RL_METHODS + tuple(m.value for m in FinetuneMethod):
         methods = [m.value for m in FinetuneMethod] + list(RL_METHODS)
         raise InputError("finetune", finetune, ", ".join(methods[:-1]) + " or " + methods[-1])
+    if kl_reference is not None and name not in RL_METHODS:
+        raise InputError("kl-reference", kl_reference, "a value with --finetune grpo, dpo or ppo")
     if name in RL_METHODS:
         # an RL policy (GRPO, DPO, PPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
         # (trilemma.specs.rl)
         method = name
+        ref = (
+            None if kl_reference is None else bool(kl_reference)
+        )  # None: the trainer's (with_trainer)
         rl = {
-            "dpo": RolloutSpec(method="dpo", engine_share=0.0),
-            "ppo": RolloutSpec(method="ppo", generations=PPO_SAMPLES),
-        }.get(method, RolloutSpec())
+            "dpo": RolloutSpec(method="dpo", engine_share=0.0, reference=ref),
+            "ppo": RolloutSpec(method="ppo", generations=PPO_SAMPLES, reference=ref),
+        }.get(method, RolloutSpec(reference=ref))
         lora = lora_rank is not None or lora_targets is not None or base_precision is not None
         four_bit = str(base_precision or "").lower() in ("nf4", "gptq4")
         finetune = ("qlora" if four_bit else "lora") if lora else "full"

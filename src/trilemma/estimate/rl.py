@@ -18,9 +18,14 @@ Memory per GPU:
 
 Time per optimizer step, on each GPU for its share of the completions (batch sequences / GPUs):
 - prefill: 2 FLOPs per weight per prompt token at a GPU runtime's prefill share of the 16-bit peak;
-- decode: ``completion_len`` steps, each reading the weights once and the batch's KV cache (on average at
-  half the completion), at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022,
-  arXiv 2211.05102 §2: decoding is bandwidth-bound);
+- decode: at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022, arXiv 2211.05102
+  §2: decoding is bandwidth-bound) with its fixed cost a step (trilemma.estimate.deploy.decode_tokens_per_s),
+  the weights read once a decode step and each generated token's KV cache read at its context. The steps run until the longest completion ends: ``completion_len``, the cap, as in
+  a batch of thousands the longest reaches it whatever the mean (AReaL, Fu et al. 2025, arXiv 2505.24298
+  abstract: a synchronous system's generation waits for the longest output in the batch). Where the completions'
+  mean length is known (``mean_completion``) the tokens, and so the KV reads, are the batch's at that mean,
+  the prompt then ``seq`` less the mean (``seq``: the tokens trained a sequence); else every completion runs
+  to the cap and the prompt is ``seq`` less the cap;
 - the policy's log-prob forward (GRPO, PPO): the old log-probs of the importance ratio, recomputed by the
   training engine over the step's tokens before the update, a third of a training step's compute (Kaplan et
   al. 2020 §2.1: the backward is about twice the forward) — TRL's GRPOTrainer with vLLM every step
@@ -39,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.estimate.deploy import kv_cache_bytes, runtime_constants
+from trilemma.estimate.deploy import decode_tokens_per_s, kv_cache_bytes, runtime_constants
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
 from trilemma.presets import deploy_efficiency, get_runtime
@@ -123,15 +128,26 @@ def rollout_seconds(
     if rl is None or rl.method == "dpo":
         return np.zeros(np.shape(L.dp), dtype=float)
     eff = runtime_constants(get_runtime(GPU_RUNTIME), deploy_efficiency())
-    completion = min(rl.completion_len, seq - 1)
-    prompt = seq - completion
+    cap, mean = completion_lengths(plan, seq)
+    prompt = seq - mean
     seqs = _sequences_per_gpu(L, batch_seqs)
     n = float(pc.total)
     prefill = 2.0 * n * seqs * prompt / (peak_half_flop_per_s * eff["prefill_share"])
     kv_token = kv_cache_bytes(m.n_layers, m.d_kv, 1.0)
-    read = HALF * n + seqs * kv_token * (prompt + completion / 2.0)
-    decode = completion * read / (eff["share"] * hbm_bw)
-    return prefill + decode
+    # the weights once a step until the longest completion ends; each token's KV cache read at its context
+    read = cap * HALF * n + seqs * mean * kv_token * (prompt + mean / 2.0)
+    return prefill + cap / decode_tokens_per_s(hbm_bw, eff["share"], read / cap, eff["per_token_s"])
+
+
+def completion_lengths(plan: TrainingPlan, seq: float) -> tuple[float, float]:
+    """(decode steps, mean completion) in tokens of an RL plan's rollout at ``seq`` trained tokens a sequence
+    (module docstring): the cap and the mean where it is given, else the cap twice, each below ``seq``."""
+    rl = plan.rl
+    cap = float(rl.completion_len) if rl is not None else 0.0
+    mean = float(rl.mean_completion) if rl is not None and rl.mean_completion else cap
+    return cap if rl is not None and rl.mean_completion else min(cap, seq - 1), min(
+        mean, cap, seq - 1
+    )
 
 
 def reference_seconds(plan: TrainingPlan, step_s: Any) -> Any:
@@ -197,12 +213,19 @@ def rl_note(est: Any) -> str:
     return (
         f"{rl.method}: {rl.generations} completions per prompt, up to {rl.completion_len} tokens each; "
         f"memory per GPU: policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), "
-        f"reference {fmt_bytes(mem.reference)}, generation {fmt_bytes(mem.generation)} (engine weights + KV "
+        f"reference {_reference_text(rl, mem.reference)}, generation {fmt_bytes(mem.generation)} (engine weights + KV "
         f"cache, at least {rl.engine_share:.0%} of the GPU), optimizer {fmt_bytes(mem.optimizer)}; per step: "
         f"generation {fmt_duration(gen)}, log-prob forwards {fmt_duration(ref + logp)} (policy"
         f"{', reference' if ref > 0 else ''}), training {fmt_duration(train)} (generation "
         f"{gen / (gen + ref + logp + train):.0%} of the step)"
     )
+
+
+def _reference_text(rl: Any, nbytes: float) -> str:
+    """The reference's memory in an RL note, or that none is held and how to hold one."""
+    from trilemma.units import fmt_bytes
+
+    return fmt_bytes(nbytes) if rl.reference else "none (no KL term; --kl-reference holds one)"
 
 
 def _ppo_note(est: Any, gen: float, ref: float) -> str:
@@ -228,6 +251,7 @@ def _ppo_note(est: Any, gen: float, ref: float) -> str:
 __all__ = [
     "RolloutMemory",
     "beside_seconds",
+    "completion_lengths",
     "head_shares",
     "logprob_seconds",
     "ppo_seconds",

@@ -309,7 +309,14 @@ def _trainer_presets() -> Table:
     from trilemma.presets import trainers
 
     t = Table(title="fine-tuning trainers (--trainer; sources: trilemma presets trainers --json)")
-    for col in ("name", "activation offload", "loss", "optimizer in backward", "fp32 master"):
+    for col in (
+        "name",
+        "activation offload",
+        "loss",
+        "optimizer in backward",
+        "fp32 master",
+        "GRPO reference",
+    ):
         t.add_column(col)
     for tr in trainers().values():
         off = f"yes, {tr.offload_in_flight} in flight" if tr.activation_offload else "no"
@@ -320,5 +327,6 @@ def _trainer_presets() -> Table:
             loss,
             "yes" if tr.optimizer_in_backward else "no",
             "yes" if tr.master_weights else "no",
+            {True: "yes", False: "no", None: "the method's"}[tr.kl_reference],
         )
     return t

@@ -180,6 +180,7 @@ class EstimateRequest(Request):
     base_precision: str | None = s.base_precision()
     optimizer: str | None = s.optimizer()
     offload: str | None = s.offload()
+    kl_reference: bool | None = s.kl_reference()
     trainer: str | None = s.trainer()
     activation_offload: bool | None = s.activation_offload()
     distill: str | None = s.distill("the plan trains a student distilled from it")

@@ -41,6 +41,11 @@ TRAINER_HELP = (
     "nemo: `trilemma presets trainers`): what it keeps on the device — activation offload, its loss kernel "
     "(eager, chunked, fused linear), optimizer-in-backward, an fp32 master; default none: eager loss, no offload, fp32 master"
 )
+KL_REFERENCE_HELP = (
+    "an RL policy's frozen reference model for the KL penalty (--finetune grpo, dpo or ppo); default: the "
+    "--trainer's GRPO default (trl: none, its beta 0.0; unsloth: held, its beta 0.001), else the method's: "
+    "none for grpo (TRL's GRPOTrainer, verl), held for dpo and ppo (TRL, OpenRLHF's init_coef 0.01)"
+)
 ACTIVATION_OFFLOAD_HELP = (
     "checkpointed layer inputs in host memory (torchtune's enable_activation_offloading, Unsloth's "
     "offloaded gradient checkpointing); default: the trainer's"

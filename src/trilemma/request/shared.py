@@ -170,6 +170,10 @@ def offload() -> Any:
     return option(None, "--offload", help=h.OFFLOAD_HELP)
 
 
+def kl_reference() -> Any:
+    return option(None, "--kl-reference/--no-kl-reference", help=h.KL_REFERENCE_HELP, kind="bool")
+
+
 #: the fine-tune fields, as resolve.finetune_fields takes them
 FINETUNE_FIELDS = (
     "finetune",
@@ -180,6 +184,7 @@ FINETUNE_FIELDS = (
     "base_precision",
     "optimizer",
     "offload",
+    "kl_reference",
 )
 
 

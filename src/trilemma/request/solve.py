@@ -185,6 +185,7 @@ class SolveRequest(Request):
     base_precision: str | None = s.base_precision()
     optimizer: str | None = s.optimizer()
     offload: str | None = s.offload()
+    kl_reference: bool | None = s.kl_reference()
     trainer: str | None = s.trainer()
     activation_offload: bool | None = s.activation_offload()
 

@@ -5,7 +5,8 @@ per prompt with the policy, scores them, and trains the policy on the group-norm
 penalty against a frozen reference model (coefficient 0.04 in DeepSeekMath §4.1: the reference is loaded).
 TRL's GRPOTrainer (trl/trainer/grpo_config.py@2026-07-24) generates with vLLM colocated on the training GPUs
 (vllm_mode "colocate", vllm_gpu_memory_utilization 0.3 of each GPU), 8 generations per prompt, completions of
-up to 512 tokens; with ``beta`` 0 it skips the reference. A LoRA policy's reference is its base with the
+up to 512 tokens; its ``beta`` defaults to 0, which skips the reference: the default here too
+(DEFAULT_REFERENCE; ``--kl-reference`` holds one). A LoRA policy's reference is its base with the
 adapters disabled: no second copy.
 
 DPO (Rafailov et al. 2023, arXiv 2305.18290) generates nothing: each example is a chosen and a rejected
@@ -40,6 +41,24 @@ TRL_VLLM_SHARE = 0.3
 PPO_SAMPLES = 1
 #: the methods with a rollout spec: RL and preference post-training
 RL_METHODS = ("grpo", "dpo", "ppo")
+#: whether each method's trainers hold a reference model by default. GRPO: none — TRL's GRPOTrainer
+#: (trl/trainer/grpo_config.py@f2cd5771, 2026-07-24: beta default 0.0, 'If 0.0 (default), the reference model
+#: is not loaded'; the default since 2025-05-30, #3516) and verl (verl/trainer/ppo/utils.py@b178a3cd,
+#: 2026-01-29: need_reference_policy = algorithm.use_kl_in_reward or actor.use_kl_loss, both false in
+#: ppo_trainer.yaml and actor/actor.yaml); OpenRLHF holds one (openrlhf/cli/train_ppo_ray.py@3c3be623:
+#: --algo.kl.init_coef default 0.01, a reference when it is above 0), as NeMo-RL v0.3 does
+#: (grpo_math_1B.yaml: reference_policy_kl_penalty 0.01): --kl-reference. DPO: TRL's DPOTrainer's loss is
+#: against the reference (dpo_config.py: beta 0.1). PPO: OpenRLHF's init_coef 0.01.
+DEFAULT_REFERENCE = {"grpo": False, "dpo": True, "ppo": True}
+
+
+def default_reference(method: str, trainer_default: bool | None = None) -> bool:
+    """Whether a ``method`` run holds a frozen reference model by default: its trainer's default where the trainer
+    states one for GRPO (TrainerSpec.kl_reference: Unsloth's beta 0.001, TRL's 0.0), else the method's
+    (DEFAULT_REFERENCE)."""
+    if method == "grpo" and trainer_default is not None:
+        return trainer_default
+    return DEFAULT_REFERENCE[method]
 
 
 class RolloutSpec(Spec):
@@ -50,6 +69,13 @@ class RolloutSpec(Spec):
     completion_len: int = Field(
         TRL_COMPLETION, ge=1, le=1 << 20, description="tokens generated per completion (at most)"
     )
+    mean_completion: int | None = Field(
+        None,
+        ge=1,
+        le=1 << 20,
+        description="the completions' mean length in tokens, where it is known (a run's logs); None: every "
+        "completion runs to completion_len",
+    )
     engine_share: float = Field(
         TRL_VLLM_SHARE,
         ge=0.0,
@@ -57,16 +83,20 @@ class RolloutSpec(Spec):
         description="share of each GPU's memory the colocated inference engine (vLLM) reserves for its "
         "weights and KV cache; 0: generation shares the training weights (Unsloth's fast_inference)",
     )
-    reference: bool = Field(
-        True, description="a frozen reference model for the KL penalty (beta > 0)"
+    reference: bool | None = Field(
+        None,
+        description="a frozen reference model for the KL penalty (beta > 0); None: the trainer's default "
+        "(TrainerSpec.kl_reference), else the method's (DEFAULT_REFERENCE)",
     )
 
 
 __all__ = [
+    "DEFAULT_REFERENCE",
     "PPO_SAMPLES",
     "RL_METHODS",
     "TRL_COMPLETION",
     "TRL_GENERATIONS",
     "TRL_VLLM_SHARE",
     "RolloutSpec",
+    "default_reference",
 ]

@@ -57,6 +57,11 @@ class TrainerSpec(Spec):
         description="an fp32 master copy with fp32 gradients and optimizer states (mixed precision); "
         "False: the model and its optimizer states in bf16 throughout",
     )
+    kl_reference: bool | None = Field(
+        None,
+        description="whether its GRPO trainer holds a frozen reference model by default (a KL coefficient "
+        "above 0); None: no GRPO trainer of its own, the method's default (trilemma.specs.rl.DEFAULT_REFERENCE)",
+    )
     source: str = ""
 
     @property
