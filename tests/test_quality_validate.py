@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from clitools import run
 
-from trilemma.quality.extrapolate import SCALE, averaged_fit, split
+from trilemma.quality.extrapolate import NON_EMBEDDING, SCALE, TOTAL, averaged_fit, pool, split
 from trilemma.quality.fit_procedure import fit_point
 from trilemma.validate.quality import loss_suites, section
 
@@ -32,7 +32,31 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     assert len(done) >= 5
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
-        assert np.isfinite(s["prior"]["median"]) and s["prior"]["median"] <= s["prior"]["max"]
+        for k in ("prior", "counts", "horizon"):
+            assert np.isfinite(s[k]["median"]) and s[k]["median"] <= s[k]["max"], k
+
+
+def test_counts_column_is_trilemma_where_runs_give_no_non_embedding_count(quality):
+    # Hoffmann's digitised runs (N read from the figure's axis): the pool is the forms on total N alone;
+    # where both counts are given the weights of all six members (four at one D) sum to 1
+    for s in (s for s in quality["loss_suites"] if "skipped" not in s):
+        w = s["counts_members"]
+        assert sum(w.values()) == pytest.approx(1.0)
+        if s["suite"].startswith("MassiveText · SentencePiece (Chinchilla/Gopher)"):
+            assert s["counts"] == s["trilemma"] and set(w) == set(s["forms"])
+
+
+def test_gemstones_non_embedding_count_is_total_less_two_vocabulary_matrices():
+    # McLeish et al. 2025's param_counter (gemstone-scaling-laws@5f420478f605
+    # benchmarks/plot_lighteval.py): untied input embedding and LM head of 50304 x width each. By hand for
+    # width 256, depth 23 (heads 256/128 = 2, 1 KV group of 128): attention 256*(2+2)*128 + 128*2*256
+    # = 196608, MLP 3*256*1024 = 786432, two RMSNorms 512; 23 blocks + final norm 256 = 22621952
+    rows = [r for v in loss_suites().values() for r in v if r["model"].startswith("Gemstone-")]
+    for r in rows:
+        width = int(r["model"].split("-")[1].split("x")[0])
+        assert int(r["params_total"]) - int(r["params_nonembedding"]) == 2 * 50304 * width
+    small = next(r for r in rows if r["model"].startswith("Gemstone-256x23 "))
+    assert int(small["params_nonembedding"]) == 23 * (196608 + 786432 + 512) + 256
 
 
 @pytest.mark.xfail(
@@ -88,11 +112,35 @@ def test_averaged_fit_weights_sum_to_one_and_predict_an_exact_law():
     assert np.allclose(avg.predict(n, d), loss, rtol=5e-3)
 
 
+def test_pool_on_a_non_embedding_law_weights_that_count_and_extrapolates_it():
+    # a hand-written law in non-embedding N (α = β = 0.35), embeddings 2 x 32000 x width a large share of
+    # the small models: the backtest gives most weight to the members on non-embedding N and their
+    # average lands within 0.5% of the run 10x beyond, where the forms on total N alone miss by more than 1%
+    rng = np.random.default_rng(1)
+    width = np.exp(rng.uniform(np.log(64), np.log(4096), 60))
+    ne = 12 * 24 * width**2
+    n = ne + 2 * 32000 * width
+    d = np.exp(rng.uniform(np.log(1e9), np.log(2e11), 60))
+    loss = 1.8 + 450.0 / ne**0.35 + 2000.0 / d**0.35
+    small, large = split(n, d)
+    p = pool(n[small], d[small], loss[small], ne[small])
+    counts, horizon = p.average((TOTAL, NON_EMBEDDING)), p.average(horizon=True)
+    assert sum(counts.weights) == pytest.approx(1.0) and sum(horizon.weights) == pytest.approx(1.0)
+    assert sum(w for w, k in zip(counts.weights, counts.counts) if k == NON_EMBEDDING) > 0.5
+    assert np.abs(counts.predict(n[large], d[large], ne[large]) / loss[large] - 1).max() < 5e-3
+    assert np.abs(p.average().predict(n[large], d[large]) / loss[large] - 1).max() > 1e-2
+    # the horizon average: the forms on total N, scored on the fitted runs 10x beyond the backtest's part
+    assert set(horizon.counts) == {TOTAL}
+    assert horizon.held_out_error == {k: p.matched[k] for k in horizon.names}
+    with pytest.raises(ValueError, match="n_nonembedding"):
+        counts.predict(n[large], d[large])
+
+
 def test_cli_prints_both_fits_and_refuses_user_rows(capsys, tmp_path):
     code, out, _ = run(capsys, "validate", "--kind", "quality")
     assert code == 0
     assert "plain median" in out and "trilemma median" in out and "MMLU" in out
-    assert "prior median" in out
+    assert "prior median" in out and "counts median" in out and "horizon median" in out
     f = tmp_path / "rows.csv"
     f.write_text("model\nx\n")
     code, _, err = run(capsys, "validate", "--kind", "quality", "--data", str(f))

@@ -239,14 +239,16 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
         "plain median (max)",
         "trilemma median (max)",
         "prior median (max)",
+        "counts median (max)",
+        "horizon median (max)",
         "trilemma's forms (weight)",
     ):
         t.add_column(col, justify="right" if "median" in col or "/" in col else "left")
     for s in q["loss_suites"]:
         if "skipped" in s:
-            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", *["—"] * 4)
+            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", *["—"] * 6)
             continue
-        p, m, pr = s["plain"], s["trilemma"], s["prior"]
+        p, m, pr, ct, hz = (s[k] for k in ("plain", "trilemma", "prior", "counts", "horizon"))
         t.add_row(
             s["suite"],
             f"{s['fitted_runs']} / {s['held_out_runs']}",
@@ -254,6 +256,8 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"{p['median']:.2%} ({p['max']:.2%})",
             f"{m['median']:.2%} ({m['max']:.2%})",
             f"{pr['median']:.2%} ({pr['max']:.2%})",
+            f"{ct['median']:.2%} ({ct['max']:.2%})",
+            f"{hz['median']:.2%} ({hz['max']:.2%})",
             ", ".join(f"{k} {w:.2f}" for k, w in s["forms"].items()),
         )
     c.print(t)
@@ -269,7 +273,9 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"{q['plain_median_abs_rel_error']:.2%}), floor {med['floor']:.1%}: "
             f"{verdict(med['value'] <= med['floor'])}; worst suite {worse['value']:+.2f} points against "
             f"the plain fit, floor +{worse['floor']:.1f}: {verdict(worse['value'] <= worse['floor'])}; "
-            f"the prior's posterior mode (measured, not used): {q['prior_median_abs_rel_error']:.2%}"
+            f"measured, not used: the prior's posterior mode {q['prior_median_abs_rel_error']:.2%}, "
+            f"total and non-embedding counts {q['counts_median_abs_rel_error']:.2%}, the horizon "
+            f"matched {q['horizon_median_abs_rel_error']:.2%}"
         )
     c.print(f"method: {q['method']}")
     parts = [

@@ -5,7 +5,9 @@ out, on published figures the package ships.
    runs at most 1/10 of the largest compute and predicts its runs at least 10× larger
    (``trilemma.quality.extrapolate.split``). Beside trilemma's fit (forms averaged by held-out error,
    ``trilemma.quality.extrapolate``) stands the plain fit: all five constants of L = E + A/N^α + B/D^β
-   free, Hoffmann's procedure (``fit_point``). The Cerebras-GPT models' own losses are kept independent
+   free, Hoffmann's procedure (``fit_point``). Measured beside them, not used: a prior-shrunk fit, the
+   forms on total and non-embedding N (``counts``) and the backtest's horizon matched (``horizon``),
+   both drawn from ``trilemma.quality.extrapolate.pool``. The Cerebras-GPT models' own losses are kept independent
    (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
    skipped.
 2. Benchmarks: leave-one-family-out errors of the benchmark curves (``trilemma.quality.bench_fit``).
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.quality.extrapolate import SCALE, STARTS, averaged_fit, split
+from trilemma.quality.extrapolate import NON_EMBEDDING, SCALE, STARTS, TOTAL, pool, split
 from trilemma.quality.fit_pinning import LITERATURE_EXPONENT
 from trilemma.quality.fit_prior import WIDTH, prior_fit
 from trilemma.quality.fit_procedure import fit_point
@@ -66,6 +68,12 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
         np.array([float(r[k]) for r in rows])
         for k in ("params_total", "tokens", "final_loss_reported")
     )
+    # the non-embedding count where every run gives it (the counts column's second member per form)
+    ne = (
+        np.array([float(r["params_nonembedding"]) for r in rows])
+        if all(r.get("params_nonembedding") for r in rows)
+        else None
+    )
     small, large = split(n, d)
     out: dict[str, Any] = {"suite": name, "runs": len(rows)}
     if not large.any() or n_sizes(n[small]) < MIN_SIZES or small.sum() <= MIN_SIZES:
@@ -78,7 +86,10 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
         free = fit_point(n[small], d[small], loss[small], starts=STARTS)
     plain = free.constants
     shrunk = prior_fit(n[small], d[small], loss[small], free, starts=STARTS).constants
-    avg = averaged_fit(n[small], d[small], loss[small])
+    members = pool(n[small], d[small], loss[small], None if ne is None else ne[small])
+    avg = members.average()
+    counts = members.average((TOTAL, NON_EMBEDDING))
+    horizon = members.average(horizon=True)
     c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
     out.update(
         {
@@ -91,6 +102,11 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "trilemma": _errors(avg.predict(n[large], d[large]), loss[large]),
             "prior": _errors(chinchilla_loss(shrunk, n[large], d[large]), loss[large]),
             "prior_exponents": [shrunk["alpha"], shrunk["beta"]],
+            "counts": _errors(
+                counts.predict(n[large], d[large], None if ne is None else ne[large]), loss[large]
+            ),
+            "counts_members": dict(zip(counts.names, counts.weights)),
+            "horizon": _errors(horizon.predict(n[large], d[large]), loss[large]),
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
         }
@@ -116,7 +132,10 @@ def section() -> dict[str, Any]:
     worse = max(
         (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
     )
-    prior_med = float(np.median([s["prior"]["median"] for s in done])) if done else None
+    prior_med, counts_med, horizon_med = (
+        float(np.median([s[k]["median"] for s in done])) if done else None
+        for k in ("prior", "counts", "horizon")
+    )
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
     return {
@@ -126,12 +145,17 @@ def section() -> dict[str, Any]:
             "(Hoffmann 2022 App. D.2); trilemma: free, tied and literature-exponent forms averaged "
             "by held-out error (trilemma.quality.extrapolate); prior (measured, not used): the free "
             f"form's posterior mode with alpha, beta ~ N({LITERATURE_EXPONENT}, {WIDTH:.3f}^2) "
-            "(trilemma.quality.fit_prior)"
+            "(trilemma.quality.fit_prior); counts (measured, not used): each form on total and on "
+            "non-embedding N where the runs give both, weighted by the same backtest; horizon (measured, "
+            f"not used): each form's backtest error on the fitted runs {SCALE:g}x beyond the backtest's "
+            "own fitted part (trilemma.quality.extrapolate.Pool)"
         ),
         "loss_suites": suites,
         "median_abs_rel_error": med,
         "plain_median_abs_rel_error": plain_med,
         "prior_median_abs_rel_error": prior_med,
+        "counts_median_abs_rel_error": counts_med,
+        "horizon_median_abs_rel_error": horizon_med,
         "worst_points_over_plain": worse,
         "benchmarks_lofo": bench,
         "floors": {
