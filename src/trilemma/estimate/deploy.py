@@ -95,11 +95,13 @@ def prefill_tokens_per_s(
     params_read: float,
     prompt_tokens: float,
     weights_read_s: float = 0.0,
+    serial: bool = False,
 ) -> float:
-    """Prompt processing, tokens/s: the prompt's 2 FLOP per weight per token at the share of the unit's
-    peak, or one pass over the weights (``weights_read_s``) where that is longer (a short prompt)."""
+    """Prompt processing, tokens/s: 2 FLOP per weight per token at the share of the unit's peak, and one
+    pass over the weights (``weights_read_s``, s), overlapped, or first where ``serial`` (ceiling_bound)."""
     compute_s = 2.0 * params_read * prompt_tokens / (prefill_share * peak_flop_per_s)
-    return prompt_tokens / max(compute_s, weights_read_s)
+    both = compute_s + weights_read_s if serial else max(compute_s, weights_read_s)
+    return prompt_tokens / both
 
 
 def runtime_for(device: DeviceSpec, runtime: str | None) -> RuntimeSpec:
@@ -236,8 +238,8 @@ def deploy(
     peak = device.unit_peak_flop_per_s(rt.prefill_unit)
     pre = None
     if peak and c["prefill_share"]:
-        once = weight_bytes(params_read, bits) / bw
-        pre = prefill_tokens_per_s(peak, float(c["prefill_share"]), params_read, context, once)
+        once = (weight_bytes(params_read, bits) / bw, rt.ceiling_bound)  # s; read before computing
+        pre = prefill_tokens_per_s(peak, float(c["prefill_share"]), params_read, context, *once)
     lo, hi = c["band"]
     notes = []
     if "ASSUMED" in device.usable_source:

@@ -123,10 +123,18 @@ def _bound(r: Row) -> bool:
     return get_runtime(r["runtime"]).ceiling_bound
 
 
-def prefill_ratio(r: Row) -> float:
-    """Measured prefill tokens/s × 2 FLOP per weight / the prefill unit's peak: the share it reached."""
-    peak = get_device(r["device"]).unit_peak_flop_per_s(get_runtime(r["runtime"]).prefill_unit)
-    return float(r["prefill_tokens_per_s"]) * 2.0 * _read(r) / peak
+def prefill_ratio(r: Row, ceiling: float | None = None) -> float:
+    """Measured prefill tokens/s × 2 FLOP per weight / the prefill unit's peak: the share it reached. A
+    ceiling-bound runtime's unit first streams the weights at its ``ceiling`` (bytes/s; prefill_tokens_per_s
+    with ``serial``): that time is taken off the prompt's before the share is read."""
+    dev = get_device(r["device"])
+    peak = dev.unit_peak_flop_per_s(get_runtime(r["runtime"]).prefill_unit)
+    rate, n = float(r["prefill_tokens_per_s"]), float(r["prompt_tokens"] or 0)
+    if ceiling is None or not n:
+        return rate * 2.0 * _read(r) / peak
+    bw = reached_bandwidth(dev.bandwidth_bytes_per_s, 1.0, ceiling)
+    compute_s = n / rate - weight_bytes(_read(r), _bits(r)) / bw
+    return 1.0 if compute_s <= 0 else 2.0 * _read(r) * n / (peak * compute_s)
 
 
 def _has_prefill(r: Row) -> bool:
@@ -146,9 +154,10 @@ def fit(data: list[Row] | None = None) -> Fit:
         by.setdefault(get_runtime(r["runtime"]).name, []).append(r)
     for name, rs in sorted(by.items()):
         dec = [r for r in rs if r["decode_tokens_per_s"]]
-        pre = [prefill_ratio(r) for r in rs if _has_prefill(r)]
         dfit = _ceiling_fit if get_runtime(name).ceiling_bound else _decode_fit
         out[name] = {**(dfit(dec) if dec else {}), "rows": float(len(dec))}
+        ceiling = out[name].get("bandwidth_ceiling_bytes_per_s")
+        pre = [prefill_ratio(r, ceiling) for r in rs if _has_prefill(r)]
         if pre:
             out[name]["prefill_share"] = min(float(np.median(pre)), 1.0)
     return out
@@ -177,8 +186,9 @@ def pooled(data: list[Row]) -> dict[str, dict[str, float]]:
             out.setdefault("ceiling", {})[unit] = _ceiling_fit(bound)[
                 "bandwidth_ceiling_bytes_per_s"
             ]
+        ceiling = out.get("ceiling", {}).get(unit)
         pre = [
-            prefill_ratio(r)
+            prefill_ratio(r, ceiling if _bound(r) else None)
             for r in data
             if _has_prefill(r) and get_runtime(r["runtime"]).prefill_unit == unit
         ]
@@ -218,7 +228,7 @@ def predict_row(r: Row, c: dict[str, float]) -> tuple[float | None, float | None
         return dec, None
     once = weight_bytes(_read(r), _bits(r)) / bw
     return dec, prefill_tokens_per_s(
-        peak, c["prefill_share"], _read(r), float(r["prompt_tokens"]), once
+        peak, c["prefill_share"], _read(r), float(r["prompt_tokens"]), once, rt.ceiling_bound
     )
 
 
