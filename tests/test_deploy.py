@@ -73,7 +73,7 @@ def test_ggml_block_rates():
 def test_published_rows_held_out_by_row_source_and_runtime():
     """The on-device floors, held out three ways (trilemma validate --kind ondevice). Decode: ≥ 60 published
     rows from ≥ 6 runtimes, 11.6% median error leaving one row out, 12.9% one source, 19.5% one runtime (a
-    runtime without rows takes the pooled fit of its unit); prefill: ≥ 20 rows, 15.0% leaving one out. The
+    runtime without rows takes the pooled fit of its unit); prefill: ≥ 20 rows, 13.2% leaving one out. The
     rows listed with a skip reason (one GPU whose setup the source does not describe) held out with the rest:
     25.3%, printed beside. Fits right on every row."""
     s = summary()

@@ -135,7 +135,7 @@ def runtime_constants(rt: RuntimeSpec, efficiency: dict[str, Any]) -> dict[str, 
     """The runtime's fitted share, fixed cost per token and prefill share, or — for a runtime without
     published rows — the pooled fit of its units ([efficiency.pooled], devices.toml) and the wider band."""
     pooled = efficiency.get("pooled", {})
-    dec, pre = pooled.get(rt.decode_unit, {}), pooled.get(rt.prefill_unit, {})
+    dec, pre = pooled.get(rt.decode_unit, {}), pooled.get(rt.prefill_pool, {})
     own = rt.fit_rows > 0 and (rt.bandwidth_share or rt.bandwidth_ceiling_bytes_per_s) is not None
     tag = "" if own else "_loro"
     ceiling = (

@@ -68,3 +68,9 @@ class RuntimeSpec(Spec):
     fit_rows: int = Field(default=0, ge=0, description="published decode rows of its own fit")
     source: str = ""
     aliases: tuple[str, ...] = ()
+
+    @property
+    def prefill_pool(self) -> str:
+        """The [efficiency.pooled] table whose prefill share it takes without rows of its own: its unit's,
+        or for a ceiling-bound runtime (weights streamed first) the ceiling-bound runtimes' on that unit."""
+        return f"{self.prefill_unit}_ceiling" if self.ceiling_bound else self.prefill_unit

@@ -165,7 +165,8 @@ def fit(data: list[Row] | None = None) -> Fit:
 
 def pooled(data: list[Row]) -> dict[str, dict[str, float]]:
     """One fit per compute unit over every row of the runtimes on it (decode unit for the decode
-    constants, prefill unit for the prefill share): what a runtime without rows takes."""
+    constants, prefill unit for the prefill share): what a runtime without rows takes. Ceiling-bound
+    runtimes' rows pool apart: their ceiling, and their prefill share under ``UNIT_ceiling``."""
     out: dict[str, dict[str, float]] = {}
     for unit in ("cpu", "gpu", "npu"):
         dec = [
@@ -186,15 +187,18 @@ def pooled(data: list[Row]) -> dict[str, dict[str, float]]:
             out.setdefault("ceiling", {})[unit] = _ceiling_fit(bound)[
                 "bandwidth_ceiling_bytes_per_s"
             ]
-        ceiling = out.get("ceiling", {}).get(unit)
-        pre = [
-            prefill_ratio(r, ceiling if _bound(r) else None)
-            for r in data
-            if _has_prefill(r) and get_runtime(r["runtime"]).prefill_unit == unit
-        ]
         out[unit] = _decode_fit(dec) if dec else {}
-        if pre:
-            out[unit]["prefill_share"] = min(float(np.median(pre)), 1.0)
+        ceiling = out.get("ceiling", {}).get(unit)
+        for key, bound_rows in ((unit, False), (f"{unit}_ceiling", True)):
+            pre = [
+                prefill_ratio(r, ceiling if bound_rows else None)
+                for r in data
+                if _has_prefill(r)
+                and get_runtime(r["runtime"]).prefill_unit == unit
+                and _bound(r) == bound_rows
+            ]
+            if pre:
+                out.setdefault(key, {})["prefill_share"] = min(float(np.median(pre)), 1.0)
     return out
 
 
@@ -205,7 +209,7 @@ def _constants(name: str, fitted: Fit, pool: dict[str, dict[str, float]]) -> dic
     dec = own if "bandwidth_share" in own else pool.get(rt.decode_unit, {})
     if "bandwidth_share" not in dec:  # no row on that unit at all: every row's fit
         dec = pool["all"]
-    pre = own.get("prefill_share", pool.get(rt.prefill_unit, {}).get("prefill_share"))
+    pre = own.get("prefill_share", pool.get(rt.prefill_pool, {}).get("prefill_share"))
     ceiling = own.get("bandwidth_ceiling_bytes_per_s")
     if rt.ceiling_bound and ceiling is None:
         ceiling = pool.get("ceiling", {}).get(rt.decode_unit)
