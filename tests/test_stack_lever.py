@@ -73,6 +73,9 @@ CITED = [
     ("metaseq", "attention", "fused-softmax", "ScaledUpperTriangMaskedSoftmax"),
     ("megatron-deepspeed", "distributed_optimizer", True, "its own zero stage 1 equivalent"),
     ("meta-llama", "pp_overlap", True, "asynchronous point-to-point communication"),
+    ("meta-llama-2023", "attention", "flash1", "(cutlass.FwOp, flash.BwOp)"),
+    ("tinyllama", "attention", "flash2", "from flash_attn import flash_attn_func"),
+    ("tinyllama", "fused_loss", True, "loss_func = FusedCrossEntropyLoss()"),
     ("hai-llm", "ep_node_limit", 4, "dispatched to at most 4 nodes"),
     ("hai-llm", "ep_overlap", True, "and PP communication can be fully hidden"),
 ]
