@@ -17,25 +17,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trilemma.validate import MEMORY_METRICS
-from trilemma.validate.fit import HOLD_OUT_BY
-from trilemma.validate.predict import RUN_METRICS, TIME_METRICS, Prediction
+from trilemma.validate.fit import HOLD_OUT_BY, REFIT_METRICS
+from trilemma.validate.predict import Prediction
+from trilemma.validate.stacks import HELD_OUT_METRICS
 
-#: by held-out unit: the stored key, the metrics whose rows make a fold refit (fit._held_out), and the
-#: metrics of the rows the calibration held out that way (calibration_file: all rows by source;
-#: stacks.cross_stack: step times and runs by stack)
-UNITS: dict[str, tuple[str, frozenset[str], frozenset[str] | None]] = {
-    "group": ("loso_predicted", frozenset(TIME_METRICS) | MEMORY_METRICS, None),
-    "stack": ("losto_predicted", frozenset(TIME_METRICS), frozenset(TIME_METRICS | RUN_METRICS)),
-}
+#: by held-out unit, the metrics of the rows the calibration held out that way (calibration_file: every
+#: row by source; stacks.cross_stack: step times and runs by stack)
+HELD_OUT_ROWS: dict[str, frozenset[str] | None] = {"group": None, "stack": HELD_OUT_METRICS}
 
 
 def refitting_units(cases: list[Any], by: str) -> set[str]:
     """The held-out units (source groups or stacks) whose fold refits constants: each holds a row of a
-    metric that fit._held_out refits on."""
-    key = HOLD_OUT_BY[by]
-    _, refit, rows = UNITS[by]
-    return {key(c) for c in cases if c.metric in refit and (rows is None or c.metric in rows)}
+    metric fit._held_out refits on (fit.REFIT_METRICS), among the rows held out that way."""
+    key, rows = HOLD_OUT_BY[by], HELD_OUT_ROWS[by]
+    return {
+        key(c) for c in cases if c.metric in REFIT_METRICS and (rows is None or c.metric in rows)
+    }
 
 
 def held_out(
@@ -50,9 +47,8 @@ def held_out(
     ``cases``: every calibration case (what the folds held out); ``preds``: the live in-sample
     predictions; ``stored`` / ``stored_in_sample``: the calibration's held-out and in-sample predictions
     by (kind, row); ``by``: "group" (leave one source out) or "stack" (leave one stack out)."""
-    key = HOLD_OUT_BY[by]
+    key, rows = HOLD_OUT_BY[by], HELD_OUT_ROWS[by]
     refit = refitting_units(cases, by)
-    rows = UNITS[by][2]
     out = dict(stored)
     stale: list[str] = []
     for p in preds:
@@ -69,4 +65,4 @@ def held_out(
     return out, stale
 
 
-__all__ = ["UNITS", "held_out", "refitting_units"]
+__all__ = ["HELD_OUT_ROWS", "held_out", "refitting_units"]
