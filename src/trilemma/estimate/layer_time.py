@@ -2,7 +2,8 @@
 
 - Backward costs 2× forward for the GEMMs (dgrad + wgrad); a fine-tune's backward runs where
   finetune.backward_shares says.
-- Attention core at a FlashAttention efficiency; a causal mask lets FlashAttention skip half the
+- Attention core at a FlashAttention efficiency (FlashAttention-2's; the first tiled kernels at their
+  measured rate relative to it); a causal mask lets FlashAttention skip half the
   score blocks (Dao 2023 §3.1); its backward 2.5× the forward (FlashAttention-2: 5 matmuls vs 2).
 - Recomputation is counted in its class: full re-runs the layer's forward, selective the attention
   core, op-level (torchtitan) every other matmul and the elementwise ops (Korthikanti et al. 2022
@@ -28,6 +29,7 @@ from trilemma.estimate.layer_ops import (
 from trilemma.estimate.roofline import balance_factor
 from trilemma.estimate.step_context import StepContext
 from trilemma.specs import Recompute
+from trilemma.specs.stack import AttentionKernel
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,14 @@ def mla_gemms(ctx: StepContext) -> np.ndarray | float:
     return query + latent + ctx.gemm(T, 2 * m.d_attn / tp, m.kv_lora_rank)
 
 
+def flash_kernel_rate(kernel: AttentionKernel, c: dict) -> float:
+    """A tiled attention kernel's rate relative to FlashAttention-2's, whose the fitted
+    ``efficiency.attention`` is: FlashAttention 1.x and xformers' kernel (``flash1``) at
+    ``efficiency.flash1_rate`` (constants.toml, from Dao 2023's benchmark), any other 1 (a stack
+    that does not run a tiled kernel but a plan that asks for one: FlashAttention-2's)."""
+    return float(c["flash1_rate"]) if kernel == AttentionKernel.FLASH1 else 1.0
+
+
 def attention_core_s(ctx: StepContext) -> tuple:
     """(forward, backward) seconds of one layer's attention core. FlashAttention at its own balance
     power: FA2 reaches 50-73% of A100's peak forward (Dao 2023, arXiv 2307.08691 §4.1) but 35% of
@@ -99,8 +109,12 @@ def attention_core_s(ctx: StepContext) -> tuple:
     attn_flop = 4.0 * ctx.T * seq * m.attn_core_width / L.tp * causal_skip
     attn_width = 1.0 if ctx.attn_bf16 else c["operand_width"]
     if plan.flash_attention:
-        eff = c["attention"] * balance_factor(
-            ctx.attn_peak, c["balance_bw"], c, attn_width, "attention_balance_exponent"
+        eff = (
+            c["attention"]
+            * flash_kernel_rate(ctx.stack.attention, c)
+            * balance_factor(
+                ctx.attn_peak, c["balance_bw"], c, attn_width, "attention_balance_exponent"
+            )
         )
         attn_fwd = attn_flop / (ctx.attn_peak * min(1.0, eff))  # ≤ peak
     else:

@@ -18,14 +18,19 @@ Memory per GPU:
 
 Time per optimizer step, on each GPU for its share of the completions (batch sequences / GPUs):
 - prefill: 2 FLOPs per weight per prompt token at a GPU runtime's prefill share of the 16-bit peak;
-- decode: at a GPU runtime's fitted decode share of the memory bandwidth (Pope et al. 2022, arXiv 2211.05102
-  §2: decoding is bandwidth-bound) with its fixed cost a step (trilemma.estimate.deploy.decode_tokens_per_s),
-  the weights read once a decode step and each generated token's KV cache read at its context. The steps run until the longest completion ends: ``completion_len``, the cap, as in
-  a batch of thousands the longest reaches it whatever the mean (AReaL, Fu et al. 2025, arXiv 2505.24298
-  abstract: a synchronous system's generation waits for the longest output in the batch). Where the completions'
-  mean length is known (``mean_completion``) the tokens, and so the KV reads, are the batch's at that mean,
-  the prompt then ``seq`` less the mean (``seq``: the tokens trained a sequence); else every completion runs
-  to the cap and the prompt is ``seq`` less the cap;
+- decode: at the rollout engine's share of the memory bandwidth (Pope et al. 2022, arXiv 2211.05102 §2:
+  decoding is bandwidth-bound) with its fixed cost a step (trilemma.estimate.deploy.decode_tokens_per_s),
+  both vLLM's (VLLM_BANDWIDTH_SHARE, VLLM_STEP_S: its published latency test on three GPUs), the weights read
+  once a decode step and each generated token's KV cache read at its context. The GEMMs stay bandwidth-bound:
+  the training GEMM law (trilemma.estimate.roofline.gemm_s) is not used at decode's rows, as it gives more time
+  for the GEMMs alone at 8 rows than vLLM's whole measured step (tests/test_rl.py); at 256 rows an 8B model's
+  2 FLOPs a weight a row at the H100's best measured matmul (794.5 TFLOP/s) take less time than reading it.
+  The steps run until the longest completion ends: ``completion_len``, the cap, as in a batch of thousands
+  the longest reaches it whatever the mean (AReaL, Fu et al. 2025, arXiv 2505.24298 abstract: a synchronous
+  system's generation waits for the longest output in the batch). Where the completions' mean length is known
+  (``mean_completion``) the tokens, and so the KV reads, are the batch's at that mean, the prompt then ``seq``
+  less the mean (``seq``: the tokens trained a sequence); else every completion runs to the cap and the prompt
+  is ``seq`` less the cap;
 - the policy's log-prob forward (GRPO, PPO): the old log-probs of the importance ratio, recomputed by the
   training engine over the step's tokens before the update, a third of a training step's compute (Kaplan et
   al. 2020 §2.1: the backward is about twice the forward) — TRL's GRPOTrainer with vLLM every step
@@ -51,9 +56,18 @@ from trilemma.presets import deploy_efficiency, get_runtime
 from trilemma.specs import ModelSpec, TrainingPlan
 from trilemma.specs.enums import FinetuneMethod
 
-#: the runtime whose published rows time a datacentre GPU's generation engine (presets/runtimes.toml:
-#: its fitted bandwidth share; the pooled GPU fit's prefill share where it has no prefill rows)
+#: the runtime whose prefill share times the rollout's prompts on a datacentre GPU (presets/runtimes.toml: the
+#: pooled GPU fit's prefill share, llama.cpp's CUDA backend having no prefill rows of its own)
 GPU_RUNTIME = "llamacpp-cuda"
+
+#: vLLM's decode in a rollout: its share of the HBM bandwidth and its fixed cost a step (scheduling, input
+#: preparation, sampling, detokenisation), the least-squares line through vLLM's nightly latency test
+#: latency_llama8B_tp1 (benchmark_latency.py: offline LLM.generate, as a rollout; Llama 3.1 8B bf16, batch 8,
+#: 32 prompt and 128 output tokens): 1,579.27 ms on A100-SXM4-80GB, 997.542 ms on 8xH100, 833.421 ms on H200
+#: (buildkite.com/vllm/performance-benchmark/builds/9523, 9555 and 9515), each 128 steps reading the 2N bytes of
+#: weights and 8 sequences' KV cache at their mean context (32 + 64 tokens); tests/test_rl.py refits them
+VLLM_BANDWIDTH_SHARE = 0.7649
+VLLM_STEP_S = 1.857e-3
 
 #: bytes per weight of the engine's and the reference's 16-bit copies
 HALF = 2.0
@@ -136,7 +150,9 @@ def rollout_seconds(
     kv_token = kv_cache_bytes(m.n_layers, m.d_kv, 1.0)
     # the weights once a step until the longest completion ends; each token's KV cache read at its context
     read = cap * HALF * n + seqs * mean * kv_token * (prompt + mean / 2.0)
-    return prefill + cap / decode_tokens_per_s(hbm_bw, eff["share"], read / cap, eff["per_token_s"])
+    return prefill + cap / decode_tokens_per_s(
+        hbm_bw, VLLM_BANDWIDTH_SHARE, read / cap, VLLM_STEP_S
+    )
 
 
 def completion_lengths(plan: TrainingPlan, seq: float) -> tuple[float, float]:
@@ -249,6 +265,9 @@ def _ppo_note(est: Any, gen: float, ref: float) -> str:
 
 
 __all__ = [
+    "GPU_RUNTIME",
+    "VLLM_BANDWIDTH_SHARE",
+    "VLLM_STEP_S",
     "RolloutMemory",
     "beside_seconds",
     "completion_lengths",

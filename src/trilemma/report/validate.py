@@ -71,6 +71,8 @@ def print_validate(doc: dict[str, Any]) -> None:
         )
     if doc["skipped"]:
         c.print(f"{len(doc['skipped'])} rows skipped (see --json for reasons)")
+    for w in doc.get("warnings") or []:
+        c.print(w)
     cal = doc.get("calibration") or {}
     if cal.get("date"):
         c.print(

@@ -122,8 +122,10 @@ STACKS: tuple[str, ...] = (
     "nanogpt",  # nanoGPT, modded-nanogpt
     "llm.c",  # karpathy/llm.c
     "metaseq",  # metaseq (OPT)
-    "lit-gpt",  # Lightning lit-gpt (TinyLlama)
-    "meta-llama",  # Meta's internal LLaMA / Llama 2 / Llama 3 training stacks
+    "lit-gpt",  # Lightning lit-gpt, before TinyLlama's fork
+    "tinyllama",  # TinyLlama's fork of lit-gpt (FlashAttention-2, fused kernels)
+    "meta-llama",  # Meta's internal Llama training stack as Llama 3 describes it
+    "meta-llama-2023",  # Meta's LLaMA / Llama 2 training code (xformers attention)
     "gigatron",  # Falcon's Gigatron
     "nanotron",  # Hugging Face nanotron
     "pytorch-eager",  # a hand-written eager PyTorch training loop

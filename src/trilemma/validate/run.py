@@ -88,6 +88,9 @@ def run_validate(
     else:
         lp = stored_loso() if data is None else {}
     sp = stored_loso("losto_predicted") if data is None else {}
+    warnings: list[str] = []
+    if data is None:  # held-out units that refit nothing: live; stale stored rows: named
+        lp, sp, warnings = _fresh(cases, preds, lp, sp, live_loso)
     rows = [row_dict(p, lp.get((p.case.kind, p.case.row))) for p in preds]
     # coverage: every kind's LOSO residuals (a band borrows other kinds' sources), then reported per kind
     every = [Prediction(c, lp.get((c.kind, c.row)), None, True) for c in cases]
@@ -119,8 +122,39 @@ def run_validate(
             if kind in (None, s.kind)
         ],
         "calibration": {k: calibration().get("meta", {}).get(k) for k in ("date", "command")},
-        "warnings": [],
+        "warnings": warnings,
     }
+
+
+def _fresh(
+    cases: list[Any],
+    preds: list[Prediction],
+    lp: dict[tuple[str, int], float],
+    sp: dict[tuple[str, int], float],
+    live_loso: bool,
+) -> tuple[dict, dict, list[str]]:
+    """The shipped rows' held-out predictions against the live model (trilemma.validate.held_out):
+    leave-one-source-out (unless recomputed: ``live_loso``) and leave-one-stack-out, and a warning naming
+    the rows whose stored figure predates a change of their prediction."""
+    from trilemma.validate.held_out import held_out
+
+    was = stored_loso("predicted")
+    stale: list[str] = []
+    if not live_loso:
+        lp, stale = held_out(cases, preds, lp, was, "group")
+    sp, stale_s = held_out(cases, preds, sp, was, "stack")
+    names = list(dict.fromkeys(stale + stale_s))
+    if not names:
+        return lp, sp, []
+    return (
+        lp,
+        sp,
+        [
+            f"held out from a calibration made before their prediction changed: {', '.join(names)} "
+            "(the live prediction × the stored fold's held-out / in-sample ratio); "
+            "`python scripts/calibrate.py` recomputes them"
+        ],
+    )
 
 
 def _summary(

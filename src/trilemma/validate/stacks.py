@@ -23,6 +23,8 @@ from trilemma.validate.predict import RUN_METRICS, TIME_METRICS, Prediction
 UNTAGGED = UNTAGGED_STACK
 #: the pooled residuals' lower, middle and upper quantiles (an 80% band)
 QUANTILES = ((1 - LEVEL) / 2, 0.5, (1 + LEVEL) / 2)
+#: the rows held out by stack: step times and whole runs (memory rows are held out by source only)
+HELD_OUT_METRICS: frozenset[str] = frozenset(TIME_METRICS | RUN_METRICS)
 
 
 def stack_of(case: Any) -> str:
@@ -37,7 +39,7 @@ def cross_stack(
     """Hold out each stack with step times or runs in turn (``loso(by="stack")``) and predict its
     rows. Returns the predictions, the pooled 10th/50th/90th percentiles of r = log(predicted time /
     reported time) (``Prediction.time_log_ratio``), n, each stack's n and median r and its summary."""
-    band_cases = [c for c in cases if c.metric in TIME_METRICS | RUN_METRICS]
+    band_cases = [c for c in cases if c.metric in HELD_OUT_METRICS]
     preds = loso(band_cases, start, progress, full=fitted, by="stack")
     by_stack: dict[str, list[Prediction]] = {}
     for p in preds:
@@ -86,4 +88,4 @@ def stack_lines(xs: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["UNTAGGED", "cross_stack", "stack_lines", "stack_of"]
+__all__ = ["HELD_OUT_METRICS", "UNTAGGED", "cross_stack", "stack_lines", "stack_of"]
