@@ -147,7 +147,9 @@ def loso_summary(doc):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the time floors' open line: throughput 10.02% leave-one-source-out; the Ultra-Scale "
+    reason="the time floors' open line: throughput 13.3% leave-one-source-out, most of it llm-foundry's "
+    "fold (216 rows, 14.0%): with Meta's rows timed with their first-generation attention kernel, the "
+    "other sources no longer pull the attention efficiency down to llm-foundry's level; the Ultra-Scale "
     "Playbook's TP 2-8 runs at micro-batch 1, held out, are refitted on data where nothing else sets "
     "the eager host's cost per operator (1.1-3.0x too fast); strict: a pass means the floor holds",
 )
@@ -158,8 +160,8 @@ def test_loso_throughput_floor(loso_summary):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the time floors' open line: whole runs read 12.2% leave-one-source-out (MPT-7B the "
-    "median row); OPT-175B (0.64×), llm.c (1.49×), Llama 2 34B and StarCoderBase (0.76×) lead; "
+    reason="the time floors' open line: whole runs read 12.3% leave-one-source-out (MPT-7B the "
+    "median row); OPT-175B (0.63×), llm.c (1.49×), Llama 2 34B and StarCoderBase (0.76×) lead; "
     "strict: a pass means it holds",
 )
 def test_loso_runs_floor(loso_summary):
