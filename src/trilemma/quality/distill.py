@@ -20,7 +20,9 @@ distilled "requires up to 40x fewer training tokens per model compared to traini
 with L the supervised law the plan uses (the teacher read on the same law: the same data is assumed). k is
 Minitron's best case, so the point is optimistic; the band runs down to k = 1 (no saving, Busbridge's large-
 compute limit), printed beside the point; --distill-saving sets k from 1 to 40. A teacher no larger than the
-student saves nothing (k = 1).
+student saves nothing (k = 1), and neither does a student given fewer distillation tokens per parameter than
+Minitron's runs had (MIN_TOKENS_PER_PARAM, 11.75: its 8B on 94B tokens): the saving was measured there, not
+below it, so a 3B student on 1.5B tokens is not read as one on 60B.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.errors import InputError
-from trilemma.specs.distill import TOKEN_SAVING, DistillSpec
+from trilemma.specs.distill import MIN_TOKENS_PER_PARAM, TOKEN_SAVING, DistillSpec
 
 #: the source line printed with every distilled plan
 SOURCE = (
@@ -92,10 +94,15 @@ def check_saving(value: Any) -> float:
     return float(value)
 
 
-def saving(n_total: Any, spec: DistillSpec) -> np.ndarray:
-    """The token saving per student size: the spec's (TOKEN_SAVING unless --distill-saving gave one) below
-    the teacher's size, 1 at or above it."""
-    return np.where(np.asarray(n_total, dtype=float) < spec.teacher_params, spec.token_saving, 1.0)
+def saving(n_total: Any, spec: DistillSpec, tokens: Any) -> np.ndarray:
+    """The token saving per student size ``n_total`` trained on ``tokens``: the spec's (TOKEN_SAVING unless
+    --distill-saving gave one) below the teacher's size and at MIN_TOKENS_PER_PARAM or more distillation
+    tokens a parameter (Minitron's measured regime), 1 otherwise."""
+    n = np.asarray(n_total, dtype=float)
+    inside = (n < spec.teacher_params) & (
+        np.asarray(tokens, dtype=float) >= MIN_TOKENS_PER_PARAM * n
+    )
+    return np.where(inside, spec.token_saving, 1.0)
 
 
 def teacher_loss(law: Any, spec: DistillSpec) -> float:
@@ -113,7 +120,7 @@ def distilled_loss_fn(loss_fn: Callable[..., np.ndarray], law: Any, spec: Distil
     floor = teacher_loss(law, spec)
 
     def fn(n_tot: Any, n_non: Any, tokens: Any, precision: Any) -> np.ndarray:
-        k = saving(n_tot, spec)
+        k = saving(n_tot, spec, tokens)
         return np.maximum(
             loss_fn(n_tot, n_non, k * np.asarray(tokens, dtype=float), precision), floor
         )
@@ -130,7 +137,7 @@ def effective_tokens(
     from trilemma.quality.forms import tokens_for_loss
     from trilemma.quality.predict import loss_mean
 
-    d = float(saving(n_tot, spec)) * float(tokens)
+    d = float(saving(n_tot, spec, tokens)) * float(tokens)
     floor = teacher_loss(law, spec)
 
     def at(x: np.ndarray) -> np.ndarray:

@@ -15,6 +15,11 @@ from trilemma.specs.base import Spec
 #: tokens a distilled student saves against training from scratch: Minitron's "up to 40x fewer training
 #: tokens per model" (Muralidharan et al. 2024, arXiv 2407.14679, abstract), its best case
 TOKEN_SAVING = 40.0
+#: distillation tokens per student parameter below which no saving is claimed: Minitron measured its saving
+#: retraining its 4B and 8B students on 94B tokens each (NVIDIA's Minitron 4B/8B release: "94B training tokens";
+#: the paper, arXiv 2407.14679, abstract: "a fraction (<3%) of the original training data"), the 8B's
+#: 94e9 / 8e9 = 11.75 a parameter the fewest; below it the saving is extrapolation, not evidence
+MIN_TOKENS_PER_PARAM = 94e9 / 8e9
 
 
 class DistillSpec(Spec):
@@ -32,4 +37,4 @@ class DistillSpec(Spec):
     )
 
 
-__all__ = ["TOKEN_SAVING", "DistillSpec"]
+__all__ = ["MIN_TOKENS_PER_PARAM", "TOKEN_SAVING", "DistillSpec"]
