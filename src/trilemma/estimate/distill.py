@@ -19,7 +19,7 @@ import numpy as np
 
 from trilemma.estimate.layouts import LayoutArrays
 from trilemma.estimate.params import ParamCounts
-from trilemma.estimate.rl import HALF
+from trilemma.estimate.rl import frozen_weight_bytes
 from trilemma.specs import TrainingPlan
 
 
@@ -28,8 +28,7 @@ def teacher_bytes(plan: TrainingPlan, L: LayoutArrays) -> Any:
     zero = np.zeros(np.shape(L.dp), dtype=float)
     if plan.distill is None:
         return zero
-    shards = np.where(L.zero >= 3, L.dims.shard_ranks, 1)
-    return HALF * plan.distill.teacher_params / L.dims.weight_shards / shards + zero
+    return frozen_weight_bytes(plan.distill.teacher_params, L) + zero
 
 
 def teacher_seconds(pc: ParamCounts, plan: TrainingPlan, step_s: Any) -> Any:

@@ -106,6 +106,13 @@ def _full_policy(plan: TrainingPlan) -> bool:
     )
 
 
+def frozen_weight_bytes(params: float, L: LayoutArrays) -> Any:
+    """Bytes per GPU of a frozen model's 16-bit weights (an RL reference, a distillation teacher): split over
+    the tensor and pipeline ranks and, under ZeRO-3, the data-parallel ranks too."""
+    shards = np.where(L.zero >= 3, L.dims.shard_ranks, 1)
+    return HALF * params / L.dims.weight_shards / shards
+
+
 def rollout_memory(
     m: ModelSpec, pc: ParamCounts, plan: TrainingPlan, L: LayoutArrays, seq: float, batch_seqs: Any,
     hbm_bytes: float, policy_states: Any = 0.0,
@@ -117,9 +124,9 @@ def rollout_memory(
     zero = np.zeros(np.shape(L.dp), dtype=float)
     if rl is None:
         return RolloutMemory(zero, zero, zero, zero)
-    local = pc.total / L.dims.weight_shards
-    shards = np.where(L.zero >= 3, L.dims.shard_ranks, 1)
-    ref = np.where(rl.reference and _full_policy(plan), HALF * local / shards, 0.0) + zero
+    ref = (
+        np.where(rl.reference and _full_policy(plan), frozen_weight_bytes(pc.total, L), 0.0) + zero
+    )
     kv_dim = m.d_kv
     if rl.method == "dpo":  # nothing is generated
         return RolloutMemory(reference=ref, generation=zero, engine_weights=zero, kv_cache=zero)
@@ -129,7 +136,7 @@ def rollout_memory(
     size = head_shares(m, pc)[0] if rl.method == "ppo" else 0.0
     return RolloutMemory(
         reference=ref, generation=gen, engine_weights=weights, kv_cache=kv,
-        reward=HALF * size * local / shards + zero, critic=size * np.asarray(policy_states) + zero,
+        reward=frozen_weight_bytes(size * pc.total, L) + zero, critic=size * np.asarray(policy_states) + zero,
     )  # fmt: skip
 
 
@@ -271,6 +278,7 @@ __all__ = [
     "RolloutMemory",
     "beside_seconds",
     "completion_lengths",
+    "frozen_weight_bytes",
     "head_shares",
     "logprob_seconds",
     "ppo_seconds",

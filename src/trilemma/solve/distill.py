@@ -13,11 +13,10 @@ training is the better use of one student's compute).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from trilemma.errors import InfeasibleError
-from trilemma.solve.methods import solve_each
+from trilemma.solve.methods import solve_each, with_alternatives
 from trilemma.solve.result import SolveResult
 from trilemma.units import fmt_count, fmt_usd
 
@@ -58,10 +57,8 @@ def solve_distilled(args: dict[str, Any], solve_one: Callable[..., SolveResult])
         )
     corner = next(iter(found.values())).pins.minimize
     best = min(found, key=lambda t: _corner_value(found[t], corner))
-    head = found[best]
-    others = tuple((_label(t), r.optimum, r.optimum_loss) for t, r in found.items() if t != best)
     note = _note(spec, found, refused, best, corner, args["law"])
-    return replace(head, runners_up=head.runners_up + others, warnings=head.warnings + (note,))
+    return with_alternatives(found, best, _label, note)
 
 
 def _unsaved(r: SolveResult, law: Any) -> float:

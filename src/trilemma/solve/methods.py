@@ -61,15 +61,21 @@ def solve_methods(
         return e.cost.usd if corner == "cost" else e.time.total_s
 
     best = min(found, key=lambda m: key(found[m]))
-    head = found[best]
-    others = tuple(
-        (f"method {m}", r.optimum, r.optimum_loss) for m, r in found.items() if m != best
-    )
-    notes = (
+    note = (
         f"methods compared on the same pins ({', '.join(methods)}), by {corner}: {best} is the optimum"
-        + "".join(f"; {m}: no plan meets the pins ({why})" for m, why in refused.items()),
+        + "".join(f"; {m}: no plan meets the pins ({why})" for m, why in refused.items())
     )
-    return replace(head, runners_up=head.runners_up + others, warnings=head.warnings + notes)
+    return with_alternatives(found, best, lambda m: f"method {m}", note)
+
+
+def with_alternatives(
+    found: dict[Any, SolveResult], best: Any, label: Callable[[Any], str], note: str
+) -> SolveResult:
+    """``found[best]`` with every other solve's optimum appended to its runners-up, labelled ``label(key)``,
+    and ``note`` to its warnings: one solve per alternative (a method, a teacher), the best kept."""
+    head = found[best]
+    others = tuple((label(k), r.optimum, r.optimum_loss) for k, r in found.items() if k != best)
+    return replace(head, runners_up=head.runners_up + others, warnings=head.warnings + (note,))
 
 
 def solve_each(
@@ -97,4 +103,11 @@ def check_methods(methods: tuple[str, ...]) -> None:
             raise InputError("finetune", m, "auto, or one or more of " + ", ".join(known))
 
 
-__all__ = ["AUTO_METHODS", "check_methods", "methods_of", "solve_each", "solve_methods"]
+__all__ = [
+    "AUTO_METHODS",
+    "check_methods",
+    "methods_of",
+    "solve_each",
+    "solve_methods",
+    "with_alternatives",
+]
