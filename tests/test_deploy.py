@@ -72,21 +72,22 @@ def test_ggml_block_rates():
 
 def test_published_rows_held_out_by_row_source_and_runtime():
     """The on-device floors, held out three ways (trilemma validate --kind ondevice). Decode: ≥ 60 published
-    rows from ≥ 6 runtimes, 11.6% median error leaving one row out, 12.9% one source, 19.5% one runtime (a
-    runtime without rows takes the pooled fit of its unit); prefill: ≥ 20 rows, 13.2% leaving one out. The
-    rows listed with a skip reason (one GPU whose setup the source does not describe) held out with the rest:
-    25.3%, printed beside. Fits right on every row."""
+    rows from ≥ 6 runtimes at ≤ 20% median error, prefill ≥ 20 rows at ≤ 35%, leaving one row, one source or
+    one runtime out (a runtime without rows takes the pooled fit of its unit). The rows listed with a skip
+    reason (one GPU whose setup the source does not describe) are held out with the rest and printed beside.
+    Fits right on every row."""
     s = summary()
     assert s["measured_rows"] >= 60 and len(s["runtimes"]) >= 6 and s["sources"] < s["rows"]
     assert s["prefill_rows"] >= 20
-    loo = s["leave_one_out"]
-    assert loo["decode"]["median_abs_error"] == pytest.approx(0.116, abs=0.002)
-    assert loo["decode"]["median_abs_error"] <= 0.20 and loo["prefill"]["median_abs_error"] <= 0.35
-    assert s["leave_one_source_out"]["decode"]["median_abs_error"] <= 0.20
-    assert s["leave_one_runtime_out"]["decode"]["median_abs_error"] == pytest.approx(
-        0.195, abs=0.002
-    )
-    assert s["leave_one_out_with_skipped"]["median_abs_error"] == pytest.approx(0.253, abs=0.002)
+    # the floors themselves, each way of holding out (decode ≤ 20%, prefill ≤ 35%), not the figures printed
+    for how in ("leave_one_out", "leave_one_source_out", "leave_one_runtime_out"):
+        assert s[how]["decode"]["median_abs_error"] <= 0.20, how
+        assert s[how]["prefill"]["median_abs_error"] <= 0.35, how
+    skipped = s["leave_one_out_with_skipped"]
+    assert (
+        skipped["rows"] > s["leave_one_out"]["decode"]["rows"]
+    )  # the skipped rows are added, not lost
+    assert 0 < skipped["median_abs_error"] < 1
     assert s["fits_right"] == s["rows"]
     assert any(r["fits"] == "no" for r in rows())  # the verdict is tested both ways
     assert {get_device(r["device"]).kind for r in rows()} >= {"phone", "laptop", "desktop-gpu"}
