@@ -280,6 +280,25 @@ def test_steps_round_up_by_hand():
     assert (n.steps, n.tokens, n.accumulation) == (476_838, 2_000_003_530_752, 1)
 
 
+def test_end_chunks_with_the_embedding_or_the_head_alone_as_llama_3_1_405b():
+    # Dubey et al. 2024 §3.3.2: with interleaving "the first model chunk on the first stage has only the
+    # embedding, and the last model chunk on the last stage has only output projection and loss": 126
+    # layers in pp 16 × vp 8 = 128 chunks, one layer each between them
+    stages = tt_export.stage_modules(126, 128)
+    counts = [sum(m.startswith("layers.") for m in s) for s in stages]
+    assert counts == [0] + [1] * 126 + [0]
+    assert stages[0] == ["tok_embeddings"] and stages[-1] == ["norm", "output"]
+    big = LLAMA2_7B.replace(n_layers=126)
+    args = dict(
+        mlm_export._stage_args(
+            big, PlanNumbers.build(Layout(pp=16, vp=8, dp=1), 16, 8, 1, 4096, 4096)
+        )
+    )
+    assert args["--pipeline-model-parallel-layout"] == "E|(t|)*126,L"
+    with pytest.raises(ExportError, match="at most the 126 layers"):
+        tt_export.stage_modules(126, 129)
+
+
 def test_uneven_pipeline_stages_as_llama_3_1_405b():
     # Dubey et al. 2024 §3.3.2: 126 layers on pp = 16, one layer fewer on the first and last stage
     stages = tt_export.stage_modules(126, 16)

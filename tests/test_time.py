@@ -170,7 +170,7 @@ def test_uneven_pipeline_stages_wait_for_the_heaviest():
             10e9,
             seq_len=2048,
             global_batch_tokens=2048 * 256,
-            layout=dict(tp=2, pp=16, vp=2),
+            layout=dict(tp=2, pp=16, vp=3),
         )
 
 
@@ -233,7 +233,7 @@ def test_heaviest_rank_holds_what_the_exporter_places_on_it(
     from trilemma.estimate.pipeline import stage_layers
     from trilemma.export.torchtitan import stage_modules
 
-    assume(pp * vp <= n_layers)
+    assume(pp * vp <= n_layers + 2)  # an end chunk may hold the embedding or the head alone
     chunks = [
         sum(1 for mod in c if mod.startswith("layers.")) for c in stage_modules(n_layers, pp * vp)
     ]

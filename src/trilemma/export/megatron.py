@@ -122,10 +122,8 @@ def pipeline_layout(n_layers: int, chunks: int) -> str:
     first and the loss 'L' after the last; the layers per stage as trilemma times them (trilemma.estimate.
     pipeline.stage_layers, the placement of trilemma.export.torchtitan.stage_modules). 126 layers in 64 stages:
     "Et|(t*2|)*62,tL" (Megatron drops the commas)."""
-    if chunks > n_layers:
-        raise ExportError(ENGINE, "pp × vp", chunks, f"at most the {n_layers} layers")
     counts = [sum(x.startswith("layers.") for x in s) for s in stage_modules(n_layers, chunks)]
-    stages = [("t" if c == 1 else f"t*{c}") for c in counts]
+    stages = [("t" * min(c, 1) if c <= 1 else f"t*{c}") for c in counts]
     stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
     out, i = "", 0
     while i < len(stages):  # a run of k ≥ 3 equal stages as "(s|)*k", Megatron's own repetition
@@ -153,6 +151,8 @@ def _stage_args(m: ModelSpec, n: PlanNumbers) -> list[Arg]:
         per = -(-m.n_layers // n.pp)
         rest = m.n_layers - per * (n.pp - 2)
         first = rest // 2
+        if first < 1 and n.pp > 2:  # an end stage with the embedding or the head alone
+            return a + [("--pipeline-model-parallel-layout", pipeline_layout(m.n_layers, n.pp))]
         if n.pp == 2 or first < 1:
             raise ExportError(
                 ENGINE, "pp", n.pp, f"{m.n_layers} layers cannot be split with full middle stages"

@@ -37,16 +37,17 @@ def stage_modules(n_layers: int, stages: int) -> list[list[str]]:
     """Module names per pipeline stage (torchtitan llama3: tok_embeddings, layers.i, norm, output):
     ⌈n_layers / stages⌉ on the heaviest stage, the remainder taken off the first and last stages, which also
     hold the embedding and the head; trilemma times the rank whose stages hold the most layers under this
-    placement (trilemma.estimate.pipeline.stage_layers)."""
-    if stages > n_layers:
-        raise ExportError(ENGINE, "pp × vp", stages, f"at most the {n_layers} layers")
+    placement (trilemma.estimate.pipeline.stage_layers). The first stage may hold the embedding alone and
+    the last the head alone (Llama 3.1 405B's 126 layers in 128 virtual stages, arXiv 2407.21783 §3.3.2)."""
+    if stages > n_layers + 2:
+        raise ExportError(ENGINE, "pp × vp", stages, f"at most the {n_layers} layers + 2")
     per = math.ceil(n_layers / stages)
     counts = [per] * stages
     short = per * stages - n_layers
     k = 0
     while short:  # one layer off the ends in turn (first, last, second, second-to-last, ...)
         i = k // 2 if k % 2 == 0 else stages - 1 - k // 2
-        if counts[i] > 1:
+        if counts[i] > (0 if i in (0, stages - 1) else 1):
             counts[i] -= 1
             short -= 1
         k += 1

@@ -51,10 +51,11 @@ R_OFFLOAD_ZERO = 1 << 11  # the plan offloads at a ZeRO stage that cannot (Offlo
 
 
 def _layers_ok(m: Any, L: Any, seq: int) -> Any:
-    # every virtual stage holds at least one layer; uneven chunks are allowed with interleaving too
-    # (Llama 3.1 405B ran the interleaved schedule with one layer fewer on the first and last
-    # stages, Dubey et al. 2024 §3.3.2; Megatron-Core's num_layers_in_first/last_pipeline_stage)
-    return L.pp * L.vp <= m.n_layers
+    # every virtual stage holds at least one layer, save that the first may hold only the embedding
+    # and the last only the output projection and loss: Llama 3.1 405B ran 126 layers on pp 16 with
+    # interleaving, one layer fewer on the first and last stages (Dubey et al. 2024 §3.3.2);
+    # Megatron-Core's --account-for-embedding-in-pipeline-split / --account-for-loss-in-...
+    return L.pp * L.vp <= m.n_layers + 2
 
 
 def _heads_ok(m: Any, L: Any, seq: int) -> Any:
