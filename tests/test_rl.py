@@ -188,13 +188,18 @@ def test_grpo_training_within_twenty_percent_of_nemo_rls_8b_run(prompt: int) -> 
     reason="NeMo-RL's generation takes 58 s, the planner 38.1-40.0 s (64-256 prompt tokens: 31-34% under): "
     "3,840-4,032 decode steps (the longest completion of 256 an engine reaches the 4,096-token cap) reading "
     "the 16.1 GB of weights, and 256 x 795 tokens' KV cache at their context, at vLLM's 76.5% of the H100's "
-    "bandwidth and its 1.86 ms a step (its latency test on three GPUs). Decode compute does not close it: "
-    "at 256 sequences 2 FLOPs a weight a sequence at the H100's best matmul (794.5 TFLOP/s) is 5.2 ms against "
-    "6.3 ms reading the weights; the training GEMM law would give 60 s, but it overstates vLLM's whole "
-    "measured step at 8 sequences 1.3-2.1x (test_training_gemm_law_cannot_time_decode). Not modelled, "
-    "unpublished for this run: the completions' spread (the KV reads grow with the mean square length, not "
-    "the mean's square) and the answers' scoring and the engine's sleep that NeMo-RL's generation timer "
-    "holds (grpo.py@v0.3.0: run_multi_turn_rollout, then finish_generation)",
+    "bandwidth and its 1.86 ms a step (its latency test on three GPUs). Read at b1c86a81 with vLLM 0.9.0 (its "
+    "pin), no configured term is missing: enforce_eager False (CUDA graphs up to 512 sequences: config.py "
+    "cuda_graph_sizes, the latency test's regime); max_num_seqs unset, 1,024 on a 70 GiB+ non-A100 GPU "
+    "(arg_utils.py), so the 256 sequences decode together; prefix caching on, one prefill a prompt for its 32 "
+    "samples; TP 1; the weight refit timed apart (prepare_for_generation), not in generation. The timer holds "
+    "run_multi_turn_rollout (generate, then the math environment scoring the answers on 8 Ray workers) and "
+    "finish_generation (sleep level 1: the 16.1 GB of weights to pinned host memory, 0.25 s at PCIe Gen5 x16's "
+    "64 GB/s). Unpublished for this run, each bounded: the completions' spread (the KV reads grow with the mean "
+    "square length: +4.1 s at an exponential spread, E[L^2] = 2 x 795^2), decode GEMMs not overlapping the "
+    "weight reads at all (+4.1 s: 2 x 8.03e9 FLOPs x 203,520 tokens at 794.5 TFLOP/s; the training GEMM law "
+    "overstates vLLM's whole step at 8 sequences 1.3-2.1x: test_training_gemm_law_cannot_time_decode), the "
+    "scoring (no figure). Only every one at its least favourable together reaches 46.6-48.5 s (20%/16% under)",
 )
 @pytest.mark.parametrize("prompt", NEMO_PROMPTS)
 def test_grpo_generation_within_twenty_percent_of_nemo_rls_8b_run(prompt: int) -> None:
