@@ -228,17 +228,22 @@ def with_trainer(plan_fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_rl_reference(plan_fields: dict[str, Any]) -> dict[str, Any]:
-    """``plan_fields`` with an RL plan's unset reference (RolloutSpec.reference None) decided: the trainer
-    preset's GRPO default where it states one, else the method's (trilemma.specs.rl.default_reference)."""
+    """``plan_fields`` with an RL plan's unset reference decided (the trainer preset's GRPO default where it
+    states one, else the method's: trilemma.specs.rl.default_reference) and, where the RolloutSpec was built
+    without an engine share, the trainer's (TrainerSpec.rollout_share; DPO generates nothing)."""
     from trilemma.presets import trainer as trainer_preset
     from trilemma.specs.rl import default_reference
 
     rl = plan_fields.get("rl")
-    if rl is None or rl.reference is not None:
+    if rl is None:
         return plan_fields
-    name = plan_fields.get("trainer")
-    stated = trainer_preset(name).kl_reference if name is not None else None
-    return plan_fields | {"rl": rl.replace(reference=default_reference(rl.method, stated))}
+    tr, changes = trainer_preset(plan_fields["trainer"]) if plan_fields.get("trainer") else None, {}
+    if rl.reference is None:
+        changes["reference"] = default_reference(rl.method, tr.kl_reference if tr else None)
+    stated = tr.rollout_share if tr is not None else None
+    if stated is not None and rl.method != "dpo" and "engine_share" not in rl.model_fields_set:
+        changes["engine_share"] = stated
+    return plan_fields | {"rl": rl.replace(**changes)} if changes else plan_fields
 
 
 def _count(value: Any, field: str) -> Any:

@@ -34,7 +34,12 @@ def trainer_loss_bytes(
     Cross-Entropy, Wijmans et al. 2024, arXiv 2411.09009: "CCE reduces the memory footprint of the loss
     computation from 24 GB to 1 MB" on Gemma 2 2B, the log-sum-exp computed in on-chip memory), no logits: the
     input's gradient (tokens × d, activation dtype) and each token's fp32 log-sum-exp (4 bytes) — a frozen LM
-    head has no gradient of its own."""
+    head has no gradient of its own. flash-attn's Triton cross_entropy_loss (flash_attn/ops/triton/
+    cross_entropy.py@058ad35a: ``ctx.save_for_backward(logits, lse, labels)``; backward ``dlogits = logits if
+    ctx.inplace_backward else torch.empty_like(logits)``) keeps its input logits and a fp32 log-sum-exp a token:
+    flash-inplace (verl: activation-dtype logits, the gradient written into them), e a logit; flash-fp32
+    (OpenRLHF: the logits upcast first), the saved fp32 copy and the backward's new fp32 gradient, 8 a logit
+    (the upcast's own gradient comes after the node's saved copy is freed)."""
     tr = plan.trainer
     if tr is None or tr.loss == LossKernel.EAGER:
         return eager
@@ -44,6 +49,8 @@ def trainer_loss_bytes(
     t = np.asarray(tokens, dtype=float)
     if tr.loss == LossKernel.CUT:
         return e * t * m.d_model + 4.0 * t
+    if tr.loss in (LossKernel.FLASH_INPLACE, LossKernel.FLASH_FP32):
+        return t * v * (e if tr.loss == LossKernel.FLASH_INPLACE else 8.0) + 4.0 * t
     chunk = np.minimum(t, 2.0 ** np.ceil(np.log2(np.ceil(t / np.ceil(m.vocab_size / m.d_model)))))
     return e * (chunk * v + t * m.d_model)
 

@@ -23,6 +23,10 @@ class LossKernel(StrEnum):
     CHUNKED = "chunked"  # the logits in chunks, each upcast and reduced on its own (torchtune)
     FUSED_LINEAR = "fused-linear"  # LM head and loss fused by token chunks: no whole logits (Liger)
     CUT = "cut"  # Cut Cross-Entropy (Wijmans et al. 2024): the log-sum-exp in on-chip memory, no logits at all
+    # flash-attn's Triton cross_entropy_loss on the activation-dtype logits, its backward in place (verl)
+    FLASH_INPLACE = "flash-inplace"
+    # the logits upcast to fp32, then flash-attn's cross_entropy_loss, a new fp32 gradient (OpenRLHF)
+    FLASH_FP32 = "flash-fp32"
 
 
 class TrainerSpec(Spec):
@@ -61,6 +65,13 @@ class TrainerSpec(Spec):
         None,
         description="whether its GRPO trainer holds a frozen reference model by default (a KL coefficient "
         "above 0); None: no GRPO trainer of its own, the method's default (trilemma.specs.rl.DEFAULT_REFERENCE)",
+    )
+    rollout_share: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="share of each GPU's memory its RL trainer's colocated engine reserves by default "
+        "(vLLM's gpu_memory_utilization); None: the method's default (trilemma.specs.rl.engine_share)",
     )
     source: str = ""
 
