@@ -316,6 +316,7 @@ def _trainer_presets() -> Table:
         "optimizer in backward",
         "fp32 master",
         "GRPO reference",
+        "rollout share",
     ):
         t.add_column(col)
     for tr in trainers().values():
@@ -328,5 +329,6 @@ def _trainer_presets() -> Table:
             "yes" if tr.optimizer_in_backward else "no",
             "yes" if tr.master_weights else "no",
             {True: "yes", False: "no", None: "the method's"}[tr.kl_reference],
+            "the method's" if tr.rollout_share is None else f"{tr.rollout_share:.0%}",
         )
     return t
