@@ -7,8 +7,8 @@ out, on published figures the package ships.
    ``trilemma.quality.extrapolate``) stands the plain fit: all five constants of L = E + A/N^α + B/D^β
    free, Hoffmann's procedure (``fit_point``). Measured beside them, not used: a prior-shrunk fit, the
    forms on total and non-embedding N (``counts``) and the backtest's horizon matched (``horizon``),
-   both drawn from ``trilemma.quality.extrapolate.pool``, and the average with every member fitted by
-   least squares on log loss (``squares``). The Cerebras-GPT models' own losses are kept independent
+   and the average with every member fitted by least squares on log loss (``squares``), all three drawn
+   from ``trilemma.quality.extrapolate.pool``. The Cerebras-GPT models' own losses are kept independent
    (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
    skipped.
 2. Benchmarks: leave-one-family-out errors of the benchmark curves (``trilemma.quality.bench_fit``).
