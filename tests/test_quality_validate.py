@@ -32,7 +32,7 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     assert len(done) >= 5
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
-        for k in ("prior", "counts", "horizon"):
+        for k in ("prior", "counts", "horizon", "squares"):
             assert np.isfinite(s[k]["median"]) and s[k]["median"] <= s[k]["max"], k
 
 
@@ -136,11 +136,42 @@ def test_pool_on_a_non_embedding_law_weights_that_count_and_extrapolates_it():
         counts.predict(n[large], d[large])
 
 
+def test_squares_fit_is_the_least_squares_fit_of_log_loss():
+    # SQUARES makes Hoffmann's Huber loss ½r² at every residual: the literature form (α = 0.35) on
+    # Pythia's four smallest Pile runs (Cerebras-GPT's table) is then scipy's least-squares minimum of
+    # the log residuals, an independent solver; Hoffmann's δ = 1e-3 (near least absolute deviations)
+    # lands elsewhere, with a larger sum of squares
+    from scipy.optimize import least_squares
+
+    from trilemma.quality.extrapolate import SQUARES
+    from trilemma.quality.forms import chinchilla_loss
+
+    n = np.array([70426624, 162322944, 405334016, 1011781632], float)
+    d = np.full(4, 299892736000.0)
+    loss = np.array([2.504, 2.186, 1.971, 1.845])
+
+    def resid(x):
+        return np.log(x[0] + x[1] / n**0.35) - np.log(loss)
+
+    ref = least_squares(resid, [1.5, 500.0], x_scale=[1.0, 500.0], xtol=1e-14, ftol=1e-14)
+    sq = fit_point(n, d, loss, fix=0.35, delta=SQUARES, starts=8).constants
+    hub = fit_point(n, d, loss, fix=0.35, starts=8).constants
+    assert sq["E"] == pytest.approx(ref.x[0], rel=1e-4) and sq["A"] == pytest.approx(
+        ref.x[1], rel=1e-3
+    )
+
+    def ssq(c):
+        return float(np.sum(np.log(chinchilla_loss(c, n, d) / loss) ** 2))
+
+    assert ssq(hub) > ssq(sq) * 1.01
+
+
 def test_cli_prints_both_fits_and_refuses_user_rows(capsys, tmp_path):
     code, out, _ = run(capsys, "validate", "--kind", "quality")
     assert code == 0
     assert "plain median" in out and "trilemma median" in out and "MMLU" in out
     assert "prior median" in out and "counts median" in out and "horizon median" in out
+    assert "squares median" in out
     f = tmp_path / "rows.csv"
     f.write_text("model\nx\n")
     code, _, err = run(capsys, "validate", "--kind", "quality", "--data", str(f))

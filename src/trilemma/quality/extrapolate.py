@@ -33,6 +33,7 @@ import numpy as np
 from trilemma.quality.fit_pinning import LITERATURE_EXPONENT
 from trilemma.quality.fit_procedure import TIE, fit_point
 from trilemma.quality.forms import chinchilla_loss
+from trilemma.quality.objective import DELTA
 from trilemma.quality.runs import MIN_SIZES, n_sizes
 
 #: the parameter counts a member of the pool may take: all parameters (Hoffmann 2022 App. F), or without
@@ -53,6 +54,9 @@ METHOD = (
     "1/e^2, e its median error on the runs' larger part fitted on the part 10x smaller in compute "
     "(Bates & Granger 1969; trilemma.quality.extrapolate)"
 )
+#: a Huber δ (on log loss) above every residual of the shipped suites (|log ratio| < 0.3): the Huber loss
+#: is then ½r² throughout, a least-squares fit (the ``squares`` candidate of validate --kind quality)
+SQUARES = 1.0
 #: L-BFGS starts from the best this many points of Hoffmann's grid (fit_point's ``starts``): on the shipped
 #: suites the same minima as from 32, in a quarter of the time
 STARTS = 8
@@ -128,9 +132,11 @@ def _forms(d: np.ndarray) -> tuple[tuple[str | float | None, str, int], ...]:
     return ((None, "free", 3), (LITERATURE_EXPONENT, "literature", 2))
 
 
-def _fits(n: np.ndarray, d: np.ndarray, loss: np.ndarray, fix: str | float | None) -> dict:
+def _fits(
+    n: np.ndarray, d: np.ndarray, loss: np.ndarray, fix: str | float | None, delta: float = DELTA
+) -> dict:
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        return fit_point(n, d, loss, fix=fix, starts=STARTS).constants
+        return fit_point(n, d, loss, fix=fix, starts=STARTS, delta=delta).constants
 
 
 def _members(d: np.ndarray, nonembedding: bool) -> list[tuple[str | float | None, str, int, str]]:
@@ -145,7 +151,11 @@ def _members(d: np.ndarray, nonembedding: bool) -> list[tuple[str | float | None
 
 
 def _scores(
-    n: np.ndarray, d: np.ndarray, loss: np.ndarray, n_nonembedding: np.ndarray | None
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    n_nonembedding: np.ndarray | None,
+    delta: float = DELTA,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Each member's backtest error, fitted on the runs at most 1/SCALE of the largest compute (6·N·D,
     N total): (its median |relative error| on every run above, on those ≥ SCALE× the backtest's largest
@@ -162,7 +172,7 @@ def _scores(
         if small.sum() <= free:
             continue
         m = at[count]
-        c = _fits(m[small], d[small], loss[small], fix)
+        c = _fits(m[small], d[small], loss[small], fix, delta)
         rel = np.abs(chinchilla_loss(c, m[rest], d[rest]) / loss[rest] - 1.0)
         if np.isfinite(rel).all():
             every[name] = max(float(np.median(rel)), ERROR_FLOOR)
@@ -207,19 +217,20 @@ class Pool:
         )
 
 
-def pool(n: Any, d: Any, loss: Any, n_nonembedding: Any = None) -> Pool:
+def pool(n: Any, d: Any, loss: Any, n_nonembedding: Any = None, delta: float = DELTA) -> Pool:
     """Every member (each form on total N; given ``n_nonembedding``, one per run, on that count too)
     fitted on every run, and scored by the backtest; a member never scored is fitted only if it is
-    the literature form on total N (the fallback)."""
+    the literature form on total N (the fallback). ``delta``: the Huber δ of every fit, on log loss
+    (Hoffmann's 10⁻³; ``SQUARES``: least squares at every residual the suites hold)."""
     n, d, loss = (np.asarray(v, float) for v in (n, d, loss))
     ne = None if n_nonembedding is None else np.asarray(n_nonembedding, float)
-    every, matched = _scores(n, d, loss, ne)
+    every, matched = _scores(n, d, loss, ne, delta)
     members = tuple(_members(d, ne is not None))
     at = {TOTAL: n, NON_EMBEDDING: ne}
     return Pool(
         members=members,
         constants={
-            name: _fits(at[k], d, loss, fix)
+            name: _fits(at[k], d, loss, fix, delta)
             for fix, name, _, k in members
             if name in every or (k == TOTAL and name == "literature")
         },

@@ -243,14 +243,17 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
         "prior median (max)",
         "counts median (max)",
         "horizon median (max)",
+        "squares median (max)",
         "trilemma's forms (weight)",
     ):
         t.add_column(col, justify="right" if "median" in col or "/" in col else "left")
     for s in q["loss_suites"]:
         if "skipped" in s:
-            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", *["—"] * 6)
+            t.add_row(s["suite"], f"{s['runs']} runs", f"skipped: {s['skipped']}", *["—"] * 7)
             continue
-        p, m, pr, ct, hz = (s[k] for k in ("plain", "trilemma", "prior", "counts", "horizon"))
+        p, m, pr, ct, hz, sq = (
+            s[k] for k in ("plain", "trilemma", "prior", "counts", "horizon", "squares")
+        )
         t.add_row(
             s["suite"],
             f"{s['fitted_runs']} / {s['held_out_runs']}",
@@ -260,6 +263,7 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"{pr['median']:.2%} ({pr['max']:.2%})",
             f"{ct['median']:.2%} ({ct['max']:.2%})",
             f"{hz['median']:.2%} ({hz['max']:.2%})",
+            f"{sq['median']:.2%} ({sq['max']:.2%})",
             ", ".join(f"{k} {w:.2f}" for k, w in s["forms"].items()),
         )
     c.print(t)
@@ -277,7 +281,8 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"the plain fit, floor +{worse['floor']:.1f}: {verdict(worse['value'] <= worse['floor'])}; "
             f"measured, not used: the prior's posterior mode {q['prior_median_abs_rel_error']:.2%}, "
             f"total and non-embedding counts {q['counts_median_abs_rel_error']:.2%}, the horizon "
-            f"matched {q['horizon_median_abs_rel_error']:.2%}"
+            f"matched {q['horizon_median_abs_rel_error']:.2%}, least squares "
+            f"{q['squares_median_abs_rel_error']:.2%}"
         )
     c.print(f"method: {q['method']}")
     parts = [

@@ -7,7 +7,8 @@ out, on published figures the package ships.
    ``trilemma.quality.extrapolate``) stands the plain fit: all five constants of L = E + A/N^α + B/D^β
    free, Hoffmann's procedure (``fit_point``). Measured beside them, not used: a prior-shrunk fit, the
    forms on total and non-embedding N (``counts``) and the backtest's horizon matched (``horizon``),
-   both drawn from ``trilemma.quality.extrapolate.pool``. The Cerebras-GPT models' own losses are kept independent
+   and the average with every member fitted by least squares on log loss (``squares``), all three drawn
+   from ``trilemma.quality.extrapolate.pool``. The Cerebras-GPT models' own losses are kept independent
    (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
    skipped.
 2. Benchmarks: leave-one-family-out errors of the benchmark curves (``trilemma.quality.bench_fit``).
@@ -23,7 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.quality.extrapolate import NON_EMBEDDING, SCALE, STARTS, TOTAL, pool, split
+from trilemma.quality.extrapolate import (
+    NON_EMBEDDING,
+    SCALE,
+    SQUARES,
+    STARTS,
+    TOTAL,
+    pool,
+    split,
+)
 from trilemma.quality.fit_pinning import LITERATURE_EXPONENT
 from trilemma.quality.fit_prior import WIDTH, prior_fit
 from trilemma.quality.fit_procedure import fit_point
@@ -90,6 +99,7 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     avg = members.average()
     counts = members.average((TOTAL, NON_EMBEDDING))
     horizon = members.average(horizon=True)
+    squares = pool(n[small], d[small], loss[small], delta=SQUARES).average()
     c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
     out.update(
         {
@@ -107,6 +117,7 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             ),
             "counts_members": dict(zip(counts.names, counts.weights)),
             "horizon": _errors(horizon.predict(n[large], d[large]), loss[large]),
+            "squares": _errors(squares.predict(n[large], d[large]), loss[large]),
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
         }
@@ -132,9 +143,9 @@ def section() -> dict[str, Any]:
     worse = max(
         (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
     )
-    prior_med, counts_med, horizon_med = (
+    prior_med, counts_med, horizon_med, squares_med = (
         float(np.median([s[k]["median"] for s in done])) if done else None
-        for k in ("prior", "counts", "horizon")
+        for k in ("prior", "counts", "horizon", "squares")
     )
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
@@ -148,7 +159,9 @@ def section() -> dict[str, Any]:
             "(trilemma.quality.fit_prior); counts (measured, not used): each form on total and on "
             "non-embedding N where the runs give both, weighted by the same backtest; horizon (measured, "
             f"not used): each form's backtest error on the fitted runs {SCALE:g}x beyond the backtest's "
-            "own fitted part (trilemma.quality.extrapolate.Pool)"
+            "own fitted part (trilemma.quality.extrapolate.Pool); squares (measured, not used): "
+            "trilemma's average with every member fitted by least squares on log loss (Huber delta "
+            f"{SQUARES:g} instead of 1e-3)"
         ),
         "loss_suites": suites,
         "median_abs_rel_error": med,
@@ -156,6 +169,7 @@ def section() -> dict[str, Any]:
         "prior_median_abs_rel_error": prior_med,
         "counts_median_abs_rel_error": counts_med,
         "horizon_median_abs_rel_error": horizon_med,
+        "squares_median_abs_rel_error": squares_med,
         "worst_points_over_plain": worse,
         "benchmarks_lofo": bench,
         "floors": {
