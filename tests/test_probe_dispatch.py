@@ -35,6 +35,7 @@ HOST = HostDispatch(
     layer_fwd=DispatchTiming(200e-6, 190e-6, 220e-6),
     layer_bwd=DispatchTiming(250e-6, 240e-6, 270e-6),
     opt_tensor=DispatchTiming(30e-6, 28e-6, 33e-6),
+    opt_large=DispatchTiming(79.152e-6, 75e-6, 85e-6),
     repeats=21,
     method=DISPATCH_METHOD,
 )
@@ -70,23 +71,32 @@ def test_dispatch_measurement_is_a_plausible_per_operator_time():
     percentiles; a layer of the probe's model costs more than one operator of it."""
     d = host_dispatch("cpu", repeats=5)
     assert d.repeats == 5 and d.method == DISPATCH_METHOD
-    kinds = (d.op, d.bwd_op, d.nograd_op, d.layer_fwd, d.layer_bwd, d.opt_tensor)
+    kinds = (d.op, d.bwd_op, d.nograd_op, d.layer_fwd, d.layer_bwd, d.opt_tensor, d.opt_large)
     for t in kinds:
         assert math.isfinite(t.median_s) and 1e-7 < t.median_s < 1e-3, t
         assert 0 < t.p10_s <= t.median_s <= t.p90_s
     assert d.layer_fwd.median_s > 5 * d.op.median_s and "µs" in d.describe()
     constants, _ = host_constants(d)
+    per_element = constants.pop("host_opt_elem_s")
     assert all(1e-7 < v < 1e-3 for v in constants.values()), constants
+    # AdamW's 80 bytes per fp32 element at 1-100 GB/s: 0.8-80 ns (0 where noise hid it)
+    assert 0.0 <= per_element < 1e-7
 
 
 def test_host_op_s_is_per_operator_the_planner_counts():
     """The profile's seconds per operator are the reference layer's over the planner's own count of
     that layer's host operators (GPT-2 style, eager: 10 kernels and 10 views forward, 15 and 10
-    backward); the optimizer's per parameter tensor as measured."""
+    backward); the optimizer's per parameter tensor as measured, and per element what a tensor of
+    16,384 elements costs beyond a 1-element one: (79.152 - 30) µs / 16,384 = 3 ns."""
     assert reference_host_ops() == (20.0, 25.0)
     constants, said = host_constants(HOST)
     assert constants == pytest.approx(
-        {"host_op_s": 10e-6, "host_bwd_op_s": 10e-6, "host_opt_tensor_s": 30e-6}
+        {
+            "host_op_s": 10e-6,
+            "host_bwd_op_s": 10e-6,
+            "host_opt_tensor_s": 30e-6,
+            "host_opt_elem_s": 3e-9,
+        }
     )
     assert "20 forward, 25 backward" in said and host_constants(None) == ({}, "")
 
@@ -109,9 +119,26 @@ def test_profile_carries_the_host_dispatch_cost_and_round_trips():
     assert "host_op_s" not in local_hardware(old).efficiency  # unmeasured: the stated constant
 
 
+def test_cpu_optimizer_runs_adamw_per_element_as_measured():
+    """On the measured CPU the optimizer's arithmetic is the measured 3 ns per parameter element (its
+    single-tensor loop's passes), not the fused update's one read and write at the copy bandwidth;
+    a GPU, whose host queues ahead, keeps the read and write."""
+    from trilemma.estimate.host import optimizer_elements_s
+
+    c = local_hardware(measurement()).efficiency
+    assert optimizer_elements_s(c, 1e6, False, 0.5e-3) == pytest.approx(3e-3)
+    assert optimizer_elements_s(c, 1e6, True, 0.5e-3) == 0.5e-3
+    assert optimizer_elements_s({}, 1e6, False, 0.5e-3) == 0.5e-3  # not measured
+
+
 def test_gpu_profile_carries_it_and_runs_ahead_of_its_host():
     hw = local_hardware(measurement("cuda"))
-    assert set(hw.efficiency) == {"host_op_s", "host_bwd_op_s", "host_opt_tensor_s"}
+    assert set(hw.efficiency) == {
+        "host_op_s",
+        "host_bwd_op_s",
+        "host_opt_tensor_s",
+        "host_opt_elem_s",
+    }
     assert hw.async_launch is True
 
 

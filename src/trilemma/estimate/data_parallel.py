@@ -15,7 +15,7 @@ import numpy as np
 
 from trilemma.estimate.comm import all_gather_s, all_reduce_s, reduce_scatter_s
 from trilemma.estimate.finetune import ADAPTER_BYTES, state_bytes, trainable_params
-from trilemma.estimate.host import optimizer_host_s, param_tensors, sync_s
+from trilemma.estimate.host import optimizer_elements_s, optimizer_host_s, param_tensors, sync_s
 from trilemma.estimate.layer_time import LayerTimes
 from trilemma.estimate.memory import model_state_bytes
 from trilemma.estimate.parallel_time import collective_interference_s
@@ -138,7 +138,8 @@ def optimizer_s(
     tensors = param_tensors(m) * st.train / L.pp
     syncs = syncs + optimizer_host_s(ctx.c, tensors, ctx.async_launch, ctx.host)
     if plan.offload == Offload.NONE:
-        return ctx.hbm_s(opt_params * (per_param + g_b)) + syncs
+        memory = ctx.hbm_s(opt_params * (per_param + g_b))
+        return optimizer_elements_s(ctx.c, opt_params, ctx.async_launch, memory) + syncs
     return offload_s(
         plan,
         opt_params,

@@ -73,6 +73,17 @@ def optimizer_host_s(c: dict, n_tensors: Any, async_launch: bool, host: HostMode
     return n_tensors * float(per)
 
 
+def optimizer_elements_s(c: dict, n_elements: Any, async_launch: bool, memory_s: Any) -> Any:
+    """Seconds of the optimizer's arithmetic over ``n_elements`` local parameter elements: on a host
+    that runs its kernels itself (a CPU: ``async_launch`` false) where the probe measured AdamW per
+    element (``host_opt_elem_s``, trilemma.probe.dispatch: its single-tensor loop passes over each
+    tensor eight times), that figure per element; else ``memory_s``, the fused update's one read
+    and write of the states."""
+    if async_launch or "host_opt_elem_s" not in c:
+        return memory_s
+    return n_elements * float(c["host_opt_elem_s"])
+
+
 def effective_host(stack: StackSpec, compile_flag: bool) -> HostMode:
     """The host mode a plan runs: torch.compile's where the plan compiles (``TrainingPlan.compile``,
     the stack's own unless a flag said otherwise), eager where a compiling stack's plan does not,
@@ -171,6 +182,7 @@ __all__ = [
     "host_op_s",
     "host_ops_per_layer",
     "issue_bound_s",
+    "optimizer_elements_s",
     "optimizer_host_s",
     "param_tensors",
     "sync_s",

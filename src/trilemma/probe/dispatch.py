@@ -28,7 +28,13 @@ burst falls on all of them alike; nothing subtracted):
 - the optimizer's host seconds per parameter tensor: ``torch.optim.AdamW`` as the probe trains
   (train_parts.model_and_optimizer's settings; torch's default implementation for the device: one
   tensor at a time on a CPU, foreach on a GPU) stepping ``OPT_TENSORS`` 1-element parameters, then
-  ``zero_grad``, per tensor.
+  ``zero_grad``, per tensor; and the same over ``OPT_TENSORS`` tensors of ``OPT_ELEMENTS`` elements,
+  whose excess over the 1-element step is AdamW's arithmetic per parameter element
+  (``host_opt_elem_s``). On a CPU the single-tensor loop passes over each tensor eight times
+  (torch/optim/adam.py ``_single_tensor_adam`` at torch commit cf30153c, 2.13: ``param.mul_``,
+  ``exp_avg.lerp_``, ``exp_avg_sq.mul_`` and ``.addcmul_``, ``sqrt``, the division, ``add_(eps)``,
+  ``param.addcdiv_``: 20 fp32 reads and writes, 80 bytes per element), each pass its own kernel;
+  the planner's one fused read and write of the states does not describe that, this measurement does.
 
 On a GPU (``device="cuda"``) the same loops run on device tensors between ``torch.cuda.synchronize``
 calls: kernels that small finish faster than the host issues them, so the loop's time is the host's
@@ -46,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from trilemma.units import MEGA
+from trilemma.units import GIGA, MEGA
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -68,15 +74,18 @@ __all__ = [
 CHAIN = 1000  # operators per timed repeat of the floor (~2-5 ms on a CPU core)
 LAYERS = 8  # blocks per timed repeat of the eager layer
 OPT_TENSORS = 64  # parameter tensors the timed optimizer steps
+#: elements of each tensor of the optimizer's second timing: a 64 × 256 matrix, the MLP's (d × 4d at
+#: d 64); its 64 tensors' weights, gradients and two moments (16 MiB) overflow a core's L2
+OPT_ELEMENTS = 16384
 REPEATS = 21  # timed repeats of each kind, after one untimed warm-up
 #: the reference eager layer: the probe's default model (probe.inputs.probe_model) this narrow
 REFERENCE = {"d_model": 8, "heads": 2, "ffn": 32}
 REFERENCE_SEQ = 8
 #: how ``host_dispatch`` measures; a cached figure measured another way is measured again
 DISPATCH_METHOD = (
-    f"dispatch/2: median of {REPEATS}; floor: chains of {CHAIN} torch.mul on 1-element fp32 tensors "
+    f"dispatch/3: median of {REPEATS}; floor: chains of {CHAIN} torch.mul on 1-element fp32 tensors "
     f"(in a graph, backward, no_grad); layer: {LAYERS} probe blocks at d {REFERENCE['d_model']}, "
-    f"seq {REFERENCE_SEQ}; optimizer: AdamW over {OPT_TENSORS} 1-element tensors"
+    f"seq {REFERENCE_SEQ}; optimizer: AdamW over {OPT_TENSORS} tensors of 1 and {OPT_ELEMENTS} elements"
 )
 
 
@@ -94,7 +103,7 @@ class DispatchTiming:
         return (self.p90_s - self.p10_s) / self.median_s
 
 
-_KINDS = ("op", "bwd_op", "nograd_op", "layer_fwd", "layer_bwd", "opt_tensor")
+_KINDS = ("op", "bwd_op", "nograd_op", "layer_fwd", "layer_bwd", "opt_tensor", "opt_large")
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,7 @@ class HostDispatch:
     layer_fwd: DispatchTiming  # one reference block's forward
     layer_bwd: DispatchTiming  # one reference block's backward
     opt_tensor: DispatchTiming  # AdamW's step and zero_grad, per parameter tensor
+    opt_large: DispatchTiming  # the same per tensor of OPT_ELEMENTS elements
     repeats: int
     method: str  # DISPATCH_METHOD when measured
 
@@ -119,7 +129,8 @@ class HostDispatch:
         return (
             f"per operator forward {us(self.op)}, backward {us(self.bwd_op)}, no-grad "
             f"{us(self.nograd_op)}; an eager layer forward {us(self.layer_fwd)}, backward "
-            f"{us(self.layer_bwd)}; AdamW {us(self.opt_tensor)} per tensor (medians of {self.repeats})"
+            f"{us(self.layer_bwd)}; AdamW {us(self.opt_tensor)} per tensor, {us(self.opt_large)} per "
+            f"tensor of {OPT_ELEMENTS} elements (medians of {self.repeats})"
         )
 
     @classmethod
@@ -161,8 +172,9 @@ def reference_host_ops() -> tuple[float, float]:
 def host_constants(d: HostDispatch | None) -> tuple[dict[str, float], str]:
     """A device's host constants from its measurement, and a note saying so (none when not measured):
     seconds per operator the planner counts, forward ``host_op_s`` and backward ``host_bwd_op_s`` (the
-    reference block's seconds over its count, ``reference_host_ops``), and AdamW's seconds per
-    parameter tensor ``host_opt_tensor_s``."""
+    reference block's seconds over its count, ``reference_host_ops``), AdamW's seconds per
+    parameter tensor ``host_opt_tensor_s`` and per parameter element ``host_opt_elem_s`` (what a
+    tensor of ``OPT_ELEMENTS`` costs beyond a 1-element one, over its elements; none below 0)."""
     if d is None:
         return {}, ""
     f_ops, b_ops = reference_host_ops()
@@ -170,11 +182,13 @@ def host_constants(d: HostDispatch | None) -> tuple[dict[str, float], str]:
         "host_op_s": d.layer_fwd.median_s / f_ops,
         "host_bwd_op_s": d.layer_bwd.median_s / b_ops,
         "host_opt_tensor_s": d.opt_tensor.median_s,
+        "host_opt_elem_s": max(d.opt_large.median_s - d.opt_tensor.median_s, 0.0) / OPT_ELEMENTS,
     }
     said = (
         f"; host (measured): {d.describe()}; per operator the planner counts (a layer's "
         f"{f_ops:.0f} forward, {b_ops:.0f} backward) {out['host_op_s'] * MEGA:.2f} and "
-        f"{out['host_bwd_op_s'] * MEGA:.2f} µs"
+        f"{out['host_bwd_op_s'] * MEGA:.2f} µs; AdamW per parameter element "
+        f"{out['host_opt_elem_s'] * GIGA:.2f} ns"
     )
     return out, said
 
@@ -246,23 +260,30 @@ def _layer_timers(torch: Any, device: str) -> dict[str, Callable[[], float]]:
             p.grad = None
         return _timed(torch, device, forward().sum().backward, LAYERS)[0]
 
-    ps = [torch.zeros(1, device=device, requires_grad=True) for _ in range(OPT_TENSORS)]
+    return {
+        "layer_fwd": lambda: _timed(torch, device, forward, LAYERS)[0],
+        "layer_bwd": layer_bwd,
+        "opt_tensor": _adamw_timer(torch, device, 1),
+        "opt_large": _adamw_timer(torch, device, OPT_ELEMENTS),
+    }
+
+
+def _adamw_timer(torch: Any, device: str, elements: int) -> Callable[[], float]:
+    """One repeat of AdamW (the probe's settings) and zero_grad over ``OPT_TENSORS`` tensors of
+    ``elements`` elements, seconds per tensor."""
+    ps = [torch.zeros(elements, device=device, requires_grad=True) for _ in range(OPT_TENSORS)]
     opt = torch.optim.AdamW(ps, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)  # the probe's
 
     def opt_step() -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    def opt_tensor() -> float:
+    def timer() -> float:
         for p in ps:
             p.grad = torch.ones_like(p)
         return _timed(torch, device, opt_step, OPT_TENSORS)[0]
 
-    return {
-        "layer_fwd": lambda: _timed(torch, device, forward, LAYERS)[0],
-        "layer_bwd": layer_bwd,
-        "opt_tensor": opt_tensor,
-    }
+    return timer
 
 
 def _timing(samples: list[float]) -> DispatchTiming:

@@ -18,7 +18,7 @@ from trilemma.specs.enums import Precision
 
 #: efficiency constants a device may carry as its own (keys of constants.toml [efficiency]), and the
 #: host seconds a probe profile measures: per eager operator, forward and backward, and the
-#: optimizer's per parameter tensor (trilemma.probe.dispatch)
+#: optimizer's per parameter tensor and per parameter element (trilemma.probe.dispatch)
 DEVICE_EFFICIENCY_KEYS = (
     "gemm_max",
     "gemm_half_dim",
@@ -26,6 +26,7 @@ DEVICE_EFFICIENCY_KEYS = (
     "host_op_s",
     "host_bwd_op_s",
     "host_opt_tensor_s",
+    "host_opt_elem_s",
 )
 #: the family of a device whose architecture is not known (a user profile of an unnamed GPU)
 UNKNOWN_FAMILY = "unknown"
@@ -80,8 +81,8 @@ class HardwareSpec(Spec):
         description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
         "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it; and "
         "its host's seconds per eager operator, forward and backward, and its optimizer's per "
-        "parameter tensor (host_op_s, host_bwd_op_s, host_opt_tensor_s: a probe profile's "
-        "measured dispatch cost)",
+        "parameter tensor and per parameter element (host_op_s, host_bwd_op_s, host_opt_tensor_s, "
+        "host_opt_elem_s: a probe profile's measured dispatch cost)",
     )
     mamf_flop_per_s: dict[Precision, float] = Field(
         default_factory=dict,
