@@ -62,7 +62,9 @@ __all__ = [
     "stale_reason",
 ]
 
-CPU_SIZES = (128, 256, 512, 1024, 2048)
+#: down to 64, a small model's width (the probe's d 64 layers multiply 128×64 by 64×192 and 64×256):
+#: one thread's rate falls there, and a curve starting at 128 fits a flat efficiency through it
+CPU_SIZES = (64, 128, 256, 512, 1024, 2048)
 GPU_SIZES = (512, 1024, 2048, 4096, 8192)
 _CHUNK_S = 0.08  # one timed chunk of repeated matmuls
 _CHUNKS = 2  # chunks per size in one pass
