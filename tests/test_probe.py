@@ -296,9 +296,10 @@ def test_local_profile_is_a_hardware_preset(cli_run, config_dir):
 
 
 def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_run, config_dir):
-    """A CPU profile holds its own GEMM efficiency (fitted to its measured curve) and its measured host
-    seconds per eager operator; a profile written before those existed is rewritten from the cached
-    measurement on the next probe."""
+    """A CPU profile holds its own GEMM efficiency (fitted to its measured curve), its attention's by
+    head dimension and its measured host seconds per eager operator; a profile written before those
+    existed is rewritten from the cached measurement on the next probe."""
+    from trilemma.probe.attention_rate import attention_constants
     from trilemma.probe.dispatch import host_constants
     from trilemma.probe.profile import gemm_constants, local_hardware, profile_path
     from trilemma.probe.run_inputs import stale_profile
@@ -308,6 +309,11 @@ def test_local_profile_carries_the_cpu_gemm_fit_and_is_refreshed_when_stale(cli_
     hw = local_hardware(meas)
     assert hw.efficiency == {
         **gemm_constants(meas.matmul["fp32"]),
+        **attention_constants(
+            meas.host_dispatch.attention_head_dims,
+            meas.host_dispatch.attention_flop_per_s,
+            meas.matmul["fp32"].peak,
+        ),
         **host_constants(meas.host_dispatch)[0],
     }
     assert hw.efficiency["host_op_s"] > 0 and hw.efficiency["host_opt_tensor_s"] > 0

@@ -38,6 +38,9 @@ HOST = HostDispatch(
     opt_large=DispatchTiming(79.152e-6, 75e-6, 85e-6),
     repeats=21,
     method=DISPATCH_METHOD,
+    # the attention core at 0.4 · d / (d + 12) of the fake curve's 50 GFLOP/s peak
+    attention_head_dims=[16, 32, 64, 128],
+    attention_flop_per_s=[0.4 * d / (d + 12) * 50e9 for d in (16, 32, 64, 128)],
 )
 
 
@@ -68,8 +71,15 @@ def measurement(device: str = "cpu", host: HostDispatch | None = HOST) -> Machin
 def test_dispatch_measurement_is_a_plausible_per_operator_time():
     """Each kind is a positive, finite time inside the profile's bounds (100 ns to 1 ms per operator
     or tensor; ~1-5 µs per operator on a server core), its median between its 10th and 90th
-    percentiles; a layer of the probe's model costs more than one operator of it."""
-    d = host_dispatch("cpu", repeats=5)
+    percentiles; a layer of the probe's model costs more than one operator of it. One thread, as
+    a probe process of one core measures (two threads on a shared two-core machine wait on each
+    other's barriers for tens of milliseconds whenever a neighbour holds a core)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        d = host_dispatch("cpu", repeats=5)
+    finally:
+        torch.set_num_threads(threads)
     assert d.repeats == 5 and d.method == DISPATCH_METHOD
     kinds = (d.op, d.bwd_op, d.nograd_op, d.layer_fwd, d.layer_bwd, d.opt_tensor, d.opt_large)
     for t in kinds:
@@ -81,6 +91,9 @@ def test_dispatch_measurement_is_a_plausible_per_operator_time():
     assert all(1e-7 < v < 1e-3 for v in constants.values()), constants
     # AdamW's 80 bytes per fp32 element at 1-100 GB/s: 0.8-80 ns (0 where noise hid it)
     assert 0.0 <= per_element < 1e-7
+    # the attention core by head dimension: positive, below ten times a core's ~100 GFLOP/s
+    assert d.attention_head_dims == [16, 32, 64, 128]
+    assert all(0 < r < 1e12 for r in d.attention_flop_per_s)
 
 
 def test_host_op_s_is_per_operator_the_planner_counts():
@@ -129,6 +142,39 @@ def test_cpu_optimizer_runs_adamw_per_element_as_measured():
     assert optimizer_elements_s(c, 1e6, False, 0.5e-3) == pytest.approx(3e-3)
     assert optimizer_elements_s(c, 1e6, True, 0.5e-3) == 0.5e-3
     assert optimizer_elements_s({}, 1e6, False, 0.5e-3) == 0.5e-3  # not measured
+
+
+def test_attention_flops_are_the_planners():
+    """Causal attention at 256 tokens, 4 heads of 64: forward 4·256²·(4·64)/2 = 33,554,432 FLOPs,
+    backward 2.5 times that: 117,440,512 in all."""
+    from trilemma.probe.attention_rate import attention_flop
+
+    assert attention_flop(64) == 117_440_512
+
+
+def test_cpu_attention_constants_fit_the_measured_curve():
+    """The fit recovers the form the fake curve was made from (0.4 · d / (d + 12) of 50 GFLOP/s);
+    a CPU profile carries it, a GPU's keeps the calibrated attention efficiency."""
+    from trilemma.probe.attention_rate import attention_constants
+
+    fit = attention_constants(HOST.attention_head_dims, HOST.attention_flop_per_s, 50e9)
+    assert fit == pytest.approx({"attention_max": 0.4, "attention_half_dim": 12.0}, rel=1e-6)
+    cpu = local_hardware(measurement()).efficiency
+    assert cpu["attention_half_dim"] == pytest.approx(12.0, rel=1e-6)
+    assert "attention_half_dim" not in local_hardware(measurement("cuda")).efficiency
+
+
+def test_cpu_attention_is_timed_at_its_head_dimension():
+    """The d 64, 4-head model (head dimension 16) on the fake CPU: each layer's attention core,
+    2,097,152 FLOPs forward (4·128·128·64/2) and 2.5 times that backward, at 0.4 · 16 / 28 of the
+    50 GFLOP/s peak: 8 layers × 7,340,032 / 11.43 GFLOP/s = 5.138 ms."""
+    from trilemma.probe.compare import predict
+    from trilemma.probe.inputs import probe_model
+
+    spec = probe_model(None, layers=8, d_model=64, heads=4, ffn=256)[0]
+    est, _ = predict(spec, local_hardware(measurement()), 1, 128, 1, 1, 1, "fp32", "none", False)
+    rate = 50e9 * 0.4 * 16 / 28
+    assert est.time.ops_s["attention"] == pytest.approx(8 * 7_340_032 / rate, rel=1e-6)
 
 
 def test_gpu_profile_carries_it_and_runs_ahead_of_its_host():

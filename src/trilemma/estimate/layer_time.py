@@ -109,9 +109,11 @@ def attention_core_s(ctx: StepContext) -> tuple:
     attn_flop = 4.0 * ctx.T * seq * m.attn_core_width / L.tp * causal_skip
     attn_width = 1.0 if ctx.attn_bf16 else c["operand_width"]
     if plan.flash_attention:
-        eff = (
-            c["attention"]
-            * flash_kernel_rate(ctx.stack.attention, c)
+        eff = flash_kernel_rate(ctx.stack.attention, c) * (
+            # a CPU profile's own kernel, measured by head dimension (probe.attention_rate)
+            c["attention_max"] * m.d_head / (m.d_head + c["attention_half_dim"])
+            if "attention_half_dim" in c
+            else c["attention"]
             * balance_factor(
                 ctx.attn_peak, c["balance_bw"], c, attn_width, "attention_balance_exponent"
             )

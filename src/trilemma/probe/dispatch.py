@@ -49,7 +49,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from trilemma.units import GIGA, MEGA
@@ -85,7 +85,8 @@ REFERENCE_SEQ = 8
 DISPATCH_METHOD = (
     f"dispatch/3: median of {REPEATS}; floor: chains of {CHAIN} torch.mul on 1-element fp32 tensors "
     f"(in a graph, backward, no_grad); layer: {LAYERS} probe blocks at d {REFERENCE['d_model']}, "
-    f"seq {REFERENCE_SEQ}; optimizer: AdamW over {OPT_TENSORS} tensors of 1 and {OPT_ELEMENTS} elements"
+    f"seq {REFERENCE_SEQ}; optimizer: AdamW over {OPT_TENSORS} tensors of 1 and {OPT_ELEMENTS} "
+    "elements; a CPU's attention by head dimension (attention_rate)"
 )
 
 
@@ -119,6 +120,11 @@ class HostDispatch:
     opt_large: DispatchTiming  # the same per tensor of OPT_ELEMENTS elements
     repeats: int
     method: str  # DISPATCH_METHOD when measured
+    # a CPU's attention core, forward and backward, FLOP/s by head dimension (probe.attention_rate:
+    # the kernels a CPU's host runs itself); empty on a GPU
+    # (lists: the record reads back from JSON equal)
+    attention_head_dims: list[int] = field(default_factory=list)
+    attention_flop_per_s: list[float] = field(default_factory=list)
 
     def describe(self) -> str:
         """The medians in microseconds, with the repeats' spread."""
@@ -138,9 +144,11 @@ class HostDispatch:
         """The record; None for none, or for one another method wrote (it lacks a field: measured again)."""
         if d is None or {f.name for f in fields(cls)} - set(d):
             return None
+        curve = ("attention_head_dims", "attention_flop_per_s")
         return cls(
-            **{k: v for k, v in d.items() if k not in _KINDS},
+            **{k: v for k, v in d.items() if k not in _KINDS + curve},
             **{k: DispatchTiming(**d[k]) for k in _KINDS},
+            **{k: list(d[k]) for k in curve},
         )
 
 
@@ -294,8 +302,11 @@ def _timing(samples: list[float]) -> DispatchTiming:
 
 def host_dispatch(device: str, repeats: int = REPEATS) -> HostDispatch:
     """This machine's host seconds of eager PyTorch: the floor per operator, an eager layer and
-    AdamW per tensor (medians over ``repeats`` interleaved repeats; this module's docstring)."""
+    AdamW per tensor (medians over ``repeats`` interleaved repeats; this module's docstring); on a
+    CPU, the attention core's rate by head dimension (``attention_rate``)."""
     import torch
+
+    from trilemma.probe.attention_rate import attention_curve
 
     timers = {**_floor_timers(torch, device), **_layer_timers(torch, device)}
     samples: dict[str, list[float]] = {k: [] for k in timers}
@@ -306,6 +317,11 @@ def host_dispatch(device: str, repeats: int = REPEATS) -> HostDispatch:
     for _ in range(repeats):
         for k, f in timers.items():
             samples[k].append(f())
+    curve = ([], []) if device == "cuda" else attention_curve(torch)
     return HostDispatch(
-        **{k: _timing(v) for k, v in samples.items()}, repeats=repeats, method=DISPATCH_METHOD
+        **{k: _timing(v) for k, v in samples.items()},
+        repeats=repeats,
+        method=DISPATCH_METHOD,
+        attention_head_dims=curve[0],
+        attention_flop_per_s=curve[1],
     )

@@ -278,6 +278,18 @@ def _cpu_facts(meas: MachineMeasurement) -> dict[str, Any]:
             f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
             f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak"
         )
+    hd = meas.host_dispatch
+    if own is not None and hd is not None and len(hd.attention_head_dims) >= 2:
+        from trilemma.probe.attention_rate import attention_constants
+
+        att = attention_constants(
+            hd.attention_head_dims, hd.attention_flop_per_s, meas.matmul[own].peak
+        )
+        efficiency = {**efficiency, **att}
+        stated += (
+            f"; attention (PyTorch's CPU flash kernel) from its measured rate by head dimension d: "
+            f"{att['attention_max']:.3f} · d / (d + {att['attention_half_dim']:.1f}) of peak"
+        )
     price_source = (
         f"placeholder: a machine you own has no list price (${CPU_PRICE_PER_CORE_HOUR}/core-hour "
         "assumed, about a cloud vCPU); set --price"

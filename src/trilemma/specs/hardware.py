@@ -16,13 +16,16 @@ from trilemma.specs.bounds import (
 )
 from trilemma.specs.enums import Precision
 
-#: efficiency constants a device may carry as its own (keys of constants.toml [efficiency]), and the
+#: efficiency constants a device may carry as its own (keys of constants.toml [efficiency]; a CPU's
+#: attention kernel by head dimension, trilemma.probe.attention_rate), and the
 #: host seconds a probe profile measures: per eager operator, forward and backward, and the
 #: optimizer's per parameter tensor and per parameter element (trilemma.probe.dispatch)
 DEVICE_EFFICIENCY_KEYS = (
     "gemm_max",
     "gemm_half_dim",
     "balance_exponent",
+    "attention_max",
+    "attention_half_dim",
     "host_op_s",
     "host_bwd_op_s",
     "host_opt_tensor_s",
@@ -79,7 +82,8 @@ class HardwareSpec(Spec):
     efficiency: dict[str, float] = Field(
         default_factory=dict,
         description="this device's own GEMM efficiency constants, measured (a `trilemma probe` profile of a CPU: "
-        "gemm_max, gemm_half_dim, balance_exponent); they replace the calibrated ones for it; and "
+        "gemm_max, gemm_half_dim, balance_exponent; its attention kernel's attention_max, "
+        "attention_half_dim by head dimension); they replace the calibrated ones for it; and "
         "its host's seconds per eager operator, forward and backward, and its optimizer's per "
         "parameter tensor and per parameter element (host_op_s, host_bwd_op_s, host_opt_tensor_s, "
         "host_opt_elem_s: a probe profile's measured dispatch cost)",
