@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -33,12 +34,17 @@ def tiny_ladder(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("tiny-ladder") / "lad"
     png = out.parent / "ladder.png"
+    # its own configuration folder, as a fresh machine's: a session fixture is set up before the tests'
+    # own (function-scoped) TRILEMMA_CONFIG_DIR, and the `local` profile the ladder measures and saves
+    # must not land in the user's (where a busy machine's measurement broke every later test)
+    config = tmp_path_factory.mktemp("tiny-ladder-config")
     cmd = [sys.executable, "-m", "trilemma.cli", "ladder", "--tiny", "--out", str(out), "--json"]
     # a terminal's Ctrl-C: make sure the child does not inherit an ignored SIGINT
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env={**os.environ, "TRILEMMA_CONFIG_DIR": str(config)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # noqa: PLW1509
     runs = out / "runs.jsonl"
@@ -49,7 +55,9 @@ def tiny_ladder(tmp_path_factory):
     stdout, stderr = proc.communicate(timeout=60)
     before = read_records(runs)
     whole_lines = runs.read_bytes().endswith(b"\n")  # after the Ctrl-C, before the resume
-    done = ladder_cli(["--tiny", "--out", str(out), "--plot", str(png), "--json"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRILEMMA_CONFIG_DIR", str(config))
+        done = ladder_cli(["--tiny", "--out", str(out), "--plot", str(png), "--json"])
     return SimpleNamespace(
         out=out, png=png, runs=runs, returncode=proc.returncode, stdout=stdout, stderr=stderr,
         before=before, whole_lines=whole_lines, result=done,

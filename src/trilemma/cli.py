@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import sys
 import warnings
+from functools import cache
 from typing import Any
 
 import typer
@@ -321,6 +322,14 @@ def _typed_value_message(exc: Exception, argv: list[str]) -> str | None:
     return None
 
 
+@cache
+def _click_command() -> Any:
+    """``app`` as the click command that calling it builds (typer.main.get_command), built once a process:
+    typer rebuilds the whole tree of commands and options on each call (19 ms, most of a refused
+    request's time); click makes a new context for each invocation of the same command."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line and exit status 2 for bad input, 1 for an infeasible request.
 
@@ -329,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(), one_command():  # one_command: no write onto an input
             warnings.simplefilter("ignore", RuntimeWarning)
-            app(args=argv, standalone_mode=False)
+            _click_command()(args=argv, standalone_mode=False)
         return 0
     except TrilemmaError as exc:
         sys.stderr.write(f"trilemma: error: {printable(exc)}\n")

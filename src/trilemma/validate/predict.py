@@ -150,14 +150,17 @@ def predict(
     """Predict every case with ``consts``; ``layouts`` (kind, row) → (Layout, fits, note) skips the search.
     ``memory=False`` (time metrics only: the fit's residuals) skips the memory model; ``fits`` is then
     the layout's as resolved. ``prepared``: a dict the caller keeps across repeated predictions of the same
-    cases (``fit_time``), in which each (case, layout)'s cluster and layout arrays are built once."""
+    cases (``fit_time``), in which each (case, layout)'s cluster and layout arrays and each case's
+    configuration (_configuration) are built once."""
     out = []
     prepared = {} if prepared is None else prepared
     alike: dict[tuple, tuple] = {}  # rows of one configuration: searched and evaluated once
     for c in cases:
         key = (c.kind, c.row)
         given = layouts.get(key) if layouts else None
-        same = (_configuration(c), given)
+        if key not in prepared:  # the case's configuration, serialised once a fit
+            prepared[key] = _configuration(c)
+        same = (prepared[key], given)
         if same not in alike:
             lay, fits, note = given or resolve_layout(c, consts)
             ev = None
