@@ -85,12 +85,6 @@ def test_cross_family_figures_are_stored():
     assert sum(r["cross_family_n"] for r in held.values()) == b["cross_family_n"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since the refit that timed Meta's rows with their first-generation attention kernel, "
-    "llm-foundry's fold is predicted too fast (throughput's leave-one-source-out 10th percentile "
-    "-0.335) more than a family held out is (-0.320); strict: a pass means the order holds again",
-)
 def test_a_family_never_seen_errs_further_toward_fast_than_a_source():
     """Predicting a family never seen errs further toward too fast than predicting a source never seen
     (the cross-family residuals are throughput's and runs'; their lower quantile is the fast side)."""

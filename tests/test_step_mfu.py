@@ -143,13 +143,6 @@ def test_fp32_steps_against_the_measured_forward_backward_times():
             assert 0.90 < ratio < 1.10, (c.label, ratio)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the refit that timed Meta's rows with their first-generation attention kernel moved "
-    "llm-foundry's fold (its rows are most of these): held out, the small single-node steps read 15.1%, "
-    "the other sources no longer pulling the attention efficiency down to llm-foundry's level; strict: a "
-    "pass means the floor holds again",
-)
 def test_small_configurations_leave_one_source_out_floor():
     """The time floor for small configurations: single-node steps of models of at most 2B parameters,
     predicted with their source left out of the calibration (the LOSO predictions the calibration
