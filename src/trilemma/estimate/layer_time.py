@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -100,13 +101,24 @@ def flash_kernel_rate(kernel: AttentionKernel, c: dict) -> float:
     return float(c["flash1_rate"]) if kernel == AttentionKernel.FLASH1 else 1.0
 
 
+#: FlashAttention's backward over its forward (FlashAttention-2: 5 matmuls against 2, Dao 2023 §3.1)
+FLASH_BACKWARD_RATIO = 2.5
+
+
+def attention_core_flop(tokens: Any, context: Any, width: Any, tp: Any, causal: bool) -> Any:
+    """FLOPs of the attention core's forward: Q·Kᵀ and P·V, 2 × 2·tokens·context·width over ``tp``
+    ranks, half of it under a causal mask where a tiled kernel skips the masked blocks."""
+    return 4.0 * tokens * context * width / tp * (0.5 if causal else 1.0)
+
+
 def attention_core_s(ctx: StepContext) -> tuple:
     """(forward, backward) seconds of one layer's attention core. FlashAttention at its own balance
     power: FA2 reaches 50-73% of A100's peak forward (Dao 2023, arXiv 2307.08691 §4.1) but 35% of
     H100's (Shah et al. 2024, arXiv 2407.08608); unfused: layer_ops.unfused_attention_s."""
     m, plan, c, L, seq = ctx.m, ctx.plan, ctx.c, ctx.L, ctx.seq
-    causal_skip = 0.5 if (m.causal and plan.flash_attention) else 1.0
-    attn_flop = 4.0 * ctx.T * seq * m.attn_core_width / L.tp * causal_skip
+    attn_flop = attention_core_flop(
+        ctx.T, seq, m.attn_core_width, L.tp, m.causal and plan.flash_attention
+    )
     attn_width = 1.0 if ctx.attn_bf16 else c["operand_width"]
     if plan.flash_attention:
         eff = flash_kernel_rate(ctx.stack.attention, c) * (
@@ -131,7 +143,7 @@ def attention_core_s(ctx: StepContext) -> tuple:
             ctx.e,
             {**c, "operand_width": attn_width},
         )
-    return attn_fwd, attn_fwd * (2.5 if plan.flash_attention else 2.0)
+    return attn_fwd, attn_fwd * (FLASH_BACKWARD_RATIO if plan.flash_attention else 2.0)
 
 
 def layer_times(ctx: StepContext) -> LayerTimes:

@@ -30,13 +30,13 @@ HEAD_DIMS = (16, 32, 64, 128)  # head dimensions timed: the probe's models' rang
 SEQ = 256  # tokens of the timed sequence
 HEADS = 4  # heads of the timed layer
 PASSES = 7  # passes over the head dimensions; a head dimension's rate is its best call
-BACKWARD_RATIO = 2.5  # the planner's backward over forward for FlashAttention (attention_core_s)
 
 
 def attention_flop(head_dim: int, seq: int = SEQ, heads: int = HEADS) -> float:
     """The planner's FLOPs of one causal attention core, forward and backward, one sequence."""
-    forward = 4.0 * seq * seq * heads * head_dim * 0.5
-    return forward * (1.0 + BACKWARD_RATIO)
+    from trilemma.estimate.layer_time import FLASH_BACKWARD_RATIO, attention_core_flop
+
+    return attention_core_flop(seq, seq, heads * head_dim, 1, True) * (1.0 + FLASH_BACKWARD_RATIO)
 
 
 def attention_curve(torch: Any) -> tuple[list[int], list[float]]:
@@ -60,14 +60,8 @@ def attention_constants(
 ) -> dict[str, float]:
     """``attention_max`` and ``attention_half_dim`` (head-dimension units): the least-squares fit,
     in log rate, of rate / ``peak`` (FLOP/s, the matmul peak) = max · d / (d + half)."""
-    from scipy.optimize import least_squares
+    from trilemma.probe.saturating import saturating_fit
 
     d = np.asarray(head_dims, dtype=float)
-    eff = np.asarray(flop_per_s, dtype=float) / peak
-
-    def resid(x: np.ndarray) -> np.ndarray:
-        g, h = x
-        return np.log(g) + np.log(d / (d + h)) - np.log(eff)
-
-    fit = least_squares(resid, x0=[1.0, float(d.min())], bounds=([1e-4, 0.0], [2.0, 1e5]))
-    return {"attention_max": float(fit.x[0]), "attention_half_dim": float(fit.x[1])}
+    g, h = saturating_fit(d, np.asarray(flop_per_s, dtype=float) / peak, 1, float(d.min()), 1e-4)
+    return {"attention_max": g, "attention_half_dim": h}

@@ -35,6 +35,7 @@ from trilemma.errors import UnknownPresetError
 from trilemma.fileio import write_text_atomic
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
 from trilemma.probe.dispatch import HostDispatch, host_constants
+from trilemma.probe.saturating import saturating_fit
 from trilemma.specs import HardwareSpec
 from trilemma.specs.hardware import UNKNOWN_FAMILY
 from trilemma.units import GIGA
@@ -312,19 +313,12 @@ def gemm_constants(curve: MatmulCurve) -> dict[str, float]:
     fit, in log rate, of rate(n) / peak = gemm_max · (n / (n + gemm_half_dim))³ — the planner's own
     form (``trilemma.estimate.roofline.gemm_efficiency`` at M = N = K = n) — with balance_exponent 0 (the
     ceiling is this chip's own, so no scaling by its balance). Needs at least 2 sizes."""
-    from scipy.optimize import least_squares
-
     n = np.asarray(curve.sizes, dtype=float)
     eff = np.asarray(curve.flop_per_s, dtype=float) / curve.peak
-
-    def resid(x: np.ndarray) -> np.ndarray:
-        g, h = x
-        return np.log(g) + 3 * np.log(n / (n + h)) - np.log(eff)
-
     # gemm_max may exceed 1: peak is the best measured rate, which a still-rising curve has not reached;
     # the planner caps each GEMM's efficiency at 1 of that peak
-    fit = least_squares(resid, x0=[1.0, float(n.min()) / 4], bounds=([1e-3, 0.0], [2.0, 1e5]))
-    return {"gemm_max": float(fit.x[0]), "gemm_half_dim": float(fit.x[1]), "balance_exponent": 0.0}
+    g, h = saturating_fit(n, eff, 3, float(n.min()) / 4, 1e-3)
+    return {"gemm_max": g, "gemm_half_dim": h, "balance_exponent": 0.0}
 
 
 def profile_path(name: str = "local") -> Path:
