@@ -237,7 +237,7 @@ def with_rl_reference(plan_fields: dict[str, Any]) -> dict[str, Any]:
     rl = plan_fields.get("rl")
     if rl is None:
         return plan_fields
-    tr, changes = trainer_preset(plan_fields["trainer"]) if plan_fields.get("trainer") else None, {}
+    tr, changes = (trainer_preset(t) if (t := plan_fields.get("trainer")) else None), {}
     if rl.reference is None:
         changes["reference"] = default_reference(rl.method, tr.kl_reference if tr else None)
     stated = tr.rollout_share if tr is not None else None

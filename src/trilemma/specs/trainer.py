@@ -71,7 +71,7 @@ class TrainerSpec(Spec):
         ge=0.0,
         le=1.0,
         description="share of each GPU's memory its RL trainer's colocated engine reserves by default "
-        "(vLLM's gpu_memory_utilization); None: the method's default (trilemma.specs.rl.engine_share)",
+        "(vLLM's gpu_memory_utilization); None: the method's default (trilemma.specs.rl.RolloutSpec.engine_share)",
     )
     source: str = ""
 
