@@ -38,7 +38,7 @@ from trilemma.specs.parallel import ParallelDims, sequence_parallel
 # below; the others concern the whole layout (estimate/layouts.py).
 R_GPUS = 1 << 0  # tp·cp·pp·dp ≠ number of GPUs
 R_HEADS = 1 << 1  # tp does not divide the attention (or kv) heads / ffn width
-R_LAYERS = 1 << 2  # pp·vp does not divide the layers
+R_LAYERS = 1 << 2  # pp·vp exceeds the layers + 2 (end chunks with the embedding or head alone)
 R_BATCH = 1 << 3  # global batch not divisible by dp × micro-batch (explicit batch)
 R_DP_TOO_LARGE = 1 << 4  # rounding to dp × micro-batch moves the batch too far: GPUs DP cannot use
 R_ZERO_PP = 1 << 5  # ZeRO-2/3 with pipeline parallelism (unsupported by Megatron/DeepSpeed)
@@ -107,7 +107,14 @@ AXES: tuple[Axis, ...] = (
         # stages may be uneven (below), so any pp that divides the GPUs, up to the layers
         lambda c: [p for p in divisors(c.n_gpus) if p <= min(c.model.n_layers, 128)],
         lambda moe: (1, 2, 4, 8, 16),
-        (Rule(R_LAYERS, "pp × virtual stages must not exceed the number of layers", _layers_ok),),
+        (
+            Rule(
+                R_LAYERS,
+                "pp × virtual stages must not exceed the number of layers + 2 (an end chunk may hold the "
+                "embedding or the head alone)",
+                _layers_ok,
+            ),
+        ),
     ),
     Axis("dp", int, 1, "data parallel degree", "DP", None, lambda c: [1], None),
     Axis(
