@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 from clitools import run
 
-from trilemma.quality.extrapolate import NON_EMBEDDING, SCALE, TOTAL, averaged_fit, pool, split
+from trilemma.quality.extrapolate import (
+    NON_EMBEDDING,
+    SCALE,
+    TOTAL,
+    averaged_fit,
+    direction_errors,
+    pool,
+    split,
+)
 from trilemma.quality.fit_procedure import fit_point
 from trilemma.validate.quality import loss_suites, section
 
@@ -32,8 +40,25 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     assert len(done) >= 5
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
-        for k in ("prior", "counts", "horizon", "squares"):
+        for k in ("prior", "counts", "horizon", "squares", "direction"):
             assert np.isfinite(s[k]["median"]) and s[k]["median"] <= s[k]["max"], k
+
+
+def test_direction_backtest_splits_runs_by_tokens_per_parameter():
+    # runs drawn exactly from Hoffmann et al. 2022's law (App. D.2: E 1.69, A 406.4, B 410.7, alpha 0.34,
+    # beta 0.28) at 4 sizes x D/N 2..2000: fitted on D/N <= 200 (1/10 of the largest), scored on D/N 2000;
+    # the free form, the law itself, lands on the error floor; runs within a 10x range of D/N give nothing
+    law = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+    n = np.repeat([1e8, 2e8, 4e8, 8e8], 4)
+    d = n * np.tile([2.0, 20.0, 200.0, 2000.0], 4)
+    loss = law["E"] + law["A"] / n ** law["alpha"] + law["B"] / d ** law["beta"]
+    e = direction_errors(n, d, loss)
+    assert set(e) == {"free", "tied", "literature"}
+    assert e["free"] == pytest.approx(0.004)  # ERROR_FLOOR: the digitised losses' precision
+    assert e["literature"] > e["free"]  # alpha = beta = 0.35 is not the law
+    d_near = n * np.tile([20.0, 40.0, 60.0, 100.0], 4)
+    loss_near = law["E"] + law["A"] / n ** law["alpha"] + law["B"] / d_near ** law["beta"]
+    assert direction_errors(n, d_near, loss_near) == {}
 
 
 def test_counts_column_is_trilemma_where_runs_give_no_non_embedding_count(quality):

@@ -199,10 +199,18 @@ class Pool:
     every: dict[str, float]  # median |relative error| on every run above 1/SCALE (the average's e)
     matched: dict[str, float]  # on the runs ≥ SCALE× the backtest's fitted part (the horizon's e)
 
-    def average(self, counts: tuple[str, ...] = (TOTAL,), horizon: bool = False) -> Averaged:
+    def average(
+        self,
+        counts: tuple[str, ...] = (TOTAL,),
+        horizon: bool = False,
+        worst_of: dict[str, float] | None = None,
+    ) -> Averaged:
         """The members of ``counts`` weighted 1/e² (e: ``matched`` when ``horizon`` and any run was that
-        far, else ``every``); the literature form on total N alone when none was scored."""
+        far, else ``every``; given ``worst_of``, a member's e is the larger of the two); the literature
+        form on total N alone when none was scored."""
         errors = self.matched if horizon and self.matched else self.every
+        if worst_of:
+            errors = {k: max(v, worst_of.get(k, v)) for k, v in errors.items()}
         chosen = [m for m in self.members if m[3] in counts and m[1] in errors] or [
             m for m in self.members if m[3] == TOTAL and m[1] == "literature"
         ]
@@ -215,6 +223,29 @@ class Pool:
             held_out_error={k: v for k, v in errors.items() if k in {m[1] for m in chosen}},
             counts=tuple(k for _, _, _, k in chosen),
         )
+
+
+def direction_errors(n: Any, d: Any, loss: Any) -> dict[str, float]:
+    """Each form's (on total N) backtest error along tokens per parameter: fitted on the runs whose D/N
+    is at most 1/SCALE of the largest, its median |relative error| on the runs at least SCALE× the
+    largest D/N of those (floored like the compute backtest); empty where the runs cannot give it (one
+    D, fewer than MIN_SIZES model sizes in the fitted part, no run that far). The ``direction``
+    candidate of validate --kind quality: each form's e the larger of this and the compute backtest's."""
+    n, d, loss = (np.asarray(v, float) for v in (n, d, loss))
+    ratio = d / n
+    small = ratio <= ratio.max() / SCALE
+    if not small.any() or n_sizes(n[small]) < MIN_SIZES:
+        return {}
+    far = ratio >= SCALE * ratio[small].max()
+    out: dict[str, float] = {}
+    for fix, name, free in _forms(d) if far.any() else ():
+        if small.sum() <= free:
+            continue
+        c = _fits(n[small], d[small], loss[small], fix)
+        rel = np.abs(chinchilla_loss(c, n[far], d[far]) / loss[far] - 1.0)
+        if np.isfinite(rel).all():
+            out[name] = max(float(np.median(rel)), ERROR_FLOOR)
+    return out
 
 
 def pool(n: Any, d: Any, loss: Any, n_nonembedding: Any = None, delta: float = DELTA) -> Pool:

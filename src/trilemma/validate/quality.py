@@ -30,6 +30,7 @@ from trilemma.quality.extrapolate import (
     SQUARES,
     STARTS,
     TOTAL,
+    direction_errors,
     pool,
     split,
 )
@@ -100,6 +101,7 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     counts = members.average((TOTAL, NON_EMBEDDING))
     horizon = members.average(horizon=True)
     squares = pool(n[small], d[small], loss[small], delta=SQUARES).average()
+    direction = members.average(worst_of=direction_errors(n[small], d[small], loss[small]))
     c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
     out.update(
         {
@@ -118,6 +120,8 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "counts_members": dict(zip(counts.names, counts.weights)),
             "horizon": _errors(horizon.predict(n[large], d[large]), loss[large]),
             "squares": _errors(squares.predict(n[large], d[large]), loss[large]),
+            "direction": _errors(direction.predict(n[large], d[large]), loss[large]),
+            "direction_forms": dict(zip(direction.names, direction.weights)),
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
         }
@@ -143,9 +147,9 @@ def section() -> dict[str, Any]:
     worse = max(
         (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
     )
-    prior_med, counts_med, horizon_med, squares_med = (
+    prior_med, counts_med, horizon_med, squares_med, direction_med = (
         float(np.median([s[k]["median"] for s in done])) if done else None
-        for k in ("prior", "counts", "horizon", "squares")
+        for k in ("prior", "counts", "horizon", "squares", "direction")
     )
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
@@ -161,7 +165,10 @@ def section() -> dict[str, Any]:
             f"not used): each form's backtest error on the fitted runs {SCALE:g}x beyond the backtest's "
             "own fitted part (trilemma.quality.extrapolate.Pool); squares (measured, not used): "
             "trilemma's average with every member fitted by least squares on log loss (Huber delta "
-            f"{SQUARES:g} instead of 1e-3)"
+            f"{SQUARES:g} instead of 1e-3); direction (measured, not used): each form's e the larger "
+            f"of the compute backtest's and one along tokens per parameter (fitted on D/N at most 1/"
+            f"{SCALE:g} of the largest, scored {SCALE:g}x beyond: trilemma.quality.extrapolate."
+            "direction_errors)"
         ),
         "loss_suites": suites,
         "median_abs_rel_error": med,
@@ -170,6 +177,7 @@ def section() -> dict[str, Any]:
         "counts_median_abs_rel_error": counts_med,
         "horizon_median_abs_rel_error": horizon_med,
         "squares_median_abs_rel_error": squares_med,
+        "direction_median_abs_rel_error": direction_med,
         "worst_points_over_plain": worse,
         "benchmarks_lofo": bench,
         "floors": {
