@@ -28,7 +28,8 @@ Time per optimizer step, on each GPU for its share of the completions (batch seq
   The steps run until the longest completion ends: ``completion_len``, the cap, as in a batch of thousands
   the longest reaches it whatever the mean (AReaL, Fu et al. 2025, arXiv 2505.24298 abstract: a synchronous
   system's generation waits for the longest output in the batch). Where the completions' mean length is known
-  (``mean_completion``) the tokens, and so the KV reads, are the batch's at that mean, the prompt then ``seq``
+  (``mean_completion``) the tokens are the batch's at that mean and the KV reads its lengths' mean square
+  (completion_square_mean: the maximum-entropy lengths under the mean and the cap), the prompt then ``seq``
   less the mean (``seq``: the tokens trained a sequence); else every completion runs to the cap and the prompt
   is ``seq`` less the cap;
 - the policy's log-prob forward (GRPO, PPO): the old log-probs of the importance ratio, recomputed by the
@@ -48,6 +49,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import truncexpon
 
 from trilemma.estimate.deploy import decode_tokens_per_s, kv_cache_bytes, runtime_constants
 from trilemma.estimate.layouts import LayoutArrays
@@ -155,11 +158,32 @@ def rollout_seconds(
     n = float(pc.total)
     prefill = 2.0 * n * seqs * prompt / (peak_half_flop_per_s * eff["prefill_share"])
     kv_token = kv_cache_bytes(m.n_layers, m.d_kv, 1.0)
-    # the weights once a step until the longest completion ends; each token's KV cache read at its context
-    read = cap * HALF * n + seqs * mean * kv_token * (prompt + mean / 2.0)
+    # the weights once a step until the longest completion ends; each token's KV cache read at its context:
+    # a completion of L tokens reads L·prompt + L²/2 tokens' caches, so the batch's mean square length counts
+    read = cap * HALF * n + seqs * kv_token * (
+        prompt * mean + completion_square_mean(mean, cap) / 2.0
+    )
     return prefill + cap / decode_tokens_per_s(
         hbm_bw, VLLM_BANDWIDTH_SHARE, read / cap, VLLM_STEP_S
     )
+
+
+def completion_square_mean(mean: float, cap: float) -> float:
+    """E[L²], tokens², of completions whose mean is ``mean`` and whose longest run to ``cap``, their spread
+    unpublished: the maximum-entropy lengths on [0, cap] with that mean (Jaynes 1957, "Information theory and
+    statistical mechanics", Phys. Rev. 106(4): under a mean alone, an exponential), truncated at the cap —
+    uniform at cap/2, mirrored above it; cap² where the mean is the cap (every completion at the cap)."""
+    if mean >= cap:
+        return float(cap) ** 2
+    if mean > cap / 2.0:  # L = cap - M, M the same law with mean cap - mean
+        m2 = completion_square_mean(cap - mean, cap)
+        return float(cap**2 - 2.0 * cap * (cap - mean) + m2)
+    r = mean / cap
+    if r > 0.5 - 1e-9:
+        return cap**2 / 3.0
+    # X = (cap / a)·T, T truncated exponential of unit rate on [0, a]: E[X] = cap·E[T]/a = mean
+    a = brentq(lambda b: truncexpon(b).mean() / b - r, 1e-6, 10.0 / r + 10.0, xtol=1e-12)
+    return float((cap / a) ** 2 * truncexpon(a).moment(2))
 
 
 def completion_lengths(plan: TrainingPlan, seq: float) -> tuple[float, float]:
