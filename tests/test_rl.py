@@ -84,8 +84,9 @@ def _miles() -> tuple[dict[str, str], float, float, float]:
     seq = cap + PROMPT
     fields = finetune_fields(m, row["method"])
     # no KL-loss term (the row's notes): no reference; the policy's log-prob forward all the same
+    # SGLang's server: its scheduler a process of its own, not the trainer's
     fields["rl"] = RolloutSpec(
-        generations=int(row["generations"]), completion_len=cap, reference=False
+        generations=int(row["generations"]), completion_len=cap, reference=False, in_process=False
     )
     plan = make_plan(m, batch * seq * 100, seq, batch * seq, **fields)
     est = estimate(row["model"], row["hardware"], int(row["gpus"]), plan=plan)
@@ -101,8 +102,8 @@ def _miles() -> tuple[dict[str, str], float, float, float]:
 def test_grpo_generation_within_twenty_percent_of_a_published_run() -> None:
     """Miles on one 8-GPU MI300X node (LMSYS blog 2026-03-17, Figure 5): Qwen3-30B-A3B, GRPO with 32 prompts
     × 8 samples and an 8k response cap, rollout generation 152.79 s of a 388.50 s step. The planner's
-    generation (decode-bound at vLLM's share of HBM bandwidth, its fixed cost a step; no SGLang figure of the kind
-    is published): within 20% (holds: 169 s, +11%)."""
+    generation (decode-bound at vLLM's share of HBM bandwidth, its fixed cost a step and its engine core's CPU work
+    a sequence a step; no SGLang figure of the kind is published): within 20% (holds: 172.9 s, +13%)."""
     row, gen, _, _ = _miles()
     assert abs(gen / float(row["reported_generation_s"]) - 1) <= 0.20
 
@@ -159,9 +160,12 @@ def _nemo(prompt: int) -> tuple[dict[str, str], float, float]:
     lay = {"tp": 1, "pp": 1, "dp": 8, "zero": 1, "micro_batch": 1, "recompute": "none"}
     est = estimate(row["model"], row["hardware"], int(row["gpus"]), plan=plan, layout=lay)
     fields = finetune_fields(m, row["method"])
+    # vLLM in the worker's process (nemo_rl/models/generation/vllm.py@b1c86a81: VLLM_ENABLE_V1_MULTIPROCESSING
+    # "0"), asked for the sampled tokens' log-probabilities (logprobs=0, the same file)
     fields["rl"] = RolloutSpec(
-        generations=int(row["generations"]), completion_len=cap - prompt, mean_completion=mean
-    )
+        generations=int(row["generations"]), completion_len=cap - prompt, mean_completion=mean,
+        in_process=True, logprobs=True,
+    )  # fmt: skip
     seq = prompt + mean
     rl_plan = make_plan(m, batch * seq * 100, seq, batch * seq, **fields)
     hw = est.cluster.hardware
@@ -184,32 +188,20 @@ def test_grpo_training_within_twenty_percent_of_nemo_rls_8b_run(prompt: int) -> 
     assert abs(2 * train / 3 / float(row["reported_logprob_s"]) - 1) <= 0.20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NeMo-RL's generation takes 58 s, the planner 41.7-43.6 s (64-256 prompt tokens: 28-25% under): "
-    "3,840-4,032 decode steps (the longest completion of 256 an engine reaches the 4,096-token cap) reading "
-    "the 16.1 GB of weights, and 256 completions' KV cache at their context (mean 795, their spread the "
-    "maximum-entropy one under that mean and the cap: E[L^2] = 1.89 x 795^2), at vLLM's 76.5% of the H100's "
-    "bandwidth and its 1.86 ms a step (its latency test on three GPUs). Read at b1c86a81 with vLLM 0.9.0 (its "
-    "pin), no configured term is missing but one: enforce_eager False (CUDA graphs up to 512 sequences: "
-    "config.py cuda_graph_sizes, the latency test's regime); max_num_seqs unset, 1,024 on a 70 GiB+ non-A100 "
-    "GPU (arg_utils.py), so the 256 sequences decode together; prefix caching on (vllm.py), so a prompt's 32 "
-    "samples can share its prefill, which the planner counts 256 times a GPU (0.5-2.0 s: sharing moves it the "
-    "wrong way); TP 1; the weight refit timed apart (prepare_for_generation), not in generation. The one: "
-    "VLLM_ENABLE_V1_MULTIPROCESSING=0 (vllm.py), so vLLM's per-sequence CPU work each step (the scheduler's "
-    "slots and outputs, the output processor's detokenisation and the logprobs=0 NeMo-RL asks for) runs in "
-    "series with the GPU, where vLLM's own latency test overlaps the output processing in a second process; "
-    "its cost a sequence a step is published nowhere (14-16 s over the 203,520 sequence-steps would be "
-    "70-80 us each). The timer holds run_multi_turn_rollout (generate, then the math environment scoring the "
-    "answers on 8 Ray workers: no figure) and finish_generation (sleep level 1: the 16.1 GB of weights to "
-    "pinned host memory, 0.25 s at PCIe Gen5 x16's 64 GB/s). Decode GEMMs not overlapping the weight reads at "
-    "all would add 4.1 s (2 x 8.03e9 FLOPs x 203,520 tokens at 794.5 TFLOP/s; the training GEMM law overstates "
-    "vLLM's whole step at 8 sequences 1.3-2.1x: test_training_gemm_law_cannot_time_decode): 45.8-47.7 s, "
-    "21%/18% under",
-)
 @pytest.mark.parametrize("prompt", NEMO_PROMPTS)
 def test_grpo_generation_within_twenty_percent_of_nemo_rls_8b_run(prompt: int) -> None:
-    """The same run's generation, 58 s (vLLM colocated, TP 1, on each of the 8 GPUs): within 20%."""
+    """The same run's generation, 58 s (vLLM 0.9.0 colocated, TP 1, on each of the 8 GPUs): within 20%. The
+    planner: 46.5 s and 48.4 s at 64 and 256 prompt tokens (-19.8%, -16.6%; at the edge on the short-prompt
+    end): 3,840-4,032 decode steps (the longest of 256 completions reaches the 4,096-token cap) reading the
+    16.1 GB of weights and each completion's KV cache at its context (mean 795, the maximum-entropy spread under
+    that mean and the cap), at vLLM's 76.5% of the H100's bandwidth and its 1.86 ms a step (its latency test),
+    and vLLM's CPU work a sequence a step in series with the GPU, 24.9 us with NeMo-RL's settings: its engine in
+    the worker's process and the sampled tokens' log-probabilities asked for (benchmarks/vllm_host.py, on this
+    project's machine; the model runner's own work a sequence is not in it). Read at b1c86a81 with vLLM 0.9.0
+    (its pin), what else a step holds is configured as the planner has it: CUDA graphs (enforce_eager False,
+    up to 512 sequences), the 256 sequences decoding together (max_num_seqs 1,024 on a 70 GiB+ GPU), TP 1, the
+    weight refit timed apart (prepare_for_generation). Not modelled: the math environment's scoring inside
+    the timer (no figure), prefix caching sharing a prompt's prefill across its 32 samples (0.5-2.0 s less)."""
     row, gen, _ = _nemo(prompt)
     assert abs(gen / float(row["reported_generation_s"]) - 1) <= 0.20
 
@@ -250,8 +242,8 @@ def test_rollout_decode_runs_to_the_cap_with_the_tokens_at_the_mean() -> None:
     2 × N × 256 × 150 at the GPU runtime's prefill share of the bf16 peak, the decode 3,946 reads of the 2N
     bytes of weights and each completion's KV cache at its context, 256 × (150 × 795 + E[L²] / 2) tokens'
     caches with E[L²] the maximum-entropy lengths' under that mean and cap (by quadrature), at vLLM's
-    bandwidth share, with vLLM's fixed cost a step at each of the 3,946. Without a mean every completion runs
-    to the cap: the cap's KV reads."""
+    bandwidth share, with vLLM's fixed cost a step at each of the 3,946, and vLLM's CPU work a sequence a step
+    (benchmarks/vllm_host.py). Without a mean every completion runs to the cap: the cap's KV reads."""
     from trilemma.estimate.deploy import runtime_constants
     from trilemma.estimate.rl import GPU_RUNTIME, VLLM_BANDWIDTH_SHARE, VLLM_STEP_S
     from trilemma.presets import deploy_efficiency, get_runtime
@@ -265,20 +257,27 @@ def test_rollout_decode_runs_to_the_cap_with_the_tokens_at_the_mean() -> None:
     )  # any peak and bandwidth: the H100 SXM datasheet's bf16 dense and HBM3
     seqs, prompt, cap, mean = 256, 150, 3946, 795
     L = LayoutArrays.from_layouts([est.layout])
-    for mc, reads in (
-        (mean, seqs * (prompt * mean + _max_entropy_square_mean(mean, cap) / 2)),
-        (None, seqs * cap * (prompt + cap / 2)),
+    for mc, reads, in_process in (
+        (mean, seqs * (prompt * mean + _max_entropy_square_mean(mean, cap) / 2), True),
+        (None, seqs * cap * (prompt + cap / 2), True),
+        (mean, seqs * (prompt * mean + _max_entropy_square_mean(mean, cap) / 2), False),
     ):
         seq = prompt + (mc or cap)
         fields = finetune_fields(m, "grpo")
-        fields["rl"] = RolloutSpec(generations=32, completion_len=cap, mean_completion=mc)
+        fields["rl"] = RolloutSpec(
+            generations=32, completion_len=cap, mean_completion=mc, in_process=in_process
+        )
         plan = make_plan(m, 2048 * seq * 100, seq, 2048 * seq, **fields)
         got = float(rollout_seconds(m, est.params, plan, L, seq, 2048, peak, bw)[0])
         prefill = 2 * LLAMA8B * seqs * prompt / (peak * eff["prefill_share"])
         decode = (cap * 2 * LLAMA8B + reads * LLAMA8B_KV) / (
             VLLM_BANDWIDTH_SHARE * bw
         ) + cap * VLLM_STEP_S
-        assert got == pytest.approx(prefill + decode, rel=1e-9)
+        # vLLM's CPU work: every sequence's every step (log-probabilities asked for, TRL's default) at the
+        # engine core's 15.5 us, and in process the output processor's 9.4 us; less the 8 sequences' 8.2 us a
+        # step (no log-probabilities) the latency test's 1.857 ms already holds
+        cpu = seqs * (mc or cap) * (15.5e-6 + in_process * 9.4e-6) - cap * 8 * 8.2e-6
+        assert got == pytest.approx(prefill + decode + cpu, rel=1e-9)
 
 
 #: vLLM's nightly latency test latency_llama8B_tp1 (benchmark_latency.py: Llama 3.1 8B bf16, batch 8, 32 prompt
@@ -455,3 +454,33 @@ def test_kl_reference_without_an_rl_method_is_one_line_everywhere(capsys, tmp_pa
     with testclient.TestClient(create_app(), raise_server_exceptions=False) as c:
         r = c.post("/api/estimate", json=body | {"kl-reference": True})
     assert r.status_code == 422 and r.json()["error"] == api
+
+
+def test_trainer_presets_set_the_engines_process_and_log_probabilities() -> None:
+    """verl's and OpenRLHF's async engines run the output processor in a process of their own and ask for no
+    log-probabilities (presets/trainers.toml, their configs' defaults); TRL's colocated vLLM, the method's
+    default, runs in the trainer's process (external_launcher) with logprobs=0; a RolloutSpec that states them
+    keeps its own. Under verl the CPU term loses the output processor's and the log-probabilities' share."""
+    from trilemma.resolve import with_rl_reference
+
+    m, _ = resolve_model("qwen2.5-7b")
+    for trainer, expected in (
+        ("verl", (False, False)),
+        ("openrlhf", (False, False)),
+        (None, (True, True)),
+    ):
+        fields = finetune_fields(m, "grpo") | ({"trainer": trainer} if trainer else {})
+        rl = with_rl_reference(fields)["rl"]
+        assert (rl.in_process, rl.logprobs) == expected, trainer
+    stated = finetune_fields(m, "grpo") | {"trainer": "verl"}
+    stated["rl"] = RolloutSpec(in_process=True, logprobs=True)
+    rl = with_rl_reference(stated)["rl"]
+    assert (rl.in_process, rl.logprobs) == (True, True)
+    from trilemma.estimate.rl import engine_cpu_seconds
+
+    # 1,000 sequence-steps over 100 steps: 15.5 + 9.4 us each in process with log-probabilities, 8.2 us each
+    # in an engine of its own without; less the latency test's 8 sequences' 8.2 us in each step
+    assert engine_cpu_seconds(True, True, 1000, 100) == pytest.approx(1000 * 24.9e-6 - 800 * 8.2e-6)
+    assert engine_cpu_seconds(False, False, 1000, 100) == pytest.approx(
+        1000 * 8.2e-6 - 800 * 8.2e-6
+    )

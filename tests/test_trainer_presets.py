@@ -16,6 +16,8 @@ FIELDS = (
     "master_weights",
     "kl_reference",
     "rollout_share",
+    "rollout_in_process",
+    "rollout_logprobs",
 )
 #: each trainer's shipped defaults in FIELDS' order, as read in its code (kl_reference None: the preset states no
 #: GRPO default of its own):
@@ -34,18 +36,22 @@ FIELDS = (
 #: True' and megatron/core/optimizer/optimizer_config.py 'main_params_dtype: torch.dtype = torch.float32'.
 #: volcengine/verl@b178a3cd (2026-01-29): trainer/config/_generated_ppo_trainer.yaml 'enable_activation_offload:
 #: false', actor 'model_dtype: fp32' (fsdp_workers.py: MixedPrecision param_dtype bf16 over it), 'use_kl_loss:
-#: false' and algorithm 'use_kl_in_reward: false' (no reference), rollout 'gpu_memory_utilization: 0.5';
-#: workers/actor/dp_actor.py 'inplace_backward = True' into logprobs_from_logits (flash-attn's cross entropy).
+#: false' and algorithm 'use_kl_in_reward: false' (no reference), rollout 'gpu_memory_utilization: 0.5',
+#: 'mode: async' (workers/rollout/vllm_rollout/vllm_async_server.py: vLLM's AsyncLLM, its engine core a process
+#: of its own) and 'calculate_log_probs: False'; workers/actor/dp_actor.py 'inplace_backward = True' into logprobs_from_logits (flash-attn's cross entropy).
 #: OpenRLHF/OpenRLHF@3c3be623 (2026-08-13): cli/train_ppo_ray.py '--algo.kl.init_coef ... default=0.01' (a
 #: reference), no activation offload, vLLM engines on GPUs of their own by default (no colocated share);
 #: models/actor.py 'output["logits"].to(torch.float32)' before flash-attn's cross_entropy_loss (models/utils.py);
-#: utils/deepspeed/deepspeed_utils.py '"bf16": {"enabled": param_dtype == "bf16"' (DeepSpeed's fp32 master).
+#: utils/deepspeed/deepspeed_utils.py '"bf16": {"enabled": param_dtype == "bf16"' (DeepSpeed's fp32 master);
+#: trainer/ray/vllm_engine.py 'vllm.AsyncLLMEngine.from_engine_args' (VLLM_ENABLE_V1_MULTIPROCESSING "0" only
+#: under --train.full_determinism_enable, default False); trainer/ppo_utils/samples_generator.py 'logprobs=1 if
+#: self.args.algo.advantage.is_correction_enable else None' (default False).
 BY_HAND = {
-    "axolotl": (False, 5, "eager", 1, False, False, None, None),
-    "llama-factory": (False, 1, "eager", 1, False, True, None, None),
-    "nemo": (False, 1, "eager", 1, False, True, None, None),
-    "verl": (False, 1, "flash-inplace", 1, False, True, False, 0.5),
-    "openrlhf": (False, 1, "flash-fp32", 1, False, True, True, None),
+    "axolotl": (False, 5, "eager", 1, False, False, None, None, None, None),
+    "llama-factory": (False, 1, "eager", 1, False, True, None, None, None, None),
+    "nemo": (False, 1, "eager", 1, False, True, None, None, None, None),
+    "verl": (False, 1, "flash-inplace", 1, False, True, False, 0.5, False, False),
+    "openrlhf": (False, 1, "flash-fp32", 1, False, True, True, None, False, False),
 }
 REPO = {
     "axolotl": "axolotl-ai-cloud/axolotl",

@@ -229,8 +229,8 @@ def with_trainer(plan_fields: dict[str, Any]) -> dict[str, Any]:
 
 def with_rl_reference(plan_fields: dict[str, Any]) -> dict[str, Any]:
     """``plan_fields`` with an RL plan's unset reference decided (the trainer preset's GRPO default where it
-    states one, else the method's: trilemma.specs.rl.default_reference) and, where the RolloutSpec was built
-    without an engine share, the trainer's (TrainerSpec.rollout_share; DPO generates nothing)."""
+    states one, else the method's: trilemma.specs.rl.default_reference) and the engine share, process mode and
+    log-probabilities the RolloutSpec was built without, the trainer's (TrainerSpec.rollout_*; not for DPO)."""
     from trilemma.presets import trainer as trainer_preset
     from trilemma.specs.rl import default_reference
 
@@ -240,9 +240,10 @@ def with_rl_reference(plan_fields: dict[str, Any]) -> dict[str, Any]:
     tr, changes = (trainer_preset(t) if (t := plan_fields.get("trainer")) else None), {}
     if rl.reference is None:
         changes["reference"] = default_reference(rl.method, tr.kl_reference if tr else None)
-    stated = tr.rollout_share if tr is not None else None
-    if stated is not None and rl.method != "dpo" and "engine_share" not in rl.model_fields_set:
-        changes["engine_share"] = stated
+    for field in ("engine_share", "in_process", "logprobs"):  # TrainerSpec.rollout_share, ...
+        stated = getattr(tr, "rollout_" + field.replace("engine_", ""), None)
+        if stated is not None and rl.method != "dpo" and field not in rl.model_fields_set:
+            changes[field] = stated
     return plan_fields | {"rl": rl.replace(**changes)} if changes else plan_fields
 
 
@@ -288,9 +289,8 @@ def finetune_fields(
         # an RL policy (GRPO, DPO, PPO): LoRA when adapters are described (QLoRA on an nf4 base), else full
         # (trilemma.specs.rl)
         method = name
-        ref = (
-            None if kl_reference is None else bool(kl_reference)
-        )  # None: the trainer's (with_trainer)
+        # None: the trainer's (with_rl_reference)
+        ref = None if kl_reference is None else bool(kl_reference)
         rl = {
             "dpo": RolloutSpec(method="dpo", engine_share=0.0, reference=ref),
             "ppo": RolloutSpec(method="ppo", generations=PPO_SAMPLES, reference=ref),

@@ -25,6 +25,9 @@ Time per optimizer step, on each GPU for its share of the completions (batch seq
   the training GEMM law (trilemma.estimate.roofline.gemm_s) is not used at decode's rows, as it gives more time
   for the GEMMs alone at 8 rows than vLLM's whole measured step (tests/test_rl.py); at 256 rows an 8B model's
   2 FLOPs a weight a row at the H100's best measured matmul (794.5 TFLOP/s) take less time than reading it.
+  vLLM's CPU work a sequence a step (engine_cpu_seconds) runs in series with the GPU: the engine core's
+  always, the output processor's where the engine runs in the trainer's process (RolloutSpec.in_process:
+  TRL's colocated vLLM, NeMo-RL's), each dearer with log-probabilities asked for (RolloutSpec.logprobs).
   The steps run until the longest completion ends: ``completion_len``, the cap, as in a batch of thousands
   the longest reaches it whatever the mean (AReaL, Fu et al. 2025, arXiv 2505.24298 abstract: a synchronous
   system's generation waits for the longest output in the batch). Where the completions' mean length is known
@@ -71,6 +74,17 @@ GPU_RUNTIME = "llamacpp-cuda"
 #: weights and 8 sequences' KV cache at their mean context (32 + 64 tokens); tests/test_rl.py refits them
 VLLM_BANDWIDTH_SHARE = 0.7649
 VLLM_STEP_S = 1.857e-3
+#: the sequences of that latency test, whose engine-core work a step VLLM_STEP_S already holds
+VLLM_LATENCY_SEQS = 8
+#: vLLM's CPU work a sequence a decode step, seconds, (without, with the sampled token's log-probability): the
+#: engine core's (Scheduler.schedule and update_from_output: KV slots, prefix-cache hashes, stop checks, the
+#: step's outputs), in series with the GPU in every mode, and the output processor's (detokenisation,
+#: log-probabilities), in series only when the engine runs in the trainer's process. Measured with vLLM 0.9.0's
+#: own Scheduler and OutputProcessor, the GPU replaced by a sampling loop, on this project's 2-core AMD EPYC
+#: machine: medians of 7 rollouts of 256 sequences (benchmarks/vllm_host.py --seeds 7). The model runner's own
+#: work a sequence (input preparation, the sampled tokens' tolist) needs a GPU and is not in them.
+VLLM_CORE_SEQ_S = (8.2e-6, 15.5e-6)
+VLLM_OUTPUT_SEQ_S = (5.1e-6, 9.4e-6)
 
 #: bytes per weight of the engine's and the reference's 16-bit copies
 HALF = 2.0
@@ -163,9 +177,20 @@ def rollout_seconds(
     read = cap * HALF * n + seqs * kv_token * (
         prompt * mean + completion_square_mean(mean, cap) / 2.0
     )
-    return prefill + cap / decode_tokens_per_s(
-        hbm_bw, VLLM_BANDWIDTH_SHARE, read / cap, VLLM_STEP_S
+    return (
+        prefill
+        + cap / decode_tokens_per_s(hbm_bw, VLLM_BANDWIDTH_SHARE, read / cap, VLLM_STEP_S)
+        + engine_cpu_seconds(rl.in_process, rl.logprobs, seqs * mean, cap)
     )
+
+
+def engine_cpu_seconds(in_process: bool, logprobs: bool, sequence_steps: Any, steps: float) -> Any:
+    """Seconds of vLLM's CPU work in series with the GPU beyond what VLLM_STEP_S holds: each of
+    ``sequence_steps`` (a sequence decoding one step) at the engine core's cost, and the output processor's
+    when ``in_process``, less the latency test's VLLM_LATENCY_SEQS sequences' engine-core work in each of
+    ``steps`` (no log-probabilities there)."""
+    per = VLLM_CORE_SEQ_S[logprobs] + in_process * VLLM_OUTPUT_SEQ_S[logprobs]
+    return sequence_steps * per - steps * VLLM_LATENCY_SEQS * VLLM_CORE_SEQ_S[False]
 
 
 def completion_square_mean(mean: float, cap: float) -> float:
@@ -299,9 +324,14 @@ __all__ = [
     "GPU_RUNTIME",
     "VLLM_BANDWIDTH_SHARE",
     "VLLM_STEP_S",
+    "VLLM_CORE_SEQ_S",
+    "VLLM_OUTPUT_SEQ_S",
     "RolloutMemory",
     "beside_seconds",
+    "VLLM_LATENCY_SEQS",
     "completion_lengths",
+    "completion_square_mean",
+    "engine_cpu_seconds",
     "frozen_weight_bytes",
     "head_shares",
     "logprob_seconds",

@@ -37,6 +37,12 @@ from trilemma.specs.base import Spec
 TRL_GENERATIONS = 8
 TRL_COMPLETION = 512
 TRL_VLLM_SHARE = 0.3
+#: TRL's colocated vLLM runs in the trainer's process (trl/generation/vllm_generation.py@2026-07-24:
+#: distributed_executor_backend="external_launcher", for which vLLM sets VLLM_ENABLE_V1_MULTIPROCESSING=0,
+#: vllm/config.py ParallelConfig.__post_init__ at 0.9.0) and asks for the sampled tokens' log-probabilities
+#: (trl/trainer/grpo_trainer.py@2026-07-24: logprobs=0, for the importance-sampling correction)
+TRL_IN_PROCESS = True
+TRL_LOGPROBS = True
 #: openrlhf/cli/train_ppo_ray.py@3c3be623: --rollout.n_samples_per_prompt default=1
 PPO_SAMPLES = 1
 #: the methods with a rollout spec: RL and preference post-training
@@ -83,6 +89,15 @@ class RolloutSpec(Spec):
         description="share of each GPU's memory the colocated inference engine (vLLM) reserves for its "
         "weights and KV cache; 0: generation shares the training weights (Unsloth's fast_inference)",
     )
+    in_process: bool = Field(
+        TRL_IN_PROCESS,
+        description="the engine runs in the trainer's process (vLLM's VLLM_ENABLE_V1_MULTIPROCESSING=0): its "
+        "output processing a sequence a step runs in series with the GPU, not in a process of its own",
+    )
+    logprobs: bool = Field(
+        TRL_LOGPROBS,
+        description="the engine returns each sampled token's log-probability (vLLM's SamplingParams logprobs=0)",
+    )
     reference: bool | None = Field(
         None,
         description="a frozen reference model for the KL penalty (beta > 0); None: the trainer's default "
@@ -96,6 +111,8 @@ __all__ = [
     "RL_METHODS",
     "TRL_COMPLETION",
     "TRL_GENERATIONS",
+    "TRL_IN_PROCESS",
+    "TRL_LOGPROBS",
     "TRL_VLLM_SHARE",
     "RolloutSpec",
     "default_reference",

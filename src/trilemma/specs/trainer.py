@@ -73,6 +73,16 @@ class TrainerSpec(Spec):
         description="share of each GPU's memory its RL trainer's colocated engine reserves by default "
         "(vLLM's gpu_memory_utilization); None: the method's default (trilemma.specs.rl.RolloutSpec.engine_share)",
     )
+    rollout_in_process: bool | None = Field(
+        None,
+        description="whether its RL trainer runs the colocated engine in its own process by default "
+        "(VLLM_ENABLE_V1_MULTIPROCESSING=0); None: the method's default (trilemma.specs.rl.RolloutSpec.in_process)",
+    )
+    rollout_logprobs: bool | None = Field(
+        None,
+        description="whether its RL trainer asks the engine for the sampled tokens' log-probabilities by "
+        "default; None: the method's default (trilemma.specs.rl.RolloutSpec.logprobs)",
+    )
     source: str = ""
 
     @property
