@@ -270,6 +270,9 @@ def rl_note(est: Any) -> str:
             hw.peak(est.plan.precision), hw.hbm_bw_bytes_per_s,
         )[0]
     )  # fmt: skip
+    cap, mean = completion_lengths(est.plan, st.seq_len)
+    seqs = float(_sequences_per_gpu(L, st.global_batch_sequences)[0])
+    cpu = float(engine_cpu_seconds(rl.in_process, rl.logprobs, seqs * mean, cap))
     train = est.time.step_s
     ref = float(reference_seconds(est.plan, train))
     logp = float(logprob_seconds(est.plan, train))
@@ -287,7 +290,8 @@ def rl_note(est: Any) -> str:
         f"memory per GPU: policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), "
         f"reference {_reference_text(rl, mem.reference)}, generation {fmt_bytes(mem.generation)} (engine weights + KV "
         f"cache, at least {rl.engine_share:.0%} of the GPU), optimizer {fmt_bytes(mem.optimizer)}; per step: "
-        f"generation {fmt_duration(gen)}, log-prob forwards {fmt_duration(ref + logp)} (policy"
+        f"generation {fmt_duration(gen)} (vLLM's CPU work {fmt_duration(max(cpu, 0.0))}, its engine "
+        f"{'in the trainer' if rl.in_process else 'apart'}), log-prob forwards {fmt_duration(ref + logp)} (policy"
         f"{', reference' if ref > 0 else ''}), training {fmt_duration(train)} (generation "
         f"{gen / (gen + ref + logp + train):.0%} of the step)"
     )
