@@ -458,15 +458,16 @@ def test_kl_reference_without_an_rl_method_is_one_line_everywhere(capsys, tmp_pa
 
 def test_trainer_presets_set_the_engines_process_and_log_probabilities() -> None:
     """verl's and OpenRLHF's async engines run the output processor in a process of their own and ask for no
-    log-probabilities (presets/trainers.toml, their configs' defaults); TRL's colocated vLLM, the method's
-    default, runs in the trainer's process (external_launcher) with logprobs=0; a RolloutSpec that states them
-    keeps its own. Under verl the CPU term loses the output processor's and the log-probabilities' share."""
+    log-probabilities (presets/trainers.toml, their configs' defaults); NeMo-RL's and TRL's colocated vLLM (the
+    method's default) run in the trainer's process with logprobs=0; a RolloutSpec that states them keeps its
+    own. Under verl the CPU term loses the output processor's and the log-probabilities' share."""
     from trilemma.resolve import with_rl_reference
 
     m, _ = resolve_model("qwen2.5-7b")
     for trainer, expected in (
         ("verl", (False, False)),
         ("openrlhf", (False, False)),
+        ("nemo-rl", (True, True)),
         (None, (True, True)),
     ):
         fields = finetune_fields(m, "grpo") | ({"trainer": trainer} if trainer else {})

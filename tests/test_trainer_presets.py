@@ -1,4 +1,4 @@
-"""The Axolotl, LLaMA-Factory, NeMo, verl and OpenRLHF trainer presets against their sources' defaults, read by hand from each
+"""The Axolotl, LLaMA-Factory, NeMo, verl, OpenRLHF and NeMo-RL trainer presets against their sources' defaults, read by hand from each
 trainer's code at the dated commit its preset cites (presets/trainers.toml)."""
 
 from __future__ import annotations
@@ -46,12 +46,19 @@ FIELDS = (
 #: trainer/ray/vllm_engine.py 'vllm.AsyncLLMEngine.from_engine_args' (VLLM_ENABLE_V1_MULTIPROCESSING "0" only
 #: under --train.full_determinism_enable, default False); trainer/ppo_utils/samples_generator.py 'logprobs=1 if
 #: self.args.algo.advantage.is_correction_enable else None' (default False).
+#: NVIDIA-NeMo/RL@b1c86a81 (v0.3.0, 2025-07-25): examples/configs/grpo_math_1B.yaml dtensor_cfg 'cpu_offload:
+#: False', 'activation_checkpointing: false', 'reference_policy_kl_penalty: 0.01', vllm_cfg
+#: 'gpu_memory_utilization: 0.6'; nemo_rl/models/policy/dtensor_policy_worker.py 'torch_dtype=torch.float32'
+#: ('keep master weights in float32'); nemo_rl/algorithms/loss_functions.py 'next_token_logits.to(
+#: torch.float32)' then log_softmax over the whole logits; nemo_rl/models/generation/vllm.py
+#: 'VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"' and 'logprobs=0'.
 BY_HAND = {
     "axolotl": (False, 5, "eager", 1, False, False, None, None, None, None),
     "llama-factory": (False, 1, "eager", 1, False, True, None, None, None, None),
     "nemo": (False, 1, "eager", 1, False, True, None, None, None, None),
     "verl": (False, 1, "flash-inplace", 1, False, True, False, 0.5, False, False),
     "openrlhf": (False, 1, "flash-fp32", 1, False, True, True, None, False, False),
+    "nemo-rl": (False, 1, "eager", 1, False, True, True, 0.6, True, True),
 }
 REPO = {
     "axolotl": "axolotl-ai-cloud/axolotl",
@@ -59,6 +66,7 @@ REPO = {
     "nemo": "NVIDIA/NeMo",
     "verl": "volcengine/verl",
     "openrlhf": "OpenRLHF/OpenRLHF",
+    "nemo-rl": "NVIDIA-NeMo/RL",
 }
 
 

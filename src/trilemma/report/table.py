@@ -317,8 +317,11 @@ def _trainer_presets() -> Table:
         "fp32 master",
         "GRPO reference",
         "rollout share",
+        "engine in process",
+        "log-probs",
     ):
         t.add_column(col)
+    said = {True: "yes", False: "no", None: "the method's"}
     for tr in trainers().values():
         off = f"yes, {tr.offload_in_flight} in flight" if tr.activation_offload else "no"
         loss = tr.loss.value + (f", {tr.loss_chunks} chunks" if tr.loss.value == "chunked" else "")
@@ -328,7 +331,9 @@ def _trainer_presets() -> Table:
             loss,
             "yes" if tr.optimizer_in_backward else "no",
             "yes" if tr.master_weights else "no",
-            {True: "yes", False: "no", None: "the method's"}[tr.kl_reference],
+            said[tr.kl_reference],
             "the method's" if tr.rollout_share is None else f"{tr.rollout_share:.0%}",
+            said[tr.rollout_in_process],
+            said[tr.rollout_logprobs],
         )
     return t

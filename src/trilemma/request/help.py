@@ -38,14 +38,15 @@ OPTIMIZER_HELP = (
 )
 TRAINER_HELP = (
     "the fine-tuning trainer (hf-trainer, trl, torchtune, unsloth, liger, peft-bench, axolotl, llama-factory, "
-    "nemo, verl, openrlhf: `trilemma presets trainers`): what it keeps on the device — activation offload, its "
-    "loss kernel (eager, chunked, fused linear, flash-attn's), optimizer-in-backward, an fp32 master; for RL its "
-    "reference and rollout engine share; default none: eager loss, no offload, fp32 master"
+    "nemo, verl, openrlhf, nemo-rl: `trilemma presets trainers`): what it keeps on the device — activation "
+    "offload, its loss kernel (eager, chunked, fused linear, flash-attn's), optimizer-in-backward, an fp32 "
+    "master; for RL its reference, its rollout engine's share, process and log-probabilities; default none: "
+    "eager loss, no offload, fp32 master"
 )
 KL_REFERENCE_HELP = (
     "an RL policy's frozen reference model for the KL penalty (--finetune grpo, dpo or ppo); default: the "
     "--trainer's GRPO default (trl: none, its beta 0.0; unsloth: held, its beta 0.001; verl: none; openrlhf: "
-    "held, its init_coef 0.01), else the method's: "
+    "held, its init_coef 0.01; nemo-rl: held, 0.01), else the method's: "
     "none for grpo (TRL's GRPOTrainer, verl), held for dpo and ppo (TRL, OpenRLHF's init_coef 0.01)"
 )
 ACTIVATION_OFFLOAD_HELP = (
