@@ -115,6 +115,25 @@ def test_finetune_estimate_shows_no_benchmarks(capsys: pytest.CaptureFixture[str
     assert "benchmarks MMLU" not in " ".join(out.split())
 
 
+def test_finetune_estimate_names_the_base_models_published_scores(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A fine-tune of Llama 3 8B prints, under its no-loss note, the base model's published scores where its
+    general scores start: MMLU 66.6 5-shot and ARC-C 78.6 25-shot (Meta Llama 3 model card, base pretrained
+    table); a model with none shipped gets no such note."""
+    from trilemma.quality.bench_fit import published_scores
+
+    rc, out = _estimate(capsys, "--finetune", "lora", "--json")
+    notes = [w for w in json.loads(out)["warnings"] if "published scores" in w]
+    assert rc == 0 and len(notes) == 1
+    assert (
+        "the base model llama3-8b's published scores: MMLU 66.6 (5-shot), ARC-C 78.6 (25-shot MC)"
+        in notes[0]
+    )
+    assert [round(r.score, 3) for r in published_scores("LLAMA3-8B")] == [0.666, 0.786]
+    assert published_scores("llama3.2-1b") == []
+
+
 #: Llama 3 8B's published base-model scores (fractions), each with its source
 LLAMA3_8B_PUBLISHED = {
     # Meta Llama 3 model card (github.com/meta-llama/llama3 MODEL_CARD.md, 2024-04-18), base

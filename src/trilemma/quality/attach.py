@@ -50,7 +50,10 @@ def with_loss(
     if est.plan.finetune is not None:
         few = few_steps_warning(est.time.steps, est.plan.total_tokens, est.stages[0].seq_len)
         rl = (rl_note(est),) if est.plan.rl is not None else ()
-        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *few, *rl))
+        base = published_note(
+            est.model.name, "the base model", "a fine-tune's general scores start there"
+        )
+        return replace(est, warnings=est.warnings + (FINETUNE_NO_LOSS, *base, *few, *rl))
     if est.plan.task == Task.CLASSIFICATION:
         return replace(est, warnings=est.warnings + (CLASSIFIER_NO_LOSS,))
     # a distilled student reads the law at the tokens its loss is worth (trilemma.quality.distill)
@@ -60,9 +63,21 @@ def with_loss(
         est.model, tokens, law=law, unique_tokens=unique_tokens, precision=prec
     )
     scores = scores_of(est, tokens)
-    taught = (distill_note(est, tokens),) if est.plan.distill is not None else ()
+    taught = ()
+    if (d := est.plan.distill) is not None:
+        gap = "the student's scores are under 'benchmarks'"
+        taught = (distill_note(est, tokens), *published_note(d.teacher, "the teacher", gap))
     warnings = est.warnings + taught + tuple(pred.warnings)
     return replace(est, loss=pred, benchmarks=scores, warnings=warnings)
+
+
+def published_note(model: str, role: str, tail: str) -> tuple[str, ...]:
+    """A note of ``model``'s published benchmark scores (trilemma.quality.benchmarks.published_line), ``role``
+    naming it and ``tail`` saying what to read it against; () where none is shipped."""
+    from trilemma.quality.bench_fit import published_line
+
+    line = published_line(model, role)
+    return () if line is None else (f"quality: {line}; {tail}",)
 
 
 def scores_of(est: Estimate, tokens: float | None = None) -> dict[str, Any]:
@@ -75,4 +90,4 @@ def scores_of(est: Estimate, tokens: float | None = None) -> dict[str, Any]:
     return predict(float(est.params.active), d)  # 6·N·D: from scratch
 
 
-__all__ = ["MIN_FINETUNE_STEPS", "few_steps_warning", "scores_of", "with_loss"]
+__all__ = ["MIN_FINETUNE_STEPS", "few_steps_warning", "published_note", "scores_of", "with_loss"]

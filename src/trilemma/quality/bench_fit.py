@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -68,6 +69,36 @@ def load_rows(text: str | None = None) -> list[Row]:
         )
         for r in csv.DictReader(text.splitlines())
     ]
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch not in "-_ ")
+
+
+def published_scores(model: str) -> list[Any]:
+    """The published scores of ``model`` (a preset name) in trilemma/data/benchmarks.csv, one per benchmark
+    of BENCHMARKS in its order (the first row listed), matched on the name with case, '-', '_' and spaces
+    ignored ("llama3.1-8b" is "Llama-3.1-8B"); [] where none is shipped."""
+    rows = [r for r in _shipped_rows() if _key(r.model) == _key(model)]
+    return [r for b in BENCHMARKS if (r := next((x for x in rows if x.benchmark == b), None))]
+
+
+@cache
+def _shipped_rows() -> tuple[Any, ...]:
+    return tuple(load_rows())
+
+
+def published_line(model: str, role: str) -> str | None:
+    """'the base model llama3-8b's published scores: MMLU 66.6 (5-shot), ARC-C 78.6 (25-shot MC) — Meta
+    Llama 3 model card …': ``role`` names the model; None where none is shipped."""
+    rows = published_scores(model)
+    if not rows:
+        return None
+    scores = ", ".join(
+        f"{BENCHMARKS[r.benchmark].label} {100 * r.score:.1f} ({r.setting})" for r in rows
+    )
+    sources = "; ".join(dict.fromkeys(r.source for r in rows))
+    return f"{role} {model}'s published scores: {scores} ({sources})"
 
 
 def fit_one(rows: list[Row], chance: float) -> tuple[float, float, float, float]:

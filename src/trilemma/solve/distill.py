@@ -74,6 +74,7 @@ def _unsaved(r: SolveResult, law: Any) -> float:
 def _note(spec: Any, found: dict, refused: dict, best: str | None, corner: str, law: Any) -> str:
     """What the comparison found: which training won on ``corner``, the teacher's cost, the quality model."""
     from trilemma.estimate.distill import PRICED, teacher_cost
+    from trilemma.quality.bench_fit import published_line
     from trilemma.quality.distill import SOURCE
 
     lines = [f"distillation: {_label(best)} is the optimum by {corner}"]
@@ -92,7 +93,11 @@ def _note(spec: Any, found: dict, refused: dict, best: str | None, corner: str, 
     lines += [f"{_label(t)}: {why}" for t, why in refused.items()]
     teacher = f"teacher {spec.teacher}: {fmt_count(spec.teacher_params)} parameters, {PRICED}"
     saving = f"a {spec.token_saving:g}× token saving (--distill-saving)"
-    return "; ".join(lines) + f"; {teacher}; quality: {saving}, from {SOURCE}"
+    gap = published_line(
+        spec.teacher, "the teacher"
+    )  # the gap to the larger model, where published
+    seen = f"; {gap}, against the student's MMLU column" if gap else ""
+    return "; ".join(lines) + f"; {teacher}; quality: {saving}, from {SOURCE}{seen}"
 
 
 __all__ = ["SCRATCH", "solve_distilled"]
