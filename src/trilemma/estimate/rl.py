@@ -53,7 +53,6 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.stats import truncexpon
 
 from trilemma.estimate.deploy import decode_tokens_per_s, kv_cache_bytes, runtime_constants
 from trilemma.estimate.layouts import LayoutArrays
@@ -204,11 +203,18 @@ def completion_square_mean(mean: float, cap: float) -> float:
         m2 = completion_square_mean(cap - mean, cap)
         return float(cap**2 - 2.0 * cap * (cap - mean) + m2)
     r = mean / cap
-    if r > 0.5 - 1e-9:
-        return cap**2 / 3.0
-    # X = (cap / a)·T, T truncated exponential of unit rate on [0, a]: E[X] = cap·E[T]/a = mean
-    a = brentq(lambda b: truncexpon(b).mean() / b - r, 1e-6, 10.0 / r + 10.0, xtol=1e-12)
-    return float((cap / a) ** 2 * truncexpon(a).moment(2))
+    if (
+        r > 0.5 - 1e-3
+    ):  # near the uniform: E[L²]/cap² = r - 1/6 to first order in the rate (1/3 at r = 1/2)
+        return cap**2 * (r - 1.0 / 6.0)
+
+    def inv(b: float) -> float:  # 1/(e^b - 1), without overflow
+        return float(np.exp(-b) / -np.expm1(-b))
+
+    # X = (cap / a)·T, T exponential of unit rate truncated to [0, a]: E[T] = 1 - a/(e^a - 1), so
+    # E[X] = cap·E[T]/a = mean fixes a; E[T²] = 2 - (a² + 2a)/(e^a - 1)
+    a = brentq(lambda b: 1.0 / b - inv(b) - r, 1e-3, 10.0 / r + 10.0, xtol=1e-14)
+    return float((cap / a) ** 2 * (2.0 - (a * a + 2.0 * a) * inv(a)))
 
 
 def completion_lengths(plan: TrainingPlan, seq: float) -> tuple[float, float]:
@@ -272,7 +278,7 @@ def rl_note(est: Any) -> str:
     )  # fmt: skip
     cap, mean = completion_lengths(est.plan, st.seq_len)
     seqs = float(_sequences_per_gpu(L, st.global_batch_sequences)[0])
-    cpu = float(engine_cpu_seconds(rl.in_process, rl.logprobs, seqs * mean, cap))
+    cpu = float(engine_cpu_seconds(rl.in_process, rl.logprobs, seqs * mean, 0.0))  # all of it
     train = est.time.step_s
     ref = float(reference_seconds(est.plan, train))
     logp = float(logprob_seconds(est.plan, train))
@@ -290,7 +296,7 @@ def rl_note(est: Any) -> str:
         f"memory per GPU: policy {fmt_bytes(mem.weights + mem.gradients)} (weights and gradients), "
         f"reference {_reference_text(rl, mem.reference)}, generation {fmt_bytes(mem.generation)} (engine weights + KV "
         f"cache, at least {rl.engine_share:.0%} of the GPU), optimizer {fmt_bytes(mem.optimizer)}; per step: "
-        f"generation {fmt_duration(gen)} (vLLM's CPU work {fmt_duration(max(cpu, 0.0))}, its engine "
+        f"generation {fmt_duration(gen)} (vLLM's CPU work in series {fmt_duration(cpu)}, its engine "
         f"{'in the trainer' if rl.in_process else 'apart'}), log-prob forwards {fmt_duration(ref + logp)} (policy"
         f"{', reference' if ref > 0 else ''}), training {fmt_duration(train)} (generation "
         f"{gen / (gen + ref + logp + train):.0%} of the step)"
