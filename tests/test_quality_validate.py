@@ -40,8 +40,19 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     assert len(done) >= 5
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
-        for k in ("prior", "counts", "horizon", "squares", "direction"):
+        for k in ("prior", "counts", "horizon", "squares", "direction", "kaplan"):
             assert np.isfinite(s[k]["median"]) and s[k]["median"] <= s[k]["max"], k
+
+
+def test_kaplan_column_is_trilemma_where_the_form_is_no_member(quality):
+    # the runs share one D (both Pythia suites): no D term to couple, so the column is trilemma's average
+    for s in quality["loss_suites"]:
+        if "skipped" in s:
+            continue
+        assert 0.0 <= s["kaplan_weight"] < 1.0
+        if s["kaplan_weight"] == 0.0:
+            assert s["kaplan"] == s["trilemma"]
+    assert sum(s.get("kaplan_weight") == 0.0 for s in quality["loss_suites"]) >= 2
 
 
 def test_direction_backtest_splits_runs_by_tokens_per_parameter():
@@ -196,7 +207,7 @@ def test_cli_prints_both_fits_and_refuses_user_rows(capsys, tmp_path):
     assert code == 0
     assert "plain median" in out and "trilemma median" in out and "MMLU" in out
     assert "prior median" in out and "counts median" in out and "horizon median" in out
-    assert "squares median" in out
+    assert "squares median" in out and "Kaplan's form in the pool" in out
     f = tmp_path / "rows.csv"
     f.write_text("model\nx\n")
     code, _, err = run(capsys, "validate", "--kind", "quality", "--data", str(f))

@@ -2,7 +2,8 @@
 
 - chinchilla form (Hoffmann et al. 2022, arXiv 2203.15556, Eq. 2): L = E + A/N^α + B/D^β; also the
   muennighoff form (Muennighoff et al. 2023, arXiv 2305.16264), which is the same law on N', D'.
-- kaplan form (Kaplan et al. 2020, arXiv 2001.08361, Eq. 1.5 / 4.1): L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D.
+- kaplan form (Kaplan et al. 2020, arXiv 2001.08361, Eq. 1.5 / 4.1): L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D,
+  plus an irreducible E where the constants give one (trilemma.quality.fit_kaplan).
 - fine-grained mixture of experts (Krajewski et al. 2024, arXiv 2402.07871, Eq. 9):
   L = c + (g/G^γ + a)/N^α + b/D^β, G the granularity.
 - tokens for a target loss: the smallest D with L(N, D) ≤ target, by bisection in ln D (the loss falls
@@ -34,8 +35,12 @@ def chinchilla_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndar
 
 
 def kaplan_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike) -> np.ndarray:
-    """L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D (Kaplan 2020 Eq. 1.5), loss in the law's unit."""
-    return ((c["N_c"] / n) ** (c["alpha_N"] / c["alpha_D"]) + c["D_c"] / d) ** c["alpha_D"]
+    """L = E + [(N_c/N)^(α_N/α_D) + D_c/D]^α_D (Kaplan 2020 Eq. 1.5; E = 0 unless the constants give
+    it), loss in the law's unit."""
+    return (
+        c.get("E", 0.0)
+        + ((c["N_c"] / n) ** (c["alpha_N"] / c["alpha_D"]) + c["D_c"] / d) ** c["alpha_D"]
+    )
 
 
 def fine_grained_moe_loss(c: Mapping[str, Any], n: ArrayLike, d: ArrayLike, g: float) -> np.ndarray:

@@ -283,7 +283,8 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"total and non-embedding counts {q['counts_median_abs_rel_error']:.2%}, the horizon "
             f"matched {q['horizon_median_abs_rel_error']:.2%}, least squares "
             f"{q['squares_median_abs_rel_error']:.2%}, the backtest along tokens per parameter "
-            f"{q['direction_median_abs_rel_error']:.2%}"
+            f"{q['direction_median_abs_rel_error']:.2%}, Kaplan's form in the pool "
+            f"{q['kaplan_median_abs_rel_error']:.2%}"
         )
     c.print(f"method: {q['method']}")
     parts = [

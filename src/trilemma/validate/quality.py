@@ -8,7 +8,8 @@ out, on published figures the package ships.
    free, Hoffmann's procedure (``fit_point``). Measured beside them, not used: a prior-shrunk fit, the
    forms on total and non-embedding N (``counts``) and the backtest's horizon matched (``horizon``),
    and the average with every member fitted by least squares on log loss (``squares``), all three drawn
-   from ``trilemma.quality.extrapolate.pool``. The Cerebras-GPT models' own losses are kept independent
+   from ``trilemma.quality.extrapolate.pool``; the backtest along tokens per parameter (``direction``)
+   and Kaplan 2020's non-separable form beside the members (``kaplan``, trilemma.quality.fit_kaplan). The Cerebras-GPT models' own losses are kept independent
    (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
    skipped.
 2. Benchmarks: leave-one-family-out errors of the benchmark curves (``trilemma.quality.bench_fit``).
@@ -34,6 +35,7 @@ from trilemma.quality.extrapolate import (
     pool,
     split,
 )
+from trilemma.quality.fit_kaplan import with_kaplan
 from trilemma.quality.fit_pinning import LITERATURE_EXPONENT
 from trilemma.quality.fit_prior import WIDTH, prior_fit
 from trilemma.quality.fit_procedure import fit_point
@@ -102,6 +104,7 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     horizon = members.average(horizon=True)
     squares = pool(n[small], d[small], loss[small], delta=SQUARES).average()
     direction = members.average(worst_of=direction_errors(n[small], d[small], loss[small]))
+    kaplan = with_kaplan(avg, n[small], d[small], loss[small])
     c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
     out.update(
         {
@@ -122,6 +125,8 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "squares": _errors(squares.predict(n[large], d[large]), loss[large]),
             "direction": _errors(direction.predict(n[large], d[large]), loss[large]),
             "direction_forms": dict(zip(direction.names, direction.weights)),
+            "kaplan": _errors(kaplan.predict(n[large], d[large]), loss[large]),
+            "kaplan_weight": kaplan.weight,
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
         }
@@ -147,9 +152,9 @@ def section() -> dict[str, Any]:
     worse = max(
         (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
     )
-    prior_med, counts_med, horizon_med, squares_med, direction_med = (
+    prior_med, counts_med, horizon_med, squares_med, direction_med, kaplan_med = (
         float(np.median([s[k]["median"] for s in done])) if done else None
-        for k in ("prior", "counts", "horizon", "squares", "direction")
+        for k in ("prior", "counts", "horizon", "squares", "direction", "kaplan")
     )
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
@@ -168,7 +173,9 @@ def section() -> dict[str, Any]:
             f"{SQUARES:g} instead of 1e-3); direction (measured, not used): each form's e the larger "
             f"of the compute backtest's and one along tokens per parameter (fitted on D/N at most 1/"
             f"{SCALE:g} of the largest, scored {SCALE:g}x beyond: trilemma.quality.extrapolate."
-            "direction_errors)"
+            "direction_errors); kaplan (measured, not used): trilemma's average with Kaplan 2020's "
+            "non-separable form E + [(N_c/N)^(alpha/beta) + D_c/D]^beta beside the others, scored "
+            "and weighted alike (trilemma.quality.fit_kaplan)"
         ),
         "loss_suites": suites,
         "median_abs_rel_error": med,
@@ -178,6 +185,7 @@ def section() -> dict[str, Any]:
         "horizon_median_abs_rel_error": horizon_med,
         "squares_median_abs_rel_error": squares_med,
         "direction_median_abs_rel_error": direction_med,
+        "kaplan_median_abs_rel_error": kaplan_med,
         "worst_points_over_plain": worse,
         "benchmarks_lofo": bench,
         "floors": {
