@@ -15,6 +15,9 @@ Latency. Each call costs NCCL's baseLat plus a hardware latency per ring step or
 protocol and link (NVLink, PCIe, network); NCCL runs the algorithm and protocol with the smallest
 latency + bytes / bandwidth, and so does this model (docs/derivations.md, "Collective latency").
 
+On a probe profile that measured its collective (gloo between a CPU's local processes,
+``trilemma.probe.collective``), all-reduce and all-gather take that α–β line instead of NCCL's model.
+
 Ranks are numbered tp fastest, then cp, dp, pp (Megatron-Core's default order): a group whose
 members are ``stride`` apart has r = node_size // stride members per node (at least 1).
 All functions broadcast over numpy arrays; a group of one rank costs nothing.
@@ -54,18 +57,36 @@ class Fabric:
     intra_bw: float
     inter_bw: float
     nccl: NcclTuning
+    #: a probe profile's measured all-reduce (latency s a call of 2 ring steps, bus bytes/s): gloo
+    #: between a CPU's local processes (trilemma.probe.collective); None: NCCL's model
+    measured: tuple[float, float] | None = None
 
 
 def fabric(cluster: ClusterSpec, link: float, consts: Mapping[str, Mapping[str, Any]]) -> Fabric:
     """The fabric of ``cluster``: its links at the share ``link`` a ring reaches, NCCL's constants
     (constants.toml [latency]) for its chip family and scale-up link, [memory] nccl_channels."""
     channels = consts["memory"]["nccl_channels"]
+    own = cluster.hardware.efficiency
+    measured = None
+    if "collective_latency_s" in own and "collective_bus_bw_bytes_per_s" in own:
+        measured = (own["collective_latency_s"], own["collective_bus_bw_bytes_per_s"])
     return Fabric(
         node_size=cluster.node_size,
         intra_bw=cluster.intra_bw * link,
         inter_bw=cluster.inter_bw * link,
         nccl=nccl_tuning(consts["latency"], cluster.hardware.family, cluster.intra_bw, channels),
+        measured=measured,
     )
+
+
+def _measured_s(nbytes: ArrayLike, size: ArrayLike, steps: float, f: Fabric) -> np.ndarray:
+    """A ring collective on a measured α–β fabric (``Fabric.measured``): ``steps`` × (n−1) ring steps
+    of α/2 each (α was timed on two ranks' 2 steps), and steps·(n−1)/n·M bytes per rank at the bus
+    bandwidth (Thakur, Rabenseifner & Gropp 2005 §4: an all-reduce is 2 such passes, an all-gather 1)."""
+    alpha, bus = f.measured or (0.0, 1.0)
+    n = np.asarray(size, dtype=float)
+    per_rank = steps * (n - 1) / np.maximum(n, 1.0) * np.asarray(nbytes, dtype=float)
+    return np.where(n > 1, steps * (n - 1) * alpha / 2 + per_rank / bus, 0.0)
 
 
 def _split(stride: ArrayLike, size: ArrayLike, f: Fabric) -> tuple[np.ndarray, np.ndarray]:
@@ -118,6 +139,8 @@ def _remembered(collective: Callable[..., np.ndarray]) -> Callable[..., np.ndarr
 def all_reduce_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-reduce of nbytes over ``size`` ranks ``stride`` apart, the fastest of NCCL's ring and
     tree by protocol (nccl.all_reduce_call_s)."""
+    if f.measured is not None:
+        return _measured_s(nbytes, size, 2.0, f)
     r, k = _split(stride, size, f)
     return all_reduce_call_s(nbytes, r * k, r, k, _bus(r, k, f), f.nccl)
 
@@ -125,6 +148,8 @@ def all_reduce_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabri
 @_remembered
 def all_gather_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-gather whose *result* is nbytes (equally: reduce-scatter of an nbytes input)."""
+    if f.measured is not None:
+        return _measured_s(nbytes, size, 1.0, f)
     r, k = _split(stride, size, f)
     return all_gather_call_s(nbytes, r * k, r, k, _bus(r, k, f), f.nccl)
 

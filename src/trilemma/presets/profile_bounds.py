@@ -53,7 +53,21 @@ EFFICIENCY_RANGES: dict[str, tuple[float, float, str, str]] = {
         "about 1-8 ns at a CPU's 10-100 GB/s, several times that on a core other work shares; 0 "
         "where the measurement could not tell it from the 1-element step; over 1 µs is under "
         "80 MB/s, not a measurement of it",
-    )
+    ),
+    "collective_latency_s": (
+        0.0,
+        0.1,
+        "s",
+        "a collective between local processes costs microseconds to a few milliseconds a call; over "
+        "100 ms is not a measurement of one",
+    ),
+    "collective_bus_bw_bytes_per_s": (
+        1e6,
+        1e13,
+        "bytes/s",
+        "gloo's all-reduce between local processes moves ~0.1-10 GB/s; under 1 MB/s is not a "
+        "measurement of it",
+    ),
 }
 
 

@@ -82,3 +82,25 @@ def stale_reason(
     if c.busy and not busy_now:
         return f"it was measured while the machine was busy ({c.why}) and the machine is idle now"
     return ""
+
+
+def with_collective(meas: MachineMeasurement) -> MachineMeasurement:
+    """``meas`` (a CPU's) with gloo's all-reduce between two local processes at its threads
+    (``trilemma.probe.collective``), measured once and kept in its cache entry; unchanged on a GPU, or
+    where the processes could not be run."""
+    from dataclasses import replace
+
+    from trilemma.probe.collective import gloo_all_reduce
+
+    if meas.device != "cpu" or meas.collective is not None:
+        return meas
+    record = gloo_all_reduce(meas.threads)
+    if record is None:  # pragma: no cover - best effort: the bulk TCP rate stays the link
+        return meas
+    meas = replace(meas, collective=record)
+    doc = read_cache()
+    key = cache_key(meas.device, meas.device_name, meas.cores, meas.threads)
+    if key in doc["entries"]:
+        doc["entries"][key]["collective"] = record.to_dict()
+        write_cache(doc)
+    return meas

@@ -7,8 +7,10 @@ and ``notes``):
 
 - measured: dense matmul peak per precision (best rate over sizes; the whole curve is kept
   under ``measured``), memory bandwidth (copy, read + write), the link between local processes
-  (CPU: one TCP stream over loopback, which gloo uses; GPU: host-to-device copy), memory
-  capacity (RAM on a CPU, device memory on a GPU);
+  (CPU: one TCP stream over loopback, which gloo uses, or, once a probe has run several processes,
+  gloo's own all-reduce between two of them, latency and bus bandwidth, which then times the
+  collectives: ``probe.collective``; GPU: host-to-device copy), memory capacity (RAM on a CPU, device
+  memory on a GPU);
 - stated: board power (CPU: 10 W per core; a known GPU: its datasheet), price (a placeholder:
   a machine you own has no list price), one device per node.
 
@@ -34,6 +36,7 @@ import numpy as np
 from trilemma.errors import UnknownPresetError
 from trilemma.fileio import write_text_atomic
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
+from trilemma.probe.collective import BUS_BW_KEY, LATENCY_KEY, GlooAllReduce
 from trilemma.probe.dispatch import HostDispatch, host_constants
 from trilemma.probe.saturating import saturating_fit
 from trilemma.specs import HardwareSpec
@@ -121,6 +124,9 @@ class MachineMeasurement:
         ""  # why the cached measurement was not used ("" when there was none, or it was)
     )
     host_dispatch: HostDispatch | None = None  # None: not measured (a cache from before it was)
+    # gloo's all-reduce between two local processes at these threads (CPU; None: not measured, as on a
+    # run of one process)
+    collective: GlooAllReduce | None = None
 
     def peak(self, precision: str) -> float:
         return self.matmul[precision].peak
@@ -142,11 +148,14 @@ class MachineMeasurement:
         return cls(
             **{
                 **{
-                    k: v for k, v in d.items() if k not in ("matmul", "conditions", "host_dispatch")
+                    k: v
+                    for k, v in d.items()
+                    if k not in ("matmul", "conditions", "host_dispatch", "collective")
                 },
                 "matmul": mm,
                 "conditions": Conditions.from_dict(d.get("conditions")),
                 "host_dispatch": HostDispatch.from_dict(d.get("host_dispatch")),
+                "collective": GlooAllReduce.from_dict(d.get("collective")),
             }
         )
 
@@ -266,6 +275,14 @@ def _cpu_facts(meas: MachineMeasurement) -> dict[str, Any]:
         f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); intra/inter-node "
         "bandwidth is the measured loopback TCP rate (gloo between processes of one host)"
     )
+    if meas.collective is not None:  # what gloo's all-reduce gets, not one bulk TCP stream
+        intra = inter = meas.collective.bus_bw_bytes_per_s
+        efficiency[LATENCY_KEY] = meas.collective.latency_s
+        efficiency[BUS_BW_KEY] = meas.collective.bus_bw_bytes_per_s
+        stated = (
+            f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); links: "
+            f"{meas.collective.describe()}, which times data-parallel collectives"
+        )
     vendor = "CPU"
     family = "cpu"  # no calibration row was measured on a CPU
     own = (
@@ -274,7 +291,7 @@ def _cpu_facts(meas: MachineMeasurement) -> dict[str, Any]:
         else max(meas.matmul, key=lambda p: meas.matmul[p].peak, default=None)
     )
     if own is not None and len(meas.matmul[own].sizes) >= 2:
-        efficiency = gemm_constants(meas.matmul[own])
+        efficiency = {**efficiency, **gemm_constants(meas.matmul[own])}
         stated += (
             f"; GEMM efficiency from the measured {own} curve: {efficiency['gemm_max']:.3f} · "
             f"(n / (n + {efficiency['gemm_half_dim']:.0f}))³ of peak"

@@ -3,7 +3,8 @@
 1. Resolve the model (default: a small GPT-2-style model; a preset, scaled down by any of
    layers / d_model / heads / kv_heads / ffn / vocab; or a Hugging Face config.json).
 2. Measure the machine (matmul FLOP/s against size per precision, memory bandwidth, loopback
-   link; cached) and save it as the hardware profile ``local``.
+   link; with ``nproc`` > 1 on a CPU, gloo's all-reduce between two processes; cached) and save it
+   as the hardware profile ``local``.
 3. Predict with the planner's own API: ``evaluate_layout(model, make_cluster(local, nproc),
    make_plan(...), Layout(dp=nproc, zero=0 or 3, recompute, micro_batch))``.
 4. Train: in this process, or ``nproc`` processes through torchrun (DDP or FSDP; gloo on a CPU,

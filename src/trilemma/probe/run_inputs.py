@@ -86,6 +86,10 @@ def machine_for(
         if shared
         else meas
     )
+    if device == "cpu" and nproc > 1:  # processes that all-reduce: time gloo's collective too
+        from trilemma.probe.bench_cache import with_collective
+
+        sliced = with_collective(sliced)
     hw = local_hardware(sliced, share=nproc) if shared else hw_local
     if device == "cpu" and precision != "fp32":
         p16, p32 = meas.peak(precision), meas.peak("fp32")

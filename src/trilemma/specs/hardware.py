@@ -30,6 +30,8 @@ DEVICE_EFFICIENCY_KEYS = (
     "host_bwd_op_s",
     "host_opt_tensor_s",
     "host_opt_elem_s",
+    "collective_latency_s",
+    "collective_bus_bw_bytes_per_s",
 )
 #: the family of a device whose architecture is not known (a user profile of an unnamed GPU)
 UNKNOWN_FAMILY = "unknown"
@@ -86,7 +88,9 @@ class HardwareSpec(Spec):
         "attention_half_dim by head dimension); they replace the calibrated ones for it; and "
         "its host's seconds per eager operator, forward and backward, and its optimizer's per "
         "parameter tensor and per parameter element (host_op_s, host_bwd_op_s, host_opt_tensor_s, "
-        "host_opt_elem_s: a probe profile's measured dispatch cost)",
+        "host_opt_elem_s: a probe profile's measured dispatch cost); and the all-reduce its local "
+        "processes run over gloo, seconds a call and bus bytes/s (collective_latency_s, "
+        "collective_bus_bw_bytes_per_s: trilemma.probe.collective), which time its collectives",
     )
     mamf_flop_per_s: dict[Precision, float] = Field(
         default_factory=dict,
