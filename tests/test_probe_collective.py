@@ -57,6 +57,12 @@ def test_alpha_beta_recovers_an_exact_line_and_stays_non_negative():
     # times that fall with size have no positive slope: β infinite, α their relative-least-squares level
     a, b = alpha_beta(m, [4e-4, 3e-4, 2e-4, 1e-4])
     assert b == math.inf and 1e-4 <= a <= 4e-4
+    # one size in a slow mode (6× its line, as gloo's calls sometimes settle): left out of the line
+    m5 = np.array(SIZES, float)
+    t5 = 4e-4 + m5 / 1.5e9
+    t5[1] *= 6.0
+    a, b = alpha_beta(m5, t5)
+    assert a == pytest.approx(4e-4, rel=1e-6) and b == pytest.approx(1.5e9, rel=1e-6)
 
 
 def test_record_round_trips_and_another_methods_is_measured_again():
@@ -120,7 +126,8 @@ def test_gloo_all_reduce_on_this_machine():
     assert rec is not None and rec.method == COLLECTIVE_METHOD
     assert 0.0 <= rec.latency_s < 0.05 and 1e7 < rec.bus_bw_bytes_per_s < 1e11
     fitted = [rec.latency_s + m / rec.bus_bw_bytes_per_s for m in rec.sizes_bytes]
-    assert all(0.5 < f / t < 2.0 for f, t in zip(fitted, rec.seconds))
+    # the line through the sizes it kept (alpha_beta leaves out one in a slow mode)
+    assert sum(0.5 < f / t < 2.0 for f, t in zip(fitted, rec.seconds)) >= 3
     # the largest size is bandwidth-bound: its time is mostly bytes
     assert rec.sizes_bytes[-1] / rec.bus_bw_bytes_per_s > rec.latency_s
     assert replace(rec, threads=2).threads == 2

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from trilemma.units import KIB, MIB
+from trilemma.units import GIGA, KIB, MEGA, MIB
 
 #: how the record is measured: a cached record of another method is measured again
 COLLECTIVE_METHOD = (
@@ -39,6 +39,8 @@ SIZES = (int(64 * KIB), int(256 * KIB), int(MIB), int(4 * MIB), int(16 * MIB))
 WARMUP = 3
 REPS = 15  # timed calls per size in one pass
 PASSES = 3
+#: a size whose median is further than this factor from the fitted line is left out of it (alpha_beta)
+OFF_LINE = 2.0
 #: seconds the two processes may take in all (start-up, torch import, the timings) before the
 #: measurement is given up (the profile then keeps the bulk TCP rate)
 TIMEOUT_S = 120.0
@@ -60,8 +62,8 @@ class GlooAllReduce:
 
     def describe(self) -> str:
         return (
-            f"gloo all-reduce between 2 local processes: {self.latency_s * 1e6:.0f} µs + M / "
-            f"{self.bus_bw_bytes_per_s / 1e9:.2f} GB/s (fitted on {len(self.sizes_bytes)} sizes, "
+            f"gloo all-reduce between 2 local processes: {self.latency_s * MEGA:.0f} µs + M / "
+            f"{self.bus_bw_bytes_per_s / GIGA:.2f} GB/s (fitted to {len(self.sizes_bytes)} sizes timed, "
             f"{self.sizes_bytes[0] // int(KIB)} KiB-{self.sizes_bytes[-1] // int(MIB)} MiB)"
         )
 
@@ -79,11 +81,24 @@ class GlooAllReduce:
 def alpha_beta(sizes: Any, seconds: Any) -> tuple[float, float]:
     """(α s, β bytes/s) of t = α + M/β fitted to the timings in relative least squares (each time
     weighted 1/t, so the small sizes count as much as the large), α ≥ 0 and 1/β ≥ 0 (non-negative least
-    squares, Lawson & Hanson 1974); β is infinite only if no time grows with the size."""
+    squares, Lawson & Hanson 1974); β is infinite only if no time grows with the size. A size more than
+    ``OFF_LINE``× off the first line, one way or the other, is left out and the line fitted again (a
+    size's calls sometimes settle in a slower mode for a whole measurement: its median is then 5-8×
+    its neighbours', seen in 3 of 6 runs on this project's 2-core machine), as long as 3 sizes remain."""
     from scipy.optimize import nnls
 
     m, t = np.asarray(sizes, float), np.asarray(seconds, float)
-    coef, _ = nnls(np.column_stack([np.ones_like(m), m]) / t[:, None], np.ones_like(t))
+
+    def line(keep: np.ndarray) -> np.ndarray:
+        a = np.column_stack([np.ones(keep.sum()), m[keep]]) / t[keep, None]
+        return nnls(a, np.ones(keep.sum()))[0]
+
+    keep = np.ones(m.size, bool)
+    coef = line(keep)
+    ratio = (coef[0] + coef[1] * m) / t
+    near = (ratio < OFF_LINE) & (ratio > 1.0 / OFF_LINE)
+    if 3 <= near.sum() < m.size:
+        coef = line(near)
     return float(coef[0]), (1.0 / coef[1]) if coef[1] > 0 else math.inf
 
 
