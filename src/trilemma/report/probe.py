@@ -152,11 +152,13 @@ def _print_scaling_and_machine(c: Any, result: ProbeResult) -> None:
                 f"speed-up {sc.speedup_vs_whole_machine:.2f}× (planner: {sc.predicted_speedup_vs_whole_machine:.2f}×)"
             )
     mm = result.machine.measurement
+    pp = result.machine.per_process  # a process's share (None: one process has every core)
     peaks = ", ".join(f"{p} {fmt_flop_rate(curve.peak)}" for p, curve in mm.matmul.items())
     when = "cached" if mm.from_cache else f"measured in {mm.seconds:.1f} s"
     c.print(
         f"  machine ({when}): matmul peak {peaks}; "
         f"memory {fmt_rate(mm.memory_bw_bytes_per_s)}; link {fmt_rate(mm.link_bw_bytes_per_s)}; "
         + (f"host dispatch {mm.host_dispatch.describe()}; " if mm.host_dispatch else "")
+        + (f"{pp.collective.describe()}; " if pp is not None and pp.collective else "")
         + f"profile `local` in {result.machine.profile} (trilemma estimate --gpu local)"
     )
