@@ -9,7 +9,7 @@ v = b − β·ln D (Hoffmann's a, b: N_c = e^(a/α), D_c = e^(b/β)),
     ln L = LSE(e, β·LSE(u/β, v/β)),
 
 fitted by Hoffmann's procedure (Huber δ 10⁻³ on log loss, L-BFGS from the best points of his grid, β = 0
-left out: the form divides by it; docs/derivations.md). ``with_kaplan`` adds the member to an average,
+left out: the form divides by it; one more start from the additive free fit; docs/derivations.md). ``with_kaplan`` adds the member to an average,
 scored by the pool's own backtest and weighted 1/e² beside the others: the ``kaplan`` candidate of
 `trilemma validate --kind quality`.
 """
@@ -23,15 +23,17 @@ from typing import Any
 import numpy as np
 
 from trilemma.quality.extrapolate import ERROR_FLOOR, Averaged, split
+from trilemma.quality.fit_procedure import fit_point
 from trilemma.quality.forms import kaplan_loss
 from trilemma.quality.objective import DELTA, _minimise, hoffmann_grid
 from trilemma.quality.runs import MIN_SIZES, n_sizes
 
 #: the form's free constants (E, N_c, D_c, α, β): a backtest needs more runs than this
 FREE = 5
-#: L-BFGS starts from the best this many points of Hoffmann's grid: on the shipped suites the minima 256
-#: starts reach (8, the additive forms' count, stopped at a worse one on the OLMo ladder and the Gemstones)
-STARTS_KAPLAN = 64
+#: L-BFGS starts from the best this many points of Hoffmann's grid, and one from the additive free fit's
+#: constants (the same limits in N and in D): on the shipped suites the minima 256 grid starts reach (8
+#: grid starts alone stopped at worse ones on the OLMo ladder and the Gemstones)
+STARTS_KAPLAN = 8
 
 
 class _Kaplan:
@@ -98,17 +100,19 @@ def fit_kaplan(
     n: Any, d: Any, loss: Any, *, starts: int = STARTS_KAPLAN, delta: float = DELTA
 ) -> dict[str, float]:
     """The form's constants fitted to runs of N parameters, D tokens and their losses (any unit): the
-    best of L-BFGS from the ``starts`` best points of Hoffmann's grid (β > 0)."""
+    best of L-BFGS from the ``starts`` best points of Hoffmann's grid (β > 0) and from the additive
+    free fit's (a, b, e, α, β), whose terms are this form's limits."""
     n, d, loss = (np.asarray(v, float) for v in (n, d, loss))
     obj = _Kaplan(n, d, loss, delta)
     grid = hoffmann_grid()
     grid = obj.to_internal(grid[grid[:, 4] > 0])
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         scores = np.array([obj(t)[0] for t in grid])
-        best = min(
-            (_minimise(obj, grid[i]) for i in np.argsort(scores, kind="stable")[:starts]),
-            key=lambda res: res.fun,
-        )
+        seeds = [grid[i] for i in np.argsort(scores, kind="stable")[:starts]]
+        additive = fit_point(n, d, loss, starts=starts, delta=delta).theta
+        if np.isfinite(additive).all() and additive[4] > 0:
+            seeds.append(obj.to_internal(additive))
+        best = min((_minimise(obj, t) for t in seeds), key=lambda res: res.fun)
     return obj.constants(best.x)
 
 
