@@ -398,7 +398,7 @@ BUSY_SHARE = 0.2
 
 
 @pytest.mark.slow
-def test_nproc_2_scaling_measured_against_prediction():
+def test_nproc_2_scaling_measured_against_prediction(capsys):
     """Two DDP processes over gloo against one, same threads per process: the measured scaling efficiency
     against the planner's. The gradients' all-reduce is timed with gloo's own all-reduce, measured between
     two processes (trilemma.probe.collective: ~0.4 ms + M / 1.3-1.6 GB/s on this project's 2-core
@@ -419,6 +419,13 @@ def test_nproc_2_scaling_measured_against_prediction():
         and 0 < sc.predicted_efficiency <= 1.0
     )
     assert r.run.parallelism == "DDP over gloo"
+    # the processes' gradient all-reduce is timed with gloo's, measured between two of them
+    gloo = r.machine.per_process.collective
+    assert gloo is not None and r.predicted.dp_comm_s > gloo.latency_s
+    from trilemma.report.probe import print_probe
+
+    print_probe(r)
+    assert "gloo all-reduce between 2 local processes" in capsys.readouterr().out
     others = r.environment.other_processes_cpu_share  # other processes' share while it trained
     if others is not None and others > BUSY_SHARE:  # their work is inside the timings
         pytest.skip(f"other processes used {others:.0%} of the CPU while the probe trained")
