@@ -41,6 +41,7 @@ from trilemma.estimate.nccl import (
     p2p_protocol,
     p2p_rate,
 )
+from trilemma.specs.hardware import COLLECTIVE_BUS_BW_KEY, COLLECTIVE_LATENCY_KEY
 
 if TYPE_CHECKING:
     from trilemma.specs import ClusterSpec
@@ -68,8 +69,8 @@ def fabric(cluster: ClusterSpec, link: float, consts: Mapping[str, Mapping[str, 
     channels = consts["memory"]["nccl_channels"]
     own = cluster.hardware.efficiency
     measured = None
-    if "collective_latency_s" in own and "collective_bus_bw_bytes_per_s" in own:
-        measured = (own["collective_latency_s"], own["collective_bus_bw_bytes_per_s"])
+    if COLLECTIVE_LATENCY_KEY in own and COLLECTIVE_BUS_BW_KEY in own:
+        measured = (own[COLLECTIVE_LATENCY_KEY], own[COLLECTIVE_BUS_BW_KEY])
     return Fabric(
         node_size=cluster.node_size,
         intra_bw=cluster.intra_bw * link,
@@ -79,11 +80,14 @@ def fabric(cluster: ClusterSpec, link: float, consts: Mapping[str, Mapping[str, 
     )
 
 
-def _measured_s(nbytes: ArrayLike, size: ArrayLike, steps: float, f: Fabric) -> np.ndarray:
-    """A ring collective on a measured α–β fabric (``Fabric.measured``): ``steps`` × (n−1) ring steps
-    of α/2 each (α was timed on two ranks' 2 steps), and steps·(n−1)/n·M bytes per rank at the bus
-    bandwidth (Thakur, Rabenseifner & Gropp 2005 §4: an all-reduce is 2 such passes, an all-gather 1)."""
-    alpha, bus = f.measured or (0.0, 1.0)
+def _measured_s(
+    nbytes: ArrayLike, size: ArrayLike, steps: float, measured: tuple[float, float]
+) -> np.ndarray:
+    """A ring collective on a measured α–β fabric (``Fabric.measured`` = (α s, bus bytes/s)): ``steps``
+    × (n−1) ring steps of α/2 each (α was timed on two ranks' 2 steps), and steps·(n−1)/n·M bytes per
+    rank at the bus bandwidth (Thakur, Rabenseifner & Gropp 2005 §4: an all-reduce is 2 such passes,
+    an all-gather 1)."""
+    alpha, bus = measured
     n = np.asarray(size, dtype=float)
     per_rank = steps * (n - 1) / np.maximum(n, 1.0) * np.asarray(nbytes, dtype=float)
     return np.where(n > 1, steps * (n - 1) * alpha / 2 + per_rank / bus, 0.0)
@@ -140,7 +144,7 @@ def all_reduce_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabri
     """All-reduce of nbytes over ``size`` ranks ``stride`` apart, the fastest of NCCL's ring and
     tree by protocol (nccl.all_reduce_call_s)."""
     if f.measured is not None:
-        return _measured_s(nbytes, size, 2.0, f)
+        return _measured_s(nbytes, size, 2.0, f.measured)
     r, k = _split(stride, size, f)
     return all_reduce_call_s(nbytes, r * k, r, k, _bus(r, k, f), f.nccl)
 
@@ -149,7 +153,7 @@ def all_reduce_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabri
 def all_gather_s(nbytes: ArrayLike, stride: ArrayLike, size: ArrayLike, f: Fabric) -> np.ndarray:
     """All-gather whose *result* is nbytes (equally: reduce-scatter of an nbytes input)."""
     if f.measured is not None:
-        return _measured_s(nbytes, size, 1.0, f)
+        return _measured_s(nbytes, size, 1.0, f.measured)
     r, k = _split(stride, size, f)
     return all_gather_call_s(nbytes, r * k, r, k, _bus(r, k, f), f.nccl)
 

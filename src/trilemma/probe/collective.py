@@ -3,14 +3,16 @@
 The link a CPU probe measured before this (``bench.loopback_bandwidth``: one bulk TCP stream over
 127.0.0.1, 3-4 GB/s on this project's 2-core machine) is not what a collective gets: gloo's ring
 all-reduce moves its chunks through its own TCP transport and sums them on the CPU, and each call
-waits for both ranks' threads to be scheduled. Timed here with gloo itself: two spawned processes
-all-reduce fp32 tensors of ``SIZES`` bytes (``PASSES`` passes of ``REPS`` timed calls each after ``WARMUP``,
-the median per size), and the times are fitted by t = α + M/β (the α–β model, Hockney 1994, "The communication
-challenge for MPP", Parallel Computing 20(3)) in relative least squares, both terms non-negative. For
+waits for both ranks' threads to be scheduled. Timed here with gloo itself: two fresh processes
+all-reduce fp32 tensors of ``SIZES`` bytes (``PASSES`` passes of ``REPS`` timed calls each after
+``WARMUP``, the median per size), and the times are fitted by t = α + M/β (the α–β model, Hockney 1994,
+"The communication challenge for MPP", Parallel Computing 20(3)) in relative least squares, both terms
+non-negative. For
 two ranks, a ring all-reduce of M bytes moves 2(n−1)/n·M = M per rank (Thakur, Rabenseifner & Gropp
 2005, §4), so β is the bus bandwidth (NCCL's busBw convention) and α the latency of the call's
 2(n−1) = 2 ring steps. ``trilemma.estimate.comm`` times DP collectives with them on a probe profile
-that carries them, instead of NCCL's GPU constants over the bulk TCP rate.
+that carries them (``specs.hardware.COLLECTIVE_*_KEY``), instead of NCCL's GPU constants over the
+bulk TCP rate.
 """
 
 from __future__ import annotations
@@ -44,9 +46,6 @@ OFF_LINE = 2.0
 #: seconds the two processes may take in all (start-up, torch import, the timings) before the
 #: measurement is given up (the profile then keeps the bulk TCP rate)
 TIMEOUT_S = 120.0
-#: the efficiency keys a HardwareSpec carries them under (trilemma.estimate.comm.fabric reads them)
-LATENCY_KEY = "collective_latency_s"
-BUS_BW_KEY = "collective_bus_bw_bytes_per_s"
 
 
 @dataclass(frozen=True)

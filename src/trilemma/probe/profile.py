@@ -36,11 +36,15 @@ import numpy as np
 from trilemma.errors import UnknownPresetError
 from trilemma.fileio import write_text_atomic
 from trilemma.presets import USER_PROFILE_SCHEMA, get_hardware, hardware_presets, user_config_dir
-from trilemma.probe.collective import BUS_BW_KEY, LATENCY_KEY, GlooAllReduce
+from trilemma.probe.collective import GlooAllReduce
 from trilemma.probe.dispatch import HostDispatch, host_constants
 from trilemma.probe.saturating import saturating_fit
 from trilemma.specs import HardwareSpec
-from trilemma.specs.hardware import UNKNOWN_FAMILY
+from trilemma.specs.hardware import (
+    COLLECTIVE_BUS_BW_KEY,
+    COLLECTIVE_LATENCY_KEY,
+    UNKNOWN_FAMILY,
+)
 from trilemma.units import GIGA
 
 __all__ = [
@@ -277,8 +281,8 @@ def _cpu_facts(meas: MachineMeasurement) -> dict[str, Any]:
     )
     if meas.collective is not None:  # what gloo's all-reduce gets, not one bulk TCP stream
         intra = inter = meas.collective.bus_bw_bytes_per_s
-        efficiency[LATENCY_KEY] = meas.collective.latency_s
-        efficiency[BUS_BW_KEY] = meas.collective.bus_bw_bytes_per_s
+        efficiency[COLLECTIVE_LATENCY_KEY] = meas.collective.latency_s
+        efficiency[COLLECTIVE_BUS_BW_KEY] = meas.collective.bus_bw_bytes_per_s
         stated = (
             f"board power is a stated estimate ({CPU_WATTS_PER_CORE:.0f} W per core); links: "
             f"{meas.collective.describe()}, which times data-parallel collectives"

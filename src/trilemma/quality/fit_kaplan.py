@@ -9,9 +9,9 @@ v = b − β·ln D (Hoffmann's a, b: N_c = e^(a/α), D_c = e^(b/β)),
     ln L = LSE(e, β·LSE(u/β, v/β)),
 
 fitted by Hoffmann's procedure (Huber δ 10⁻³ on log loss, L-BFGS from the best points of his grid, β = 0
-left out: the form divides by it; one more start from the additive free fit; docs/derivations.md). ``with_kaplan`` adds the member to an average,
-scored by the pool's own backtest and weighted 1/e² beside the others: the ``kaplan`` candidate of
-`trilemma validate --kind quality`.
+left out: the form divides by it; one more start from the additive free fit; docs/derivations.md).
+``with_kaplan`` adds the member to an average, scored by the pool's own backtest and weighted 1/e²
+beside the others: the ``kaplan`` candidate of `trilemma validate --kind quality`.
 """
 
 from __future__ import annotations
@@ -140,9 +140,8 @@ class WithKaplan:
     """An average of the pool's members with the Kaplan-form member beside them (weights 1/e²)."""
 
     averaged: Averaged
-    constants: (
-        dict[str, float] | None
-    )  # the form fitted on every run; None where it is not a member
+    #: the form fitted on every run; None where it is not a member
+    constants: dict[str, float] | None
     weight: float  # the form's share of the weights (0 where it is not a member)
 
     def predict(self, n: Any, d: Any) -> np.ndarray:

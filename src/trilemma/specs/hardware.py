@@ -20,6 +20,10 @@ from trilemma.specs.enums import Precision
 #: attention kernel by head dimension, trilemma.probe.attention_rate), and the
 #: host seconds a probe profile measures: per eager operator, forward and backward, and the
 #: optimizer's per parameter tensor and per parameter element (trilemma.probe.dispatch)
+#: the efficiency keys of a probe profile's measured collective (trilemma.probe.collective: gloo's
+#: all-reduce between local processes, seconds a call and bus bytes/s; trilemma.estimate.comm times with it)
+COLLECTIVE_LATENCY_KEY = "collective_latency_s"
+COLLECTIVE_BUS_BW_KEY = "collective_bus_bw_bytes_per_s"
 DEVICE_EFFICIENCY_KEYS = (
     "gemm_max",
     "gemm_half_dim",
@@ -30,8 +34,8 @@ DEVICE_EFFICIENCY_KEYS = (
     "host_bwd_op_s",
     "host_opt_tensor_s",
     "host_opt_elem_s",
-    "collective_latency_s",
-    "collective_bus_bw_bytes_per_s",
+    COLLECTIVE_LATENCY_KEY,
+    COLLECTIVE_BUS_BW_KEY,
 )
 #: the family of a device whose architecture is not known (a user profile of an unnamed GPU)
 UNKNOWN_FAMILY = "unknown"

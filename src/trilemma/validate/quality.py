@@ -9,8 +9,8 @@ out, on published figures the package ships.
    forms on total and non-embedding N (``counts``) and the backtest's horizon matched (``horizon``),
    and the average with every member fitted by least squares on log loss (``squares``), all three drawn
    from ``trilemma.quality.extrapolate.pool``; the backtest along tokens per parameter (``direction``)
-   and Kaplan 2020's non-separable form beside the members (``kaplan``, trilemma.quality.fit_kaplan). The Cerebras-GPT models' own losses are kept independent
-   (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
+   and Kaplan 2020's non-separable form beside the members (``kaplan``, trilemma.quality.fit_kaplan).
+   The Cerebras-GPT models' own losses are kept independent (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
    skipped.
 2. Benchmarks: leave-one-family-out errors of the benchmark curves (``trilemma.quality.bench_fit``).
 """
