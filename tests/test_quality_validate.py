@@ -41,7 +41,7 @@ def test_held_out_runs_are_ten_times_the_fitted_compute(quality):
     assert len(done) >= 7
     for s in done:
         assert s["held_out_flop"][0] >= SCALE * s["fitted_max_flop"]
-        for k in ("prior", "counts", "horizon", "squares", "direction", "kaplan"):
+        for k in ("prior", "counts", "horizon", "squares", "direction", "kaplan", "cross"):
             assert np.isfinite(s[k]["median"]) and s[k]["median"] <= s[k]["max"], k
 
 
