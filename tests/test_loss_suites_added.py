@@ -66,10 +66,15 @@ def test_misfitting_1b_parameter_count_by_hand():
     assert int(r["params_total"]) == nonemb + 2 * 50432 * d
 
 
-def test_routing_dense_baselines_share_one_run_length():
-    # Clark et al. 2022 (arXiv 2202.01169): every dense baseline ends at step 249,000 of 2^19 tokens; the
-    # 130M size's three seeds are one row; with one D and only three sizes 10x below the 1.3B model the
-    # suite is listed as skipped by the backtest (three fitted runs cannot hold one out)
+def test_routing_dense_runs_share_one_run_length_and_the_file_counts_no_embedding():
+    # Clark et al. 2022 (arXiv 2202.01169): every dense run ends at step 249,000 of 2^19 tokens; the 130M
+    # size's three seeds are one row; the five runs with the feed-forward layer widened (flop_increase 2
+    # or 4) are dense models of their own size (rule point 5). The file's total_parameter_count of the
+    # 1.3B model is L·(5·d·h_q + 8d² + 4d) at d 2048, L 24, h_q 2048: no embedding matrix in it
     rows = _rows("Clark routing dense ")
-    assert len(rows) == 6
+    assert len(rows) == 11
     assert {int(r["tokens"]) for r in rows} == {249_000 * 2**19}
+    (big,) = _rows("Clark routing dense 1.3B")
+    d, layers = 2048, 24
+    assert int(big["params_nonembedding"]) == layers * (5 * d * d + 8 * d * d + 4 * d)
+    assert int(big["params_total"]) == int(big["params_nonembedding"]) + 32000 * d
