@@ -29,6 +29,22 @@ def test_weights_are_inverse_squares_of_the_other_suites_median_errors():
     assert leave_one_suite_out(moved, losses)["A"]["weights"] == out["A"]["weights"]
 
 
+def test_suites_of_one_source_never_weight_each_other():
+    # B and C share a source (one recipe on two corpora): A is weighted by both, B by A alone (form a 1%
+    # off on A, form b 5%: w_a = 25/26), and C's own figures never reach B
+    losses = {"A": [1.0], "B": [1.0], "C": [1.0]}
+    preds = {
+        "A": {"a": [1.01], "b": [1.05]},
+        "B": {"a": [1.0], "b": [1.0]},
+        "C": {"a": [1.5], "b": [1.0]},
+    }
+    groups = {"A": "paper 1", "B": "paper 2", "C": "paper 2"}
+    out = leave_one_suite_out(preds, losses, groups)
+    assert out["B"]["weights"]["a"] == pytest.approx(25 / 26)
+    moved = {**preds, "C": {"a": [1.0], "b": [3.0]}}
+    assert leave_one_suite_out(moved, losses, groups)["B"]["weights"] == out["B"]["weights"]
+
+
 def test_a_form_only_one_suite_can_take_is_weighted_by_the_others_alone():
     # Kaplan's form at one D is no member: B has no kaplan prediction; A's kaplan weight comes from C alone
     # (1% off, against 5% and 5% for the free form): w = 1/0.01² / (1/0.01² + 1/0.05²) = 25/26

@@ -78,3 +78,20 @@ def test_routing_dense_runs_share_one_run_length_and_the_file_counts_no_embeddin
     d, layers = 2048, 24
     assert int(big["params_nonembedding"]) == layers * (5 * d * d + 8 * d * d + 4 * d)
     assert int(big["params_total"]) == int(big["params_nonembedding"]) + 32000 * d
+
+
+def test_brandfonbrener_extrapolation_run_by_hand():
+    # Brandfonbrener et al. 2024 (arXiv 2411.12925), loss-to-loss-notebooks@457ce81a0190
+    # data/extrapolation.csv: the FineWeb run of 40 layers at d_model 2560, params 3,309,980,160, its
+    # fineweb_100b validation loss 2.328246593475342. OLMo blocks of 12·d² (attention 4d², MLP 8d²) and
+    # (4L + 1)·d norm parameters, with an untied 32,000-row embedding and head: 2·32000·d
+    d, layers = 2560, 40
+    total = 12 * d * d * layers + (4 * layers + 1) * d + 2 * 32000 * d
+    (r,) = [r for r in _rows("L2L fineweb-100b ") if r["model"].endswith("at 1e+21 FLOP")]
+    assert int(r["params_total"]) == total == 3_309_980_160
+    assert int(r["params_nonembedding"]) == total - 2 * 32000 * d
+    assert float(r["final_loss_reported"]) == 2.328247
+    assert int(r["tokens"]) == round(1e21 / (6 * total))
+    # one suite a training corpus, each held-out 3.3B run under one epoch of its corpus
+    corpora = Counter(r["dataset"] for r in _rows("L2L "))
+    assert len(corpora) == 6 and sum(corpora.values()) == 529 + 6

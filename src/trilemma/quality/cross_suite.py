@@ -5,9 +5,10 @@ its fitted part, and cannot see a form that fails further out (the Gemstones, Li
 Which form extrapolates well may instead be shared across datasets. Here each form — Hoffmann's
 additive law free, with β = α, with α = β = 0.35, and Kaplan et al. 2020's non-separable form
 (``trilemma.quality.fit_kaplan``) — is fitted on a suite's fitted runs and weighted 1/ē², ē its median
-held-out error over the *other* suites (floored at ``ERROR_FLOOR`` as the backtest's e is): forecasts
-combined with weights inverse to their squared error, Bates & Granger 1969. Evaluated leave-one-suite-out,
-so no suite's held-out runs set its own weights (docs/derivations.md, the seventh candidate).
+held-out error over the suites of *other* sources (floored at ``ERROR_FLOOR`` as the backtest's e is):
+forecasts combined with weights inverse to their squared error, Bates & Granger 1969. Evaluated
+leave-one-source-out, so neither a suite's held-out runs nor its siblings' (one source's suites share
+a recipe) set its weights (docs/derivations.md, the seventh candidate).
 """
 
 from __future__ import annotations
@@ -44,12 +45,16 @@ def form_predictions(
 
 
 def leave_one_suite_out(
-    predictions: Mapping[str, Mapping[str, list[float]]], losses: Mapping[str, list[float]]
+    predictions: Mapping[str, Mapping[str, list[float]]],
+    losses: Mapping[str, list[float]],
+    groups: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """For each suite (keys of both maps: its forms' held-out predictions and the held-out losses), the
-    forms' predictions weighted 1/ē², ē each form's median |relative error| over the other suites (at
-    least ERROR_FLOOR); a form no other suite scored is left out (all alike where none was). Returns each suite's ``weights`` and
-    ``predicted`` losses."""
+    forms' predictions weighted 1/ē², ē each form's median |relative error| over the suites of other
+    sources (``groups``: each suite's source; without it every suite is its own; at least ERROR_FLOOR);
+    a form no such suite scored is left out (all alike where none was). Returns each suite's
+    ``weights`` and ``predicted`` losses."""
+    group = dict(groups) if groups is not None else {s: s for s in predictions}
     errors = {
         s: {
             f: float(np.median(np.abs(np.asarray(p) / np.asarray(losses[s]) - 1.0)))
@@ -61,7 +66,7 @@ def leave_one_suite_out(
     for s, forms in predictions.items():
         ebar = {}
         for f in forms:
-            others = [errors[o][f] for o in errors if o != s and f in errors[o]]
+            others = [errors[o][f] for o in errors if group[o] != group[s] and f in errors[o]]
             if others:
                 ebar[f] = max(float(np.median(others)), ERROR_FLOOR)
         raw = {f: 1.0 / e**2 for f, e in ebar.items()} or dict.fromkeys(forms, 1.0)

@@ -284,7 +284,7 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"matched {q['horizon_median_abs_rel_error']:.2%}, least squares "
             f"{q['squares_median_abs_rel_error']:.2%}, the backtest along tokens per parameter "
             f"{q['direction_median_abs_rel_error']:.2%}, Kaplan's form in the pool "
-            f"{q['kaplan_median_abs_rel_error']:.2%}, the forms weighted by the other suites "
+            f"{q['kaplan_median_abs_rel_error']:.2%}, the forms weighted by other sources' suites "
             f"{q['cross_median_abs_rel_error']:.2%}"
         )
     c.print(f"method: {q['method']}")

@@ -10,7 +10,7 @@ out, on published figures the package ships.
    and the average with every member fitted by least squares on log loss (``squares``), all three drawn
    from ``trilemma.quality.extrapolate.pool``; the backtest along tokens per parameter (``direction``)
    and Kaplan 2020's non-separable form beside the members (``kaplan``, trilemma.quality.fit_kaplan);
-   the forms weighted by their held-out error on the other suites, leave-one-suite-out (``cross``,
+   the forms weighted by their held-out error on other sources' suites, leave-one-source-out (``cross``,
    trilemma.quality.cross_suite).
    The Cerebras-GPT models' own losses are kept independent (shared/calibration/README.md) and never read here; suites with nothing 10× larger are listed as
    skipped.
@@ -90,7 +90,11 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
         else None
     )
     small, large = split(n, d)
-    out: dict[str, Any] = {"suite": name, "runs": len(rows)}
+    out: dict[str, Any] = {
+        "suite": name,
+        "runs": len(rows),
+        "source": source_group(rows[0]["source"]),
+    }
     if not large.any() or n_sizes(n[small]) < MIN_SIZES or small.sum() <= MIN_SIZES:
         out["skipped"] = (
             f"no run {SCALE:g}x the compute of {MIN_SIZES}+ smaller model sizes (compute "
@@ -158,6 +162,7 @@ def section() -> dict[str, Any]:
     cross = leave_one_suite_out(
         {s["suite"]: s["form_predictions"] for s in done},
         {s["suite"]: s["held_out_loss"] for s in done},
+        {s["suite"]: s["source"] for s in done},
     )
     for s in done:
         s["cross"] = _errors(
@@ -194,7 +199,7 @@ def section() -> dict[str, Any]:
             "non-separable form E + [(N_c/N)^(alpha/beta) + D_c/D]^beta beside the others, scored "
             "and weighted alike (trilemma.quality.fit_kaplan); cross (measured, not used): the free, "
             "tied, literature and Kaplan forms fitted on the suite's fitted runs, weighted 1/e^2 with e "
-            "each form's median held-out error on the other suites (leave-one-suite-out, "
+            "each form's median held-out error on the suites of other sources (leave-one-source-out, "
             "trilemma.quality.cross_suite)"
         ),
         "loss_suites": suites,
