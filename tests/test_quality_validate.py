@@ -214,3 +214,12 @@ def test_cli_prints_both_fits_and_refuses_user_rows(capsys, tmp_path):
     f.write_text("model\nx\n")
     code, _, err = run(capsys, "validate", "--kind", "quality", "--data", str(f))
     assert code == 2 and "kind" in err and len(err.strip().splitlines()) == 1
+
+
+def test_suites_backtested_in_processes_match_the_serial_loop():
+    # the two Pythia suites (8 runs each) on two spawned processes: the same dictionaries, in order
+    from trilemma.validate.quality import _backtest_all, backtest_suite
+
+    two = dict(list((k, v) for k, v in loss_suites().items() if k.startswith("The Pile"))[:2])
+    assert len(two) == 2
+    assert _backtest_all(two) == [backtest_suite(k, v) for k, v in two.items()]

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import copy
 import csv
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -153,11 +156,28 @@ def benchmark_lofo() -> dict[str, Any]:
     return backtest()
 
 
+def _backtest_pair(item: tuple[str, list[dict[str, str]]]) -> dict[str, Any]:
+    return backtest_suite(*item)
+
+
+def _backtest_all(suites: dict[str, list[dict[str, str]]]) -> list[dict[str, Any]]:
+    """Every suite backtested, in order: the suites are independent fits, so one spawned process per
+    core (nothing inherited; the same results as the serial loop, about half the time on 2 cores)."""
+    items = list(suites.items())
+    workers = min(len(items), os.cpu_count() or 1)
+    if workers < 2:
+        return [backtest_suite(k, v) for k, v in items]
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        return list(pool.map(_backtest_pair, items))
+
+
 @cache
 def section() -> dict[str, Any]:
     """The ``quality`` block of the validate document: loss suites, benchmark hold-outs, the floors
     (computed once per process: it reads only the shipped tables)."""
-    suites = [backtest_suite(k, v) for k, v in loss_suites().items()]
+    suites = _backtest_all(loss_suites())
     done = [s for s in suites if "skipped" not in s]
     cross = leave_one_suite_out(
         {s["suite"]: s["form_predictions"] for s in done},
