@@ -223,3 +223,15 @@ def test_suites_backtested_in_processes_match_the_serial_loop():
     two = dict(list((k, v) for k, v in loss_suites().items() if k.startswith("The Pile"))[:2])
     assert len(two) == 2
     assert _backtest_all(two) == [backtest_suite(k, v) for k, v in two.items()]
+
+
+def test_median_over_sources_takes_each_sources_median_suite(quality):
+    # Brandfonbrener et al.'s six corpora are one source: each source counts once
+    done = [s for s in quality["loss_suites"] if "skipped" not in s]
+    by: dict[str, list[float]] = {}
+    for s in done:
+        by.setdefault(s["source"], []).append(s["trilemma"]["median"])
+    assert quality["sources"] == len(by) < len(done)
+    assert quality["median_abs_rel_error_over_sources"] == pytest.approx(
+        float(np.median([np.median(v) for v in by.values()]))
+    )

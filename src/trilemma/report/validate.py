@@ -277,7 +277,9 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
         c.print(
             f"loss: trilemma's median error {med['value']:.2%} over the suites (plain fit "
             f"{q['plain_median_abs_rel_error']:.2%}), floor {med['floor']:.1%}: "
-            f"{verdict(med['value'] <= med['floor'])}; worst suite {worse['value']:+.2f} points against "
+            f"{verdict(med['value'] <= med['floor'])} (over the {q['sources']} sources, each its "
+            f"median suite: {q['median_abs_rel_error_over_sources']:.2%}, plain "
+            f"{q['plain_median_abs_rel_error_over_sources']:.2%}); worst suite {worse['value']:+.2f} points against "
             f"the plain fit, floor +{worse['floor']:.1f}: {verdict(worse['value'] <= worse['floor'])}; "
             f"measured, not used: the prior's posterior mode {q['prior_median_abs_rel_error']:.2%}, "
             f"total and non-embedding counts {q['counts_median_abs_rel_error']:.2%}, the horizon "

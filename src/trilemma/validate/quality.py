@@ -156,6 +156,14 @@ def benchmark_lofo() -> dict[str, Any]:
     return backtest()
 
 
+def _median_over_sources(done: list[dict[str, Any]], key: str) -> float | None:
+    """The median over sources of each source's median suite error (``key``'s median, a fraction)."""
+    by: dict[str, list[float]] = {}
+    for s in done:
+        by.setdefault(s["source"], []).append(s[key]["median"])
+    return float(np.median([np.median(v) for v in by.values()])) if by else None
+
+
 def _backtest_pair(item: tuple[str, list[dict[str, str]]]) -> dict[str, Any]:
     return backtest_suite(*item)
 
@@ -191,6 +199,7 @@ def section() -> dict[str, Any]:
         s["cross_weights"] = cross[s["suite"]]["weights"]
     med = float(np.median([s["trilemma"]["median"] for s in done])) if done else None
     plain_med = float(np.median([s["plain"]["median"] for s in done])) if done else None
+    by_source = {k: _median_over_sources(done, k) for k in ("trilemma", "plain")}
     worse = max(
         (100 * (s["trilemma"]["median"] - s["plain"]["median"]) for s in done), default=None
     )
@@ -225,6 +234,10 @@ def section() -> dict[str, Any]:
         "loss_suites": suites,
         "median_abs_rel_error": med,
         "plain_median_abs_rel_error": plain_med,
+        # each source's median suite, then the median over sources (one source may give several suites)
+        "median_abs_rel_error_over_sources": by_source["trilemma"],
+        "plain_median_abs_rel_error_over_sources": by_source["plain"],
+        "sources": len({s["source"] for s in done}),
         "prior_median_abs_rel_error": prior_med,
         "counts_median_abs_rel_error": counts_med,
         "horizon_median_abs_rel_error": horizon_med,
