@@ -27,17 +27,24 @@ KAPLAN = "kaplan"
 
 
 def form_predictions(
-    n: Any, d: Any, loss: Any, n_at: Any, d_at: Any, kaplan: Mapping[str, float] | None = None
+    n: Any,
+    d: Any,
+    loss: Any,
+    n_at: Any,
+    d_at: Any,
+    kaplan: Mapping[str, float] | None = None,
+    fitted: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, list[float]]:
     """Each form fitted on runs of N total parameters, D tokens and their losses, predicting the loss
     (same unit) at (``n_at``, ``d_at``): the additive forms the runs can take (one D: free and literature)
     with fewer constants than runs, and Kaplan's where D varies and the runs outnumber its 5 constants
-    (``kaplan``: its constants when already fitted on these runs)."""
+    (``kaplan``, ``fitted``: constants already fitted on these runs, by form name, used as they are)."""
     n, d, loss, n_at, d_at = (np.asarray(v, float) for v in (n, d, loss, n_at, d_at))
     out: dict[str, list[float]] = {}
     for fix, name, free in _forms(d):
         if n.size > free:
-            out[name] = chinchilla_loss(_fits(n, d, loss, fix), n_at, d_at).tolist()
+            c = (fitted or {}).get(name) or _fits(n, d, loss, fix)
+            out[name] = chinchilla_loss(c, n_at, d_at).tolist()
     if np.ptp(np.log(d)) > 1e-9 and n.size > KAPLAN_FREE:
         c = kaplan if kaplan is not None else fit_kaplan(n, d, loss)
         out[KAPLAN] = kaplan_loss(c, n_at, d_at).tolist()

@@ -5,13 +5,12 @@ of an extrapolation. The procedure and its sources: trilemma.quality.fit's docst
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from trilemma.parallel import spawn_pool
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.objective import (
     DELTA,
@@ -59,9 +58,7 @@ def _minimise_all(obj: Any, t0s: np.ndarray, gtol: float) -> list[Any]:
     if workers < 2:
         return _minimise_chunk((obj, t0s, gtol))
     jobs = [(obj, chunk, gtol) for chunk in np.array_split(t0s, workers)]
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
+    with spawn_pool(workers) as pool:
         return [r for part in pool.map(_minimise_chunk, jobs) for r in part]
 
 

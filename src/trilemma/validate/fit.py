@@ -20,15 +20,14 @@ rows: the honest estimate of error on a cluster the constants never saw.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
+from trilemma.parallel import spawn_pool
 from trilemma.presets import constants as default_constants
 from trilemma.specs.constants import Constants
 from trilemma.units import GIB
@@ -202,9 +201,7 @@ def loso(
         return out
     # the groups are independent refits: one process per core (spawned, so no state is inherited);
     # results come back in group order, identical to the serial loop
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
+    with spawn_pool(workers) as pool:
         for g, preds in zip(groups, pool.map(_held_out, jobs)):
             if progress:
                 progress(g)

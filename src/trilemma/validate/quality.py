@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import copy
 import csv
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from trilemma.parallel import spawn_pool
 from trilemma.quality.cross_suite import form_predictions, leave_one_suite_out
 from trilemma.quality.extrapolate import (
     NON_EMBEDDING,
@@ -139,7 +138,13 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "kaplan_weight": kaplan.weight,
             # each form fitted on the fitted runs, at the held-out runs: the cross candidate's inputs
             "form_predictions": form_predictions(
-                n[small], d[small], loss[small], n[large], d[large], kaplan.constants
+                n[small],
+                d[small],
+                loss[small],
+                n[large],
+                d[large],
+                kaplan.constants,
+                fitted=members.constants,  # the pool's fits on the same runs (total N keys)
             ),
             "held_out_loss": loss[large].tolist(),
             "forms": dict(zip(avg.names, avg.weights)),
@@ -164,21 +169,14 @@ def _median_over_sources(done: list[dict[str, Any]], key: str) -> float | None:
     return float(np.median([np.median(v) for v in by.values()])) if by else None
 
 
-def _backtest_pair(item: tuple[str, list[dict[str, str]]]) -> dict[str, Any]:
-    return backtest_suite(*item)
-
-
 def _backtest_all(suites: dict[str, list[dict[str, str]]]) -> list[dict[str, Any]]:
     """Every suite backtested, in order: the suites are independent fits, so one spawned process per
     core (nothing inherited; the same results as the serial loop, about half the time on 2 cores)."""
-    items = list(suites.items())
-    workers = min(len(items), os.cpu_count() or 1)
+    workers = min(len(suites), os.cpu_count() or 1)
     if workers < 2:
-        return [backtest_suite(k, v) for k, v in items]
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-    ) as pool:
-        return list(pool.map(_backtest_pair, items))
+        return [backtest_suite(k, v) for k, v in suites.items()]
+    with spawn_pool(workers) as pool:
+        return list(pool.map(backtest_suite, suites.keys(), suites.values()))
 
 
 @cache
