@@ -13,6 +13,24 @@ import pytest
 
 
 @pytest.fixture
+def exact_law() -> SimpleNamespace:
+    """Runs drawn exactly from Hoffmann et al. 2022's law (App. D.2; E 1.69, A 406.4, B 410.7, α 0.34,
+    β 0.28): four sizes of 100M-800M at 5-40 tokens a parameter, and a point 10x their compute with the
+    law's own loss there (``truth``)."""
+    import numpy as np
+
+    law = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+
+    def at(n, d):
+        return law["E"] + law["A"] / n ** law["alpha"] + law["B"] / d ** law["beta"]
+
+    n = np.repeat([1e8, 2e8, 4e8, 8e8], 4)
+    d = n * np.tile([5.0, 10.0, 20.0, 40.0], 4)
+    n_at, d_at = np.array([3e9]), np.array([6e10])
+    return SimpleNamespace(n=n, d=d, loss=at(n, d), n_at=n_at, d_at=d_at, truth=at(n_at, d_at))
+
+
+@pytest.fixture
 def quality_app(monkeypatch):
     """The real `trilemma` app (which registers `fit` and `optimal`) on a wide terminal."""
     from trilemma import cli

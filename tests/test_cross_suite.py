@@ -59,19 +59,14 @@ def test_a_form_only_one_suite_can_take_is_weighted_by_the_others_alone():
     assert set(leave_one_suite_out(preds, losses)["B"]["weights"]) == {"free"}
 
 
-def test_form_predictions_recover_an_exact_law():
-    # runs drawn exactly from Hoffmann et al. 2022's law (App. D.2): the free form extrapolates it to
-    # 10x the compute; runs at one D fit no tied form and no Kaplan form
-    law = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
-    n = np.repeat([1e8, 2e8, 4e8, 8e8], 4)
-    d = n * np.tile([5.0, 10.0, 20.0, 40.0], 4)
-    loss = law["E"] + law["A"] / n ** law["alpha"] + law["B"] / d ** law["beta"]
-    n_at, d_at = np.array([3e9]), np.array([6e10])
-    truth = law["E"] + law["A"] / n_at ** law["alpha"] + law["B"] / d_at ** law["beta"]
-    p = form_predictions(n, d, loss, n_at, d_at)
+def test_form_predictions_recover_an_exact_law(exact_law):
+    # the free form extrapolates Hoffmann et al.'s law to 10x the compute; runs at one D fit no tied
+    # form and no Kaplan form
+    x = exact_law
+    p = form_predictions(x.n, x.d, x.loss, x.n_at, x.d_at)
     assert set(p) == {"free", "tied", "literature", KAPLAN}
-    assert p["free"][0] == pytest.approx(truth[0], rel=1e-3)
-    one_d = form_predictions(n, np.full_like(n, 3e11), loss, n_at, d_at)
+    assert p["free"][0] == pytest.approx(x.truth[0], rel=1e-3)
+    one_d = form_predictions(x.n, np.full_like(x.n, 3e11), x.loss, x.n_at, x.d_at)
     assert set(one_d) == {"free", "literature"}
 
 

@@ -287,7 +287,9 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"{q['squares_median_abs_rel_error']:.2%}, the backtest along tokens per parameter "
             f"{q['direction_median_abs_rel_error']:.2%}, Kaplan's form in the pool "
             f"{q['kaplan_median_abs_rel_error']:.2%}, the forms weighted by other sources' suites "
-            f"{q['cross_median_abs_rel_error']:.2%}"
+            f"{q['cross_median_abs_rel_error']:.2%}; the best fit chosen in hindsight, not a method: "
+            f"{q['hindsight_median_abs_rel_error']:.2%} (over the sources "
+            f"{q['hindsight_median_abs_rel_error_over_sources']:.2%})"
         )
     c.print(f"method: {q['method']}")
     parts = [

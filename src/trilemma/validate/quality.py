@@ -45,6 +45,7 @@ from trilemma.quality.fit_pinning import LITERATURE_EXPONENT
 from trilemma.quality.fit_prior import WIDTH, prior_fit
 from trilemma.quality.fit_procedure import fit_point
 from trilemma.quality.forms import chinchilla_loss
+from trilemma.quality.hindsight import best_member, nonembedding_predictions
 from trilemma.quality.runs import MIN_SIZES, n_sizes
 from trilemma.validate import source_group
 
@@ -76,6 +77,34 @@ def loss_suites(text: str | None = None) -> dict[str, list[dict[str, str]]]:
 def _errors(pred: np.ndarray, loss: np.ndarray) -> dict[str, float]:
     rel = np.abs(pred / loss - 1.0)
     return {"median": float(np.median(rel)), "max": float(np.max(rel))}
+
+
+def _forms_at(
+    n: np.ndarray,
+    d: np.ndarray,
+    loss: np.ndarray,
+    ne: np.ndarray | None,
+    small: np.ndarray,
+    large: np.ndarray,
+    fitted: dict[str, dict[str, float]],
+    kaplan: Any,
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Each form fitted on the fitted runs, at the held-out runs (the cross candidate's inputs;
+    ``fitted``: the pool's fits on the same runs), and the member nearest the held-out losses among
+    those and the forms on non-embedding N (the hindsight column: not a method)."""
+    forms_at = form_predictions(
+        n[small], d[small], loss[small], n[large], d[large], kaplan.constants, fitted=fitted
+    )
+    members_at = dict(forms_at)
+    if ne is not None:
+        members_at |= nonembedding_predictions(
+            ne[small], d[small], loss[small], ne[large], d[large], fitted
+        )
+    best, _ = best_member(members_at, loss[large])
+    return forms_at, {
+        "hindsight": _errors(np.asarray(members_at[best]), loss[large]),
+        "hindsight_member": best,
+    }
 
 
 def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
@@ -115,6 +144,7 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
     direction = members.average(worst_of=direction_errors(n[small], d[small], loss[small]))
     kaplan = with_kaplan(avg, n[small], d[small], loss[small])
     c = 6.0 * n * d  # FLOP (Kaplan 2020 §2.1)
+    forms_at, hindsight = _forms_at(n, d, loss, ne, small, large, members.constants, kaplan)
     out.update(
         {
             "fitted_runs": int(small.sum()),
@@ -136,16 +166,8 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "direction_forms": dict(zip(direction.names, direction.weights)),
             "kaplan": _errors(kaplan.predict(n[large], d[large]), loss[large]),
             "kaplan_weight": kaplan.weight,
-            # each form fitted on the fitted runs, at the held-out runs: the cross candidate's inputs
-            "form_predictions": form_predictions(
-                n[small],
-                d[small],
-                loss[small],
-                n[large],
-                d[large],
-                kaplan.constants,
-                fitted=members.constants,  # the pool's fits on the same runs (total N keys)
-            ),
+            "form_predictions": forms_at,
+            **hindsight,
             "held_out_loss": loss[large].tolist(),
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
@@ -179,6 +201,34 @@ def _backtest_all(suites: dict[str, list[dict[str, str]]]) -> list[dict[str, Any
         return list(pool.map(backtest_suite, suites.keys(), suites.values()))
 
 
+def _method() -> str:
+    """The method line of validate --kind quality: the backtest, the fit, each candidate."""
+    return (
+        f"fit on the runs at most 1/{SCALE:g} of a suite's largest compute, predict those "
+        f"{SCALE:g}x larger or more; plain: L = E + A/N^alpha + B/D^beta, all five free "
+        "(Hoffmann 2022 App. D.2); trilemma: free, tied and literature-exponent forms averaged "
+        "by held-out error (trilemma.quality.extrapolate); prior (measured, not used): the free "
+        f"form's posterior mode with alpha, beta ~ N({LITERATURE_EXPONENT}, {WIDTH:.3f}^2) "
+        "(trilemma.quality.fit_prior); counts (measured, not used): each form on total and on "
+        "non-embedding N where the runs give both, weighted by the same backtest; horizon (measured, "
+        f"not used): each form's backtest error on the fitted runs {SCALE:g}x beyond the backtest's "
+        "own fitted part (trilemma.quality.extrapolate.Pool); squares (measured, not used): "
+        "trilemma's average with every member fitted by least squares on log loss (Huber delta "
+        f"{SQUARES:g} instead of 1e-3); direction (measured, not used): each form's e the larger "
+        f"of the compute backtest's and one along tokens per parameter (fitted on D/N at most 1/"
+        f"{SCALE:g} of the largest, scored {SCALE:g}x beyond: trilemma.quality.extrapolate."
+        "direction_errors); kaplan (measured, not used): trilemma's average with Kaplan 2020's "
+        "non-separable form E + [(N_c/N)^(alpha/beta) + D_c/D]^beta beside the others, scored "
+        "and weighted alike (trilemma.quality.fit_kaplan); cross (measured, not used): the free, "
+        "tied, literature and Kaplan forms fitted on the suite's fitted runs, weighted 1/e^2 with e "
+        "each form's median held-out error on the suites of other sources (leave-one-source-out, "
+        "trilemma.quality.cross_suite); hindsight (not a method): the member nearest the held-out "
+        "losses among the free, tied and literature forms on total and non-embedding N and Kaplan's, "
+        "each fitted on the fitted runs: what a perfect choice among these fits would reach "
+        "(trilemma.quality.hindsight)"
+    )
+
+
 @cache
 def section() -> dict[str, Any]:
     """The ``quality`` block of the validate document: loss suites, benchmark hold-outs, the floors
@@ -205,30 +255,11 @@ def section() -> dict[str, Any]:
         float(np.median([s[k]["median"] for s in done])) if done else None
         for k in ("prior", "counts", "horizon", "squares", "direction", "kaplan", "cross")
     )
+    hindsight_med = float(np.median([s["hindsight"]["median"] for s in done])) if done else None
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
     return {
-        "method": (
-            f"fit on the runs at most 1/{SCALE:g} of a suite's largest compute, predict those "
-            f"{SCALE:g}x larger or more; plain: L = E + A/N^alpha + B/D^beta, all five free "
-            "(Hoffmann 2022 App. D.2); trilemma: free, tied and literature-exponent forms averaged "
-            "by held-out error (trilemma.quality.extrapolate); prior (measured, not used): the free "
-            f"form's posterior mode with alpha, beta ~ N({LITERATURE_EXPONENT}, {WIDTH:.3f}^2) "
-            "(trilemma.quality.fit_prior); counts (measured, not used): each form on total and on "
-            "non-embedding N where the runs give both, weighted by the same backtest; horizon (measured, "
-            f"not used): each form's backtest error on the fitted runs {SCALE:g}x beyond the backtest's "
-            "own fitted part (trilemma.quality.extrapolate.Pool); squares (measured, not used): "
-            "trilemma's average with every member fitted by least squares on log loss (Huber delta "
-            f"{SQUARES:g} instead of 1e-3); direction (measured, not used): each form's e the larger "
-            f"of the compute backtest's and one along tokens per parameter (fitted on D/N at most 1/"
-            f"{SCALE:g} of the largest, scored {SCALE:g}x beyond: trilemma.quality.extrapolate."
-            "direction_errors); kaplan (measured, not used): trilemma's average with Kaplan 2020's "
-            "non-separable form E + [(N_c/N)^(alpha/beta) + D_c/D]^beta beside the others, scored "
-            "and weighted alike (trilemma.quality.fit_kaplan); cross (measured, not used): the free, "
-            "tied, literature and Kaplan forms fitted on the suite's fitted runs, weighted 1/e^2 with e "
-            "each form's median held-out error on the suites of other sources (leave-one-source-out, "
-            "trilemma.quality.cross_suite)"
-        ),
+        "method": _method(),
         "loss_suites": suites,
         "median_abs_rel_error": med,
         "plain_median_abs_rel_error": plain_med,
@@ -243,6 +274,10 @@ def section() -> dict[str, Any]:
         "direction_median_abs_rel_error": direction_med,
         "kaplan_median_abs_rel_error": kaplan_med,
         "cross_median_abs_rel_error": cross_med,
+        "hindsight_median_abs_rel_error": hindsight_med,
+        "hindsight_median_abs_rel_error_over_sources": _median_over_sources(done, "hindsight")
+        if done
+        else None,
         "worst_points_over_plain": worse,
         "benchmarks_lofo": bench,
         "floors": {
