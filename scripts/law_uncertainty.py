@@ -6,7 +6,8 @@ This script refits the same 240 digitised Chinchilla points (Epoch AI's svg_extr
 trilemma/data/losses.csv; the 5 highest-loss points dropped, as Besiroglu et al. did) with trilemma's
 fitter, bootstraps them like the paper (resample runs, 4000 refits), and prints the covariance of
 (ln A, ln B, ln E, alpha, beta) with the bootstrap intervals next to the published ones, and the law's
-prediction error ([uncertainty.residual]: in-sample σ₀ and σ₁ per e-fold of N beyond the fitted sizes).
+prediction error ([uncertainty.residual]: in-sample σ₀ and σ₁ per e-fold of N, D or compute beyond the
+fitted runs, at least the published suites' floor) and the [range]'s C_max.
 
     python scripts/law_uncertainty.py            # prints a TOML [uncertainty] table and a comparison
 """
@@ -62,16 +63,25 @@ def main(n_boot: int = 4000, seed: int = 0) -> None:
     for row in cov:
         print("  [" + ", ".join(f"{v:.6e}" for v in row) + "],")
     print("]")
+    residual(n, d, loss, point)
+
+
+def residual(n: np.ndarray, d: np.ndarray, loss: np.ndarray, point: object) -> None:
+    """Print the law's [range] C_max and its [uncertainty.residual]: σ₀ in-sample, σ₁ the larger of the
+    runs' own (extrapolation_error) and the published suites' floor, as trilemma fit makes it."""
+    from trilemma.quality.extrapolation_band import EXTRAPOLATION_FLOOR, runs_range
     from trilemma.quality.fit_procedure import extrapolation_error
     from trilemma.quality.forms import chinchilla_loss
 
     r = np.log(loss / chinchilla_loss(point.constants, n, d))
     sd0 = float(np.sqrt(np.mean(r**2)))
     ext = extrapolation_error(n, d, loss, sd0)
+    print(f"# [range] C_max = {runs_range(n, d)['C_max']:.3g}")
+    print(f"# the runs' own sd per e-fold: {ext}; the floor {EXTRAPOLATION_FLOOR}")
     print("[uncertainty.residual]")
     print(f"log_sd = {sd0:.5f}")
     if ext is not None:
-        print(f"log_sd_per_e_fold = {ext[0]:.5f}\ndf = {ext[1]}")
+        print(f"log_sd_per_e_fold = {max(ext[0], EXTRAPOLATION_FLOOR):.5f}\ndf = {ext[1]}")
 
 
 if __name__ == "__main__":

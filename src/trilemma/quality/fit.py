@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from trilemma.errors import InputError
+from trilemma.quality.extrapolation_band import EXTRAPOLATION_FLOOR, runs_range
 from trilemma.quality.fit_pinning import STAGES, Staged, staged_fit
 from trilemma.quality.fit_procedure import (
     RUNS_LISTED,
@@ -136,6 +137,7 @@ class FitReport:
             # --method averaged, the averaged forms beside it
             "method": self.extra.get("method", "staged"),
             "averaged": self.extra.get("averaged"),
+            "extrapolation_sd": self.extra.get("extrapolation_sd"),
             "runs": [
                 {"N": float(a_), "D": float(b_), "loss": float(l_), "predicted": float(p_)}
                 for a_, b_, l_, p_ in zip(self.runs.n, self.runs.d, self.runs.loss, pred)
@@ -169,10 +171,13 @@ def fit_runs(
     holdout: float = 0.2,
     delta: float = DELTA,
     method: str = "staged",
+    extrapolation_floor: float = EXTRAPOLATION_FLOOR,
 ) -> FitReport:
     """Fit, bootstrap, goodness of fit and leave-out check; the result's ``law`` (the staged fit) is
     usable everywhere. ``method="averaged"`` adds the forms averaged by held-out error
-    (trilemma.quality.extrapolate, what validate --kind quality checks) in ``extra["averaged"]``."""
+    (trilemma.quality.extrapolate, what validate --kind quality checks) in ``extra["averaged"]``.
+    ``extrapolation_floor``: the least σ₁ (log loss per e-fold beyond the runs) the band carries
+    (trilemma.quality.extrapolation_band; validate passes one measured without the runs' source)."""
     counts, unit = NCounts.parse(n_counts, "n-counts"), LossUnit.parse(loss_unit, "loss-unit")
     method = check_method(method)
     runs, warnings = plausible_runs(runs, unit)
@@ -195,12 +200,7 @@ def fit_runs(
     gof = goodness(c, n, d, loss)
     ci = intervals(samples, level)
     ext = extrapolation_error(n, d, loss, gof["rmse_log_loss"], fix=fix, delta=delta)
-    if ext is None:
-        warnings.append(
-            "too few model sizes to measure the error of an extrapolation: the band holds the "
-            "parameter spread and the in-sample error only"
-        )
-    unc = _uncertainty(samples, level, seed, gof, ext, fix, len(n))
+    unc = _uncertainty(samples, level, seed, gof, ext, fix, len(n), extrapolation_floor)
     law = _fitted_law(
         runs,
         point,
@@ -214,7 +214,10 @@ def fit_runs(
         data=data,
         tokenizer=tokenizer,
     )
-    extra = {"method": method}
+    extra = {
+        "method": method,
+        "extrapolation_sd": {"runs": ext and ext[0], "floor": extrapolation_floor},
+    }
     if method == "averaged":
         from trilemma.quality.extrapolate import averaged_fit
 
@@ -314,13 +317,14 @@ def _uncertainty(
     ext: tuple[float, int] | None,
     fix: str | float | None,
     n_runs: int,
+    floor: float,
 ) -> Uncertainty | None:
     """The law's uncertainty: the bootstrap rows with the prediction error (log sd in-sample and
-    per e-fold of extrapolation, degrees of freedom); None without samples."""
+    per e-fold of extrapolation, at least ``floor``, degrees of freedom); None without samples."""
     free = 5 if fix is None else 4 if fix == TIE else 3
     error = {
         "log_sd": gof["rmse_log_loss"],
-        "log_sd_per_e_fold": ext[0] if ext else 0.0,
+        "log_sd_per_e_fold": max(ext[0] if ext else 0.0, floor),
         "df": ext[1] if ext else max(1, n_runs - free),
     }
     unc = None
@@ -384,14 +388,7 @@ def _fitted_law(
         title=f"fitted on {Path(runs.source).name}",
         notes=tuple(notes),
         uncertainty=unc,
-        fit_range=MappingProxyType(
-            {
-                "N_min": float(n.min()),
-                "N_max": float(n.max()),
-                "D_min": float(d.min()),
-                "D_max": float(d.max()),
-            }
-        ),
+        fit_range=MappingProxyType(runs_range(n, d)),
         fit_report=MappingProxyType(fit_info),
     )
     return law

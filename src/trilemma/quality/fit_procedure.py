@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.parallel import spawn_pool
+from trilemma.quality.extrapolation_band import e_folds_beyond
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.objective import (
     DELTA,
@@ -306,8 +307,9 @@ def extrapolation_error(
     """(log-loss error per e-fold of N beyond the fitted sizes, how many runs it rests on), or None.
 
     Refit without the largest ``fraction`` of sizes (at least one; 2 sizes must remain), predict them:
-    their log residuals r at distances x = e-folds beyond the kept runs (the larger of ln(N / N_max kept)
-    and ln(D / D_max kept), at least 0) give, by moments,
+    their log residuals r at distances x = e-folds beyond the kept runs (the most of ln(N / N_max kept),
+    ln(D / D_max kept) and ln(C / C_max kept), at least 0: extrapolation_band.e_folds_beyond) give, by
+    moments,
     σ₁² = max(0, mean(r²) − σ₀²) / mean(x²) with σ₀ the in-sample log residual (the error model of the
     band: σ(N)² = σ₀² + (σ₁·x)², Davison & Hinkley 1997 §6.3.3: prediction error = parameter spread plus
     out-of-sample error). Above ``SCREEN_RUNS`` runs, on a fixed subsample of that many.
@@ -324,9 +326,11 @@ def extrapolation_error(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=32, fix=fix)
         r = np.log(loss[held] / chinchilla_loss(f.constants, n[held], d[held]))
-    # e-folds beyond the kept runs in N or D, whichever is more (predict.beyond_fit's distance)
-    x = np.maximum(np.log(n[held] / n[~held].max()), np.log(d[held] / d[~held].max()))
-    x = np.maximum(x, 0.0)
+    # e-folds beyond the kept runs in N, D or compute, whichever is most (predict.beyond_fit's distance)
+    kept = ~held
+    x = e_folds_beyond(
+        n[held], d[held], n[kept].max(), d[kept].max(), 6.0 * float((n[kept] * d[kept]).max())
+    )
     if not np.isfinite(r).all():
         return None
     return float(

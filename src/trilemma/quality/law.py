@@ -167,7 +167,7 @@ class Uncertainty:
         None  # a law whose covariance stands in (stated in the interval text)
     )
     #: out-of-sample error of a fitted law (``trilemma.quality.fit``): log_sd (in-sample log residual),
-    #: log_sd_per_e_fold (added per e-fold of N or D beyond the fitted range), df (of the Student t draws)
+    #: log_sd_per_e_fold (added per e-fold of N, D or compute beyond the fitted runs), df (of the Student t draws)
     residual: Mapping[str, float] | None = None
 
     @property
@@ -188,8 +188,8 @@ class Uncertainty:
             r = self.residual
             return (
                 f"{lvl}: percentiles of the loss over {n} bootstrap refits, each times an out-of-sample "
-                f"error (log-sd {r['log_sd']:.3g}, plus {r['log_sd_per_e_fold']:.3g} per e-fold of N or D beyond the "
-                f"fitted sizes; Student t, {r['df']:g} df)"
+                f"error (log-sd {r['log_sd']:.3g}, plus {r['log_sd_per_e_fold']:.3g} per e-fold of N, D or "
+                f"compute beyond the fitted runs; Student t, {r['df']:g} df)"
             )
         return f"{lvl}: percentiles of the loss over {n} bootstrap refits"
 

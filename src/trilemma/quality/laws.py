@@ -160,6 +160,8 @@ def law_from_dict(
             raise bad_law(
                 where, f"`range.{lo}` ({rng[lo]:g}) positive and at most `range.{hi}` ({rng[hi]:g})"
             )
+    if rng and "C_max" in rng and not rng["C_max"] > 0:
+        raise bad_law(where, f"`range.C_max` ({rng['C_max']:g}) positive: the largest run's FLOP")
     rep = _num_table(doc.get("repetition"), where, "repetition") or None
     prec = _num_table(doc.get("precision"), where, "precision") or None
     if form is Form.MUENNIGHOFF and not (rep and {"R_D_star", "R_N_star"} <= set(rep)):

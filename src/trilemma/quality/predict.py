@@ -30,6 +30,7 @@ import numpy as np
 
 from trilemma.errors import InputError
 from trilemma.quality.effective import effective_sizes, loss_at, params_for
+from trilemma.quality.extrapolation_band import e_folds_beyond
 from trilemma.quality.law import DRAW_SEED
 from trilemma.quality.laws import (
     DEFAULT_LEVEL,
@@ -153,7 +154,7 @@ def loss_samples(
 
 def residual_sd(law: Law, n: float, d: float | None = None) -> float:
     """A law's out-of-sample log-loss error at N parameters and D tokens: σ² = σ₀² + (σ₁·x)², x the e-folds
-    beyond the fitted range in N or (given ``d``) in D, whichever is more, σ₀ alone within it
+    beyond the fitted runs in N or (given ``d``) in D or compute, whichever is most, σ₀ alone within them
     (``trilemma.quality.fit_procedure.extrapolation_error``; 0 for a law that ships no residual)."""
     u = law.uncertainty
     r = u.residual if u is not None else None
@@ -163,12 +164,12 @@ def residual_sd(law: Law, n: float, d: float | None = None) -> float:
 
 
 def beyond_fit(law: Law, n: float, d: float | None = None) -> float:
-    """e-folds beyond the law's fitted range: max(0, ln(N / N_max), ln(D / D_max)) (D only where given)."""
+    """e-folds beyond the law's fitted runs: the most of 0, ln(N / N_max), ln(D / D_max) and
+    ln(6·N·D / C_max), each where the law's range gives its maximum (D and C only where ``d`` is given;
+    trilemma.quality.extrapolation_band.e_folds_beyond)."""
     rng = law.fit_range or {}
-    x = float(np.log(n / float(rng["N_max"]))) if "N_max" in rng else 0.0
-    if d is not None and "D_max" in rng:
-        x = max(x, float(np.log(d / float(rng["D_max"]))))
-    return max(0.0, x)
+    n_max = float(rng.get("N_max", n))
+    return float(e_folds_beyond(n, d, n_max, rng.get("D_max"), rng.get("C_max")))
 
 
 def _t_draws(df: float, size: int) -> np.ndarray:

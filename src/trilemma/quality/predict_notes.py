@@ -41,6 +41,11 @@ def range_notes(
                 f"D is {d / r['D_max']:.1f}x the most tokens {law.name} was fitted on ({fmt_count(r['D_max'])}): "
                 "an extrapolation"
             )
+        if "C_max" in r and 6.0 * n * d > r["C_max"] * 1.5:  # C = 6·N·D (Kaplan 2020 §2.1)
+            notes.append(
+                f"the compute 6·N·D is {6.0 * n * d / r['C_max']:.1f}x the largest run {law.name} was "
+                f"fitted on ({r['C_max']:.3g} FLOP): an extrapolation"
+            )
         # below the data a power law runs away (L → ∞ as N or D → 0): a warning, not a note
         if "N_min" in r and n_eff < r["N_min"] / 1.5:
             warnings.append(

@@ -71,6 +71,19 @@ def print_fit(doc: dict[str, Any]) -> None:
         )
     if av := doc.get("averaged"):
         s.add_row("averaged", _averaged_text(av))
+    if ex := doc.get("extrapolation_sd"):
+        own, floor = ex["runs"], ex["floor"]
+        whose = (
+            "these runs' own"
+            if own is not None and own >= floor
+            else "the floor: what fits of published suites erred by at ten times their compute; these "
+            f"runs' own {'too few sizes to measure' if own is None else f'{own:.3g}'}"
+        )
+        s.add_row(
+            "beyond the runs",
+            f"the band grows by {max(own or 0.0, floor):.3g} in log loss per e-fold of N, D or compute "
+            f"({whose}; trilemma.quality.extrapolation_band)",
+        )
     s.add_row(
         "units",
         f"N counts {doc['n_counts'].replace('_', '-')} parameters; loss in {doc['loss_unit']} on "

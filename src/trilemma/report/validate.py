@@ -229,6 +229,18 @@ def _print_finetune(c: Any, ft: dict[str, Any] | None) -> None:
     )
 
 
+def _print_band(c: Any, b: dict[str, Any] | None) -> None:
+    """The loss band's line: held-out runs inside each suite's `trilemma fit` band, and the floor."""
+    if b and b["runs"]:
+        c.print(
+            f"loss band: each suite's `trilemma fit` law, its error per e-fold beyond the runs at least "
+            f"the floor measured on the other sources' suites, holds {b['inside']} of {b['runs']} "
+            f"held-out runs in its 80% band ({b['sources_inside']} of {b['sources']} sources wholly); "
+            f"the floor over all {b['sources']} sources {b['floor_over_sources']:.4f} in log loss per "
+            f"e-fold (trilemma.quality.extrapolation_band)"
+        )
+
+
 def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
     """Loss extrapolation per suite (trilemma's fit beside the plain fit) and the benchmark hold-outs."""
     if not q:
@@ -291,6 +303,7 @@ def _print_quality(c: Any, q: dict[str, Any] | None) -> None:
             f"{q['hindsight_median_abs_rel_error']:.2%} (over the sources "
             f"{q['hindsight_median_abs_rel_error_over_sources']:.2%})"
         )
+    _print_band(c, q.get("band"))
     c.print(f"method: {q['method']}")
     parts = [
         f"{name} {b['lofo_median_abs_error_points']:.1f} points ({b['families']} families)"

@@ -48,6 +48,7 @@ from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.hindsight import best_member, nonembedding_predictions
 from trilemma.quality.runs import MIN_SIZES, n_sizes
 from trilemma.validate import source_group
+from trilemma.validate.quality_band import band_inputs, coverage
 
 #: rows whose model name starts so are kept independent (Cerebras-GPT's losses): never read
 KEPT_INDEPENDENT = ("Cerebras-GPT",)
@@ -169,6 +170,9 @@ def backtest_suite(name: str, rows: list[dict[str, str]]) -> dict[str, Any]:
             "form_predictions": forms_at,
             **hindsight,
             "held_out_loss": loss[large].tolist(),
+            "held_out_n": n[large].tolist(),
+            "held_out_d": d[large].tolist(),
+            "band": band_inputs(n, d, loss, small, large),
             "forms": dict(zip(avg.names, avg.weights)),
             "plain_exponents": [plain["alpha"], plain["beta"]],
         }
@@ -256,6 +260,7 @@ def section() -> dict[str, Any]:
         for k in ("prior", "counts", "horizon", "squares", "direction", "kaplan", "cross")
     )
     hindsight_med = float(np.median([s["hindsight"]["median"] for s in done])) if done else None
+    band = coverage(done)
     bench = benchmark_lofo()
     mmlu = bench["mmlu"]
     return {
@@ -279,6 +284,8 @@ def section() -> dict[str, Any]:
         if done
         else None,
         "worst_points_over_plain": worse,
+        # the 80% loss band of each suite's `trilemma fit` law at its held-out runs (quality_band)
+        "band": band,
         "benchmarks_lofo": bench,
         "floors": {
             "median_abs_rel_error": {"floor": FLOOR_MEDIAN, "value": med},
