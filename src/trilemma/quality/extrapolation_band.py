@@ -56,8 +56,9 @@ def e_folds_beyond(n: Any, d: Any, n_max: float, d_max: float | None, c_max: flo
 
 
 def suite_sd(r: Iterable[float], x: Iterable[float], in_sample_sd: float) -> float:
-    """σ₁ of one suite from its held-out runs' log residuals ``r`` at ``x`` e-folds beyond its fitted
-    runs: max(0, mean r² − σ₀²) / mean x², square-rooted (0 where no run lies beyond)."""
+    """σ₁ from held-out runs' log residuals ``r`` at ``x`` e-folds beyond the fitted runs, σ₀ the
+    in-sample log residual: max(0, mean r² − σ₀²) / mean x², square-rooted (0 where no run lies beyond);
+    a suite's, and a user's runs' own (``fit_procedure.extrapolation_error``)."""
     r, x = np.asarray(list(r), float), np.asarray(list(x), float)
     mx2 = float(np.mean(x * x))
     if mx2 <= 0:

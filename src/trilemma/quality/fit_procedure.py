@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from trilemma.parallel import spawn_pool
-from trilemma.quality.extrapolation_band import e_folds_beyond
+from trilemma.quality.extrapolation_band import e_folds_beyond, runs_range, suite_sd
 from trilemma.quality.forms import chinchilla_loss
 from trilemma.quality.objective import (
     DELTA,
@@ -327,15 +327,11 @@ def extrapolation_error(
         f = fit_point(n[~held], d[~held], loss[~held], delta=delta, starts=32, fix=fix)
         r = np.log(loss[held] / chinchilla_loss(f.constants, n[held], d[held]))
     # e-folds beyond the kept runs in N, D or compute, whichever is most (predict.beyond_fit's distance)
-    kept = ~held
-    x = e_folds_beyond(
-        n[held], d[held], n[kept].max(), d[kept].max(), 6.0 * float((n[kept] * d[kept]).max())
-    )
+    kept = runs_range(n[~held], d[~held])
+    x = e_folds_beyond(n[held], d[held], kept["N_max"], kept["D_max"], kept["C_max"])
     if not np.isfinite(r).all():
         return None
-    return float(
-        math.sqrt(max(0.0, float(np.mean(r * r)) - in_sample_sd**2) / float(np.mean(x * x)))
-    ), int(held.sum())
+    return suite_sd(r, x, in_sample_sd), int(held.sum())
 
 
 def intervals(samples: np.ndarray, level: float) -> dict[str, list[float]]:
